@@ -1,0 +1,77 @@
+//! runcell's user interface (Leptos, rendered on the server and hydrated in the
+//! browser) and the types both sides share.
+//!
+//! - [`protocol`]: the WebSocket frames, one serde definition for both sides.
+//! - [`notebook`]: the pure fold from events to cells that both sides render.
+//! - [`api`]: server functions and the server-side ports they call.
+//! - [`components`], [`routes`]: the page.
+
+#![recursion_limit = "256"]
+
+pub mod api;
+pub mod components;
+pub mod notebook;
+pub mod protocol;
+pub mod routes;
+#[cfg(feature = "hydrate")]
+mod ws_client;
+
+use leptos::prelude::*;
+use leptos_meta::{Meta, MetaTags, Stylesheet, Title, provide_meta_context};
+use leptos_router::{
+    ParamSegment, SsrMode, StaticSegment,
+    components::{Route, Router, Routes},
+};
+
+/// The name of the browser bundle's files under `/pkg`.
+pub const OUTPUT_NAME: &str = "runcell";
+
+/// The HTML document around the app, rendered on the server only.
+pub fn shell(options: LeptosOptions) -> impl IntoView {
+    view! {
+        <!DOCTYPE html>
+        <html lang="en">
+            <head>
+                <meta charset="utf-8"/>
+                <meta name="viewport" content="width=device-width, initial-scale=1"/>
+                <link rel="icon" href="/favicon.svg" type="image/svg+xml"/>
+                // Marks pages where scripts run, so that CSS can hide what is
+                // only for readers without JavaScript, with no flash.
+                <script>"document.documentElement.classList.add('js')"</script>
+                <HydrationScripts options/>
+                <MetaTags/>
+            </head>
+            <body>
+                <App/>
+            </body>
+        </html>
+    }
+}
+
+#[component]
+pub fn App() -> impl IntoView {
+    provide_meta_context();
+    view! {
+        <Stylesheet id="leptos" href=format!("/pkg/{OUTPUT_NAME}.css")/>
+        <Title text="runcell"/>
+        <Meta name="description" content="Ask in plain language; watch the code run."/>
+        <Meta name="color-scheme" content="light dark"/>
+        <Router>
+            <Routes fallback=routes::NotFound>
+                // Async: the whole notebook is in the first response, so the page
+                // reads the same with JavaScript off.
+                <Route
+                    path=(StaticSegment("sessions"), ParamSegment("id"))
+                    view=routes::SessionPage
+                    ssr=SsrMode::Async
+                />
+            </Routes>
+        </Router>
+    }
+}
+
+/// The browser's entry point, called by the `frontend` crate.
+#[cfg(feature = "hydrate")]
+pub fn hydrate() {
+    hydrate_body(App);
+}

@@ -1,0 +1,255 @@
+//! The WebSocket event protocol, defined once and used by the server and the browser.
+//!
+//! Every frame is one JSON object. Frames the server sends carry `"type"`; the
+//! events that make up a session's history are sequenced (`seq` counts up from 1
+//! per session) so that a page that reconnects with `?after=N` receives exactly
+//! the events it has not seen. See `docs/protocol.md` for the prose version.
+
+use serde::{Deserialize, Serialize};
+
+/// Bumped on any incompatible change to the frames below.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The WebSocket sub-protocol name that carries [`PROTOCOL_VERSION`].
+pub const SUBPROTOCOL: &str = "runcell.v1";
+
+/// The longest message a user may send, in bytes of UTF-8.
+pub const MAX_ASK_BYTES: usize = 32 * 1024;
+
+/// A cell's identity, unique within its session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CellId(pub u64);
+
+impl std::fmt::Display for CellId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "c{}", self.0)
+    }
+}
+
+/// What a cell holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CellKind {
+    /// What the person asked.
+    User,
+    /// The placeholder responder's answer: the message streamed back.
+    Echo,
+}
+
+/// Where a cell is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CellStatus {
+    /// Still receiving deltas.
+    Streaming,
+    Ok,
+    Error,
+    Cancelled,
+}
+
+/// One step in a session's history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EventBody {
+    /// The person's message, complete.
+    UserMessage { cell_id: CellId, text: String },
+    /// A cell opens; deltas follow until it is finished.
+    CellStarted {
+        cell_id: CellId,
+        cell_kind: CellKind,
+    },
+    /// More text for a streaming cell.
+    CellDelta { cell_id: CellId, text: String },
+    /// A cell is complete.
+    CellFinished {
+        cell_id: CellId,
+        status: CellStatus,
+        elapsed_ms: u64,
+    },
+}
+
+/// A sequenced event: part of the session's history, replayed on reconnect.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionEvent {
+    /// Session-wide, starting at 1, without gaps.
+    pub seq: u64,
+    /// Milliseconds since the Unix epoch, when the server recorded it.
+    pub ts_ms: u64,
+    pub event: EventBody,
+}
+
+/// Why the server refused a frame. Errors are not part of the history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// Not JSON, not an object of a known `type`, or a binary frame.
+    BadFrame,
+    /// A message with nothing but white space.
+    EmptyMessage,
+    /// A message over [`MAX_ASK_BYTES`].
+    MessageTooLong,
+    /// The server is shutting down or hit an internal fault.
+    Unavailable,
+}
+
+/// Frames from the server to the page.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServerMessage {
+    /// First frame on every connection.
+    Welcome {
+        protocol: u32,
+        session_id: String,
+        /// The newest `seq` in the session when the connection opened.
+        last_seq: u64,
+    },
+    Event(SessionEvent),
+    Error {
+        code: ErrorCode,
+        message: String,
+    },
+}
+
+/// Frames from the page to the server.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ClientMessage {
+    /// Ask something: starts a turn.
+    Ask { text: String },
+}
+
+/// Why a message the person typed cannot be sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AskError {
+    #[error("the message is empty")]
+    Empty,
+    #[error("the message is longer than {MAX_ASK_BYTES} bytes")]
+    TooLong,
+}
+
+impl AskError {
+    pub fn code(self) -> ErrorCode {
+        match self {
+            Self::Empty => ErrorCode::EmptyMessage,
+            Self::TooLong => ErrorCode::MessageTooLong,
+        }
+    }
+}
+
+/// The check both sides apply before a message becomes a turn.
+pub fn validate_ask(text: &str) -> Result<(), AskError> {
+    if text.trim().is_empty() {
+        Err(AskError::Empty)
+    } else if text.len() > MAX_ASK_BYTES {
+        Err(AskError::TooLong)
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wire(msg: &ServerMessage) -> String {
+        serde_json::to_string(msg).unwrap_or_default()
+    }
+
+    #[test]
+    fn event_frames_have_a_stable_shape() {
+        let msg = ServerMessage::Event(SessionEvent {
+            seq: 3,
+            ts_ms: 1_700_000_000_000,
+            event: EventBody::CellDelta {
+                cell_id: CellId(2),
+                text: "hi".into(),
+            },
+        });
+        assert_eq!(
+            wire(&msg),
+            r#"{"type":"event","seq":3,"ts_ms":1700000000000,"event":{"kind":"cell_delta","cell_id":2,"text":"hi"}}"#
+        );
+    }
+
+    #[test]
+    fn welcome_and_error_frames_have_a_stable_shape() {
+        let welcome = ServerMessage::Welcome {
+            protocol: PROTOCOL_VERSION,
+            session_id: "s".into(),
+            last_seq: 0,
+        };
+        assert_eq!(
+            wire(&welcome),
+            r#"{"type":"welcome","protocol":1,"session_id":"s","last_seq":0}"#
+        );
+        let error = ServerMessage::Error {
+            code: ErrorCode::BadFrame,
+            message: "x".into(),
+        };
+        assert_eq!(
+            wire(&error),
+            r#"{"type":"error","code":"bad_frame","message":"x"}"#
+        );
+    }
+
+    #[test]
+    fn server_frames_round_trip() {
+        let frames = [
+            ServerMessage::Event(SessionEvent {
+                seq: 1,
+                ts_ms: 5,
+                event: EventBody::UserMessage {
+                    cell_id: CellId(1),
+                    text: "héllo\n\"there\"".into(),
+                },
+            }),
+            ServerMessage::Event(SessionEvent {
+                seq: 2,
+                ts_ms: 6,
+                event: EventBody::CellFinished {
+                    cell_id: CellId(2),
+                    status: CellStatus::Cancelled,
+                    elapsed_ms: 12,
+                },
+            }),
+        ];
+        for frame in frames {
+            let back: ServerMessage = serde_json::from_str(&wire(&frame)).unwrap_or_else(|e| {
+                panic!("{frame:?} did not round-trip: {e}");
+            });
+            assert_eq!(back, frame);
+        }
+    }
+
+    #[test]
+    fn client_frames_parse_and_reject() {
+        let ok: Result<ClientMessage, _> = serde_json::from_str(r#"{"type":"ask","text":"2+2"}"#);
+        assert_eq!(ok.ok(), Some(ClientMessage::Ask { text: "2+2".into() }));
+        for bad in [
+            "",
+            "null",
+            "[]",
+            r#"{"type":"ask"}"#,
+            r#"{"type":"launch","text":"x"}"#,
+            r#"{"text":"x"}"#,
+            r#"{"type":"ask","text":5}"#,
+        ] {
+            assert!(
+                serde_json::from_str::<ClientMessage>(bad).is_err(),
+                "{bad:?} should be rejected"
+            );
+        }
+    }
+
+    #[test]
+    fn asks_are_validated() {
+        assert_eq!(validate_ask("   \n\t"), Err(AskError::Empty));
+        assert_eq!(
+            validate_ask("x".repeat(MAX_ASK_BYTES + 1).as_str()),
+            Err(AskError::TooLong)
+        );
+        assert_eq!(validate_ask("x".repeat(MAX_ASK_BYTES).as_str()), Ok(()));
+        assert_eq!(validate_ask("how many r's in strawberry?"), Ok(()));
+    }
+}

@@ -1,0 +1,50 @@
+import { defineConfig } from '@playwright/test';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+// The built binary is started exactly as a user would from the repo root, on a
+// port scripts/test.sh picked, with a throw-away data directory.
+const port = Number(process.env.RUNCELL_E2E_PORT ?? 3310);
+const dataDir = process.env.RUNCELL_E2E_DATA ?? mkdtempSync(join(tmpdir(), 'runcell-e2e-'));
+
+// Debian's Chromium, as root, on a machine with no outside network.
+const chromiumArgs = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+export default defineConfig({
+  testDir: './tests',
+  fullyParallel: true,
+  forbidOnly: true,
+  retries: 0,
+  workers: 2,
+  timeout: 30_000,
+  expect: { timeout: 10_000 },
+  reporter: [['list']],
+  use: {
+    baseURL: `http://127.0.0.1:${port}`,
+    launchOptions: { executablePath: '/usr/bin/chromium', args: chromiumArgs },
+    trace: 'retain-on-failure',
+  },
+  // Every spec runs twice: server-rendered only, and hydrated.
+  projects: [
+    { name: 'no-js', use: { javaScriptEnabled: false } },
+    { name: 'hydrated', use: { javaScriptEnabled: true } },
+  ],
+  webServer: {
+    command: `./target/release/runcell serve --addr 127.0.0.1:${port} --data-dir ${dataDir}`,
+    cwd: '..',
+    url: `http://127.0.0.1:${port}/healthz`,
+    reuseExistingServer: false,
+    timeout: 60_000,
+    stdout: 'ignore',
+    stderr: 'pipe',
+  },
+});

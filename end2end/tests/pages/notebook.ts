@@ -1,0 +1,53 @@
+import { expect, type Locator, type Page, type WebSocket } from '@playwright/test';
+
+/** The notebook screen, by role and label. */
+export class NotebookPage {
+  readonly message: Locator;
+  readonly send: Locator;
+  readonly connection: Locator;
+  readonly conversation: Locator;
+  readonly cells: Locator;
+  readonly userCells: Locator;
+  readonly echoCells: Locator;
+  readonly problem: Locator;
+
+  constructor(readonly page: Page) {
+    this.message = page.getByRole('textbox', { name: 'Message' });
+    this.send = page.getByRole('button', { name: 'Send' });
+    this.connection = page.getByRole('status', { name: 'Connection' });
+    this.conversation = page.getByRole('region', { name: 'Conversation' });
+    this.cells = this.conversation.getByRole('article');
+    this.userCells = this.conversation.getByRole('article', { name: 'You' });
+    this.echoCells = this.conversation.getByRole('article', { name: 'Echo' });
+    this.problem = page.getByRole('alert').filter({ hasText: /\S/ });
+  }
+
+  /** Opens a new session; returns its address. */
+  async openNew(): Promise<string> {
+    await this.page.goto('/');
+    await expect(this.page).toHaveURL(/\/sessions\/[0-9a-f-]{36}$/);
+    return this.page.url();
+  }
+
+  async waitConnected() {
+    await expect(this.connection).toHaveText('connected');
+  }
+
+  /** Types a message and presses Enter. */
+  async ask(text: string) {
+    await this.message.fill(text);
+    await this.message.press('Enter');
+  }
+
+  /** Collects the session socket's event frames as they arrive. */
+  recordFrames(): { kinds: string[] } {
+    const record = { kinds: [] as string[] };
+    this.page.on('websocket', (ws: WebSocket) => {
+      ws.on('framereceived', (frame) => {
+        const msg = JSON.parse(String(frame.payload));
+        if (msg.type === 'event') record.kinds.push(msg.event.kind);
+      });
+    });
+    return record;
+  }
+}

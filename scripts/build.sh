@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Builds the release site (hydrate bundle + styles + public files) into
+# target/site and the `runcell` server into target/release/runcell.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$ROOT"
+
+step "building the browser bundle (wasm-release)"
+cargo build -p frontend --lib --target wasm32-unknown-unknown --profile wasm-release
+
+stage=$ROOT/target/site.new
+rm -rf "$stage"
+mkdir -p "$stage/pkg"
+wasm-bindgen --target web --no-typescript --out-dir "$stage/pkg" --out-name runcell \
+  "$TARGET_DIR/wasm32-unknown-unknown/wasm-release/frontend.wasm"
+"$ROOT/scripts/node_modules/.bin/wasm-opt" -Oz \
+  --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
+  --enable-mutable-globals --enable-reference-types --enable-multivalue \
+  -o "$stage/pkg/runcell_bg.wasm" "$stage/pkg/runcell_bg.wasm"
+cp "$ROOT/style/main.css" "$stage/pkg/runcell.css"
+cp -R "$ROOT/public/." "$stage/"
+# Served as-is to browsers that accept gzip.
+gzip -9 -k -f "$stage/pkg/runcell_bg.wasm" "$stage/pkg/runcell.js" "$stage/pkg/runcell.css"
+rm -rf "$SITE_DIR"
+mv "$stage" "$SITE_DIR"
+
+step "building the server (release)"
+cargo build -p runcell --release
+if [ "$TARGET_DIR/release/runcell" -ef "$ROOT/target/release/runcell" ]; then :; else
+  mkdir -p "$ROOT/target/release"
+  cp "$TARGET_DIR/release/runcell" "$ROOT/target/release/runcell"
+fi
+
+wasm=$SITE_DIR/pkg/runcell_bg.wasm
+say "built: target/release/runcell, target/site (wasm $(stat -c %s "$wasm") B, gzip $(stat -c %s "$wasm.gz") B)"

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs what building (`setup.sh run`) or testing (`setup.sh test`) needs and
+# is missing. Idempotent, and quiet when everything is present.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+mode=${1:-run}
+case "$mode" in run|test) ;; *) die "usage: setup.sh [run|test]" ;; esac
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# Debian packages.
+debs=(ca-certificates gzip)
+[ "$mode" = test ] && debs+=(chromium)
+missing=()
+for p in "${debs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  step "installing Debian packages: ${missing[*]}"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+command -v cargo >/dev/null || die "cargo is missing: install Rust with rustup first"
+command -v npm >/dev/null || die "npm is missing: install Debian's nodejs and npm"
+
+# The browser target.
+if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+  step "adding the wasm32-unknown-unknown target"
+  rustup target add wasm32-unknown-unknown
+fi
+
+# wasm-bindgen's CLI, at exactly the version the lockfile pins.
+want=$(wasm_bindgen_version)
+have=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)
+if [ "$have" != "$want" ]; then
+  step "installing wasm-bindgen-cli $want (a few minutes, once)"
+  cargo install -q wasm-bindgen-cli --version "$want" --force
+fi
+
+# npm packages, from the committed lockfiles; reinstalled only when a lockfile changes.
+npm_ci() {
+  local dir=$1 stamp="$1/node_modules/.runcell-lock"
+  if [ -f "$stamp" ] && cmp -s "$dir/package-lock.json" "$stamp"; then return; fi
+  step "installing npm packages in ${dir#"$ROOT"/}"
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  cp "$dir/package-lock.json" "$stamp"
+}
+npm_ci "$ROOT/scripts"
+[ "$mode" = test ] && npm_ci "$ROOT/end2end"
+exit 0

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Sets up and runs every check: format, lints, unit and integration tests, the
+# release build, and the Playwright specs in Debian's Chromium (JS off and on).
+# Exits non-zero on the first failure; ends with one summary line.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$ROOT"
+started=$SECONDS
+"$ROOT/scripts/setup.sh" test
+
+step "format"
+cargo fmt --all --check
+
+step "lints"
+cargo clippy -q -p app --features ssr --all-targets -- -D warnings
+cargo clippy -q -p runcell --all-targets -- -D warnings
+cargo clippy -q -p frontend --target wasm32-unknown-unknown -- -D warnings
+
+step "unit and integration tests"
+cargo_log=$(mktemp)
+trap 'rm -f "$cargo_log"' EXIT
+cargo test -p app --features ssr 2>&1 | tee -a "$cargo_log"
+cargo test -p runcell 2>&1 | tee -a "$cargo_log"
+rust_passed=$(grep -Eo '^test result: ok\. [0-9]+ passed' "$cargo_log" | awk '{s+=$4} END {print s+0}')
+
+step "release build"
+"$ROOT/scripts/build.sh"
+
+step "end-to-end (Chromium, JavaScript off and on)"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+e2e_data=$(mktemp -d)
+e2e_log=$(mktemp)
+trap 'rm -rf "$cargo_log" "$e2e_data" "$e2e_log"' EXIT
+(cd "$ROOT/end2end" && RUNCELL_E2E_PORT=$port RUNCELL_E2E_DATA=$e2e_data npx playwright test) 2>&1 | tee "$e2e_log"
+e2e_passed=$(grep -Eo '^ +[0-9]+ passed' "$e2e_log" | awk '{s+=$1} END {print s+0}')
+e2e_skipped=$(grep -Eo '^ +[0-9]+ skipped' "$e2e_log" | awk '{s+=$1} END {print s+0}')
+
+elapsed=$((SECONDS - started))
+printf '\nrust: %s passed; end-to-end: %s passed, %s skipped; %dm%02ds\n' \
+  "$rust_passed" "$e2e_passed" "$e2e_skipped" $((elapsed / 60)) $((elapsed % 60))
+printf 'summary: %s passed, 0 failed\n' $((rust_passed + e2e_passed))

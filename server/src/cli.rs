@@ -1,0 +1,48 @@
+//! The command line.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::Overrides;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "runcell",
+    version,
+    about = "A self-hostable code interpreter for the browser"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the notebook, the WebSocket and the API.
+    Serve(Settings),
+    /// Print the effective configuration (secrets redacted) and exit.
+    Config(Settings),
+}
+
+/// Settings that may be given as flags; they win over the environment
+/// (`RUNCELL_ADDR`, `RUNCELL_DATA_DIR`) and `runcell.toml`.
+#[derive(Debug, Args)]
+pub struct Settings {
+    /// Address to listen on [default: 127.0.0.1:3000]
+    #[arg(long)]
+    pub addr: Option<SocketAddr>,
+    /// Directory for runcell's files and its runcell.toml [default: ./data]
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+}
+
+impl Settings {
+    pub fn overrides(&self) -> Overrides {
+        Overrides {
+            addr: self.addr,
+            data_dir: self.data_dir.clone(),
+        }
+    }
+}

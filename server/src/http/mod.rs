@@ -1,0 +1,72 @@
+//! HTTP: routes, pages and the WebSocket. Handlers parse, call the domain, map.
+
+mod error;
+mod ws;
+
+use std::sync::Arc;
+
+use app::api::ports::SharedSessionLogs;
+use app::{App, shell};
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Redirect};
+use axum::routing::get;
+use leptos::prelude::provide_context;
+use leptos_axum::{LeptosRoutes, file_and_error_handler_with_context, generate_route_list};
+use tower_http::services::ServeDir;
+use tower_http::set_header::SetResponseHeaderLayer;
+use tower_http::trace::TraceLayer;
+
+pub use error::ApiError;
+
+use crate::session::SessionId;
+use crate::state::AppState;
+
+/// Request bodies (server-function calls) above this are refused.
+const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// The whole HTTP surface.
+pub fn router(state: AppState) -> Router {
+    let routes = generate_route_list(App);
+    let logs: SharedSessionLogs = state.sessions.clone();
+    let context = move || provide_context(Arc::clone(&logs));
+    let leptos = state.leptos.clone();
+
+    let bundle = Router::new()
+        .fallback_service(ServeDir::new(state.config.site_root.join("pkg")).precompressed_gzip())
+        .layer(SetResponseHeaderLayer::overriding(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("no-cache"),
+        ));
+
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/", get(new_session))
+        .route("/ws/sessions/{id}", get(ws::session_socket))
+        .nest_service("/pkg", bundle)
+        .leptos_routes_with_context(&state, routes, context.clone(), move || {
+            shell(leptos.clone())
+        })
+        .fallback(file_and_error_handler_with_context::<AppState, _>(
+            context, shell,
+        ))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
+    axum::Json(serde_json::json!({
+        "status": "ok",
+        "sessions": state.sessions.len(),
+    }))
+}
+
+/// `/` opens a new, empty session.
+async fn new_session() -> impl IntoResponse {
+    (
+        [(header::CACHE_CONTROL, "no-store")],
+        Redirect::to(&format!("/sessions/{}", SessionId::random())),
+    )
+}

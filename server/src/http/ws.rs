@@ -1,0 +1,190 @@
+//! `/ws/sessions/{id}`: a session's live feed, and the way a page asks.
+
+use std::sync::Arc;
+
+use app::protocol::{
+    ClientMessage, ErrorCode, PROTOCOL_VERSION, SUBPROTOCOL, ServerMessage, SessionEvent,
+    validate_ask,
+};
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code};
+use axum::extract::{Path, Query, State, rejection::QueryRejection};
+use axum::response::Response;
+use futures::{Sink, SinkExt, Stream, StreamExt};
+use serde::Deserialize;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::ApiError;
+use crate::session::{SessionChannel, SessionId};
+use crate::state::AppState;
+
+/// A frame bigger than this closes the connection (messages are far smaller).
+const MAX_FRAME_BYTES: usize = 256 * 1024;
+
+#[derive(Debug, Deserialize)]
+pub struct Resume {
+    /// The last `seq` the page has; only later events are sent.
+    #[serde(default)]
+    after: u64,
+}
+
+pub async fn session_socket(
+    ws: WebSocketUpgrade,
+    Path(id): Path<String>,
+    query: Result<Query<Resume>, QueryRejection>,
+    State(state): State<AppState>,
+) -> Result<Response, ApiError> {
+    let id: SessionId = id
+        .parse()
+        .map_err(|e: crate::session::InvalidSessionId| ApiError::NotFound(e.to_string()))?;
+    let Query(resume) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let channel = state.sessions.channel(id);
+    Ok(ws
+        .protocols([SUBPROTOCOL])
+        .max_message_size(MAX_FRAME_BYTES)
+        .on_upgrade(move |socket: WebSocket| {
+            let (sink, stream) = socket.split();
+            serve_socket(sink, stream, channel, resume.after, state)
+        }))
+}
+
+/// Runs one connection until either side closes or the server shuts down.
+/// Generic over the socket halves so that it can be driven without a network.
+#[tracing::instrument(name = "ws", skip_all, fields(session.id = %channel.id()))]
+pub async fn serve_socket<W, R>(
+    mut sink: W,
+    mut stream: R,
+    channel: Arc<SessionChannel>,
+    after: u64,
+    state: AppState,
+) where
+    W: Sink<Message> + Unpin,
+    R: Stream<Item = Result<Message, axum::Error>> + Unpin,
+{
+    let (backlog, last_seq, mut live) = channel.subscribe(after);
+    let welcome = ServerMessage::Welcome {
+        protocol: PROTOCOL_VERSION,
+        session_id: channel.id().to_string(),
+        last_seq,
+    };
+    if send(&mut sink, &welcome).await.is_err() {
+        return;
+    }
+    // A page that claims more than the history holds follows from now on;
+    // `last_seq` in the welcome tells it that its copy is stale.
+    let mut sent = after.min(last_seq);
+    for event in backlog {
+        if send_event(&mut sink, &mut sent, event).await.is_err() {
+            return;
+        }
+    }
+    tracing::debug!(after, "page connected");
+
+    loop {
+        tokio::select! {
+            () = state.shutdown.cancelled() => {
+                let _ = sink
+                    .send(Message::Close(Some(CloseFrame {
+                        code: close_code::AWAY,
+                        reason: Utf8Bytes::from_static("server shutting down"),
+                    })))
+                    .await;
+                break;
+            }
+            received = live.recv() => {
+                let events = match received {
+                    Ok(event) => vec![event],
+                    // Fell behind the live buffer: catch up from the history.
+                    Err(RecvError::Lagged(_)) => channel.events_after(sent),
+                    Err(RecvError::Closed) => break,
+                };
+                let mut failed = false;
+                for event in events {
+                    failed = send_event(&mut sink, &mut sent, event).await.is_err();
+                    if failed {
+                        break;
+                    }
+                }
+                if failed {
+                    break;
+                }
+            }
+            frame = stream.next() => {
+                let reply = match frame {
+                    Some(Ok(Message::Text(text))) => handle_text(text.as_str(), &channel, &state),
+                    Some(Ok(Message::Binary(_))) => Some(refusal(ErrorCode::BadFrame, "binary frames are not part of the protocol")),
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => None,
+                    Some(Ok(Message::Close(_)) | Err(_)) | None => break,
+                };
+                if let Some(reply) = reply
+                    && send(&mut sink, &reply).await.is_err()
+                {
+                    break;
+                }
+            }
+        }
+    }
+    tracing::debug!("page disconnected");
+}
+
+/// Acts on one text frame; returns the error frame to send back, if any.
+fn handle_text(
+    text: &str,
+    channel: &Arc<SessionChannel>,
+    state: &AppState,
+) -> Option<ServerMessage> {
+    let message = match serde_json::from_str::<ClientMessage>(text) {
+        Ok(message) => message,
+        Err(err) => {
+            return Some(refusal(
+                ErrorCode::BadFrame,
+                &format!("unreadable frame: {err}"),
+            ));
+        }
+    };
+    match message {
+        ClientMessage::Ask { text } => {
+            if let Err(err) = validate_ask(&text) {
+                return Some(refusal(err.code(), &format!("not sent: {err}")));
+            }
+            if state.shutdown.is_cancelled() {
+                return Some(refusal(
+                    ErrorCode::Unavailable,
+                    "the server is shutting down",
+                ));
+            }
+            let channel = Arc::clone(channel);
+            let responder = Arc::clone(&state.responder);
+            let cancel = state.shutdown.child_token();
+            state.turns.spawn(async move {
+                responder.run_turn(&channel, text, cancel).await;
+            });
+            None
+        }
+    }
+}
+
+fn refusal(code: ErrorCode, message: &str) -> ServerMessage {
+    ServerMessage::Error {
+        code,
+        message: message.to_string(),
+    }
+}
+
+async fn send_event<W: Sink<Message> + Unpin>(
+    sink: &mut W,
+    sent: &mut u64,
+    event: SessionEvent,
+) -> Result<(), ()> {
+    if event.seq <= *sent {
+        return Ok(());
+    }
+    *sent = event.seq;
+    send(sink, &ServerMessage::Event(event)).await
+}
+
+async fn send<W: Sink<Message> + Unpin>(sink: &mut W, message: &ServerMessage) -> Result<(), ()> {
+    let text = serde_json::to_string(message).map_err(|err| {
+        tracing::error!(%err, "cannot encode a frame");
+    })?;
+    sink.send(Message::Text(text.into())).await.map_err(|_| ())
+}

@@ -1,0 +1,14 @@
+//! The runcell server: configuration, HTTP and WebSocket routes, sessions and
+//! the responder that answers them. `main.rs` is a thin shell over this.
+
+pub mod agent;
+pub mod cli;
+pub mod config;
+pub mod http;
+pub mod server;
+pub mod session;
+pub mod state;
+pub mod telemetry;
+
+pub use config::{Config, Overrides};
+pub use server::{ServeError, launch_with_listener, serve};

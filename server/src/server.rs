@@ -1,0 +1,108 @@
+//! Starting and stopping the HTTP server.
+
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, display_path};
+use crate::http::router;
+use crate::state::AppState;
+
+/// How long running turns get to finish once shutdown begins.
+const DRAIN: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot create the data directory {path}: {source}")]
+    DataDir {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("the server stopped: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Serves on `config.addr` until SIGINT or SIGTERM.
+pub async fn serve(config: Config) -> Result<(), ServeError> {
+    let listener = TcpListener::bind(config.addr)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: config.addr,
+            source,
+        })?;
+    let shutdown = CancellationToken::new();
+    tokio::spawn(cancel_on_signal(shutdown.clone()));
+    launch_with_listener(config, listener, shutdown).await
+}
+
+/// Serves on a listener the caller bound (tests bind `127.0.0.1:0`) until
+/// `shutdown` is cancelled, then closes live connections and drains turns.
+pub async fn launch_with_listener(
+    config: Config,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> Result<(), ServeError> {
+    std::fs::create_dir_all(&config.data_dir).map_err(|source| ServeError::DataDir {
+        path: display_path(&config.data_dir),
+        source,
+    })?;
+    if !config.bundle_path().is_file() {
+        tracing::warn!(
+            missing = %display_path(&config.bundle_path()),
+            "the browser bundle is missing: pages render but stay static; build with scripts/build.sh or set RUNCELL_SITE_ROOT"
+        );
+    }
+    let state = AppState::new(config, shutdown.clone());
+    let app = router(state.clone());
+    let addr = listener.local_addr()?;
+    tracing::info!("runcell listening on http://{addr}");
+
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await?;
+
+    state.turns.close();
+    if tokio::time::timeout(DRAIN, state.turns.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("some turns did not finish in time");
+    }
+    tracing::info!("runcell stopped");
+    Ok(())
+}
+
+async fn cancel_on_signal(shutdown: CancellationToken) {
+    let ctrl_c = async {
+        if let Err(err) = tokio::signal::ctrl_c().await {
+            tracing::error!(%err, "cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(err) => {
+                tracing::error!(%err, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+    tracing::info!("shutting down");
+    shutdown.cancel();
+}

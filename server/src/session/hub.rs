@@ -1,0 +1,202 @@
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use app::api::ports::{LogError, SessionLogs};
+use app::protocol::{CellId, EventBody, SessionEvent};
+use parking_lot::Mutex;
+use tokio::sync::broadcast;
+
+use super::SessionId;
+
+/// Live events a slow reader may fall behind by before it re-reads the history.
+const LIVE_BUFFER: usize = 1024;
+
+/// All sessions this server knows, in memory.
+#[derive(Default)]
+pub struct SessionHub {
+    sessions: Mutex<HashMap<SessionId, Arc<SessionChannel>>>,
+}
+
+impl SessionHub {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The session's channel, made empty on first use.
+    pub fn channel(&self, id: SessionId) -> Arc<SessionChannel> {
+        self.sessions
+            .lock()
+            .entry(id)
+            .or_insert_with(|| Arc::new(SessionChannel::new(id)))
+            .clone()
+    }
+
+    /// The session's channel, if it has one.
+    pub fn existing(&self, id: SessionId) -> Option<Arc<SessionChannel>> {
+        self.sessions.lock().get(&id).cloned()
+    }
+
+    pub fn len(&self) -> usize {
+        self.sessions.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl SessionLogs for SessionHub {
+    fn events(&self, session_id: &str) -> Result<Vec<SessionEvent>, LogError> {
+        let id: SessionId = session_id.parse().map_err(|_| LogError::InvalidId)?;
+        Ok(self
+            .existing(id)
+            .map(|channel| channel.events_after(0))
+            .unwrap_or_default())
+    }
+}
+
+/// One session's history and its live feed. Publishing and subscribing take the
+/// same lock, so a subscriber sees every event exactly once: either in the
+/// history it is handed or on the live feed.
+pub struct SessionChannel {
+    id: SessionId,
+    inner: Mutex<History>,
+    live: broadcast::Sender<SessionEvent>,
+    /// Held for the length of a turn, so turns in one session run one at a time.
+    pub turn: tokio::sync::Mutex<()>,
+}
+
+#[derive(Default)]
+struct History {
+    events: Vec<SessionEvent>,
+    next_cell: u64,
+}
+
+impl SessionChannel {
+    fn new(id: SessionId) -> Self {
+        Self {
+            id,
+            inner: Mutex::new(History::default()),
+            live: broadcast::channel(LIVE_BUFFER).0,
+            turn: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    pub fn id(&self) -> SessionId {
+        self.id
+    }
+
+    /// A fresh cell id for this session.
+    pub fn next_cell_id(&self) -> CellId {
+        let mut history = self.inner.lock();
+        history.next_cell += 1;
+        CellId(history.next_cell)
+    }
+
+    /// Records an event as the next in the history and sends it to every
+    /// subscriber.
+    pub fn publish(&self, event: EventBody) -> SessionEvent {
+        let mut history = self.inner.lock();
+        let event = SessionEvent {
+            seq: history.events.len() as u64 + 1,
+            ts_ms: now_ms(),
+            event,
+        };
+        history.events.push(event.clone());
+        // No subscriber is fine: the history keeps the event for later pages.
+        let _ = self.live.send(event.clone());
+        event
+    }
+
+    /// The events after `seq`, the newest `seq` now, and a feed of every
+    /// later event.
+    pub fn subscribe(
+        &self,
+        after: u64,
+    ) -> (Vec<SessionEvent>, u64, broadcast::Receiver<SessionEvent>) {
+        let history = self.inner.lock();
+        let receiver = self.live.subscribe();
+        let last_seq = history.events.len() as u64;
+        (Self::after(&history, after), last_seq, receiver)
+    }
+
+    pub fn events_after(&self, after: u64) -> Vec<SessionEvent> {
+        Self::after(&self.inner.lock(), after)
+    }
+
+    pub fn last_seq(&self) -> u64 {
+        self.inner.lock().events.len() as u64
+    }
+
+    fn after(history: &History, after: u64) -> Vec<SessionEvent> {
+        let start = usize::try_from(after)
+            .unwrap_or(usize::MAX)
+            .min(history.events.len());
+        history.events[start..].to_vec()
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use app::protocol::CellKind;
+
+    use super::*;
+
+    fn started(cell: u64) -> EventBody {
+        EventBody::CellStarted {
+            cell_id: CellId(cell),
+            cell_kind: CellKind::Echo,
+        }
+    }
+
+    #[test]
+    fn events_are_numbered_from_one_without_gaps() {
+        let hub = SessionHub::new();
+        let channel = hub.channel(SessionId::random());
+        let seqs: Vec<u64> = (1..=5).map(|i| channel.publish(started(i)).seq).collect();
+        assert_eq!(seqs, vec![1, 2, 3, 4, 5]);
+        assert_eq!(channel.last_seq(), 5);
+    }
+
+    #[test]
+    fn subscribers_get_each_event_once() {
+        let hub = SessionHub::new();
+        let channel = hub.channel(SessionId::random());
+        channel.publish(started(1));
+        channel.publish(started(2));
+        let (history, last_seq, mut live) = channel.subscribe(1);
+        assert_eq!(last_seq, 2);
+        assert_eq!(history.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2]);
+        channel.publish(started(3));
+        assert_eq!(live.try_recv().map(|e| e.seq).ok(), Some(3));
+        assert!(live.try_recv().is_err());
+    }
+
+    #[test]
+    fn resuming_past_the_end_gives_nothing() {
+        let hub = SessionHub::new();
+        let channel = hub.channel(SessionId::random());
+        channel.publish(started(1));
+        assert!(channel.events_after(1).is_empty());
+        assert!(channel.events_after(u64::MAX).is_empty());
+    }
+
+    #[test]
+    fn the_log_port_validates_ids_and_knows_empty_sessions() {
+        let hub = SessionHub::new();
+        assert_eq!(hub.events("nope"), Err(LogError::InvalidId));
+        assert_eq!(hub.events(&SessionId::random().to_string()), Ok(vec![]));
+        assert!(hub.is_empty(), "reading must not create sessions");
+        let id = SessionId::random();
+        hub.channel(id).publish(started(1));
+        assert_eq!(hub.events(&id.to_string()).map(|e| e.len()), Ok(1));
+    }
+}

@@ -1,0 +1,216 @@
+use app::notebook::Notebook;
+use app::protocol::{
+    CellKind, CellStatus, ErrorCode, EventBody, MAX_ASK_BYTES, PROTOCOL_VERSION, ServerMessage,
+};
+use futures::StreamExt;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::support::{PATIENCE, TestServer, http, new_session_id};
+
+#[tokio::test]
+async fn an_ask_streams_back_as_a_cell_in_several_frames() {
+    let server = TestServer::start().await;
+    let session = new_session_id();
+    let mut client = server.connect(&session, 0).await;
+    assert_eq!(
+        client.welcome().await,
+        (PROTOCOL_VERSION, session.clone(), 0)
+    );
+
+    client.ask("count the r's in strawberry").await;
+    let events = client.events_until_finished().await;
+
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>());
+    assert!(
+        matches!(events[0].event, EventBody::UserMessage { ref text, .. } if text == "count the r's in strawberry")
+    );
+    assert!(matches!(
+        events[1].event,
+        EventBody::CellStarted {
+            cell_kind: CellKind::Echo,
+            ..
+        }
+    ));
+    let deltas = events
+        .iter()
+        .filter(|e| matches!(e.event, EventBody::CellDelta { .. }))
+        .count();
+    assert!(deltas >= 3, "{deltas} deltas");
+    let notebook = Notebook::from_events(&events);
+    assert_eq!(notebook.cells()[1].text, "count the r's in strawberry");
+    assert_eq!(notebook.cells()[1].status, CellStatus::Ok);
+}
+
+#[tokio::test]
+async fn bad_frames_get_an_error_and_the_connection_keeps_working() {
+    let server = TestServer::start().await;
+    let mut client = server.connect(&new_session_id(), 0).await;
+    client.welcome().await;
+
+    let too_long = serde_json::json!({ "type": "ask", "text": "x".repeat(MAX_ASK_BYTES + 1) });
+    let cases = [
+        (Message::text("not json"), ErrorCode::BadFrame),
+        (
+            Message::text(r#"{"type":"launch_missiles"}"#),
+            ErrorCode::BadFrame,
+        ),
+        (
+            Message::text(r#"{"type":"ask","text":42}"#),
+            ErrorCode::BadFrame,
+        ),
+        (Message::text("\u{0}\u{1}"), ErrorCode::BadFrame),
+        (
+            Message::binary(vec![0u8, 159, 146, 150]),
+            ErrorCode::BadFrame,
+        ),
+        (
+            Message::text(r#"{"type":"ask","text":"  \n "}"#),
+            ErrorCode::EmptyMessage,
+        ),
+        (
+            Message::text(too_long.to_string()),
+            ErrorCode::MessageTooLong,
+        ),
+    ];
+    for (frame, want) in cases {
+        let shown = format!("{frame:?}").chars().take(60).collect::<String>();
+        client.send_raw(frame).await;
+        match client.next().await {
+            Some(ServerMessage::Error { code, message }) => {
+                assert_eq!(code, want, "{shown}");
+                assert!(!message.is_empty());
+            }
+            other => panic!("{shown}: expected an error, got {other:?}"),
+        }
+    }
+
+    client.ask("still fine").await;
+    let events = client.events_until_finished().await;
+    assert_eq!(
+        events[0].seq, 1,
+        "refused frames must not enter the history"
+    );
+    assert_eq!(Notebook::from_events(&events).cells()[1].text, "still fine");
+}
+
+#[tokio::test]
+async fn an_oversized_frame_closes_only_that_connection() {
+    let server = TestServer::start().await;
+    let session = new_session_id();
+    let mut neighbour = server.connect(&session, 0).await;
+    neighbour.welcome().await;
+    let mut client = server.connect(&session, 0).await;
+    client.welcome().await;
+    // Far above the frame limit: the server drops this connection.
+    let _ =
+        futures::SinkExt::send(&mut client.ws, Message::text("y".repeat(2 * 1024 * 1024))).await;
+    let closed = tokio::time::timeout(PATIENCE, async {
+        loop {
+            match client.ws.next().await {
+                Some(Ok(Message::Close(_)) | Err(_)) | None => return true,
+                Some(Ok(_)) => {}
+            }
+        }
+    })
+    .await;
+    assert_eq!(closed, Ok(true));
+
+    neighbour.ask("the neighbour is unaffected").await;
+    let events = neighbour.events_until_finished().await;
+    assert_eq!(
+        Notebook::from_events(&events).cells()[1].text,
+        "the neighbour is unaffected"
+    );
+    let health = http().get(server.url("/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+}
+
+#[tokio::test]
+async fn a_reconnecting_page_gets_exactly_what_it_missed() {
+    let server = TestServer::start().await;
+    let session = new_session_id();
+    let mut first = server.connect(&session, 0).await;
+    first.welcome().await;
+    first.ask("one two three four").await;
+    let all = first.events_until_finished().await;
+    drop(first);
+
+    // Resume from the middle: only the later events, in order.
+    let mut resumed = server.connect(&session, 3).await;
+    let (_, _, last_seq) = resumed.welcome().await;
+    assert_eq!(last_seq, all.len() as u64);
+    let mut replay = Vec::new();
+    for _ in 3..all.len() {
+        replay.push(resumed.next_event().await);
+    }
+    assert_eq!(replay, all[3..].to_vec());
+
+    // A page that claims more than the history holds (a server that forgot)
+    // is told how far the history goes, and follows from there.
+    let mut stale = server.connect(&session, u64::MAX).await;
+    assert_eq!(stale.welcome().await.2, last_seq);
+
+    // Nothing more until something new happens, which follows without a gap.
+    resumed.ask("five").await;
+    assert_eq!(resumed.next_event().await.seq, last_seq + 1);
+    assert_eq!(stale.next_event().await.seq, last_seq + 1);
+}
+
+#[tokio::test]
+async fn every_page_of_a_session_sees_the_same_events() {
+    let server = TestServer::start().await;
+    let session = new_session_id();
+    let mut a = server.connect(&session, 0).await;
+    let mut b = server.connect(&session, 0).await;
+    a.welcome().await;
+    b.welcome().await;
+    a.ask("shared view").await;
+    let from_a = a.events_until_finished().await;
+    let from_b = b.events_until_finished().await;
+    assert_eq!(from_a, from_b);
+
+    // Another session hears nothing of it.
+    let mut other = server.connect(&new_session_id(), 0).await;
+    assert_eq!(other.welcome().await.2, 0);
+}
+
+#[tokio::test]
+async fn bad_socket_addresses_are_refused_with_json() {
+    let server = TestServer::start().await;
+    let client = http();
+    let cases = [
+        ("/ws/sessions/not-a-uuid", 404, "not_found"),
+        (
+            &*format!("/ws/sessions/{}?after=abc", new_session_id()),
+            400,
+            "bad_request",
+        ),
+    ];
+    for (path, status, code) in cases {
+        let response = client
+            .get(server.url(path))
+            .header("connection", "upgrade")
+            .header("upgrade", "websocket")
+            .header("sec-websocket-version", "13")
+            .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), status, "{path}");
+        let body: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], code, "{path}");
+    }
+}
+
+#[tokio::test]
+async fn shutdown_closes_sockets_and_stops_the_server() {
+    let mut server = TestServer::start().await;
+    let mut client = server.connect(&new_session_id(), 0).await;
+    client.welcome().await;
+    server.shutdown.cancel();
+    assert!(client.next().await.is_none(), "the socket should be closed");
+    let task = server.task.take().unwrap();
+    let result = tokio::time::timeout(PATIENCE, task).await;
+    assert!(matches!(result, Ok(Ok(Ok(())))), "{result:?}");
+}
