@@ -51,9 +51,10 @@ pub fn Header(#[prop(optional)] children: Option<Children>) -> impl IntoView {
 /// A live notebook: the cells so far, then whatever the WebSocket brings.
 #[component]
 pub fn SessionView(log: SessionLog) -> impl IntoView {
+    let SessionLog { session_id, events } = log;
     let state = SessionState {
-        session_id: StoredValue::new(log.session_id.clone()),
-        notebook: RwSignal::new(Notebook::from_events(&log.events)),
+        session_id: StoredValue::new(session_id),
+        notebook: RwSignal::new(Notebook::from_events(&events)),
         conn: RwSignal::new(ConnState::Offline),
         problem: RwSignal::new(None),
     };

@@ -139,7 +139,7 @@ fn connect(live: &Rc<RefCell<Live>>) {
     });
     let on_message = Closure::<dyn FnMut(MessageEvent)>::new({
         let socket = socket.clone();
-        move |ev: MessageEvent| on_frame(state, &socket, ev)
+        move |ev: MessageEvent| on_frame(state, &socket, &ev)
     });
     let on_close = Closure::<dyn FnMut(CloseEvent)>::new(move |_ev: CloseEvent| {
         state.conn.set(ConnState::Offline);
@@ -158,7 +158,7 @@ fn connect(live: &Rc<RefCell<Live>>) {
     });
 }
 
-fn on_frame(state: SessionState, socket: &WebSocket, ev: MessageEvent) {
+fn on_frame(state: SessionState, socket: &WebSocket, ev: &MessageEvent) {
     let Some(text) = ev.data().as_string() else {
         return;
     };

@@ -1,4 +1,4 @@
-import { expect, test } from '@playwright/test';
+import { expect, test } from './fixtures';
 import { NotebookPage } from './pages/notebook';
 
 test('the notebook shell renders', async ({ page, javaScriptEnabled }) => {
@@ -43,12 +43,17 @@ test('a session with history renders in full', async ({ page, browser }) => {
   await expect(page.getByText('Ask something to start')).toBeHidden();
 });
 
-test('an unknown address answers 404 with a way back', async ({ page }) => {
-  for (const path of ['/sessions/not-a-session', '/nowhere']) {
+test('an unknown address answers 404 with a way back', async ({ page, pageErrors }) => {
+  const paths = ['/sessions/not-a-session', '/nowhere'];
+  for (const path of paths) {
     const response = await page.goto(path);
     expect(response?.status(), path).toBe(404);
     await expect(page.getByRole('link', { name: 'Start a new session' })).toBeVisible();
   }
+  // The browser reports each 404 document itself; nothing else may go wrong.
+  const expected = pageErrors.filter((e) => e.includes('status of 404 (Not Found)'));
+  expect(expected).toHaveLength(paths.length);
+  pageErrors.splice(0, pageErrors.length, ...pageErrors.filter((e) => !expected.includes(e)));
 });
 
 test.describe('with JavaScript', () => {

@@ -155,6 +155,10 @@ pub fn display_path(path: &Path) -> String {
 }
 
 #[cfg(test)]
+#[expect(
+    clippy::result_large_err,
+    reason = "figment's Jail closures return its own large error type"
+)]
 mod tests {
     use figment::Jail;
 

@@ -1,5 +1,10 @@
 //! Integration tests: the real server on `127.0.0.1:0`, driven over HTTP and
 //! WebSocket as a page would; and the real `runcell` binary.
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a failed step should fail the test where it happened"
+)]
 
 mod binary;
 mod support;
