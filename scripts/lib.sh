@@ -9,7 +9,7 @@ SITE_DIR=$ROOT/target/site
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 
 say() { printf '%s\n' "$*" >&2; }
-step() { printf '\n== %s\n' "$*" >&2; }
+step() { printf '\n== %s  [%dm%02ds]\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)) >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 # The wasm-bindgen version in Cargo.lock: the CLI must match it exactly.
