@@ -89,6 +89,8 @@ pub enum ErrorCode {
     EmptyMessage,
     /// A message over [`MAX_ASK_BYTES`].
     MessageTooLong,
+    /// Too many turns are already waiting in this session.
+    Busy,
     /// The server is shutting down or hit an internal fault.
     Unavailable,
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use app::api::ports::SharedSessionLogs;
 use app::{App, shell};
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, MatchedPath, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Redirect};
 use axum::routing::get;
@@ -52,8 +52,18 @@ pub fn router(state: AppState) -> Router {
             context, shell,
         ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(TraceLayer::new_for_http())
+        .layer(TraceLayer::new_for_http().make_span_with(request_span))
         .with_state(state)
+}
+
+/// One span per request, named by its route rather than its path, so that
+/// session ids do not multiply the span names.
+fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("fallback", MatchedPath::as_str);
+    tracing::info_span!("http", method = %request.method(), route)
 }
 
 async fn healthz(State(state): State<AppState>) -> impl IntoResponse {

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::ApiError;
-use crate::session::{SessionChannel, SessionId};
+use crate::session::{MAX_PENDING_TURNS, SessionChannel, SessionId};
 use crate::state::AppState;
 
 /// A frame bigger than this closes the connection (messages are far smaller).
@@ -152,11 +152,18 @@ fn handle_text(
                     "the server is shutting down",
                 ));
             }
-            let channel = Arc::clone(channel);
+            let Some(slot) = channel.reserve_turn() else {
+                return Some(refusal(
+                    ErrorCode::Busy,
+                    &format!(
+                        "not sent: {MAX_PENDING_TURNS} turns are already waiting in this session"
+                    ),
+                ));
+            };
             let responder = Arc::clone(&state.responder);
             let cancel = state.shutdown.child_token();
             state.turns.spawn(async move {
-                responder.run_turn(&channel, text, cancel).await;
+                responder.run_turn(slot.channel(), text, cancel).await;
             });
             None
         }

@@ -1,5 +1,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use app::api::ports::{LogError, SessionLogs};
@@ -11,6 +12,9 @@ use super::SessionId;
 
 /// Live events a slow reader may fall behind by before it re-reads the history.
 const LIVE_BUFFER: usize = 1024;
+
+/// Turns a session may have running or waiting; more are refused as busy.
+pub const MAX_PENDING_TURNS: usize = 8;
 
 /// All sessions this server knows, in memory.
 #[derive(Default)]
@@ -65,6 +69,22 @@ pub struct SessionChannel {
     live: broadcast::Sender<SessionEvent>,
     /// Held for the length of a turn, so turns in one session run one at a time.
     pub turn: tokio::sync::Mutex<()>,
+    pending: AtomicUsize,
+}
+
+/// A place in a session's turn queue; dropping it gives the place back.
+pub struct TurnSlot(Arc<SessionChannel>);
+
+impl TurnSlot {
+    pub fn channel(&self) -> &SessionChannel {
+        &self.0
+    }
+}
+
+impl Drop for TurnSlot {
+    fn drop(&mut self) {
+        self.0.pending.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 #[derive(Default)]
@@ -80,7 +100,19 @@ impl SessionChannel {
             inner: Mutex::new(History::default()),
             live: broadcast::channel(LIVE_BUFFER).0,
             turn: tokio::sync::Mutex::new(()),
+            pending: AtomicUsize::new(0),
         }
+    }
+
+    /// Takes a place for one more turn, unless [`MAX_PENDING_TURNS`] are
+    /// already running or waiting.
+    pub fn reserve_turn(self: &Arc<Self>) -> Option<TurnSlot> {
+        self.pending
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_PENDING_TURNS).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| TurnSlot(Arc::clone(self)))
     }
 
     pub fn id(&self) -> SessionId {
@@ -178,6 +210,19 @@ mod tests {
         channel.publish(started(3));
         assert_eq!(live.try_recv().map(|e| e.seq).ok(), Some(3));
         assert!(live.try_recv().is_err());
+    }
+
+    #[test]
+    fn turn_places_are_bounded_and_given_back() {
+        let hub = SessionHub::new();
+        let channel = hub.channel(SessionId::random());
+        let slots: Vec<TurnSlot> = (0..MAX_PENDING_TURNS)
+            .map(|_| channel.reserve_turn())
+            .collect::<Option<_>>()
+            .unwrap();
+        assert!(channel.reserve_turn().is_none());
+        drop(slots);
+        assert!(channel.reserve_turn().is_some());
     }
 
     #[test]

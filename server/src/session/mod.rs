@@ -4,5 +4,5 @@
 mod hub;
 mod id;
 
-pub use hub::{SessionChannel, SessionHub};
+pub use hub::{MAX_PENDING_TURNS, SessionChannel, SessionHub, TurnSlot};
 pub use id::{InvalidSessionId, SessionId};

@@ -158,6 +158,50 @@ async fn a_reconnecting_page_gets_exactly_what_it_missed() {
 }
 
 #[tokio::test]
+async fn a_flood_of_asks_is_bounded_and_the_session_recovers() {
+    let server = TestServer::start().await;
+    let mut client = server.connect(&new_session_id(), 0).await;
+    client.welcome().await;
+    let text = "one two three four";
+    let sent = 40;
+    for _ in 0..sent {
+        client.ask(text).await;
+    }
+    // Every ask is either refused as busy or becomes a turn; nothing else.
+    let mut busy = 0;
+    let mut finished = 0;
+    while busy + finished < sent {
+        match client.next().await {
+            Some(ServerMessage::Error { code, .. }) => {
+                assert_eq!(code, ErrorCode::Busy);
+                busy += 1;
+            }
+            Some(ServerMessage::Event(event)) => {
+                if matches!(event.event, EventBody::CellFinished { .. }) {
+                    finished += 1;
+                }
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(busy > 0, "the flood should have been bounded");
+    assert!(finished >= 1);
+    // Once the queue drains, the session takes asks again.
+    client.ask("after the flood").await;
+    loop {
+        match client.next().await {
+            Some(ServerMessage::Event(event)) => {
+                if let EventBody::UserMessage { text, .. } = &event.event {
+                    assert_eq!(text, "after the flood");
+                    break;
+                }
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
 async fn every_page_of_a_session_sees_the_same_events() {
     let server = TestServer::start().await;
     let session = new_session_id();
