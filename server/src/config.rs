@@ -212,36 +212,52 @@ mod tests {
 
     #[test]
     fn bad_values_name_the_setting_and_the_source() {
-        Jail::expect_with(|jail| {
-            jail.set_env("RUNCELL_ADDR", "not-an-address");
-            let err = load_in(jail, Overrides::default())
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default();
-            assert!(err.contains("setting `addr`"), "{err}");
-            assert!(err.contains("RUNCELL_ADDR"), "{err}");
-            Ok(())
-        });
-        Jail::expect_with(|jail| {
-            jail.create_dir("data")?;
-            jail.create_file("data/runcell.toml", "adr = \"127.0.0.1:1\"\n")?;
-            let err = load_in(jail, Overrides::default())
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default();
-            assert!(err.contains("adr"), "{err}");
-            assert!(err.contains("runcell.toml"), "{err}");
-            Ok(())
-        });
-        Jail::expect_with(|jail| {
-            jail.set_env("RUNCELL_LOG", "runcell=[[[");
-            let err = load_in(jail, Overrides::default())
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default();
-            assert!(err.contains("`log`"), "{err}");
-            Ok(())
-        });
+        struct Case {
+            env: &'static [(&'static str, &'static str)],
+            file: Option<&'static str>,
+            says: &'static [&'static str],
+        }
+        let cases = [
+            Case {
+                env: &[("RUNCELL_ADDR", "not-an-address")],
+                file: None,
+                says: &["setting `addr`", "RUNCELL_ADDR"],
+            },
+            Case {
+                env: &[],
+                file: Some("adr = \"127.0.0.1:1\"\n"),
+                says: &["setting `adr`", "runcell.toml"],
+            },
+            Case {
+                env: &[],
+                file: Some("addr = 1\n"),
+                says: &["setting `addr`", "runcell.toml"],
+            },
+            Case {
+                env: &[("RUNCELL_LOG", "runcell=[[[")],
+                file: None,
+                says: &["setting `log`"],
+            },
+        ];
+        for Case { env, file, says } in cases {
+            Jail::expect_with(|jail| {
+                for (key, value) in env {
+                    jail.set_env(key, value);
+                }
+                if let Some(text) = file {
+                    jail.create_dir("data")?;
+                    jail.create_file("data/runcell.toml", text)?;
+                }
+                let err = load_in(jail, Overrides::default())
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default();
+                for want in says {
+                    assert!(err.contains(want), "{err:?} should say {want:?}");
+                }
+                Ok(())
+            });
+        }
     }
 
     #[test]

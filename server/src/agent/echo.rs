@@ -98,6 +98,14 @@ mod tests {
     use super::*;
     use crate::session::{SessionHub, SessionId};
 
+    fn fresh_channel() -> std::sync::Arc<SessionChannel> {
+        SessionHub::new().channel(SessionId::random())
+    }
+
+    fn echo(frame_delay: Duration) -> EchoResponder {
+        EchoResponder { frame_delay }
+    }
+
     #[test]
     fn short_messages_go_a_word_a_frame() {
         assert_eq!(chunks("how many r's"), vec!["how ", "many ", "r's"]);
@@ -116,11 +124,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_turn_streams_the_message_back() {
-        let hub = SessionHub::new();
-        let channel = hub.channel(SessionId::random());
-        let echo = EchoResponder {
-            frame_delay: Duration::ZERO,
-        };
+        let channel = fresh_channel();
+        let echo = echo(Duration::ZERO);
         echo.run_turn(&channel, "one two three".into(), CancellationToken::new())
             .await;
         let events = channel.events_after(0);
@@ -137,11 +142,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_cancelled_turn_finishes_its_cell_as_cancelled() {
-        let hub = SessionHub::new();
-        let channel = hub.channel(SessionId::random());
-        let echo = EchoResponder {
-            frame_delay: Duration::from_secs(3600),
-        };
+        let channel = fresh_channel();
+        let echo = echo(Duration::from_secs(3600));
         let cancel = CancellationToken::new();
         cancel.cancel();
         echo.run_turn(&channel, "never streamed".into(), cancel)
@@ -153,11 +155,8 @@ mod tests {
 
     #[tokio::test]
     async fn turns_in_one_session_do_not_interleave() {
-        let hub = SessionHub::new();
-        let channel = hub.channel(SessionId::random());
-        let echo = EchoResponder {
-            frame_delay: Duration::from_millis(1),
-        };
+        let channel = fresh_channel();
+        let echo = echo(Duration::from_millis(1));
         let token = CancellationToken::new();
         tokio::join!(
             echo.run_turn(&channel, "a b c".into(), token.clone()),

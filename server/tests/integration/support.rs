@@ -55,6 +55,13 @@ impl TestServer {
     pub async fn connect(&self, session: &str, after: u64) -> Client {
         Client::connect(&self.ws_url(&format!("/ws/sessions/{session}?after={after}"))).await
     }
+
+    /// A page that joins a session from its start, past the welcome frame.
+    pub async fn join(&self, session: &str) -> Client {
+        let mut client = self.connect(session, 0).await;
+        client.welcome().await;
+        client
+    }
 }
 
 impl Drop for TestServer {

@@ -51,8 +51,7 @@ async fn a_session_page_is_server_rendered() {
 async fn a_session_page_shows_its_history_escaped() {
     let server = TestServer::start().await;
     let session = new_session_id();
-    let mut client = server.connect(&session, 0).await;
-    client.welcome().await;
+    let mut client = server.join(&session).await;
     client.ask("<script>alert(1)</script> & more").await;
     client.events_until_finished().await;
 

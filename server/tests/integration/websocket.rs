@@ -45,8 +45,7 @@ async fn an_ask_streams_back_as_a_cell_in_several_frames() {
 #[tokio::test]
 async fn bad_frames_get_an_error_and_the_connection_keeps_working() {
     let server = TestServer::start().await;
-    let mut client = server.connect(&new_session_id(), 0).await;
-    client.welcome().await;
+    let mut client = server.join(&new_session_id()).await;
 
     let too_long = serde_json::json!({ "type": "ask", "text": "x".repeat(MAX_ASK_BYTES + 1) });
     let cases = [
@@ -98,10 +97,8 @@ async fn bad_frames_get_an_error_and_the_connection_keeps_working() {
 async fn an_oversized_frame_closes_only_that_connection() {
     let server = TestServer::start().await;
     let session = new_session_id();
-    let mut neighbour = server.connect(&session, 0).await;
-    neighbour.welcome().await;
-    let mut client = server.connect(&session, 0).await;
-    client.welcome().await;
+    let mut neighbour = server.join(&session).await;
+    let mut client = server.join(&session).await;
     // Far above the frame limit: the server drops this connection.
     let _ =
         futures::SinkExt::send(&mut client.ws, Message::text("y".repeat(2 * 1024 * 1024))).await;
@@ -130,8 +127,7 @@ async fn an_oversized_frame_closes_only_that_connection() {
 async fn a_reconnecting_page_gets_exactly_what_it_missed() {
     let server = TestServer::start().await;
     let session = new_session_id();
-    let mut first = server.connect(&session, 0).await;
-    first.welcome().await;
+    let mut first = server.join(&session).await;
     first.ask("one two three four").await;
     let all = first.events_until_finished().await;
     drop(first);
@@ -160,8 +156,7 @@ async fn a_reconnecting_page_gets_exactly_what_it_missed() {
 #[tokio::test]
 async fn a_flood_of_asks_is_bounded_and_the_session_recovers() {
     let server = TestServer::start().await;
-    let mut client = server.connect(&new_session_id(), 0).await;
-    client.welcome().await;
+    let mut client = server.join(&new_session_id()).await;
     let text = "one two three four";
     let sent = 40;
     for _ in 0..sent {
@@ -205,10 +200,8 @@ async fn a_flood_of_asks_is_bounded_and_the_session_recovers() {
 async fn every_page_of_a_session_sees_the_same_events() {
     let server = TestServer::start().await;
     let session = new_session_id();
-    let mut a = server.connect(&session, 0).await;
-    let mut b = server.connect(&session, 0).await;
-    a.welcome().await;
-    b.welcome().await;
+    let mut a = server.join(&session).await;
+    let mut b = server.join(&session).await;
     a.ask("shared view").await;
     let from_a = a.events_until_finished().await;
     let from_b = b.events_until_finished().await;
@@ -250,8 +243,7 @@ async fn bad_socket_addresses_are_refused_with_json() {
 #[tokio::test]
 async fn shutdown_closes_sockets_and_stops_the_server() {
     let mut server = TestServer::start().await;
-    let mut client = server.connect(&new_session_id(), 0).await;
-    client.welcome().await;
+    let mut client = server.join(&new_session_id()).await;
     server.shutdown.cancel();
     assert!(client.next().await.is_none(), "the socket should be closed");
     let task = server.task.take().unwrap();
