@@ -1,5 +1,7 @@
 //! Logs: `tracing` to standard error, filtered by the `log` setting.
 
+use std::io::IsTerminal;
+
 use tracing_subscriber::EnvFilter;
 
 /// Installs the global subscriber; a second call (tests) changes nothing.
@@ -8,6 +10,8 @@ pub fn init(filter: &str) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colours for a person at a terminal, plain text for files and CI logs.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .try_init();
 }
