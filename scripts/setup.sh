@@ -9,7 +9,8 @@ case "$mode" in run|test) ;; *) die "usage: setup.sh [run|test]" ;; esac
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # Debian packages.
-debs=(ca-certificates gzip)
+# bubblewrap and util-linux (setpriv, prlimit) make the sandbox's jail.
+debs=(ca-certificates gzip bubblewrap util-linux procps gcc nodejs)
 [ "$mode" = test ] && debs+=(chromium)
 missing=()
 for p in "${debs[@]}"; do

@@ -25,6 +25,9 @@ rust_passed=$(grep -Eo '^test result: ok\. [0-9]+ passed' "$cargo_log" | awk '{s
 step "release build"
 "$ROOT/scripts/build.sh"
 
+step "sandbox doctor"
+"$ROOT/target/release/runcell" doctor
+
 step "end-to-end (Chromium, JavaScript off and on)"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 e2e_data=$(mktemp -d)

@@ -24,6 +24,9 @@ pub enum Command {
     Serve(Settings),
     /// Print the effective configuration (secrets redacted) and exit.
     Config(Settings),
+    /// Check every sandbox isolation layer and run hello-world in each
+    /// language inside the jail; exits non-zero if anything is missing.
+    Doctor,
 }
 
 /// Settings that may be given as flags; they win over the environment

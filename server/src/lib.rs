@@ -5,6 +5,7 @@ pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod http;
+pub mod sandbox;
 pub mod server;
 pub mod session;
 pub mod state;

@@ -7,7 +7,10 @@ use runcell::{Config, telemetry};
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let (Command::Serve(settings) | Command::Config(settings)) = &cli.command;
+    let settings = match &cli.command {
+        Command::Serve(settings) | Command::Config(settings) => settings,
+        Command::Doctor => return doctor().await,
+    };
     let config = match Config::load(&settings.overrides()) {
         Ok(config) => config,
         Err(err) => {
@@ -20,6 +23,7 @@ async fn main() -> ExitCode {
             print!("{}", config.to_toml());
             ExitCode::SUCCESS
         }
+        Command::Doctor => ExitCode::SUCCESS,
         Command::Serve(_) => {
             telemetry::init(&config.log);
             match runcell::serve(config).await {
@@ -31,5 +35,20 @@ async fn main() -> ExitCode {
                 }
             }
         }
+    }
+}
+
+async fn doctor() -> ExitCode {
+    let checks = runcell::sandbox::jail::doctor::run_checks().await;
+    let width = checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
+    for check in &checks {
+        let mark = if check.ok { "ok  " } else { "FAIL" };
+        println!("{mark}  {:width$}  {}", check.name, check.detail);
+    }
+    if checks.iter().all(|c| c.ok) {
+        ExitCode::SUCCESS
+    } else {
+        println!("\nThe sandbox cannot run code until every line above is ok.");
+        ExitCode::FAILURE
     }
 }

@@ -9,6 +9,8 @@ use tokio_util::task::TaskTracker;
 
 use crate::agent::EchoResponder;
 use crate::config::Config;
+use crate::sandbox::Sandbox;
+use crate::sandbox::jail::{JailConfig, JailSandbox};
 use crate::session::SessionHub;
 
 #[derive(Clone, FromRef)]
@@ -17,6 +19,8 @@ pub struct AppState {
     pub leptos: LeptosOptions,
     pub sessions: Arc<SessionHub>,
     pub responder: Arc<EchoResponder>,
+    /// Where code runs: the local jail.
+    pub sandbox: Arc<dyn Sandbox>,
     /// Turns run as tasks of their own, so a page that goes away does not stop
     /// them; this tracks them for a clean shutdown.
     pub turns: TaskTracker,
@@ -37,6 +41,7 @@ impl AppState {
             leptos,
             sessions: Arc::new(SessionHub::new()),
             responder: Arc::new(EchoResponder::default()),
+            sandbox: Arc::new(JailSandbox::new(JailConfig::default())),
             turns: TaskTracker::new(),
             shutdown,
         }

@@ -11,6 +11,13 @@ pub enum ApiError {
     NotFound(String),
     #[error("{0}")]
     BadRequest(String),
+    #[error("{0}")]
+    TooLarge(String),
+    #[error("{0}")]
+    Unavailable(String),
+    /// Logged in full; the client sees only that something failed.
+    #[error("internal error")]
+    Internal(String),
 }
 
 impl ApiError {
@@ -18,6 +25,19 @@ impl ApiError {
         match self {
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             Self::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+            Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+            Self::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        }
+    }
+}
+
+impl From<axum::extract::rejection::JsonRejection> for ApiError {
+    fn from(rejection: axum::extract::rejection::JsonRejection) -> Self {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            Self::TooLarge(rejection.body_text())
+        } else {
+            Self::BadRequest(rejection.body_text())
         }
     }
 }
@@ -25,7 +45,10 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.parts();
-        tracing::debug!(%status, error = %self, "request refused");
+        match &self {
+            Self::Internal(detail) => tracing::error!(%status, %detail, "request failed"),
+            _ => tracing::debug!(%status, error = %self, "request refused"),
+        }
         (
             status,
             Json(json!({ "error": { "code": code, "message": self.to_string() } })),

@@ -1,6 +1,7 @@
 //! HTTP: routes, pages and the WebSocket. Handlers parse, call the domain, map.
 
 mod error;
+mod run;
 mod ws;
 
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Redirect};
-use axum::routing::get;
+use axum::routing::{get, post};
 use leptos::prelude::provide_context;
 use leptos_axum::{LeptosRoutes, file_and_error_handler_with_context, generate_route_list};
 use tower_http::services::ServeDir;
@@ -44,6 +45,10 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(healthz))
         .route("/", get(new_session))
         .route("/ws/sessions/{id}", get(ws::session_socket))
+        .route(
+            "/v1/code_interpreter/run",
+            post(run::run).layer(DefaultBodyLimit::max(run::MAX_RUN_BODY)),
+        )
         .nest_service("/pkg", bundle)
         .leptos_routes_with_context(&state, routes, context.clone(), move || {
             shell(leptos.clone())

@@ -7,6 +7,7 @@
 )]
 
 mod binary;
+mod sandbox;
 mod support;
 mod web;
 mod websocket;

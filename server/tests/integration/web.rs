@@ -80,3 +80,140 @@ async fn unknown_pages_and_bad_session_ids_are_404() {
         assert_eq!(response.status(), 404, "{path}");
     }
 }
+
+#[tokio::test]
+async fn a_one_shot_run_answers_with_the_whole_result() {
+    let server = TestServer::start().await;
+    let response = http()
+        .post(server.url("/v1/code_interpreter/run"))
+        .json(&serde_json::json!({
+            "code": "import sys\nprint('out')\nprint('err', file=sys.stderr)\n{}['missing']",
+            "language": "python",
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["stdout"], "out\n");
+    assert!(body["stderr"].as_str().unwrap().starts_with("err\n"));
+    assert_eq!(body["error"]["name"], "KeyError");
+    assert_eq!(body["exit_code"], 1);
+    assert_eq!(body["truncated"], false);
+    assert!(body["duration_ms"].is_u64());
+    assert_eq!(body["results"], serde_json::json!([]));
+}
+
+#[tokio::test]
+async fn a_one_shot_run_streams_ndjson_ending_with_a_summary() {
+    let server = TestServer::start().await;
+    let response = http()
+        .post(server.url("/v1/code_interpreter/run"))
+        .header("accept", "application/x-ndjson")
+        .json(&serde_json::json!({
+            "code": "for i in 1 2 3; do echo line $i; sleep 0.1; done; echo oops >&2",
+            "language": "bash",
+            "timeout": 20,
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "application/x-ndjson");
+    let text = response.text().await.unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let stdout: String = lines
+        .iter()
+        .filter(|l| l["type"] == "stdout")
+        .map(|l| l["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(stdout, "line 1\nline 2\nline 3\n");
+    assert!(
+        lines.iter().filter(|l| l["type"] == "stdout").count() >= 3,
+        "{text}"
+    );
+    assert!(lines.iter().any(|l| l["type"] == "stderr"));
+    let summary = lines.last().unwrap();
+    assert_eq!(summary["type"], "summary");
+    assert_eq!(summary["stdout"], "line 1\nline 2\nline 3\n");
+    assert_eq!(summary["exit_code"], 0);
+}
+
+#[tokio::test]
+async fn bad_run_requests_get_a_clear_4xx() {
+    let server = TestServer::start().await;
+    let client = http();
+    let url = server.url("/v1/code_interpreter/run");
+    let big = "x".repeat(1024 * 1024 + 1);
+    let cases: Vec<(Option<serde_json::Value>, &str, u16)> = vec![
+        (
+            Some(serde_json::json!({"code": "1", "language": "cobol"})),
+            "",
+            400,
+        ),
+        (Some(serde_json::json!({"code": "1"})), "", 400),
+        (
+            Some(serde_json::json!({"code": "1", "language": "python", "extra": 1})),
+            "",
+            400,
+        ),
+        (
+            Some(serde_json::json!({"code": "1\u{0}", "language": "python"})),
+            "",
+            400,
+        ),
+        (
+            Some(serde_json::json!({"code": big, "language": "python"})),
+            "",
+            400,
+        ),
+        (
+            Some(serde_json::json!({"code": "1", "language": "python", "timeout": 0})),
+            "",
+            400,
+        ),
+        (
+            Some(serde_json::json!({"code": "1", "language": "python", "timeout": 301})),
+            "",
+            400,
+        ),
+        (
+            Some(serde_json::json!({"code": "1", "language": "python", "session_id": "nope"})),
+            "",
+            404,
+        ),
+        (None, "{not json", 400),
+    ];
+    for (json, raw, status) in cases {
+        let request = client.post(&url).header("content-type", "application/json");
+        let request = match &json {
+            Some(json) => request.body(json.to_string()),
+            None => request.body(raw.to_string()),
+        };
+        let response = request.send().await.unwrap();
+        let shown = json.as_ref().map_or(raw.to_string(), |j| {
+            j.to_string().chars().take(80).collect()
+        });
+        assert_eq!(response.status().as_u16(), status, "{shown}");
+        let body: serde_json::Value = response.json().await.unwrap();
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{shown}"
+        );
+    }
+    // Over the body limit altogether.
+    let huge = "y".repeat(9 * 1024 * 1024);
+    let response = client
+        .post(&url)
+        .header("content-type", "application/json")
+        .body(format!(r#"{{"code":"{huge}","language":"python"}}"#))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 413);
+}

@@ -1,0 +1,162 @@
+//! `POST /v1/code_interpreter/run`: one program, run to its end in a fresh
+//! throw-away jail. JSON by default; one JSON event a line with
+//! `Accept: application/x-ndjson`, ending with a `summary` line.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::extract::rejection::JsonRejection;
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use serde::Deserialize;
+use tokio::sync::mpsc;
+
+use super::ApiError;
+use crate::sandbox::{Language, Limits, MAX_WALL, RunEvent, RunOutcome, RunRequest, SandboxError};
+use crate::state::AppState;
+
+/// Bodies above this are refused: the largest program plus JSON escaping.
+pub const MAX_RUN_BODY: usize = 8 * 1024 * 1024;
+const NDJSON: &str = "application/x-ndjson";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunBody {
+    code: String,
+    language: Language,
+    /// Seconds of wall time, at most 300.
+    timeout: Option<f64>,
+    session_id: Option<String>,
+}
+
+pub async fn run(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Json<RunBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(body) = body?;
+    if body.session_id.is_some() {
+        return Err(ApiError::NotFound(
+            "unknown session: stateful sessions are not available yet; omit session_id for a one-shot run".into(),
+        ));
+    }
+    let mut limits = Limits::default();
+    if let Some(timeout) = body.timeout {
+        if !(timeout > 0.0 && timeout <= MAX_WALL.as_secs_f64()) {
+            return Err(ApiError::BadRequest(format!(
+                "timeout must be more than 0 and at most {} seconds",
+                MAX_WALL.as_secs()
+            )));
+        }
+        limits.wall = Duration::from_secs_f64(timeout);
+    }
+    let request = RunRequest {
+        code: body.code,
+        language: body.language,
+        limits,
+    };
+    crate::sandbox::validate_code(&request.code).map_err(sandbox_error)?;
+
+    let wants_ndjson = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains(NDJSON));
+    if !wants_ndjson {
+        let outcome = state
+            .sandbox
+            .run(request, None, state.shutdown.child_token())
+            .await
+            .map_err(sandbox_error)?;
+        return Ok(Json(outcome).into_response());
+    }
+    Ok(stream(&state, request))
+}
+
+/// Streams events as they happen. A client that goes away cancels the run.
+fn stream(state: &AppState, request: RunRequest) -> Response {
+    let (events, receiver) = mpsc::channel::<RunEvent>(64);
+    let cancel = state.shutdown.child_token();
+    let guard = cancel.clone().drop_guard();
+    let sandbox = state.sandbox.clone();
+    let finished = tokio::spawn(async move { sandbox.run(request, Some(events), cancel).await });
+
+    let lines = tokio_stream_from(receiver)
+        .map(|event| line(&event))
+        .chain(futures::stream::once(async move {
+            let summary = match finished.await {
+                Ok(Ok(outcome)) => summary_line(&outcome),
+                Ok(Err(err)) => error_line(&err),
+                Err(join) => {
+                    tracing::error!(%join, "the run task failed");
+                    error_line(&SandboxError::Internal("the run task failed".into()))
+                }
+            };
+            drop(guard);
+            summary
+        }))
+        .map(Ok::<Bytes, Infallible>);
+    let mut response = Response::new(Body::from_stream(lines));
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(NDJSON));
+    response
+}
+
+fn tokio_stream_from<T: Send + 'static>(
+    mut receiver: mpsc::Receiver<T>,
+) -> impl futures::Stream<Item = T> {
+    futures::stream::poll_fn(move |cx| receiver.poll_recv(cx))
+}
+
+fn line(value: &impl serde::Serialize) -> Bytes {
+    let mut text = serde_json::to_string(value).unwrap_or_else(|e| {
+        tracing::error!(%e, "cannot encode an event");
+        r#"{"type":"error","error":{"name":"Internal","value":"unencodable event","traceback":[]}}"#
+            .into()
+    });
+    text.push('\n');
+    Bytes::from(text)
+}
+
+fn summary_line(outcome: &RunOutcome) -> Bytes {
+    let mut value = serde_json::to_value(outcome).unwrap_or_default();
+    if let Some(object) = value.as_object_mut() {
+        object.insert("type".into(), "summary".into());
+    }
+    line(&value)
+}
+
+fn error_line(err: &SandboxError) -> Bytes {
+    let (_, code) = sandbox_error_parts(err);
+    line(&serde_json::json!({
+        "type": "failed",
+        "error": { "code": code, "message": public_message(err) },
+    }))
+}
+
+fn sandbox_error_parts(err: &SandboxError) -> (u16, &'static str) {
+    match err {
+        SandboxError::InvalidInput(_) => (400, "bad_request"),
+        SandboxError::Unavailable(_) => (503, "sandbox_unavailable"),
+        SandboxError::Internal(_) => (500, "internal"),
+    }
+}
+
+fn public_message(err: &SandboxError) -> String {
+    match err {
+        SandboxError::Internal(_) => "the sandbox failed; see the server log".into(),
+        other => other.to_string(),
+    }
+}
+
+fn sandbox_error(err: SandboxError) -> ApiError {
+    match err {
+        SandboxError::InvalidInput(message) => ApiError::BadRequest(message),
+        SandboxError::Unavailable(_) => ApiError::Unavailable(err.to_string()),
+        SandboxError::Internal(message) => ApiError::Internal(message),
+    }
+}

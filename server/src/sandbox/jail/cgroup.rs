@@ -1,0 +1,249 @@
+//! Control groups for one run: memory (with swap), pids and CPU quota, on
+//! cgroup v1 or v2, whichever the host has; plus a kill-all for the group.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::super::Limits;
+
+const ROOT: &str = "/sys/fs/cgroup";
+/// The folder, under each hierarchy, that holds runcell's groups.
+const PARENT: &str = "runcell";
+
+/// Which cgroup layout the host offers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CgroupMode {
+    /// One unified hierarchy with the memory, pids and cpu controllers.
+    V2,
+    /// Separate v1 hierarchies; `kill_v2` is a unified hierarchy without
+    /// controllers whose `cgroup.kill` still works (hybrid hosts).
+    V1 { unified: Option<PathBuf> },
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("cgroups: {0}")]
+pub struct CgroupError(pub String);
+
+fn io_err(what: &str, path: &Path, e: &std::io::Error) -> CgroupError {
+    CgroupError(format!("{what} {}: {e}", path.display()))
+}
+
+/// Finds the layout and checks that runcell can make groups in it.
+pub fn detect() -> Result<CgroupMode, CgroupError> {
+    let root = Path::new(ROOT);
+    if root.join("cgroup.controllers").is_file() {
+        let controllers = fs::read_to_string(root.join("cgroup.controllers"))
+            .map_err(|e| io_err("cannot read", &root.join("cgroup.controllers"), &e))?;
+        for needed in ["memory", "pids", "cpu"] {
+            if !controllers.split_whitespace().any(|c| c == needed) {
+                return Err(CgroupError(format!(
+                    "the v2 hierarchy lacks the {needed} controller"
+                )));
+            }
+        }
+        let parent = root.join(PARENT);
+        make_dir(&parent)?;
+        // Controllers must be enabled for the children of every level.
+        for level in [root, parent.as_path()] {
+            let control = level.join("cgroup.subtree_control");
+            fs::write(&control, "+memory +pids +cpu")
+                .map_err(|e| io_err("cannot enable controllers in", &control, &e))?;
+        }
+        return Ok(CgroupMode::V2);
+    }
+    for controller in ["memory", "pids", "cpu"] {
+        let dir = root.join(controller);
+        if !dir.join("cgroup.procs").is_file() {
+            return Err(CgroupError(format!(
+                "no cgroup v2 and no v1 {controller} hierarchy under {ROOT}"
+            )));
+        }
+        make_dir(&dir.join(PARENT))?;
+    }
+    let unified = root.join("unified");
+    let unified = (unified.join("cgroup.procs").is_file()
+        && make_dir(&unified.join(PARENT)).is_ok())
+    .then_some(unified);
+    Ok(CgroupMode::V1 { unified })
+}
+
+fn make_dir(path: &Path) -> Result<(), CgroupError> {
+    match fs::create_dir(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(io_err("cannot create", path, &e)),
+    }
+}
+
+/// One run's groups; removed (after killing what is left) on drop.
+#[derive(Debug)]
+pub struct RunGroup {
+    mode: CgroupMode,
+    /// Every directory the run's processes join.
+    dirs: Vec<PathBuf>,
+}
+
+impl RunGroup {
+    pub fn create(mode: &CgroupMode, name: &str, limits: &Limits) -> Result<Self, CgroupError> {
+        let root = Path::new(ROOT);
+        let group = Self {
+            mode: mode.clone(),
+            dirs: match mode {
+                CgroupMode::V2 => vec![root.join(PARENT).join(name)],
+                CgroupMode::V1 { unified } => {
+                    let mut dirs: Vec<PathBuf> = ["memory", "pids", "cpu"]
+                        .iter()
+                        .map(|c| root.join(c).join(PARENT).join(name))
+                        .collect();
+                    if let Some(unified) = unified {
+                        dirs.push(unified.join(PARENT).join(name));
+                    }
+                    dirs
+                }
+            },
+        };
+        for dir in &group.dirs {
+            make_dir(dir)?;
+        }
+        group.apply(limits)?;
+        Ok(group)
+    }
+
+    fn write(&self, dir: usize, file: &str, value: &str) -> Result<(), CgroupError> {
+        let path = self.dirs[dir].join(file);
+        fs::write(&path, value).map_err(|e| io_err("cannot write", &path, &e))
+    }
+
+    fn apply(&self, limits: &Limits) -> Result<(), CgroupError> {
+        let memory = limits.memory_bytes.to_string();
+        let pids = limits.pids.to_string();
+        let period: u64 = 100_000;
+        let quota = u64::from(limits.cpu_millis) * period / 1000;
+        match self.mode {
+            CgroupMode::V2 => {
+                self.write(0, "memory.max", &memory)?;
+                self.write(0, "memory.swap.max", "0").ok();
+                self.write(0, "pids.max", &pids)?;
+                self.write(0, "cpu.max", &format!("{quota} {period}"))?;
+            }
+            CgroupMode::V1 { .. } => {
+                self.write(0, "memory.limit_in_bytes", &memory)?;
+                // Absent where swap accounting is off; memory alone still holds.
+                self.write(0, "memory.memsw.limit_in_bytes", &memory).ok();
+                self.write(1, "pids.max", &pids)?;
+                self.write(2, "cpu.cfs_period_us", &period.to_string())?;
+                self.write(2, "cpu.cfs_quota_us", &quota.to_string())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The `cgroup.procs` files a launcher writes its pid to before it execs.
+    pub fn procs_files(&self) -> Vec<PathBuf> {
+        self.dirs.iter().map(|d| d.join("cgroup.procs")).collect()
+    }
+
+    /// Whether the kernel killed something for lack of memory.
+    pub fn oom_killed(&self) -> bool {
+        let (file, key) = match self.mode {
+            CgroupMode::V2 => ("memory.events", "oom_kill"),
+            CgroupMode::V1 { .. } => ("memory.oom_control", "oom_kill"),
+        };
+        counter(&self.dirs[0].join(file), key) > 0
+    }
+
+    /// Whether a fork was refused at the pids limit.
+    pub fn pids_exhausted(&self) -> bool {
+        let dir = match self.mode {
+            CgroupMode::V2 => &self.dirs[0],
+            CgroupMode::V1 { .. } => &self.dirs[1],
+        };
+        counter(&dir.join("pids.events"), "max") > 0
+    }
+
+    /// Kills every process in the group and waits until it is empty.
+    pub fn kill_all(&self) {
+        let kill_file = match &self.mode {
+            CgroupMode::V2 => Some(self.dirs[0].join("cgroup.kill")),
+            CgroupMode::V1 { unified: Some(_) } => self.dirs.last().map(|d| d.join("cgroup.kill")),
+            CgroupMode::V1 { unified: None } => None,
+        };
+        for _ in 0..200 {
+            let pids = self.pids();
+            if pids.is_empty() {
+                return;
+            }
+            match kill_file.as_ref().map(|f| fs::write(f, "1")) {
+                Some(Ok(())) => {}
+                _ => {
+                    // No cgroup.kill on this host: signal each process.
+                    for pid in pids {
+                        let _ = std::process::Command::new("/usr/bin/kill")
+                            .args(["-KILL", &pid.to_string()])
+                            .status();
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        tracing::warn!(group = ?self.dirs[0], "processes survived the kill-all");
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        self.dirs
+            .iter()
+            .filter_map(|d| fs::read_to_string(d.join("cgroup.procs")).ok())
+            .flat_map(|s| {
+                s.lines()
+                    .filter_map(|l| l.trim().parse().ok())
+                    .collect::<Vec<u32>>()
+            })
+            .collect()
+    }
+}
+
+impl Drop for RunGroup {
+    fn drop(&mut self) {
+        self.kill_all();
+        for dir in &self.dirs {
+            // The kernel may need a moment to release a group whose last
+            // process just died.
+            for _ in 0..50 {
+                match fs::remove_dir(dir) {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
+                }
+            }
+        }
+    }
+}
+
+/// Reads `key N` from a flat-keyed cgroup file; 0 when absent.
+fn counter(path: &Path, key: &str) -> u64 {
+    fs::read_to_string(path)
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                let (k, v) = l.split_once(' ')?;
+                (k == key).then(|| v.trim().parse().ok()).flatten()
+            })
+        })
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_read_flat_keyed_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("memory.oom_control");
+        fs::write(&file, "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n").unwrap();
+        assert_eq!(counter(&file, "oom_kill"), 3);
+        assert_eq!(counter(&file, "under_oom"), 0);
+        assert_eq!(counter(&dir.path().join("missing"), "oom_kill"), 0);
+    }
+}

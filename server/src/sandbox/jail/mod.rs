@@ -1,0 +1,630 @@
+//! The local jail: each run in a fresh bubblewrap jail started as an
+//! unprivileged host uid, with namespaces (no network but loopback, its own
+//! pids, a read-only system), a seccomp filter, cgroup limits and rlimits.
+//! If any layer is missing the jail refuses to run anything and says which.
+
+mod cgroup;
+pub mod doctor;
+mod seccomp;
+
+use std::io::{Seek, Write};
+use std::os::fd::OwnedFd;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use command_fds::{CommandFdExt, FdMapping};
+use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+pub use cgroup::CgroupMode;
+use cgroup::RunGroup;
+
+use super::{
+    Capabilities, ExecError, Language, Limits, OutputCollector, RunEvent, RunOutcome, RunRequest,
+    Sandbox, SandboxError, limit_error, now_ms, validate_code,
+};
+
+const BWRAP: &str = "/usr/bin/bwrap";
+const SETPRIV: &str = "/usr/bin/setpriv";
+const PRLIMIT: &str = "/usr/bin/prlimit";
+/// The descriptors bubblewrap reads the filter and the program from.
+const SECCOMP_FD: i32 = 10;
+const CODE_FD: i32 = 11;
+/// How long the pipes may stay open after the jail's first process ended.
+const DRAIN: Duration = Duration::from_secs(2);
+/// A host-wide backstop on processes of the jail uid, should a cgroup fail.
+const NPROC_BACKSTOP: u32 = 4096;
+
+/// Joins the run's cgroups, then becomes the rest of its arguments.
+const LAUNCHER: &str =
+    r#"while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@""#;
+
+#[derive(Clone, Debug)]
+pub struct JailConfig {
+    /// The host uid and gid the jail runs as (never 0).
+    pub uid: u32,
+    pub gid: u32,
+    /// The largest limits a request may have.
+    pub max_limits: Limits,
+}
+
+impl Default for JailConfig {
+    fn default() -> Self {
+        Self {
+            uid: 65534,
+            gid: 65534,
+            max_limits: Limits {
+                wall: super::MAX_WALL,
+                ..Limits::default()
+            },
+        }
+    }
+}
+
+/// What the probe found: everything a run needs.
+#[derive(Debug)]
+struct Ready {
+    cgroups: CgroupMode,
+    seccomp: Vec<u8>,
+}
+
+pub struct JailSandbox {
+    config: JailConfig,
+    ready: Result<Ready, String>,
+}
+
+impl JailSandbox {
+    /// Probes the host once; a missing layer makes every run fail with
+    /// [`SandboxError::Unavailable`] naming it.
+    pub fn new(config: JailConfig) -> Self {
+        let ready = probe(&config);
+        if let Err(reason) = &ready {
+            tracing::warn!(%reason, "the local sandbox is unavailable: code will not run");
+        }
+        Self { config, ready }
+    }
+
+    /// Why the jail cannot run code, if it cannot.
+    pub fn unavailable(&self) -> Option<&str> {
+        self.ready.as_ref().err().map(String::as_str)
+    }
+
+    pub fn cgroup_mode(&self) -> Option<&CgroupMode> {
+        self.ready.as_ref().ok().map(|r| &r.cgroups)
+    }
+}
+
+fn probe(config: &JailConfig) -> Result<Ready, String> {
+    if config.uid == 0 || config.gid == 0 {
+        return Err("the jail must run as an unprivileged uid and gid, not 0".into());
+    }
+    if !running_as_root() {
+        return Err("runcell must run as root to create cgroups and drop to the jail uid".into());
+    }
+    for (tool, package) in [
+        (BWRAP, "bubblewrap"),
+        (SETPRIV, "util-linux"),
+        (PRLIMIT, "util-linux"),
+    ] {
+        if !std::path::Path::new(tool).is_file() {
+            return Err(format!("{tool} is missing (Debian package {package})"));
+        }
+    }
+    let userns = std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    if userns == 0 {
+        return Err("user namespaces are disabled (user.max_user_namespaces is 0)".into());
+    }
+    if !std::path::Path::new("/proc/sys/kernel/seccomp/actions_avail").is_file() {
+        return Err("the kernel has no seccomp filter support".into());
+    }
+    let seccomp = seccomp::filter_bytes().map_err(|e| e.to_string())?;
+    let cgroups = cgroup::detect().map_err(|e| e.to_string())?;
+    Ok(Ready { cgroups, seccomp })
+}
+
+fn running_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// A file holding `bytes`, unlinked, opened for reading from the start.
+fn memory_file(bytes: &[u8]) -> std::io::Result<OwnedFd> {
+    let mut file = tempfile::tempfile()?;
+    file.write_all(bytes)?;
+    file.rewind()?;
+    Ok(file.into())
+}
+
+/// The program for each language, run in `/home/user`. C is compiled first; a
+/// failed compile prints `marker` so that it cannot be mistaken for the
+/// program's own failure (the program never sees the marker).
+fn program(language: Language, marker: &str) -> (&'static str, Vec<String>) {
+    match language {
+        Language::Python => ("main.py", vec!["/usr/bin/python3".into(), "-u".into(), "main.py".into()]),
+        Language::Javascript => ("main.js", vec!["/usr/bin/node".into(), "main.js".into()]),
+        Language::Bash => ("main.sh", vec!["/bin/bash".into(), "main.sh".into()]),
+        Language::C => (
+            "main.c",
+            vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                r#"gcc -O2 -std=gnu17 -o .main main.c -lm || { printf '\n%s\n' "$0" >&2; exit 1; }; exec ./.main"#.into(),
+                marker.into(),
+            ],
+        ),
+    }
+}
+
+fn bwrap_args(limits: &Limits, file: &str, command: Vec<String>) -> Vec<String> {
+    let home = limits.disk_bytes * 3 / 4;
+    let tmp = limits.disk_bytes - home;
+    let mut args: Vec<String> = ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
+        .iter()
+        .map(|s| (*s).to_string())
+        .collect();
+    // Merged-/usr systems have /bin, /lib… as links into /usr.
+    for dir in ["bin", "sbin", "lib", "lib32", "lib64", "libx32"] {
+        let host = format!("/{dir}");
+        match std::fs::read_link(&host) {
+            Ok(target) => args.extend([
+                "--symlink".into(),
+                target.to_string_lossy().into_owned(),
+                host,
+            ]),
+            Err(_) if std::path::Path::new(&host).is_dir() => {
+                args.extend(["--ro-bind".into(), host.clone(), host]);
+            }
+            Err(_) => {}
+        }
+    }
+    args.extend(
+        [
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--size",
+            &tmp.to_string(),
+            "--tmpfs",
+            "/tmp",
+            "--size",
+            &home.to_string(),
+            "--tmpfs",
+            "/home/user",
+            "--file",
+            &CODE_FD.to_string(),
+            &format!("/home/user/{file}"),
+            "--chdir",
+            "/home/user",
+            "--unshare-all",
+            "--unshare-user",
+            "--disable-userns",
+            "--die-with-parent",
+            "--new-session",
+            "--cap-drop",
+            "ALL",
+            "--hostname",
+            "sandbox",
+            "--clearenv",
+            "--setenv",
+            "PATH",
+            "/usr/local/bin:/usr/bin:/bin",
+            "--setenv",
+            "HOME",
+            "/home/user",
+            "--setenv",
+            "LANG",
+            "C.UTF-8",
+            "--setenv",
+            "MPLBACKEND",
+            "Agg",
+            "--seccomp",
+            &SECCOMP_FD.to_string(),
+            "--",
+        ]
+        .iter()
+        .map(|s| (*s).to_string()),
+    );
+    args.extend(command);
+    args
+}
+
+impl JailSandbox {
+    fn launch(
+        &self,
+        ready: &Ready,
+        request: &RunRequest,
+        limits: &Limits,
+        group: &RunGroup,
+        marker: &str,
+    ) -> Result<tokio::process::Child, SandboxError> {
+        let internal =
+            |what: &str, e: &dyn std::fmt::Display| SandboxError::Internal(format!("{what}: {e}"));
+        let (file, command) = program(request.language, marker);
+        let mut cmd = tokio::process::Command::new("/bin/sh");
+        cmd.env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .arg("-c")
+            .arg(LAUNCHER)
+            .arg("runcell-jail")
+            .args(group.procs_files())
+            .arg("--")
+            .arg(PRLIMIT)
+            .arg(format!("--fsize={0}:{0}", limits.file_bytes))
+            .arg("--nofile=256:256")
+            .arg("--core=0:0")
+            .arg(format!("--nproc={NPROC_BACKSTOP}:{NPROC_BACKSTOP}"))
+            .arg("--")
+            .arg(SETPRIV)
+            .arg(format!("--reuid={}", self.config.uid))
+            .arg(format!("--regid={}", self.config.gid))
+            .arg("--clear-groups")
+            .arg("--")
+            .arg(BWRAP)
+            .args(bwrap_args(limits, file, command))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let seccomp = memory_file(&ready.seccomp).map_err(|e| internal("seccomp file", &e))?;
+        let code = memory_file(request.code.as_bytes()).map_err(|e| internal("code file", &e))?;
+        cmd.fd_mappings(vec![
+            FdMapping {
+                parent_fd: seccomp,
+                child_fd: SECCOMP_FD,
+            },
+            FdMapping {
+                parent_fd: code,
+                child_fd: CODE_FD,
+            },
+        ])
+        .map_err(|e| internal("descriptors", &e))?;
+        cmd.spawn()
+            .map_err(|e| internal("cannot start the jail", &e))
+    }
+}
+
+#[async_trait::async_trait]
+impl Sandbox for JailSandbox {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            backend: "jail",
+            languages: Language::ALL.to_vec(),
+            stateful: false,
+            files: false,
+            interrupt: true,
+        }
+    }
+
+    #[tracing::instrument(name = "run", skip_all, fields(sandbox.backend = "jail", language = request.language.name()))]
+    async fn run(
+        &self,
+        request: RunRequest,
+        events: Option<mpsc::Sender<RunEvent>>,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, SandboxError> {
+        validate_code(&request.code)?;
+        let ready = self
+            .ready
+            .as_ref()
+            .map_err(|reason| SandboxError::Unavailable(reason.clone()))?;
+        let limits = clamp(&request.limits, &self.config.max_limits);
+        let name = format!("run-{}", uuid::Uuid::new_v4().simple());
+        let group = RunGroup::create(&ready.cgroups, &name, &limits)
+            .map_err(|e| SandboxError::Unavailable(e.to_string()))?;
+        let marker = format!("runcell-compile-failed-{}", uuid::Uuid::new_v4().simple());
+        let started = Instant::now();
+        let mut child = self.launch(ready, &request, &limits, &group, &marker)?;
+        let supervised = supervise(&mut child, &limits, events.as_ref(), &cancel).await;
+        group.kill_all();
+        let outcome = classify(
+            supervised,
+            &group,
+            &limits,
+            request.language,
+            &marker,
+            started,
+        );
+        tracing::info!(
+            duration_ms = outcome.duration_ms,
+            exit_code = ?outcome.exit_code,
+            error = outcome.error.as_ref().map(|e| e.name.as_str()),
+            "run finished"
+        );
+        if let (Some(events), Some(error)) = (events, &outcome.error) {
+            let _ = events
+                .send(RunEvent::Error {
+                    error: error.clone(),
+                    ts_ms: now_ms(),
+                })
+                .await;
+        }
+        Ok(outcome)
+    }
+}
+
+/// A request's limits, none above the server's.
+fn clamp(asked: &Limits, max: &Limits) -> Limits {
+    Limits {
+        wall: asked.wall.min(max.wall),
+        memory_bytes: asked.memory_bytes.min(max.memory_bytes),
+        pids: asked.pids.min(max.pids),
+        cpu_millis: asked.cpu_millis.min(max.cpu_millis),
+        output_bytes: asked.output_bytes.min(max.output_bytes),
+        file_bytes: asked.file_bytes.min(max.file_bytes),
+        disk_bytes: asked.disk_bytes.min(max.disk_bytes),
+    }
+}
+
+/// What supervision saw.
+struct Supervised {
+    stdout: String,
+    stderr: String,
+    status: Option<std::process::ExitStatus>,
+    /// The limit (or cancel) that made the supervisor kill the jail.
+    stopped_by: Option<&'static str>,
+    truncated: bool,
+}
+
+async fn supervise(
+    child: &mut tokio::process::Child,
+    limits: &Limits,
+    events: Option<&mpsc::Sender<RunEvent>>,
+    cancel: &CancellationToken,
+) -> Supervised {
+    let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        let _ = child.start_kill();
+        return Supervised {
+            stdout: String::new(),
+            stderr: String::new(),
+            status: None,
+            stopped_by: None,
+            truncated: false,
+        };
+    };
+    let mut out = OutputCollector::default();
+    let mut err = OutputCollector::default();
+    let mut budget = limits.output_bytes;
+    let (mut out_open, mut err_open) = (true, true);
+    let mut status = None;
+    let mut stopped_by = None;
+    let mut truncated = false;
+    let mut obuf = vec![0u8; 16 * 1024];
+    let mut ebuf = vec![0u8; 16 * 1024];
+    let deadline = tokio::time::sleep(limits.wall);
+    tokio::pin!(deadline);
+    let drain = tokio::time::sleep(Duration::MAX);
+    tokio::pin!(drain);
+
+    while out_open || err_open || status.is_none() {
+        let mut chunk: Option<(bool, usize)> = None;
+        tokio::select! {
+            read = stdout.read(&mut obuf), if out_open => match read {
+                Ok(0) | Err(_) => out_open = false,
+                Ok(n) => chunk = Some((true, n)),
+            },
+            read = stderr.read(&mut ebuf), if err_open => match read {
+                Ok(0) | Err(_) => err_open = false,
+                Ok(n) => chunk = Some((false, n)),
+            },
+            exited = child.wait(), if status.is_none() => {
+                status = exited.ok();
+                drain.as_mut().reset(tokio::time::Instant::now() + DRAIN);
+            }
+            () = &mut deadline, if stopped_by.is_none() && status.is_none() => {
+                stopped_by = Some(limit_error::TIMEOUT);
+                let _ = child.start_kill();
+            }
+            () = cancel.cancelled(), if stopped_by.is_none() && status.is_none() => {
+                stopped_by = Some(limit_error::CANCELLED);
+                let _ = child.start_kill();
+            }
+            () = &mut drain => break,
+        }
+        let Some((is_stdout, n)) = chunk else {
+            continue;
+        };
+        let (collector, bytes) = if is_stdout {
+            (&mut out, &obuf[..n])
+        } else {
+            (&mut err, &ebuf[..n])
+        };
+        let over = n > budget;
+        let (text, used) = collector.push(bytes, budget);
+        budget -= used;
+        if !text.is_empty()
+            && let Some(events) = events
+        {
+            let ts_ms = now_ms();
+            let event = if is_stdout {
+                RunEvent::Stdout { text, ts_ms }
+            } else {
+                RunEvent::Stderr { text, ts_ms }
+            };
+            let _ = events.send(event).await;
+        }
+        if over && !truncated {
+            truncated = true;
+            if stopped_by.is_none() {
+                stopped_by = Some(limit_error::OUTPUT);
+            }
+            let _ = child.start_kill();
+        }
+    }
+    if status.is_none() {
+        let _ = child.start_kill();
+        status = child.wait().await.ok();
+    }
+    let _ = out.finish(budget);
+    let _ = err.finish(budget);
+    Supervised {
+        stdout: out.into_text(),
+        stderr: err.into_text(),
+        status,
+        stopped_by,
+        truncated,
+    }
+}
+
+fn classify(
+    run: Supervised,
+    group: &RunGroup,
+    limits: &Limits,
+    language: Language,
+    marker: &str,
+    started: Instant,
+) -> RunOutcome {
+    let exit_code = run.status.and_then(|s| s.code());
+    let mut stderr = run.stderr;
+    let failed = exit_code != Some(0);
+    let error = match run.stopped_by {
+        Some(limit_error::TIMEOUT) => Some(ExecError::new(
+            limit_error::TIMEOUT,
+            format!("the run was stopped after {} s", limits.wall.as_secs_f64()),
+        )),
+        Some(limit_error::OUTPUT) => Some(ExecError::new(
+            limit_error::OUTPUT,
+            format!(
+                "the output passed {} bytes; the rest was dropped",
+                limits.output_bytes
+            ),
+        )),
+        Some(limit_error::CANCELLED) => Some(ExecError::new(
+            limit_error::CANCELLED,
+            "the run was cancelled",
+        )),
+        _ if group.oom_killed() => Some(ExecError::new(
+            limit_error::MEMORY,
+            format!(
+                "the run used more than {} MiB of memory",
+                limits.memory_bytes / (1024 * 1024)
+            ),
+        )),
+        _ if failed && group.pids_exhausted() => Some(ExecError::new(
+            limit_error::PROCESSES,
+            format!("the run tried to have more than {} processes", limits.pids),
+        )),
+        _ if language == Language::C && stderr.contains(marker) => {
+            stderr = stderr
+                .replace(&format!("\n{marker}\n"), "")
+                .replace(marker, "");
+            Some(ExecError {
+                name: limit_error::COMPILE.into(),
+                value: "the C program did not compile".into(),
+                traceback: stderr.lines().map(str::to_string).collect(),
+            })
+        }
+        _ if failed
+            && (exit_code == Some(128 + libc::SIGXFSZ)
+                || stderr.contains("No space left on device")
+                || stderr.contains("File too large")) =>
+        {
+            Some(ExecError::new(
+                limit_error::DISK,
+                format!(
+                    "the run wrote more than allowed ({} MiB a file, {} MiB in all)",
+                    limits.file_bytes / (1024 * 1024),
+                    limits.disk_bytes / (1024 * 1024)
+                ),
+            ))
+        }
+        _ if failed => Some(program_error(language, exit_code, &stderr)),
+        _ => None,
+    };
+    RunOutcome {
+        stdout: run.stdout,
+        stderr,
+        results: Vec::new(),
+        error,
+        exit_code,
+        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        truncated: run.truncated,
+    }
+}
+
+/// The program's own failure, named as its language names it where possible.
+fn program_error(language: Language, exit_code: Option<i32>, stderr: &str) -> ExecError {
+    if language == Language::Python
+        && let Some(error) = python_error(stderr)
+    {
+        return error;
+    }
+    match exit_code {
+        Some(code) if code > 128 && code < 128 + 65 => ExecError::new(
+            "Signal",
+            format!("the program was killed by signal {}", code - 128),
+        ),
+        Some(code) => ExecError::new("ExitCode", format!("the program exited with status {code}")),
+        None => ExecError::new("Signal", "the program was killed"),
+    }
+}
+
+/// `NameError: name 'x' is not defined` from a Python traceback.
+fn python_error(stderr: &str) -> Option<ExecError> {
+    let start = stderr.rfind("Traceback (most recent call last):")?;
+    let traceback: Vec<String> = stderr[start..].lines().map(str::to_string).collect();
+    let last = traceback
+        .iter()
+        .rev()
+        .find(|l| !l.trim().is_empty())?
+        .clone();
+    let (name, value) = match last.split_once(": ") {
+        Some((name, value)) => (name.trim(), value.trim()),
+        None => (last.trim(), ""),
+    };
+    let plausible = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+    plausible.then(|| ExecError {
+        name: name.rsplit('.').next().unwrap_or(name).to_string(),
+        value: value.to_string(),
+        traceback,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_errors_are_named_from_the_traceback() {
+        let stderr = "Traceback (most recent call last):\n  File \"main.py\", line 1, in <module>\n    x\nNameError: name 'x' is not defined\n";
+        let error = python_error(stderr).unwrap();
+        assert_eq!(error.name, "NameError");
+        assert_eq!(error.value, "name 'x' is not defined");
+        assert_eq!(error.traceback.len(), 4);
+        let error =
+            python_error("Traceback (most recent call last):\nKeyboardInterrupt\n").unwrap();
+        assert_eq!(error.name, "KeyboardInterrupt");
+        let error = python_error(
+            "Traceback (most recent call last):\nnumpy.linalg.LinAlgError: Singular matrix\n",
+        )
+        .unwrap();
+        assert_eq!(error.name, "LinAlgError");
+        assert!(python_error("just some text\n").is_none());
+    }
+
+    #[test]
+    fn requests_cannot_raise_the_server_limits() {
+        let max = Limits::default();
+        let asked = Limits {
+            wall: Duration::from_secs(10_000),
+            memory_bytes: 1,
+            ..Limits::default()
+        };
+        let limits = clamp(&asked, &max);
+        assert_eq!(limits.wall, max.wall);
+        assert_eq!(limits.memory_bytes, 1);
+    }
+}

@@ -1,0 +1,223 @@
+//! Sandboxes: where model-written code runs. One trait, several backends; the
+//! local jail (`jail/`) is the default and the first.
+//!
+//! A run streams [`RunEvent`]s while it happens and ends with a [`RunOutcome`].
+//! Limits that bite are reported as typed errors in the outcome (`Timeout`,
+//! `MemoryLimit`, `OutputLimit`, `ProcessLimit`, `DiskLimit`), not as failures of
+//! the sandbox itself; [`SandboxError`] is for runs that could not happen.
+
+pub mod jail;
+mod output;
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+pub use output::OutputCollector;
+
+/// The largest program accepted, in bytes.
+pub const MAX_CODE_BYTES: usize = 1024 * 1024;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Language {
+    Python,
+    Javascript,
+    Bash,
+    C,
+}
+
+impl Language {
+    pub const ALL: [Self; 4] = [Self::Python, Self::Javascript, Self::Bash, Self::C];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Python => "python",
+            Self::Javascript => "javascript",
+            Self::Bash => "bash",
+            Self::C => "c",
+        }
+    }
+}
+
+/// What a run may use. Defaults follow the table; a server sets its
+/// own maxima and requests may only lower them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    pub wall: Duration,
+    pub memory_bytes: u64,
+    pub pids: u32,
+    /// CPU quota in thousandths of a core.
+    pub cpu_millis: u32,
+    pub output_bytes: usize,
+    pub file_bytes: u64,
+    /// `/home/user` and `/tmp` together.
+    pub disk_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            wall: Duration::from_secs(30),
+            memory_bytes: 512 * 1024 * 1024,
+            pids: 128,
+            cpu_millis: 1000,
+            output_bytes: 1024 * 1024,
+            file_bytes: 10 * 1024 * 1024,
+            disk_bytes: 256 * 1024 * 1024,
+        }
+    }
+}
+
+/// The longest wall time any request may ask for.
+pub const MAX_WALL: Duration = Duration::from_secs(300);
+
+#[derive(Clone, Debug)]
+pub struct RunRequest {
+    pub code: String,
+    pub language: Language,
+    pub limits: Limits,
+}
+
+/// The checks every backend applies before running anything.
+pub fn validate_code(code: &str) -> Result<(), SandboxError> {
+    if code.len() > MAX_CODE_BYTES {
+        return Err(SandboxError::InvalidInput(format!(
+            "the code is {} bytes; at most {MAX_CODE_BYTES} are accepted",
+            code.len()
+        )));
+    }
+    if code.contains('\0') {
+        return Err(SandboxError::InvalidInput(
+            "the code contains NUL bytes".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// A piece of a run, in the order it happened.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum RunEvent {
+    Stdout { text: String, ts_ms: u64 },
+    Stderr { text: String, ts_ms: u64 },
+    Error { error: ExecError, ts_ms: u64 },
+}
+
+/// An error as Jupyter reports one: a name, a message and a traceback.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecError {
+    pub name: String,
+    pub value: String,
+    pub traceback: Vec<String>,
+}
+
+impl ExecError {
+    pub fn new(name: &str, value: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            value: value.into(),
+            traceback: Vec::new(),
+        }
+    }
+}
+
+/// The names of errors a limit produces.
+pub mod limit_error {
+    pub const TIMEOUT: &str = "Timeout";
+    pub const MEMORY: &str = "MemoryLimit";
+    pub const OUTPUT: &str = "OutputLimit";
+    pub const PROCESSES: &str = "ProcessLimit";
+    pub const DISK: &str = "DiskLimit";
+    pub const CANCELLED: &str = "Cancelled";
+    pub const COMPILE: &str = "CompileError";
+}
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunOutcome {
+    pub stdout: String,
+    pub stderr: String,
+    /// Rich results (Jupyter MIME bundles); only stateful kernels give them.
+    pub results: Vec<serde_json::Map<String, serde_json::Value>>,
+    pub error: Option<ExecError>,
+    pub exit_code: Option<i32>,
+    pub duration_ms: u64,
+    pub truncated: bool,
+}
+
+/// What a backend can do.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Capabilities {
+    pub backend: &'static str,
+    pub languages: Vec<Language>,
+    pub stateful: bool,
+    pub files: bool,
+    pub interrupt: bool,
+}
+
+/// Why a run could not happen at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SandboxError {
+    /// The request is unacceptable (too big, NUL bytes, unknown language).
+    #[error("{0}")]
+    InvalidInput(String),
+    /// An isolation layer is missing; nothing runs until it is fixed.
+    #[error("the sandbox is unavailable: {0}")]
+    Unavailable(String),
+    /// Setting up or supervising the run failed.
+    #[error("the sandbox failed: {0}")]
+    Internal(String),
+}
+
+/// A place code runs.
+#[async_trait::async_trait]
+pub trait Sandbox: Send + Sync {
+    fn capabilities(&self) -> Capabilities;
+
+    /// Runs `request` to its end; events go to `events` as they happen (a
+    /// closed receiver is not an error). Cancelling stops the run.
+    async fn run(
+        &self,
+        request: RunRequest,
+        events: Option<mpsc::Sender<RunEvent>>,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, SandboxError>;
+}
+
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_is_checked_for_size_and_nul_bytes() {
+        assert!(validate_code("print(1)").is_ok());
+        assert!(validate_code(&"x".repeat(MAX_CODE_BYTES)).is_ok());
+        assert!(matches!(
+            validate_code(&"x".repeat(MAX_CODE_BYTES + 1)),
+            Err(SandboxError::InvalidInput(_))
+        ));
+        assert!(matches!(
+            validate_code("print(1)\0"),
+            Err(SandboxError::InvalidInput(_))
+        ));
+    }
+
+    #[test]
+    fn languages_have_their_wire_names() {
+        for language in Language::ALL {
+            let wire = serde_json::to_string(&language).unwrap();
+            assert_eq!(wire, format!("\"{}\"", language.name()));
+        }
+        assert!(serde_json::from_str::<Language>("\"cobol\"").is_err());
+    }
+}
