@@ -10,7 +10,7 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # Debian packages.
 # bubblewrap and util-linux (setpriv, prlimit) make the sandbox's jail.
-debs=(ca-certificates gzip bubblewrap util-linux procps gcc nodejs)
+debs=(ca-certificates gzip bubblewrap util-linux procps gcc nodejs python3 python3-venv)
 [ "$mode" = test ] && debs+=(chromium)
 missing=()
 for p in "${debs[@]}"; do
@@ -37,6 +37,22 @@ have=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)
 if [ "$have" != "$want" ]; then
   step "installing wasm-bindgen-cli $want (a few minutes, once)"
   cargo install -q wasm-bindgen-cli --version "$want" --force
+fi
+
+# The Python environment jailed code runs with: a venv from Debian's own
+# interpreter (never a pyenv shim), rebuilt only when the requirements change.
+py_env=/opt/runcell/python
+py_req=$ROOT/scripts/sandbox-requirements.txt
+if ! cmp -s "$py_req" "$py_env/runcell-requirements.txt" 2>/dev/null; then
+  step "building the sandbox's Python environment in $py_env"
+  [ -x /usr/bin/python3 ] || die "/usr/bin/python3 is missing (Debian packages python3 python3-venv)"
+  as_root rm -rf "$py_env.new"
+  as_root mkdir -p "$(dirname "$py_env")"
+  as_root /usr/bin/python3 -m venv "$py_env.new"
+  as_root "$py_env.new/bin/pip" install -q --disable-pip-version-check -r "$py_req"
+  as_root cp "$py_req" "$py_env.new/runcell-requirements.txt"
+  as_root rm -rf "$py_env"
+  as_root mv "$py_env.new" "$py_env"
 fi
 
 # npm packages, from the committed lockfiles; reinstalled only when a lockfile changes.

@@ -101,9 +101,23 @@ pub fn validate_code(code: &str) -> Result<(), SandboxError> {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum RunEvent {
-    Stdout { text: String, ts_ms: u64 },
-    Stderr { text: String, ts_ms: u64 },
-    Error { error: ExecError, ts_ms: u64 },
+    Stdout {
+        text: String,
+        ts_ms: u64,
+    },
+    Stderr {
+        text: String,
+        ts_ms: u64,
+    },
+    /// A rich result (Jupyter MIME bundle: `text/plain`, `image/png`, …).
+    Result {
+        data: serde_json::Map<String, serde_json::Value>,
+        ts_ms: u64,
+    },
+    Error {
+        error: ExecError,
+        ts_ms: u64,
+    },
 }
 
 /// An error as Jupyter reports one: a name, a message and a traceback.
@@ -133,6 +147,7 @@ pub mod limit_error {
     pub const DISK: &str = "DiskLimit";
     pub const CANCELLED: &str = "Cancelled";
     pub const COMPILE: &str = "CompileError";
+    pub const KERNEL_DIED: &str = "KernelDied";
 }
 
 /// How a run ended.

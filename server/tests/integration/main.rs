@@ -7,6 +7,7 @@
 )]
 
 mod binary;
+mod kernel;
 mod sandbox;
 mod support;
 mod web;

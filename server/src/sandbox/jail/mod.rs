@@ -5,7 +5,9 @@
 
 mod cgroup;
 pub mod doctor;
+mod kernel;
 mod seccomp;
+mod session;
 
 use std::io::{Seek, Write};
 use std::os::fd::OwnedFd;
@@ -18,7 +20,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 pub use cgroup::CgroupMode;
-use cgroup::RunGroup;
+pub(crate) use cgroup::RunGroup;
+pub use session::{JailSession, remove_stale_sessions};
 
 use super::{
     Capabilities, ExecError, Language, Limits, OutputCollector, RunEvent, RunOutcome, RunRequest,
@@ -26,6 +29,8 @@ use super::{
 };
 
 const BWRAP: &str = "/usr/bin/bwrap";
+/// The Python environment jailed code runs with (built by scripts/setup.sh).
+pub const PYTHON_ENV: &str = "/opt/runcell/python";
 const SETPRIV: &str = "/usr/bin/setpriv";
 const PRLIMIT: &str = "/usr/bin/prlimit";
 /// The descriptors bubblewrap reads the filter and the program from.
@@ -121,6 +126,14 @@ fn probe(config: &JailConfig) -> Result<Ready, String> {
     if !std::path::Path::new("/proc/sys/kernel/seccomp/actions_avail").is_file() {
         return Err("the kernel has no seccomp filter support".into());
     }
+    if !std::path::Path::new(PYTHON_ENV)
+        .join("bin/python3")
+        .is_file()
+    {
+        return Err(format!(
+            "the sandbox's Python environment {PYTHON_ENV} is missing: run scripts/setup.sh"
+        ));
+    }
     let seccomp = seccomp::filter_bytes().map_err(|e| e.to_string())?;
     let cgroups = cgroup::detect().map_err(|e| e.to_string())?;
     Ok(Ready { cgroups, seccomp })
@@ -150,7 +163,10 @@ fn memory_file(bytes: &[u8]) -> std::io::Result<OwnedFd> {
 /// program's own failure (the program never sees the marker).
 fn program(language: Language, marker: &str) -> (&'static str, Vec<String>) {
     match language {
-        Language::Python => ("main.py", vec!["/usr/bin/python3".into(), "-u".into(), "main.py".into()]),
+        Language::Python => (
+            "main.py",
+            vec![format!("{PYTHON_ENV}/bin/python3"), "-u".into(), "main.py".into()],
+        ),
         Language::Javascript => ("main.js", vec!["/usr/bin/node".into(), "main.js".into()]),
         Language::Bash => ("main.sh", vec!["/bin/bash".into(), "main.sh".into()]),
         Language::C => (
@@ -165,92 +181,113 @@ fn program(language: Language, marker: &str) -> (&'static str, Vec<String>) {
     }
 }
 
-fn bwrap_args(limits: &Limits, file: &str, command: Vec<String>) -> Vec<String> {
+/// What a jail mounts beyond the read-only system.
+#[derive(Debug, Default)]
+pub(crate) struct Mounts {
+    /// A host directory to use as `/home/user`; a fresh sized tmpfs if `None`.
+    pub home: Option<std::path::PathBuf>,
+    /// The program's file name in `/home/user`, copied from [`CODE_FD`].
+    pub code_file: Option<String>,
+    /// Host directories bound read-write at the same path (kernel sockets).
+    pub shared: Vec<std::path::PathBuf>,
+    /// Environment variables beyond (or replacing) the defaults.
+    pub env: Vec<(&'static str, &'static str)>,
+}
+
+fn bwrap_args(limits: &Limits, mounts: &Mounts, command: Vec<String>) -> Vec<String> {
     let home = limits.disk_bytes * 3 / 4;
     let tmp = limits.disk_bytes - home;
-    let mut args: Vec<String> = ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
-        .iter()
-        .map(|s| (*s).to_string())
-        .collect();
+    let mut args: Vec<String> = Vec::new();
+    let mut push = |items: &[&str]| args.extend(items.iter().map(|s| (*s).to_string()));
+    push(&["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]);
     // Merged-/usr systems have /bin, /lib… as links into /usr.
     for dir in ["bin", "sbin", "lib", "lib32", "lib64", "libx32"] {
         let host = format!("/{dir}");
         match std::fs::read_link(&host) {
-            Ok(target) => args.extend([
-                "--symlink".into(),
-                target.to_string_lossy().into_owned(),
-                host,
-            ]),
-            Err(_) if std::path::Path::new(&host).is_dir() => {
-                args.extend(["--ro-bind".into(), host.clone(), host]);
-            }
+            Ok(target) => push(&["--symlink", &target.to_string_lossy(), &host]),
+            Err(_) if std::path::Path::new(&host).is_dir() => push(&["--ro-bind", &host, &host]),
             Err(_) => {}
         }
     }
-    args.extend(
-        [
-            "--proc",
-            "/proc",
-            "--dev",
-            "/dev",
-            "--size",
-            &tmp.to_string(),
-            "--tmpfs",
-            "/tmp",
-            "--size",
-            &home.to_string(),
-            "--tmpfs",
-            "/home/user",
+    push(&[
+        "--ro-bind",
+        PYTHON_ENV,
+        PYTHON_ENV,
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+    ]);
+    push(&["--size", &tmp.to_string(), "--tmpfs", "/tmp"]);
+    // After the /tmp tmpfs, or it would hide binds below /tmp.
+    for dir in &mounts.shared {
+        let dir = dir.to_string_lossy();
+        push(&["--bind", &dir, &dir]);
+    }
+    match &mounts.home {
+        Some(host) => push(&["--bind", &host.to_string_lossy(), "/home/user"]),
+        None => push(&["--size", &home.to_string(), "--tmpfs", "/home/user"]),
+    }
+    if let Some(file) = &mounts.code_file {
+        push(&[
             "--file",
             &CODE_FD.to_string(),
             &format!("/home/user/{file}"),
-            "--chdir",
-            "/home/user",
-            "--unshare-all",
-            "--unshare-user",
-            "--disable-userns",
-            "--die-with-parent",
-            "--new-session",
-            "--cap-drop",
-            "ALL",
-            "--hostname",
-            "sandbox",
-            "--clearenv",
-            "--setenv",
-            "PATH",
-            "/usr/local/bin:/usr/bin:/bin",
-            "--setenv",
-            "HOME",
-            "/home/user",
-            "--setenv",
-            "LANG",
-            "C.UTF-8",
-            "--setenv",
-            "MPLBACKEND",
-            "Agg",
-            "--seccomp",
-            &SECCOMP_FD.to_string(),
-            "--",
-        ]
-        .iter()
-        .map(|s| (*s).to_string()),
-    );
+        ]);
+    }
+    push(&[
+        "--chdir",
+        "/home/user",
+        "--unshare-all",
+        "--unshare-user",
+        "--disable-userns",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--hostname",
+        "sandbox",
+        "--clearenv",
+        "--setenv",
+        "PATH",
+        &format!("{PYTHON_ENV}/bin:/usr/local/bin:/usr/bin:/bin"),
+        "--setenv",
+        "HOME",
+        "/home/user",
+        "--setenv",
+        "LANG",
+        "C.UTF-8",
+        "--setenv",
+        "MPLBACKEND",
+        "Agg",
+        "--seccomp",
+        &SECCOMP_FD.to_string(),
+    ]);
+    for (key, value) in &mounts.env {
+        push(&["--setenv", key, value]);
+    }
+    push(&["--"]);
     args.extend(command);
     args
 }
 
 impl JailSandbox {
-    fn launch(
+    /// Starts `command` in a new jail, inside `group`, with `mounts`; `code`
+    /// becomes the file `mounts.code_file` names.
+    pub(crate) fn spawn_jail(
         &self,
-        ready: &Ready,
-        request: &RunRequest,
         limits: &Limits,
         group: &RunGroup,
-        marker: &str,
+        mounts: &Mounts,
+        command: Vec<String>,
+        code: Option<&[u8]>,
     ) -> Result<tokio::process::Child, SandboxError> {
+        let ready = self
+            .ready
+            .as_ref()
+            .map_err(|reason| SandboxError::Unavailable(reason.clone()))?;
         let internal =
             |what: &str, e: &dyn std::fmt::Display| SandboxError::Internal(format!("{what}: {e}"));
-        let (file, command) = program(request.language, marker);
         let mut cmd = tokio::process::Command::new("/bin/sh");
         cmd.env_clear()
             .env("PATH", "/usr/bin:/bin")
@@ -271,61 +308,65 @@ impl JailSandbox {
             .arg("--clear-groups")
             .arg("--")
             .arg(BWRAP)
-            .args(bwrap_args(limits, file, command))
+            .args(bwrap_args(limits, mounts, command))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        let seccomp = memory_file(&ready.seccomp).map_err(|e| internal("seccomp file", &e))?;
-        let code = memory_file(request.code.as_bytes()).map_err(|e| internal("code file", &e))?;
-        cmd.fd_mappings(vec![
-            FdMapping {
-                parent_fd: seccomp,
-                child_fd: SECCOMP_FD,
-            },
-            FdMapping {
-                parent_fd: code,
+        let mut fds = vec![FdMapping {
+            parent_fd: memory_file(&ready.seccomp).map_err(|e| internal("seccomp file", &e))?,
+            child_fd: SECCOMP_FD,
+        }];
+        if let Some(code) = code {
+            fds.push(FdMapping {
+                parent_fd: memory_file(code).map_err(|e| internal("code file", &e))?,
                 child_fd: CODE_FD,
-            },
-        ])
-        .map_err(|e| internal("descriptors", &e))?;
+            });
+        }
+        cmd.fd_mappings(fds)
+            .map_err(|e| internal("descriptors", &e))?;
         cmd.spawn()
             .map_err(|e| internal("cannot start the jail", &e))
     }
-}
 
-#[async_trait::async_trait]
-impl Sandbox for JailSandbox {
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            backend: "jail",
-            languages: Language::ALL.to_vec(),
-            stateful: false,
-            files: false,
-            interrupt: true,
-        }
+    pub(crate) fn ready_cgroups(&self) -> Result<&CgroupMode, SandboxError> {
+        self.ready
+            .as_ref()
+            .map(|r| &r.cgroups)
+            .map_err(|reason| SandboxError::Unavailable(reason.clone()))
     }
 
-    #[tracing::instrument(name = "run", skip_all, fields(sandbox.backend = "jail", language = request.language.name()))]
-    async fn run(
+    /// Runs one program in a fresh jail; `home` is the session's home, or a
+    /// throw-away tmpfs when `None`.
+    pub(crate) async fn run_process(
         &self,
-        request: RunRequest,
-        events: Option<mpsc::Sender<RunEvent>>,
-        cancel: CancellationToken,
+        request: &RunRequest,
+        home: Option<&std::path::Path>,
+        events: Option<&mpsc::Sender<RunEvent>>,
+        cancel: &CancellationToken,
     ) -> Result<RunOutcome, SandboxError> {
         validate_code(&request.code)?;
-        let ready = self
-            .ready
-            .as_ref()
-            .map_err(|reason| SandboxError::Unavailable(reason.clone()))?;
+        let cgroups = self.ready_cgroups()?;
         let limits = clamp(&request.limits, &self.config.max_limits);
         let name = format!("run-{}", uuid::Uuid::new_v4().simple());
-        let group = RunGroup::create(&ready.cgroups, &name, &limits)
+        let group = RunGroup::create(cgroups, &name, &limits)
             .map_err(|e| SandboxError::Unavailable(e.to_string()))?;
         let marker = format!("runcell-compile-failed-{}", uuid::Uuid::new_v4().simple());
+        let (file, command) = program(request.language, &marker);
+        let mounts = Mounts {
+            home: home.map(std::path::Path::to_path_buf),
+            code_file: Some(file.to_string()),
+            ..Mounts::default()
+        };
         let started = Instant::now();
-        let mut child = self.launch(ready, &request, &limits, &group, &marker)?;
-        let supervised = supervise(&mut child, &limits, events.as_ref(), &cancel).await;
+        let mut child = self.spawn_jail(
+            &limits,
+            &group,
+            &mounts,
+            command,
+            Some(request.code.as_bytes()),
+        )?;
+        let supervised = supervise(&mut child, &limits, events, cancel).await;
         group.kill_all();
         let outcome = classify(
             supervised,
@@ -353,8 +394,32 @@ impl Sandbox for JailSandbox {
     }
 }
 
+#[async_trait::async_trait]
+impl Sandbox for JailSandbox {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            backend: "jail",
+            languages: Language::ALL.to_vec(),
+            stateful: false,
+            files: false,
+            interrupt: true,
+        }
+    }
+
+    #[tracing::instrument(name = "run", skip_all, fields(sandbox.backend = "jail", language = request.language.name()))]
+    async fn run(
+        &self,
+        request: RunRequest,
+        events: Option<mpsc::Sender<RunEvent>>,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, SandboxError> {
+        self.run_process(&request, None, events.as_ref(), &cancel)
+            .await
+    }
+}
+
 /// A request's limits, none above the server's.
-fn clamp(asked: &Limits, max: &Limits) -> Limits {
+pub(crate) fn clamp(asked: &Limits, max: &Limits) -> Limits {
     Limits {
         wall: asked.wall.min(max.wall),
         memory_bytes: asked.memory_bytes.min(max.memory_bytes),

@@ -1,0 +1,160 @@
+//! A sandbox session: a home directory that lasts between runs (a sized tmpfs
+//! owned by the jail uid) and a Python kernel that keeps its variables.
+//! JavaScript, Bash and C run as one jailed process each in the same home.
+
+use std::os::unix::fs::{PermissionsExt, chown};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::JailSandbox;
+use super::kernel::{Kernel, KernelState};
+use crate::sandbox::{
+    Language, Limits, RunEvent, RunOutcome, RunRequest, SandboxError, validate_code,
+};
+
+/// Where sessions' directories live on the host. Kernel socket paths must stay
+/// short (a unix socket path has at most 107 bytes).
+const SESSIONS_ROOT: &str = "/tmp";
+const PREFIX: &str = "rc-";
+
+pub struct JailSession {
+    id: String,
+    root: PathBuf,
+    home: PathBuf,
+    ipc: PathBuf,
+    jail: Arc<JailSandbox>,
+    limits: Limits,
+    kernel: tokio::sync::Mutex<Option<Kernel>>,
+}
+
+fn internal(what: &str, e: &dyn std::fmt::Display) -> SandboxError {
+    SandboxError::Internal(format!("{what}: {e}"))
+}
+
+impl JailSession {
+    /// Makes the session's directories and starts its Python kernel.
+    pub async fn open(jail: Arc<JailSandbox>, limits: Limits) -> Result<Self, SandboxError> {
+        jail.ready_cgroups()?;
+        let short = uuid::Uuid::new_v4().simple().to_string();
+        let root = Path::new(SESSIONS_ROOT).join(format!("{PREFIX}{}", &short[..12]));
+        let home = root.join("home");
+        let ipc = root.join("ipc");
+        let (uid, gid) = (jail.config.uid, jail.config.gid);
+        std::fs::create_dir(&root).map_err(|e| internal("session directory", &e))?;
+        let session = Self {
+            id: uuid::Uuid::new_v4().to_string(),
+            root,
+            home,
+            ipc,
+            jail,
+            limits,
+            kernel: tokio::sync::Mutex::new(None),
+        };
+        for dir in [&session.home, &session.ipc] {
+            std::fs::create_dir(dir).map_err(|e| internal("session directory", &e))?;
+            chown(dir, Some(uid), Some(gid)).map_err(|e| internal("session directory", &e))?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| internal("session directory", &e))?;
+        }
+        // The home is a tmpfs of its own: the disk limit holds across runs.
+        let size = session.limits.disk_bytes * 3 / 4;
+        let options = format!("size={size},mode=0700,uid={uid},gid={gid},nosuid,nodev");
+        let mounted = tokio::process::Command::new("/usr/bin/mount")
+            .args(["-t", "tmpfs", "-o", &options, "runcell-home"])
+            .arg(&session.home)
+            .status()
+            .await
+            .map_err(|e| internal("cannot mount the session home", &e))?;
+        if !mounted.success() {
+            return Err(SandboxError::Unavailable(format!(
+                "cannot mount a tmpfs for the session home ({mounted})"
+            )));
+        }
+        let kernel = session.start_kernel().await?;
+        *session.kernel.lock().await = Some(kernel);
+        Ok(session)
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    async fn start_kernel(&self) -> Result<Kernel, SandboxError> {
+        let name = format!("kernel-{}", uuid::Uuid::new_v4().simple());
+        Kernel::start(&self.jail, &name, &self.ipc, &self.home, &self.limits).await
+    }
+
+    /// Runs `request` in this session: Python in the kernel, other languages
+    /// as a jailed process in the session's home.
+    pub async fn run(
+        &self,
+        request: &RunRequest,
+        events: Option<&mpsc::Sender<RunEvent>>,
+        cancel: &CancellationToken,
+    ) -> Result<RunOutcome, SandboxError> {
+        validate_code(&request.code)?;
+        if request.language != Language::Python {
+            return self
+                .jail
+                .run_process(request, Some(&self.home), events, cancel)
+                .await;
+        }
+        let limits = super::clamp(&request.limits, &self.limits);
+        let mut slot = self.kernel.lock().await;
+        let kernel = match slot.as_mut() {
+            Some(kernel) => kernel,
+            None => slot.insert(self.start_kernel().await?),
+        };
+        let (outcome, state) = kernel.execute(&request.code, &limits, events, cancel).await;
+        if matches!(state, KernelState::Lost) {
+            if let Some(dead) = slot.take() {
+                dead.shutdown().await;
+            }
+            // A fresh kernel now, so that the next run does not wait for it;
+            // if it cannot start, the next run tries again.
+            match self.start_kernel().await {
+                Ok(kernel) => *slot = Some(kernel),
+                Err(e) => tracing::warn!(%e, "cannot restart the kernel"),
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Stops everything in the session and removes its files.
+    pub async fn close(&self) {
+        if let Some(kernel) = self.kernel.lock().await.take() {
+            kernel.shutdown().await;
+        }
+        let _ = tokio::process::Command::new("/usr/bin/umount")
+            .arg(&self.home)
+            .status()
+            .await;
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// Removes what sessions of an earlier server left behind: their home mounts
+/// and directories.
+pub fn remove_stale_sessions() {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let prefix = format!("{SESSIONS_ROOT}/{PREFIX}");
+    for line in mounts.lines() {
+        if let Some(path) = line.split_whitespace().nth(1)
+            && path.starts_with(&prefix)
+        {
+            let _ = std::process::Command::new("/usr/bin/umount")
+                .args(["-l", path])
+                .status();
+        }
+    }
+    if let Ok(entries) = std::fs::read_dir(SESSIONS_ROOT) {
+        for entry in entries.flatten() {
+            if entry.file_name().to_string_lossy().starts_with(PREFIX) && entry.path().is_dir() {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+}
