@@ -8,6 +8,7 @@
 
 pub mod jail;
 mod output;
+pub mod sessions;
 
 use std::time::Duration;
 

@@ -354,10 +354,27 @@ impl Kernel {
         (outcome, state)
     }
 
+    /// Interrupts the running cell and waits for the kernel to confirm, so
+    /// that the signal cannot land in a later cell (ipykernel handles the
+    /// control channel on a thread of its own).
     async fn interrupt(&mut self) {
         let request = self.message(InterruptRequest {});
+        let id = request.header.msg_id.clone();
         if let Err(e) = self.control.send(request).await {
             tracing::warn!(%e, "cannot interrupt the kernel");
+            return;
+        }
+        let confirmed = tokio::time::timeout(INTERRUPT_GRACE, async {
+            while let Ok(reply) = self.control.read().await {
+                if reply.parent_header.as_ref().is_some_and(|h| h.msg_id == id) {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        if !matches!(confirmed, Ok(true)) {
+            tracing::warn!("the kernel did not confirm an interrupt");
         }
     }
 

@@ -1,0 +1,228 @@
+//! The live sandbox sessions: created on request (from a warm pool when one
+//! is ready), found by id, reaped when idle, closed on shutdown.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use serde::Serialize;
+use tokio::sync::{Notify, mpsc};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::jail::{JailSandbox, JailSession};
+use super::{Language, Limits, RunEvent, RunOutcome, RunRequest, SandboxError, now_ms};
+
+/// How often idle sessions are looked for.
+const REAP_EVERY: Duration = Duration::from_secs(5);
+
+#[derive(Clone, Debug)]
+pub struct SessionSettings {
+    /// Sessions kept started and waiting, so that a new one is ready at once.
+    pub pool_size: usize,
+    /// A session unused this long is closed.
+    pub idle_ttl: Duration,
+    /// Live sessions at most; more are refused.
+    pub max_sessions: usize,
+    /// The limits a session's runs may use at most.
+    pub limits: Limits,
+}
+
+impl Default for SessionSettings {
+    fn default() -> Self {
+        Self {
+            pool_size: 2,
+            idle_ttl: Duration::from_secs(15 * 60),
+            max_sessions: 32,
+            limits: Limits {
+                wall: super::MAX_WALL,
+                ..Limits::default()
+            },
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("no sandbox session {0}")]
+    NotFound(String),
+    #[error("{0} sandbox sessions are open already; close one first")]
+    TooMany(usize),
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+}
+
+/// What the API says about a session.
+#[derive(Clone, Debug, Serialize)]
+pub struct SessionInfo {
+    pub session_id: String,
+    pub language: Language,
+    pub created_at_ms: u64,
+    pub idle_ms: u64,
+}
+
+struct Live {
+    session: JailSession,
+    language: Language,
+    created_at_ms: u64,
+    last_used: Mutex<Instant>,
+}
+
+impl Live {
+    fn info(&self) -> SessionInfo {
+        SessionInfo {
+            session_id: self.session.id().to_string(),
+            language: self.language,
+            created_at_ms: self.created_at_ms,
+            idle_ms: u64::try_from(self.last_used.lock().elapsed().as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+}
+
+pub struct Sessions {
+    jail: Arc<JailSandbox>,
+    settings: SessionSettings,
+    live: Mutex<HashMap<String, Arc<Live>>>,
+    warm: tokio::sync::Mutex<Vec<JailSession>>,
+    refill: Notify,
+}
+
+impl Sessions {
+    pub fn new(jail: Arc<JailSandbox>, settings: SessionSettings) -> Arc<Self> {
+        Arc::new(Self {
+            jail,
+            settings,
+            live: Mutex::new(HashMap::new()),
+            warm: tokio::sync::Mutex::new(Vec::new()),
+            refill: Notify::new(),
+        })
+    }
+
+    /// Keeps the pool filled and reaps idle sessions until `shutdown`, then
+    /// closes every session.
+    pub fn spawn_maintenance(self: &Arc<Self>, tracker: &TaskTracker, shutdown: CancellationToken) {
+        let this = Arc::clone(self);
+        tracker.spawn(async move {
+            let mut reap = tokio::time::interval(REAP_EVERY);
+            loop {
+                this.fill_pool().await;
+                tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    () = this.refill.notified() => {}
+                    _ = reap.tick() => this.reap_idle().await,
+                }
+            }
+            this.close_all().await;
+        });
+    }
+
+    async fn fill_pool(&self) {
+        if self.jail.unavailable().is_some() {
+            return;
+        }
+        loop {
+            if self.warm.lock().await.len() >= self.settings.pool_size {
+                return;
+            }
+            match JailSession::open(Arc::clone(&self.jail), self.settings.limits.clone()).await {
+                Ok(session) => self.warm.lock().await.push(session),
+                Err(e) => {
+                    tracing::warn!(%e, "cannot start a pooled sandbox session");
+                    return;
+                }
+            }
+        }
+    }
+
+    pub async fn create(&self, language: Language) -> Result<SessionInfo, SessionError> {
+        if self.live.lock().len() >= self.settings.max_sessions {
+            return Err(SessionError::TooMany(self.settings.max_sessions));
+        }
+        let pooled = self.warm.lock().await.pop();
+        self.refill.notify_one();
+        let session = match pooled {
+            Some(session) => session,
+            None => JailSession::open(Arc::clone(&self.jail), self.settings.limits.clone()).await?,
+        };
+        let live = Arc::new(Live {
+            session,
+            language,
+            created_at_ms: now_ms(),
+            last_used: Mutex::new(Instant::now()),
+        });
+        let info = live.info();
+        self.live.lock().insert(info.session_id.clone(), live);
+        tracing::info!(session.id = %info.session_id, "sandbox session opened");
+        Ok(info)
+    }
+
+    pub fn list(&self) -> Vec<SessionInfo> {
+        let mut sessions: Vec<SessionInfo> = self.live.lock().values().map(|l| l.info()).collect();
+        sessions.sort_by_key(|s| s.created_at_ms);
+        sessions
+    }
+
+    pub fn get(&self, id: &str) -> Option<SessionInfo> {
+        self.live.lock().get(id).map(|l| l.info())
+    }
+
+    pub async fn delete(&self, id: &str) -> Result<(), SessionError> {
+        let live = self
+            .live
+            .lock()
+            .remove(id)
+            .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
+        live.session.close().await;
+        tracing::info!(session.id = %id, "sandbox session closed");
+        Ok(())
+    }
+
+    pub async fn run(
+        &self,
+        id: &str,
+        request: &RunRequest,
+        events: Option<&mpsc::Sender<RunEvent>>,
+        cancel: &CancellationToken,
+    ) -> Result<RunOutcome, SessionError> {
+        let live = self
+            .live
+            .lock()
+            .get(id)
+            .cloned()
+            .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
+        *live.last_used.lock() = Instant::now();
+        let outcome = live.session.run(request, events, cancel).await;
+        *live.last_used.lock() = Instant::now();
+        Ok(outcome?)
+    }
+
+    async fn reap_idle(&self) {
+        let idle: Vec<String> = self
+            .live
+            .lock()
+            .iter()
+            .filter(|(_, l)| l.last_used.lock().elapsed() > self.settings.idle_ttl)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in idle {
+            tracing::info!(session.id = %id, "closing an idle sandbox session");
+            let _ = self.delete(&id).await;
+        }
+    }
+
+    async fn close_all(&self) {
+        let live: Vec<Arc<Live>> = self.live.lock().drain().map(|(_, l)| l).collect();
+        for session in live {
+            session.session.close().await;
+        }
+        for session in self.warm.lock().await.drain(..) {
+            session.close().await;
+        }
+    }
+
+    /// Sessions ready in the pool (for tests and health).
+    pub async fn pooled(&self) -> usize {
+        self.warm.lock().await.len()
+    }
+}
