@@ -11,8 +11,17 @@ use serde::{Deserialize, Serialize};
 /// The file, inside the data directory, that settings may come from.
 pub const CONFIG_FILE: &str = "runcell.toml";
 
-/// Settings read from the environment, as `RUNCELL_<NAME>`.
-const ENV_KEYS: [&str; 4] = ["addr", "data_dir", "site_root", "log"];
+/// Settings read from the environment, as `RUNCELL_<NAME>` (a `__` stands
+/// for a dot: `RUNCELL_SANDBOX__POOL_SIZE` is `sandbox.pool_size`).
+const ENV_KEYS: [&str; 7] = [
+    "addr",
+    "data_dir",
+    "site_root",
+    "log",
+    "sandbox__pool_size",
+    "sandbox__session_idle_secs",
+    "sandbox__max_sessions",
+];
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -26,6 +35,30 @@ pub struct Config {
     pub site_root: PathBuf,
     /// A `tracing` filter, e.g. `info` or `runcell=debug,tower_http=info`.
     pub log: String,
+    #[serde(default)]
+    pub sandbox: SandboxConfig,
+}
+
+/// The local sandbox's sessions.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxConfig {
+    /// Python sessions kept started, so that a new one is ready at once.
+    pub pool_size: usize,
+    /// Seconds a session may sit unused before it is closed.
+    pub session_idle_secs: u64,
+    /// Sandbox sessions open at once, at most.
+    pub max_sessions: usize,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            pool_size: 2,
+            session_idle_secs: 15 * 60,
+            max_sessions: 32,
+        }
+    }
 }
 
 impl Default for Config {
@@ -35,6 +68,7 @@ impl Default for Config {
             data_dir: PathBuf::from("./data"),
             site_root: PathBuf::from("target/site"),
             log: "info".into(),
+            sandbox: SandboxConfig::default(),
         }
     }
 }
@@ -72,7 +106,11 @@ impl Config {
 
         let mut config: Self = Figment::from(Serialized::defaults(Self::default()))
             .merge(Toml::file(data_dir.join(CONFIG_FILE)))
-            .merge(Env::prefixed("RUNCELL_").only(&ENV_KEYS))
+            .merge(
+                Env::prefixed("RUNCELL_")
+                    .filter(|key| ENV_KEYS.contains(&key.as_str().to_ascii_lowercase().as_str()))
+                    .split("__"),
+            )
             .merge(Serialized::defaults(overrides))
             .extract()
             .map_err(|e| ConfigError::Source(describe(e)))?;
@@ -258,6 +296,23 @@ mod tests {
                 Ok(())
             });
         }
+    }
+
+    #[test]
+    fn nested_settings_come_from_the_environment() {
+        Jail::expect_with(|jail| {
+            jail.set_env("RUNCELL_SANDBOX__POOL_SIZE", "5");
+            jail.set_env("RUNCELL_UNRELATED", "ignored");
+            let config = load_in(jail, Overrides::default()).map_err(|e| e.to_string())?;
+            assert_eq!(config.sandbox.pool_size, 5);
+            jail.set_env("RUNCELL_SANDBOX__MAX_SESSIONS", "lots");
+            let err = load_in(jail, Overrides::default())
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(err.contains("RUNCELL_SANDBOX__MAX_SESSIONS"), "{err}");
+            Ok(())
+        });
     }
 
     #[test]

@@ -58,7 +58,11 @@ pub async fn launch_with_listener(
             "the browser bundle is missing: pages render but stay static; build with scripts/build.sh or set RUNCELL_SITE_ROOT"
         );
     }
+    crate::sandbox::jail::remove_stale_sessions();
     let state = AppState::new(config, shutdown.clone());
+    state
+        .sandbox_sessions
+        .spawn_maintenance(&state.turns, shutdown.clone());
     let app = router(state.clone());
     let addr = listener.local_addr()?;
     tracing::info!("runcell listening on http://{addr}");

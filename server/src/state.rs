@@ -11,6 +11,7 @@ use crate::agent::EchoResponder;
 use crate::config::Config;
 use crate::sandbox::Sandbox;
 use crate::sandbox::jail::{JailConfig, JailSandbox};
+use crate::sandbox::sessions::{SessionSettings, Sessions};
 use crate::session::SessionHub;
 
 #[derive(Clone, FromRef)]
@@ -21,6 +22,8 @@ pub struct AppState {
     pub responder: Arc<EchoResponder>,
     /// Where code runs: the local jail.
     pub sandbox: Arc<dyn Sandbox>,
+    /// Open sandbox sessions (the run API's `session_id`s).
+    pub sandbox_sessions: Arc<Sessions>,
     /// Turns run as tasks of their own, so a page that goes away does not stop
     /// them; this tracks them for a clean shutdown.
     pub turns: TaskTracker,
@@ -36,12 +39,24 @@ impl AppState {
             .site_pkg_dir("pkg")
             .site_addr(config.addr)
             .build();
+        let jail_config = JailConfig::default();
+        let sandbox: Arc<dyn Sandbox> = JailSandbox::new(jail_config.clone());
+        let sandbox_sessions = Sessions::new(
+            Arc::clone(&sandbox),
+            SessionSettings {
+                pool_size: config.sandbox.pool_size,
+                idle_ttl: std::time::Duration::from_secs(config.sandbox.session_idle_secs),
+                max_sessions: config.sandbox.max_sessions,
+                limits: jail_config.max_limits,
+            },
+        );
         Self {
             config: Arc::new(config),
             leptos,
             sessions: Arc::new(SessionHub::new()),
             responder: Arc::new(EchoResponder::default()),
-            sandbox: Arc::new(JailSandbox::new(JailConfig::default())),
+            sandbox,
+            sandbox_sessions,
             turns: TaskTracker::new(),
             shutdown,
         }

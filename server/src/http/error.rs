@@ -42,6 +42,14 @@ impl From<axum::extract::rejection::JsonRejection> for ApiError {
     }
 }
 
+impl ApiError {
+    /// `{"code", "message"}`, as every error body carries it.
+    pub fn body(&self) -> serde_json::Value {
+        let (_, code) = self.parts();
+        json!({ "code": code, "message": self.to_string() })
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.parts();

@@ -49,6 +49,14 @@ pub fn router(state: AppState) -> Router {
             "/v1/code_interpreter/run",
             post(run::run).layer(DefaultBodyLimit::max(run::MAX_RUN_BODY)),
         )
+        .route(
+            "/v1/code_interpreter/sessions",
+            post(run::create_session).get(run::list_sessions),
+        )
+        .route(
+            "/v1/code_interpreter/sessions/{id}",
+            axum::routing::delete(run::delete_session),
+        )
         .nest_service("/pkg", bundle)
         .leptos_routes_with_context(&state, routes, context.clone(), move || {
             shell(leptos.clone())

@@ -16,6 +16,7 @@ use serde::Deserialize;
 use tokio::sync::mpsc;
 
 use super::ApiError;
+use crate::sandbox::sessions::SessionError;
 use crate::sandbox::{Language, Limits, MAX_WALL, RunEvent, RunOutcome, RunRequest, SandboxError};
 use crate::state::AppState;
 
@@ -39,10 +40,10 @@ pub async fn run(
     body: Result<Json<RunBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(body) = body?;
-    if body.session_id.is_some() {
-        return Err(ApiError::NotFound(
-            "unknown session: stateful sessions are not available yet; omit session_id for a one-shot run".into(),
-        ));
+    if let Some(id) = &body.session_id
+        && state.sandbox_sessions.get(id).is_none()
+    {
+        return Err(ApiError::NotFound(format!("no sandbox session {id}")));
     }
     let mut limits = Limits::default();
     if let Some(timeout) = body.timeout {
@@ -54,6 +55,7 @@ pub async fn run(
         }
         limits.wall = Duration::from_secs_f64(timeout);
     }
+    let target = body.session_id;
     let request = RunRequest {
         code: body.code,
         language: body.language,
@@ -66,23 +68,50 @@ pub async fn run(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains(NDJSON));
     if !wants_ndjson {
-        let outcome = state
-            .sandbox
-            .run(request, None, state.shutdown.child_token())
-            .await
-            .map_err(sandbox_error)?;
+        let outcome = execute(
+            &state,
+            target.as_deref(),
+            request,
+            None,
+            state.shutdown.child_token(),
+        )
+        .await?;
         return Ok(Json(outcome).into_response());
     }
-    Ok(stream(&state, request))
+    Ok(stream(&state, target, request))
+}
+
+/// Runs in the named session, or one-shot when there is none.
+async fn execute(
+    state: &AppState,
+    session: Option<&str>,
+    request: RunRequest,
+    events: Option<mpsc::Sender<RunEvent>>,
+    cancel: tokio_util::sync::CancellationToken,
+) -> Result<RunOutcome, ApiError> {
+    match session {
+        None => state
+            .sandbox
+            .run(request, events, cancel)
+            .await
+            .map_err(sandbox_error),
+        Some(id) => state
+            .sandbox_sessions
+            .run(id, &request, events.as_ref(), &cancel)
+            .await
+            .map_err(session_error),
+    }
 }
 
 /// Streams events as they happen. A client that goes away cancels the run.
-fn stream(state: &AppState, request: RunRequest) -> Response {
+fn stream(state: &AppState, session: Option<String>, request: RunRequest) -> Response {
     let (events, receiver) = mpsc::channel::<RunEvent>(64);
     let cancel = state.shutdown.child_token();
     let guard = cancel.clone().drop_guard();
-    let sandbox = state.sandbox.clone();
-    let finished = tokio::spawn(async move { sandbox.run(request, Some(events), cancel).await });
+    let state = state.clone();
+    let finished = tokio::spawn(async move {
+        execute(&state, session.as_deref(), request, Some(events), cancel).await
+    });
 
     let lines = tokio_stream_from(receiver)
         .map(|event| line(&event))
@@ -92,7 +121,7 @@ fn stream(state: &AppState, request: RunRequest) -> Response {
                 Ok(Err(err)) => error_line(&err),
                 Err(join) => {
                     tracing::error!(%join, "the run task failed");
-                    error_line(&SandboxError::Internal("the run task failed".into()))
+                    error_line(&ApiError::Internal("the run task failed".into()))
                 }
             };
             drop(guard);
@@ -130,33 +159,65 @@ fn summary_line(outcome: &RunOutcome) -> Bytes {
     line(&value)
 }
 
-fn error_line(err: &SandboxError) -> Bytes {
-    let (_, code) = sandbox_error_parts(err);
-    line(&serde_json::json!({
-        "type": "failed",
-        "error": { "code": code, "message": public_message(err) },
-    }))
+fn error_line(err: &ApiError) -> Bytes {
+    line(&serde_json::json!({ "type": "failed", "error": err.body() }))
 }
 
-fn sandbox_error_parts(err: &SandboxError) -> (u16, &'static str) {
+fn session_error(err: SessionError) -> ApiError {
     match err {
-        SandboxError::InvalidInput(_) => (400, "bad_request"),
-        SandboxError::Unavailable(_) => (503, "sandbox_unavailable"),
-        SandboxError::Internal(_) => (500, "internal"),
+        SessionError::NotFound(id) => ApiError::NotFound(format!("no sandbox session {id}")),
+        SessionError::TooMany(_) => ApiError::Unavailable(err.to_string()),
+        SessionError::Sandbox(err) => sandbox_error(err),
     }
 }
 
-fn public_message(err: &SandboxError) -> String {
-    match err {
-        SandboxError::Internal(_) => "the sandbox failed; see the server log".into(),
-        other => other.to_string(),
-    }
-}
-
-fn sandbox_error(err: SandboxError) -> ApiError {
+pub(super) fn sandbox_error(err: SandboxError) -> ApiError {
     match err {
         SandboxError::InvalidInput(message) => ApiError::BadRequest(message),
         SandboxError::Unavailable(_) => ApiError::Unavailable(err.to_string()),
         SandboxError::Internal(message) => ApiError::Internal(message),
     }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewSession {
+    #[serde(default = "default_language")]
+    language: Language,
+}
+
+fn default_language() -> Language {
+    Language::Python
+}
+
+/// `POST /v1/code_interpreter/sessions`
+pub async fn create_session(
+    State(state): State<AppState>,
+    body: Result<Json<NewSession>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(body) = body?;
+    let info = state
+        .sandbox_sessions
+        .create(body.language)
+        .await
+        .map_err(session_error)?;
+    Ok((axum::http::StatusCode::CREATED, Json(info)).into_response())
+}
+
+/// `GET /v1/code_interpreter/sessions`
+pub async fn list_sessions(State(state): State<AppState>) -> Response {
+    Json(serde_json::json!({ "sessions": state.sandbox_sessions.list() })).into_response()
+}
+
+/// `DELETE /v1/code_interpreter/sessions/{id}`: stops everything in it.
+pub async fn delete_session(
+    State(state): State<AppState>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Result<axum::http::StatusCode, ApiError> {
+    state
+        .sandbox_sessions
+        .delete(&id)
+        .await
+        .map_err(session_error)?;
+    Ok(axum::http::StatusCode::NO_CONTENT)
 }

@@ -6,6 +6,7 @@
 //! `MemoryLimit`, `OutputLimit`, `ProcessLimit`, `DiskLimit`), not as failures of
 //! the sandbox itself; [`SandboxError`] is for runs that could not happen.
 
+pub mod conformance;
 pub mod jail;
 mod output;
 pub mod sessions;
@@ -193,14 +194,34 @@ pub enum SandboxError {
 pub trait Sandbox: Send + Sync {
     fn capabilities(&self) -> Capabilities;
 
-    /// Runs `request` to its end; events go to `events` as they happen (a
-    /// closed receiver is not an error). Cancelling stops the run.
+    /// Runs `request` in a fresh, throw-away environment to its end; events
+    /// go to `events` as they happen (a closed receiver is not an error).
+    /// Cancelling stops the run.
     async fn run(
         &self,
         request: RunRequest,
         events: Option<mpsc::Sender<RunEvent>>,
         cancel: CancellationToken,
     ) -> Result<RunOutcome, SandboxError>;
+
+    /// Opens a session whose files (and, where `capabilities().stateful`,
+    /// variables) last from one run to the next.
+    async fn open_session(&self) -> Result<Box<dyn SandboxSession>, SandboxError>;
+}
+
+/// A sandbox session; closing it stops everything in it.
+#[async_trait::async_trait]
+pub trait SandboxSession: Send + Sync {
+    fn id(&self) -> &str;
+
+    async fn run(
+        &self,
+        request: &RunRequest,
+        events: Option<&mpsc::Sender<RunEvent>>,
+        cancel: &CancellationToken,
+    ) -> Result<RunOutcome, SandboxError>;
+
+    async fn close(&self);
 }
 
 pub(crate) fn now_ms() -> u64 {

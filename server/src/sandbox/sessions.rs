@@ -11,8 +11,10 @@ use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::jail::{JailSandbox, JailSession};
-use super::{Language, Limits, RunEvent, RunOutcome, RunRequest, SandboxError, now_ms};
+use super::{
+    Language, Limits, RunEvent, RunOutcome, RunRequest, Sandbox, SandboxError, SandboxSession,
+    now_ms,
+};
 
 /// How often idle sessions are looked for.
 const REAP_EVERY: Duration = Duration::from_secs(5);
@@ -63,7 +65,7 @@ pub struct SessionInfo {
 }
 
 struct Live {
-    session: JailSession,
+    session: Box<dyn SandboxSession>,
     language: Language,
     created_at_ms: u64,
     last_used: Mutex<Instant>,
@@ -81,17 +83,17 @@ impl Live {
 }
 
 pub struct Sessions {
-    jail: Arc<JailSandbox>,
+    sandbox: Arc<dyn Sandbox>,
     settings: SessionSettings,
     live: Mutex<HashMap<String, Arc<Live>>>,
-    warm: tokio::sync::Mutex<Vec<JailSession>>,
+    warm: tokio::sync::Mutex<Vec<Box<dyn SandboxSession>>>,
     refill: Notify,
 }
 
 impl Sessions {
-    pub fn new(jail: Arc<JailSandbox>, settings: SessionSettings) -> Arc<Self> {
+    pub fn new(sandbox: Arc<dyn Sandbox>, settings: SessionSettings) -> Arc<Self> {
         Arc::new(Self {
-            jail,
+            sandbox,
             settings,
             live: Mutex::new(HashMap::new()),
             warm: tokio::sync::Mutex::new(Vec::new()),
@@ -118,17 +120,14 @@ impl Sessions {
     }
 
     async fn fill_pool(&self) {
-        if self.jail.unavailable().is_some() {
-            return;
-        }
         loop {
             if self.warm.lock().await.len() >= self.settings.pool_size {
                 return;
             }
-            match JailSession::open(Arc::clone(&self.jail), self.settings.limits.clone()).await {
+            match self.sandbox.open_session().await {
                 Ok(session) => self.warm.lock().await.push(session),
                 Err(e) => {
-                    tracing::warn!(%e, "cannot start a pooled sandbox session");
+                    tracing::debug!(%e, "cannot start a pooled sandbox session");
                     return;
                 }
             }
@@ -143,7 +142,7 @@ impl Sessions {
         self.refill.notify_one();
         let session = match pooled {
             Some(session) => session,
-            None => JailSession::open(Arc::clone(&self.jail), self.settings.limits.clone()).await?,
+            None => self.sandbox.open_session().await?,
         };
         let live = Arc::new(Live {
             session,

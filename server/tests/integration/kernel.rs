@@ -1,15 +1,14 @@
 //! Stateful sessions in the jail: the Python kernel keeps its variables, rich
 //! results come back as MIME bundles, and limits leave the session usable.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use runcell::sandbox::jail::{JailConfig, JailSandbox, JailSession};
-use runcell::sandbox::{Language, Limits, RunOutcome, RunRequest};
+use runcell::sandbox::{Language, Limits, RunOutcome, RunRequest, SandboxSession};
 use tokio_util::sync::CancellationToken;
 
 async fn session() -> JailSession {
-    let jail = Arc::new(JailSandbox::new(JailConfig::default()));
+    let jail = JailSandbox::new(JailConfig::default());
     assert!(jail.unavailable().is_none(), "{:?}", jail.unavailable());
     JailSession::open(jail, Limits::default()).await.unwrap()
 }

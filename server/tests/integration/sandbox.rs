@@ -6,14 +6,16 @@
 use std::time::Duration;
 
 use runcell::sandbox::jail::{JailConfig, JailSandbox};
-use runcell::sandbox::{Language, Limits, RunOutcome, RunRequest, Sandbox, SandboxError};
+use runcell::sandbox::{
+    Language, Limits, RunOutcome, RunRequest, Sandbox, SandboxError, conformance,
+};
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
 static CHECKED: OnceCell<()> = OnceCell::const_new();
 
 /// The jail, once containment is confirmed.
-async fn jail() -> JailSandbox {
+async fn jail() -> std::sync::Arc<JailSandbox> {
     let jail = JailSandbox::new(JailConfig::default());
     if let Some(reason) = jail.unavailable() {
         panic!("the jail is unavailable, so the battery cannot run: {reason}");
@@ -77,7 +79,7 @@ async fn run_with(
 }
 
 async fn run(code: &str, language: Language) -> RunOutcome {
-    run_with(&jail().await, code, language, quick()).await
+    run_with(&*jail().await, code, language, quick()).await
 }
 
 fn error_name(outcome: &RunOutcome) -> &str {
@@ -360,7 +362,7 @@ async fn a_busy_loop_times_out() {
         ..Limits::default()
     };
     let outcome = with_neighbour(async {
-        run_with(&jail().await, "while True: pass", Language::Python, limits).await
+        run_with(&*jail().await, "while True: pass", Language::Python, limits).await
     })
     .await;
     assert_eq!(error_name(&outcome), "Timeout", "{outcome:?}");
@@ -373,7 +375,7 @@ async fn a_loop_ignoring_sigint_and_sigterm_is_still_stopped() {
         ..Limits::default()
     };
     let code = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nwhile True: time.sleep(0.01)";
-    let outcome = run_with(&jail().await, code, Language::Python, limits).await;
+    let outcome = run_with(&*jail().await, code, Language::Python, limits).await;
     assert_eq!(error_name(&outcome), "Timeout", "{outcome:?}");
 }
 
@@ -488,4 +490,36 @@ async fn every_language_says_hello_as_an_unprivileged_user() {
         assert_eq!(outcome.stdout, want, "{language:?}: {outcome:?}");
         assert!(outcome.error.is_none());
     }
+}
+
+// ---- the conformance suite every backend runs ----
+
+#[tokio::test]
+async fn conformance_says_hello_in_every_language() {
+    conformance::says_hello_in_every_language(&*jail().await).await;
+}
+
+#[tokio::test]
+async fn conformance_streams_output_in_order() {
+    conformance::streams_output_in_order(&*jail().await).await;
+}
+
+#[tokio::test]
+async fn conformance_stops_runs_at_the_time_limit() {
+    conformance::stops_runs_at_the_time_limit(&*jail().await).await;
+}
+
+#[tokio::test]
+async fn conformance_cancels_runs() {
+    conformance::cancels_runs(&*jail().await).await;
+}
+
+#[tokio::test]
+async fn conformance_refuses_bad_programs() {
+    conformance::refuses_bad_programs(&*jail().await).await;
+}
+
+#[tokio::test]
+async fn conformance_sessions_keep_state_and_stay_apart() {
+    conformance::sessions_keep_state_and_stay_apart(&*jail().await).await;
 }

@@ -3,6 +3,7 @@ use std::time::Duration;
 
 use app::protocol::{ClientMessage, EventBody, SUBPROTOCOL, ServerMessage, SessionEvent};
 use futures::{SinkExt, StreamExt};
+use runcell::config::SandboxConfig;
 use runcell::{Config, launch_with_listener};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
@@ -24,7 +25,16 @@ pub struct TestServer {
 }
 
 impl TestServer {
+    /// A server without a warm pool (many run at once in the tests).
     pub async fn start() -> Self {
+        Self::start_with(SandboxConfig {
+            pool_size: 0,
+            ..SandboxConfig::default()
+        })
+        .await
+    }
+
+    pub async fn start_with(sandbox: SandboxConfig) -> Self {
         let data = tempfile::tempdir().unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -33,6 +43,7 @@ impl TestServer {
             data_dir: data.path().join("data"),
             site_root: data.path().join("site"),
             log: "warn".into(),
+            sandbox,
         };
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(launch_with_listener(config, listener, shutdown.clone()));

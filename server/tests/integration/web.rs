@@ -217,3 +217,98 @@ async fn bad_run_requests_get_a_clear_4xx() {
         .unwrap();
     assert_eq!(response.status().as_u16(), 413);
 }
+
+#[tokio::test]
+async fn a_session_keeps_variables_across_api_runs() {
+    let server = TestServer::start_with(runcell::config::SandboxConfig {
+        pool_size: 1,
+        ..runcell::config::SandboxConfig::default()
+    })
+    .await;
+    let client = http();
+    let created = client
+        .post(server.url("/v1/code_interpreter/sessions"))
+        .json(&serde_json::json!({"language": "python"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let created: serde_json::Value = created.json().await.unwrap();
+    let id = created["session_id"].as_str().unwrap().to_string();
+    assert_eq!(created["language"], "python");
+
+    let run = |code: &'static str| {
+        let client = client.clone();
+        let url = server.url("/v1/code_interpreter/run");
+        let id = id.clone();
+        async move {
+            let response = client
+                .post(url)
+                .json(&serde_json::json!({"code": code, "language": "python", "session_id": id}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 200);
+            response.json::<serde_json::Value>().await.unwrap()
+        }
+    };
+    let first = run("total = 40").await;
+    assert_eq!(first["error"], serde_json::Value::Null, "{first}");
+    let second = run("total + 2").await;
+    assert_eq!(second["results"][0]["text/plain"], "42", "{second}");
+
+    let listed: serde_json::Value = client
+        .get(server.url("/v1/code_interpreter/sessions"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        listed["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["session_id"] == id.as_str())
+    );
+
+    let deleted = client
+        .delete(server.url(&format!("/v1/code_interpreter/sessions/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 204);
+    let again = client
+        .delete(server.url(&format!("/v1/code_interpreter/sessions/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 404);
+    let after = client
+        .post(server.url("/v1/code_interpreter/run"))
+        .json(&serde_json::json!({"code": "total", "language": "python", "session_id": id}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(after.status(), 404);
+}
+
+#[tokio::test]
+async fn bad_session_requests_get_a_clear_4xx() {
+    let server = TestServer::start().await;
+    let client = http();
+    let response = client
+        .post(server.url("/v1/code_interpreter/sessions"))
+        .json(&serde_json::json!({"language": "cobol"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let response = client
+        .delete(server.url("/v1/code_interpreter/sessions/not-a-session"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 404);
+}

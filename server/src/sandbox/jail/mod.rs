@@ -77,17 +77,29 @@ struct Ready {
 pub struct JailSandbox {
     config: JailConfig,
     ready: Result<Ready, String>,
+    /// A handle sessions keep; set once at construction.
+    this: std::sync::Weak<JailSandbox>,
 }
 
 impl JailSandbox {
     /// Probes the host once; a missing layer makes every run fail with
     /// [`SandboxError::Unavailable`] naming it.
-    pub fn new(config: JailConfig) -> Self {
+    pub fn new(config: JailConfig) -> std::sync::Arc<Self> {
         let ready = probe(&config);
         if let Err(reason) = &ready {
             tracing::warn!(%reason, "the local sandbox is unavailable: code will not run");
         }
-        Self { config, ready }
+        std::sync::Arc::new_cyclic(|this| Self {
+            config,
+            ready,
+            this: this.clone(),
+        })
+    }
+
+    fn handle(&self) -> Result<std::sync::Arc<Self>, SandboxError> {
+        self.this
+            .upgrade()
+            .ok_or_else(|| SandboxError::Internal("the sandbox is shutting down".into()))
     }
 
     /// Why the jail cannot run code, if it cannot.
@@ -400,8 +412,8 @@ impl Sandbox for JailSandbox {
         Capabilities {
             backend: "jail",
             languages: Language::ALL.to_vec(),
-            stateful: false,
-            files: false,
+            stateful: true,
+            files: true,
             interrupt: true,
         }
     }
@@ -415,6 +427,12 @@ impl Sandbox for JailSandbox {
     ) -> Result<RunOutcome, SandboxError> {
         self.run_process(&request, None, events.as_ref(), &cancel)
             .await
+    }
+
+    async fn open_session(&self) -> Result<Box<dyn super::SandboxSession>, SandboxError> {
+        Ok(Box::new(
+            JailSession::open(self.handle()?, self.config.max_limits.clone()).await?,
+        ))
     }
 }
 

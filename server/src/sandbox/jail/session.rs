@@ -12,13 +12,14 @@ use tokio_util::sync::CancellationToken;
 use super::JailSandbox;
 use super::kernel::{Kernel, KernelState};
 use crate::sandbox::{
-    Language, Limits, RunEvent, RunOutcome, RunRequest, SandboxError, validate_code,
+    Language, Limits, RunEvent, RunOutcome, RunRequest, SandboxError, SandboxSession, validate_code,
 };
 
 /// Where sessions' directories live on the host. Kernel socket paths must stay
 /// short (a unix socket path has at most 107 bytes).
 const SESSIONS_ROOT: &str = "/tmp";
 const PREFIX: &str = "rc-";
+const OWNER: &str = "owner";
 
 pub struct JailSession {
     id: String,
@@ -44,6 +45,10 @@ impl JailSession {
         let ipc = root.join("ipc");
         let (uid, gid) = (jail.config.uid, jail.config.gid);
         std::fs::create_dir(&root).map_err(|e| internal("session directory", &e))?;
+        // Whose session this is: a later server removes it only once this
+        // process is gone.
+        std::fs::write(root.join(OWNER), std::process::id().to_string())
+            .map_err(|e| internal("session directory", &e))?;
         let session = Self {
             id: uuid::Uuid::new_v4().to_string(),
             root,
@@ -78,18 +83,12 @@ impl JailSession {
         Ok(session)
     }
 
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
     async fn start_kernel(&self) -> Result<Kernel, SandboxError> {
         let name = format!("kernel-{}", uuid::Uuid::new_v4().simple());
         Kernel::start(&self.jail, &name, &self.ipc, &self.home, &self.limits).await
     }
 
-    /// Runs `request` in this session: Python in the kernel, other languages
-    /// as a jailed process in the session's home.
-    pub async fn run(
+    async fn run_in(
         &self,
         request: &RunRequest,
         events: Option<&mpsc::Sender<RunEvent>>,
@@ -123,8 +122,7 @@ impl JailSession {
         Ok(outcome)
     }
 
-    /// Stops everything in the session and removes its files.
-    pub async fn close(&self) {
+    async fn shut(&self) {
         if let Some(kernel) = self.kernel.lock().await.take() {
             kernel.shutdown().await;
         }
@@ -136,24 +134,67 @@ impl JailSession {
     }
 }
 
-/// Removes what sessions of an earlier server left behind: their home mounts
-/// and directories.
+#[async_trait::async_trait]
+impl SandboxSession for JailSession {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Python runs in the kernel; other languages as a jailed process in the
+    /// session's home.
+    async fn run(
+        &self,
+        request: &RunRequest,
+        events: Option<&mpsc::Sender<RunEvent>>,
+        cancel: &CancellationToken,
+    ) -> Result<RunOutcome, SandboxError> {
+        self.run_in(request, events, cancel).await
+    }
+
+    /// Stops everything in the session and removes its files.
+    async fn close(&self) {
+        self.shut().await;
+    }
+}
+
+/// Whether the session directory `root` belongs to a process that is gone.
+fn orphaned(root: &Path) -> bool {
+    match std::fs::read_to_string(root.join(OWNER)) {
+        Ok(pid) => !Path::new("/proc").join(pid.trim()).exists(),
+        // Being made right now, or not one of ours: leave it.
+        Err(_) => false,
+    }
+}
+
+/// Removes what sessions of servers that are gone left behind: their home
+/// mounts and directories. Sessions of live servers are left alone.
 pub fn remove_stale_sessions() {
-    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
     let prefix = format!("{SESSIONS_ROOT}/{PREFIX}");
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
     for line in mounts.lines() {
-        if let Some(path) = line.split_whitespace().nth(1)
-            && path.starts_with(&prefix)
+        let Some(path) = line.split_whitespace().nth(1) else {
+            continue;
+        };
+        let path = Path::new(path);
+        if path.starts_with(SESSIONS_ROOT)
+            && path.to_string_lossy().starts_with(&prefix)
+            && path.parent().is_some_and(orphaned)
         {
             let _ = std::process::Command::new("/usr/bin/umount")
-                .args(["-l", path])
+                .arg("-l")
+                .arg(path)
                 .status();
         }
     }
     if let Ok(entries) = std::fs::read_dir(SESSIONS_ROOT) {
         for entry in entries.flatten() {
-            if entry.file_name().to_string_lossy().starts_with(PREFIX) && entry.path().is_dir() {
-                let _ = std::fs::remove_dir_all(entry.path());
+            let path = entry.path();
+            if entry.file_name().to_string_lossy().starts_with(PREFIX)
+                && path.is_dir()
+                && orphaned(&path)
+            {
+                tracing::info!(dir = %path.display(), "removing a stale sandbox session");
+                let _ = std::fs::remove_dir_all(&path);
             }
         }
     }
