@@ -27,6 +27,16 @@ pub enum Command {
     /// Check every sandbox isolation layer and run hello-world in each
     /// language inside the jail; exits non-zero if anything is missing.
     Doctor,
+    /// Measure the sandbox (latency percentiles and idle memory) and print a
+    /// table beside the targets.
+    Bench {
+        /// Samples per measure.
+        #[arg(long, default_value_t = 20)]
+        iterations: usize,
+        /// Idle sessions to open for the memory measure (0 skips it).
+        #[arg(long, default_value_t = 100)]
+        idle_sessions: usize,
+    },
 }
 
 /// Settings that may be given as flags; they win over the environment

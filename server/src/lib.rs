@@ -2,6 +2,7 @@
 //! the responder that answers them. `main.rs` is a thin shell over this.
 
 pub mod agent;
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod http;

@@ -10,6 +10,18 @@ async fn main() -> ExitCode {
     let settings = match &cli.command {
         Command::Serve(settings) | Command::Config(settings) => settings,
         Command::Doctor => return doctor().await,
+        Command::Bench {
+            iterations,
+            idle_sessions,
+        } => {
+            return match runcell::bench::run(*iterations, *idle_sessions).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("runcell: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
     };
     let config = match Config::load(&settings.overrides()) {
         Ok(config) => config,
@@ -23,7 +35,7 @@ async fn main() -> ExitCode {
             print!("{}", config.to_toml());
             ExitCode::SUCCESS
         }
-        Command::Doctor => ExitCode::SUCCESS,
+        Command::Doctor | Command::Bench { .. } => ExitCode::SUCCESS,
         Command::Serve(_) => {
             telemetry::init(&config.log);
             match runcell::serve(config).await {

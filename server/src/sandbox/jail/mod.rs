@@ -388,6 +388,9 @@ impl JailSandbox {
             &marker,
             started,
         );
+        // Removing the groups can wait on the kernel for a few milliseconds;
+        // the caller need not.
+        tokio::task::spawn_blocking(move || drop(group));
         tracing::info!(
             duration_ms = outcome.duration_ms,
             exit_code = ?outcome.exit_code,

@@ -1,0 +1,254 @@
+//! `runcell bench`: the sandbox's speed and memory on this machine, measured
+//! server-side and printed side by side with the targets. A command, not a
+//! test: these machines are too noisy for timed assertions.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::sandbox::jail::{JailConfig, JailSandbox, PYTHON_ENV};
+use crate::sandbox::sessions::{SessionSettings, Sessions};
+use crate::sandbox::{Language, Limits, RunRequest, Sandbox, SandboxSession};
+
+#[derive(Debug, thiserror::Error)]
+#[error("bench: {0}")]
+pub struct BenchError(String);
+
+fn fail(e: impl std::fmt::Display) -> BenchError {
+    BenchError(e.to_string())
+}
+
+/// Median and 99th percentile, in milliseconds.
+fn stats(samples: &mut [Duration]) -> (f64, f64) {
+    samples.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let at = |q: f64| {
+        let i = ((samples.len() as f64 - 1.0) * q).round() as usize;
+        ms(samples[i.min(samples.len() - 1)])
+    };
+    (at(0.5), at(0.99))
+}
+
+fn row(name: &str, samples: &mut [Duration], target: &str) {
+    let (p50, p99) = stats(samples);
+    println!(
+        "{name:<44} {p50:>9.2} {p99:>9.2}  {:>4}  {target}",
+        samples.len()
+    );
+}
+
+fn request(code: &str, language: Language) -> RunRequest {
+    RunRequest {
+        code: code.into(),
+        language,
+        limits: Limits::default(),
+    }
+}
+
+fn hello(language: Language) -> (&'static str, &'static str) {
+    match language {
+        Language::Python => ("print(1)", "main.py"),
+        Language::Javascript => ("console.log(1)", "main.js"),
+        Language::Bash => ("echo 1", "main.sh"),
+        Language::C => ("#include <stdio.h>\nint main(void){puts(\"1\");}", "main.c"),
+    }
+}
+
+/// The same program as a bare process, no jail, for comparison.
+async fn bare(language: Language, dir: &Path) -> Result<Duration, BenchError> {
+    let (code, file) = hello(language);
+    std::fs::write(dir.join(file), code).map_err(fail)?;
+    let python = format!("{PYTHON_ENV}/bin/python3");
+    let (program, args): (&str, Vec<&str>) = match language {
+        Language::Python => (&python, vec!["-u", "main.py"]),
+        Language::Javascript => ("/usr/bin/node", vec!["main.js"]),
+        Language::Bash => ("/bin/bash", vec!["main.sh"]),
+        Language::C => (
+            "/bin/sh",
+            vec![
+                "-c",
+                "gcc -O2 -std=gnu17 -o .main main.c -lm && exec ./.main",
+            ],
+        ),
+    };
+    let started = Instant::now();
+    let status = tokio::process::Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .await
+        .map_err(fail)?;
+    if !status.success() {
+        return Err(BenchError(format!("bare {language:?} failed: {status}")));
+    }
+    Ok(started.elapsed())
+}
+
+/// Resident memory of every process of `uid`, in bytes.
+fn rss_of_uid(uid: u32) -> u64 {
+    let mut total = 0;
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    for entry in entries.flatten() {
+        let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else {
+            continue;
+        };
+        let owned = status
+            .lines()
+            .find(|l| l.starts_with("Uid:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .is_some_and(|u| u == uid.to_string());
+        if owned {
+            total += status
+                .lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+                .unwrap_or(0)
+                * 1024;
+        }
+    }
+    total
+}
+
+pub async fn run(iterations: usize, idle_sessions: usize) -> Result<(), BenchError> {
+    let config = JailConfig::default();
+    let uid = config.uid;
+    let jail = JailSandbox::new(config);
+    if let Some(reason) = jail.unavailable() {
+        return Err(BenchError(format!("the jail is unavailable: {reason}")));
+    }
+    let sandbox: Arc<dyn Sandbox> = jail.clone();
+    let token = CancellationToken::new();
+    println!(
+        "{:<44} {:>9} {:>9}  {:>4}  target",
+        "measure (ms)", "p50", "p99", "n"
+    );
+
+    // Warm round-trip in a session.
+    let session = sandbox.open_session().await.map_err(fail)?;
+    session
+        .run(&request("x = 1", Language::Python), None, &token)
+        .await
+        .map_err(fail)?;
+    let mut samples = Vec::with_capacity(iterations);
+    for _ in 0..iterations.max(1) * 5 {
+        let started = Instant::now();
+        let outcome = session
+            .run(&request("x + 1", Language::Python), None, &token)
+            .await
+            .map_err(fail)?;
+        samples.push(started.elapsed());
+        if outcome.error.is_some() {
+            return Err(BenchError(format!("x + 1 failed: {outcome:?}")));
+        }
+    }
+    row(
+        "warm `x + 1` round-trip in a session",
+        &mut samples,
+        "<= 5 ms p50",
+    );
+    session.close().await;
+
+    // New session: from the pool, and cold.
+    let pool = Sessions::new(
+        Arc::clone(&sandbox),
+        SessionSettings {
+            pool_size: 1,
+            ..SessionSettings::default()
+        },
+    );
+    let tracker = tokio_util::task::TaskTracker::new();
+    let stop = CancellationToken::new();
+    pool.spawn_maintenance(&tracker, stop.clone());
+    let mut pooled = Vec::new();
+    for _ in 0..iterations.clamp(1, 20) {
+        let wait_until = Instant::now() + Duration::from_secs(30);
+        while pool.pooled().await == 0 && Instant::now() < wait_until {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let started = Instant::now();
+        let info = pool.create(Language::Python).await.map_err(fail)?;
+        pooled.push(started.elapsed());
+        pool.delete(&info.session_id).await.map_err(fail)?;
+    }
+    row(
+        "new session ready, from the pool",
+        &mut pooled,
+        "<= 50 ms p50",
+    );
+    stop.cancel();
+    tracker.close();
+    tracker.wait().await;
+    let mut cold = Vec::new();
+    for _ in 0..iterations.clamp(1, 10) {
+        let started = Instant::now();
+        let session = sandbox.open_session().await.map_err(fail)?;
+        cold.push(started.elapsed());
+        session.close().await;
+    }
+    row("new session ready, cold (kernel start)", &mut cold, "");
+
+    // One-shot runs against the bare process.
+    let scratch = tempfile::tempdir().map_err(fail)?;
+    for language in Language::ALL {
+        let (code, _) = hello(language);
+        let mut jailed = Vec::new();
+        let mut plain = Vec::new();
+        for _ in 0..iterations.max(1) {
+            let started = Instant::now();
+            let outcome = sandbox
+                .run(request(code, language), None, token.clone())
+                .await
+                .map_err(fail)?;
+            jailed.push(started.elapsed());
+            if outcome.stdout != "1\n" {
+                return Err(BenchError(format!(
+                    "{language:?} one-shot failed: {outcome:?}"
+                )));
+            }
+            plain.push(bare(language, scratch.path()).await?);
+        }
+        let (jail_p50, _) = stats(&mut jailed);
+        let (bare_p50, _) = stats(&mut plain);
+        row(
+            &format!("one-shot {} in the jail", language.name()),
+            &mut jailed,
+            &format!("<= 1.3x bare: {:.2}x", jail_p50 / bare_p50),
+        );
+        row(
+            &format!("one-shot {} bare process", language.name()),
+            &mut plain,
+            "",
+        );
+    }
+
+    // Idle sessions' memory.
+    if idle_sessions > 0 {
+        let before = rss_of_uid(uid);
+        let started = Instant::now();
+        let mut open: Vec<Box<dyn SandboxSession>> = Vec::new();
+        for _ in 0..idle_sessions {
+            open.push(sandbox.open_session().await.map_err(fail)?);
+        }
+        let took = started.elapsed();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let used = rss_of_uid(uid).saturating_sub(before);
+        println!(
+            "{idle_sessions} idle sessions: {:.0} MiB resident in all, {:.1} MiB each (opened in {:.1} s)",
+            used as f64 / (1024.0 * 1024.0),
+            used as f64 / (1024.0 * 1024.0) / idle_sessions as f64,
+            took.as_secs_f64()
+        );
+        for session in open {
+            session.close().await;
+        }
+    }
+    Ok(())
+}
