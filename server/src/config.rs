@@ -13,15 +13,9 @@ pub const CONFIG_FILE: &str = "runcell.toml";
 
 /// Settings read from the environment, as `RUNCELL_<NAME>` (a `__` stands
 /// for a dot: `RUNCELL_SANDBOX__POOL_SIZE` is `sandbox.pool_size`).
-const ENV_KEYS: [&str; 7] = [
-    "addr",
-    "data_dir",
-    "site_root",
-    "log",
-    "sandbox__pool_size",
-    "sandbox__session_idle_secs",
-    "sandbox__max_sessions",
-];
+const ENV_KEYS: [&str; 4] = ["addr", "data_dir", "site_root", "log"];
+/// Any `RUNCELL_SANDBOX__*` is read too; unknown ones are refused by name.
+const ENV_SECTIONS: [&str; 1] = ["sandbox__"];
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -49,6 +43,42 @@ pub struct SandboxConfig {
     pub session_idle_secs: u64,
     /// Sandbox sessions open at once, at most.
     pub max_sessions: usize,
+    /// Wall time a run gets unless it asks for less or more.
+    pub timeout_secs: u64,
+    /// The most wall time a run may ask for.
+    pub max_timeout_secs: u64,
+    /// The rest are the most a run may use (and what it gets by default).
+    pub memory_mib: u64,
+    pub pids: u32,
+    /// CPU quota in thousandths of a core.
+    pub cpu_millis: u32,
+    pub output_kib: u64,
+    pub file_mib: u64,
+    /// `/home/user` and `/tmp` together.
+    pub disk_mib: u64,
+}
+
+impl SandboxConfig {
+    /// The most any run may use.
+    pub fn max_limits(&self) -> crate::sandbox::Limits {
+        crate::sandbox::Limits {
+            wall: std::time::Duration::from_secs(self.max_timeout_secs),
+            memory_bytes: self.memory_mib * 1024 * 1024,
+            pids: self.pids,
+            cpu_millis: self.cpu_millis,
+            output_bytes: usize::try_from(self.output_kib * 1024).unwrap_or(usize::MAX),
+            file_bytes: self.file_mib * 1024 * 1024,
+            disk_bytes: self.disk_mib * 1024 * 1024,
+        }
+    }
+
+    /// What a run gets when it asks for nothing.
+    pub fn default_limits(&self) -> crate::sandbox::Limits {
+        crate::sandbox::Limits {
+            wall: std::time::Duration::from_secs(self.timeout_secs.min(self.max_timeout_secs)),
+            ..self.max_limits()
+        }
+    }
 }
 
 impl Default for SandboxConfig {
@@ -57,6 +87,14 @@ impl Default for SandboxConfig {
             pool_size: 2,
             session_idle_secs: 15 * 60,
             max_sessions: 32,
+            timeout_secs: 30,
+            max_timeout_secs: 300,
+            memory_mib: 512,
+            pids: 128,
+            cpu_millis: 1000,
+            output_kib: 1024,
+            file_mib: 10,
+            disk_mib: 256,
         }
     }
 }
@@ -108,7 +146,11 @@ impl Config {
             .merge(Toml::file(data_dir.join(CONFIG_FILE)))
             .merge(
                 Env::prefixed("RUNCELL_")
-                    .filter(|key| ENV_KEYS.contains(&key.as_str().to_ascii_lowercase().as_str()))
+                    .filter(|key| {
+                        let key = key.as_str().to_ascii_lowercase();
+                        ENV_KEYS.contains(&key.as_str())
+                            || ENV_SECTIONS.iter().any(|s| key.starts_with(s))
+                    })
                     .split("__"),
             )
             .merge(Serialized::defaults(overrides))
@@ -120,6 +162,31 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
+        let sandbox = &self.sandbox;
+        let positive = [
+            ("sandbox.max_timeout_secs", sandbox.max_timeout_secs),
+            ("sandbox.timeout_secs", sandbox.timeout_secs),
+            ("sandbox.memory_mib", sandbox.memory_mib),
+            ("sandbox.pids", u64::from(sandbox.pids)),
+            ("sandbox.cpu_millis", u64::from(sandbox.cpu_millis)),
+            ("sandbox.output_kib", sandbox.output_kib),
+            ("sandbox.file_mib", sandbox.file_mib),
+            ("sandbox.disk_mib", sandbox.disk_mib),
+        ];
+        for (setting, value) in positive {
+            if value == 0 {
+                return Err(ConfigError::Setting {
+                    setting,
+                    reason: "must be more than 0".into(),
+                });
+            }
+        }
+        if sandbox.timeout_secs > sandbox.max_timeout_secs {
+            return Err(ConfigError::Setting {
+                setting: "sandbox.timeout_secs",
+                reason: "must not be more than sandbox.max_timeout_secs".into(),
+            });
+        }
         tracing_subscriber::EnvFilter::try_new(&self.log).map_err(|e| ConfigError::Setting {
             setting: "log",
             reason: e.to_string(),
@@ -275,6 +342,21 @@ mod tests {
                 env: &[("RUNCELL_LOG", "runcell=[[[")],
                 file: None,
                 says: &["setting `log`"],
+            },
+            Case {
+                env: &[("RUNCELL_SANDBOX__TIMEOUT_SECS", "500")],
+                file: None,
+                says: &["setting `sandbox.timeout_secs`", "max_timeout_secs"],
+            },
+            Case {
+                env: &[("RUNCELL_SANDBOX__MEMORY_MB", "5")],
+                file: None,
+                says: &["memory_mb"],
+            },
+            Case {
+                env: &[],
+                file: Some("[sandbox]\npids = 0\n"),
+                says: &["setting `sandbox.pids`"],
             },
         ];
         for Case { env, file, says } in cases {

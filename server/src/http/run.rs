@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 
 use super::ApiError;
 use crate::sandbox::sessions::SessionError;
-use crate::sandbox::{Language, Limits, MAX_WALL, RunEvent, RunOutcome, RunRequest, SandboxError};
+use crate::sandbox::{Language, Limits, RunEvent, RunOutcome, RunRequest, SandboxError};
 use crate::state::AppState;
 
 /// Bodies above this are refused: the largest program plus JSON escaping.
@@ -29,9 +29,82 @@ const NDJSON: &str = "application/x-ndjson";
 pub struct RunBody {
     code: String,
     language: Language,
-    /// Seconds of wall time, at most 300.
+    /// Seconds of wall time, at most the server's `max_timeout_secs`.
     timeout: Option<f64>,
     session_id: Option<String>,
+    /// Lower (never higher) limits than the server's.
+    #[serde(default)]
+    limits: RequestLimits,
+}
+
+/// Limits a request may ask for, each at most the server's maximum.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestLimits {
+    memory_mib: Option<u64>,
+    pids: Option<u32>,
+    cpu_millis: Option<u32>,
+    output_kib: Option<u64>,
+    file_mib: Option<u64>,
+    disk_mib: Option<u64>,
+}
+
+/// The limits for one run: the server's defaults, lowered where the request
+/// asks; asking for more than the server allows is an error, not a clamp.
+fn limits_for(body: &RunBody, server: &crate::config::SandboxConfig) -> Result<Limits, ApiError> {
+    let max = server.max_limits();
+    let mut limits = server.default_limits();
+    if let Some(timeout) = body.timeout {
+        if !(timeout > 0.0 && timeout <= max.wall.as_secs_f64()) {
+            return Err(ApiError::BadRequest(format!(
+                "timeout must be more than 0 and at most {} seconds",
+                max.wall.as_secs()
+            )));
+        }
+        limits.wall = Duration::from_secs_f64(timeout);
+    }
+    let asked = &body.limits;
+    let checks: [(&str, Option<u64>, u64); 6] = [
+        ("memory_mib", asked.memory_mib, server.memory_mib),
+        ("pids", asked.pids.map(u64::from), u64::from(server.pids)),
+        (
+            "cpu_millis",
+            asked.cpu_millis.map(u64::from),
+            u64::from(server.cpu_millis),
+        ),
+        ("output_kib", asked.output_kib, server.output_kib),
+        ("file_mib", asked.file_mib, server.file_mib),
+        ("disk_mib", asked.disk_mib, server.disk_mib),
+    ];
+    for (name, value, most) in checks {
+        if let Some(value) = value
+            && (value == 0 || value > most)
+        {
+            return Err(ApiError::BadRequest(format!(
+                "limits.{name} must be more than 0 and at most {most}"
+            )));
+        }
+    }
+    let mib = 1024 * 1024;
+    if let Some(v) = asked.memory_mib {
+        limits.memory_bytes = v * mib;
+    }
+    if let Some(v) = asked.pids {
+        limits.pids = v;
+    }
+    if let Some(v) = asked.cpu_millis {
+        limits.cpu_millis = v;
+    }
+    if let Some(v) = asked.output_kib {
+        limits.output_bytes = usize::try_from(v * 1024).unwrap_or(usize::MAX);
+    }
+    if let Some(v) = asked.file_mib {
+        limits.file_bytes = v * mib;
+    }
+    if let Some(v) = asked.disk_mib {
+        limits.disk_bytes = v * mib;
+    }
+    Ok(limits)
 }
 
 pub async fn run(
@@ -45,16 +118,7 @@ pub async fn run(
     {
         return Err(ApiError::NotFound(format!("no sandbox session {id}")));
     }
-    let mut limits = Limits::default();
-    if let Some(timeout) = body.timeout {
-        if !(timeout > 0.0 && timeout <= MAX_WALL.as_secs_f64()) {
-            return Err(ApiError::BadRequest(format!(
-                "timeout must be more than 0 and at most {} seconds",
-                MAX_WALL.as_secs()
-            )));
-        }
-        limits.wall = Duration::from_secs_f64(timeout);
-    }
+    let limits = limits_for(&body, &state.config.sandbox)?;
     let target = body.session_id;
     let request = RunRequest {
         code: body.code,

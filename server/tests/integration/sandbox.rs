@@ -86,21 +86,46 @@ fn error_name(outcome: &RunOutcome) -> &str {
     outcome.error.as_ref().map_or("", |e| e.name.as_str())
 }
 
-/// A run in another jail that must keep its work and answer, whatever the
-/// hostile program beside it did.
+/// A neighbour session that holds state: it must answer during the attack
+/// and still have its variable afterwards, whatever the hostile program did.
 async fn with_neighbour<F: Future<Output = RunOutcome>>(hostile: F) -> RunOutcome {
-    let neighbour = async {
-        run(
-            "import time\nx = sum(range(1000))\ntime.sleep(1)\nprint('neighbour', x)",
-            Language::Python,
-        )
-        .await
+    let jail = jail().await;
+    let neighbour = jail.open_session().await.unwrap();
+    let token = CancellationToken::new();
+    let python = |code: &str| RunRequest {
+        code: code.into(),
+        language: Language::Python,
+        limits: quick(),
     };
-    let (outcome, neighbour) = tokio::join!(hostile, neighbour);
+    let set = neighbour
+        .run(&python("kept = sum(range(1000))"), None, &token)
+        .await
+        .unwrap();
+    assert!(set.error.is_none(), "{set:?}");
+    let during = async {
+        neighbour
+            .run(
+                &python("import time\ntime.sleep(1)\nprint(kept)"),
+                None,
+                &token,
+            )
+            .await
+            .unwrap()
+    };
+    let (outcome, during) = tokio::join!(hostile, during);
     assert_eq!(
-        neighbour.stdout, "neighbour 499500\n",
-        "the neighbour was disturbed: {neighbour:?}"
+        during.stdout, "499500\n",
+        "the neighbour was disturbed: {during:?}"
     );
+    let after = neighbour
+        .run(&python("print(kept)"), None, &token)
+        .await
+        .unwrap();
+    assert_eq!(
+        after.stdout, "499500\n",
+        "the neighbour lost its state: {after:?}"
+    );
+    neighbour.close().await;
     outcome
 }
 

@@ -312,3 +312,34 @@ async fn bad_session_requests_get_a_clear_4xx() {
         .unwrap();
     assert_eq!(response.status(), 404);
 }
+
+#[tokio::test]
+async fn a_request_may_lower_its_limits() {
+    let server = TestServer::start().await;
+    let response = http()
+        .post(server.url("/v1/code_interpreter/run"))
+        .json(&serde_json::json!({
+            "code": "b = bytearray(200 * 1024 * 1024)\nprint('allocated')",
+            "language": "python",
+            "limits": {"memory_mib": 64},
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["name"], "MemoryLimit", "{body}");
+    let response = http()
+        .post(server.url("/v1/code_interpreter/run"))
+        .json(&serde_json::json!({
+            "code": "print('x' * 5000)",
+            "language": "python",
+            "limits": {"output_kib": 1},
+        }))
+        .send()
+        .await
+        .unwrap();
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["name"], "OutputLimit", "{body}");
+    assert_eq!(body["stdout"].as_str().unwrap().len(), 1024);
+}

@@ -134,6 +134,20 @@ impl JailSession {
     }
 }
 
+/// A session dropped without `close` (a task cut short, a panic) still
+/// gives back its mount and files; the kernel's processes die with its jail.
+impl Drop for JailSession {
+    fn drop(&mut self) {
+        if self.root.exists() {
+            let _ = std::process::Command::new("/usr/bin/umount")
+                .arg("-l")
+                .arg(&self.home)
+                .status();
+            let _ = std::fs::remove_dir_all(&self.root);
+        }
+    }
+}
+
 #[async_trait::async_trait]
 impl SandboxSession for JailSession {
     fn id(&self) -> &str {
