@@ -5,5 +5,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 "$ROOT/scripts/setup.sh" run
 "$ROOT/scripts/build.sh"
+step "checking the sandbox"
+"$ROOT/target/release/runcell" doctor || say "warning: the sandbox is not ready: the pages work, code will not run"
 step "serving runcell (Ctrl+C stops it)"
 exec "$ROOT/target/release/runcell" serve "$@"
