@@ -19,7 +19,7 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{JailSandbox, Mounts, PYTHON_ENV, RunGroup};
+use super::{JailSandbox, Mounts, PYTHON_ENV, RunGroup, stop_error};
 use crate::sandbox::{ExecError, Limits, RunEvent, RunOutcome, SandboxError, limit_error, now_ms};
 
 /// How long a kernel may take to come up.
@@ -306,22 +306,8 @@ impl Kernel {
         }
         let lost = matches!(state, KernelState::Lost);
         let oom = self.group.oom_killed();
-        outcome.error = match stopped_by {
-            Some(limit_error::TIMEOUT) => Some(ExecError::new(
-                limit_error::TIMEOUT,
-                format!("the run was stopped after {} s", limits.wall.as_secs_f64()),
-            )),
-            Some(limit_error::OUTPUT) => Some(ExecError::new(
-                limit_error::OUTPUT,
-                format!(
-                    "the output passed {} bytes; the rest was dropped",
-                    limits.output_bytes
-                ),
-            )),
-            Some(limit_error::CANCELLED) => Some(ExecError::new(
-                limit_error::CANCELLED,
-                "the run was cancelled",
-            )),
+        outcome.error = match stop_error(stopped_by, limits) {
+            Some(error) => Some(error),
             _ if lost && oom => Some(ExecError::new(
                 limit_error::MEMORY,
                 format!(

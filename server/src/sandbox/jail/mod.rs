@@ -573,22 +573,8 @@ fn classify(
     let exit_code = run.status.and_then(|s| s.code());
     let mut stderr = run.stderr;
     let failed = exit_code != Some(0);
-    let error = match run.stopped_by {
-        Some(limit_error::TIMEOUT) => Some(ExecError::new(
-            limit_error::TIMEOUT,
-            format!("the run was stopped after {} s", limits.wall.as_secs_f64()),
-        )),
-        Some(limit_error::OUTPUT) => Some(ExecError::new(
-            limit_error::OUTPUT,
-            format!(
-                "the output passed {} bytes; the rest was dropped",
-                limits.output_bytes
-            ),
-        )),
-        Some(limit_error::CANCELLED) => Some(ExecError::new(
-            limit_error::CANCELLED,
-            "the run was cancelled",
-        )),
+    let error = match stop_error(run.stopped_by, limits) {
+        Some(error) => Some(error),
         _ if group.oom_killed() => Some(ExecError::new(
             limit_error::MEMORY,
             format!(
@@ -636,6 +622,22 @@ fn classify(
         duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         truncated: run.truncated,
     }
+}
+
+/// The error for a run the supervisor stopped (a limit, or a cancel).
+pub(crate) fn stop_error(stopped_by: Option<&'static str>, limits: &Limits) -> Option<ExecError> {
+    let value = match stopped_by? {
+        limit_error::TIMEOUT => {
+            format!("the run was stopped after {} s", limits.wall.as_secs_f64())
+        }
+        limit_error::OUTPUT => format!(
+            "the output passed {} bytes; the rest was dropped",
+            limits.output_bytes
+        ),
+        limit_error::CANCELLED => "the run was cancelled".to_string(),
+        other => format!("the run was stopped: {other}"),
+    };
+    Some(ExecError::new(stopped_by?, value))
 }
 
 /// The program's own failure, named as its language names it where possible.

@@ -87,8 +87,31 @@ impl JailSession {
         let name = format!("kernel-{}", uuid::Uuid::new_v4().simple());
         Kernel::start(&self.jail, &name, &self.ipc, &self.home, &self.limits).await
     }
+}
 
-    async fn run_in(
+/// A session dropped without `close` (a task cut short, a panic) still
+/// gives back its mount and files; the kernel's processes die with its jail.
+impl Drop for JailSession {
+    fn drop(&mut self) {
+        if self.root.exists() {
+            let _ = std::process::Command::new("/usr/bin/umount")
+                .arg("-l")
+                .arg(&self.home)
+                .status();
+            let _ = std::fs::remove_dir_all(&self.root);
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl SandboxSession for JailSession {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Python runs in the kernel; other languages as a jailed process in the
+    /// session's home.
+    async fn run(
         &self,
         request: &RunRequest,
         events: Option<&mpsc::Sender<RunEvent>>,
@@ -122,7 +145,8 @@ impl JailSession {
         Ok(outcome)
     }
 
-    async fn shut(&self) {
+    /// Stops everything in the session and removes its files.
+    async fn close(&self) {
         if let Some(kernel) = self.kernel.lock().await.take() {
             kernel.shutdown().await;
         }
@@ -131,43 +155,6 @@ impl JailSession {
             .status()
             .await;
         let _ = std::fs::remove_dir_all(&self.root);
-    }
-}
-
-/// A session dropped without `close` (a task cut short, a panic) still
-/// gives back its mount and files; the kernel's processes die with its jail.
-impl Drop for JailSession {
-    fn drop(&mut self) {
-        if self.root.exists() {
-            let _ = std::process::Command::new("/usr/bin/umount")
-                .arg("-l")
-                .arg(&self.home)
-                .status();
-            let _ = std::fs::remove_dir_all(&self.root);
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl SandboxSession for JailSession {
-    fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// Python runs in the kernel; other languages as a jailed process in the
-    /// session's home.
-    async fn run(
-        &self,
-        request: &RunRequest,
-        events: Option<&mpsc::Sender<RunEvent>>,
-        cancel: &CancellationToken,
-    ) -> Result<RunOutcome, SandboxError> {
-        self.run_in(request, events, cancel).await
-    }
-
-    /// Stops everything in the session and removes its files.
-    async fn close(&self) {
-        self.shut().await;
     }
 }
 
