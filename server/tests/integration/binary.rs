@@ -105,3 +105,67 @@ fn serve_answers_and_stops_cleanly_on_sigterm() {
     assert!(status.success(), "{status:?}");
     assert!(data.path().is_dir());
 }
+
+#[test]
+fn no_secret_of_the_server_reaches_the_jail() {
+    let data = tempfile::tempdir().unwrap();
+    let canary = format!("canary-{}", uuid::Uuid::new_v4().simple());
+    let mut child = Command::new(RUNCELL)
+        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(data.path())
+        .env("RUNCELL_LOG", "info")
+        .env("RUNCELL_SANDBOX__POOL_SIZE", "0")
+        .env("OPENAI_API_KEY", &canary)
+        .env("E2B_API_KEY", &canary)
+        .env("RUNCELL_TEST_SECRET", &canary)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let addr = loop {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "runcell exited early"
+        );
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            break rest.trim().to_string();
+        }
+    };
+    let code = r#"
+import os, glob
+seen = [repr(dict(os.environ))]
+for path in glob.glob("/proc/*/environ") + glob.glob("/proc/*/cmdline"):
+    try:
+        seen.append(open(path, "rb").read().decode(errors="replace"))
+    except OSError:
+        pass
+print("\n".join(seen))
+"#;
+    let body = serde_json::json!({"code": code, "language": "python"}).to_string();
+    let request = format!(
+        "POST /v1/code_interpreter/run HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let reply = std::net::TcpStream::connect(&addr)
+        .and_then(|mut stream| {
+            use std::io::{Read, Write};
+            stream.write_all(request.as_bytes())?;
+            let mut reply = String::new();
+            stream.read_to_string(&mut reply)?;
+            Ok(reply)
+        })
+        .unwrap();
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    assert!(reply.starts_with("HTTP/1.0 200"), "{reply}");
+    assert!(
+        reply.contains("HOME"),
+        "the jail's environment was not read: {reply}"
+    );
+    assert!(!reply.contains(&canary), "a secret reached the jail");
+}

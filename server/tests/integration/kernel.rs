@@ -168,3 +168,21 @@ async fn output_over_the_limit_is_cut_and_the_session_goes_on() {
     assert_eq!(plain(&py(&session, "'alive'").await), Some("'alive'"));
     session.close().await;
 }
+
+#[tokio::test]
+async fn a_kernel_that_ignores_interrupts_is_replaced_and_says_so() {
+    let session = session().await;
+    py(&session, "lost_on_restart = 1").await;
+    let code = "import time\nwhile True:\n    try:\n        time.sleep(10)\n    except KeyboardInterrupt:\n        pass";
+    let outcome = run_in(&session, code, Language::Python, Duration::from_secs(1)).await;
+    let error = outcome.error.unwrap();
+    assert_eq!(error.name, "Timeout", "{error:?}");
+    assert!(
+        error.value.contains("restarted"),
+        "the caller must be told: {error:?}"
+    );
+    let after = py(&session, "lost_on_restart").await;
+    assert_eq!(after.error.map(|e| e.name), Some("NameError".into()));
+    assert_eq!(plain(&py(&session, "'fresh'").await), Some("'fresh'"));
+    session.close().await;
+}
