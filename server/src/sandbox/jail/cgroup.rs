@@ -68,6 +68,37 @@ pub fn detect() -> Result<CgroupMode, CgroupError> {
     Ok(CgroupMode::V1 { unified })
 }
 
+/// Removes runcell's groups that are empty and older than a minute: left by
+/// a server that stopped, or by a removal the kernel refused for a while
+/// (memory still being uncharged). A fresh group is never touched: a launcher
+/// may be about to join it.
+pub fn remove_stale_groups() {
+    let root = Path::new(ROOT);
+    let mut parents = vec![root.join(PARENT)];
+    for controller in ["memory", "pids", "cpu", "unified"] {
+        parents.push(root.join(controller).join(PARENT));
+    }
+    for parent in parents {
+        let Ok(entries) = fs::read_dir(&parent) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > Duration::from_secs(60));
+            let empty =
+                fs::read_to_string(path.join("cgroup.procs")).is_ok_and(|p| p.trim().is_empty());
+            if path.is_dir() && old && empty {
+                let _ = fs::remove_dir(&path);
+            }
+        }
+    }
+}
+
 fn make_dir(path: &Path) -> Result<(), CgroupError> {
     match fs::create_dir(path) {
         Ok(()) => Ok(()),
@@ -115,7 +146,9 @@ impl RunGroup {
         fs::write(&path, value).map_err(|e| io_err("cannot write", &path, &e))
     }
 
-    fn apply(&self, limits: &Limits) -> Result<(), CgroupError> {
+    /// Sets the group's limits; lowering them is always possible while the
+    /// group uses little (a warm jail waiting for its program).
+    pub fn apply(&self, limits: &Limits) -> Result<(), CgroupError> {
         let memory = limits.memory_bytes.to_string();
         let pids = limits.pids.to_string();
         let period: u64 = 100_000;

@@ -109,7 +109,7 @@ impl Kernel {
             "--HistoryManager.enabled=False".into(),
             "--IPKernelApp.log_level=ERROR".into(),
         ];
-        let mut child = jail.spawn_jail(limits, &group, &mounts, command, None)?;
+        let mut child = jail.spawn_jail(limits, &group, &mounts, command, super::Code::None)?;
         drain_logs(&mut child);
 
         // The kernel binds its sockets once it is up.

@@ -38,6 +38,10 @@ const SECCOMP_FD: i32 = 10;
 const CODE_FD: i32 = 11;
 /// How long the pipes may stay open after the jail's first process ended.
 const DRAIN: Duration = Duration::from_secs(2);
+/// Jails started ahead of time, per language, for one-shot runs.
+const WARM_PER_LANGUAGE: usize = 2;
+/// What a warm jail runs until its program arrives on standard input.
+const AWAIT_PROGRAM: &str = r#"cat > "$0" || exit 125; exec "$@""#;
 /// A host-wide backstop on processes of the jail uid, should a cgroup fail.
 const NPROC_BACKSTOP: u32 = 4096;
 
@@ -77,6 +81,8 @@ struct Ready {
 pub struct JailSandbox {
     config: JailConfig,
     ready: Result<Ready, String>,
+    /// Jails already set up and waiting for a program, by language.
+    warm: parking_lot::Mutex<std::collections::HashMap<Language, Vec<WarmJail>>>,
     /// A handle sessions keep; set once at construction.
     this: std::sync::Weak<JailSandbox>,
 }
@@ -92,6 +98,7 @@ impl JailSandbox {
         std::sync::Arc::new_cyclic(|this| Self {
             config,
             ready,
+            warm: parking_lot::Mutex::new(std::collections::HashMap::new()),
             this: this.clone(),
         })
     }
@@ -193,6 +200,25 @@ fn program(language: Language, marker: &str) -> (&'static str, Vec<String>) {
     }
 }
 
+/// How a jailed program gets its code.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Code<'a> {
+    /// It has none (a kernel).
+    None,
+    /// Copied into `Mounts::code_file` as the jail is made.
+    File(&'a [u8]),
+    /// Written later to the jail's standard input (a warm jail).
+    Stdin,
+}
+
+/// A jail set up ahead of time: it waits, inside its group at the server's
+/// maximum limits, for its program on standard input.
+struct WarmJail {
+    child: tokio::process::Child,
+    group: RunGroup,
+    marker: String,
+}
+
 /// What a jail mounts beyond the read-only system.
 #[derive(Debug, Default)]
 pub(crate) struct Mounts {
@@ -292,7 +318,7 @@ impl JailSandbox {
         group: &RunGroup,
         mounts: &Mounts,
         command: Vec<String>,
-        code: Option<&[u8]>,
+        code: Code<'_>,
     ) -> Result<tokio::process::Child, SandboxError> {
         let ready = self
             .ready
@@ -321,7 +347,11 @@ impl JailSandbox {
             .arg("--")
             .arg(BWRAP)
             .args(bwrap_args(limits, mounts, command))
-            .stdin(Stdio::null())
+            .stdin(if matches!(code, Code::Stdin) {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
@@ -329,7 +359,7 @@ impl JailSandbox {
             parent_fd: memory_file(&ready.seccomp).map_err(|e| internal("seccomp file", &e))?,
             child_fd: SECCOMP_FD,
         }];
-        if let Some(code) = code {
+        if let Code::File(code) = code {
             fds.push(FdMapping {
                 parent_fd: memory_file(code).map_err(|e| internal("code file", &e))?,
                 child_fd: CODE_FD,
@@ -339,6 +369,77 @@ impl JailSandbox {
             .map_err(|e| internal("descriptors", &e))?;
         cmd.spawn()
             .map_err(|e| internal("cannot start the jail", &e))
+    }
+
+    /// A warm jail for `language`, its group lowered to `limits`, if one is
+    /// waiting and `limits` need nothing fixed at set-up (file size, disk).
+    fn take_warm(&self, language: Language, limits: &Limits) -> Option<WarmJail> {
+        let max = &self.config.max_limits;
+        if limits.file_bytes != max.file_bytes || limits.disk_bytes != max.disk_bytes {
+            return None;
+        }
+        let mut warm = loop {
+            let mut candidate = self.warm.lock().get_mut(&language)?.pop()?;
+            // One that died while waiting is of no use.
+            if matches!(candidate.child.try_wait(), Ok(None)) {
+                break candidate;
+            }
+            drop(candidate.child.start_kill());
+        };
+        match warm.group.apply(limits) {
+            Ok(()) => Some(warm),
+            Err(e) => {
+                tracing::warn!(%e, "cannot set a warm jail's limits");
+                let _ = warm.child.start_kill();
+                None
+            }
+        }
+    }
+
+    /// Starts jails for `language` until enough are waiting.
+    fn fill_warm(&self, language: Language) {
+        let Ok(cgroups) = self.ready_cgroups() else {
+            return;
+        };
+        loop {
+            if self.warm.lock().get(&language).map_or(0, Vec::len) >= WARM_PER_LANGUAGE {
+                return;
+            }
+            let limits = self.config.max_limits.clone();
+            let name = format!("warm-{}", uuid::Uuid::new_v4().simple());
+            let group = match RunGroup::create(cgroups, &name, &limits) {
+                Ok(group) => group,
+                Err(e) => {
+                    tracing::warn!(%e, "cannot make a warm jail's group");
+                    return;
+                }
+            };
+            let marker = format!("runcell-compile-failed-{}", uuid::Uuid::new_v4().simple());
+            let (file, command) = program(language, &marker);
+            let mut argv = vec![
+                "/bin/sh".to_string(),
+                "-c".into(),
+                AWAIT_PROGRAM.into(),
+                file.into(),
+            ];
+            argv.extend(command);
+            match self.spawn_jail(&limits, &group, &Mounts::default(), argv, Code::Stdin) {
+                Ok(child) => self
+                    .warm
+                    .lock()
+                    .entry(language)
+                    .or_default()
+                    .push(WarmJail {
+                        child,
+                        group,
+                        marker,
+                    }),
+                Err(e) => {
+                    tracing::warn!(%e, "cannot start a warm jail");
+                    return;
+                }
+            }
+        }
     }
 
     pub(crate) fn ready_cgroups(&self) -> Result<&CgroupMode, SandboxError> {
@@ -360,24 +461,55 @@ impl JailSandbox {
         validate_code(&request.code)?;
         let cgroups = self.ready_cgroups()?;
         let limits = clamp(&request.limits, &self.config.max_limits);
-        let name = format!("run-{}", uuid::Uuid::new_v4().simple());
-        let group = RunGroup::create(cgroups, &name, &limits)
-            .map_err(|e| SandboxError::Unavailable(e.to_string()))?;
-        let marker = format!("runcell-compile-failed-{}", uuid::Uuid::new_v4().simple());
-        let (file, command) = program(request.language, &marker);
-        let mounts = Mounts {
-            home: home.map(std::path::Path::to_path_buf),
-            code_file: Some(file.to_string()),
-            ..Mounts::default()
+        let warm = if home.is_none() {
+            self.take_warm(request.language, &limits)
+        } else {
+            None
         };
         let started = Instant::now();
-        let mut child = self.spawn_jail(
-            &limits,
-            &group,
-            &mounts,
-            command,
-            Some(request.code.as_bytes()),
-        )?;
+        let (mut child, group, marker) = match warm {
+            Some(mut warm) => {
+                let delivered = match warm.child.stdin.take() {
+                    Some(mut stdin) => {
+                        use tokio::io::AsyncWriteExt;
+                        stdin.write_all(request.code.as_bytes()).await.is_ok()
+                    }
+                    None => false,
+                };
+                if !delivered {
+                    return Err(SandboxError::Internal(
+                        "a warm jail did not take its program".into(),
+                    ));
+                }
+                (warm.child, warm.group, warm.marker)
+            }
+            None => {
+                let name = format!("run-{}", uuid::Uuid::new_v4().simple());
+                let group = RunGroup::create(cgroups, &name, &limits)
+                    .map_err(|e| SandboxError::Unavailable(e.to_string()))?;
+                let marker = format!("runcell-compile-failed-{}", uuid::Uuid::new_v4().simple());
+                let (file, command) = program(request.language, &marker);
+                let mounts = Mounts {
+                    home: home.map(std::path::Path::to_path_buf),
+                    code_file: Some(file.to_string()),
+                    ..Mounts::default()
+                };
+                let child = self.spawn_jail(
+                    &limits,
+                    &group,
+                    &mounts,
+                    command,
+                    Code::File(request.code.as_bytes()),
+                )?;
+                (child, group, marker)
+            }
+        };
+        if home.is_none()
+            && let Ok(this) = self.handle()
+        {
+            let language = request.language;
+            tokio::spawn(async move { this.fill_warm(language) });
+        }
         let supervised = supervise(&mut child, &limits, events, cancel).await;
         group.kill_all();
         let outcome = classify(

@@ -170,6 +170,7 @@ fn orphaned(root: &Path) -> bool {
 /// Removes what sessions of servers that are gone left behind: their home
 /// mounts and directories. Sessions of live servers are left alone.
 pub fn remove_stale_sessions() {
+    super::cgroup::remove_stale_groups();
     let prefix = format!("{SESSIONS_ROOT}/{PREFIX}");
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
     for line in mounts.lines() {
