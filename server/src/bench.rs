@@ -213,7 +213,11 @@ pub async fn run(iterations: usize, idle_sessions: usize) -> Result<(), BenchErr
                     "{language:?} one-shot failed: {outcome:?}"
                 )));
             }
+            // Let background work (a warm jail being replaced) settle, so
+            // that each sample measures the run alone.
+            tokio::time::sleep(Duration::from_millis(50)).await;
             plain.push(bare(language, scratch.path()).await?);
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let (jail_p50, _) = stats(&mut jailed);
         let (bare_p50, _) = stats(&mut plain);

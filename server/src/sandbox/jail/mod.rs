@@ -504,13 +504,14 @@ impl JailSandbox {
                 (child, group, marker)
             }
         };
+        let supervised = supervise(&mut child, &limits, events, cancel).await;
+        // Replace the warm jail once the run is over, not while it runs.
         if home.is_none()
             && let Ok(this) = self.handle()
         {
             let language = request.language;
             tokio::spawn(async move { this.fill_warm(language) });
         }
-        let supervised = supervise(&mut child, &limits, events, cancel).await;
         group.kill_all();
         let outcome = classify(
             supervised,
