@@ -9,6 +9,9 @@ started=$SECONDS
 
 step "format"
 cargo fmt --all --check
+# The README must open with its two commands: the run command, then the tests.
+[ "$(grep -m2 -o 'scripts/[a-z]*\.sh' "$ROOT/README.md" | tr '\n' ' ')" = "scripts/run.sh scripts/test.sh " ] \
+  || die "README.md must start with the run and test commands"
 
 step "lints"
 cargo clippy -q -p app --features ssr --all-targets -- -D warnings
