@@ -12,6 +12,10 @@ pub fn init(filter: &str) {
         .with_writer(std::io::stderr)
         // Colours for a person at a terminal, plain text for files and CI logs.
         .with_ansi(std::io::stderr().is_terminal())
+        // Its report of a failed write is an `eprintln!`, which panics when
+        // standard error itself is gone (a log reader that died): that would
+        // panic every task that logs. A lost log line stays lost instead.
+        .log_internal_errors(false)
         .with_target(false)
         .try_init();
 }

@@ -18,6 +18,72 @@ fn runcell(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     command.output().unwrap()
 }
 
+/// `runcell serve` on an ephemeral port with `env`; the child and its address.
+fn serve(data: &std::path::Path, env: &[(&str, &str)]) -> (std::process::Child, String) {
+    let mut command = Command::new(RUNCELL);
+    command
+        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(data)
+        .env("RUNCELL_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    // Waited on by `stop`, which every caller ends with.
+    #[expect(
+        clippy::zombie_processes,
+        reason = "the test stops the child with `stop`"
+    )]
+    let mut child = command.spawn().unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "runcell exited early"
+        );
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            return (child, rest.trim().to_string());
+        }
+    }
+}
+
+/// One HTTP/1.0 exchange; gives up (fails) rather than wait forever.
+fn http10(addr: &str, request: &[u8]) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    stream.write_all(request).unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).unwrap();
+    reply
+}
+
+/// SIGTERM, then the exit status; a server that does not stop within 20 s is
+/// killed and the test fails.
+fn stop(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("runcell did not stop on SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn config_prints_the_effective_settings() {
     let data = tempfile::tempdir().unwrap();
@@ -57,51 +123,11 @@ fn invalid_settings_stop_start_up_naming_the_setting() {
 #[test]
 fn serve_answers_and_stops_cleanly_on_sigterm() {
     let data = tempfile::tempdir().unwrap();
-    let mut child = Command::new(RUNCELL)
-        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
-        .arg(data.path())
-        .env("RUNCELL_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let addr = loop {
-        line.clear();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "runcell exited early"
-        );
-        if let Some(rest) = line.split("listening on http://").nth(1) {
-            break rest.trim().to_string();
-        }
-    };
+    let (mut child, addr) = serve(data.path(), &[]);
 
-    let health = std::net::TcpStream::connect(&addr)
-        .and_then(|mut stream| {
-            use std::io::{Read, Write};
-            stream.write_all(b"GET /healthz HTTP/1.0\r\n\r\n")?;
-            let mut reply = String::new();
-            stream.read_to_string(&mut reply)?;
-            Ok(reply)
-        })
-        .unwrap();
+    let health = http10(&addr, b"GET /healthz HTTP/1.0\r\n\r\n");
     assert!(health.starts_with("HTTP/1.0 200"), "{health}");
-
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "runcell did not stop on SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = stop(&mut child);
     assert!(status.success(), "{status:?}");
     assert!(data.path().is_dir());
 }
@@ -110,30 +136,15 @@ fn serve_answers_and_stops_cleanly_on_sigterm() {
 fn no_secret_of_the_server_reaches_the_jail() {
     let data = tempfile::tempdir().unwrap();
     let canary = format!("canary-{}", uuid::Uuid::new_v4().simple());
-    let mut child = Command::new(RUNCELL)
-        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
-        .arg(data.path())
-        .env("RUNCELL_LOG", "info")
-        .env("RUNCELL_SANDBOX__POOL_SIZE", "0")
-        .env("OPENAI_API_KEY", &canary)
-        .env("E2B_API_KEY", &canary)
-        .env("RUNCELL_TEST_SECRET", &canary)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let addr = loop {
-        line.clear();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "runcell exited early"
-        );
-        if let Some(rest) = line.split("listening on http://").nth(1) {
-            break rest.trim().to_string();
-        }
-    };
+    let (mut child, addr) = serve(
+        data.path(),
+        &[
+            ("RUNCELL_SANDBOX__POOL_SIZE", "0"),
+            ("OPENAI_API_KEY", &canary),
+            ("E2B_API_KEY", &canary),
+            ("RUNCELL_TEST_SECRET", &canary),
+        ],
+    );
     let code = r#"
 import os, glob
 seen = [repr(dict(os.environ))]
@@ -149,19 +160,8 @@ print("\n".join(seen))
         "POST /v1/code_interpreter/run HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
-    let reply = std::net::TcpStream::connect(&addr)
-        .and_then(|mut stream| {
-            use std::io::{Read, Write};
-            stream.write_all(request.as_bytes())?;
-            let mut reply = String::new();
-            stream.read_to_string(&mut reply)?;
-            Ok(reply)
-        })
-        .unwrap();
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let _ = child.wait();
+    let reply = http10(&addr, request.as_bytes());
+    assert!(stop(&mut child).success());
     assert!(reply.starts_with("HTTP/1.0 200"), "{reply}");
     assert!(
         reply.contains("HOME"),
