@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod bench;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod http;
 pub mod sandbox;

@@ -52,15 +52,11 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let (status, code) = self.parts();
+        let (status, _) = self.parts();
         match &self {
             Self::Internal(detail) => tracing::error!(%status, %detail, "request failed"),
             _ => tracing::debug!(%status, error = %self, "request refused"),
         }
-        (
-            status,
-            Json(json!({ "error": { "code": code, "message": self.to_string() } })),
-        )
-            .into_response()
+        (status, Json(json!({ "error": self.body() }))).into_response()
     }
 }

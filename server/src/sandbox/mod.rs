@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-pub use output::OutputCollector;
+pub use output::{OutputCollector, fit};
 
 /// The largest program accepted, in bytes.
 pub const MAX_CODE_BYTES: usize = 1024 * 1024;
@@ -224,12 +224,7 @@ pub trait SandboxSession: Send + Sync {
     async fn close(&self);
 }
 
-pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or_default()
-}
+pub(crate) use crate::clock::now_ms;
 
 #[cfg(test)]
 mod tests {

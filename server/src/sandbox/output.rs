@@ -20,13 +20,7 @@ impl OutputCollector {
         let keep = incomplete_tail(&bytes);
         self.carry = bytes.split_off(bytes.len() - keep);
         let mut text = String::from_utf8_lossy(&bytes).into_owned();
-        if text.len() > budget {
-            let mut cut = budget;
-            while !text.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            text.truncate(cut);
-        }
+        text.truncate(fit(&text, budget).len());
         self.text.push_str(&text);
         let used = text.len();
         (text, used)
@@ -54,6 +48,16 @@ impl OutputCollector {
     pub fn into_text(self) -> String {
         self.text
     }
+}
+
+/// The longest start of `text` within `budget` bytes that ends on a char
+/// boundary.
+pub fn fit(text: &str, budget: usize) -> &str {
+    let mut cut = text.len().min(budget);
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &text[..cut]
 }
 
 /// How many bytes at the end of `bytes` start a UTF-8 sequence that is not

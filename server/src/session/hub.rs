@@ -1,7 +1,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use app::api::ports::{LogError, SessionLogs};
 use app::protocol::{CellId, EventBody, SessionEvent};
@@ -9,6 +8,7 @@ use parking_lot::Mutex;
 use tokio::sync::broadcast;
 
 use super::SessionId;
+use crate::clock::now_ms;
 
 /// Live events a slow reader may fall behind by before it re-reads the history.
 const LIVE_BUFFER: usize = 1024;
@@ -167,13 +167,6 @@ impl SessionChannel {
             .min(history.events.len());
         history.events[start..].to_vec()
     }
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

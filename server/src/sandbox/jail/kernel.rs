@@ -374,12 +374,9 @@ impl Kernel {
 
 /// The part of `text` that fits in `budget` (at a char boundary).
 fn take_budget<'a>(text: &'a str, budget: &mut usize) -> &'a str {
-    let mut cut = text.len().min(*budget);
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    *budget -= cut;
-    &text[..cut]
+    let kept = crate::sandbox::fit(text, *budget);
+    *budget -= kept.len();
+    kept
 }
 
 async fn push_result(

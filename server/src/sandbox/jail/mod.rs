@@ -320,10 +320,7 @@ impl JailSandbox {
         command: Vec<String>,
         code: Code<'_>,
     ) -> Result<tokio::process::Child, SandboxError> {
-        let ready = self
-            .ready
-            .as_ref()
-            .map_err(|reason| SandboxError::Unavailable(reason.clone()))?;
+        let ready = self.ready()?;
         let internal =
             |what: &str, e: &dyn std::fmt::Display| SandboxError::Internal(format!("{what}: {e}"));
         let mut cmd = tokio::process::Command::new("/bin/sh");
@@ -442,11 +439,15 @@ impl JailSandbox {
         }
     }
 
-    pub(crate) fn ready_cgroups(&self) -> Result<&CgroupMode, SandboxError> {
+    /// What the probe found, or why code cannot run.
+    fn ready(&self) -> Result<&Ready, SandboxError> {
         self.ready
             .as_ref()
-            .map(|r| &r.cgroups)
             .map_err(|reason| SandboxError::Unavailable(reason.clone()))
+    }
+
+    pub(crate) fn ready_cgroups(&self) -> Result<&CgroupMode, SandboxError> {
+        self.ready().map(|r| &r.cgroups)
     }
 
     /// Runs one program in a fresh jail; `home` is the session's home, or a

@@ -117,13 +117,14 @@ impl SandboxSession for JailSession {
         events: Option<&mpsc::Sender<RunEvent>>,
         cancel: &CancellationToken,
     ) -> Result<RunOutcome, SandboxError> {
-        validate_code(&request.code)?;
         if request.language != Language::Python {
+            // run_process checks the program itself.
             return self
                 .jail
                 .run_process(request, Some(&self.home), events, cancel)
                 .await;
         }
+        validate_code(&request.code)?;
         let limits = super::clamp(&request.limits, &self.limits);
         let mut slot = self.kernel.lock().await;
         let kernel = match slot.as_mut() {
