@@ -43,7 +43,7 @@ export default defineConfig({
     cwd: '..',
     url: `http://127.0.0.1:${port}/healthz`,
     reuseExistingServer: false,
-    env: { RUNCELL_LOG: process.env.RUNCELL_LOG ?? 'warn' },
+    env: { RUNCELL_LOG: process.env.RUNCELL_LOG ?? 'warn', RUNCELL_LLM: 'scripted' },
     timeout: 60_000,
     stdout: 'ignore',
     stderr: 'pipe',

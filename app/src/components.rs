@@ -2,7 +2,7 @@
 
 use leptos::prelude::*;
 
-use crate::api::SessionLog;
+use crate::api::{ModelChoices, SessionLog};
 use crate::notebook::Notebook;
 use crate::protocol::{CellId, CellKind, CellStatus, validate_ask};
 
@@ -33,6 +33,8 @@ pub struct SessionState {
     pub conn: RwSignal<ConnState>,
     /// The last problem to show the person (a refused message, a lost link).
     pub problem: RwSignal<Option<String>>,
+    /// The model picked for the next question; empty for the default.
+    pub model: RwSignal<String>,
 }
 
 #[component]
@@ -51,19 +53,27 @@ pub fn Header(#[prop(optional)] children: Option<Children>) -> impl IntoView {
 /// A live notebook: the cells so far, then whatever the WebSocket brings.
 #[component]
 pub fn SessionView(log: SessionLog) -> impl IntoView {
-    let SessionLog { session_id, events } = log;
+    let SessionLog {
+        session_id,
+        events,
+        models,
+    } = log;
     let state = SessionState {
         session_id: StoredValue::new(session_id),
         notebook: RwSignal::new(Notebook::from_events(&events)),
         conn: RwSignal::new(ConnState::Offline),
         problem: RwSignal::new(None),
+        model: RwSignal::new(String::new()),
     };
     provide_context(state);
 
     #[cfg(feature = "hydrate")]
     let client = crate::ws_client::WsClient::start(state);
     #[cfg(feature = "hydrate")]
-    let send = move |text: String| client.send_ask(&text);
+    let send = move |text: String| {
+        let model = Some(state.model.get_untracked()).filter(|m| !m.is_empty());
+        client.send_ask(&text, model)
+    };
     #[cfg(not(feature = "hydrate"))]
     let send = move |_text: String| false;
     #[cfg(feature = "hydrate")]
@@ -75,6 +85,7 @@ pub fn SessionView(log: SessionLog) -> impl IntoView {
     view! {
         <div class="page">
             <Header>
+                <ModelPicker models/>
                 <ConnectionIndicator/>
             </Header>
             <p class="notice no-js-only">"JavaScript is off: this notebook is read-only."</p>
@@ -83,6 +94,41 @@ pub fn SessionView(log: SessionLog) -> impl IntoView {
             </main>
             <Prompt send/>
         </div>
+    }
+}
+
+/// Which model answers: the backend's list, the default first.
+#[component]
+fn ModelPicker(models: ModelChoices) -> impl IntoView {
+    let state = expect_context::<SessionState>();
+    let ModelChoices {
+        backend,
+        default_model,
+        models,
+        problem,
+    } = models;
+    let others: Vec<String> = models.into_iter().filter(|m| *m != default_model).collect();
+    let title = problem
+        .clone()
+        .unwrap_or_else(|| format!("Answers come from the {backend} backend"));
+    view! {
+        <label class="model-picker" title=title>
+            <span class="model-backend">{backend}</span>
+            <select
+                aria-label="Model"
+                on:change=move |ev| state.model.set(event_target_value(&ev))
+            >
+                <option value="">{default_model}</option>
+                {others
+                    .into_iter()
+                    .map(|m| {
+                        let label = m.clone();
+                        view! { <option value=m>{label}</option> }
+                    })
+                    .collect_view()}
+            </select>
+            {problem.map(|p| view! { <span class="model-problem" role="note">{p}</span> })}
+        </label>
     }
 }
 
@@ -130,7 +176,7 @@ fn CellView(id: CellId) -> impl IntoView {
     let kind = notebook.with_untracked(|n| n.cell(id).map(|c| c.kind));
     let (class, label) = match kind {
         Some(CellKind::User) => ("cell cell-user", "You"),
-        Some(CellKind::Echo) | None => ("cell cell-echo", "Echo"),
+        Some(CellKind::Answer) | None => ("cell cell-answer", "Answer"),
     };
     let text = move || cell.with(|c| c.as_ref().map(|c| c.text.clone()).unwrap_or_default());
     let status = move || cell.with(|c| c.as_ref().map(|c| c.status));
@@ -157,6 +203,16 @@ fn CellView(id: CellId) -> impl IntoView {
                 <span class="cell-status">{status_label}</span>
             </div>
             <div class="cell-body">{text}</div>
+            {move || {
+                cell.with(|c| c.as_ref().and_then(|c| c.error.clone()))
+                    .map(|e| {
+                        view! {
+                            <p class="cell-error" role="alert" data-code=e.code>
+                                {e.message}
+                            </p>
+                        }
+                    })
+            }}
         </article>
     }
 }

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::protocol::{CellId, CellKind, CellStatus, EventBody, SessionEvent};
+use crate::protocol::{CellError, CellId, CellKind, CellStatus, EventBody, SessionEvent};
 
 /// One cell as the page shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -16,6 +16,8 @@ pub struct Cell {
     pub text: String,
     pub status: CellStatus,
     pub elapsed_ms: Option<u64>,
+    /// Why the cell failed, when it did.
+    pub error: Option<CellError>,
 }
 
 /// What applying one event did.
@@ -80,6 +82,7 @@ impl Notebook {
                 text: text.clone(),
                 status: CellStatus::Ok,
                 elapsed_ms: None,
+                error: None,
             }),
             EventBody::CellStarted { cell_id, cell_kind } => self.cells.push(Cell {
                 id: *cell_id,
@@ -87,6 +90,7 @@ impl Notebook {
                 text: String::new(),
                 status: CellStatus::Streaming,
                 elapsed_ms: None,
+                error: None,
             }),
             EventBody::CellDelta { cell_id, text } => {
                 if let Some(cell) = self.cell_mut(*cell_id) {
@@ -97,10 +101,12 @@ impl Notebook {
                 cell_id,
                 status,
                 elapsed_ms,
+                error,
             } => {
                 if let Some(cell) = self.cell_mut(*cell_id) {
                     cell.status = *status;
                     cell.elapsed_ms = Some(*elapsed_ms);
+                    cell.error.clone_from(error);
                 }
             }
         }
@@ -120,25 +126,26 @@ mod tests {
 
     fn turn(first_seq: u64, first_cell: u64, text: &str) -> Vec<SessionEvent> {
         let user = CellId(first_cell);
-        let echo = CellId(first_cell + 1);
+        let answer = CellId(first_cell + 1);
         let mut bodies = vec![
             EventBody::UserMessage {
                 cell_id: user,
                 text: text.into(),
             },
             EventBody::CellStarted {
-                cell_id: echo,
-                cell_kind: CellKind::Echo,
+                cell_id: answer,
+                cell_kind: CellKind::Answer,
             },
         ];
         bodies.extend(text.split_inclusive(' ').map(|w| EventBody::CellDelta {
-            cell_id: echo,
+            cell_id: answer,
             text: w.into(),
         }));
         bodies.push(EventBody::CellFinished {
-            cell_id: echo,
+            cell_id: answer,
             status: CellStatus::Ok,
             elapsed_ms: 7,
+            error: None,
         });
         bodies
             .into_iter()
@@ -152,14 +159,14 @@ mod tests {
     }
 
     #[test]
-    fn a_turn_makes_a_user_cell_and_a_finished_echo_cell() {
+    fn a_turn_makes_a_user_cell_and_a_finished_answer_cell() {
         let events = turn(1, 1, "how many r's in strawberry");
         let notebook = Notebook::from_events(&events);
         assert_eq!(notebook.last_seq(), events.len() as u64);
         let cells = notebook.cells();
         assert_eq!(cells.len(), 2);
         assert_eq!(cells[0].kind, CellKind::User);
-        assert_eq!(cells[1].kind, CellKind::Echo);
+        assert_eq!(cells[1].kind, CellKind::Answer);
         assert_eq!(cells[1].text, "how many r's in strawberry");
         assert_eq!(cells[1].status, CellStatus::Ok);
         assert_eq!(cells[1].elapsed_ms, Some(7));

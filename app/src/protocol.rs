@@ -33,8 +33,17 @@ impl std::fmt::Display for CellId {
 pub enum CellKind {
     /// What the person asked.
     User,
-    /// The placeholder responder's answer: the message streamed back.
-    Echo,
+    /// The model's reply, streamed as it is generated.
+    Answer,
+}
+
+/// Why a cell failed, for the page to show.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CellError {
+    /// A stable name, e.g. `llm_unreachable` or `llm_model_not_found`.
+    pub code: String,
+    /// What went wrong and, where there is one, what to do about it.
+    pub message: String,
 }
 
 /// Where a cell is in its life.
@@ -66,6 +75,9 @@ pub enum EventBody {
         cell_id: CellId,
         status: CellStatus,
         elapsed_ms: u64,
+        /// Set when `status` is `error`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<CellError>,
     },
 }
 
@@ -117,8 +129,13 @@ pub enum ServerMessage {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ClientMessage {
-    /// Ask something: starts a turn.
-    Ask { text: String },
+    /// Ask something: starts a turn. `model` picks one of the models the
+    /// server lists; absent, the server's default answers.
+    Ask {
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+    },
 }
 
 /// Why a message the person typed cannot be sent.
@@ -213,6 +230,20 @@ mod tests {
                     cell_id: CellId(2),
                     status: CellStatus::Cancelled,
                     elapsed_ms: 12,
+                    error: None,
+                },
+            }),
+            ServerMessage::Event(SessionEvent {
+                seq: 3,
+                ts_ms: 7,
+                event: EventBody::CellFinished {
+                    cell_id: CellId(2),
+                    status: CellStatus::Error,
+                    elapsed_ms: 12,
+                    error: Some(CellError {
+                        code: "llm_unreachable".into(),
+                        message: "no server".into(),
+                    }),
                 },
             }),
         ];
@@ -227,7 +258,16 @@ mod tests {
     #[test]
     fn client_frames_parse_and_reject() {
         let ok: Result<ClientMessage, _> = serde_json::from_str(r#"{"type":"ask","text":"2+2"}"#);
-        assert_eq!(ok.ok(), Some(ClientMessage::Ask { text: "2+2".into() }));
+        assert_eq!(
+            ok.ok(),
+            Some(ClientMessage::Ask {
+                text: "2+2".into(),
+                model: None
+            })
+        );
+        let with_model: Result<ClientMessage, _> =
+            serde_json::from_str(r#"{"type":"ask","text":"hi","model":"qwen"}"#);
+        assert!(matches!(with_model, Ok(ClientMessage::Ask { model: Some(m), .. }) if m == "qwen"));
         for bad in [
             "",
             "null",

@@ -59,8 +59,12 @@ impl WsClient {
     }
 
     /// Sends a message; false when the socket is not open (the caller keeps it).
-    pub fn send_ask(&self, text: &str) -> bool {
-        let Ok(frame) = serde_json::to_string(&ClientMessage::Ask { text: text.into() }) else {
+    pub fn send_ask(&self, text: &str, model: Option<String>) -> bool {
+        let ask = ClientMessage::Ask {
+            text: text.into(),
+            model,
+        };
+        let Ok(frame) = serde_json::to_string(&ask) else {
             return false;
         };
         self.live

@@ -29,17 +29,17 @@ test('a session with history renders in full', async ({ page, browser }) => {
   const url = await writerPage.openNew();
   await writerPage.waitConnected();
   await writerPage.ask('first question');
-  await expect(writerPage.echoCells.last()).toHaveAttribute('data-status', 'ok');
+  await expect(writerPage.answerCells.last()).toHaveAttribute('data-status', 'ok');
   await writerPage.ask('second <b>question</b>');
-  await expect(writerPage.echoCells).toHaveCount(2);
-  await expect(writerPage.echoCells.last()).toHaveAttribute('data-status', 'ok');
+  await expect(writerPage.answerCells).toHaveCount(2);
+  await expect(writerPage.answerCells.last()).toHaveAttribute('data-status', 'ok');
   await writer.close();
 
   const notebook = new NotebookPage(page);
   await page.goto(url);
   await expect(notebook.cells).toHaveCount(4);
   await expect(notebook.userCells.nth(0)).toContainText('first question');
-  await expect(notebook.echoCells.nth(1)).toContainText('second <b>question</b>');
+  await expect(notebook.answerCells.nth(1)).toContainText('second <b>question</b>');
   await expect(page.getByText('Ask something to start')).toBeHidden();
 });
 
@@ -68,7 +68,7 @@ test.describe('with JavaScript', () => {
     await notebook.ask(text);
     await expect(notebook.message).toHaveValue('');
     await expect(notebook.userCells).toHaveText([/how many r are there/]);
-    const answer = notebook.echoCells.first();
+    const answer = notebook.answerCells.first();
     await expect(answer).toHaveAttribute('data-status', 'ok');
     await expect(answer.locator('.cell-body')).toHaveText(text);
     await expect(answer).toContainText(/ok · \d+\.\d s/);
@@ -91,8 +91,8 @@ test.describe('with JavaScript', () => {
     await expect(notebook.message).toHaveValue('line one\nline two');
     await expect(notebook.cells).toHaveCount(0);
     await notebook.send.click();
-    await expect(notebook.echoCells.first()).toHaveAttribute('data-status', 'ok');
-    await expect(notebook.echoCells.first().locator('.cell-body')).toHaveText('line one\nline two');
+    await expect(notebook.answerCells.first()).toHaveAttribute('data-status', 'ok');
+    await expect(notebook.answerCells.first().locator('.cell-body')).toHaveText('line one\nline two');
   });
 
   test('an empty message is refused and nothing is sent', async ({ page }) => {
@@ -110,10 +110,10 @@ test.describe('with JavaScript', () => {
     await notebook.waitConnected();
     const words = Array.from({ length: 60 }, (_, i) => `word${i}`);
     await notebook.ask(words.join(' '));
-    await expect(notebook.echoCells.first()).toHaveAttribute('data-status', 'streaming');
+    await expect(notebook.answerCells.first()).toHaveAttribute('data-status', 'streaming');
     await page.reload();
     await expect(page).toHaveURL(url);
-    const answer = notebook.echoCells.first();
+    const answer = notebook.answerCells.first();
     await expect(answer).toHaveAttribute('data-status', 'ok');
     await expect(answer.locator('.cell-body')).toHaveText(words.join(' '));
     await expect(notebook.cells).toHaveCount(2);
@@ -138,7 +138,7 @@ test.describe('with JavaScript', () => {
     await expect.poll(() => connections).toBeGreaterThanOrEqual(2);
     await notebook.waitConnected();
     await notebook.ask('still here');
-    await expect(notebook.echoCells.first()).toHaveAttribute('data-status', 'ok');
-    await expect(notebook.echoCells.first().locator('.cell-body')).toHaveText('still here');
+    await expect(notebook.answerCells.first()).toHaveAttribute('data-status', 'ok');
+    await expect(notebook.answerCells.first().locator('.cell-body')).toHaveText('still here');
   });
 });

@@ -15,7 +15,15 @@ pub const CONFIG_FILE: &str = "runcell.toml";
 /// for a dot: `RUNCELL_SANDBOX__POOL_SIZE` is `sandbox.pool_size`).
 const ENV_KEYS: [&str; 4] = ["addr", "data_dir", "site_root", "log"];
 /// Any `RUNCELL_SANDBOX__*` is read too; unknown ones are refused by name.
-const ENV_SECTIONS: [&str; 1] = ["sandbox__"];
+const ENV_SECTIONS: [&str; 2] = ["sandbox__", "llm__"];
+/// Conventional names read without the prefix, and where they go.
+const ENV_ALIASES: [(&str, &str); 5] = [
+    ("RUNCELL_LLM", "llm.backend"),
+    ("RUNCELL_MODEL", "llm.model"),
+    ("RUNCELL_MODEL_PATH", "llm.model_path"),
+    ("OPENAI_BASE_URL", "llm.base_url"),
+    ("OPENAI_API_KEY", "llm.api_key"),
+];
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -31,6 +39,118 @@ pub struct Config {
     pub log: String,
     #[serde(default)]
     pub sandbox: SandboxConfig,
+    #[serde(default)]
+    pub llm: LlmConfig,
+}
+
+/// Which language model answers, and how runcell talks to it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LlmConfig {
+    /// `auto` (an OpenAI-compatible server when `base_url` is set, else the
+    /// embedded model), `openai`, `embedded` or `scripted` (tests).
+    pub backend: LlmBackend,
+    /// The OpenAI-compatible API base, `/v1` included (`OPENAI_BASE_URL`).
+    pub base_url: String,
+    /// Sent as a bearer token (`OPENAI_API_KEY`); never printed.
+    pub api_key: String,
+    /// The model to ask for (`RUNCELL_MODEL`); empty: the server's first.
+    pub model: String,
+    /// The embedded model's GGUF file (`RUNCELL_MODEL_PATH`); empty: the
+    /// default model under `<data_dir>/models/`.
+    pub model_path: PathBuf,
+    /// Threads the embedded model computes on.
+    pub threads: usize,
+    /// The embedded model's context window, in tokens (capped by the model's).
+    pub context_tokens: usize,
+    /// The longest answer, in tokens.
+    pub max_tokens: u32,
+    /// Seconds to wait for a server's first byte, and between streamed chunks.
+    pub timeout_secs: u64,
+    /// Retries on 429, 5xx and dropped connections, before any token arrived.
+    pub max_retries: u32,
+    /// Whether to send `tools` to the server (off for servers that reject them).
+    pub tools: bool,
+    /// `auto`, `json_schema`, `json_object` or `off`.
+    pub structured_output: String,
+    /// The scripted model: `tool`, `fenced`, `fail_first` or `slow`.
+    pub scripted_mode: String,
+    /// The scripted model's pause between streamed pieces, in milliseconds.
+    pub scripted_delay_ms: u64,
+}
+
+/// Where answers come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LlmBackend {
+    #[default]
+    Auto,
+    Openai,
+    Embedded,
+    Scripted,
+}
+
+/// The file name of the default embedded model under `<data_dir>/models/`.
+pub const DEFAULT_MODEL_FILE: &str = "qwen2.5-coder-0.5b-instruct.gguf";
+
+impl LlmConfig {
+    /// The backend `auto` stands for, given the other settings.
+    pub fn effective_backend(&self) -> LlmBackend {
+        match self.backend {
+            LlmBackend::Auto if self.base_url.trim().is_empty() => LlmBackend::Embedded,
+            LlmBackend::Auto => LlmBackend::Openai,
+            other => other,
+        }
+    }
+
+    /// The embedded model's file.
+    pub fn model_file(&self, data_dir: &Path) -> PathBuf {
+        if self.model_path.as_os_str().is_empty() {
+            data_dir.join("models").join(DEFAULT_MODEL_FILE)
+        } else {
+            self.model_path.clone()
+        }
+    }
+}
+
+impl Default for LlmConfig {
+    fn default() -> Self {
+        Self {
+            backend: LlmBackend::Auto,
+            base_url: String::new(),
+            api_key: String::new(),
+            model: String::new(),
+            model_path: PathBuf::new(),
+            threads: 2,
+            context_tokens: 8192,
+            max_tokens: 1024,
+            timeout_secs: 120,
+            max_retries: 3,
+            tools: true,
+            structured_output: "auto".into(),
+            scripted_mode: "tool".into(),
+            scripted_delay_ms: 40,
+        }
+    }
+}
+
+impl std::fmt::Debug for LlmConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlmConfig")
+            .field("backend", &self.backend)
+            .field("base_url", &self.base_url)
+            .field("api_key", &redacted(&self.api_key))
+            .field("model", &self.model)
+            .field("model_path", &self.model_path)
+            .field("threads", &self.threads)
+            .field("max_tokens", &self.max_tokens)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a secret is shown: whether it is set, never what it is.
+fn redacted(secret: &str) -> &'static str {
+    if secret.is_empty() { "" } else { "<redacted>" }
 }
 
 /// The local sandbox's sessions.
@@ -107,6 +227,7 @@ impl Default for Config {
             site_root: PathBuf::from("target/site"),
             log: "info".into(),
             sandbox: SandboxConfig::default(),
+            llm: LlmConfig::default(),
         }
     }
 }
@@ -153,6 +274,16 @@ impl Config {
                     })
                     .split("__"),
             )
+            .merge(
+                Env::raw()
+                    .only(&ENV_ALIASES.map(|(from, _)| from))
+                    .map(|key| {
+                        ENV_ALIASES
+                            .iter()
+                            .find(|(from, _)| key == *from)
+                            .map_or_else(|| key.into(), |(_, to)| (*to).into())
+                    }),
+            )
             .merge(Serialized::defaults(overrides))
             .extract()
             .map_err(|e| ConfigError::Source(describe(e)))?;
@@ -187,6 +318,52 @@ impl Config {
                 reason: "must not be more than sandbox.max_timeout_secs".into(),
             });
         }
+        let llm = &self.llm;
+        if llm.effective_backend() == LlmBackend::Openai && llm.base_url.trim().is_empty() {
+            return Err(ConfigError::Setting {
+                setting: "llm.base_url",
+                reason: "the openai backend needs a server address (OPENAI_BASE_URL)".into(),
+            });
+        }
+        let base_url = llm.base_url.trim();
+        if !(base_url.is_empty()
+            || base_url.starts_with("http://")
+            || base_url.starts_with("https://"))
+        {
+            return Err(ConfigError::Setting {
+                setting: "llm.base_url",
+                reason: format!("`{}` is not an http:// or https:// address", llm.base_url),
+            });
+        }
+        if let Err(reason) = llm
+            .scripted_mode
+            .parse::<crate::llm::scripted::ScriptedMode>()
+        {
+            return Err(ConfigError::Setting {
+                setting: "llm.scripted_mode",
+                reason,
+            });
+        }
+        if !["auto", "json_schema", "json_object", "off"].contains(&llm.structured_output.as_str())
+        {
+            return Err(ConfigError::Setting {
+                setting: "llm.structured_output",
+                reason: "must be auto, json_schema, json_object or off".into(),
+            });
+        }
+        for (setting, value) in [
+            ("llm.threads", llm.threads as u64),
+            ("llm.context_tokens", llm.context_tokens as u64),
+            ("llm.max_tokens", u64::from(llm.max_tokens)),
+            ("llm.timeout_secs", llm.timeout_secs),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::Setting {
+                    setting,
+                    reason: "must be more than 0".into(),
+                });
+            }
+        }
         tracing_subscriber::EnvFilter::try_new(&self.log).map_err(|e| ConfigError::Setting {
             setting: "log",
             reason: e.to_string(),
@@ -200,10 +377,11 @@ impl Config {
         Ok(())
     }
 
-    /// The configuration as `runcell config` prints it. Secrets, once there are
-    /// any, are redacted here.
+    /// The configuration as `runcell config` prints it, secrets redacted.
     pub fn to_toml(&self) -> String {
-        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot print: {e}\n"))
+        let mut shown = self.clone();
+        shown.llm.api_key = redacted(&self.llm.api_key).into();
+        toml::to_string_pretty(&shown).unwrap_or_else(|e| format!("# cannot print: {e}\n"))
     }
 
     /// Whether the browser bundle is where the pages will ask for it.
@@ -409,6 +587,47 @@ mod tests {
             })
             .map_err(|e| e.to_string())?;
             assert_eq!(config.data_dir, PathBuf::from("from-flag"));
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn conventional_llm_variables_are_read() {
+        Jail::expect_with(|jail| {
+            let config = load_in(jail, Overrides::default()).map_err(|e| e.to_string())?;
+            assert_eq!(config.llm.effective_backend(), LlmBackend::Embedded);
+            jail.set_env("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1");
+            jail.set_env("OPENAI_API_KEY", "sk-secret-value");
+            jail.set_env("RUNCELL_MODEL", "qwen");
+            jail.set_env("RUNCELL_LLM__MAX_RETRIES", "1");
+            let config = load_in(jail, Overrides::default()).map_err(|e| e.to_string())?;
+            assert_eq!(config.llm.effective_backend(), LlmBackend::Openai);
+            assert_eq!(config.llm.base_url, "http://127.0.0.1:8080/v1");
+            assert_eq!(config.llm.model, "qwen");
+            assert_eq!(config.llm.max_retries, 1);
+            assert!(!config.to_toml().contains("sk-secret-value"));
+            assert!(!format!("{config:?}").contains("sk-secret-value"));
+            jail.set_env("RUNCELL_LLM", "scripted");
+            jail.set_env("RUNCELL_MODEL_PATH", "/models/x.gguf");
+            let config = load_in(jail, Overrides::default()).map_err(|e| e.to_string())?;
+            assert_eq!(config.llm.effective_backend(), LlmBackend::Scripted);
+            assert_eq!(
+                config.llm.model_file(Path::new("d")),
+                PathBuf::from("/models/x.gguf")
+            );
+            jail.set_env("RUNCELL_LLM", "gpt");
+            let err = load_in(jail, Overrides::default())
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(err.contains("llm.backend"), "{err}");
+            jail.set_env("RUNCELL_LLM", "openai");
+            jail.set_env("OPENAI_BASE_URL", "127.0.0.1:8080");
+            let err = load_in(jail, Overrides::default())
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(err.contains("llm.base_url"), "{err}");
             Ok(())
         });
     }

@@ -7,6 +7,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod http;
+pub mod llm;
 pub mod sandbox;
 pub mod server;
 pub mod session;

@@ -60,6 +60,7 @@ pub async fn launch_with_listener(
     }
     crate::sandbox::jail::remove_stale_sessions();
     let state = AppState::new(config, shutdown.clone());
+    state.models.keep_fresh(shutdown.clone());
     state
         .sandbox_sessions
         .spawn_maintenance(&state.turns, shutdown.clone());

@@ -7,8 +7,10 @@ use leptos::config::LeptosOptions;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::agent::EchoResponder;
+use crate::agent::ChatResponder;
 use crate::config::Config;
+use crate::llm::Llm;
+use crate::llm::catalog::Catalog;
 use crate::sandbox::Sandbox;
 use crate::sandbox::jail::{JailConfig, JailSandbox};
 use crate::sandbox::sessions::{SessionSettings, Sessions};
@@ -19,7 +21,11 @@ pub struct AppState {
     pub config: Arc<Config>,
     pub leptos: LeptosOptions,
     pub sessions: Arc<SessionHub>,
-    pub responder: Arc<EchoResponder>,
+    pub responder: Arc<ChatResponder>,
+    /// The language model that answers.
+    pub llm: Arc<dyn Llm>,
+    /// The models on offer, kept fresh in the background.
+    pub models: Arc<Catalog>,
     /// Where code runs: the local jail.
     pub sandbox: Arc<dyn Sandbox>,
     /// Open sandbox sessions (the run API's `session_id`s).
@@ -53,11 +59,19 @@ impl AppState {
                 limits: jail_config.max_limits,
             },
         );
+        let llm = crate::llm::from_config(&config);
+        let models = Catalog::new(Arc::clone(&llm), config.llm.model.clone());
+        let responder = Arc::new(ChatResponder {
+            llm: Arc::clone(&llm),
+            max_tokens: config.llm.max_tokens,
+        });
         Self {
             config: Arc::new(config),
             leptos,
             sessions: Arc::new(SessionHub::new()),
-            responder: Arc::new(EchoResponder::default()),
+            responder,
+            llm,
+            models,
             sandbox,
             sandbox_sessions,
             turns: TaskTracker::new(),

@@ -8,7 +8,7 @@ export class NotebookPage {
   readonly conversation: Locator;
   readonly cells: Locator;
   readonly userCells: Locator;
-  readonly echoCells: Locator;
+  readonly answerCells: Locator;
   readonly problem: Locator;
 
   constructor(readonly page: Page) {
@@ -18,7 +18,7 @@ export class NotebookPage {
     this.conversation = page.getByRole('region', { name: 'Conversation' });
     this.cells = this.conversation.getByRole('article');
     this.userCells = this.conversation.getByRole('article', { name: 'You' });
-    this.echoCells = this.conversation.getByRole('article', { name: 'Echo' });
+    this.answerCells = this.conversation.getByRole('article', { name: 'Answer' });
     this.problem = page.getByRole('alert').filter({ hasText: /\S/ });
   }
 

@@ -1,6 +1,7 @@
-//! What answers a person's message. For now the echo responder, which streams
-//! the message back; the language-model agent replaces it.
+//! What answers a person's message: for now the chat responder, which streams
+//! the model's reply; the notebook agent (code, result, explanation) grows
+//! from it.
 
-mod echo;
+mod chat;
 
-pub use echo::{EchoResponder, chunks};
+pub use chat::{ChatResponder, SYSTEM_PROMPT};

@@ -6,7 +6,7 @@ mod ws;
 
 use std::sync::Arc;
 
-use app::api::ports::SharedSessionLogs;
+use app::api::ports::{SharedModelCatalog, SharedSessionLogs};
 use app::{App, shell};
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, State};
@@ -31,7 +31,11 @@ const MAX_BODY_BYTES: usize = 1024 * 1024;
 pub fn router(state: AppState) -> Router {
     let routes = generate_route_list(App);
     let logs: SharedSessionLogs = state.sessions.clone();
-    let context = move || provide_context(Arc::clone(&logs));
+    let catalog: SharedModelCatalog = state.models.clone();
+    let context = move || {
+        provide_context(Arc::clone(&logs));
+        provide_context(Arc::clone(&catalog));
+    };
     let leptos = state.leptos.clone();
 
     let bundle = Router::new()
@@ -45,6 +49,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(healthz))
         .route("/", get(new_session))
         .route("/ws/sessions/{id}", get(ws::session_socket))
+        .route("/api/models", get(models))
         .route(
             "/v1/code_interpreter/run",
             post(run::run).layer(DefaultBodyLimit::max(run::MAX_RUN_BODY)),
@@ -84,6 +89,12 @@ async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
         "status": "ok",
         "sessions": state.sessions.len(),
     }))
+}
+
+/// `GET /api/models`: the models on offer, as the page's picker shows them.
+async fn models(State(state): State<AppState>) -> impl IntoResponse {
+    use app::api::ports::ModelCatalog;
+    axum::Json(state.models.choices())
 }
 
 /// `/` opens a new, empty session.

@@ -142,7 +142,7 @@ fn handle_text(
         }
     };
     match message {
-        ClientMessage::Ask { text } => {
+        ClientMessage::Ask { text, model } => {
             if let Err(err) = validate_ask(&text) {
                 return Some(refusal(err.code(), &format!("not sent: {err}")));
             }
@@ -163,7 +163,9 @@ fn handle_text(
             let responder = Arc::clone(&state.responder);
             let cancel = state.shutdown.child_token();
             state.turns.spawn(async move {
-                responder.run_turn(slot.channel(), text, cancel).await;
+                responder
+                    .run_turn(slot.channel(), text, model, cancel)
+                    .await;
             });
             None
         }

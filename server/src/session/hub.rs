@@ -178,7 +178,7 @@ mod tests {
     fn started(cell: u64) -> EventBody {
         EventBody::CellStarted {
             cell_id: CellId(cell),
-            cell_kind: CellKind::Echo,
+            cell_kind: CellKind::Answer,
         }
     }
 

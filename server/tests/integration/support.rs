@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use app::protocol::{ClientMessage, EventBody, SUBPROTOCOL, ServerMessage, SessionEvent};
 use futures::{SinkExt, StreamExt};
-use runcell::config::SandboxConfig;
+use runcell::config::{LlmBackend, LlmConfig, SandboxConfig};
 use runcell::{Config, launch_with_listener};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
@@ -35,6 +35,10 @@ impl TestServer {
     }
 
     pub async fn start_with(sandbox: SandboxConfig) -> Self {
+        Self::start_with_llm(sandbox, scripted()).await
+    }
+
+    pub async fn start_with_llm(sandbox: SandboxConfig, llm: LlmConfig) -> Self {
         let data = tempfile::tempdir().unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -44,6 +48,7 @@ impl TestServer {
             site_root: data.path().join("site"),
             log: "warn".into(),
             sandbox,
+            llm,
         };
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(launch_with_listener(config, listener, shutdown.clone()));
@@ -120,7 +125,11 @@ impl Client {
     }
 
     pub async fn ask(&mut self, text: &str) {
-        let frame = serde_json::to_string(&ClientMessage::Ask { text: text.into() }).unwrap();
+        let frame = serde_json::to_string(&ClientMessage::Ask {
+            text: text.into(),
+            model: None,
+        })
+        .unwrap();
         self.send_raw(Message::text(frame)).await;
     }
 
@@ -170,5 +179,14 @@ impl Client {
             }) => (protocol, session_id, last_seq),
             other => panic!("expected a welcome, got {other:?}"),
         }
+    }
+}
+
+/// The scripted model, streaming quickly: what tests talk to.
+pub fn scripted() -> LlmConfig {
+    LlmConfig {
+        backend: LlmBackend::Scripted,
+        scripted_delay_ms: 5,
+        ..LlmConfig::default()
     }
 }

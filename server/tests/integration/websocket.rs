@@ -28,7 +28,7 @@ async fn an_ask_streams_back_as_a_cell_in_several_frames() {
     assert!(matches!(
         events[1].event,
         EventBody::CellStarted {
-            cell_kind: CellKind::Echo,
+            cell_kind: CellKind::Answer,
             ..
         }
     ));

@@ -1,0 +1,302 @@
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use app::protocol::{CellError, CellId, CellKind, CellStatus, EventBody};
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::llm::fenced::extract_code;
+use crate::llm::tools::{ExecuteCode, execute_code_spec};
+use crate::llm::{ChatRequest, Completion, Llm, LlmError, LlmEvent, Message, ToolChoice};
+use crate::session::SessionChannel;
+
+/// What the model is told it is.
+pub const SYSTEM_PROMPT: &str = "You are runcell, a code interpreter. Answer the user's \
+request by writing one complete, runnable program (imports included) that prints its \
+result, and call the execute_code tool with it. Prefer Python. Keep any prose short.";
+
+/// Answers a message by streaming the model's reply into an answer cell.
+///
+/// Running the code the model writes belongs to the notebook agent; this
+/// responder shows the program (from a tool call or a fenced block) as the
+/// end of the answer.
+pub struct ChatResponder {
+    pub llm: Arc<dyn Llm>,
+    /// The longest answer, in tokens.
+    pub max_tokens: u32,
+}
+
+impl ChatResponder {
+    /// Runs one turn: records the message, then streams the answer cell.
+    /// Turns in a session run one after another. Cancelling drops the model's
+    /// stream at once and finishes the cell as `cancelled`.
+    #[tracing::instrument(name = "turn", skip_all, fields(session.id = %session.id(), llm.backend = self.llm.backend()))]
+    pub async fn run_turn(
+        &self,
+        session: &SessionChannel,
+        text: String,
+        model: Option<String>,
+        cancel: CancellationToken,
+    ) {
+        let _turn = session.turn.lock().await;
+        let started = Instant::now();
+        session.publish(EventBody::UserMessage {
+            cell_id: session.next_cell_id(),
+            text: text.clone(),
+        });
+        let cell_id = session.next_cell_id();
+        session.publish(EventBody::CellStarted {
+            cell_id,
+            cell_kind: CellKind::Answer,
+        });
+        let request = self.request(text, model);
+        let outcome = tokio::select! {
+            () = cancel.cancelled() => Outcome::Cancelled,
+            outcome = self.stream_answer(session, cell_id, request, started) => outcome,
+        };
+        let (status, error) = match outcome {
+            Outcome::Answered(completion) => {
+                if let Some(code) = program_of(&completion) {
+                    let shown = if completion.text.contains("```") {
+                        String::new()
+                    } else {
+                        format!(
+                            "{}```{}\n{}\n```",
+                            if completion.text.is_empty() {
+                                ""
+                            } else {
+                                "\n\n"
+                            },
+                            code.language,
+                            code.code
+                        )
+                    };
+                    if !shown.is_empty() {
+                        session.publish(EventBody::CellDelta {
+                            cell_id,
+                            text: shown,
+                        });
+                    }
+                }
+                (CellStatus::Ok, None)
+            }
+            Outcome::Cancelled => (CellStatus::Cancelled, None),
+            Outcome::Failed(e) => {
+                tracing::warn!(code = e.code(), error = %e, "the model failed");
+                (
+                    CellStatus::Error,
+                    Some(CellError {
+                        code: e.code().into(),
+                        message: e.to_string(),
+                    }),
+                )
+            }
+        };
+        let elapsed_ms = millis(started.elapsed());
+        session.publish(EventBody::CellFinished {
+            cell_id,
+            status,
+            elapsed_ms,
+            error,
+        });
+        tracing::info!(duration_ms = elapsed_ms, ?status, "turn finished");
+    }
+
+    fn request(&self, text: String, model: Option<String>) -> ChatRequest {
+        let tools = self.llm.capabilities().tools;
+        ChatRequest {
+            model,
+            messages: vec![Message::system(SYSTEM_PROMPT), Message::user(text)],
+            tools: if tools {
+                vec![execute_code_spec()]
+            } else {
+                Vec::new()
+            },
+            tool_choice: ToolChoice::Auto,
+            max_tokens: Some(self.max_tokens),
+            temperature: Some(0.0),
+            ..ChatRequest::default()
+        }
+    }
+
+    async fn stream_answer(
+        &self,
+        session: &SessionChannel,
+        cell_id: CellId,
+        request: ChatRequest,
+        started: Instant,
+    ) -> Outcome {
+        let mut stream = match self.llm.chat(request).await {
+            Ok(stream) => stream,
+            Err(e) => return Outcome::Failed(e),
+        };
+        let mut first_token = None;
+        let mut calls_started = false;
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(LlmEvent::Text(text)) => {
+                    first_token.get_or_insert_with(|| started.elapsed());
+                    session.publish(EventBody::CellDelta { cell_id, text });
+                }
+                Ok(LlmEvent::ToolCallDelta { .. }) => {
+                    first_token.get_or_insert_with(|| started.elapsed());
+                    calls_started = true;
+                }
+                Ok(LlmEvent::Done(completion)) => {
+                    tracing::info!(
+                        ttft_ms = first_token.map(millis),
+                        prompt_tokens = completion.usage.map(|u| u.prompt_tokens),
+                        completion_tokens = completion.usage.map(|u| u.completion_tokens),
+                        tool_calls = completion.tool_calls.len(),
+                        "model answered"
+                    );
+                    return Outcome::Answered(completion);
+                }
+                Err(e) => return Outcome::Failed(e),
+            }
+        }
+        let detail = if calls_started {
+            "a tool call"
+        } else {
+            "the answer"
+        };
+        Outcome::Failed(LlmError::MalformedStream(format!(
+            "the stream ended in the middle of {detail}"
+        )))
+    }
+}
+
+enum Outcome {
+    Answered(Completion),
+    Cancelled,
+    Failed(LlmError),
+}
+
+/// The program an answer carries: its first `execute_code` call, or else a
+/// fenced block in its text.
+fn program_of(completion: &Completion) -> Option<ExecuteCode> {
+    completion
+        .tool_calls
+        .iter()
+        .find_map(|call| ExecuteCode::parse(&call.name, &call.arguments).ok())
+        .or_else(|| extract_code(&completion.text))
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use app::notebook::Notebook;
+
+    use super::*;
+    use crate::llm::scripted::ScriptedLlm;
+    use crate::session::{SessionHub, SessionId};
+
+    fn fresh_channel() -> Arc<SessionChannel> {
+        SessionHub::new().channel(SessionId::random())
+    }
+
+    fn responder(frame_delay: Duration) -> ChatResponder {
+        ChatResponder {
+            llm: Arc::new(ScriptedLlm {
+                frame_delay,
+                ..ScriptedLlm::default()
+            }),
+            max_tokens: 256,
+        }
+    }
+
+    async fn turn(responder: &ChatResponder, text: &str) -> Notebook {
+        let channel = fresh_channel();
+        responder
+            .run_turn(&channel, text.into(), None, CancellationToken::new())
+            .await;
+        Notebook::from_events(&channel.events_after(0))
+    }
+
+    #[tokio::test]
+    async fn a_turn_streams_the_answer() {
+        let channel = fresh_channel();
+        responder(Duration::ZERO)
+            .run_turn(
+                &channel,
+                "one two three".into(),
+                None,
+                CancellationToken::new(),
+            )
+            .await;
+        let events = channel.events_after(0);
+        let deltas = events
+            .iter()
+            .filter(|e| matches!(e.event, EventBody::CellDelta { .. }))
+            .count();
+        assert_eq!(deltas, 3);
+        let notebook = Notebook::from_events(&events);
+        assert_eq!(notebook.cells().len(), 2);
+        assert_eq!(notebook.cells()[1].text, "one two three");
+        assert_eq!(notebook.cells()[1].status, CellStatus::Ok);
+    }
+
+    #[tokio::test]
+    async fn a_tool_call_is_shown_as_its_program() {
+        let notebook = turn(&responder(Duration::ZERO), "```python\nprint(42)\n```").await;
+        assert_eq!(notebook.cells()[1].text, "```python\nprint(42)\n```");
+    }
+
+    #[tokio::test]
+    async fn model_errors_finish_the_cell_with_a_reason() {
+        let notebook = {
+            let channel = fresh_channel();
+            responder(Duration::ZERO)
+                .run_turn(
+                    &channel,
+                    "hi".into(),
+                    Some("gpt-9".into()),
+                    CancellationToken::new(),
+                )
+                .await;
+            Notebook::from_events(&channel.events_after(0))
+        };
+        let cell = &notebook.cells()[1];
+        assert_eq!(cell.status, CellStatus::Error);
+        let error = cell
+            .error
+            .clone()
+            .unwrap_or_else(|| panic!("no error in {cell:?}"));
+        assert_eq!(error.code, "llm_model_not_found");
+        assert!(error.message.contains("gpt-9"), "{error:?}");
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_turn_finishes_its_cell_as_cancelled() {
+        let channel = fresh_channel();
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        responder(Duration::from_secs(3600))
+            .run_turn(&channel, "never streamed".into(), None, cancel)
+            .await;
+        let notebook = Notebook::from_events(&channel.events_after(0));
+        assert_eq!(notebook.cells()[1].status, CellStatus::Cancelled);
+        assert_eq!(notebook.cells()[1].text, "");
+    }
+
+    #[tokio::test]
+    async fn turns_in_one_session_do_not_interleave() {
+        let channel = fresh_channel();
+        let responder = responder(Duration::from_millis(1));
+        let token = CancellationToken::new();
+        tokio::join!(
+            responder.run_turn(&channel, "a b c".into(), None, token.clone()),
+            responder.run_turn(&channel, "d e f".into(), None, token.clone()),
+        );
+        let notebook = Notebook::from_events(&channel.events_after(0));
+        let texts: Vec<&str> = notebook.cells().iter().map(|c| c.text.as_str()).collect();
+        assert!(
+            texts == ["a b c", "a b c", "d e f", "d e f"]
+                || texts == ["d e f", "d e f", "a b c", "a b c"],
+            "{texts:?}"
+        );
+    }
+}

@@ -1,0 +1,381 @@
+//! The scripted model: deterministic answers for tests and demos, no weights.
+//!
+//! - A fenced code block in the last user message becomes an `execute_code`
+//!   tool call with that code (or, in `fenced` mode or when no tool is
+//!   offered, a prose reply containing the block).
+//! - After a tool result it explains, quoting the result.
+//! - `fail_first`: the first attempt's code raises; after the error comes
+//!   back, the retry is the code as written.
+//! - `slow`: everything streams slowly, for Stop tests.
+//! - Anything else is answered by streaming the message back.
+//!
+//! A message may pick its own mode with a first line `#scripted: MODE`.
+//! See `docs/testing.md`.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+
+use super::fenced::extract_code;
+use super::tools::{EXECUTE_CODE, ExecuteCode};
+use super::{
+    Capabilities, ChatRequest, ChatStream, Completion, FinishReason, Llm, LlmError, LlmEvent,
+    Message, ModelInfo, Role, ToolCall, ToolChoice, Usage,
+};
+
+/// The one model the scripted backend serves.
+pub const MODEL: &str = "scripted";
+
+/// The most frames one answer is cut into, however long.
+const MAX_CHUNKS: usize = 48;
+
+/// How the scripted model behaves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScriptedMode {
+    /// Code becomes a tool call.
+    #[default]
+    Tool,
+    /// Code comes back as a fenced block in prose (a model without tools).
+    Fenced,
+    /// The first attempt fails; the retry is right.
+    FailFirst,
+    /// Like `tool`, streamed slowly.
+    Slow,
+}
+
+impl FromStr for ScriptedMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "tool" => Ok(Self::Tool),
+            "fenced" => Ok(Self::Fenced),
+            "fail_first" => Ok(Self::FailFirst),
+            "slow" => Ok(Self::Slow),
+            other => Err(format!(
+                "unknown scripted mode `{other}` (tool, fenced, fail_first, slow)"
+            )),
+        }
+    }
+}
+
+/// The code the first attempt runs in `fail_first` mode.
+pub const FAILING_CODE: &str = "raise RuntimeError('scripted failure: first attempt')";
+
+#[derive(Clone, Debug)]
+pub struct ScriptedLlm {
+    pub mode: ScriptedMode,
+    /// The pause before each streamed frame.
+    pub frame_delay: Duration,
+    /// The pause in `slow` mode.
+    pub slow_delay: Duration,
+}
+
+impl Default for ScriptedLlm {
+    fn default() -> Self {
+        Self {
+            mode: ScriptedMode::Tool,
+            frame_delay: Duration::from_millis(40),
+            slow_delay: Duration::from_millis(500),
+        }
+    }
+}
+
+/// What the model decided to say.
+#[derive(Debug, PartialEq)]
+enum Reply {
+    Text(String),
+    Call(ExecuteCode),
+}
+
+impl ScriptedLlm {
+    fn decide(&self, request: &ChatRequest) -> (Reply, ScriptedMode) {
+        let last_user = request.messages.iter().rposition(|m| m.role == Role::User);
+        let user_text = last_user.map_or("", |i| request.messages[i].content.as_str());
+        let (mode, user_text) = mode_directive(user_text).unwrap_or((self.mode, user_text));
+        let since_user = last_user.map_or(&request.messages[..], |i| &request.messages[i + 1..]);
+        let tools_offered = request.tools.iter().any(|t| t.name == EXECUTE_CODE)
+            && request.tool_choice != ToolChoice::None;
+        let wants_code = extract_code(user_text);
+
+        if let Some(result) = since_user.iter().rev().find(|m| m.role == Role::Tool) {
+            let failed = looks_failed(&result.content);
+            let attempts = since_user.iter().filter(|m| m.role == Role::Tool).count();
+            if let Some(code) =
+                wants_code.filter(|_| failed && mode == ScriptedMode::FailFirst && attempts == 1)
+            {
+                return (self.code_reply(code, tools_offered, mode), mode);
+            }
+            return (Reply::Text(explanation(&result.content, failed)), mode);
+        }
+        match wants_code {
+            Some(mut code) => {
+                if mode == ScriptedMode::FailFirst {
+                    code.code = FAILING_CODE.into();
+                    code.language = "python".into();
+                }
+                (self.code_reply(code, tools_offered, mode), mode)
+            }
+            None if matches!(
+                request.tool_choice,
+                ToolChoice::Required | ToolChoice::Named(_)
+            ) && tools_offered =>
+            {
+                let code = format!("print({})", serde_json::Value::from(user_text));
+                (
+                    Reply::Call(ExecuteCode {
+                        language: "python".into(),
+                        code,
+                    }),
+                    mode,
+                )
+            }
+            None => (Reply::Text(user_text.to_string()), mode),
+        }
+    }
+
+    fn code_reply(&self, code: ExecuteCode, tools_offered: bool, mode: ScriptedMode) -> Reply {
+        if tools_offered && mode != ScriptedMode::Fenced {
+            Reply::Call(code)
+        } else {
+            Reply::Text(format!(
+                "Here is the code:\n\n```{}\n{}\n```\n",
+                code.language, code.code
+            ))
+        }
+    }
+}
+
+/// A first line `#scripted: MODE` picks the mode for this message.
+fn mode_directive(text: &str) -> Option<(ScriptedMode, &str)> {
+    let rest = text.trim_start().strip_prefix("#scripted:")?;
+    let (mode, rest) = rest.split_once('\n').unwrap_or((rest, ""));
+    Some((mode.parse().ok()?, rest))
+}
+
+fn looks_failed(result: &str) -> bool {
+    ["Traceback", "Error", "error:", "exit code"]
+        .iter()
+        .any(|mark| result.contains(mark))
+}
+
+fn explanation(result: &str, failed: bool) -> String {
+    let quoted: String = result.trim().chars().take(200).collect();
+    if failed {
+        format!("The code failed. The error was: «{quoted}»")
+    } else if quoted.is_empty() {
+        "The code ran and printed nothing.".into()
+    } else {
+        format!("The code ran. Its output was: «{quoted}»")
+    }
+}
+
+/// Cuts `text` into at most [`MAX_CHUNKS`] pieces at word ends; the pieces
+/// put together are `text` again.
+pub fn chunks(text: &str) -> Vec<&str> {
+    let target = text.len().div_ceil(MAX_CHUNKS).max(1);
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    let mut end = 0;
+    for word in text.split_inclusive(char::is_whitespace) {
+        end += word.len();
+        if end - start >= target {
+            pieces.push(&text[start..end]);
+            start = end;
+        }
+    }
+    if start < text.len() {
+        pieces.push(&text[start..]);
+    }
+    pieces
+}
+
+/// A rough token count: words and punctuation.
+fn count_tokens(text: &str) -> u32 {
+    u32::try_from(text.split_whitespace().count()).unwrap_or(u32::MAX)
+}
+
+#[async_trait::async_trait]
+impl Llm for ScriptedLlm {
+    fn backend(&self) -> &'static str {
+        "scripted"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            tools: true,
+            structured_output: false,
+            streaming: true,
+        }
+    }
+
+    async fn models(&self) -> Result<Vec<ModelInfo>, LlmError> {
+        Ok(vec![ModelInfo {
+            id: MODEL.into(),
+            owned_by: Some("runcell".into()),
+        }])
+    }
+
+    async fn chat(&self, request: ChatRequest) -> Result<ChatStream, LlmError> {
+        if let Some(model) = request.model.as_deref().filter(|m| *m != MODEL) {
+            return Err(LlmError::ModelNotFound {
+                model: model.chars().take(100).collect(),
+                message: format!("the scripted backend serves only `{MODEL}`"),
+            });
+        }
+        let (reply, mode) = self.decide(&request);
+        let delay = if mode == ScriptedMode::Slow {
+            self.slow_delay
+        } else {
+            self.frame_delay
+        };
+        let prompt_tokens = request
+            .messages
+            .iter()
+            .map(|m: &Message| count_tokens(&m.content))
+            .sum();
+        let (frames, completion) = match reply {
+            Reply::Text(text) => {
+                let frames: Vec<LlmEvent> = chunks(&text)
+                    .into_iter()
+                    .map(|piece| LlmEvent::Text(piece.to_string()))
+                    .collect();
+                let completion = Completion {
+                    usage: Some(Usage {
+                        prompt_tokens,
+                        completion_tokens: count_tokens(&text),
+                    }),
+                    text,
+                    tool_calls: Vec::new(),
+                    finish_reason: FinishReason::Stop,
+                };
+                (frames, completion)
+            }
+            Reply::Call(call) => {
+                let arguments =
+                    serde_json::json!({"language": call.language, "code": call.code}).to_string();
+                let frames: Vec<LlmEvent> = chunks(&arguments)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, piece)| LlmEvent::ToolCallDelta {
+                        index: 0,
+                        id: (i == 0).then(|| "call_0".to_string()),
+                        name: (i == 0).then(|| EXECUTE_CODE.to_string()),
+                        arguments: piece.to_string(),
+                    })
+                    .collect();
+                let completion = Completion {
+                    usage: Some(Usage {
+                        prompt_tokens,
+                        completion_tokens: count_tokens(&arguments),
+                    }),
+                    text: String::new(),
+                    tool_calls: vec![ToolCall {
+                        id: "call_0".into(),
+                        name: EXECUTE_CODE.into(),
+                        arguments,
+                    }],
+                    finish_reason: FinishReason::ToolCalls,
+                };
+                (frames, completion)
+            }
+        };
+        let events = frames
+            .into_iter()
+            .chain(std::iter::once(LlmEvent::Done(completion)));
+        let stream = futures::stream::iter(events).then(move |event| async move {
+            if !matches!(event, LlmEvent::Done(_)) {
+                tokio::time::sleep(delay).await;
+            }
+            Ok(event)
+        });
+        Ok(Box::pin(stream))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::llm::conformance;
+    use crate::llm::tools::execute_code_spec;
+
+    fn quick() -> ScriptedLlm {
+        ScriptedLlm {
+            frame_delay: Duration::ZERO,
+            slow_delay: Duration::from_millis(200),
+            ..ScriptedLlm::default()
+        }
+    }
+
+    fn ask(text: &str) -> ChatRequest {
+        ChatRequest {
+            messages: vec![Message::system("be useful"), Message::user(text)],
+            tools: vec![execute_code_spec()],
+            ..ChatRequest::default()
+        }
+    }
+
+    #[test]
+    fn short_messages_go_a_word_a_frame() {
+        assert_eq!(chunks("how many r's"), vec!["how ", "many ", "r's"]);
+        assert_eq!(chunks("x"), vec!["x"]);
+        assert!(chunks("").is_empty());
+    }
+
+    proptest! {
+        #[test]
+        fn chunks_rebuild_the_text_within_the_frame_limit(text in "\\PC{0,2000}") {
+            let pieces = chunks(&text);
+            prop_assert_eq!(pieces.concat(), text.clone());
+            prop_assert!(pieces.len() <= MAX_CHUNKS + 1, "{} pieces", pieces.len());
+        }
+    }
+
+    #[test]
+    fn decisions_follow_the_script() {
+        let llm = quick();
+        let code = ExecuteCode {
+            language: "python".into(),
+            code: "print(6*7)".into(),
+        };
+        let asked = "run this\n```python\nprint(6*7)\n```";
+        assert_eq!(llm.decide(&ask(asked)).0, Reply::Call(code.clone()));
+        let fenced = format!("#scripted: fenced\n{asked}");
+        assert!(
+            matches!(llm.decide(&ask(&fenced)).0, Reply::Text(t) if t.contains("```python\nprint(6*7)"))
+        );
+        assert_eq!(
+            llm.decide(&ask("hello there")).0,
+            Reply::Text("hello there".into())
+        );
+
+        // fail_first: a failing first attempt, the real code after the error.
+        let failing = format!("#scripted: fail_first\n{asked}");
+        let mut request = ask(&failing);
+        assert!(matches!(llm.decide(&request).0, Reply::Call(c) if c.code == FAILING_CODE));
+        request.messages.push(Message::tool(
+            "call_0",
+            "Traceback ...\nRuntimeError: scripted failure",
+        ));
+        assert_eq!(llm.decide(&request).0, Reply::Call(code));
+        request.messages.push(Message::tool("call_1", "42\n"));
+        assert!(matches!(llm.decide(&request).0, Reply::Text(t) if t.contains("«42»")));
+    }
+
+    #[tokio::test]
+    async fn the_scripted_model_passes_the_conformance_suite() {
+        let llm = quick();
+        conformance::streams_text(&llm, "say something short").await;
+        conformance::calls_the_tool(&llm, "Write Python that prints the factorial of 5\n```python\nimport math\nprint(math.factorial(5))\n```").await;
+        conformance::cancels_mid_stream(
+            &llm,
+            "#scripted: slow\nwords words words words words words",
+        )
+        .await;
+        conformance::refuses_an_unknown_model(&llm).await;
+    }
+}
