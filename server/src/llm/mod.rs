@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod conformance;
 pub mod fenced;
 pub mod lazy;
+pub mod openai;
 pub mod scripted;
 pub mod tools;
 mod types;
@@ -19,6 +20,29 @@ use std::time::Duration;
 pub use types::*;
 
 use crate::config::{Config, LlmBackend};
+
+/// A backend that could not be set up: every request says why.
+struct Broken(LlmError);
+
+#[async_trait::async_trait]
+impl Llm for Broken {
+    fn backend(&self) -> &'static str {
+        "unavailable"
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            tools: false,
+            structured_output: false,
+            streaming: false,
+        }
+    }
+    async fn models(&self) -> Result<Vec<ModelInfo>, LlmError> {
+        Err(self.0.clone())
+    }
+    async fn chat(&self, _request: ChatRequest) -> Result<ChatStream, LlmError> {
+        Err(self.0.clone())
+    }
+}
 
 /// The backend the configuration names. The embedded model loads in the
 /// background (seconds); requests wait for it, and a missing model file is
@@ -31,8 +55,26 @@ pub fn from_config(config: &Config) -> Arc<dyn Llm> {
             frame_delay: Duration::from_millis(llm.scripted_delay_ms),
             ..scripted::ScriptedLlm::default()
         }),
-        LlmBackend::Auto | LlmBackend::Openai | LlmBackend::Embedded => {
-            Arc::new(scripted::ScriptedLlm::default())
+        LlmBackend::Auto | LlmBackend::Openai => {
+            let settings = openai::OpenAiConfig {
+                api_key: Some(llm.api_key.clone()).filter(|k| !k.trim().is_empty()),
+                model: Some(llm.model.clone()).filter(|m| !m.trim().is_empty()),
+                request_timeout: Duration::from_secs(llm.timeout_secs),
+                max_retries: llm.max_retries,
+                tools: llm.tools,
+                structured_output: match llm.structured_output.as_str() {
+                    "json_schema" => openai::StructuredOutputMode::JsonSchema,
+                    "json_object" => openai::StructuredOutputMode::JsonObject,
+                    "off" => openai::StructuredOutputMode::Off,
+                    _ => openai::StructuredOutputMode::Auto,
+                },
+                ..openai::OpenAiConfig::new(llm.base_url.trim())
+            };
+            match openai::OpenAiClient::new(settings) {
+                Ok(client) => Arc::new(client),
+                Err(e) => Arc::new(Broken(e)),
+            }
         }
+        LlmBackend::Embedded => Arc::new(scripted::ScriptedLlm::default()),
     }
 }

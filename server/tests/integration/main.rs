@@ -8,6 +8,8 @@
 
 mod binary;
 mod kernel;
+mod llm;
+mod peer;
 mod sandbox;
 mod support;
 mod web;

@@ -1,0 +1,147 @@
+//! The language-model layer against real peers: llama-cpp-python's
+//! OpenAI-compatible server, and a server that is not there at all.
+
+use std::time::Duration;
+
+use app::protocol::{CellStatus, EventBody, ServerMessage};
+use runcell::config::{LlmBackend, LlmConfig, SandboxConfig};
+use runcell::llm::openai::{OpenAiClient, OpenAiConfig};
+use runcell::llm::{Llm, conformance};
+
+use crate::peer::LlamaServer;
+use crate::support::{Client, TestServer, http, new_session_id};
+
+/// A small model on two shared cores: answers take seconds.
+const ANSWER_PATIENCE: Duration = Duration::from_secs(240);
+
+fn openai_backend(base_url: &str) -> LlmConfig {
+    LlmConfig {
+        backend: LlmBackend::Openai,
+        base_url: base_url.into(),
+        max_tokens: 96,
+        max_retries: 0,
+        timeout_secs: 120,
+        ..LlmConfig::default()
+    }
+}
+
+/// Events until the answer cell finishes, however long the model takes.
+async fn answer(client: &mut Client) -> (String, CellStatus, Option<String>) {
+    let mut text = String::new();
+    loop {
+        let frame = tokio::time::timeout(ANSWER_PATIENCE, client.next())
+            .await
+            .expect("no answer in time");
+        let Some(ServerMessage::Event(event)) = frame else {
+            panic!("expected an event, got {frame:?}");
+        };
+        match event.event {
+            EventBody::CellDelta { text: piece, .. } => text.push_str(&piece),
+            EventBody::CellFinished { status, error, .. } => {
+                return (text, status, error.map(|e| e.code));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `/api/models` once `ready` holds (the list is read in the background).
+async fn picker(
+    server: &TestServer,
+    ready: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let mut listed = serde_json::Value::Null;
+    for _ in 0..100 {
+        listed = http()
+            .get(server.url("/api/models"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if ready(&listed) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    listed
+}
+
+#[tokio::test]
+async fn the_openai_client_passes_the_conformance_suite_against_llama_cpp_python() {
+    let Some(peer) = LlamaServer::start().await else {
+        return;
+    };
+    let client = OpenAiClient::new(OpenAiConfig {
+        max_retries: 0,
+        ..OpenAiConfig::new(&peer.base_url)
+    })
+    .unwrap();
+    let models = client.models().await.unwrap();
+    assert_eq!(models.len(), 1, "{models:?}");
+    assert!(models[0].id.ends_with(".gguf"), "{models:?}");
+
+    conformance::streams_text(&client, "Name three colours.").await;
+    let call =
+        conformance::calls_the_tool(&client, "Write Python that prints the factorial of 5.").await;
+    assert_eq!(call.language, "python");
+    conformance::cancels_mid_stream(&client, "Count from 1 to 200, one number per line.").await;
+    conformance::refuses_an_unknown_model(&client).await;
+
+    // The notebook, answered by the real server through the whole stack.
+    let server = TestServer::start_with_llm(
+        SandboxConfig {
+            pool_size: 0,
+            ..SandboxConfig::default()
+        },
+        openai_backend(&peer.base_url),
+    )
+    .await;
+    let listed = picker(&server, |l| {
+        l["models"].as_array().is_some_and(|m| !m.is_empty())
+    })
+    .await;
+    assert_eq!(listed["backend"], "openai");
+    assert_eq!(listed["models"][0], models[0].id.as_str(), "{listed}");
+
+    let mut page = server.join(&new_session_id()).await;
+    page.ask("Write Python that prints the factorial of 5.")
+        .await;
+    let (text, status, error) = answer(&mut page).await;
+    assert_eq!(status, CellStatus::Ok, "{error:?}: {text}");
+    assert!(!text.trim().is_empty());
+}
+
+#[tokio::test]
+async fn a_dead_model_server_is_an_error_cell_and_the_session_goes_on() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let server = TestServer::start_with_llm(
+        SandboxConfig {
+            pool_size: 0,
+            ..SandboxConfig::default()
+        },
+        openai_backend(&format!("http://127.0.0.1:{port}/v1")),
+    )
+    .await;
+    let mut page = server.join(&new_session_id()).await;
+    for _ in 0..2 {
+        page.ask("anyone there?").await;
+        let (text, status, error) = answer(&mut page).await;
+        assert_eq!(status, CellStatus::Error, "{text}");
+        assert_eq!(error.as_deref(), Some("llm_unreachable"));
+    }
+    // The picker says why there is nothing to pick.
+    let listed = picker(&server, |l| !l["problem"].is_null()).await;
+    assert!(
+        listed["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("cannot be reached")),
+        "{listed}"
+    );
+    let health = http().get(server.url("/healthz")).send().await.unwrap();
+    assert!(health.status().is_success());
+}
