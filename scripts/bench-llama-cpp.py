@@ -1,8 +1,8 @@
 """llama.cpp's side of `runcell bench llm`: load a GGUF with llama-cpp-python,
-feed it a prompt (read from stdin, already rendered with the chat template),
-generate greedily and print one JSON line of timings.
+render the chat messages read from stdin (JSON list) with the GGUF's own chat
+template, generate greedily and print one JSON line of timings.
 
-    python bench-llama-cpp.py MODEL.gguf THREADS MAX_TOKENS < prompt.txt
+    python bench-llama-cpp.py MODEL.gguf THREADS MAX_TOKENS < messages.json
 """
 import json
 import sys
@@ -13,13 +13,19 @@ import llama_cpp
 
 def main() -> None:
     model, threads, max_tokens = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    prompt = sys.stdin.read()
+    messages = json.load(sys.stdin)
     started = time.perf_counter()
     llm = llama_cpp.Llama(
         model_path=model, n_ctx=4096, n_threads=threads, n_threads_batch=threads,
         verbose=False,
     )
     load_s = time.perf_counter() - started
+    formatter = llama_cpp.llama_chat_format.Jinja2ChatFormatter(
+        template=llm.metadata["tokenizer.chat_template"],
+        eos_token=llm.detokenize([llm.token_eos()]).decode(),
+        bos_token=llm.detokenize([llm.token_bos()]).decode(),
+    )
+    prompt = formatter(messages=messages).prompt
     tokens = llm.tokenize(prompt.encode(), add_bos=False, special=True)
 
     started = time.perf_counter()

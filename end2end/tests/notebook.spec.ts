@@ -142,3 +142,25 @@ test.describe('with JavaScript', () => {
     await expect(notebook.answerCells.first().locator('.cell-body')).toHaveText('still here');
   });
 });
+
+test('the model picker lists what the backend serves', async ({ page }) => {
+  const notebook = new NotebookPage(page);
+  await notebook.openNew();
+  const picker = page.getByRole('combobox', { name: 'Model' });
+  await expect(picker).toBeVisible();
+  await expect(picker.locator('option')).toHaveText(['scripted']);
+});
+
+test.describe('answers from the model', () => {
+  test.skip(({ javaScriptEnabled }) => !javaScriptEnabled, 'needs the hydrated page');
+
+  test('a program the model writes is shown in its answer', async ({ page }) => {
+    const notebook = new NotebookPage(page);
+    await notebook.openNew();
+    await notebook.waitConnected();
+    await notebook.ask('Run this:\n```python\nprint(6 * 7)\n```');
+    const answer = notebook.answerCells.first();
+    await expect(answer).toHaveAttribute('data-status', 'ok');
+    await expect(answer.locator('.cell-body')).toHaveText('```python\nprint(6 * 7)\n```');
+  });
+});

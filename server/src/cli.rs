@@ -27,16 +27,42 @@ pub enum Command {
     /// Check every sandbox isolation layer and run hello-world in each
     /// language inside the jail; exits non-zero if anything is missing.
     Doctor,
-    /// Measure the sandbox (latency percentiles and idle memory) and print a
-    /// table beside the targets.
+    /// Measure and print a table beside the targets: the sandbox (latency
+    /// percentiles, idle memory) or the language models.
     Bench {
+        #[arg(value_enum, default_value_t = BenchTarget::Sandbox)]
+        target: BenchTarget,
         /// Samples per measure.
         #[arg(long, default_value_t = 20)]
         iterations: usize,
         /// Idle sessions to open for the memory measure (0 skips it).
         #[arg(long, default_value_t = 100)]
         idle_sessions: usize,
+        /// `llm`: the GGUF to measure [default: ./data/models/<default model>]
+        #[arg(long)]
+        model: Option<PathBuf>,
+        /// `llm`: threads for both engines.
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+        /// `llm`: tokens generated per run.
+        #[arg(long, default_value_t = 64)]
+        tokens: u32,
+        /// `llm`: llama-cpp-python's interpreter [default: the one
+        /// scripts/setup-llama-cpp-python.sh builds]
+        #[arg(long)]
+        llama_python: Option<PathBuf>,
+        /// `llm`: also measure how often replies are programs that run
+        /// (constrained vs unconstrained; minutes).
+        #[arg(long)]
+        eval: bool,
     },
+}
+
+/// What `runcell bench` measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchTarget {
+    Sandbox,
+    Llm,
 }
 
 /// Settings that may be given as flags; they win over the environment

@@ -91,7 +91,7 @@ pub enum LlmBackend {
 }
 
 /// The file name of the default embedded model under `<data_dir>/models/`.
-pub const DEFAULT_MODEL_FILE: &str = "qwen2.5-coder-0.5b-instruct.gguf";
+pub use crate::llm::embedded::DEFAULT_MODEL_FILE;
 
 impl LlmConfig {
     /// The backend `auto` stands for, given the other settings.

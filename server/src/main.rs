@@ -1,7 +1,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use runcell::cli::{Cli, Command};
+use runcell::cli::{BenchTarget, Cli, Command};
 use runcell::{Config, telemetry};
 
 #[tokio::main]
@@ -11,10 +11,37 @@ async fn main() -> ExitCode {
         Command::Serve(settings) | Command::Config(settings) => settings,
         Command::Doctor => return doctor().await,
         Command::Bench {
+            target,
             iterations,
             idle_sessions,
+            model,
+            threads,
+            tokens,
+            llama_python,
+            eval,
         } => {
-            return match runcell::bench::run(*iterations, *idle_sessions).await {
+            let result = match target {
+                BenchTarget::Sandbox => {
+                    runcell::bench::sandbox::run(*iterations, *idle_sessions).await
+                }
+                BenchTarget::Llm => {
+                    let options = runcell::bench::llm::LlmBenchOptions {
+                        model: model.clone().unwrap_or_else(|| {
+                            std::path::Path::new("data/models")
+                                .join(runcell::config::DEFAULT_MODEL_FILE)
+                        }),
+                        llama_python: llama_python
+                            .clone()
+                            .or_else(runcell::bench::llm::default_llama_python),
+                        threads: *threads,
+                        max_tokens: *tokens,
+                        ttft_samples: *iterations,
+                        eval: *eval,
+                    };
+                    runcell::bench::llm::run(options).await
+                }
+            };
+            return match result {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("runcell: {e}");

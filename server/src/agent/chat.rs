@@ -12,8 +12,8 @@ use crate::session::SessionChannel;
 
 /// What the model is told it is.
 pub const SYSTEM_PROMPT: &str = "You are runcell, a code interpreter. Answer the user's \
-request by writing one complete, runnable program (imports included) that prints its \
-result, and call the execute_code tool with it. Prefer Python. Keep any prose short.";
+request with one complete, runnable program (imports included) that prints its result. \
+Prefer Python. Keep any prose short.";
 
 /// Answers a message by streaming the model's reply into an answer cell.
 ///

@@ -7,6 +7,8 @@
 
 pub mod catalog;
 pub mod conformance;
+pub mod embedded;
+pub mod eval;
 pub mod fenced;
 pub mod lazy;
 pub mod openai;
@@ -75,6 +77,22 @@ pub fn from_config(config: &Config) -> Arc<dyn Llm> {
                 Err(e) => Arc::new(Broken(e)),
             }
         }
-        LlmBackend::Embedded => Arc::new(scripted::ScriptedLlm::default()),
+        LlmBackend::Embedded => {
+            let settings = embedded::EmbeddedConfig {
+                path: llm.model_file(&config.data_dir),
+                threads: llm.threads,
+                context_tokens: llm.context_tokens,
+                max_tokens: llm.max_tokens,
+            };
+            tracing::info!(path = %settings.path.display(), "loading the embedded model");
+            let capabilities = Capabilities {
+                tools: true,
+                structured_output: true,
+                streaming: true,
+            };
+            Arc::new(lazy::Lazy::spawn("embedded", capabilities, move || {
+                embedded::EmbeddedModel::load(settings).map(|m| Arc::new(m) as Arc<dyn Llm>)
+            }))
+        }
     }
 }

@@ -1,6 +1,5 @@
-//! `runcell bench`: the sandbox's speed and memory on this machine, measured
-//! server-side and printed side by side with the targets. A command, not a
-//! test: these machines are too noisy for timed assertions.
+//! `runcell bench sandbox`: the sandbox's speed and memory, measured
+//! server-side.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -12,16 +11,10 @@ use crate::sandbox::jail::{JailConfig, JailSandbox, PYTHON_ENV};
 use crate::sandbox::sessions::{SessionSettings, Sessions};
 use crate::sandbox::{Language, Limits, RunRequest, Sandbox, SandboxSession};
 
-#[derive(Debug, thiserror::Error)]
-#[error("bench: {0}")]
-pub struct BenchError(String);
-
-fn fail(e: impl std::fmt::Display) -> BenchError {
-    BenchError(e.to_string())
-}
+use super::{BenchError, fail};
 
 /// Median and 99th percentile, in milliseconds.
-fn stats(samples: &mut [Duration]) -> (f64, f64) {
+pub(super) fn stats(samples: &mut [Duration]) -> (f64, f64) {
     samples.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let at = |q: f64| {

@@ -1,0 +1,14 @@
+//! `runcell bench`: speed and memory on this machine, measured and printed
+//! side by side with the targets. A command, not a test: these machines are
+//! too noisy for timed assertions.
+
+pub mod llm;
+pub mod sandbox;
+
+#[derive(Debug, thiserror::Error)]
+#[error("bench: {0}")]
+pub struct BenchError(String);
+
+fn fail(e: impl std::fmt::Display) -> BenchError {
+    BenchError(e.to_string())
+}

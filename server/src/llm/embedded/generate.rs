@@ -1,0 +1,709 @@
+//! The sampling loop. It runs on one dedicated thread that owns the weights:
+//! jobs queue on a channel and run one at a time; tokens go back to the
+//! async side through a bounded tokio channel, and a closed channel (the
+//! `ChatStream` was dropped) stops the job before its next token.
+
+use std::sync::Arc;
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use candle_core::{Device, Tensor};
+use candle_transformers::generation::LogitsProcessor;
+use parking_lot::Mutex;
+use tokio::sync::mpsc::Sender;
+
+use super::constrain::{Constrainer, Constraint, mask_logits};
+use super::model::Weights;
+use super::tokenizer::{GgufTokenizer, Utf8Stream};
+use crate::llm::{Completion, FinishReason, LlmError, LlmEvent, ToolCall, Usage};
+
+/// Tokens fed to the model at once while reading the prompt.
+const PREFILL_CHUNK: usize = 256;
+
+/// Constrained steps in a row where the model wanted to stop before it
+/// gives up.
+const GIVE_UP_AFTER: usize = 3;
+
+/// What to do with the generated text.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Mode {
+    /// Free text.
+    Text,
+    /// Free text that may contain `<tool_call>{...}</tool_call>`.
+    TextOrToolCall,
+    /// Text constrained to a JSON schema.
+    Json(serde_json::Value),
+    /// A tool call constrained to `{"name": .., "arguments": ..}` + `tail`.
+    ToolCall {
+        tools: Vec<crate::llm::ToolSpec>,
+        tail: String,
+    },
+    /// A call of the `execute_code`-shaped tool `tool`, written as a fenced
+    /// code block under constraint and streamed as its JSON arguments.
+    FencedCode {
+        tool: String,
+        languages: Vec<String>,
+    },
+}
+
+/// One generation request for the worker.
+pub struct Job {
+    pub prompt: Vec<u32>,
+    pub max_new: usize,
+    /// `None` or ≤ 0: greedy.
+    pub temperature: Option<f64>,
+    pub seed: u64,
+    pub mode: Mode,
+    pub tx: Sender<Result<LlmEvent, LlmError>>,
+}
+
+/// Timings of the last finished job, for benchmarks.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GenStats {
+    pub prompt_tokens: usize,
+    pub prefill: Duration,
+    pub generated_tokens: usize,
+    pub generation: Duration,
+    pub cancelled: bool,
+}
+
+impl GenStats {
+    pub fn prefill_tokens_per_s(&self) -> f64 {
+        self.prompt_tokens as f64 / self.prefill.as_secs_f64().max(1e-9)
+    }
+    pub fn generated_tokens_per_s(&self) -> f64 {
+        self.generated_tokens as f64 / self.generation.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Everything the worker thread owns.
+pub struct Worker {
+    pub weights: Weights,
+    pub tokenizer: Arc<GgufTokenizer>,
+    pub constrainer: Arc<Constrainer>,
+    pub stats: Arc<Mutex<Option<GenStats>>>,
+}
+
+impl Worker {
+    /// Runs jobs until every sender is gone; candle's maths runs on `pool`.
+    pub fn run(mut self, pool: &rayon::ThreadPool, jobs: &Receiver<Job>) {
+        while let Ok(job) = jobs.recv() {
+            if job.tx.is_closed() {
+                continue;
+            }
+            let tx = job.tx.clone();
+            let result = pool.install(|| self.generate(&job));
+            match result {
+                Ok(stats) => {
+                    tracing::debug!(
+                        prompt_tokens = stats.prompt_tokens,
+                        prefill_tok_s = stats.prefill_tokens_per_s(),
+                        generated_tokens = stats.generated_tokens,
+                        gen_tok_s = stats.generated_tokens_per_s(),
+                        cancelled = stats.cancelled,
+                        "embedded generation"
+                    );
+                    *self.stats.lock() = Some(stats);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "embedded generation failed");
+                    let _ = tx.blocking_send(Err(e));
+                }
+            }
+        }
+    }
+
+    fn generate(&mut self, job: &Job) -> Result<GenStats, LlmError> {
+        let backend = |e: candle_core::Error| LlmError::Backend(e.to_string());
+        let mut stats = GenStats {
+            prompt_tokens: job.prompt.len(),
+            ..GenStats::default()
+        };
+        let mut matcher = match &job.mode {
+            Mode::Json(schema) => Some(Constraint::Json(schema.clone())),
+            Mode::ToolCall { tools, tail } => Some(Constraint::ToolCall {
+                tools: tools.clone(),
+                tail: tail.clone(),
+            }),
+            Mode::FencedCode { languages, .. } => Some(Constraint::FencedCode {
+                languages: languages.clone(),
+            }),
+            Mode::Text | Mode::TextOrToolCall => None,
+        }
+        .map(|c| self.constrainer.matcher(&c))
+        .transpose()
+        .map_err(LlmError::Backend)?;
+
+        // Read the prompt.
+        let started = Instant::now();
+        self.weights.clear_kv_cache();
+        let mut logits = Vec::new();
+        let mut pos = 0;
+        for chunk in job.prompt.chunks(PREFILL_CHUNK) {
+            if job.tx.is_closed() {
+                stats.cancelled = true;
+                return Ok(stats);
+            }
+            logits = self.weights.forward(chunk, pos).map_err(backend)?;
+            pos += chunk.len();
+        }
+        stats.prefill = started.elapsed();
+
+        let started = Instant::now();
+        let temperature = job.temperature.filter(|t| *t > 0.0);
+        let mut sampler = LogitsProcessor::new(job.seed, temperature, None);
+        let mut out = Output::new(job.mode.clone(), &job.tx);
+        let mut finish = FinishReason::Length;
+        let mut generated = 0;
+        let mut wants_to_stop = 0;
+        while generated < job.max_new {
+            // The model's own choice, before any mask.
+            let wanted = argmax(&logits);
+            if let Some(m) = matcher.as_mut()
+                && !mask_logits(m, &mut logits).map_err(LlmError::Backend)?
+            {
+                finish = FinishReason::Stop;
+                break;
+            }
+            let token = if temperature.is_none() {
+                argmax(&logits)
+            } else {
+                let n = logits.len();
+                let t = Tensor::from_vec(std::mem::take(&mut logits), n, &Device::Cpu)
+                    .map_err(backend)?;
+                sampler.sample(&t).map_err(backend)?
+            };
+            if matcher.is_some() && token != wanted && self.tokenizer.stop.contains(&wanted) {
+                // The model wants to stop where the grammar does not allow
+                // it (say, inside a string it forgot to close): a few times
+                // in a row means it is lost; give up rather than ramble.
+                wants_to_stop += 1;
+                if wants_to_stop >= GIVE_UP_AFTER {
+                    finish =
+                        FinishReason::Other("the model ended inside the constrained reply".into());
+                    break;
+                }
+            } else {
+                wants_to_stop = 0;
+            }
+            if self.tokenizer.stop.contains(&token) {
+                finish = FinishReason::Stop;
+                break;
+            }
+            generated += 1;
+            if let Some(m) = matcher.as_mut() {
+                m.consume_token(token)
+                    .map_err(|e| LlmError::Backend(format!("constraint: {e}")))?;
+            }
+            if !out.push(self.tokenizer.token_bytes(token)) {
+                stats.cancelled = true;
+                break;
+            }
+            if matcher.as_ref().is_some_and(|m| m.is_stopped()) {
+                finish = FinishReason::Stop;
+                break;
+            }
+            if generated < job.max_new {
+                if job.tx.is_closed() {
+                    stats.cancelled = true;
+                    break;
+                }
+                logits = self.weights.forward(&[token], pos).map_err(backend)?;
+                pos += 1;
+            }
+        }
+        stats.generated_tokens = generated;
+        stats.generation = started.elapsed();
+        if !stats.cancelled {
+            let usage = Usage {
+                prompt_tokens: job.prompt.len() as u32,
+                completion_tokens: generated as u32,
+            };
+            out.finish(finish, usage);
+        }
+        Ok(stats)
+    }
+}
+
+fn argmax(logits: &[f32]) -> u32 {
+    let mut best = 0;
+    let mut best_value = f32::NEG_INFINITY;
+    for (i, &v) in logits.iter().enumerate() {
+        if v > best_value {
+            best = i;
+            best_value = v;
+        }
+    }
+    best as u32
+}
+
+const TOOL_OPEN: &str = "<tool_call>";
+const TOOL_CLOSE: &str = "</tool_call>";
+const CALL_NAME: &str = "{\"name\": ";
+const CALL_ARGS: &str = ", \"arguments\": ";
+
+/// Turns token bytes into events, per mode.
+struct Output<'a> {
+    mode: Mode,
+    tx: &'a Sender<Result<LlmEvent, LlmError>>,
+    utf8: Utf8Stream,
+    /// All the text so far.
+    text: String,
+    /// How much of `text` (plain modes) or of the arguments (tool-call mode)
+    /// has been sent.
+    sent: usize,
+    /// Tool-call mode: the name, once the model wrote it.
+    name: Option<String>,
+    /// Fenced-code mode: the arguments JSON sent so far.
+    args: String,
+}
+
+const FENCE: &str = "```";
+
+/// `s` escaped as inside a JSON string (piece by piece, it concatenates).
+fn json_escape(s: &str) -> String {
+    let quoted = serde_json::Value::from(s).to_string();
+    quoted[1..quoted.len() - 1].to_string()
+}
+
+impl<'a> Output<'a> {
+    fn new(mode: Mode, tx: &'a Sender<Result<LlmEvent, LlmError>>) -> Self {
+        Self {
+            mode,
+            tx,
+            utf8: Utf8Stream::default(),
+            text: String::new(),
+            sent: 0,
+            name: None,
+            args: String::new(),
+        }
+    }
+
+    fn send(&self, event: LlmEvent) -> bool {
+        self.tx.blocking_send(Ok(event)).is_ok()
+    }
+
+    /// False when the receiver is gone.
+    fn push(&mut self, bytes: &[u8]) -> bool {
+        let piece = self.utf8.push(bytes);
+        if piece.is_empty() {
+            return !self.tx.is_closed();
+        }
+        self.text.push_str(&piece);
+        self.flush(false)
+    }
+
+    /// Sends what can be sent now (everything when `last`).
+    fn flush(&mut self, last: bool) -> bool {
+        match &self.mode {
+            Mode::FencedCode { tool, .. } => {
+                let Some(nl) = self.text.find('\n') else {
+                    return !self.tx.is_closed();
+                };
+                let body = &self.text[nl + 1..];
+                let end = match body.find(FENCE) {
+                    Some(i) => i,
+                    None if last => body.len(),
+                    None => body.len() - partial_suffix(body, FENCE),
+                };
+                let first = self.name.is_none();
+                let mut fragment = String::new();
+                if first {
+                    let language = self.text.get(FENCE.len()..nl).unwrap_or_default();
+                    fragment = format!(
+                        "{{\"language\": {}, \"code\": \"",
+                        serde_json::Value::from(language.trim())
+                    );
+                    self.name = Some(tool.clone());
+                }
+                if end > self.sent {
+                    fragment.push_str(&json_escape(&body[self.sent..end]));
+                    self.sent = end;
+                }
+                if fragment.is_empty() {
+                    return !self.tx.is_closed();
+                }
+                self.args.push_str(&fragment);
+                self.send(LlmEvent::ToolCallDelta {
+                    index: 0,
+                    id: first.then(|| "call_0".to_string()),
+                    name: if first { self.name.clone() } else { None },
+                    arguments: fragment,
+                })
+            }
+            Mode::Text | Mode::Json(_) => {
+                let new = self.text[self.sent..].to_string();
+                self.sent = self.text.len();
+                new.is_empty() || self.send(LlmEvent::Text(new))
+            }
+            Mode::TextOrToolCall => {
+                // Text up to a tool call is sent as it comes; a possible
+                // start of `<tool_call>` waits until it is clearly not one.
+                let end = match self.text.find(TOOL_OPEN) {
+                    Some(i) => i,
+                    None if last => self.text.len(),
+                    None => self.text.len() - partial_suffix(&self.text, TOOL_OPEN),
+                };
+                if end <= self.sent {
+                    return !self.tx.is_closed();
+                }
+                let new = self.text[self.sent..end].to_string();
+                self.sent = end;
+                self.send(LlmEvent::Text(new))
+            }
+            Mode::ToolCall { .. } => {
+                let Some(args_at) = self.text.find(CALL_ARGS) else {
+                    return !self.tx.is_closed();
+                };
+                let args = &self.text[args_at + CALL_ARGS.len()..];
+                // What follows the arguments (`}` and the tail) is not sent.
+                let end = json_end(args).unwrap_or(args.len());
+                let first = self.name.is_none();
+                if first {
+                    let name_json = self.text[..args_at]
+                        .strip_prefix(CALL_NAME)
+                        .unwrap_or_default();
+                    self.name = Some(serde_json::from_str(name_json).unwrap_or_default());
+                }
+                if end <= self.sent && !first {
+                    return !self.tx.is_closed();
+                }
+                let fragment = args[self.sent.min(end)..end].to_string();
+                self.sent = end.max(self.sent);
+                self.send(LlmEvent::ToolCallDelta {
+                    index: 0,
+                    id: first.then(|| "call_0".to_string()),
+                    name: if first { self.name.clone() } else { None },
+                    arguments: fragment,
+                })
+            }
+        }
+    }
+
+    fn finish(mut self, finish: FinishReason, usage: Usage) {
+        let rest = self.utf8.finish();
+        self.text.push_str(&rest);
+        if !self.flush(true) {
+            return;
+        }
+        let mut completion = Completion {
+            text: String::new(),
+            tool_calls: Vec::new(),
+            finish_reason: finish.clone(),
+            usage: Some(usage),
+        };
+        match &self.mode {
+            Mode::FencedCode { .. } => {
+                let closed = self
+                    .text
+                    .find('\n')
+                    .is_some_and(|nl| self.text[nl + 1..].contains(FENCE));
+                match (finish, closed, self.name.take()) {
+                    (FinishReason::Stop, true, Some(name)) => {
+                        if !self.send(LlmEvent::ToolCallDelta {
+                            index: 0,
+                            id: None,
+                            name: None,
+                            arguments: "\"}".into(),
+                        }) {
+                            return;
+                        }
+                        self.args.push_str("\"}");
+                        completion.finish_reason = FinishReason::ToolCalls;
+                        completion.tool_calls.push(ToolCall {
+                            id: "call_0".into(),
+                            name,
+                            arguments: std::mem::take(&mut self.args),
+                        });
+                    }
+                    _ => completion.text = std::mem::take(&mut self.text),
+                }
+            }
+            Mode::Text | Mode::Json(_) => completion.text = std::mem::take(&mut self.text),
+            Mode::TextOrToolCall => {
+                let (text, calls) = parse_tool_calls(&self.text);
+                completion.text = text;
+                for (index, call) in calls.iter().enumerate() {
+                    let delta = LlmEvent::ToolCallDelta {
+                        index,
+                        id: Some(call.id.clone()),
+                        name: Some(call.name.clone()),
+                        arguments: call.arguments.clone(),
+                    };
+                    if !self.send(delta) {
+                        return;
+                    }
+                }
+                if !calls.is_empty() {
+                    completion.finish_reason = FinishReason::ToolCalls;
+                }
+                completion.tool_calls = calls;
+            }
+            Mode::ToolCall { .. } => {
+                let args = self
+                    .text
+                    .find(CALL_ARGS)
+                    .map(|at| &self.text[at + CALL_ARGS.len()..])
+                    .and_then(|args| json_end(args).map(|end| &args[..end]));
+                match (finish, args, self.name.take()) {
+                    (FinishReason::Stop, Some(args), Some(name)) => {
+                        completion.finish_reason = FinishReason::ToolCalls;
+                        completion.tool_calls.push(ToolCall {
+                            id: "call_0".into(),
+                            name,
+                            arguments: args.to_string(),
+                        });
+                    }
+                    // Cut off before the call was complete.
+                    _ => completion.text = std::mem::take(&mut self.text),
+                }
+            }
+        }
+        let _ = self.send(LlmEvent::Done(completion));
+    }
+}
+
+/// Where the JSON object or array at the start of `text` ends (the byte after
+/// its closing bracket), if it is complete.
+pub fn json_end(text: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for (i, c) in text.char_indices() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '{' | '[' => depth += 1,
+            '}' | ']' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The length of the longest suffix of `text` that is a proper prefix of
+/// `tag`.
+fn partial_suffix(text: &str, tag: &str) -> usize {
+    (1..tag.len())
+        .rev()
+        .find(|&n| text.ends_with(&tag[..n]))
+        .unwrap_or(0)
+}
+
+/// Splits a free reply into its text and the `<tool_call>{...}</tool_call>`
+/// calls it contains (Qwen/Hermes style). An unclosed last call counts when
+/// its JSON is complete.
+pub fn parse_tool_calls(reply: &str) -> (String, Vec<ToolCall>) {
+    let Some(first) = reply.find(TOOL_OPEN) else {
+        return (reply.to_string(), Vec::new());
+    };
+    // The text is what was streamed before the call.
+    let text = reply[..first].to_string();
+    let mut calls = Vec::new();
+    let mut rest = &reply[first..];
+    while let Some(open) = rest.find(TOOL_OPEN) {
+        let body_start = open + TOOL_OPEN.len();
+        let (body, next) = match rest[body_start..].find(TOOL_CLOSE) {
+            Some(close) => (
+                &rest[body_start..body_start + close],
+                &rest[body_start + close + TOOL_CLOSE.len()..],
+            ),
+            None => (&rest[body_start..], ""),
+        };
+        if let Ok(serde_json::Value::Object(call)) =
+            serde_json::from_str::<serde_json::Value>(body.trim())
+            && let Some(serde_json::Value::String(name)) = call.get("name")
+        {
+            let arguments = match call.get("arguments").or_else(|| call.get("parameters")) {
+                Some(serde_json::Value::String(s)) => s.clone(),
+                Some(v) => v.to_string(),
+                None => "{}".to_string(),
+            };
+            calls.push(ToolCall {
+                id: format!("call_{}", calls.len()),
+                name: name.clone(),
+                arguments,
+            });
+        }
+        rest = next;
+    }
+    if calls.is_empty() {
+        return (reply.to_string(), calls);
+    }
+    (text, calls)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_calls_in_text() {
+        let check = |reply: &str, text: &str, calls: &[(&str, &str)]| {
+            let (got_text, got) = parse_tool_calls(reply);
+            assert_eq!(got_text, text, "{reply}");
+            let got: Vec<(&str, &str)> = got
+                .iter()
+                .map(|c| (c.name.as_str(), c.arguments.as_str()))
+                .collect();
+            assert_eq!(got, calls, "{reply}");
+        };
+        check("just text", "just text", &[]);
+        check(
+            "Sure.\n<tool_call>\n{\"name\": \"execute_code\", \"arguments\": {\"code\": \"print(1)\"}}\n</tool_call>",
+            "Sure.\n",
+            &[("execute_code", r#"{"code":"print(1)"}"#)],
+        );
+        check(
+            "<tool_call>{\"name\": \"a\", \"arguments\": \"{}\"}</tool_call><tool_call>{\"name\": \"b\", \"arguments\": {}}",
+            "",
+            &[("a", "{}"), ("b", "{}")],
+        );
+        check(
+            "<tool_call>not json</tool_call>",
+            "<tool_call>not json</tool_call>",
+            &[],
+        );
+    }
+
+    #[test]
+    fn json_ends() {
+        assert_eq!(json_end(r#"{"a": "}\"}"} tail"#), Some(13));
+        assert_eq!(json_end(r#"{"a": [1, {}]}}"#), Some(14));
+        assert_eq!(json_end(r#"{"a": "#), None);
+    }
+
+    #[test]
+    fn partial_tag_suffixes() {
+        assert_eq!(partial_suffix("abc <tool", TOOL_OPEN), 5);
+        assert_eq!(partial_suffix("abc <", TOOL_OPEN), 1);
+        assert_eq!(partial_suffix("abc", TOOL_OPEN), 0);
+    }
+
+    fn drain(rx: &mut tokio::sync::mpsc::Receiver<Result<LlmEvent, LlmError>>) -> Vec<LlmEvent> {
+        let mut events = Vec::new();
+        while let Ok(e) = rx.try_recv() {
+            events.push(e.unwrap());
+        }
+        events
+    }
+
+    #[test]
+    fn tool_call_output_streams_arguments_without_the_wrapper() {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+        let mode = Mode::ToolCall {
+            tools: Vec::new(),
+            tail: "\n</tool_call>".into(),
+        };
+        let mut out = Output::new(mode, &tx);
+        for piece in [
+            "{\"name\": ",
+            "\"execute_code\"",
+            ", \"arguments\": ",
+            "{\"language\": \"python\", ",
+            "\"code\": \"print('{é}\\\"')\"",
+            "}}\n",
+            "</tool_call>",
+        ] {
+            assert!(out.push(piece.as_bytes()));
+        }
+        out.finish(FinishReason::Stop, Usage::default());
+        let events = drain(&mut rx);
+        let mut args = String::new();
+        let mut names = Vec::new();
+        let mut done = None;
+        for e in events {
+            match e {
+                LlmEvent::ToolCallDelta {
+                    index: 0,
+                    name,
+                    arguments,
+                    ..
+                } => {
+                    names.extend(name);
+                    args.push_str(&arguments);
+                }
+                LlmEvent::Done(c) => done = Some(c),
+                other => panic!("{other:?}"),
+            }
+        }
+        let done = done.unwrap();
+        assert_eq!(names, ["execute_code"]);
+        assert_eq!(args, r#"{"language": "python", "code": "print('{é}\"')"}"#);
+        assert_eq!(done.tool_calls[0].arguments, args);
+        assert_eq!(done.finish_reason, FinishReason::ToolCalls);
+    }
+
+    #[test]
+    fn fenced_code_streams_as_execute_code_arguments() {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+        let mode = Mode::FencedCode {
+            tool: "execute_code".into(),
+            languages: vec!["python".into()],
+        };
+        let mut out = Output::new(mode, &tx);
+        for piece in ["```", "python\nimport", " math\nprint(\"a`b\")\n`", "``"] {
+            assert!(out.push(piece.as_bytes()));
+        }
+        out.finish(FinishReason::Stop, Usage::default());
+        let mut args = String::new();
+        let mut done = None;
+        for e in drain(&mut rx) {
+            match e {
+                LlmEvent::ToolCallDelta { arguments, .. } => args.push_str(&arguments),
+                LlmEvent::Done(c) => done = Some(c),
+                other => panic!("{other:?}"),
+            }
+        }
+        let done = done.unwrap();
+        assert_eq!(done.tool_calls[0].arguments, args);
+        assert_eq!(done.tool_calls[0].name, "execute_code");
+        let v: serde_json::Value = serde_json::from_str(&args).unwrap();
+        assert_eq!(v["language"], "python");
+        assert_eq!(v["code"], "import math\nprint(\"a`b\")\n");
+    }
+
+    #[test]
+    fn auto_mode_holds_back_a_tool_call() {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+        let mut out = Output::new(Mode::TextOrToolCall, &tx);
+        for piece in [
+            "Let me run it.\n",
+            "<tool",
+            "_call>\n{\"name\": \"x\", \"arguments\": {}}\n",
+            "</tool_call>",
+        ] {
+            assert!(out.push(piece.as_bytes()));
+        }
+        out.finish(FinishReason::Stop, Usage::default());
+        let events = drain(&mut rx);
+        let text: String = events
+            .iter()
+            .filter_map(|e| match e {
+                LlmEvent::Text(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(text, "Let me run it.\n");
+        let Some(LlmEvent::Done(done)) = events.last() else {
+            panic!("{events:?}")
+        };
+        assert_eq!(done.tool_calls.len(), 1);
+        assert_eq!(done.text, "Let me run it.\n");
+        assert_eq!(done.finish_reason, FinishReason::ToolCalls);
+    }
+}
