@@ -6,7 +6,7 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::llm::fenced::extract_code;
-use crate::llm::tools::{ExecuteCode, execute_code_spec};
+use crate::llm::tools::{ExecuteCode, PartialCode, execute_code_spec};
 use crate::llm::{ChatRequest, Completion, Llm, LlmError, LlmEvent, Message, ToolChoice};
 use crate::session::SessionChannel;
 
@@ -18,8 +18,8 @@ Prefer Python. Keep any prose short.";
 /// Answers a message by streaming the model's reply into an answer cell.
 ///
 /// Running the code the model writes belongs to the notebook agent; this
-/// responder shows the program (from a tool call or a fenced block) as the
-/// end of the answer.
+/// responder shows the program as a fenced block in the answer, streamed as
+/// the tool call's arguments arrive.
 pub struct ChatResponder {
     pub llm: Arc<dyn Llm>,
     /// The longest answer, in tokens.
@@ -55,28 +55,28 @@ impl ChatResponder {
             outcome = self.stream_answer(session, cell_id, request, started) => outcome,
         };
         let (status, error) = match outcome {
-            Outcome::Answered(completion) => {
-                if let Some(code) = program_of(&completion) {
-                    let shown = if completion.text.contains("```") {
-                        String::new()
-                    } else {
-                        format!(
-                            "{}```{}\n{}\n```",
-                            if completion.text.is_empty() {
-                                ""
-                            } else {
-                                "\n\n"
-                            },
-                            code.language,
-                            code.code
-                        )
-                    };
-                    if !shown.is_empty() {
-                        session.publish(EventBody::CellDelta {
-                            cell_id,
-                            text: shown,
-                        });
-                    }
+            Outcome::Answered { completion, shown } => {
+                let rest = match program_of(&completion) {
+                    // Streamed as it came: close the block.
+                    _ if shown.open => "\n```".to_string(),
+                    Some(_) if completion.text.contains("```") => String::new(),
+                    Some(code) => format!(
+                        "{}```{}\n{}\n```",
+                        if completion.text.is_empty() {
+                            ""
+                        } else {
+                            "\n\n"
+                        },
+                        code.language,
+                        code.code
+                    ),
+                    None => String::new(),
+                };
+                if !rest.is_empty() {
+                    session.publish(EventBody::CellDelta {
+                        cell_id,
+                        text: rest,
+                    });
                 }
                 (CellStatus::Ok, None)
             }
@@ -132,15 +132,26 @@ impl ChatResponder {
         };
         let mut first_token = None;
         let mut calls_started = false;
+        let mut shown = ShownCode::default();
+        let mut wrote_text = false;
         while let Some(item) = stream.next().await {
             match item {
                 Ok(LlmEvent::Text(text)) => {
                     first_token.get_or_insert_with(|| started.elapsed());
+                    wrote_text |= !text.is_empty();
                     session.publish(EventBody::CellDelta { cell_id, text });
                 }
-                Ok(LlmEvent::ToolCallDelta { .. }) => {
+                Ok(LlmEvent::ToolCallDelta {
+                    index, arguments, ..
+                }) => {
                     first_token.get_or_insert_with(|| started.elapsed());
                     calls_started = true;
+                    if index == 0 {
+                        shown.arguments.push_str(&arguments);
+                        if let Some(text) = shown.advance(wrote_text) {
+                            session.publish(EventBody::CellDelta { cell_id, text });
+                        }
+                    }
                 }
                 Ok(LlmEvent::Done(completion)) => {
                     tracing::info!(
@@ -150,7 +161,7 @@ impl ChatResponder {
                         tool_calls = completion.tool_calls.len(),
                         "model answered"
                     );
-                    return Outcome::Answered(completion);
+                    return Outcome::Answered { completion, shown };
                 }
                 Err(e) => return Outcome::Failed(e),
             }
@@ -166,8 +177,46 @@ impl ChatResponder {
     }
 }
 
+/// The first tool call's program, shown while its arguments stream.
+#[derive(Default)]
+struct ShownCode {
+    arguments: String,
+    /// Bytes of code published so far.
+    code_len: usize,
+    /// The opening fence has been published.
+    open: bool,
+}
+
+impl ShownCode {
+    /// The text to append to the cell now, if any.
+    fn advance(&mut self, after_text: bool) -> Option<String> {
+        let partial = PartialCode::read(&self.arguments);
+        let new = partial
+            .code
+            .get(self.code_len..)
+            .filter(|s| !s.is_empty())?;
+        let mut text = String::new();
+        if !self.open {
+            self.open = true;
+            if after_text {
+                text.push_str("\n\n");
+            }
+            let language = partial.language.as_deref().unwrap_or("python");
+            text.push_str("```");
+            text.push_str(language);
+            text.push('\n');
+        }
+        text.push_str(new);
+        self.code_len = partial.code.len();
+        Some(text)
+    }
+}
+
 enum Outcome {
-    Answered(Completion),
+    Answered {
+        completion: Completion,
+        shown: ShownCode,
+    },
     Cancelled,
     Failed(LlmError),
 }
@@ -243,6 +292,28 @@ mod tests {
     async fn a_tool_call_is_shown_as_its_program() {
         let notebook = turn(&responder(Duration::ZERO), "```python\nprint(42)\n```").await;
         assert_eq!(notebook.cells()[1].text, "```python\nprint(42)\n```");
+    }
+
+    #[tokio::test]
+    async fn the_program_streams_while_its_arguments_arrive() {
+        let channel = fresh_channel();
+        let program = "for i in range(3):\n    print(i, 'squared is', i * i)";
+        responder(Duration::ZERO)
+            .run_turn(
+                &channel,
+                format!("```python\n{program}\n```"),
+                None,
+                CancellationToken::new(),
+            )
+            .await;
+        let events = channel.events_after(0);
+        let deltas = events
+            .iter()
+            .filter(|e| matches!(e.event, EventBody::CellDelta { .. }))
+            .count();
+        assert!(deltas > 3, "{deltas} deltas");
+        let notebook = Notebook::from_events(&events);
+        assert_eq!(notebook.cells()[1].text, format!("```python\n{program}\n```"));
     }
 
     #[tokio::test]

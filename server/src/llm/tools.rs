@@ -76,9 +76,146 @@ impl ExecuteCode {
     }
 }
 
+/// What can be read of `execute_code`'s arguments while they are still
+/// arriving: the language, once complete, and as much of the code as has been
+/// decoded. The code only ever grows as more text arrives, so it can be shown
+/// token by token.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PartialCode {
+    pub language: Option<String>,
+    pub code: String,
+}
+
+impl PartialCode {
+    /// Reads the arguments JSON received so far (any prefix of an object).
+    pub fn read(arguments: &str) -> Self {
+        Self {
+            language: string_field(arguments, "language")
+                .filter(|(_, closed)| *closed)
+                .map(|(value, _)| value.to_ascii_lowercase()),
+            code: string_field(arguments, "code")
+                .map(|(value, _)| value)
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// The decoded value of the top-level string field `name` in a JSON object
+/// prefix, and whether its closing quote has arrived. An escape cut off at
+/// the end is held back.
+fn string_field(json: &str, name: &str) -> Option<(String, bool)> {
+    let key = format!("\"{name}\"");
+    let mut search = 0;
+    let start = loop {
+        let at = search + json[search..].find(&key)?;
+        let rest = json[at + key.len()..].trim_start();
+        if let Some(value) = rest.strip_prefix(':') {
+            let value = value.trim_start();
+            if let Some(body) = value.strip_prefix('"') {
+                break json.len() - body.len();
+            }
+        }
+        search = at + key.len();
+    };
+    let mut out = String::new();
+    let mut chars = json[start..].char_indices();
+    while let Some((_, c)) = chars.next() {
+        match c {
+            '"' => return Some((out, true)),
+            '\\' => {
+                let Some((_, escape)) = chars.next() else {
+                    break;
+                };
+                match escape {
+                    'n' => out.push('\n'),
+                    't' => out.push('\t'),
+                    'r' => out.push('\r'),
+                    'b' => out.push('\u{8}'),
+                    'f' => out.push('\u{c}'),
+                    'u' => {
+                        let hex: String = chars.by_ref().take(4).map(|(_, c)| c).collect();
+                        let Ok(unit) = u16::from_str_radix(&hex, 16) else {
+                            break;
+                        };
+                        if hex.len() < 4 {
+                            break;
+                        }
+                        if (0xD800..0xDC00).contains(&unit) {
+                            // A surrogate pair: the low half must follow.
+                            let next: String = chars.by_ref().take(6).map(|(_, c)| c).collect();
+                            let low = next
+                                .strip_prefix("\\u")
+                                .filter(|h| h.len() == 4)
+                                .and_then(|h| u16::from_str_radix(h, 16).ok());
+                            let Some(low) = low else {
+                                break;
+                            };
+                            out.extend(
+                                char::decode_utf16([unit, low]).map(|r| r.unwrap_or('\u{fffd}')),
+                            );
+                        } else {
+                            out.push(char::from_u32(u32::from(unit)).unwrap_or('\u{fffd}'));
+                        }
+                    }
+                    other => out.push(other),
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    Some((out, false))
+}
+
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    #[test]
+    fn partial_arguments_show_the_code_so_far() {
+        assert_eq!(PartialCode::read(""), PartialCode::default());
+        assert_eq!(PartialCode::read(r#"{"langu"#), PartialCode::default());
+        let p = PartialCode::read(r#"{"language": "pyth"#);
+        assert_eq!(p.language, None);
+        let p = PartialCode::read(r#"{"language": "Python", "code": "print(1)\n\"#);
+        assert_eq!(p.language.as_deref(), Some("python"));
+        assert_eq!(p.code, "print(1)\n");
+        let p = PartialCode::read(r#"{"code":"a\u00e9\ud83d\ude00b\u00"#);
+        assert_eq!(p.code, "aé😀b");
+        let p = PartialCode::read(r#"{"code" : "x = 1", "language": "python"}"#);
+        assert_eq!(p.code, "x = 1");
+    }
+
+    proptest! {
+        #[test]
+        fn the_code_grows_to_the_whole_program(code in "\\PC{0,120}", ascii in any::<bool>()) {
+            let arguments = if ascii {
+                // Escape everything non-ASCII, as some servers do.
+                let mut escaped = String::from("{\"language\": \"python\", \"code\": \"");
+                for unit in code.encode_utf16() {
+                    match unit {
+                        0x22 => escaped.push_str("\\\""),
+                        0x5c => escaped.push_str("\\\\"),
+                        0x20..=0x7e => escaped.push(char::from(u8::try_from(unit).unwrap_or(b'?'))),
+                        _ => escaped.push_str(&format!("\\u{unit:04x}")),
+                    }
+                }
+                escaped.push_str("\"}");
+                escaped
+            } else {
+                serde_json::json!({"language": "python", "code": code}).to_string()
+            };
+            let mut seen = String::new();
+            for (end, _) in arguments.char_indices().skip(1) {
+                let partial = PartialCode::read(&arguments[..end]);
+                prop_assert!(partial.code.starts_with(&seen), "{:?} then {:?}", seen, partial.code);
+                prop_assert!(code.starts_with(&partial.code));
+                seen = partial.code;
+            }
+            prop_assert_eq!(PartialCode::read(&arguments).code, code);
+        }
+    }
 
     #[test]
     fn arguments_read_back() {
