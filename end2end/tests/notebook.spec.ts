@@ -1,6 +1,9 @@
 import { expect, test } from './fixtures';
 import { NotebookPage } from './pages/notebook';
 
+/** The scripted model's answer to a message without code: a program that prints it. */
+const printed = (text: string) => '```python\nprint(' + JSON.stringify(text) + ')\n```';
+
 test('the notebook shell renders', async ({ page, javaScriptEnabled }) => {
   const notebook = new NotebookPage(page);
   await notebook.openNew();
@@ -70,7 +73,7 @@ test.describe('with JavaScript', () => {
     await expect(notebook.userCells).toHaveText([/how many r are there/]);
     const answer = notebook.answerCells.first();
     await expect(answer).toHaveAttribute('data-status', 'ok');
-    await expect(answer.locator('.cell-body')).toHaveText(text);
+    await expect(answer.locator('.cell-body')).toHaveText(printed(text));
     await expect(answer).toContainText(/ok · \d+\.\d s/);
     expect(frames.kinds.filter((k) => k === 'cell_delta').length).toBeGreaterThanOrEqual(3);
     expect(frames.kinds).toEqual([
@@ -92,7 +95,7 @@ test.describe('with JavaScript', () => {
     await expect(notebook.cells).toHaveCount(0);
     await notebook.send.click();
     await expect(notebook.answerCells.first()).toHaveAttribute('data-status', 'ok');
-    await expect(notebook.answerCells.first().locator('.cell-body')).toHaveText('line one\nline two');
+    await expect(notebook.answerCells.first().locator('.cell-body')).toHaveText(printed('line one\nline two'));
   });
 
   test('an empty message is refused and nothing is sent', async ({ page }) => {
@@ -115,7 +118,7 @@ test.describe('with JavaScript', () => {
     await expect(page).toHaveURL(url);
     const answer = notebook.answerCells.first();
     await expect(answer).toHaveAttribute('data-status', 'ok');
-    await expect(answer.locator('.cell-body')).toHaveText(words.join(' '));
+    await expect(answer.locator('.cell-body')).toHaveText(printed(words.join(' ')));
     await expect(notebook.cells).toHaveCount(2);
   });
 
@@ -139,7 +142,7 @@ test.describe('with JavaScript', () => {
     await notebook.waitConnected();
     await notebook.ask('still here');
     await expect(notebook.answerCells.first()).toHaveAttribute('data-status', 'ok');
-    await expect(notebook.answerCells.first().locator('.cell-body')).toHaveText('still here');
+    await expect(notebook.answerCells.first().locator('.cell-body')).toHaveText(printed('still here'));
   });
 });
 

@@ -21,6 +21,12 @@ pub fn extract_code(reply: &str) -> Option<ExecuteCode> {
             Some((end, next)) => (&body[..end], &body[next..]),
             None => (body, ""),
         };
+        if info.trim().eq_ignore_ascii_case("json") {
+            // A tool call written out as a JSON block.
+            if let Some(call) = tool_call_json(code) {
+                return Some(call);
+            }
+        }
         if let Some(language) = language_of(info) {
             let code = code.trim_end_matches(['\n', '\r']);
             if !code.trim().is_empty() {
@@ -96,6 +102,12 @@ fn tool_call_in_text(reply: &str) -> Option<ExecuteCode> {
     let start = reply.find("<tool_call>")? + "<tool_call>".len();
     let body = &reply[start..];
     let body = body.find("</tool_call>").map_or(body, |end| &body[..end]);
+    tool_call_json(body)
+}
+
+/// `{"name": "execute_code", "arguments": {...}}` (arguments as an object or
+/// as JSON text).
+fn tool_call_json(body: &str) -> Option<ExecuteCode> {
     let value: serde_json::Value = serde_json::from_str(body.trim()).ok()?;
     let name = value.get("name")?.as_str()?;
     let arguments = match value.get("arguments")? {
@@ -164,6 +176,15 @@ mod tests {
             "<tool_call>{\"name\": \"other\", \"arguments\": {}}</tool_call>",
             None,
         );
+    }
+
+    #[test]
+    fn tool_calls_written_as_json_blocks_are_found() {
+        check(
+            "```json\n{\n  \"name\": \"execute_code\",\n  \"arguments\": {\"language\": \"python\", \"code\": \"print(5)\"}\n}\n```",
+            Some(("python", "print(5)")),
+        );
+        check("```json\n{\"name\": \"x\"}\n```", None);
     }
 
     proptest! {
