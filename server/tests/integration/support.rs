@@ -190,3 +190,9 @@ pub fn scripted() -> LlmConfig {
         ..LlmConfig::default()
     }
 }
+
+/// The scripted model's answer to a message without code, as the answer
+/// cell shows it: the program it is made to call the tool with.
+pub fn printed(text: &str) -> String {
+    format!("```python\nprint({})\n```", serde_json::Value::from(text))
+}

@@ -5,7 +5,7 @@ use app::protocol::{
 use futures::StreamExt;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::support::{PATIENCE, TestServer, http, new_session_id};
+use crate::support::{PATIENCE, TestServer, http, new_session_id, printed};
 
 #[tokio::test]
 async fn an_ask_streams_back_as_a_cell_in_several_frames() {
@@ -38,7 +38,10 @@ async fn an_ask_streams_back_as_a_cell_in_several_frames() {
         .count();
     assert!(deltas >= 3, "{deltas} deltas");
     let notebook = Notebook::from_events(&events);
-    assert_eq!(notebook.cells()[1].text, "count the r's in strawberry");
+    assert_eq!(
+        notebook.cells()[1].text,
+        printed("count the r's in strawberry")
+    );
     assert_eq!(notebook.cells()[1].status, CellStatus::Ok);
 }
 
@@ -90,7 +93,10 @@ async fn bad_frames_get_an_error_and_the_connection_keeps_working() {
         events[0].seq, 1,
         "refused frames must not enter the history"
     );
-    assert_eq!(Notebook::from_events(&events).cells()[1].text, "still fine");
+    assert_eq!(
+        Notebook::from_events(&events).cells()[1].text,
+        printed("still fine")
+    );
 }
 
 #[tokio::test]
@@ -117,7 +123,7 @@ async fn an_oversized_frame_closes_only_that_connection() {
     let events = neighbour.events_until_finished().await;
     assert_eq!(
         Notebook::from_events(&events).cells()[1].text,
-        "the neighbour is unaffected"
+        printed("the neighbour is unaffected")
     );
     let health = http().get(server.url("/healthz")).send().await.unwrap();
     assert_eq!(health.status(), 200);
