@@ -69,6 +69,8 @@ pub struct LlmConfig {
     pub timeout_secs: u64,
     /// Retries on 429, 5xx and dropped connections, before any token arrived.
     pub max_retries: u32,
+    /// The longest a whole answer may take, however the server trickles.
+    pub answer_timeout_secs: u64,
     /// Whether to send `tools` to the server (off for servers that reject them).
     pub tools: bool,
     /// `auto`, `json_schema`, `json_object` or `off`.
@@ -126,6 +128,7 @@ impl Default for LlmConfig {
             max_tokens: 1024,
             timeout_secs: 120,
             max_retries: 3,
+            answer_timeout_secs: 600,
             tools: true,
             structured_output: "auto".into(),
             scripted_mode: "tool".into(),
@@ -138,7 +141,7 @@ impl std::fmt::Debug for LlmConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LlmConfig")
             .field("backend", &self.backend)
-            .field("base_url", &self.base_url)
+            .field("base_url", &shown_url(&self.base_url))
             .field("api_key", &redacted(&self.api_key))
             .field("model", &self.model)
             .field("model_path", &self.model_path)
@@ -148,9 +151,21 @@ impl std::fmt::Debug for LlmConfig {
     }
 }
 
+/// A server address as printed: without credentials or query.
+fn shown_url(url: &str) -> String {
+    if url.trim().is_empty() {
+        String::new()
+    } else {
+        crate::llm::openai::display_url(url.trim())
+    }
+}
+
+/// What `runcell config` prints for a secret that is set.
+const REDACTED: &str = "<redacted>";
+
 /// How a secret is shown: whether it is set, never what it is.
 fn redacted(secret: &str) -> &'static str {
-    if secret.is_empty() { "" } else { "<redacted>" }
+    if secret.is_empty() { "" } else { REDACTED }
 }
 
 /// The local sandbox's sessions.
@@ -325,6 +340,12 @@ impl Config {
                 reason: "the openai backend needs a server address (OPENAI_BASE_URL)".into(),
             });
         }
+        if llm.api_key == REDACTED {
+            return Err(ConfigError::Setting {
+                setting: "llm.api_key",
+                reason: "is the placeholder `runcell config` prints; put the real key here".into(),
+            });
+        }
         let base_url = llm.base_url.trim();
         if !(base_url.is_empty()
             || base_url.starts_with("http://")
@@ -356,6 +377,7 @@ impl Config {
             ("llm.context_tokens", llm.context_tokens as u64),
             ("llm.max_tokens", u64::from(llm.max_tokens)),
             ("llm.timeout_secs", llm.timeout_secs),
+            ("llm.answer_timeout_secs", llm.answer_timeout_secs),
         ] {
             if value == 0 {
                 return Err(ConfigError::Setting {
@@ -381,6 +403,7 @@ impl Config {
     pub fn to_toml(&self) -> String {
         let mut shown = self.clone();
         shown.llm.api_key = redacted(&self.llm.api_key).into();
+        shown.llm.base_url = shown_url(&self.llm.base_url);
         toml::to_string_pretty(&shown).unwrap_or_else(|e| format!("# cannot print: {e}\n"))
     }
 
@@ -606,6 +629,22 @@ mod tests {
             assert_eq!(config.llm.model, "qwen");
             assert_eq!(config.llm.max_retries, 1);
             assert!(!config.to_toml().contains("sk-secret-value"));
+            jail.set_env(
+                "OPENAI_BASE_URL",
+                "https://user:pw@example.test/v1?api-key=k3y",
+            );
+            let config = load_in(jail, Overrides::default()).map_err(|e| e.to_string())?;
+            for shown in [config.to_toml(), format!("{config:?}")] {
+                assert!(!shown.contains("pw@") && !shown.contains("k3y"), "{shown}");
+            }
+            jail.set_env("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1");
+            jail.set_env("OPENAI_API_KEY", "<redacted>");
+            let err = load_in(jail, Overrides::default())
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(err.contains("llm.api_key"), "{err}");
+            jail.set_env("OPENAI_API_KEY", "sk-secret-value");
             assert!(!format!("{config:?}").contains("sk-secret-value"));
             jail.set_env("RUNCELL_LLM", "scripted");
             jail.set_env("RUNCELL_MODEL_PATH", "/models/x.gguf");

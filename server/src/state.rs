@@ -64,6 +64,7 @@ impl AppState {
         let responder = Arc::new(ChatResponder {
             llm: Arc::clone(&llm),
             max_tokens: config.llm.max_tokens,
+            answer_timeout: std::time::Duration::from_secs(config.llm.answer_timeout_secs),
         });
         Self {
             config: Arc::new(config),

@@ -5,9 +5,10 @@ use app::protocol::{CellError, CellId, CellKind, CellStatus, EventBody};
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::llm::fenced::extract_code;
-use crate::llm::tools::{EXECUTE_CODE, ExecuteCode, PartialCode, execute_code_spec};
-use crate::llm::{ChatRequest, Completion, Llm, LlmError, LlmEvent, Message, ToolChoice};
+use crate::llm::tools::{EXECUTE_CODE, PartialCode, execute_code_spec, program_of};
+use crate::llm::{
+    ChatRequest, Completion, FinishReason, Llm, LlmError, LlmEvent, Message, ToolChoice,
+};
 use crate::session::SessionChannel;
 
 /// What the model is told it is.
@@ -27,6 +28,18 @@ pub struct ChatResponder {
     pub llm: Arc<dyn Llm>,
     /// The longest answer, in tokens.
     pub max_tokens: u32,
+    /// The longest a whole answer may take (a server that trickles
+    /// keep-alives must not hold the session for ever).
+    pub answer_timeout: Duration,
+}
+
+/// What has been published in the answer cell so far.
+#[derive(Default)]
+struct Shown {
+    code: ShownCode,
+    wrote_text: bool,
+    first_token: Option<Duration>,
+    calls_started: bool,
 }
 
 impl ChatResponder {
@@ -41,7 +54,11 @@ impl ChatResponder {
         model: Option<String>,
         cancel: CancellationToken,
     ) {
-        let _turn = session.turn.lock().await;
+        let _turn = tokio::select! {
+            // Cancelled while waiting for the turn before: nothing to show.
+            () = cancel.cancelled() => return,
+            turn = session.turn.lock() => turn,
+        };
         let started = Instant::now();
         session.publish(EventBody::UserMessage {
             cell_id: session.next_cell_id(),
@@ -53,36 +70,54 @@ impl ChatResponder {
             cell_kind: CellKind::Answer,
         });
         let request = self.request(text, model);
+        let mut shown = Shown::default();
         let outcome = tokio::select! {
             () = cancel.cancelled() => Outcome::Cancelled,
-            outcome = self.stream_answer(session, cell_id, request, started) => outcome,
+            () = tokio::time::sleep(self.answer_timeout) => {
+                Outcome::Failed(LlmError::Timeout(self.answer_timeout))
+            }
+            outcome = self.stream_answer(session, cell_id, request, started, &mut shown) => outcome,
         };
+        // A program shown as it streamed is closed whatever happened next.
+        let mut rest = String::new();
+        if shown.code.open {
+            rest.push_str(if shown.code.ends_with_newline {
+                "```"
+            } else {
+                "\n```"
+            });
+        }
         let (status, error) = match outcome {
-            Outcome::Answered { completion, shown } => {
-                let rest = match program_of(&completion) {
-                    // Streamed as it came: close the block.
-                    _ if shown.open && shown.ends_with_newline => "```".to_string(),
-                    _ if shown.open => "\n```".to_string(),
-                    Some(_) if completion.text.contains("```") => String::new(),
-                    Some(code) => format!(
-                        "{}```{}\n{}\n```",
-                        if completion.text.is_empty() {
-                            ""
-                        } else {
-                            "\n\n"
-                        },
-                        code.language,
-                        code.code
-                    ),
-                    None => String::new(),
-                };
-                if !rest.is_empty() {
-                    session.publish(EventBody::CellDelta {
-                        cell_id,
-                        text: rest,
-                    });
+            Outcome::Answered(completion) => {
+                match program_of(&completion) {
+                    Some(code) if !shown.code.open && !completion.text.contains("```") => {
+                        rest.push_str(&format!(
+                            "{}```{}\n{}\n```",
+                            if completion.text.is_empty() {
+                                ""
+                            } else {
+                                "\n\n"
+                            },
+                            code.language,
+                            code.code
+                        ));
+                    }
+                    _ => {}
                 }
-                (CellStatus::Ok, None)
+                if completion.finish_reason == FinishReason::Length {
+                    rest.push_str("\n\n(cut off at the answer's token limit)");
+                }
+                if program_of(&completion).is_none() && completion.text.trim().is_empty() {
+                    (
+                        CellStatus::Error,
+                        Some(CellError {
+                            code: "llm_no_answer".into(),
+                            message: "the model answered with neither text nor a program".into(),
+                        }),
+                    )
+                } else {
+                    (CellStatus::Ok, None)
+                }
             }
             Outcome::Cancelled => (CellStatus::Cancelled, None),
             Outcome::Failed(e) => {
@@ -96,6 +131,12 @@ impl ChatResponder {
                 )
             }
         };
+        if !rest.is_empty() {
+            session.publish(EventBody::CellDelta {
+                cell_id,
+                text: rest,
+            });
+        }
         let elapsed_ms = millis(started.elapsed());
         session.publish(EventBody::CellFinished {
             cell_id,
@@ -137,48 +178,45 @@ impl ChatResponder {
         cell_id: CellId,
         request: ChatRequest,
         started: Instant,
+        shown: &mut Shown,
     ) -> Outcome {
         let mut stream = match self.llm.chat(request).await {
             Ok(stream) => stream,
             Err(e) => return Outcome::Failed(e),
         };
-        let mut first_token = None;
-        let mut calls_started = false;
-        let mut shown = ShownCode::default();
-        let mut wrote_text = false;
         while let Some(item) = stream.next().await {
             match item {
                 Ok(LlmEvent::Text(text)) => {
-                    first_token.get_or_insert_with(|| started.elapsed());
-                    wrote_text |= !text.is_empty();
+                    shown.first_token.get_or_insert_with(|| started.elapsed());
+                    shown.wrote_text |= !text.is_empty();
                     session.publish(EventBody::CellDelta { cell_id, text });
                 }
                 Ok(LlmEvent::ToolCallDelta {
                     index, arguments, ..
                 }) => {
-                    first_token.get_or_insert_with(|| started.elapsed());
-                    calls_started = true;
+                    shown.first_token.get_or_insert_with(|| started.elapsed());
+                    shown.calls_started = true;
                     if index == 0 {
-                        shown.arguments.push_str(&arguments);
-                        if let Some(text) = shown.advance(wrote_text) {
+                        shown.code.arguments.push_str(&arguments);
+                        if let Some(text) = shown.code.advance(shown.wrote_text) {
                             session.publish(EventBody::CellDelta { cell_id, text });
                         }
                     }
                 }
                 Ok(LlmEvent::Done(completion)) => {
                     tracing::info!(
-                        ttft_ms = first_token.map(millis),
+                        ttft_ms = shown.first_token.map(millis),
                         prompt_tokens = completion.usage.map(|u| u.prompt_tokens),
                         completion_tokens = completion.usage.map(|u| u.completion_tokens),
                         tool_calls = completion.tool_calls.len(),
                         "model answered"
                     );
-                    return Outcome::Answered { completion, shown };
+                    return Outcome::Answered(completion);
                 }
                 Err(e) => return Outcome::Failed(e),
             }
         }
-        let detail = if calls_started {
+        let detail = if shown.calls_started {
             "a tool call"
         } else {
             "the answer"
@@ -228,22 +266,9 @@ impl ShownCode {
 }
 
 enum Outcome {
-    Answered {
-        completion: Completion,
-        shown: ShownCode,
-    },
+    Answered(Completion),
     Cancelled,
     Failed(LlmError),
-}
-
-/// The program an answer carries: its first `execute_code` call, or else a
-/// fenced block in its text.
-fn program_of(completion: &Completion) -> Option<ExecuteCode> {
-    completion
-        .tool_calls
-        .iter()
-        .find_map(|call| ExecuteCode::parse(&call.name, &call.arguments).ok())
-        .or_else(|| extract_code(&completion.text))
 }
 
 fn millis(duration: Duration) -> u64 {
@@ -269,6 +294,7 @@ mod tests {
                 ..ScriptedLlm::default()
             }),
             max_tokens: 256,
+            answer_timeout: Duration::from_secs(60),
         }
     }
 
@@ -368,13 +394,39 @@ mod tests {
     async fn a_cancelled_turn_finishes_its_cell_as_cancelled() {
         let channel = fresh_channel();
         let cancel = CancellationToken::new();
-        cancel.cancel();
-        responder(Duration::from_secs(3600))
-            .run_turn(&channel, "never streamed".into(), None, cancel)
-            .await;
+        let stop = cancel.clone();
+        let slow = responder(Duration::from_millis(200));
+        let program = "```python\nfor i in range(10):\n    print(i, i * i, i ** 3)\n```";
+        let turn = slow.run_turn(&channel, program.into(), None, cancel);
+        let stopper = async {
+            // Cancel once some of the program has been shown.
+            while channel.events_after(0).len() < 4 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            stop.cancel();
+        };
+        tokio::join!(turn, stopper);
         let notebook = Notebook::from_events(&channel.events_after(0));
-        assert_eq!(notebook.cells()[1].status, CellStatus::Cancelled);
-        assert_eq!(notebook.cells()[1].text, "");
+        let answer = &notebook.cells()[1];
+        assert_eq!(answer.status, CellStatus::Cancelled);
+        // The program shown so far is closed, not left open.
+        assert!(answer.text.starts_with("```python\n"), "{:?}", answer.text);
+        assert!(
+            answer.text.ends_with("```") && answer.text.len() < program.len(),
+            "{:?}",
+            answer.text
+        );
+    }
+
+    #[tokio::test]
+    async fn a_turn_cancelled_while_waiting_shows_nothing() {
+        let channel = fresh_channel();
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        responder(Duration::ZERO)
+            .run_turn(&channel, "never asked".into(), None, cancel)
+            .await;
+        assert!(channel.events_after(0).is_empty());
     }
 
     #[tokio::test]

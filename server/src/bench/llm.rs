@@ -11,10 +11,11 @@ use tokio::io::AsyncWriteExt;
 
 use super::sandbox::stats;
 use super::{BenchError, fail};
-use crate::llm::embedded::{EmbeddedConfig, EmbeddedModel};
+use crate::llm::embedded::{EmbeddedConfig, EmbeddedModel, FENCED_CODE_CALLS};
 use crate::llm::eval::{TASKS, runnable_rate};
 use crate::llm::openai::{OpenAiClient, OpenAiConfig};
 use crate::llm::{ChatRequest, Llm, LlmEvent, Message};
+use crate::sandbox::jail::{JailConfig, JailSandbox};
 
 /// What to measure with.
 #[derive(Clone, Debug)]
@@ -99,7 +100,7 @@ pub async fn run(options: LlmBenchOptions) -> Result<(), BenchError> {
         rss
     );
     if options.eval {
-        runnable_rates(&model).await;
+        runnable_rates(&model).await?;
     }
     drop(model);
 
@@ -133,11 +134,16 @@ pub async fn run(options: LlmBenchOptions) -> Result<(), BenchError> {
 }
 
 /// Over the eval tasks: how many replies held a program that ran (exit 0,
-/// printed something), with the tool call forced (constrained decoding: as a
-/// fenced block, and as JSON arguments) and with the model free to answer.
-async fn runnable_rates(model: &EmbeddedModel) {
+/// printed something) in the jail, with the tool call forced (constrained
+/// decoding: as a fenced block, and as JSON arguments) and with the model
+/// free to answer.
+async fn runnable_rates(model: &EmbeddedModel) -> Result<(), BenchError> {
+    let jail = JailSandbox::new(JailConfig::default());
+    if let Some(reason) = jail.unavailable() {
+        return Err(fail(format!("the jail is unavailable: {reason}")));
+    }
     println!(
-        "\nrunnable programs over {} tasks (python3 -c, 5 s):",
+        "\nrunnable programs over {} tasks (in the jail, 5 s):",
         TASKS.len()
     );
     for (label, constrained, fenced) in [
@@ -147,7 +153,7 @@ async fn runnable_rates(model: &EmbeddedModel) {
     ] {
         model.set_fenced_code_calls(fenced);
         let started = Instant::now();
-        let report = runnable_rate(model, &TASKS, constrained).await;
+        let report = runnable_rate(model, jail.as_ref(), &TASKS, constrained).await;
         println!(
             "  {label:<32} {} runnable, {} with code, of {} ({:.0} s)",
             report.runnable(),
@@ -159,8 +165,9 @@ async fn runnable_rates(model: &EmbeddedModel) {
             println!("    not runnable: {}", result.task);
         }
     }
-    model.set_fenced_code_calls(true);
+    model.set_fenced_code_calls(FENCED_CODE_CALLS);
     println!();
+    Ok(())
 }
 
 async fn llama_cpp_timings(

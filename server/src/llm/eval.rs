@@ -1,17 +1,18 @@
 //! How often a model's replies are Python programs that run: each task is
 //! asked once, the program is taken from the reply (the constrained tool
 //! call's arguments, or else a `<tool_call>` object or a fenced block in the
-//! text), run with `python3 -c` under a 5 s timeout, and counted when it
-//! exits 0 and prints something. Works with any [`Llm`]; meant for
+//! text), run as Python in the sandbox under a 5 s limit, and counted when
+//! it exits 0 and prints something. Works with any [`Llm`]; meant for
 //! `runcell bench`.
 
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 
-use super::fenced::extract_code;
-use super::tools::{ExecuteCode, execute_code_spec};
+use super::tools::{execute_code_spec, program_of};
 use super::{ChatRequest, Completion, Llm, LlmEvent, Message, ToolChoice};
+use crate::sandbox::{Language, Limits, RunRequest, Sandbox};
+use tokio_util::sync::CancellationToken;
 
 /// Small tasks with a checkable printed answer.
 pub const TASKS: [&str; 8] = [
@@ -57,36 +58,30 @@ impl RunnableReport {
     }
 }
 
-/// The program in a reply: a tool call's `code`, else a `<tool_call>`
-/// object or the first runnable fenced block in the text.
+/// The program in a reply (see [`program_of`]).
 pub fn extract_program(completion: &Completion) -> Option<String> {
-    if let Some(call) = completion.tool_calls.first() {
-        return ExecuteCode::parse(&call.name, &call.arguments)
-            .ok()
-            .map(|c| c.code);
-    }
-    extract_code(&completion.text).map(|c| c.code)
+    program_of(completion).map(|c| c.code)
 }
 
-/// Runs `code` with `python3 -c`: (exit 0 with output, stdout).
-pub async fn run_python(code: &str) -> (bool, String) {
-    let child = tokio::process::Command::new("python3")
-        .arg("-c")
-        .arg(code)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn();
-    let Ok(child) = child else {
-        return (false, String::new());
+/// Runs `code` as Python in `sandbox` (model-written code never runs on
+/// the host): (exit 0 with output, stdout).
+pub async fn run_python(sandbox: &dyn Sandbox, code: &str) -> (bool, String) {
+    let request = RunRequest {
+        code: code.to_owned(),
+        language: Language::Python,
+        limits: Limits {
+            wall: Duration::from_secs(5),
+            ..Limits::default()
+        },
     };
-    match tokio::time::timeout(Duration::from_secs(5), child.wait_with_output()).await {
-        Ok(Ok(out)) => {
-            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-            (out.status.success() && !stdout.trim().is_empty(), stdout)
+    match sandbox.run(request, None, CancellationToken::new()).await {
+        Ok(outcome) => {
+            let ok = outcome.error.is_none()
+                && outcome.exit_code.unwrap_or(0) == 0
+                && !outcome.stdout.trim().is_empty();
+            (ok, outcome.stdout)
         }
-        _ => (false, String::new()),
+        Err(_) => (false, String::new()),
     }
 }
 
@@ -94,7 +89,12 @@ pub async fn run_python(code: &str) -> (bool, String) {
 /// `constrained`: the `execute_code` call is required (constrained decoding
 /// on backends that have it); otherwise the tool is offered and the model
 /// answers freely.
-pub async fn runnable_rate(model: &dyn Llm, tasks: &[&str], constrained: bool) -> RunnableReport {
+pub async fn runnable_rate(
+    model: &dyn Llm,
+    sandbox: &dyn Sandbox,
+    tasks: &[&str],
+    constrained: bool,
+) -> RunnableReport {
     let mut report = RunnableReport {
         constrained,
         results: Vec::new(),
@@ -135,7 +135,7 @@ pub async fn runnable_rate(model: &dyn Llm, tasks: &[&str], constrained: bool) -
         };
         let code = completion.as_ref().and_then(extract_program);
         let (runnable, stdout) = match &code {
-            Some(code) => run_python(code).await,
+            Some(code) => run_python(sandbox, code).await,
             None => (false, String::new()),
         };
         report.results.push(TaskResult {
@@ -191,20 +191,5 @@ mod tests {
             arguments: r#"{"language": "python", "code": "print(4)"}"#.into(),
         });
         check(call, Some("print(4)"));
-    }
-
-    #[tokio::test]
-    async fn python_runs_are_judged() {
-        if std::process::Command::new("python3")
-            .arg("-V")
-            .output()
-            .is_err()
-        {
-            println!("skipped: no python3 on PATH");
-            return;
-        }
-        assert_eq!(run_python("print(6*7)").await, (true, "42\n".to_string()));
-        assert!(!run_python("pass").await.0, "no output");
-        assert!(!run_python("raise SystemExit(3)").await.0);
     }
 }

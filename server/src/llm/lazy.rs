@@ -37,8 +37,10 @@ impl Lazy {
         let loaded = self
             .cell
             .get_or_init(|| async {
-                let handle = self.loader.lock().await.take();
-                match handle {
+                // The handle stays in place while it is awaited, so a waiter
+                // that is cancelled leaves it for the next one.
+                let mut guard = self.loader.lock().await;
+                match guard.as_mut() {
                     Some(handle) => match handle.await {
                         Ok(loaded) => {
                             if let Err(e) = &loaded {
@@ -53,11 +55,6 @@ impl Lazy {
             })
             .await;
         loaded.clone()
-    }
-
-    /// Whether the load has finished (either way).
-    pub fn is_settled(&self) -> bool {
-        self.cell.initialized()
     }
 }
 
@@ -99,7 +96,17 @@ mod tests {
         });
         let models = lazy.models().await.map(|m| m.len());
         assert_eq!(models, Ok(1));
-        assert!(lazy.is_settled());
+    }
+
+    #[tokio::test]
+    async fn a_waiter_cancelled_mid_load_does_not_lose_the_model() {
+        let lazy = Lazy::spawn("scripted", CAPS, || {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            Ok(Arc::new(ScriptedLlm::default()) as Arc<dyn Llm>)
+        });
+        let early = tokio::time::timeout(std::time::Duration::from_millis(20), lazy.get()).await;
+        assert!(early.is_err(), "the load cannot be done yet");
+        assert!(lazy.get().await.is_ok());
     }
 
     #[tokio::test]

@@ -85,14 +85,13 @@ pub fn from_config(config: &Config) -> Arc<dyn Llm> {
                 max_tokens: llm.max_tokens,
             };
             tracing::info!(path = %settings.path.display(), "loading the embedded model");
-            let capabilities = Capabilities {
-                tools: true,
-                structured_output: true,
-                streaming: true,
-            };
-            Arc::new(lazy::Lazy::spawn("embedded", capabilities, move || {
-                embedded::EmbeddedModel::load(settings).map(|m| Arc::new(m) as Arc<dyn Llm>)
-            }))
+            Arc::new(lazy::Lazy::spawn(
+                "embedded",
+                embedded::CAPABILITIES,
+                move || {
+                    embedded::EmbeddedModel::load(settings).map(|m| Arc::new(m) as Arc<dyn Llm>)
+                },
+            ))
         }
     }
 }

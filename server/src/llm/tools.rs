@@ -76,6 +76,17 @@ impl ExecuteCode {
     }
 }
 
+/// The program an answer carries: its first `execute_code` call that
+/// parses, or else one written in its text (a fenced block, a tool call
+/// written out).
+pub fn program_of(completion: &super::Completion) -> Option<ExecuteCode> {
+    completion
+        .tool_calls
+        .iter()
+        .find_map(|call| ExecuteCode::parse(&call.name, &call.arguments).ok())
+        .or_else(|| super::fenced::extract_code(&completion.text))
+}
+
 /// What can be read of `execute_code`'s arguments while they are still
 /// arriving: the language, once complete, and as much of the code as has been
 /// decoded. The code only ever grows as more text arrives, so it can be shown

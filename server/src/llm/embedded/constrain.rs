@@ -190,8 +190,11 @@ pub fn mask_logits(matcher: &mut Matcher, logits: &mut [f32]) -> Result<bool, St
         return Ok(false);
     }
     let mask: toktrie::SimpleVob = matcher.compute_mask().map_err(|e| e.to_string())?;
+    // A model may have more output rows than vocabulary entries: those ids
+    // are never allowed (and must not index past the mask).
+    let known = mask.len();
     for (id, logit) in logits.iter_mut().enumerate() {
-        if !mask.is_allowed(id as TokenId) {
+        if id >= known || !mask.is_allowed(id as TokenId) {
             *logit = f32::NEG_INFINITY;
         }
     }

@@ -92,7 +92,16 @@ impl Worker {
                 continue;
             }
             let tx = job.tx.clone();
-            let result = pool.install(|| self.generate(&job));
+            // A panic in the maths (a malformed model file, a bug) fails this
+            // answer, not the worker: every later request still has a model.
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                pool.install(|| self.generate(&job))
+            }))
+            .unwrap_or_else(|_| {
+                Err(LlmError::Backend(
+                    "the embedded model failed unexpectedly on this request".into(),
+                ))
+            });
             match result {
                 Ok(stats) => {
                     tracing::debug!(

@@ -239,7 +239,20 @@ pub(crate) fn redact(err: LlmError, key: Option<&str>) -> LlmError {
     let Some(key) = key.filter(|k| k.len() >= 4) else {
         return err;
     };
-    let clean = |s: String| s.replace(key, "[redacted]");
+    let clean = |s: String| {
+        let mut s = s.replace(key, "[redacted]");
+        // A message cut to length may end in the key's first characters.
+        let body = s.strip_suffix('…').unwrap_or(&s).len();
+        for len in (4..key.len()).rev() {
+            if let Some(prefix) = key.get(..len)
+                && s[..body].ends_with(prefix)
+            {
+                s.replace_range(body - len..body, "[redacted]");
+                break;
+            }
+        }
+        s
+    };
     match err {
         LlmError::Unreachable { url, detail } => LlmError::Unreachable {
             url: clean(url),
@@ -383,6 +396,14 @@ mod tests {
         let err = from_status(401, r#"{"error":"bad key sk-secret-123"}"#, None, "m");
         let err = redact(err, Some("sk-secret-123"));
         assert!(!err.to_string().contains("sk-secret-123"), "{err}");
+        // Cut to length in the middle of the key: its start goes too.
+        let body = format!(
+            "{{\"error\":\"{}sk-secret-123\"}}",
+            "x".repeat(MESSAGE_LIMIT - 7)
+        );
+        let err = redact(from_status(401, &body, None, "m"), Some("sk-secret-123"));
+        assert!(!err.to_string().contains("sk-sec"), "{err}");
+        assert!(err.to_string().contains("[redacted]"), "{err}");
     }
 
     #[test]

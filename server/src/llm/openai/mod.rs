@@ -144,6 +144,9 @@ pub struct OpenAiClient {
     known_models: Mutex<Option<(std::time::Instant, Vec<String>)>>,
 }
 
+/// The longest wait for a TCP connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// How long a read model list is trusted.
 const MODEL_LIST_TTL: Duration = Duration::from_secs(60);
 
@@ -167,7 +170,12 @@ enum Failure {
 }
 
 impl OpenAiClient {
-    pub fn new(config: OpenAiConfig) -> Result<Self, LlmError> {
+    pub fn new(mut config: OpenAiConfig) -> Result<Self, LlmError> {
+        // The key as sent is the key as redacted: trimmed once, here.
+        config.api_key = config
+            .api_key
+            .map(|k| k.trim().to_owned())
+            .filter(|k| !k.is_empty());
         let base = config.base_url.trim().trim_end_matches('/').to_owned();
         let shown_url = display_url(&base);
         match reqwest::Url::parse(&base) {
@@ -180,7 +188,8 @@ impl OpenAiClient {
             }
         }
         let http = reqwest::Client::builder()
-            .connect_timeout(config.request_timeout)
+            // A dead host should fail in seconds, whatever the reply timeout.
+            .connect_timeout(config.request_timeout.min(CONNECT_TIMEOUT))
             .user_agent(concat!("runcell/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| LlmError::Backend(format!("cannot build the HTTP client: {e}")))?;
@@ -386,6 +395,14 @@ impl OpenAiClient {
                         Some((std::time::Instant::now(), ids.clone()));
                     ids
                 }
+                // The server is not there: say so now rather than retry it.
+                Err(
+                    e @ (LlmError::Unreachable { .. }
+                    | LlmError::Timeout(_)
+                    | LlmError::Auth { .. }),
+                ) => {
+                    return Err(e);
+                }
                 Err(e) => {
                     tracing::debug!(error = %e, "cannot list models; not checking the name");
                     return Ok(());
@@ -471,6 +488,7 @@ impl OpenAiClient {
             pending_error: None,
             ended: false,
             broken: false,
+            received: 0,
         };
         match reader.next().await {
             Some(Ok(event)) => Ok((event, reader)),
@@ -561,13 +579,16 @@ impl Llm for OpenAiClient {
             .with_retries(|| self.start(&request, &model))
             .instrument(span)
             .await?;
+        let key = self.config.api_key.clone();
         let stream = futures::stream::unfold((Some(first), reader), |(first, mut reader)| async {
             if let Some(event) = first {
                 return Some((Ok(event), (None, reader)));
             }
             let item = reader.next().await?;
             Some((item, (None, reader)))
-        });
+        })
+        // Errors met mid-stream are redacted like the ones before it.
+        .map(move |item| item.map_err(|e| redact(e, key.as_deref())));
         Ok(Box::pin(stream))
     }
 }
@@ -589,7 +610,14 @@ struct Reader {
     ended: bool,
     /// The connection failed (rather than the server saying something).
     broken: bool,
+    /// Body bytes read so far, against [`MAX_REPLY_BYTES`].
+    received: usize,
 }
+
+/// The most a reply's body may hold. It bounds every buffer the reader keeps
+/// (a line without an end, a JSON body, the assembled answer) against a
+/// server that streams without stopping.
+const MAX_REPLY_BYTES: usize = 16 * 1024 * 1024;
 
 impl Reader {
     /// The next event, an error (then nothing), or `None` after `Done`.
@@ -606,14 +634,23 @@ impl Reader {
             }
             match tokio::time::timeout(self.idle, self.body.next()).await {
                 Err(_) => self.fail(LlmError::Timeout(self.idle)),
-                Ok(Some(Ok(bytes))) => match &mut self.json_body {
-                    Some(whole) => whole.extend_from_slice(&bytes),
-                    None => {
-                        let mut events = Vec::new();
-                        self.parser.feed(&bytes, &mut events);
-                        self.payloads(events);
+                Ok(Some(Ok(bytes))) if self.received + bytes.len() > MAX_REPLY_BYTES => {
+                    self.fail(LlmError::MalformedStream(format!(
+                        "the reply is larger than {} MiB",
+                        MAX_REPLY_BYTES / (1024 * 1024)
+                    )));
+                }
+                Ok(Some(Ok(bytes))) => {
+                    self.received += bytes.len();
+                    match &mut self.json_body {
+                        Some(whole) => whole.extend_from_slice(&bytes),
+                        None => {
+                            let mut events = Vec::new();
+                            self.parser.feed(&bytes, &mut events);
+                            self.payloads(events);
+                        }
                     }
-                },
+                }
                 Ok(Some(Err(e))) => {
                     self.broken = true;
                     self.fail(LlmError::MalformedStream(format!(
@@ -801,7 +838,7 @@ fn parse_models(value: &Value) -> Vec<ModelInfo> {
 }
 
 /// The URL without credentials or query, for errors and logs.
-fn display_url(url: &str) -> String {
+pub(crate) fn display_url(url: &str) -> String {
     match reqwest::Url::parse(url) {
         Ok(mut parsed) => {
             let _ = parsed.set_username("");

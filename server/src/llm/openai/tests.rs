@@ -896,3 +896,29 @@ async fn a_recorded_llama_cpp_python_tool_call_assembles_once() {
         .collect();
     assert_eq!(streamed, call.arguments);
 }
+
+/// A server that streams one line without end is cut off at the reply
+/// limit, not buffered until memory runs out.
+#[tokio::test]
+async fn an_endless_line_is_cut_off_at_the_reply_limit() {
+    let (base, _) = chat_server(|_, _, _| {
+        let chunk = Bytes::from(vec![b'a'; 256 * 1024]);
+        let endless = futures::stream::repeat(chunk).map(Ok::<_, std::io::Error>);
+        Response::builder()
+            .header(header::CONTENT_TYPE, "text/event-stream")
+            .body(Body::from_stream(endless))
+            .unwrap()
+    })
+    .await;
+    let error = match run(&client(&base), ask("hi")).await {
+        Err(e) => e,
+        Ok(events) => events
+            .into_iter()
+            .find_map(Result::err)
+            .expect("an endless line must end in an error"),
+    };
+    assert!(
+        matches!(&error, LlmError::MalformedStream(m) if m.contains("larger than")),
+        "{error:?}"
+    );
+}
