@@ -55,6 +55,7 @@ impl ChatResponder {
         cancel: CancellationToken,
     ) {
         let _turn = tokio::select! {
+            biased;
             // Cancelled while waiting for the turn before: nothing to show.
             () = cancel.cancelled() => return,
             turn = session.turn.lock() => turn,
