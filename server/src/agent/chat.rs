@@ -14,10 +14,12 @@ use crate::session::SessionChannel;
 /// What the model is told it is.
 /// Asking for a labelled answer made the small default model compute rather
 /// than guess (it answered "how many r's are in strawberry?" with
-/// `print("strawberry" * 5)` when asked only to print "its result").
+/// `print("strawberry" * 5)` when asked only to print "its result"); it then
+/// wrote command-line tools reading `sys.argv`, hence the last sentence.
 pub const SYSTEM_PROMPT: &str = "You are runcell, a Python code interpreter. For every \
 request, write one complete Python program that computes the answer and prints it with a \
-short label. Include the imports it needs.";
+short label. Include the imports it needs. Put the values from the request in the code: \
+never read input() or command-line arguments.";
 
 /// Answers a message by streaming the model's reply into an answer cell.
 ///

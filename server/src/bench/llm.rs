@@ -162,7 +162,13 @@ async fn runnable_rates(model: &EmbeddedModel) -> Result<(), BenchError> {
             started.elapsed().as_secs_f64()
         );
         for result in report.results.iter().filter(|r| !r.runnable) {
-            println!("    not runnable: {}", result.task);
+            let code = result.code.as_deref().unwrap_or("(no program)");
+            let shown: String = code.lines().take(3).collect::<Vec<_>>().join(" | ");
+            println!(
+                "    not runnable: {} -> {}",
+                result.task,
+                shown.chars().take(100).collect::<String>()
+            );
         }
     }
     model.set_fenced_code_calls(FENCED_CODE_CALLS);
