@@ -3,7 +3,8 @@
 //! `<tool_call>` object written as text (what Qwen-style models do untrained
 //! for the server's tool format).
 
-use super::tools::{EXECUTE_CODE, ExecuteCode};
+use super::ToolCall;
+use super::tools::ExecuteCode;
 
 /// The program a plain reply contains, if any. A fenced block tagged with a
 /// language runcell does not run (`json`, `text`, `output`...) is skipped; an
@@ -96,28 +97,74 @@ fn language_of(info: &str) -> Option<&'static str> {
     }
 }
 
-/// A `<tool_call>{"name": "execute_code", "arguments": {...}}</tool_call>`
-/// written as text.
+/// Where a Qwen/Hermes-style tool call written as text opens and closes.
+pub const TOOL_OPEN: &str = "<tool_call>";
+pub const TOOL_CLOSE: &str = "</tool_call>";
+
+/// The first `execute_code` call among the `<tool_call>`s written in text.
 fn tool_call_in_text(reply: &str) -> Option<ExecuteCode> {
-    let start = reply.find("<tool_call>")? + "<tool_call>".len();
-    let body = &reply[start..];
-    let body = body.find("</tool_call>").map_or(body, |end| &body[..end]);
-    tool_call_json(body)
+    parse_tool_calls(reply)
+        .1
+        .iter()
+        .find_map(|call| ExecuteCode::parse(&call.name, &call.arguments).ok())
 }
 
-/// `{"name": "execute_code", "arguments": {...}}` (arguments as an object or
-/// as JSON text).
+/// An `execute_code` call written as a JSON object.
 fn tool_call_json(body: &str) -> Option<ExecuteCode> {
-    let value: serde_json::Value = serde_json::from_str(body.trim()).ok()?;
-    let name = value.get("name")?.as_str()?;
-    let arguments = match value.get("arguments")? {
-        serde_json::Value::String(text) => text.clone(),
-        other => other.to_string(),
-    };
-    if name != EXECUTE_CODE {
+    let call = call_from_json(body, 0)?;
+    ExecuteCode::parse(&call.name, &call.arguments).ok()
+}
+
+/// `{"name": ..., "arguments": ...}` as a [`ToolCall`] (`parameters` for
+/// `arguments` too; arguments as an object or as JSON text), numbered `index`.
+fn call_from_json(body: &str, index: usize) -> Option<ToolCall> {
+    let serde_json::Value::Object(call) = serde_json::from_str(body.trim()).ok()? else {
         return None;
+    };
+    let serde_json::Value::String(name) = call.get("name")? else {
+        return None;
+    };
+    let arguments = match call.get("arguments").or_else(|| call.get("parameters")) {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+        None => "{}".to_string(),
+    };
+    Some(ToolCall {
+        id: format!("call_{index}"),
+        name: name.clone(),
+        arguments,
+    })
+}
+
+/// Splits a free reply into its text and the `<tool_call>{...}</tool_call>`
+/// calls it contains (Qwen/Hermes style). An unclosed last call counts when
+/// its JSON is complete.
+pub fn parse_tool_calls(reply: &str) -> (String, Vec<ToolCall>) {
+    let Some(first) = reply.find(TOOL_OPEN) else {
+        return (reply.to_string(), Vec::new());
+    };
+    // The text is what was streamed before the call.
+    let text = reply[..first].to_string();
+    let mut calls = Vec::new();
+    let mut rest = &reply[first..];
+    while let Some(open) = rest.find(TOOL_OPEN) {
+        let body_start = open + TOOL_OPEN.len();
+        let (body, next) = match rest[body_start..].find(TOOL_CLOSE) {
+            Some(close) => (
+                &rest[body_start..body_start + close],
+                &rest[body_start + close + TOOL_CLOSE.len()..],
+            ),
+            None => (&rest[body_start..], ""),
+        };
+        if let Some(call) = call_from_json(body, calls.len()) {
+            calls.push(call);
+        }
+        rest = next;
     }
-    ExecuteCode::parse(name, &arguments).ok()
+    if calls.is_empty() {
+        return (reply.to_string(), calls);
+    }
+    (text, calls)
 }
 
 #[cfg(test)]
@@ -185,6 +232,35 @@ mod tests {
             Some(("python", "print(5)")),
         );
         check("```json\n{\"name\": \"x\"}\n```", None);
+    }
+
+    #[test]
+    fn tool_calls_in_text() {
+        let check = |reply: &str, text: &str, calls: &[(&str, &str)]| {
+            let (got_text, got) = parse_tool_calls(reply);
+            assert_eq!(got_text, text, "{reply}");
+            let got: Vec<(&str, &str)> = got
+                .iter()
+                .map(|c| (c.name.as_str(), c.arguments.as_str()))
+                .collect();
+            assert_eq!(got, calls, "{reply}");
+        };
+        check("just text", "just text", &[]);
+        check(
+            "Sure.\n<tool_call>\n{\"name\": \"execute_code\", \"arguments\": {\"code\": \"print(1)\"}}\n</tool_call>",
+            "Sure.\n",
+            &[("execute_code", r#"{"code":"print(1)"}"#)],
+        );
+        check(
+            "<tool_call>{\"name\": \"a\", \"arguments\": \"{}\"}</tool_call><tool_call>{\"name\": \"b\", \"arguments\": {}}",
+            "",
+            &[("a", "{}"), ("b", "{}")],
+        );
+        check(
+            "<tool_call>not json</tool_call>",
+            "<tool_call>not json</tool_call>",
+            &[],
+        );
     }
 
     proptest! {

@@ -15,6 +15,7 @@ use tokio::sync::mpsc::Sender;
 use super::constrain::{Constrainer, Constraint, mask_logits};
 use super::model::Weights;
 use super::tokenizer::{GgufTokenizer, Utf8Stream};
+use crate::llm::fenced::{TOOL_OPEN, parse_tool_calls};
 use crate::llm::{Completion, FinishReason, LlmError, LlmEvent, ToolCall, Usage};
 
 /// Tokens fed to the model at once while reading the prompt.
@@ -246,8 +247,6 @@ fn argmax(logits: &[f32]) -> u32 {
     best as u32
 }
 
-const TOOL_OPEN: &str = "<tool_call>";
-const TOOL_CLOSE: &str = "</tool_call>";
 const CALL_NAME: &str = "{\"name\": ";
 const CALL_ARGS: &str = ", \"arguments\": ";
 
@@ -512,82 +511,10 @@ fn partial_suffix(text: &str, tag: &str) -> usize {
         .unwrap_or(0)
 }
 
-/// Splits a free reply into its text and the `<tool_call>{...}</tool_call>`
-/// calls it contains (Qwen/Hermes style). An unclosed last call counts when
-/// its JSON is complete.
-pub fn parse_tool_calls(reply: &str) -> (String, Vec<ToolCall>) {
-    let Some(first) = reply.find(TOOL_OPEN) else {
-        return (reply.to_string(), Vec::new());
-    };
-    // The text is what was streamed before the call.
-    let text = reply[..first].to_string();
-    let mut calls = Vec::new();
-    let mut rest = &reply[first..];
-    while let Some(open) = rest.find(TOOL_OPEN) {
-        let body_start = open + TOOL_OPEN.len();
-        let (body, next) = match rest[body_start..].find(TOOL_CLOSE) {
-            Some(close) => (
-                &rest[body_start..body_start + close],
-                &rest[body_start + close + TOOL_CLOSE.len()..],
-            ),
-            None => (&rest[body_start..], ""),
-        };
-        if let Ok(serde_json::Value::Object(call)) =
-            serde_json::from_str::<serde_json::Value>(body.trim())
-            && let Some(serde_json::Value::String(name)) = call.get("name")
-        {
-            let arguments = match call.get("arguments").or_else(|| call.get("parameters")) {
-                Some(serde_json::Value::String(s)) => s.clone(),
-                Some(v) => v.to_string(),
-                None => "{}".to_string(),
-            };
-            calls.push(ToolCall {
-                id: format!("call_{}", calls.len()),
-                name: name.clone(),
-                arguments,
-            });
-        }
-        rest = next;
-    }
-    if calls.is_empty() {
-        return (reply.to_string(), calls);
-    }
-    (text, calls)
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tool_calls_in_text() {
-        let check = |reply: &str, text: &str, calls: &[(&str, &str)]| {
-            let (got_text, got) = parse_tool_calls(reply);
-            assert_eq!(got_text, text, "{reply}");
-            let got: Vec<(&str, &str)> = got
-                .iter()
-                .map(|c| (c.name.as_str(), c.arguments.as_str()))
-                .collect();
-            assert_eq!(got, calls, "{reply}");
-        };
-        check("just text", "just text", &[]);
-        check(
-            "Sure.\n<tool_call>\n{\"name\": \"execute_code\", \"arguments\": {\"code\": \"print(1)\"}}\n</tool_call>",
-            "Sure.\n",
-            &[("execute_code", r#"{"code":"print(1)"}"#)],
-        );
-        check(
-            "<tool_call>{\"name\": \"a\", \"arguments\": \"{}\"}</tool_call><tool_call>{\"name\": \"b\", \"arguments\": {}}",
-            "",
-            &[("a", "{}"), ("b", "{}")],
-        );
-        check(
-            "<tool_call>not json</tool_call>",
-            "<tool_call>not json</tool_call>",
-            &[],
-        );
-    }
 
     #[test]
     fn json_ends() {

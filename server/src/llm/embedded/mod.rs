@@ -310,7 +310,8 @@ impl EmbeddedModel {
             })?;
         if matches!(mode, Mode::ToolCall { .. }) && tags {
             // The model's own format; the grammar takes it from here.
-            prompt.push_str("<tool_call>\n");
+            prompt.push_str(crate::llm::fenced::TOOL_OPEN);
+            prompt.push('\n');
         }
         Ok((prompt, mode))
     }
