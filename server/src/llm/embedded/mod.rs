@@ -478,6 +478,26 @@ pub(crate) mod tests {
         panic!("no Done after {events:?}");
     }
 
+    /// The checks every backend passes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_embedded_model_passes_the_conformance_suite() {
+        let Some(model) = test_model() else {
+            return;
+        };
+        crate::llm::conformance::streams_text(&model, "Name three colours.").await;
+        crate::llm::conformance::calls_the_tool(
+            &model,
+            "Write Python that prints the factorial of 5.",
+        )
+        .await;
+        crate::llm::conformance::cancels_mid_stream(
+            &model,
+            "Count from 1 to 200, one number per line.",
+        )
+        .await;
+        crate::llm::conformance::refuses_an_unknown_model(&model).await;
+    }
+
     /// The real model, end to end: a forced tool call, streamed text, and a
     /// cancelled stream that frees the worker.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
