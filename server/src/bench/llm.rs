@@ -210,41 +210,14 @@ async fn llama_cpp_timings(
 /// Starts llama-cpp-python's server and compares the first token through
 /// runcell's client with the first token read straight off the socket.
 async fn time_to_first_token(python: &Path, options: &LlmBenchOptions) -> Result<(), BenchError> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(fail)?
-        .port();
-    let mut server = tokio::process::Command::new(python)
-        .args(["-m", "llama_cpp.server", "--host", "127.0.0.1"])
-        .args(["--port", &port.to_string()])
-        .arg("--model")
-        .arg(&options.model)
-        .args([
-            "--n_threads",
-            &options.threads.to_string(),
-            "--verbose",
-            "false",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(fail)?;
-    let base = format!("http://127.0.0.1:{port}/v1");
+    let server = LlamaCppServer::start(
+        python,
+        &options.model,
+        &["--n_threads", &options.threads.to_string()],
+    )
+    .await?;
+    let base = server.base_url.clone();
     let http = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !http
-        .get(format!("{base}/models"))
-        .send()
-        .await
-        .is_ok_and(|r| r.status().is_success())
-    {
-        if Instant::now() > deadline {
-            return Err(fail("llama_cpp.server did not start"));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
     let client = OpenAiClient::new(OpenAiConfig::new(&base)).map_err(fail)?;
     let models = client.models().await.map_err(fail)?;
     let model = models.first().map(|m| m.id.clone()).unwrap_or_default();
@@ -297,7 +270,7 @@ async fn time_to_first_token(python: &Path, options: &LlmBenchOptions) -> Result
             through.push(ours);
         }
     }
-    let _ = server.start_kill();
+    drop(server);
     let (direct_p50, _) = stats(&mut direct);
     let (through_p50, _) = stats(&mut through);
     println!(
@@ -306,6 +279,62 @@ async fn time_to_first_token(python: &Path, options: &LlmBenchOptions) -> Result
         through_p50 - direct_p50
     );
     Ok(())
+}
+
+/// `python -m llama_cpp.server` on a free loopback port, ready to answer;
+/// killed on drop. The bench and the integration tests' real peer.
+pub struct LlamaCppServer {
+    child: tokio::process::Child,
+    /// `http://127.0.0.1:PORT/v1`
+    pub base_url: String,
+}
+
+impl LlamaCppServer {
+    /// Starts it with `model` and `extra` arguments and waits (up to 120 s)
+    /// until `/v1/models` answers.
+    pub async fn start(python: &Path, model: &Path, extra: &[&str]) -> Result<Self, BenchError> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(fail)?
+            .port();
+        let child = tokio::process::Command::new(python)
+            .args(["-m", "llama_cpp.server", "--host", "127.0.0.1"])
+            .args(["--port", &port.to_string()])
+            .arg("--model")
+            .arg(model)
+            .args(extra)
+            .args(["--verbose", "false"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| fail(format!("cannot start {}: {e}", python.display())))?;
+        let server = Self {
+            child,
+            base_url: format!("http://127.0.0.1:{port}/v1"),
+        };
+        let http = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !http
+            .get(format!("{}/models", server.base_url))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            if Instant::now() > deadline {
+                return Err(fail("llama_cpp.server did not start in 120 s"));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Ok(server)
+    }
+}
+
+impl Drop for LlamaCppServer {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
 }
 
 /// The interpreter `scripts/setup-llama-cpp-python.sh` builds, if it is there.

@@ -8,7 +8,7 @@ use runcell::config::{LlmBackend, LlmConfig, SandboxConfig};
 use runcell::llm::openai::{OpenAiClient, OpenAiConfig};
 use runcell::llm::{Llm, conformance};
 
-use crate::peer::LlamaServer;
+use crate::peer::llama_server;
 use crate::support::{Client, TestServer, http, new_session_id};
 
 /// A small model on two shared cores: answers take seconds.
@@ -70,7 +70,7 @@ async fn picker(
 
 #[tokio::test]
 async fn the_openai_client_passes_the_conformance_suite_against_llama_cpp_python() {
-    let Some(peer) = LlamaServer::start().await else {
+    let Some(peer) = llama_server().await else {
         return;
     };
     let client = OpenAiClient::new(OpenAiConfig {
