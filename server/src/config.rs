@@ -318,6 +318,11 @@ impl Config {
             ("sandbox.output_kib", sandbox.output_kib),
             ("sandbox.file_mib", sandbox.file_mib),
             ("sandbox.disk_mib", sandbox.disk_mib),
+            ("llm.threads", self.llm.threads as u64),
+            ("llm.context_tokens", self.llm.context_tokens as u64),
+            ("llm.max_tokens", u64::from(self.llm.max_tokens)),
+            ("llm.timeout_secs", self.llm.timeout_secs),
+            ("llm.answer_timeout_secs", self.llm.answer_timeout_secs),
         ];
         for (setting, value) in positive {
             if value == 0 {
@@ -371,20 +376,6 @@ impl Config {
                 setting: "llm.structured_output",
                 reason: "must be auto, json_schema, json_object or off".into(),
             });
-        }
-        for (setting, value) in [
-            ("llm.threads", llm.threads as u64),
-            ("llm.context_tokens", llm.context_tokens as u64),
-            ("llm.max_tokens", u64::from(llm.max_tokens)),
-            ("llm.timeout_secs", llm.timeout_secs),
-            ("llm.answer_timeout_secs", llm.answer_timeout_secs),
-        ] {
-            if value == 0 {
-                return Err(ConfigError::Setting {
-                    setting,
-                    reason: "must be more than 0".into(),
-                });
-            }
         }
         tracing_subscriber::EnvFilter::try_new(&self.log).map_err(|e| ConfigError::Setting {
             setting: "log",

@@ -27,8 +27,8 @@ async fn main() -> ExitCode {
                 BenchTarget::Llm => {
                     let options = runcell::bench::llm::LlmBenchOptions {
                         model: model.clone().unwrap_or_else(|| {
-                            std::path::Path::new("data/models")
-                                .join(runcell::config::DEFAULT_MODEL_FILE)
+                            let defaults = Config::default();
+                            defaults.llm.model_file(&defaults.data_dir)
                         }),
                         llama_python: llama_python
                             .clone()

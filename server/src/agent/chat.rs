@@ -5,6 +5,7 @@ use app::protocol::{CellError, CellId, CellKind, CellStatus, EventBody};
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::millis;
 use crate::llm::tools::{EXECUTE_CODE, PartialCode, execute_code_spec, program_of};
 use crate::llm::{
     ChatRequest, Completion, FinishReason, Llm, LlmError, LlmEvent, Message, ToolChoice,
@@ -272,10 +273,6 @@ enum Outcome {
     Answered(Completion),
     Cancelled,
     Failed(LlmError),
-}
-
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 
 use super::tools::{execute_code_spec, program_of};
-use super::{ChatRequest, Completion, Llm, LlmEvent, Message, ToolChoice};
+use super::{ChatRequest, Llm, LlmEvent, Message, ToolChoice};
 use crate::sandbox::{Language, Limits, RunRequest, Sandbox};
 use tokio_util::sync::CancellationToken;
 
@@ -56,11 +56,6 @@ impl RunnableReport {
     pub fn extracted(&self) -> usize {
         self.results.iter().filter(|r| r.code.is_some()).count()
     }
-}
-
-/// The program in a reply (see [`program_of`]).
-pub fn extract_program(completion: &Completion) -> Option<String> {
-    program_of(completion).map(|c| c.code)
 }
 
 /// Runs `code` as Python in `sandbox` (model-written code never runs on
@@ -133,7 +128,7 @@ pub async fn runnable_rate(
                 None
             }
         };
-        let code = completion.as_ref().and_then(extract_program);
+        let code = completion.as_ref().and_then(program_of).map(|c| c.code);
         let (runnable, stdout) = match &code {
             Some(code) => run_python(sandbox, code).await,
             None => (false, String::new()),
@@ -156,7 +151,7 @@ pub async fn runnable_rate(
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::llm::{FinishReason, ToolCall};
+    use crate::llm::{Completion, FinishReason, ToolCall};
 
     fn text(t: &str) -> Completion {
         Completion {
@@ -170,7 +165,7 @@ mod tests {
     #[test]
     fn programs_are_found_in_each_reply_shape() {
         let check = |c: Completion, want: Option<&str>| {
-            assert_eq!(extract_program(&c).as_deref(), want, "{c:?}");
+            assert_eq!(program_of(&c).map(|p| p.code).as_deref(), want, "{c:?}");
         };
         check(text("```python\nprint(1)\n```"), Some("print(1)"));
         check(

@@ -77,7 +77,7 @@ impl Live {
             session_id: self.session.id().to_string(),
             language: self.language,
             created_at_ms: self.created_at_ms,
-            idle_ms: u64::try_from(self.last_used.lock().elapsed().as_millis()).unwrap_or(u64::MAX),
+            idle_ms: crate::clock::millis(self.last_used.lock().elapsed()),
         }
     }
 }

@@ -137,10 +137,9 @@ pub struct OpenAiClient {
     stream_options: AtomicBool,
     /// `FORMAT_SCHEMA` or `FORMAT_OBJECT`, for `Auto` mode.
     format: AtomicU8,
-    /// The first listed model, when neither request nor config names one.
-    listed_model: Mutex<Option<String>>,
-    /// The server's model list and when it was read, to refuse names it does
-    /// not serve (llama.cpp's servers answer any name with their one model).
+    /// The server's model list and when it was read: the default model when
+    /// none is named, and the names to refuse (llama.cpp's servers answer any
+    /// name with their one model).
     known_models: Mutex<Option<(std::time::Instant, Vec<String>)>>,
 }
 
@@ -203,7 +202,6 @@ impl OpenAiClient {
             base,
             shown_url,
             stream_options: AtomicBool::new(true),
-            listed_model: Mutex::new(None),
             known_models: Mutex::new(None),
         })
     }
@@ -353,32 +351,18 @@ impl OpenAiClient {
         if let Some(model) = self.config.model.as_ref().filter(|m| !m.is_empty()) {
             return Ok(model.clone());
         }
-        if let Some(model) = self
-            .listed_model
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-        {
-            return Ok(model);
-        }
-        let models = self.models().await?;
-        let first =
-            models
-                .into_iter()
-                .next()
-                .map(|m| m.id)
-                .ok_or_else(|| LlmError::ModelNotFound {
-                    model: String::new(),
-                    message: "no model is configured and the server lists none".to_owned(),
-                })?;
-        *self.listed_model.lock().unwrap_or_else(|p| p.into_inner()) = Some(first.clone());
-        Ok(first)
+        self.listed_ids()
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| LlmError::ModelNotFound {
+                model: String::new(),
+                message: "no model is configured and the server lists none".to_owned(),
+            })
     }
 
-    /// Refuses a model the server does not list. A list that cannot be read
-    /// (some servers have no `/models`) or is empty lets every name through;
-    /// Ollama's `name` for `name:latest` passes.
-    async fn check_listed(&self, model: &str) -> Result<(), LlmError> {
+    /// The ids the server lists, read at most once per [`MODEL_LIST_TTL`].
+    async fn listed_ids(&self) -> Result<Vec<String>, LlmError> {
         let cached = self
             .known_models
             .lock()
@@ -386,28 +370,31 @@ impl OpenAiClient {
             .clone()
             .filter(|(read, _)| read.elapsed() < MODEL_LIST_TTL)
             .map(|(_, ids)| ids);
-        let ids = match cached {
-            Some(ids) => ids,
-            None => match self.models().await {
-                Ok(models) => {
-                    let ids: Vec<String> = models.into_iter().map(|m| m.id).collect();
-                    *self.known_models.lock().unwrap_or_else(|p| p.into_inner()) =
-                        Some((std::time::Instant::now(), ids.clone()));
-                    ids
-                }
-                // The server is not there: say so now rather than retry it.
-                Err(
-                    e @ (LlmError::Unreachable { .. }
-                    | LlmError::Timeout(_)
-                    | LlmError::Auth { .. }),
-                ) => {
-                    return Err(e);
-                }
-                Err(e) => {
-                    tracing::debug!(error = %e, "cannot list models; not checking the name");
-                    return Ok(());
-                }
-            },
+        if let Some(ids) = cached {
+            return Ok(ids);
+        }
+        let ids: Vec<String> = self.models().await?.into_iter().map(|m| m.id).collect();
+        *self.known_models.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((std::time::Instant::now(), ids.clone()));
+        Ok(ids)
+    }
+
+    /// Refuses a model the server does not list. A list that cannot be read
+    /// (some servers have no `/models`) or is empty lets every name through;
+    /// Ollama's `name` for `name:latest` passes.
+    async fn check_listed(&self, model: &str) -> Result<(), LlmError> {
+        let ids = match self.listed_ids().await {
+            Ok(ids) => ids,
+            // The server is not there: say so now rather than retry it.
+            Err(
+                e @ (LlmError::Unreachable { .. } | LlmError::Timeout(_) | LlmError::Auth { .. }),
+            ) => {
+                return Err(e);
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot list models; not checking the name");
+                return Ok(());
+            }
         };
         let served = ids.is_empty()
             || ids

@@ -326,7 +326,7 @@ impl Kernel {
                 .value
                 .push_str("; the kernel was restarted and earlier variables are gone");
         }
-        outcome.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        outcome.duration_ms = crate::clock::millis(started.elapsed());
         if let Some(error) = &outcome.error {
             send(
                 events,

@@ -753,7 +753,7 @@ fn classify(
         results: Vec::new(),
         error,
         exit_code,
-        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        duration_ms: crate::clock::millis(started.elapsed()),
         truncated: run.truncated,
     }
 }
