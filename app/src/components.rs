@@ -3,8 +3,12 @@
 use leptos::prelude::*;
 
 use crate::api::{ModelChoices, SessionLog};
+use crate::cells::CellView;
 use crate::notebook::Notebook;
-use crate::protocol::{CellId, CellKind, CellStatus, validate_ask};
+use crate::protocol::{ClientMessage, validate_ask};
+
+/// Sends a frame to the server; false when it could not be sent.
+pub type Sender = std::sync::Arc<dyn Fn(ClientMessage) -> bool + Send + Sync>;
 
 /// The page's link to the server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,6 +39,8 @@ pub struct SessionState {
     pub problem: RwSignal<Option<String>>,
     /// The model picked for the next question; empty for the default.
     pub model: RwSignal<String>,
+    /// The page's connection, once the page is hydrated.
+    pub send: StoredValue<Option<Sender>>,
 }
 
 #[component]
@@ -64,23 +70,12 @@ pub fn SessionView(log: SessionLog) -> impl IntoView {
         conn: RwSignal::new(ConnState::Offline),
         problem: RwSignal::new(None),
         model: RwSignal::new(String::new()),
+        send: StoredValue::new(None),
     };
     provide_context(state);
 
     #[cfg(feature = "hydrate")]
-    let client = crate::ws_client::WsClient::start(state);
-    #[cfg(feature = "hydrate")]
-    let send = move |text: String| {
-        let model = Some(state.model.get_untracked()).filter(|m| !m.is_empty());
-        client.send_ask(&text, model)
-    };
-    #[cfg(not(feature = "hydrate"))]
-    let send = move |_text: String| false;
-    #[cfg(feature = "hydrate")]
-    Effect::new(move |_| {
-        state.notebook.track();
-        crate::ws_client::follow_bottom();
-    });
+    connect(state);
 
     view! {
         <div class="page">
@@ -92,7 +87,7 @@ pub fn SessionView(log: SessionLog) -> impl IntoView {
             <main class="notebook">
                 <Cells/>
             </main>
-            <Prompt send/>
+            <Prompt/>
         </div>
     }
 }
@@ -168,61 +163,44 @@ fn Cells() -> impl IntoView {
     }
 }
 
-#[component]
-fn CellView(id: CellId) -> impl IntoView {
-    let state = expect_context::<SessionState>();
-    let notebook = state.notebook;
-    let cell = Memo::new(move |_| notebook.with(|n| n.cell(id).cloned()));
-    let kind = notebook.with_untracked(|n| n.cell(id).map(|c| c.kind));
-    let (class, label) = match kind {
-        Some(CellKind::User) => ("cell cell-user", "You"),
-        Some(CellKind::Answer) | None => ("cell cell-answer", "Answer"),
-    };
-    let text = move || cell.with(|c| c.as_ref().map(|c| c.text.clone()).unwrap_or_default());
-    let status = move || cell.with(|c| c.as_ref().map(|c| c.status));
-    let status_label = move || match status() {
-        Some(CellStatus::Streaming) => "streaming".to_string(),
-        Some(CellStatus::Ok) => cell.with(|c| match c.as_ref().and_then(|c| c.elapsed_ms) {
-            Some(ms) => format!("ok · {:.1} s", ms as f64 / 1000.0),
-            None => String::new(),
-        }),
-        Some(CellStatus::Error) => "error".to_string(),
-        Some(CellStatus::Cancelled) => "cancelled".to_string(),
-        None => String::new(),
-    };
-
-    view! {
-        <article
-            class=class
-            aria-label=label
-            data-cell-id=id.to_string()
-            data-status=move || status().map(|s| format!("{s:?}").to_lowercase())
-        >
-            <div class="cell-head">
-                <span class="cell-kind">{label}</span>
-                <span class="cell-status">{status_label}</span>
-            </div>
-            <div class="cell-body">{text}</div>
-            {move || {
-                cell.with(|c| c.as_ref().and_then(|c| c.error.clone()))
-                    .map(|e| {
-                        view! {
-                            <p class="cell-error" role="alert" data-code=e.code>
-                                {e.message}
-                            </p>
-                        }
-                    })
-            }}
-        </article>
-    }
+/// Connects the page to its session (in the browser only): the socket, the
+/// sender the controls use, and the auto-scroll.
+#[cfg(feature = "hydrate")]
+fn connect(state: SessionState) {
+    let client = crate::ws_client::WsClient::start(state);
+    let sender: Sender = std::sync::Arc::new(move |message| client.send(&message));
+    state.send.set_value(Some(sender));
+    crate::ws_client::watch_scrolling();
+    Effect::new(move |_| {
+        state.notebook.track();
+        crate::ws_client::follow_bottom();
+    });
 }
 
 /// The message box. Enter sends; Shift+Enter starts a new line.
 #[component]
-fn Prompt(send: impl Fn(String) -> bool + Copy + Send + Sync + 'static) -> impl IntoView {
+fn Prompt() -> impl IntoView {
     let state = expect_context::<SessionState>();
     let draft = RwSignal::new(String::new());
     let connected = move || state.conn.get() == ConnState::Connected;
+    let busy = move || state.notebook.with(Notebook::is_busy);
+    let send = move |text: String| {
+        let model = Some(state.model.get_untracked()).filter(|m| !m.is_empty());
+        state.send.with_value(|send| {
+            send.as_ref()
+                .is_some_and(|send| send(ClientMessage::Ask { text, model }))
+        })
+    };
+    let stop = move || {
+        let sent = state
+            .send
+            .with_value(|send| send.as_ref().is_some_and(|send| send(ClientMessage::Stop)));
+        if !sent {
+            state
+                .problem
+                .set(Some("Not stopped: the server is not connected.".into()));
+        }
+    };
 
     // Returns whether the message left; the draft is kept whenever it did not.
     let submit = move || {
@@ -266,7 +244,16 @@ fn Prompt(send: impl Fn(String) -> bool + Copy + Send + Sync + 'static) -> impl 
                         }
                     }
                 ></textarea>
-                <button type="submit" disabled=move || !connected()>
+                <button
+                    type="button"
+                    class="stop js-only"
+                    hidden=move || !busy()
+                    disabled=move || !connected()
+                    on:click=move |_| stop()
+                >
+                    "Stop"
+                </button>
+                <button type="submit" class="primary" disabled=move || !connected()>
                     "Send"
                 </button>
             </div>

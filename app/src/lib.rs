@@ -8,8 +8,11 @@
 
 #![recursion_limit = "256"]
 
+pub mod ansi;
 pub mod api;
+mod cells;
 pub mod components;
+pub mod markdown;
 pub mod notebook;
 pub mod protocol;
 pub mod routes;

@@ -6,18 +6,81 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::protocol::{CellError, CellId, CellKind, CellStatus, EventBody, SessionEvent};
+use crate::protocol::{
+    CellError, CellId, CellKind, CellStatus, EventBody, Output, SessionEvent, TurnId, TurnKind,
+    TurnStatus,
+};
 
 /// One cell as the page shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cell {
     pub id: CellId,
     pub kind: CellKind,
+    /// The turn the cell belongs to.
+    pub turn: Option<TurnId>,
+    /// User, code and explanation cells: their text.
     pub text: String,
+    /// Code cells: highlighted markup for `text[..highlighted]`.
+    pub html: String,
+    pub highlighted: usize,
+    pub language: Option<String>,
+    pub attempt: Option<u32>,
+    pub source: Option<CellId>,
+    /// Result cells: what the program printed and returned, in order.
+    pub outputs: Vec<Output>,
+    /// The code cell whose result stands for its turn.
+    pub is_final: bool,
     pub status: CellStatus,
     pub elapsed_ms: Option<u64>,
     /// Why the cell failed, when it did.
     pub error: Option<CellError>,
+}
+
+impl Cell {
+    fn new(id: CellId, kind: CellKind, turn: Option<TurnId>) -> Self {
+        Self {
+            id,
+            kind,
+            turn,
+            text: String::new(),
+            html: String::new(),
+            highlighted: 0,
+            language: None,
+            attempt: None,
+            source: None,
+            outputs: Vec::new(),
+            is_final: false,
+            status: CellStatus::Streaming,
+            elapsed_ms: None,
+            error: None,
+        }
+    }
+
+    /// The part of a code cell's text that has no markup yet.
+    pub fn unhighlighted(&self) -> &str {
+        self.text.get(self.highlighted..).unwrap_or_default()
+    }
+
+    /// Everything the result cell printed to stdout and stderr, as one text.
+    pub fn printed(&self) -> String {
+        self.outputs
+            .iter()
+            .filter_map(|o| match o {
+                Output::Stdout { text } | Output::Stderr { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// A turn as the page tracks it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Turn {
+    pub id: TurnId,
+    pub kind: TurnKind,
+    /// `None` while it runs.
+    pub status: Option<TurnStatus>,
+    pub final_cell: Option<CellId>,
 }
 
 /// What applying one event did.
@@ -36,6 +99,7 @@ pub enum Applied {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Notebook {
     cells: Vec<Cell>,
+    turns: Vec<Turn>,
     last_seq: u64,
 }
 
@@ -57,13 +121,23 @@ impl Notebook {
         &self.cells
     }
 
+    pub fn turns(&self) -> &[Turn] {
+        &self.turns
+    }
+
     pub fn cell(&self, id: CellId) -> Option<&Cell> {
         self.cells.iter().rev().find(|c| c.id == id)
     }
 
-    /// Whether some cell is still streaming.
+    /// The cells of one turn, in order.
+    pub fn cells_of(&self, turn: TurnId) -> impl Iterator<Item = &Cell> {
+        self.cells.iter().filter(move |c| c.turn == Some(turn))
+    }
+
+    /// Whether a turn is under way or some cell is still streaming.
     pub fn is_busy(&self) -> bool {
-        self.cells.iter().any(|c| c.status == CellStatus::Streaming)
+        self.turns.iter().any(|t| t.status.is_none())
+            || self.cells.iter().any(|c| c.status == CellStatus::Streaming)
     }
 
     /// Folds in one event, exactly once and only in order.
@@ -75,26 +149,56 @@ impl Notebook {
             return Applied::Gap;
         }
         self.last_seq = event.seq;
+        let turn = self
+            .turns
+            .last()
+            .filter(|t| t.status.is_none())
+            .map(|t| t.id);
         match &event.event {
-            EventBody::UserMessage { cell_id, text } => self.cells.push(Cell {
-                id: *cell_id,
-                kind: CellKind::User,
-                text: text.clone(),
-                status: CellStatus::Ok,
-                elapsed_ms: None,
-                error: None,
+            EventBody::TurnStarted { turn, turn_kind } => self.turns.push(Turn {
+                id: *turn,
+                kind: *turn_kind,
+                status: None,
+                final_cell: None,
             }),
-            EventBody::CellStarted { cell_id, cell_kind } => self.cells.push(Cell {
-                id: *cell_id,
-                kind: *cell_kind,
-                text: String::new(),
-                status: CellStatus::Streaming,
-                elapsed_ms: None,
-                error: None,
-            }),
-            EventBody::CellDelta { cell_id, text } => {
+            EventBody::UserMessage { cell_id, text } => {
+                let mut cell = Cell::new(*cell_id, CellKind::User, turn);
+                cell.text.clone_from(text);
+                cell.status = CellStatus::Ok;
+                self.cells.push(cell);
+            }
+            EventBody::CellStarted {
+                cell_id,
+                cell_kind,
+                language,
+                attempt,
+                source,
+            } => {
+                let mut cell = Cell::new(*cell_id, *cell_kind, turn);
+                cell.language.clone_from(language);
+                cell.attempt = *attempt;
+                cell.source = *source;
+                self.cells.push(cell);
+            }
+            EventBody::CellDelta {
+                cell_id,
+                text,
+                highlight,
+            } => {
                 if let Some(cell) = self.cell_mut(*cell_id) {
                     cell.text.push_str(text);
+                    if let Some(highlight) = highlight {
+                        cell.html.push_str(&highlight.html);
+                        cell.highlighted = highlight.upto.min(cell.text.len());
+                        while !cell.text.is_char_boundary(cell.highlighted) {
+                            cell.highlighted -= 1;
+                        }
+                    }
+                }
+            }
+            EventBody::CellOutput { cell_id, output } => {
+                if let Some(cell) = self.cell_mut(*cell_id) {
+                    push_output(&mut cell.outputs, output);
                 }
             }
             EventBody::CellFinished {
@@ -109,12 +213,36 @@ impl Notebook {
                     cell.error.clone_from(error);
                 }
             }
+            EventBody::TurnFinished {
+                turn,
+                status,
+                final_cell,
+                ..
+            } => {
+                if let Some(t) = self.turns.iter_mut().rev().find(|t| t.id == *turn) {
+                    t.status = Some(*status);
+                    t.final_cell = *final_cell;
+                }
+                if let Some(cell) = final_cell.and_then(|id| self.cell_mut(id)) {
+                    cell.is_final = true;
+                }
+            }
         }
         Applied::Applied
     }
 
     fn cell_mut(&mut self, id: CellId) -> Option<&mut Cell> {
         self.cells.iter_mut().rev().find(|c| c.id == id)
+    }
+}
+
+/// Appends an output, joining a chunk to the stream text before it so that a
+/// program printing line by line makes one block, not thousands.
+fn push_output(outputs: &mut Vec<Output>, output: &Output) {
+    match (outputs.last_mut(), output) {
+        (Some(Output::Stdout { text }), Output::Stdout { text: more })
+        | (Some(Output::Stderr { text }), Output::Stderr { text: more }) => text.push_str(more),
+        _ => outputs.push(output.clone()),
     }
 }
 
@@ -127,25 +255,40 @@ mod tests {
     fn turn(first_seq: u64, first_cell: u64, text: &str) -> Vec<SessionEvent> {
         let user = CellId(first_cell);
         let answer = CellId(first_cell + 1);
+        let turn = TurnId(first_cell);
         let mut bodies = vec![
+            EventBody::TurnStarted {
+                turn,
+                turn_kind: TurnKind::Ask,
+            },
             EventBody::UserMessage {
                 cell_id: user,
                 text: text.into(),
             },
             EventBody::CellStarted {
                 cell_id: answer,
-                cell_kind: CellKind::Answer,
+                cell_kind: CellKind::Explanation,
+                language: None,
+                attempt: None,
+                source: None,
             },
         ];
         bodies.extend(text.split_inclusive(' ').map(|w| EventBody::CellDelta {
             cell_id: answer,
             text: w.into(),
+            highlight: None,
         }));
         bodies.push(EventBody::CellFinished {
             cell_id: answer,
             status: CellStatus::Ok,
             elapsed_ms: 7,
             error: None,
+        });
+        bodies.push(EventBody::TurnFinished {
+            turn,
+            status: TurnStatus::Ok,
+            elapsed_ms: 8,
+            final_cell: None,
         });
         bodies
             .into_iter()
@@ -166,7 +309,9 @@ mod tests {
         let cells = notebook.cells();
         assert_eq!(cells.len(), 2);
         assert_eq!(cells[0].kind, CellKind::User);
-        assert_eq!(cells[1].kind, CellKind::Answer);
+        assert_eq!(cells[1].kind, CellKind::Explanation);
+        assert_eq!(cells[1].turn, Some(TurnId(1)));
+        assert_eq!(notebook.turns()[0].status, Some(TurnStatus::Ok));
         assert_eq!(cells[1].text, "how many r's in strawberry");
         assert_eq!(cells[1].status, CellStatus::Ok);
         assert_eq!(cells[1].elapsed_ms, Some(7));
@@ -176,6 +321,7 @@ mod tests {
     #[test]
     fn a_cell_without_its_finish_is_busy() {
         let mut events = turn(1, 1, "a b c");
+        events.pop();
         events.pop();
         assert!(Notebook::from_events(&events).is_busy());
     }
@@ -201,11 +347,107 @@ mod tests {
             event: EventBody::CellDelta {
                 cell_id: CellId(9),
                 text: "x".into(),
+                highlight: None,
             },
         };
         assert_eq!(notebook.apply(&stray), Applied::Applied);
         assert!(notebook.cells().is_empty());
         assert_eq!(notebook.last_seq(), 1);
+    }
+
+    fn at(seq: u64, event: EventBody) -> SessionEvent {
+        SessionEvent {
+            seq,
+            ts_ms: 0,
+            event,
+        }
+    }
+
+    #[test]
+    fn outputs_join_stream_chunks_and_keep_rich_values_apart() {
+        let cell = CellId(1);
+        let stdout = |t: &str| EventBody::CellOutput {
+            cell_id: cell,
+            output: Output::Stdout { text: t.into() },
+        };
+        let events = [
+            at(
+                1,
+                EventBody::CellStarted {
+                    cell_id: cell,
+                    cell_kind: CellKind::Result,
+                    language: None,
+                    attempt: Some(1),
+                    source: Some(CellId(0)),
+                },
+            ),
+            at(2, stdout("a\n")),
+            at(3, stdout("b\n")),
+            at(
+                4,
+                EventBody::CellOutput {
+                    cell_id: cell,
+                    output: Output::Rich {
+                        data: [("text/plain".to_string(), "3".to_string())].into(),
+                    },
+                },
+            ),
+            at(5, stdout("c\n")),
+        ];
+        let notebook = Notebook::from_events(&events);
+        let result = &notebook.cells()[0];
+        assert_eq!(result.outputs.len(), 3, "{:?}", result.outputs);
+        assert_eq!(result.printed(), "a\nb\nc\n");
+        assert_eq!(result.source, Some(CellId(0)));
+    }
+
+    #[test]
+    fn highlighting_covers_a_prefix_and_the_final_cell_is_marked() {
+        let code = CellId(2);
+        let delta = |text: &str, upto: Option<usize>| EventBody::CellDelta {
+            cell_id: code,
+            text: text.into(),
+            highlight: upto.map(|upto| crate::protocol::Highlight {
+                html: format!("<b>{upto}</b>"),
+                upto,
+            }),
+        };
+        let events = [
+            at(
+                1,
+                EventBody::TurnStarted {
+                    turn: TurnId(1),
+                    turn_kind: TurnKind::Ask,
+                },
+            ),
+            at(
+                2,
+                EventBody::CellStarted {
+                    cell_id: code,
+                    cell_kind: CellKind::Code,
+                    language: Some("python".into()),
+                    attempt: Some(1),
+                    source: None,
+                },
+            ),
+            at(3, delta("x = 1\ny", Some(6))),
+            at(4, delta(" = 2", None)),
+            at(
+                5,
+                EventBody::TurnFinished {
+                    turn: TurnId(1),
+                    status: TurnStatus::Ok,
+                    elapsed_ms: 1,
+                    final_cell: Some(code),
+                },
+            ),
+        ];
+        let notebook = Notebook::from_events(&events);
+        let cell = &notebook.cells()[0];
+        assert_eq!(cell.html, "<b>6</b>");
+        assert_eq!(cell.unhighlighted(), "y = 2");
+        assert!(cell.is_final);
+        assert_eq!(notebook.cells_of(TurnId(1)).count(), 1);
     }
 
     proptest! {

@@ -33,8 +33,71 @@ impl std::fmt::Display for CellId {
 pub enum CellKind {
     /// What the person asked.
     User,
-    /// The model's reply, streamed as it is generated.
-    Answer,
+    /// A program: written by the model (streamed token by token) or by the
+    /// person ("Edit & run").
+    Code,
+    /// What running a program printed and returned.
+    Result,
+    /// The model's plain-language account of the result (markdown).
+    Explanation,
+}
+
+/// A turn's identity, unique within its session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TurnId(pub u64);
+
+/// What started a turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnKind {
+    /// A question for the model: code, result and explanation follow.
+    Ask,
+    /// Code the person wrote or edited, run as it is, with no model.
+    Run,
+}
+
+/// How a turn ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    Ok,
+    Error,
+    Cancelled,
+}
+
+/// More highlighted markup for a code cell: appended to the markup so far,
+/// it covers the cell's text up to byte `upto`; the page shows the rest as
+/// plain text until more arrives. The server escapes the code; the markup
+/// only adds `<span class="hl-…">`, and a span may stay open across pieces.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Highlight {
+    pub html: String,
+    pub upto: usize,
+}
+
+/// One piece of a result cell.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Output {
+    Stdout {
+        text: String,
+    },
+    Stderr {
+        text: String,
+    },
+    /// A rich value (a Jupyter MIME bundle): `image/png` (base64),
+    /// `text/html`, `image/svg+xml`, `text/markdown`, `text/plain`.
+    Rich {
+        data: std::collections::BTreeMap<String, String>,
+    },
+    /// The program raised or hit a limit; the traceback may hold ANSI colours.
+    Error {
+        name: String,
+        value: String,
+        #[serde(default)]
+        traceback: Vec<String>,
+    },
 }
 
 /// Why a cell failed, for the page to show.
@@ -61,15 +124,36 @@ pub enum CellStatus {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum EventBody {
+    /// A turn begins; every event up to its `turn_finished` belongs to it.
+    TurnStarted { turn: TurnId, turn_kind: TurnKind },
     /// The person's message, complete.
     UserMessage { cell_id: CellId, text: String },
-    /// A cell opens; deltas follow until it is finished.
+    /// A cell opens; deltas or outputs follow until it is finished.
     CellStarted {
         cell_id: CellId,
         cell_kind: CellKind,
+        /// Code cells: the program's language.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        language: Option<String>,
+        /// Code and result cells of an ask: 1 for the first try, then one
+        /// more for each fix.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        attempt: Option<u32>,
+        /// Result cells: the code cell that ran. Edited code: the cell it was
+        /// edited from.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        source: Option<CellId>,
     },
-    /// More text for a streaming cell.
-    CellDelta { cell_id: CellId, text: String },
+    /// More text for a streaming code or explanation cell.
+    CellDelta {
+        cell_id: CellId,
+        text: String,
+        /// Code cells: the highlighted markup so far, when it grew.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        highlight: Option<Highlight>,
+    },
+    /// More output for a result cell.
+    CellOutput { cell_id: CellId, output: Output },
     /// A cell is complete.
     CellFinished {
         cell_id: CellId,
@@ -78,6 +162,15 @@ pub enum EventBody {
         /// Set when `status` is `error`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<CellError>,
+    },
+    /// A turn is over. `final_cell` is the code cell whose result stands
+    /// (the last attempt), if any code ran.
+    TurnFinished {
+        turn: TurnId,
+        status: TurnStatus,
+        elapsed_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        final_cell: Option<CellId>,
     },
 }
 
@@ -103,6 +196,8 @@ pub enum ErrorCode {
     MessageTooLong,
     /// Too many turns are already waiting in this session.
     Busy,
+    /// Code sent to run is unacceptable (too big, NUL bytes, unknown language).
+    InvalidCode,
     /// The server is shutting down or hit an internal fault.
     Unavailable,
 }
@@ -136,6 +231,17 @@ pub enum ClientMessage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         model: Option<String>,
     },
+    /// Run code as written ("Edit & run"), with no model; `source` is the
+    /// code cell it was edited from.
+    Run {
+        code: String,
+        language: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        source: Option<CellId>,
+    },
+    /// Stop the running turn (the model's stream ends, a running program is
+    /// interrupted) and drop the turns waiting behind it.
+    Stop,
 }
 
 /// Why a message the person typed cannot be sent.
@@ -183,6 +289,7 @@ mod tests {
             event: EventBody::CellDelta {
                 cell_id: CellId(2),
                 text: "hi".into(),
+                highlight: None,
             },
         });
         assert_eq!(
@@ -246,6 +353,26 @@ mod tests {
                     }),
                 },
             }),
+            ServerMessage::Event(SessionEvent {
+                seq: 4,
+                ts_ms: 8,
+                event: EventBody::CellOutput {
+                    cell_id: CellId(3),
+                    output: Output::Rich {
+                        data: [("image/png".to_string(), "iVBOR".to_string())].into(),
+                    },
+                },
+            }),
+            ServerMessage::Event(SessionEvent {
+                seq: 5,
+                ts_ms: 9,
+                event: EventBody::TurnFinished {
+                    turn: TurnId(1),
+                    status: TurnStatus::Ok,
+                    elapsed_ms: 20,
+                    final_cell: Some(CellId(2)),
+                },
+            }),
         ];
         for frame in frames {
             let back: ServerMessage = serde_json::from_str(&wire(&frame)).unwrap_or_else(|e| {
@@ -268,8 +395,26 @@ mod tests {
         let with_model: Result<ClientMessage, _> =
             serde_json::from_str(r#"{"type":"ask","text":"hi","model":"qwen"}"#);
         assert!(matches!(with_model, Ok(ClientMessage::Ask { model: Some(m), .. }) if m == "qwen"));
+        assert_eq!(
+            serde_json::from_str::<ClientMessage>(r#"{"type":"stop"}"#).ok(),
+            Some(ClientMessage::Stop)
+        );
+        let run: Result<ClientMessage, _> = serde_json::from_str(
+            r#"{"type":"run","code":"print(1)","language":"python","source":4}"#,
+        );
+        assert!(
+            matches!(
+                run,
+                Ok(ClientMessage::Run {
+                    source: Some(CellId(4)),
+                    ..
+                })
+            ),
+            "{run:?}"
+        );
         for bad in [
             "",
+            r#"{"type":"run","code":"x"}"#,
             "null",
             "[]",
             r#"{"type":"ask"}"#,

@@ -58,13 +58,10 @@ impl WsClient {
         client
     }
 
-    /// Sends a message; false when the socket is not open (the caller keeps it).
-    pub fn send_ask(&self, text: &str, model: Option<String>) -> bool {
-        let ask = ClientMessage::Ask {
-            text: text.into(),
-            model,
-        };
-        let Ok(frame) = serde_json::to_string(&ask) else {
+    /// Sends a frame; false when the socket is not open (the caller keeps
+    /// what the person typed).
+    pub fn send(&self, message: &ClientMessage) -> bool {
+        let Ok(frame) = serde_json::to_string(message) else {
             return false;
         };
         self.live
@@ -227,11 +224,19 @@ fn retry_later(weak: Weak<RefCell<Live>>) {
     );
 }
 
-/// Keeps the newest cell in view while the reader is at the bottom of the page.
-pub fn follow_bottom() {
+thread_local! {
+    /// Whether the reader is at the bottom of the page (and so wants to follow
+    /// new output); scrolling up turns following off until they come back.
+    static PINNED: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// How close to the bottom counts as "at the bottom", in CSS pixels.
+const PIN_SLACK: f64 = 80.0;
+
+fn at_bottom() -> bool {
     let window = window();
     let Some(body) = window.document().and_then(|d| d.body()) else {
-        return;
+        return true;
     };
     let viewport = window
         .inner_height()
@@ -239,8 +244,25 @@ pub fn follow_bottom() {
         .and_then(|v| v.as_f64())
         .unwrap_or(0.0);
     let scrolled = window.scroll_y().unwrap_or(0.0);
-    let height = f64::from(body.scroll_height());
-    if scrolled + viewport >= height - 400.0 {
-        window.scroll_to_with_x_and_y(0.0, height);
+    scrolled + viewport >= f64::from(body.scroll_height()) - PIN_SLACK
+}
+
+/// Follows the reader's scrolling: up stops auto-scroll, back down resumes it.
+pub fn watch_scrolling() {
+    let on_scroll = Closure::<dyn FnMut()>::new(|| PINNED.with(|p| p.set(at_bottom())));
+    let _ = window().add_event_listener_with_callback("scroll", on_scroll.as_ref().unchecked_ref());
+    // The listener lives as long as the page.
+    on_scroll.forget();
+}
+
+/// Keeps the newest cell in view while the reader is at the bottom.
+pub fn follow_bottom() {
+    if !PINNED.with(std::cell::Cell::get) {
+        return;
     }
+    let window = window();
+    let Some(body) = window.document().and_then(|d| d.body()) else {
+        return;
+    };
+    window.scroll_to_with_x_and_y(0.0, f64::from(body.scroll_height()));
 }

@@ -65,6 +65,9 @@ pub struct LlmConfig {
     pub context_tokens: usize,
     /// The longest answer, in tokens.
     pub max_tokens: u32,
+    /// Fixes the model may write after a program fails (so at most
+    /// `1 + max_fixes` attempts a question).
+    pub max_fixes: u32,
     /// Seconds to wait for a server's first byte, and between streamed chunks.
     pub timeout_secs: u64,
     /// Retries on 429, 5xx and dropped connections, before any token arrived.
@@ -126,6 +129,7 @@ impl Default for LlmConfig {
             threads: 2,
             context_tokens: 8192,
             max_tokens: 1024,
+            max_fixes: 2,
             timeout_secs: 120,
             max_retries: 3,
             answer_timeout_secs: 600,
@@ -147,6 +151,7 @@ impl std::fmt::Debug for LlmConfig {
             .field("model_path", &self.model_path)
             .field("threads", &self.threads)
             .field("max_tokens", &self.max_tokens)
+            .field("max_fixes", &self.max_fixes)
             .finish_non_exhaustive()
     }
 }
@@ -331,6 +336,12 @@ impl Config {
                     reason: "must be more than 0".into(),
                 });
             }
+        }
+        if self.llm.max_fixes > 10 {
+            return Err(ConfigError::Setting {
+                setting: "llm.max_fixes",
+                reason: "must be at most 10".into(),
+            });
         }
         if sandbox.timeout_secs > sandbox.max_timeout_secs {
             return Err(ConfigError::Setting {

@@ -6,6 +6,7 @@ pub mod bench;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod highlight;
 pub mod http;
 pub mod llm;
 pub mod sandbox;

@@ -7,7 +7,7 @@ use leptos::config::LeptosOptions;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::agent::ChatResponder;
+use crate::agent::{Agent, AgentSettings, Kernels, TurnRunner};
 use crate::config::Config;
 use crate::llm::Llm;
 use crate::llm::catalog::Catalog;
@@ -21,7 +21,8 @@ pub struct AppState {
     pub config: Arc<Config>,
     pub leptos: LeptosOptions,
     pub sessions: Arc<SessionHub>,
-    pub responder: Arc<ChatResponder>,
+    /// Starts and stops turns: the agent behind every way of asking.
+    pub runner: Arc<TurnRunner>,
     /// The language model that answers.
     pub llm: Arc<dyn Llm>,
     /// The models on offer, kept fresh in the background.
@@ -61,21 +62,33 @@ impl AppState {
         );
         let llm = crate::llm::from_config(&config);
         let models = Catalog::new(Arc::clone(&llm), config.llm.model.clone());
-        let responder = Arc::new(ChatResponder {
-            llm: Arc::clone(&llm),
-            max_tokens: config.llm.max_tokens,
-            answer_timeout: std::time::Duration::from_secs(config.llm.answer_timeout_secs),
-        });
+        let agent = Agent::new(
+            Arc::clone(&llm),
+            Kernels::new(Arc::clone(&sandbox_sessions)),
+            AgentSettings {
+                max_tokens: config.llm.max_tokens,
+                answer_timeout: std::time::Duration::from_secs(config.llm.answer_timeout_secs),
+                max_fixes: config.llm.max_fixes,
+                context_tokens: u32::try_from(config.llm.context_tokens).unwrap_or(u32::MAX),
+                limits: config.sandbox.default_limits(),
+            },
+        );
+        let turns = TaskTracker::new();
+        let runner = Arc::new(TurnRunner::new(
+            Arc::new(agent),
+            turns.clone(),
+            shutdown.clone(),
+        ));
         Self {
             config: Arc::new(config),
             leptos,
             sessions: Arc::new(SessionHub::new()),
-            responder,
+            runner,
             llm,
             models,
             sandbox,
             sandbox_sessions,
-            turns: TaskTracker::new(),
+            turns,
             shutdown,
         }
     }

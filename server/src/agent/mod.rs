@@ -1,7 +1,672 @@
-//! What answers a person's message: for now the chat responder, which streams
-//! the model's reply; the notebook agent (code, result, explanation) grows
-//! from it.
+//! The notebook agent: a question becomes a code cell (the model writes a
+//! program), a result cell (the program runs in the session's kernel) and an
+//! explanation cell (the model says what it means). A failed program goes
+//! back to the model with its error, a bounded number of times.
+//!
+//! Plain Rust: it publishes events to a [`SessionChannel`] and knows nothing
+//! of HTTP or WebSockets.
 
-mod chat;
+mod code;
+mod execute;
+mod kernels;
+pub mod prompt;
+mod runner;
 
-pub use chat::{ChatResponder, SYSTEM_PROMPT};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use app::notebook::Notebook;
+use app::protocol::{
+    CellError, CellId, CellKind, CellStatus, EventBody, TurnId, TurnKind, TurnStatus,
+};
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use self::code::{CodeCell, CodeChannel, publish_complete};
+use self::execute::{Program, Ran, run_into_cell};
+pub use self::kernels::Kernels;
+pub use self::prompt::SYSTEM_PROMPT;
+pub use self::runner::{TurnRefusal, TurnRunner, parse_language};
+use crate::highlight::Highlighter;
+use crate::llm::tools::{EXECUTE_CODE, ExecuteCode, execute_code_spec, program_of, result_message};
+use crate::llm::{
+    ChatRequest, Completion, FinishReason, Llm, LlmError, LlmEvent, Message, ResponseSchema,
+    ToolCall, ToolChoice,
+};
+use crate::sandbox::{Language, Limits, validate_code};
+use crate::session::SessionChannel;
+
+/// What a turn is asked to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TurnRequest {
+    /// A question for the model.
+    Ask { text: String, model: Option<String> },
+    /// Code to run as written, with no model.
+    Run {
+        code: String,
+        language: Language,
+        source: Option<CellId>,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub struct AgentSettings {
+    /// The longest model reply, in tokens.
+    pub max_tokens: u32,
+    /// The longest one model reply may take.
+    pub answer_timeout: Duration,
+    /// Fixes tried after a failed program (so `1 + max_fixes` attempts).
+    pub max_fixes: u32,
+    /// The model's context window, in tokens, for the conversation memory.
+    pub context_tokens: u32,
+    /// Limits for each program run.
+    pub limits: Limits,
+}
+
+impl Default for AgentSettings {
+    fn default() -> Self {
+        Self {
+            max_tokens: 1024,
+            answer_timeout: Duration::from_secs(600),
+            max_fixes: 2,
+            context_tokens: 8192,
+            limits: Limits::default(),
+        }
+    }
+}
+
+pub struct Agent {
+    llm: Arc<dyn Llm>,
+    kernels: Kernels,
+    highlighter: Highlighter,
+    settings: AgentSettings,
+}
+
+/// How a model call ended.
+enum Reply {
+    Program {
+        program: ExecuteCode,
+        cell: CellId,
+        completion: Completion,
+    },
+    /// The model answered in words only.
+    Prose(String),
+    Cancelled,
+    Failed,
+}
+
+/// How the steps of a turn ended.
+struct Ended {
+    status: TurnStatus,
+    final_cell: Option<CellId>,
+}
+
+impl Agent {
+    pub fn new(llm: Arc<dyn Llm>, kernels: Kernels, settings: AgentSettings) -> Self {
+        Self {
+            llm,
+            kernels,
+            highlighter: Highlighter::new(),
+            settings,
+        }
+    }
+
+    pub fn llm(&self) -> &Arc<dyn Llm> {
+        &self.llm
+    }
+
+    /// Runs one turn. Turns in a session run one after another; a turn
+    /// cancelled while it waits still records that it was stopped, so that
+    /// every turn asked for has its `turn_finished`.
+    #[tracing::instrument(name = "turn", skip_all, fields(session.id = %session.id(), turn = turn.0, llm.backend = self.llm.backend()))]
+    pub async fn run_turn(
+        &self,
+        session: &SessionChannel,
+        turn: TurnId,
+        request: TurnRequest,
+        cancel: CancellationToken,
+    ) {
+        let _turn = session.turn.lock().await;
+        let started = Instant::now();
+        let turn_kind = match request {
+            TurnRequest::Ask { .. } => TurnKind::Ask,
+            TurnRequest::Run { .. } => TurnKind::Run,
+        };
+        let history = Notebook::from_events(&session.events_after(0));
+        session.publish(EventBody::TurnStarted { turn, turn_kind });
+        let ended = if cancel.is_cancelled() {
+            Ended {
+                status: TurnStatus::Cancelled,
+                final_cell: None,
+            }
+        } else {
+            match request {
+                TurnRequest::Ask { text, model } => {
+                    self.ask(session, &history, text, model, &cancel).await
+                }
+                TurnRequest::Run {
+                    code,
+                    language,
+                    source,
+                } => {
+                    self.run_code(session, code, language, source, &cancel)
+                        .await
+                }
+            }
+        };
+        let elapsed_ms = crate::clock::millis(started.elapsed());
+        session.publish(EventBody::TurnFinished {
+            turn,
+            status: ended.status,
+            elapsed_ms,
+            final_cell: ended.final_cell,
+        });
+        tracing::info!(duration_ms = elapsed_ms, status = ?ended.status, "turn finished");
+    }
+
+    /// "Edit & run": the code as the person wrote it, then its result.
+    async fn run_code(
+        &self,
+        session: &SessionChannel,
+        code: String,
+        language: Language,
+        source: Option<CellId>,
+        cancel: &CancellationToken,
+    ) -> Ended {
+        let cell = publish_complete(session, &self.highlighter, &code, language.name(), source);
+        let program = Program {
+            code_cell: cell,
+            attempt: None,
+            language,
+            code: &code,
+        };
+        let ran = run_into_cell(
+            &self.kernels,
+            session,
+            program,
+            &self.settings.limits,
+            cancel,
+        )
+        .await;
+        Ended {
+            status: status_of(&ran),
+            final_cell: Some(cell),
+        }
+    }
+
+    /// A question: code, result (and fixes), explanation.
+    async fn ask(
+        &self,
+        session: &SessionChannel,
+        history: &Notebook,
+        text: String,
+        model: Option<String>,
+        cancel: &CancellationToken,
+    ) -> Ended {
+        session.publish(EventBody::UserMessage {
+            cell_id: session.next_cell_id(),
+            text: text.clone(),
+        });
+        let budget = (self.settings.context_tokens as usize)
+            .saturating_sub(self.settings.max_tokens as usize)
+            .saturating_sub(
+                prompt::approx_tokens(SYSTEM_PROMPT) + prompt::approx_tokens(&text) + 256,
+            );
+        let mut messages = vec![Message::system(SYSTEM_PROMPT)];
+        messages.extend(prompt::history(history, budget));
+        messages.push(Message::user(text.clone()));
+
+        let channel = self.code_channel();
+        let attempts = 1 + self.settings.max_fixes;
+        let mut last: Option<(ExecuteCode, Ran, CellId)> = None;
+        for attempt in 1..=attempts {
+            let reply = self
+                .write_code(session, &messages, model.clone(), attempt, channel, cancel)
+                .await;
+            let (program, cell, completion) = match reply {
+                Reply::Program {
+                    program,
+                    cell,
+                    completion,
+                } => (program, cell, completion),
+                Reply::Prose(text) => {
+                    // Words without a program: they are the answer.
+                    self.publish_text(session, CellKind::Explanation, &text);
+                    return Ended {
+                        status: TurnStatus::Ok,
+                        final_cell: last.map(|(_, _, cell)| cell),
+                    };
+                }
+                Reply::Cancelled => {
+                    return Ended {
+                        status: TurnStatus::Cancelled,
+                        final_cell: last.map(|(_, _, cell)| cell),
+                    };
+                }
+                Reply::Failed => {
+                    return Ended {
+                        status: TurnStatus::Error,
+                        final_cell: last.map(|(_, _, cell)| cell),
+                    };
+                }
+            };
+            let ran = match checked_language(&program) {
+                Ok(language) => {
+                    let run = Program {
+                        code_cell: cell,
+                        attempt: Some(attempt),
+                        language,
+                        code: &program.code,
+                    };
+                    run_into_cell(&self.kernels, session, run, &self.settings.limits, cancel).await
+                }
+                Err(problem) => {
+                    self.publish_refusal(session, cell, attempt, &problem);
+                    Ran {
+                        report: problem,
+                        failed: true,
+                        cancelled: false,
+                    }
+                }
+            };
+            if ran.cancelled || cancel.is_cancelled() {
+                return Ended {
+                    status: TurnStatus::Cancelled,
+                    final_cell: Some(cell),
+                };
+            }
+            let failed = ran.failed;
+            feed_back(
+                &mut messages,
+                channel,
+                &program,
+                &completion,
+                &ran.report,
+                failed && attempt < attempts,
+            );
+            last = Some((program, ran, cell));
+            if !failed {
+                break;
+            }
+            tracing::info!(attempt, "the program failed");
+        }
+        let Some((program, ran, cell)) = last else {
+            return Ended {
+                status: TurnStatus::Error,
+                final_cell: None,
+            };
+        };
+        let explained = self
+            .explain(session, &text, &program, &ran, model, cancel)
+            .await;
+        Ended {
+            status: match explained {
+                _ if cancel.is_cancelled() => TurnStatus::Cancelled,
+                _ if ran.failed => TurnStatus::Error,
+                false => TurnStatus::Error,
+                true => TurnStatus::Ok,
+            },
+            final_cell: Some(cell),
+        }
+    }
+
+    /// How this backend hands over programs: tool calls where it has them
+    /// (the embedded model then decodes under a grammar: 8 of 8 eval
+    /// programs runnable against 5 of 8 left free), else a reply constrained
+    /// to the tool's schema, else a fenced block in prose.
+    fn code_channel(&self) -> CodeChannel {
+        let capabilities = self.llm.capabilities();
+        if capabilities.tools {
+            CodeChannel::Tool
+        } else if capabilities.structured_output {
+            CodeChannel::Structured
+        } else {
+            CodeChannel::Fenced
+        }
+    }
+
+    fn code_request(
+        &self,
+        messages: &[Message],
+        model: Option<String>,
+        channel: CodeChannel,
+    ) -> ChatRequest {
+        let spec = execute_code_spec();
+        ChatRequest {
+            model,
+            messages: messages.to_vec(),
+            tools: if channel == CodeChannel::Tool {
+                vec![spec.clone()]
+            } else {
+                Vec::new()
+            },
+            tool_choice: if channel == CodeChannel::Tool {
+                ToolChoice::Named(EXECUTE_CODE.into())
+            } else {
+                ToolChoice::Auto
+            },
+            response_schema: (channel == CodeChannel::Structured).then(|| ResponseSchema {
+                name: spec.name.clone(),
+                schema: spec.parameters.clone(),
+            }),
+            max_tokens: Some(self.settings.max_tokens),
+            temperature: Some(0.0),
+        }
+    }
+
+    /// Streams the model's program into a new code cell.
+    async fn write_code(
+        &self,
+        session: &SessionChannel,
+        messages: &[Message],
+        model: Option<String>,
+        attempt: u32,
+        channel: CodeChannel,
+        cancel: &CancellationToken,
+    ) -> Reply {
+        let request = self.code_request(messages, model, channel);
+        let mut cell = CodeCell::new(session, &self.highlighter, attempt);
+        let mut prose = String::new();
+        let streamed = tokio::select! {
+            biased;
+            () = cancel.cancelled() => Err(None),
+            () = tokio::time::sleep(self.settings.answer_timeout) => {
+                Err(Some(LlmError::Timeout(self.settings.answer_timeout)))
+            }
+            outcome = self.stream(request, |event| match event {
+                LlmEvent::Text(text) => {
+                    prose.push_str(&text);
+                    match channel {
+                        CodeChannel::Tool => {}
+                        CodeChannel::Structured | CodeChannel::Fenced => cell.push(channel, &text),
+                    }
+                }
+                LlmEvent::ToolCallDelta { index: 0, arguments, .. } => cell.push(CodeChannel::Tool, &arguments),
+                _ => {}
+            }) => outcome.map_err(Some),
+        };
+        let completion = match streamed {
+            Ok(completion) => completion,
+            Err(None) => {
+                cell.finish(CellStatus::Cancelled, None);
+                return Reply::Cancelled;
+            }
+            Err(Some(e)) => {
+                tracing::warn!(code = e.code(), error = %e, "the model failed");
+                cell.finish(CellStatus::Error, Some(llm_cell_error(&e)));
+                return Reply::Failed;
+            }
+        };
+        let program = program_of(&completion).or_else(|| {
+            (channel == CodeChannel::Structured)
+                .then(|| ExecuteCode::parse(EXECUTE_CODE, &completion.text).ok())
+                .flatten()
+        });
+        match program {
+            Some(program) => {
+                let id = cell.complete(&program);
+                if completion.finish_reason == FinishReason::Length {
+                    tracing::info!("the program was cut at the token limit");
+                }
+                Reply::Program {
+                    program,
+                    cell: id,
+                    completion,
+                }
+            }
+            None if !prose.trim().is_empty() && !cell.is_open() => Reply::Prose(prose),
+            None => {
+                let error = LlmError::MalformedStream(
+                    if completion.finish_reason == FinishReason::Length {
+                        "the program was cut off at the answer's token limit".into()
+                    } else {
+                        "the model answered with neither text nor a program".into()
+                    },
+                );
+                cell.finish(
+                    CellStatus::Error,
+                    Some(CellError {
+                        code: "llm_no_answer".into(),
+                        message: error.to_string(),
+                    }),
+                );
+                Reply::Failed
+            }
+        }
+    }
+
+    /// Streams one model reply, handing each event to `on_event`.
+    async fn stream(
+        &self,
+        request: ChatRequest,
+        mut on_event: impl FnMut(LlmEvent),
+    ) -> Result<Completion, LlmError> {
+        let started = Instant::now();
+        let mut first_token = None;
+        let mut stream = self.llm.chat(request).await?;
+        while let Some(item) = stream.next().await {
+            match item? {
+                LlmEvent::Done(completion) => {
+                    tracing::info!(
+                        ttft_ms = first_token.map(crate::clock::millis),
+                        prompt_tokens = completion.usage.map(|u| u.prompt_tokens),
+                        completion_tokens = completion.usage.map(|u| u.completion_tokens),
+                        "model answered"
+                    );
+                    return Ok(completion);
+                }
+                event => {
+                    first_token.get_or_insert_with(|| started.elapsed());
+                    on_event(event);
+                }
+            }
+        }
+        Err(LlmError::MalformedStream(
+            "the stream ended before the answer did".into(),
+        ))
+    }
+
+    /// Streams the explanation cell; false if it could not be written.
+    async fn explain(
+        &self,
+        session: &SessionChannel,
+        question: &str,
+        program: &ExecuteCode,
+        ran: &Ran,
+        model: Option<String>,
+        cancel: &CancellationToken,
+    ) -> bool {
+        let request = ChatRequest {
+            model,
+            messages: vec![
+                Message::system(prompt::EXPLAIN_PROMPT),
+                Message::user(question),
+                Message::assistant(format!("```{}\n{}\n```", program.language, program.code)),
+                Message::user(result_message(&ran.report, prompt::EXPLAIN_REQUEST)),
+            ],
+            tools: Vec::new(),
+            tool_choice: ToolChoice::None,
+            response_schema: None,
+            max_tokens: Some(self.settings.max_tokens.min(400)),
+            temperature: Some(0.0),
+        };
+        let started = Instant::now();
+        let cell_id = session.next_cell_id();
+        session.publish(EventBody::CellStarted {
+            cell_id,
+            cell_kind: CellKind::Explanation,
+            language: None,
+            attempt: None,
+            source: None,
+        });
+        let outcome = tokio::select! {
+            biased;
+            () = cancel.cancelled() => Err(None),
+            () = tokio::time::sleep(self.settings.answer_timeout) => {
+                Err(Some(LlmError::Timeout(self.settings.answer_timeout)))
+            }
+            outcome = self.stream(request, |event| {
+                if let LlmEvent::Text(text) = event {
+                    session.publish(EventBody::CellDelta { cell_id, text, highlight: None });
+                }
+            }) => outcome.map_err(Some),
+        };
+        let (status, error) = match outcome {
+            Ok(completion) if completion.text.trim().is_empty() => (
+                CellStatus::Error,
+                Some(CellError {
+                    code: "llm_no_answer".into(),
+                    message: "the model wrote no explanation".into(),
+                }),
+            ),
+            Ok(_) => (CellStatus::Ok, None),
+            Err(None) => (CellStatus::Cancelled, None),
+            Err(Some(e)) => {
+                tracing::warn!(code = e.code(), error = %e, "the model failed to explain");
+                (CellStatus::Error, Some(llm_cell_error(&e)))
+            }
+        };
+        let ok = status == CellStatus::Ok;
+        session.publish(EventBody::CellFinished {
+            cell_id,
+            status,
+            elapsed_ms: crate::clock::millis(started.elapsed()),
+            error,
+        });
+        ok
+    }
+
+    /// A cell holding `text`, complete.
+    fn publish_text(&self, session: &SessionChannel, kind: CellKind, text: &str) {
+        let cell_id = session.next_cell_id();
+        session.publish(EventBody::CellStarted {
+            cell_id,
+            cell_kind: kind,
+            language: None,
+            attempt: None,
+            source: None,
+        });
+        session.publish(EventBody::CellDelta {
+            cell_id,
+            text: text.to_string(),
+            highlight: None,
+        });
+        session.publish(EventBody::CellFinished {
+            cell_id,
+            status: CellStatus::Ok,
+            elapsed_ms: 0,
+            error: None,
+        });
+    }
+
+    /// A result cell saying why a program was not run.
+    fn publish_refusal(
+        &self,
+        session: &SessionChannel,
+        code_cell: CellId,
+        attempt: u32,
+        problem: &str,
+    ) {
+        let cell_id = session.next_cell_id();
+        session.publish(EventBody::CellStarted {
+            cell_id,
+            cell_kind: CellKind::Result,
+            language: None,
+            attempt: Some(attempt),
+            source: Some(code_cell),
+        });
+        session.publish(EventBody::CellOutput {
+            cell_id,
+            output: app::protocol::Output::Error {
+                name: "InvalidCode".into(),
+                value: problem.to_string(),
+                traceback: Vec::new(),
+            },
+        });
+        session.publish(EventBody::CellFinished {
+            cell_id,
+            status: CellStatus::Error,
+            elapsed_ms: 0,
+            error: Some(CellError {
+                code: "invalid_code".into(),
+                message: format!("not run: {problem}"),
+            }),
+        });
+    }
+}
+
+/// The language to run `program` in, or why it cannot run. Syntax is
+/// checked by the kernel itself, which compiles a cell before running it.
+fn checked_language(program: &ExecuteCode) -> Result<Language, String> {
+    let language: Language = serde_json::from_value(serde_json::Value::String(
+        program.language.clone(),
+    ))
+    .map_err(|_| {
+        format!(
+            "unknown language `{}`: runcell runs python, javascript, bash and c",
+            program.language.chars().take(40).collect::<String>()
+        )
+    })?;
+    if program.code.trim().is_empty() {
+        return Err("the program is empty".into());
+    }
+    validate_code(&program.code).map_err(|e| e.to_string())?;
+    Ok(language)
+}
+
+/// Adds the attempt and its result to the conversation; when `fix` is set,
+/// asks for a corrected program.
+fn feed_back(
+    messages: &mut Vec<Message>,
+    channel: CodeChannel,
+    program: &ExecuteCode,
+    completion: &Completion,
+    report: &str,
+    fix: bool,
+) {
+    let instruction = if fix { prompt::FIX_REQUEST } else { "" };
+    match completion
+        .tool_calls
+        .first()
+        .filter(|_| channel == CodeChannel::Tool)
+    {
+        Some(call) => {
+            messages.push(Message {
+                tool_calls: vec![ToolCall {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                }],
+                ..Message::assistant(completion.text.clone())
+            });
+            messages.push(Message::tool(
+                call.id.clone(),
+                result_message(report, instruction),
+            ));
+        }
+        None => {
+            messages.push(Message::assistant(format!(
+                "```{}\n{}\n```",
+                program.language, program.code
+            )));
+            messages.push(Message::user(result_message(report, instruction)));
+        }
+    }
+}
+
+fn status_of(ran: &Ran) -> TurnStatus {
+    if ran.cancelled {
+        TurnStatus::Cancelled
+    } else if ran.failed {
+        TurnStatus::Error
+    } else {
+        TurnStatus::Ok
+    }
+}
+
+fn llm_cell_error(e: &LlmError) -> CellError {
+    CellError {
+        code: e.code().into(),
+        message: e.to_string(),
+    }
+}

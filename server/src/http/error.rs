@@ -13,6 +13,9 @@ pub enum ApiError {
     BadRequest(String),
     #[error("{0}")]
     TooLarge(String),
+    /// Too much already under way (429).
+    #[error("{0}")]
+    Busy(String),
     #[error("{0}")]
     Unavailable(String),
     /// Logged in full; the client sees only that something failed.
@@ -26,6 +29,7 @@ impl ApiError {
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             Self::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+            Self::Busy(_) => (StatusCode::TOO_MANY_REQUESTS, "busy"),
             Self::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }

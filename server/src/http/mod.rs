@@ -1,6 +1,7 @@
 //! HTTP: routes, pages and the WebSocket. Handlers parse, call the domain, map.
 
 mod error;
+mod notebook;
 mod run;
 mod ws;
 
@@ -50,6 +51,11 @@ pub fn router(state: AppState) -> Router {
         .route("/", get(new_session))
         .route("/ws/sessions/{id}", get(ws::session_socket))
         .route("/api/models", get(models))
+        .route("/api/sessions", post(notebook::create))
+        .route("/api/sessions/{id}/ask", post(notebook::ask))
+        .route("/api/sessions/{id}/run", post(notebook::run))
+        .route("/api/sessions/{id}/stop", post(notebook::stop))
+        .route("/api/sessions/{id}/events", get(notebook::events))
         .route(
             "/v1/code_interpreter/run",
             post(run::run).layer(DefaultBodyLimit::max(run::MAX_RUN_BODY)),

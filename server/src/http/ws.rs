@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use app::protocol::{
     ClientMessage, ErrorCode, PROTOCOL_VERSION, SUBPROTOCOL, ServerMessage, SessionEvent,
-    validate_ask,
 };
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{Path, Query, State, rejection::QueryRejection};
@@ -14,7 +13,8 @@ use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::ApiError;
-use crate::session::{MAX_PENDING_TURNS, SessionChannel, SessionId};
+use crate::agent::{TurnRefusal, TurnRequest, parse_language};
+use crate::session::{SessionChannel, SessionId};
 use crate::state::AppState;
 
 /// A frame bigger than this closes the connection (messages are far smaller).
@@ -111,7 +111,7 @@ pub async fn serve_socket<W, R>(
             frame = stream.next() => {
                 let reply = match frame {
                     Some(Ok(Message::Text(text))) => handle_text(text.as_str(), &channel, &state),
-                    Some(Ok(Message::Binary(_))) => Some(refusal(ErrorCode::BadFrame, "binary frames are not part of the protocol")),
+                    Some(Ok(Message::Binary(_))) => Some(refusal_message(ErrorCode::BadFrame, "binary frames are not part of the protocol")),
                     Some(Ok(Message::Ping(_) | Message::Pong(_))) => None,
                     Some(Ok(Message::Close(_)) | Err(_)) | None => break,
                 };
@@ -135,44 +135,42 @@ fn handle_text(
     let message = match serde_json::from_str::<ClientMessage>(text) {
         Ok(message) => message,
         Err(err) => {
-            return Some(refusal(
+            return Some(refusal_message(
                 ErrorCode::BadFrame,
                 &format!("unreadable frame: {err}"),
             ));
         }
     };
-    match message {
-        ClientMessage::Ask { text, model } => {
-            if let Err(err) = validate_ask(&text) {
-                return Some(refusal(err.code(), &format!("not sent: {err}")));
-            }
-            if state.shutdown.is_cancelled() {
-                return Some(refusal(
-                    ErrorCode::Unavailable,
-                    "the server is shutting down",
-                ));
-            }
-            let Some(slot) = channel.reserve_turn() else {
-                return Some(refusal(
-                    ErrorCode::Busy,
-                    &format!(
-                        "not sent: {MAX_PENDING_TURNS} turns are already waiting in this session"
-                    ),
-                ));
-            };
-            let responder = Arc::clone(&state.responder);
-            let cancel = state.shutdown.child_token();
-            state.turns.spawn(async move {
-                responder
-                    .run_turn(slot.channel(), text, model, cancel)
-                    .await;
-            });
-            None
+    let request = match message {
+        ClientMessage::Ask { text, model } => TurnRequest::Ask { text, model },
+        ClientMessage::Run {
+            code,
+            language,
+            source,
+        } => match parse_language(&language) {
+            Ok(language) => TurnRequest::Run {
+                code,
+                language,
+                source,
+            },
+            Err(refusal) => return Some(refused(&refusal)),
+        },
+        ClientMessage::Stop => {
+            state.runner.stop(channel);
+            return None;
         }
+    };
+    match state.runner.start(channel, request) {
+        Ok(_) => None,
+        Err(refusal) => Some(refused(&refusal)),
     }
 }
 
-fn refusal(code: ErrorCode, message: &str) -> ServerMessage {
+fn refused(refusal: &TurnRefusal) -> ServerMessage {
+    refusal_message(refusal.code(), &refusal.to_string())
+}
+
+fn refusal_message(code: ErrorCode, message: &str) -> ServerMessage {
     ServerMessage::Error {
         code,
         message: message.to_string(),

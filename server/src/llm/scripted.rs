@@ -3,9 +3,12 @@
 //! - A fenced code block in the last user message becomes an `execute_code`
 //!   tool call with that code (or, in `fenced` mode or when no tool is
 //!   offered, a prose reply containing the block).
-//! - After a tool result it explains, quoting the result.
-//! - `fail_first`: the first attempt's code raises; after the error comes
-//!   back, the retry is the code as written.
+//! - After a result (a tool message, or a user message written by
+//!   `tools::result_message`) it explains, quoting the result; asked for a
+//!   fix of a failed program (a tool choice other than `none`), it sends the
+//!   code as written again.
+//! - `fail_first`: the first attempt's code raises; the fix is the code as
+//!   written.
 //! - `slow`: everything streams slowly, for Stop tests.
 //! - Anything else is answered by streaming the message back.
 //!
@@ -19,7 +22,7 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use super::fenced::extract_code;
-use super::tools::{EXECUTE_CODE, ExecuteCode};
+use super::tools::{EXECUTE_CODE, ExecuteCode, result_of};
 use super::{
     Capabilities, ChatRequest, ChatStream, Completion, FinishReason, Llm, LlmError, LlmEvent,
     Message, ModelInfo, Role, ToolCall, ToolChoice, Usage,
@@ -92,23 +95,31 @@ enum Reply {
 
 impl ScriptedLlm {
     fn decide(&self, request: &ChatRequest) -> (Reply, ScriptedMode) {
-        let last_user = request.messages.iter().rposition(|m| m.role == Role::User);
-        let user_text = last_user.map_or("", |i| request.messages[i].content.as_str());
+        fn result_in(m: &Message) -> Option<&str> {
+            match m.role {
+                Role::Tool => Some(result_of(&m.content).unwrap_or(&m.content)),
+                Role::User => result_of(&m.content),
+                _ => None,
+            }
+        }
+        let question = request
+            .messages
+            .iter()
+            .rposition(|m| m.role == Role::User && result_in(m).is_none());
+        let user_text = question.map_or("", |i| request.messages[i].content.as_str());
         let (mode, user_text) = mode_directive(user_text).unwrap_or((self.mode, user_text));
-        let since_user = last_user.map_or(&request.messages[..], |i| &request.messages[i + 1..]);
+        let since_question = question.map_or(&request.messages[..], |i| &request.messages[i + 1..]);
         let tools_offered = request.tools.iter().any(|t| t.name == EXECUTE_CODE)
             && request.tool_choice != ToolChoice::None;
         let wants_code = extract_code(user_text);
 
-        if let Some(result) = since_user.iter().rev().find(|m| m.role == Role::Tool) {
-            let failed = looks_failed(&result.content);
-            let attempts = since_user.iter().filter(|m| m.role == Role::Tool).count();
-            if let Some(code) =
-                wants_code.filter(|_| failed && mode == ScriptedMode::FailFirst && attempts == 1)
-            {
+        if let Some(result) = since_question.iter().rev().find_map(result_in) {
+            let failed = looks_failed(result);
+            let fixing = request.tool_choice != ToolChoice::None;
+            if let Some(code) = wants_code.filter(|_| failed && fixing) {
                 return (self.code_reply(code, tools_offered, mode), mode);
             }
-            return (Reply::Text(explanation(&result.content, failed)), mode);
+            return (Reply::Text(explanation(result, failed)), mode);
         }
         match wants_code {
             Some(mut code) => {

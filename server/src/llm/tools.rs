@@ -79,6 +79,24 @@ impl ExecuteCode {
 /// The program an answer carries: its first `execute_code` call that
 /// parses, or else one written in its text (a fenced block, a tool call
 /// written out).
+/// How a program's result is shown to a model in prose (for models without
+/// tools, and inside tool results): the report between these tags, then
+/// what to do next.
+pub const RESULT_OPEN: &str = "<result>";
+pub const RESULT_CLOSE: &str = "</result>";
+
+/// A message carrying a program's result and an instruction.
+pub fn result_message(report: &str, instruction: &str) -> String {
+    format!("{RESULT_OPEN}\n{report}\n{RESULT_CLOSE}\n{instruction}")
+}
+
+/// The report in a message written by [`result_message`].
+pub fn result_of(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix(RESULT_OPEN)?;
+    let end = rest.rfind(RESULT_CLOSE)?;
+    Some(rest[..end].trim_matches('\n'))
+}
+
 pub fn program_of(completion: &super::Completion) -> Option<ExecuteCode> {
     completion
         .tool_calls

@@ -1,11 +1,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use app::api::ports::{LogError, SessionLogs};
-use app::protocol::{CellId, EventBody, SessionEvent};
+use app::protocol::{CellId, EventBody, SessionEvent, TurnId};
 use parking_lot::Mutex;
 use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
 
 use super::SessionId;
 use crate::clock::now_ms;
@@ -70,6 +71,9 @@ pub struct SessionChannel {
     /// Held for the length of a turn, so turns in one session run one at a time.
     pub turn: tokio::sync::Mutex<()>,
     pending: AtomicUsize,
+    next_turn: AtomicU64,
+    /// Cancelled by Stop; every turn started since the last Stop watches it.
+    stop: Mutex<CancellationToken>,
 }
 
 /// A place in a session's turn queue; dropping it gives the place back.
@@ -101,7 +105,25 @@ impl SessionChannel {
             live: broadcast::channel(LIVE_BUFFER).0,
             turn: tokio::sync::Mutex::new(()),
             pending: AtomicUsize::new(0),
+            next_turn: AtomicU64::new(1),
+            stop: Mutex::new(CancellationToken::new()),
         }
+    }
+
+    /// A fresh turn id for this session.
+    pub fn next_turn_id(&self) -> TurnId {
+        TurnId(self.next_turn.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The token that the next Stop cancels.
+    pub fn stop_token(&self) -> CancellationToken {
+        self.stop.lock().clone()
+    }
+
+    /// Cancels the turns started so far; later turns are not affected.
+    pub fn stop_turns(&self) {
+        let old = std::mem::replace(&mut *self.stop.lock(), CancellationToken::new());
+        old.cancel();
     }
 
     /// Takes a place for one more turn, unless [`MAX_PENDING_TURNS`] are
@@ -178,7 +200,10 @@ mod tests {
     fn started(cell: u64) -> EventBody {
         EventBody::CellStarted {
             cell_id: CellId(cell),
-            cell_kind: CellKind::Answer,
+            cell_kind: CellKind::Code,
+            language: None,
+            attempt: None,
+            source: None,
         }
     }
 

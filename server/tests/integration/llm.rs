@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use app::protocol::{CellStatus, EventBody, ServerMessage};
+use app::notebook::{Cell, Notebook};
+use app::protocol::{CellKind, CellStatus, EventBody, ServerMessage, TurnStatus};
 use runcell::config::{LlmBackend, LlmConfig, SandboxConfig};
 use runcell::llm::openai::{OpenAiClient, OpenAiConfig};
 use runcell::llm::{Llm, conformance};
@@ -25,9 +26,9 @@ fn openai_backend(base_url: &str) -> LlmConfig {
     }
 }
 
-/// Events until the answer cell finishes, however long the model takes.
-async fn answer(client: &mut Client) -> (String, CellStatus, Option<String>) {
-    let mut text = String::new();
+/// The cells of the next turn, however long the model takes; `notebook`
+/// holds the session so far.
+async fn turn(client: &mut Client, notebook: &mut Notebook) -> (Vec<Cell>, TurnStatus) {
     loop {
         let frame = tokio::time::timeout(ANSWER_PATIENCE, client.next())
             .await
@@ -35,12 +36,9 @@ async fn answer(client: &mut Client) -> (String, CellStatus, Option<String>) {
         let Some(ServerMessage::Event(event)) = frame else {
             panic!("expected an event, got {frame:?}");
         };
-        match event.event {
-            EventBody::CellDelta { text: piece, .. } => text.push_str(&piece),
-            EventBody::CellFinished { status, error, .. } => {
-                return (text, status, error.map(|e| e.code));
-            }
-            _ => {}
+        notebook.apply(&event);
+        if let EventBody::TurnFinished { turn, status, .. } = event.event {
+            return (notebook.cells_of(turn).cloned().collect(), status);
         }
     }
 }
@@ -108,9 +106,18 @@ async fn the_openai_client_passes_the_conformance_suite_against_llama_cpp_python
     let mut page = server.join(&new_session_id()).await;
     page.ask("Write Python that prints the factorial of 5.")
         .await;
-    let (text, status, error) = answer(&mut page).await;
-    assert_eq!(status, CellStatus::Ok, "{error:?}: {text}");
-    assert!(!text.trim().is_empty());
+    let (cells, _) = turn(&mut page, &mut Notebook::default()).await;
+    let kinds: Vec<CellKind> = cells.iter().map(|c| c.kind).collect();
+    // A small model may write a program that fails and then fix it: every
+    // attempt is a code cell and a result cell, and an explanation ends it.
+    assert_eq!(kinds.first(), Some(&CellKind::User), "{cells:#?}");
+    assert_eq!(kinds.get(1), Some(&CellKind::Code), "{cells:#?}");
+    assert_eq!(kinds.get(2), Some(&CellKind::Result), "{cells:#?}");
+    assert_eq!(kinds.last(), Some(&CellKind::Explanation), "{cells:#?}");
+    let code = &cells[1];
+    assert_eq!(code.status, CellStatus::Ok, "{cells:#?}");
+    assert!(!code.text.trim().is_empty());
+    assert!(!cells[kinds.len() - 1].text.trim().is_empty());
 }
 
 #[tokio::test]
@@ -128,11 +135,19 @@ async fn a_dead_model_server_is_an_error_cell_and_the_session_goes_on() {
     )
     .await;
     let mut page = server.join(&new_session_id()).await;
+    let mut notebook = Notebook::default();
     for _ in 0..2 {
         page.ask("anyone there?").await;
-        let (text, status, error) = answer(&mut page).await;
-        assert_eq!(status, CellStatus::Error, "{text}");
-        assert_eq!(error.as_deref(), Some("llm_unreachable"));
+        let (cells, status) = turn(&mut page, &mut notebook).await;
+        assert_eq!(status, TurnStatus::Error);
+        let code = &cells[1];
+        assert_eq!(code.kind, CellKind::Code);
+        assert_eq!(code.status, CellStatus::Error);
+        assert_eq!(
+            code.error.as_ref().map(|e| e.code.as_str()),
+            Some("llm_unreachable")
+        );
+        assert_eq!(cells.len(), 2, "nothing runs without a program");
     }
     // The picker says why there is nothing to pick.
     let listed = picker(&server, |l| !l["problem"].is_null()).await;

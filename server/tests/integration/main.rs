@@ -6,9 +6,11 @@
     reason = "a failed step should fail the test where it happened"
 )]
 
+mod agent;
 mod binary;
 mod kernel;
 mod llm;
+mod notebook_api;
 mod peer;
 mod sandbox;
 mod support;

@@ -157,12 +157,12 @@ impl Client {
         }
     }
 
-    /// Events up to and including the next `cell_finished`.
+    /// Events up to and including the next `turn_finished`.
     pub async fn events_until_finished(&mut self) -> Vec<SessionEvent> {
         let mut events = Vec::new();
         loop {
             let event = self.next_event().await;
-            let done = matches!(event.event, EventBody::CellFinished { .. });
+            let done = matches!(event.event, EventBody::TurnFinished { .. });
             events.push(event);
             if done {
                 return events;
@@ -191,8 +191,7 @@ pub fn scripted() -> LlmConfig {
     }
 }
 
-/// The scripted model's answer to a message without code, as the answer
-/// cell shows it: the program it is made to call the tool with.
+/// The program the scripted model writes for a message without code.
 pub fn printed(text: &str) -> String {
-    format!("```python\nprint({})\n```", serde_json::Value::from(text))
+    format!("print({})", serde_json::Value::from(text))
 }

@@ -1,6 +1,7 @@
 use app::notebook::Notebook;
 use app::protocol::{
     CellKind, CellStatus, ErrorCode, EventBody, MAX_ASK_BYTES, PROTOCOL_VERSION, ServerMessage,
+    TurnKind, TurnStatus,
 };
 use futures::StreamExt;
 use tokio_tungstenite::tungstenite::Message;
@@ -22,15 +23,29 @@ async fn an_ask_streams_back_as_a_cell_in_several_frames() {
 
     let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>());
-    assert!(
-        matches!(events[0].event, EventBody::UserMessage { ref text, .. } if text == "count the r's in strawberry")
-    );
     assert!(matches!(
-        events[1].event,
-        EventBody::CellStarted {
-            cell_kind: CellKind::Answer,
+        events[0].event,
+        EventBody::TurnStarted {
+            turn_kind: TurnKind::Ask,
             ..
         }
+    ));
+    assert!(
+        matches!(events[1].event, EventBody::UserMessage { ref text, .. } if text == "count the r's in strawberry")
+    );
+    assert!(matches!(
+        events[2].event,
+        EventBody::CellStarted {
+            cell_kind: CellKind::Code,
+            ..
+        }
+    ));
+    assert!(matches!(
+        events.last().map(|e| &e.event),
+        Some(EventBody::TurnFinished {
+            status: TurnStatus::Ok,
+            ..
+        })
     ));
     let deltas = events
         .iter()
@@ -38,11 +53,25 @@ async fn an_ask_streams_back_as_a_cell_in_several_frames() {
         .count();
     assert!(deltas >= 3, "{deltas} deltas");
     let notebook = Notebook::from_events(&events);
+    let kinds: Vec<CellKind> = notebook.cells().iter().map(|c| c.kind).collect();
     assert_eq!(
-        notebook.cells()[1].text,
-        printed("count the r's in strawberry")
+        kinds,
+        [
+            CellKind::User,
+            CellKind::Code,
+            CellKind::Result,
+            CellKind::Explanation
+        ]
     );
-    assert_eq!(notebook.cells()[1].status, CellStatus::Ok);
+    let cells = notebook.cells();
+    assert_eq!(cells[1].text, printed("count the r's in strawberry"));
+    assert_eq!(cells[2].printed(), "count the r's in strawberry\n");
+    assert!(
+        cells[3].text.contains("count the r's in strawberry"),
+        "{}",
+        cells[3].text
+    );
+    assert!(cells.iter().all(|c| c.status == CellStatus::Ok));
 }
 
 #[tokio::test]
@@ -178,7 +207,7 @@ async fn a_flood_of_asks_is_bounded_and_the_session_recovers() {
                 busy += 1;
             }
             Some(ServerMessage::Event(event)) => {
-                if matches!(event.event, EventBody::CellFinished { .. }) {
+                if matches!(event.event, EventBody::TurnFinished { .. }) {
                     finished += 1;
                 }
             }

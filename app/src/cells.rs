@@ -1,0 +1,340 @@
+//! The notebook's cells: the question, the code (highlighted, with Copy and
+//! "Edit & run"), its result (text, images, tables, tracebacks) and the
+//! explanation (markdown). Each renders the same on the server and in the
+//! browser, so a page without JavaScript shows the whole session.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use leptos::prelude::*;
+
+use crate::components::SessionState;
+use crate::notebook::Cell;
+use crate::protocol::{CellId, CellKind, CellStatus, ClientMessage, Output};
+use crate::{ansi, markdown};
+
+/// One cell, by id; it follows the notebook as the cell streams.
+#[component]
+pub fn CellView(id: CellId) -> impl IntoView {
+    let state = expect_context::<SessionState>();
+    let notebook = state.notebook;
+    let cell = Memo::new(move |_| notebook.with(|n| n.cell(id).cloned()));
+    let kind = notebook
+        .with_untracked(|n| n.cell(id).map(|c| c.kind))
+        .unwrap_or(CellKind::Explanation);
+    let (class, label) = match kind {
+        CellKind::User => ("cell cell-user", "You"),
+        CellKind::Code => ("cell cell-code", "Code"),
+        CellKind::Result => ("cell cell-result", "Result"),
+        CellKind::Explanation => ("cell cell-explanation", "Explanation"),
+    };
+    let status = move || cell.with(|c| c.as_ref().map(|c| c.status));
+    let badges = move || {
+        cell.with(|c| {
+            let c = c.as_ref()?;
+            let mut badges = Vec::new();
+            if let Some(language) = c.language.as_ref().filter(|_| c.kind == CellKind::Code) {
+                badges.push(language.clone());
+            }
+            match c.attempt {
+                Some(n) if n > 1 => badges.push(format!("attempt {n}")),
+                _ => {}
+            }
+            if c.is_final && c.attempt.is_some_and(|n| n > 1) {
+                badges.push("final".into());
+            }
+            if c.source.is_some() && c.kind == CellKind::Code {
+                badges.push("edited".into());
+            }
+            Some(badges.join(" · "))
+        })
+    };
+
+    view! {
+        <article
+            class=class
+            aria-label=label
+            data-cell-id=id.to_string()
+            data-status=move || status().map(status_name)
+            data-final=move || cell.with(|c| c.as_ref().is_some_and(|c| c.is_final).to_string())
+        >
+            <div class="cell-head">
+                <span class="cell-kind">{label}</span>
+                <span class="cell-badges">{badges}</span>
+                <span class="cell-status">{move || cell.with(|c| c.as_ref().map(status_label))}</span>
+            </div>
+            {match kind {
+                CellKind::User => {
+                    view! { <div class="cell-body">{move || text_of(cell)}</div> }.into_any()
+                }
+                CellKind::Code => view! { <CodeBody id cell/> }.into_any(),
+                CellKind::Result => view! { <ResultBody cell/> }.into_any(),
+                CellKind::Explanation => {
+                    view! {
+                        <div class="cell-body markdown" inner_html=move || markdown::to_html(&text_of(cell))></div>
+                    }
+                        .into_any()
+                }
+            }}
+            {move || {
+                // A result's traceback already says what went wrong.
+                cell.with(|c| {
+                    c.as_ref()
+                        .filter(|c| !c.outputs.iter().any(|o| matches!(o, Output::Error { .. })))
+                        .and_then(|c| c.error.clone())
+                })
+                    .map(|e| {
+                        view! {
+                            <p class="cell-error" role="alert" data-code=e.code>
+                                {e.message}
+                            </p>
+                        }
+                    })
+            }}
+        </article>
+    }
+}
+
+fn text_of(cell: Memo<Option<Cell>>) -> String {
+    cell.with(|c| c.as_ref().map(|c| c.text.clone()).unwrap_or_default())
+}
+
+fn status_name(status: CellStatus) -> String {
+    match status {
+        CellStatus::Streaming => "streaming",
+        CellStatus::Ok => "ok",
+        CellStatus::Error => "error",
+        CellStatus::Cancelled => "cancelled",
+    }
+    .to_string()
+}
+
+/// "writing", "running", "ok · 1.2 s", "error · 0.3 s", "stopped".
+fn status_label(cell: &Cell) -> String {
+    let seconds = cell
+        .elapsed_ms
+        .map(|ms| format!(" · {:.1} s", ms as f64 / 1000.0))
+        .unwrap_or_default();
+    match (cell.status, cell.kind) {
+        (_, CellKind::User) => String::new(),
+        (CellStatus::Streaming, CellKind::Result) => "running".into(),
+        (CellStatus::Streaming, _) => "writing".into(),
+        (CellStatus::Ok, _) => format!("ok{seconds}"),
+        (CellStatus::Error, _) => format!("error{seconds}"),
+        (CellStatus::Cancelled, _) => "stopped".into(),
+    }
+}
+
+/// Sends a frame over the page's connection; false when there is none.
+fn send(state: SessionState, message: ClientMessage) -> bool {
+    state
+        .send
+        .with_value(|send| send.as_ref().is_some_and(|send| send(message)))
+}
+
+/// Copies `text` to the clipboard (browser only).
+fn copy_text(text: &str) {
+    #[cfg(feature = "hydrate")]
+    {
+        let _ = window().navigator().clipboard().write_text(text);
+    }
+    #[cfg(not(feature = "hydrate"))]
+    let _ = text;
+}
+
+/// A `data:` URL, for downloads that work without JavaScript.
+fn data_url(mime: &str, bytes: &[u8]) -> String {
+    format!("data:{mime};base64,{}", BASE64.encode(bytes))
+}
+
+#[component]
+fn CodeBody(id: CellId, cell: Memo<Option<Cell>>) -> impl IntoView {
+    let state = expect_context::<SessionState>();
+    let editing = RwSignal::new(false);
+    let draft = RwSignal::new(String::new());
+    let copied = RwSignal::new(false);
+    let html = move || {
+        cell.with(|c| {
+            c.as_ref()
+                .map(|c| format!("{}{}", c.html, markdown::escape(c.unhighlighted())))
+                .unwrap_or_default()
+        })
+    };
+    let language = move || {
+        cell.with(|c| {
+            c.as_ref()
+                .and_then(|c| c.language.clone())
+                .unwrap_or_else(|| "python".into())
+        })
+    };
+    let streaming = move || {
+        cell.with(|c| {
+            c.as_ref()
+                .is_some_and(|c| c.status == CellStatus::Streaming)
+        })
+    };
+    let run = move || {
+        let code = draft.get_untracked();
+        let message = ClientMessage::Run {
+            code,
+            language: language(),
+            source: Some(id),
+        };
+        if send(state, message) {
+            editing.set(false);
+            state.problem.set(None);
+        } else {
+            state
+                .problem
+                .set(Some("Not run: the server is not connected.".into()));
+        }
+    };
+
+    view! {
+        <div class="cell-body">
+            <pre class="code" hidden=move || editing.get()><code inner_html=html></code></pre>
+            <Show when=move || editing.get()>
+                <textarea
+                    class="code-editor"
+                    aria-label="Edit code"
+                    spellcheck="false"
+                    rows=move || draft.with(|d| d.lines().count().clamp(3, 30))
+                    prop:value=move || draft.get()
+                    on:input=move |ev| draft.set(event_target_value(&ev))
+                ></textarea>
+            </Show>
+            <div class="cell-actions js-only">
+                <Show
+                    when=move || editing.get()
+                    fallback=move || {
+                        view! {
+                            <button
+                                type="button"
+                                on:click=move |_| {
+                                    copy_text(&text_of(cell));
+                                    copied.set(true);
+                                }
+                            >
+                                {move || if copied.get() { "Copied" } else { "Copy" }}
+                            </button>
+                            <button
+                                type="button"
+                                disabled=streaming
+                                on:click=move |_| {
+                                    draft.set(text_of(cell));
+                                    editing.set(true);
+                                }
+                            >
+                                "Edit & run"
+                            </button>
+                        }
+                    }
+                >
+                    <button type="button" class="primary" on:click=move |_| run()>
+                        "Run"
+                    </button>
+                    <button type="button" on:click=move |_| editing.set(false)>
+                        "Cancel"
+                    </button>
+                </Show>
+            </div>
+        </div>
+    }
+}
+
+#[component]
+fn ResultBody(cell: Memo<Option<Cell>>) -> impl IntoView {
+    let outputs = move || cell.with(|c| c.as_ref().map(|c| c.outputs.clone()).unwrap_or_default());
+    let printed = move || cell.with(|c| c.as_ref().map(Cell::printed).unwrap_or_default());
+    let copied = RwSignal::new(false);
+    let cell_name = move || cell.with(|c| c.as_ref().map(|c| c.id.to_string()).unwrap_or_default());
+
+    view! {
+        <div class="cell-body outputs">
+            {move || {
+                outputs()
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, output)| view! { <OutputView output index=i name=cell_name()/> })
+                    .collect_view()
+            }}
+            <Show when=move || cell.with(|c| c.as_ref().is_some_and(|c| c.outputs.is_empty() && c.status != CellStatus::Streaming))>
+                <p class="out-empty">"(no output)"</p>
+            </Show>
+            <Show when=move || !printed().is_empty()>
+                <div class="cell-actions">
+                    <button
+                        type="button"
+                        class="js-only"
+                        on:click=move |_| {
+                            copy_text(&printed());
+                            copied.set(true);
+                        }
+                    >
+                        {move || if copied.get() { "Copied" } else { "Copy output" }}
+                    </button>
+                    <a
+                        class="button"
+                        download=move || format!("output-{}.txt", cell_name())
+                        href=move || data_url("text/plain;charset=utf-8", printed().as_bytes())
+                    >
+                        "Download"
+                    </a>
+                </div>
+            </Show>
+        </div>
+    }
+}
+
+/// The richest form of a value the page can show safely.
+#[component]
+fn OutputView(output: Output, index: usize, name: String) -> impl IntoView {
+    match output {
+        Output::Stdout { text } => view! { <pre class="out out-stdout">{text}</pre> }.into_any(),
+        Output::Stderr { text } => {
+            view! { <pre class="out out-stderr" inner_html=ansi::to_html(&text)></pre> }.into_any()
+        }
+        Output::Error {
+            name: ename,
+            value,
+            traceback,
+        } => {
+            let text = if traceback.is_empty() {
+                format!("{ename}: {value}")
+            } else {
+                traceback.join("\n")
+            };
+            view! { <pre class="out out-error" inner_html=ansi::to_html(&text)></pre> }.into_any()
+        }
+        Output::Rich { data } => {
+            if let Some(png) = data.get("image/png") {
+                let src = format!("data:image/png;base64,{}", png.trim());
+                let file = format!("figure-{name}-{}.png", index + 1);
+                view! {
+                    <figure class="out out-image">
+                        <img src=src.clone() alt=data.get("text/plain").cloned().unwrap_or_else(|| "A figure".into())/>
+                        <figcaption><a class="button" download=file href=src>"Download PNG"</a></figcaption>
+                    </figure>
+                }
+                .into_any()
+            } else if let Some(svg) = data.get("image/svg+xml") {
+                // As an image, an SVG's scripts do not run.
+                let src = data_url("image/svg+xml", svg.as_bytes());
+                view! { <figure class="out out-image"><img src=src alt="A figure"/></figure> }
+                    .into_any()
+            } else if let Some(html) = data.get("text/html") {
+                // No scripts, no same origin: the frame can only show markup.
+                view! {
+                    <iframe class="out out-html" sandbox="" srcdoc=html.clone() title="HTML output"></iframe>
+                }
+                .into_any()
+            } else if let Some(md) = data.get("text/markdown") {
+                view! { <div class="out markdown" inner_html=markdown::to_html(md)></div> }
+                    .into_any()
+            } else {
+                let text = data.get("text/plain").cloned().unwrap_or_default();
+                view! { <pre class="out out-value" inner_html=ansi::to_html(&text)></pre> }
+                    .into_any()
+            }
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! A result cell: the program runs in the session's kernel and its output
+//! streams into the cell as it is produced.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use app::protocol::{CellError, CellId, CellKind, CellStatus, EventBody, Output};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::kernels::Kernels;
+use super::prompt;
+use crate::sandbox::{Language, Limits, RunEvent, RunRequest, limit_error};
+use crate::session::SessionChannel;
+
+/// What a run left for the next step.
+pub struct Ran {
+    /// The outputs as text for the model.
+    pub report: String,
+    pub failed: bool,
+    pub cancelled: bool,
+}
+
+/// A program to run, and the code cell that shows it.
+pub struct Program<'a> {
+    pub code_cell: CellId,
+    pub attempt: Option<u32>,
+    pub language: Language,
+    pub code: &'a str,
+}
+
+/// Runs the program and streams its outputs into a new result cell.
+pub async fn run_into_cell(
+    kernels: &Kernels,
+    session: &SessionChannel,
+    program: Program<'_>,
+    limits: &Limits,
+    cancel: &CancellationToken,
+) -> Ran {
+    let Program {
+        code_cell,
+        attempt,
+        language,
+        code,
+    } = program;
+    let started = Instant::now();
+    let cell_id = session.next_cell_id();
+    session.publish(EventBody::CellStarted {
+        cell_id,
+        cell_kind: CellKind::Result,
+        language: None,
+        attempt,
+        source: Some(code_cell),
+    });
+    let request = RunRequest {
+        code: code.to_string(),
+        language,
+        limits: limits.clone(),
+    };
+    let (tx, mut rx) = mpsc::channel::<RunEvent>(256);
+    let mut outputs = Vec::new();
+    let mut publish = |event: RunEvent| {
+        if let Some(output) = output_of(event) {
+            session.publish(EventBody::CellOutput {
+                cell_id,
+                output: output.clone(),
+            });
+            outputs.push(output);
+        }
+    };
+    let result = {
+        let run = kernels.run(session.id(), &request, &tx, cancel);
+        tokio::pin!(run);
+        loop {
+            tokio::select! {
+                biased;
+                Some(event) = rx.recv() => publish(event),
+                result = &mut run => break result,
+            }
+        }
+    };
+    drop(tx);
+    while let Ok(event) = rx.try_recv() {
+        publish(event);
+    }
+    let (status, error, cancelled) = match result {
+        Ok(run) => {
+            if run.restarted {
+                let note = Output::Stderr {
+                    text: "(The session's kernel had stopped after being idle; a new one ran this code, so variables from earlier turns are gone.)\n".into(),
+                };
+                session.publish(EventBody::CellOutput {
+                    cell_id,
+                    output: note.clone(),
+                });
+                outputs.insert(0, note);
+            }
+            match run.outcome.error {
+                Some(e) if e.name == limit_error::CANCELLED => (CellStatus::Cancelled, None, true),
+                Some(e) => (
+                    CellStatus::Error,
+                    Some(CellError {
+                        code: e.name.clone(),
+                        message: format!("{}: {}", e.name, e.value),
+                    }),
+                    false,
+                ),
+                None if run.outcome.exit_code.is_some_and(|c| c != 0) => (
+                    CellStatus::Error,
+                    Some(CellError {
+                        code: "exit_code".into(),
+                        message: format!(
+                            "the program exited with code {}",
+                            run.outcome.exit_code.unwrap_or(-1)
+                        ),
+                    }),
+                    false,
+                ),
+                None => (CellStatus::Ok, None, false),
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "the sandbox could not run the program");
+            let output = Output::Error {
+                name: "SandboxError".into(),
+                value: e.to_string(),
+                traceback: Vec::new(),
+            };
+            session.publish(EventBody::CellOutput {
+                cell_id,
+                output: output.clone(),
+            });
+            outputs.push(output);
+            (
+                CellStatus::Error,
+                Some(CellError {
+                    code: "sandbox_unavailable".into(),
+                    message: e.to_string(),
+                }),
+                false,
+            )
+        }
+    };
+    let failed = status == CellStatus::Error;
+    let mut report = prompt::report(&outputs);
+    if let Some(CellError { message, .. }) = error.as_ref().filter(|e| e.code == "exit_code") {
+        report.push_str(&format!("({message})\n"));
+    }
+    session.publish(EventBody::CellFinished {
+        cell_id,
+        status,
+        elapsed_ms: crate::clock::millis(started.elapsed()),
+        error,
+    });
+    Ran {
+        report: prompt::cut(&report, prompt::MAX_REPORT_BYTES),
+        failed,
+        cancelled,
+    }
+}
+
+/// The page's form of a sandbox event; MIME values that are not text (JSON
+/// objects) are left out.
+fn output_of(event: RunEvent) -> Option<Output> {
+    Some(match event {
+        RunEvent::Stdout { text, .. } => Output::Stdout { text },
+        RunEvent::Stderr { text, .. } => Output::Stderr { text },
+        RunEvent::Result { data, .. } => {
+            let data: BTreeMap<String, String> = data
+                .into_iter()
+                .filter_map(|(mime, value)| match value {
+                    serde_json::Value::String(s) => Some((mime, s)),
+                    // Jupyter may split text values into a list of lines.
+                    serde_json::Value::Array(lines) => Some((
+                        mime,
+                        lines.iter().filter_map(|l| l.as_str()).collect::<String>(),
+                    )),
+                    _ => None,
+                })
+                .collect();
+            if data.is_empty() {
+                return None;
+            }
+            Output::Rich { data }
+        }
+        RunEvent::Error { error, .. } => Output::Error {
+            name: error.name,
+            value: error.value,
+            traceback: error.traceback,
+        },
+    })
+}

@@ -1,0 +1,341 @@
+//! What the model is told: the system prompts, and the conversation so far
+//! rebuilt from the session's notebook within a token budget.
+
+use app::notebook::{Cell, Notebook};
+use app::protocol::{CellKind, Output, TurnKind};
+
+use crate::llm::Message;
+
+/// What the model is told it is.
+/// Asking for a labelled answer made the small default model compute rather
+/// than guess (it answered "how many r's are in strawberry?" with
+/// `print("strawberry" * 5)` when asked only to print "its result"); it then
+/// wrote command-line tools reading `sys.argv`, hence the "never read input()".
+pub const SYSTEM_PROMPT: &str = "You are runcell, a Python code interpreter. For every \
+request, write one complete Python program that computes the answer and prints it with a \
+short label. Include the imports it needs. Put the values from the request in the code: \
+never read input() or command-line arguments. The program runs in the same Python session \
+as the earlier programs of this conversation, so their variables and imports can be used. \
+For a chart, use matplotlib and call plt.show().";
+
+/// What the model is told when it explains a result.
+pub const EXPLAIN_PROMPT: &str = "You explain the result of a program to the person who \
+asked for it. In two or three plain sentences, say what the program did and what its \
+result means for their question; if it failed, say why. Do not write code.";
+
+/// Sent after a failed program, asking for a fix.
+pub const FIX_REQUEST: &str = "The program failed. Write the complete corrected program.";
+
+/// Sent after the last program, asking for the explanation.
+pub const EXPLAIN_REQUEST: &str = "Explain this result to me briefly.";
+
+/// The longest piece of a program's output the model is shown, in bytes.
+pub const MAX_REPORT_BYTES: usize = 2000;
+
+/// Output of older turns, once they no longer fit whole.
+const SUMMARY_OUTPUT_BYTES: usize = 200;
+
+/// Programs longer than this are shown to the model cut.
+const MAX_MEMORY_CODE_BYTES: usize = 4000;
+
+/// A rough token count: four bytes a token, plus a little for each message.
+/// Real tokenizers differ by model; this errs on the side of fewer tokens.
+pub fn approx_tokens(text: &str) -> usize {
+    text.len().div_ceil(4) + 4
+}
+
+/// `text` cut to about `max` bytes, keeping its start and its end.
+pub fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let head = crate::sandbox::fit(text, max * 2 / 3);
+    let tail_start = text.len() - (max - head.len());
+    let mut start = tail_start;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!(
+        "{head}\n… ({} bytes left out) …\n{}",
+        start - head.len(),
+        &text[start..]
+    )
+}
+
+/// The messages before the new question: a user/assistant pair for each
+/// earlier turn, newest kept whole, older ones summarised (code and the start
+/// of the output), the oldest dropped once `budget` tokens are used.
+pub fn history(notebook: &Notebook, budget: usize) -> Vec<Message> {
+    let mut pairs: Vec<[Message; 2]> = Vec::new();
+    let mut used = 0;
+    for turn in notebook.turns().iter().rev() {
+        let cells: Vec<&Cell> = notebook.cells_of(turn.id).collect();
+        let code = turn
+            .final_cell
+            .and_then(|id| cells.iter().find(|c| c.id == id))
+            .or_else(|| cells.iter().rev().find(|c| c.kind == CellKind::Code));
+        let result = code.and_then(|code| {
+            cells
+                .iter()
+                .rev()
+                .find(|c| c.source == Some(code.id) && c.kind == CellKind::Result)
+        });
+        let question = match turn.kind {
+            TurnKind::Ask => cells
+                .iter()
+                .find(|c| c.kind == CellKind::User)
+                .map(|c| c.text.clone()),
+            TurnKind::Run => {
+                code.map(|c| format!("I ran this myself:\n{}", fenced(c, MAX_MEMORY_CODE_BYTES)))
+            }
+        };
+        let Some(question) = question else { continue };
+        let explanation = cells
+            .iter()
+            .rev()
+            .find(|c| c.kind == CellKind::Explanation)
+            .map(|c| c.text.as_str());
+        let whole = answer(turn.kind, code, result, explanation, MAX_REPORT_BYTES);
+        let cost = approx_tokens(&question) + approx_tokens(&whole);
+        if used + cost <= budget {
+            used += cost;
+            pairs.push([Message::user(question), Message::assistant(whole)]);
+            continue;
+        }
+        let short = answer(turn.kind, code, result, None, SUMMARY_OUTPUT_BYTES);
+        let question = cut(&question, 400);
+        let cost = approx_tokens(&question) + approx_tokens(&short);
+        if used + cost > budget {
+            break;
+        }
+        used += cost;
+        pairs.push([Message::user(question), Message::assistant(short)]);
+    }
+    pairs.into_iter().rev().flatten().collect()
+}
+
+fn fenced(code: &Cell, max: usize) -> String {
+    format!(
+        "```{}\n{}\n```",
+        code.language.as_deref().unwrap_or("python"),
+        cut(&code.text, max)
+    )
+}
+
+fn answer(
+    kind: TurnKind,
+    code: Option<&&Cell>,
+    result: Option<&&Cell>,
+    explanation: Option<&str>,
+    output_bytes: usize,
+) -> String {
+    let mut text = String::new();
+    if let (TurnKind::Ask, Some(code)) = (kind, code) {
+        text.push_str(&fenced(code, MAX_MEMORY_CODE_BYTES));
+        text.push('\n');
+    }
+    if let Some(result) = result {
+        text.push_str("Its result:\n");
+        text.push_str(&cut(&report_of_cell(result), output_bytes));
+        text.push('\n');
+    }
+    if let Some(explanation) = explanation.filter(|e| !e.trim().is_empty()) {
+        text.push_str(explanation);
+    }
+    if text.is_empty() {
+        text.push_str("(no answer)");
+    }
+    text
+}
+
+/// A result cell as text for the model.
+pub fn report_of_cell(cell: &Cell) -> String {
+    report(&cell.outputs)
+}
+
+/// Outputs as text for the model: printed text, values, a note for each
+/// image, and errors without their colours.
+pub fn report(outputs: &[Output]) -> String {
+    let mut text = String::new();
+    for output in outputs {
+        match output {
+            Output::Stdout { text: t } => text.push_str(t),
+            Output::Stderr { text: t } => text.push_str(&app::ansi::strip(t)),
+            Output::Rich { data } => {
+                if data.contains_key("image/png") || data.contains_key("image/svg+xml") {
+                    text.push_str("[a figure was shown]\n");
+                } else if data.contains_key("text/html") && !data.contains_key("text/plain") {
+                    text.push_str("[an HTML table was shown]\n");
+                }
+                if let Some(plain) = data
+                    .get("text/plain")
+                    .filter(|_| !data.contains_key("image/png"))
+                {
+                    text.push_str(plain);
+                    text.push('\n');
+                }
+            }
+            Output::Error {
+                name,
+                value,
+                traceback,
+            } => {
+                let trace = app::ansi::strip(&traceback.join("\n"));
+                if trace.trim().is_empty() {
+                    text.push_str(&format!("{name}: {value}\n"));
+                } else {
+                    text.push_str(&trace);
+                    text.push('\n');
+                }
+            }
+        }
+    }
+    if text.trim().is_empty() {
+        "(the program printed nothing)".into()
+    } else {
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use app::protocol::{CellId, CellStatus, EventBody, SessionEvent, TurnId, TurnStatus};
+
+    use super::*;
+
+    /// A notebook of `n` ask turns, each printing a long output.
+    fn notebook(n: u64, output_bytes: usize) -> Notebook {
+        let mut bodies = Vec::new();
+        for t in 1..=n {
+            let (user, code, result, explanation) = (
+                CellId(t * 10),
+                CellId(t * 10 + 1),
+                CellId(t * 10 + 2),
+                CellId(t * 10 + 3),
+            );
+            let started = |cell_id, cell_kind, source| EventBody::CellStarted {
+                cell_id,
+                cell_kind,
+                language: Some("python".into()),
+                attempt: Some(1),
+                source,
+            };
+            let finished = |cell_id| EventBody::CellFinished {
+                cell_id,
+                status: CellStatus::Ok,
+                elapsed_ms: 1,
+                error: None,
+            };
+            bodies.extend([
+                EventBody::TurnStarted {
+                    turn: TurnId(t),
+                    turn_kind: TurnKind::Ask,
+                },
+                EventBody::UserMessage {
+                    cell_id: user,
+                    text: format!("question {t}"),
+                },
+                started(code, CellKind::Code, None),
+                EventBody::CellDelta {
+                    cell_id: code,
+                    text: format!("x{t} = {t}\nprint('o' * {output_bytes})"),
+                    highlight: None,
+                },
+                finished(code),
+                started(result, CellKind::Result, Some(code)),
+                EventBody::CellOutput {
+                    cell_id: result,
+                    output: Output::Stdout {
+                        text: "o".repeat(output_bytes),
+                    },
+                },
+                finished(result),
+                started(explanation, CellKind::Explanation, None),
+                EventBody::CellDelta {
+                    cell_id: explanation,
+                    text: format!("explanation {t}"),
+                    highlight: None,
+                },
+                finished(explanation),
+                EventBody::TurnFinished {
+                    turn: TurnId(t),
+                    status: TurnStatus::Ok,
+                    elapsed_ms: 1,
+                    final_cell: Some(code),
+                },
+            ]);
+        }
+        let events: Vec<SessionEvent> = bodies
+            .into_iter()
+            .zip(1..)
+            .map(|(event, seq)| SessionEvent {
+                seq,
+                ts_ms: 0,
+                event,
+            })
+            .collect();
+        Notebook::from_events(&events)
+    }
+
+    #[test]
+    fn earlier_turns_become_question_and_answer_pairs() {
+        let messages = history(&notebook(2, 10), 10_000);
+        assert_eq!(messages.len(), 4);
+        assert_eq!(messages[0].content, "question 1");
+        assert!(
+            messages[1].content.contains("```python\nx1 = 1"),
+            "{}",
+            messages[1].content
+        );
+        assert!(messages[1].content.contains("oooooooooo"));
+        assert!(messages[1].content.ends_with("explanation 1"));
+        assert_eq!(messages[2].content, "question 2");
+    }
+
+    #[test]
+    fn old_turns_are_summarised_then_dropped_to_fit_the_budget() {
+        let notebook = notebook(30, 5000);
+        let budget = 3000;
+        let messages = history(&notebook, budget);
+        let used: usize = messages.iter().map(|m| approx_tokens(&m.content)).sum();
+        assert!(used <= budget, "{used} tokens");
+        // The newest turn is whole (its explanation kept), older ones are not.
+        let last = &messages[messages.len() - 1].content;
+        assert!(last.ends_with("explanation 30"), "{last}");
+        assert_eq!(messages[messages.len() - 2].content, "question 30");
+        let first = &messages[1].content;
+        assert!(!first.contains("explanation"), "{first}");
+        assert!(first.len() < 600, "{first}");
+        // Variables of the newest turns stay visible to the model.
+        assert!(messages.iter().any(|m| m.content.contains("x29 = 29")));
+        assert!(messages.len() < 60);
+    }
+
+    #[test]
+    fn long_text_is_cut_in_the_middle() {
+        let text = format!("{}{}", "a".repeat(5000), "z".repeat(5000));
+        let short = cut(&text, 1000);
+        assert!(short.len() < 1100 && short.starts_with('a') && short.ends_with('z'));
+        assert_eq!(cut("short", 1000), "short");
+        let snow = "☃".repeat(1000);
+        assert!(cut(&snow, 100).len() < 150);
+    }
+
+    #[test]
+    fn reports_name_figures_and_strip_colours() {
+        let report = report(&[
+            Output::Stdout {
+                text: "hi\n".into(),
+            },
+            Output::Rich {
+                data: [("image/png".to_string(), "iVBOR".to_string())].into(),
+            },
+            Output::Error {
+                name: "ValueError".into(),
+                value: "bad".into(),
+                traceback: vec!["\u{1b}[31mValueError\u{1b}[0m: bad".into()],
+            },
+        ]);
+        assert_eq!(report, "hi\n[a figure was shown]\nValueError: bad\n");
+    }
+}

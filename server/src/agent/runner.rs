@@ -1,0 +1,115 @@
+//! Starting and stopping turns: the one path every way of asking takes (the
+//! page's WebSocket and the NDJSON API alike).
+
+use std::sync::Arc;
+
+use app::protocol::{ErrorCode, MAX_ASK_BYTES, TurnId, validate_ask};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::{Agent, TurnRequest};
+use crate::sandbox::validate_code;
+use crate::session::{MAX_PENDING_TURNS, SessionChannel};
+
+/// Why a turn was not started.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TurnRefusal {
+    #[error("not sent: the message is empty")]
+    Empty,
+    #[error("not sent: the message is longer than {MAX_ASK_BYTES} bytes")]
+    TooLong,
+    #[error("not run: {0}")]
+    InvalidCode(String),
+    #[error("not sent: {MAX_PENDING_TURNS} turns are already waiting in this session")]
+    Busy,
+    #[error("the server is shutting down")]
+    ShuttingDown,
+}
+
+impl TurnRefusal {
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::Empty => ErrorCode::EmptyMessage,
+            Self::TooLong => ErrorCode::MessageTooLong,
+            Self::InvalidCode(_) => ErrorCode::InvalidCode,
+            Self::Busy => ErrorCode::Busy,
+            Self::ShuttingDown => ErrorCode::Unavailable,
+        }
+    }
+}
+
+/// Runs turns as tasks of their own, so that a page that goes away does not
+/// stop them.
+pub struct TurnRunner {
+    agent: Arc<Agent>,
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+}
+
+impl TurnRunner {
+    pub fn new(agent: Arc<Agent>, tracker: TaskTracker, shutdown: CancellationToken) -> Self {
+        Self {
+            agent,
+            tracker,
+            shutdown,
+        }
+    }
+
+    pub fn agent(&self) -> &Arc<Agent> {
+        &self.agent
+    }
+
+    /// Checks `request` and queues it as the session's next turn.
+    pub fn start(
+        &self,
+        channel: &Arc<SessionChannel>,
+        request: TurnRequest,
+    ) -> Result<TurnId, TurnRefusal> {
+        match &request {
+            TurnRequest::Ask { text, .. } => validate_ask(text).map_err(|e| match e {
+                app::protocol::AskError::Empty => TurnRefusal::Empty,
+                app::protocol::AskError::TooLong => TurnRefusal::TooLong,
+            })?,
+            TurnRequest::Run { code, .. } => {
+                if code.trim().is_empty() {
+                    return Err(TurnRefusal::InvalidCode("the code is empty".into()));
+                }
+                validate_code(code).map_err(|e| TurnRefusal::InvalidCode(e.to_string()))?;
+            }
+        }
+        if self.shutdown.is_cancelled() {
+            return Err(TurnRefusal::ShuttingDown);
+        }
+        let slot = channel.reserve_turn().ok_or(TurnRefusal::Busy)?;
+        let turn = channel.next_turn_id();
+        let cancel = self.shutdown.child_token();
+        let stop = channel.stop_token();
+        let agent = Arc::clone(&self.agent);
+        self.tracker.spawn(async move {
+            let run = agent.run_turn(slot.channel(), turn, request, cancel.clone());
+            tokio::pin!(run);
+            tokio::select! {
+                () = &mut run => return,
+                () = stop.cancelled() => cancel.cancel(),
+            }
+            // Stopped: the turn finishes at once, as cancelled.
+            run.await;
+        });
+        Ok(turn)
+    }
+
+    /// Stops the session's running turn and the turns waiting behind it.
+    pub fn stop(&self, channel: &SessionChannel) {
+        channel.stop_turns();
+    }
+}
+
+/// The language named in a run request.
+pub fn parse_language(name: &str) -> Result<crate::sandbox::Language, TurnRefusal> {
+    serde_json::from_value(serde_json::Value::String(name.to_ascii_lowercase())).map_err(|_| {
+        TurnRefusal::InvalidCode(format!(
+            "unknown language `{}`: python, javascript, bash or c",
+            name.chars().take(40).collect::<String>()
+        ))
+    })
+}

@@ -1,0 +1,447 @@
+//! The notebook agent, driven directly: the scripted model writes the
+//! programs, the real jail runs them, and the events a page would see are
+//! read back from the session's history.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use app::notebook::{Cell, Notebook};
+use app::protocol::{CellKind, CellStatus, EventBody, Output, SessionEvent, TurnStatus};
+use runcell::agent::{Agent, AgentSettings, Kernels, TurnRequest};
+use runcell::llm::Llm;
+use runcell::llm::openai::{OpenAiClient, OpenAiConfig};
+use runcell::llm::scripted::{FAILING_CODE, ScriptedLlm};
+use runcell::sandbox::jail::{JailConfig, JailSandbox};
+use runcell::sandbox::sessions::{SessionSettings, Sessions};
+use runcell::sandbox::{Language, Limits};
+use runcell::session::{SessionChannel, SessionHub, SessionId};
+use tokio_util::sync::CancellationToken;
+
+use crate::support::PATIENCE;
+
+struct Harness {
+    agent: Arc<Agent>,
+    channel: Arc<SessionChannel>,
+    _hub: SessionHub,
+}
+
+fn harness_with(llm: Arc<dyn Llm>, max_fixes: u32) -> Harness {
+    let jail = JailSandbox::new(JailConfig::default());
+    assert!(jail.unavailable().is_none(), "{:?}", jail.unavailable());
+    let sessions = Sessions::new(
+        jail,
+        SessionSettings {
+            pool_size: 0,
+            idle_ttl: Duration::from_secs(600),
+            max_sessions: 4,
+            limits: Limits::default(),
+        },
+    );
+    let agent = Agent::new(
+        llm,
+        Kernels::new(sessions),
+        AgentSettings {
+            max_fixes,
+            limits: Limits {
+                wall: Duration::from_secs(60),
+                ..Limits::default()
+            },
+            ..AgentSettings::default()
+        },
+    );
+    let hub = SessionHub::new();
+    let channel = hub.channel(SessionId::random());
+    Harness {
+        agent: Arc::new(agent),
+        channel,
+        _hub: hub,
+    }
+}
+
+fn scripted() -> Arc<dyn Llm> {
+    Arc::new(ScriptedLlm {
+        frame_delay: Duration::from_millis(2),
+        slow_delay: Duration::from_millis(300),
+        ..ScriptedLlm::default()
+    })
+}
+
+fn harness() -> Harness {
+    harness_with(scripted(), 2)
+}
+
+/// One turn's events, its notebook and how it ended.
+struct Turn {
+    events: Vec<SessionEvent>,
+    cells: Vec<Cell>,
+    status: TurnStatus,
+}
+
+impl Turn {
+    fn cells(&self) -> &[Cell] {
+        &self.cells
+    }
+
+    fn kinds(&self) -> Vec<CellKind> {
+        self.cells().iter().map(|c| c.kind).collect()
+    }
+
+    fn deltas_of(&self, cell: &Cell) -> usize {
+        self.events
+            .iter()
+            .filter(|e| matches!(e.event, EventBody::CellDelta { cell_id, ref text, .. } if cell_id == cell.id && !text.is_empty()))
+            .count()
+    }
+}
+
+impl Harness {
+    async fn ask(&self, text: &str) -> Turn {
+        self.turn(
+            TurnRequest::Ask {
+                text: text.into(),
+                model: None,
+            },
+            |_| false,
+        )
+        .await
+    }
+
+    /// Runs a turn; the first event that `stop_at` picks cancels it.
+    async fn turn(&self, request: TurnRequest, stop_at: impl Fn(&SessionEvent) -> bool) -> Turn {
+        let (_, from, mut live) = self.channel.subscribe(u64::MAX);
+        let cancel = CancellationToken::new();
+        let turn = self.channel.next_turn_id();
+        let task = tokio::spawn({
+            let agent = Arc::clone(&self.agent);
+            let channel = Arc::clone(&self.channel);
+            let cancel = cancel.clone();
+            async move { agent.run_turn(&channel, turn, request, cancel).await }
+        });
+        let watched = tokio::time::timeout(PATIENCE * 3, async {
+            loop {
+                let event = live.recv().await.unwrap();
+                if stop_at(&event) {
+                    cancel.cancel();
+                }
+                if matches!(event.event, EventBody::TurnFinished { turn: t, .. } if t == turn) {
+                    return;
+                }
+            }
+        })
+        .await;
+        assert!(watched.is_ok(), "the turn did not finish in time");
+        task.await.unwrap();
+        let events = self.channel.events_after(from);
+        let status = match events.last().map(|e| &e.event) {
+            Some(EventBody::TurnFinished { status, .. }) => *status,
+            other => panic!("the turn ended with {other:?}"),
+        };
+        let notebook = Notebook::from_events(&self.channel.events_after(0));
+        Turn {
+            cells: notebook.cells_of(turn).cloned().collect(),
+            events,
+            status,
+        }
+    }
+}
+
+fn fenced(code: &str) -> String {
+    format!("```python\n{code}\n```")
+}
+
+fn error_name(cell: &Cell) -> Option<&str> {
+    cell.outputs.iter().find_map(|o| match o {
+        Output::Error { name, .. } => Some(name.as_str()),
+        _ => None,
+    })
+}
+
+#[tokio::test]
+async fn a_tool_call_becomes_code_result_and_explanation() {
+    let h = harness();
+    let code = "x = 6 * 7\nfor i in range(3):\n    print('line', i)\nprint('answer', x)";
+    let turn = h.ask(&fenced(code)).await;
+
+    assert_eq!(turn.status, TurnStatus::Ok);
+    assert_eq!(
+        turn.kinds(),
+        [
+            CellKind::User,
+            CellKind::Code,
+            CellKind::Result,
+            CellKind::Explanation
+        ]
+    );
+    let [_, code_cell, result, explanation] = turn.cells() else {
+        unreachable!()
+    };
+    assert_eq!(code_cell.text, code);
+    assert_eq!(code_cell.language.as_deref(), Some("python"));
+    assert_eq!(code_cell.attempt, Some(1));
+    assert!(turn.deltas_of(code_cell) >= 2, "the code should stream");
+    assert!(code_cell.highlighted > 0, "the code should be highlighted");
+    assert!(code_cell.html.contains("hl-"), "{}", code_cell.html);
+    assert!(code_cell.is_final);
+    assert_eq!(result.source, Some(code_cell.id));
+    assert_eq!(result.printed(), "line 0\nline 1\nline 2\nanswer 42\n");
+    assert_eq!(result.status, CellStatus::Ok);
+    assert!(
+        turn.deltas_of(explanation) >= 2,
+        "the explanation should stream"
+    );
+    assert!(
+        explanation.text.contains("answer 42"),
+        "{}",
+        explanation.text
+    );
+    assert!(turn.cells().iter().all(|c| c.status == CellStatus::Ok));
+    match turn.events.last().map(|e| &e.event) {
+        Some(EventBody::TurnFinished { final_cell, .. }) => {
+            assert_eq!(*final_cell, Some(code_cell.id));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_model_without_tools_gets_its_fenced_code_run() {
+    let h = harness();
+    let turn = h
+        .ask(&format!(
+            "#scripted: fenced\n{}",
+            fenced("print(sum(range(10)))")
+        ))
+        .await;
+    assert_eq!(turn.status, TurnStatus::Ok);
+    assert_eq!(
+        turn.kinds(),
+        [
+            CellKind::User,
+            CellKind::Code,
+            CellKind::Result,
+            CellKind::Explanation
+        ]
+    );
+    assert_eq!(turn.cells()[1].text, "print(sum(range(10)))");
+    assert_eq!(turn.cells()[2].printed(), "45\n");
+}
+
+#[tokio::test]
+async fn a_failed_program_is_fixed_on_the_second_attempt() {
+    let h = harness();
+    let turn = h
+        .ask(&format!(
+            "#scripted: fail_first\n{}",
+            fenced("print('fixed')")
+        ))
+        .await;
+    assert_eq!(turn.status, TurnStatus::Ok);
+    assert_eq!(
+        turn.kinds(),
+        [
+            CellKind::User,
+            CellKind::Code,
+            CellKind::Result,
+            CellKind::Code,
+            CellKind::Result,
+            CellKind::Explanation
+        ]
+    );
+    let cells = turn.cells();
+    assert_eq!(cells[1].text, FAILING_CODE);
+    assert_eq!(cells[1].attempt, Some(1));
+    assert!(!cells[1].is_final);
+    assert_eq!(error_name(&cells[2]), Some("RuntimeError"));
+    assert_eq!(cells[2].status, CellStatus::Error);
+    assert_eq!(cells[3].attempt, Some(2));
+    assert!(cells[3].is_final);
+    assert_eq!(cells[4].printed(), "fixed\n");
+    assert_eq!(cells[4].status, CellStatus::Ok);
+}
+
+#[tokio::test]
+async fn a_program_that_keeps_failing_gives_up_after_the_last_fix() {
+    let h = harness();
+    let turn = h.ask(&fenced("print(1 / 0)")).await;
+    assert_eq!(turn.status, TurnStatus::Error);
+    let codes: Vec<&Cell> = turn
+        .cells()
+        .iter()
+        .filter(|c| c.kind == CellKind::Code)
+        .collect();
+    assert_eq!(codes.len(), 3, "one attempt and two fixes");
+    assert_eq!(
+        codes.iter().map(|c| c.attempt).collect::<Vec<_>>(),
+        [Some(1), Some(2), Some(3)]
+    );
+    let results: Vec<&Cell> = turn
+        .cells()
+        .iter()
+        .filter(|c| c.kind == CellKind::Result)
+        .collect();
+    assert_eq!(results.len(), 3);
+    assert!(
+        results
+            .iter()
+            .all(|r| error_name(r) == Some("ZeroDivisionError"))
+    );
+    let explanation = turn.cells().last().unwrap();
+    assert_eq!(explanation.kind, CellKind::Explanation);
+    assert!(explanation.text.contains("failed"), "{}", explanation.text);
+
+    // Fewer fixes when configured so.
+    let h = harness_with(scripted(), 0);
+    let turn = h.ask(&fenced("print(1 / 0)")).await;
+    let attempts = turn
+        .kinds()
+        .iter()
+        .filter(|k| **k == CellKind::Code)
+        .count();
+    assert_eq!(attempts, 1);
+}
+
+#[tokio::test]
+async fn unacceptable_programs_are_refused_before_they_run() {
+    let h = harness_with(scripted(), 0);
+    // A model that names a language runcell does not run.
+    let call =
+        r#"{"name": "execute_code", "arguments": {"language": "cobol", "code": "DISPLAY 'HI'."}}"#;
+    let turn = h.ask(&format!("```json\n{call}\n```")).await;
+    assert_eq!(turn.status, TurnStatus::Error);
+    let result = &turn.cells()[2];
+    assert_eq!(result.kind, CellKind::Result);
+    assert_eq!(error_name(result), Some("InvalidCode"));
+    assert_eq!(
+        result.error.as_ref().map(|e| e.code.as_str()),
+        Some("invalid_code")
+    );
+
+    // The kernel compiles a program before it runs any of it.
+    let turn = h.ask(&fenced("print('never shown')\ndef broken(:\n")).await;
+    let result = &turn.cells()[2];
+    assert_eq!(error_name(result), Some("SyntaxError"));
+    assert!(!result.printed().contains("never shown"));
+}
+
+#[tokio::test]
+async fn a_follow_up_uses_the_variables_of_earlier_turns() {
+    let h = harness();
+    let first = h.ask(&fenced("primes = [p for p in range(2, 30) if all(p % d for d in range(2, p))]\nprint(len(primes))")).await;
+    assert_eq!(first.cells()[2].printed(), "10\n");
+    let second = h
+        .ask(&fenced(
+            "twins = [(p, p + 2) for p in primes if p + 2 in primes]\nprint(twins)",
+        ))
+        .await;
+    assert_eq!(second.status, TurnStatus::Ok);
+    assert_eq!(
+        second.cells()[2].printed(),
+        "[(3, 5), (5, 7), (11, 13), (17, 19)]\n"
+    );
+}
+
+#[tokio::test]
+async fn stop_while_the_model_writes_ends_the_turn_and_the_session_goes_on() {
+    let h = harness();
+    let turn = h
+        .turn(
+            TurnRequest::Ask {
+                text: format!(
+                    "#scripted: slow\n{}",
+                    fenced("for word in 'the quick brown fox jumps over the lazy dog'.split():\n    print(word)")
+                ),
+                model: None,
+            },
+            |e| matches!(e.event, EventBody::CellDelta { .. }),
+        )
+        .await;
+    assert_eq!(turn.status, TurnStatus::Cancelled);
+    assert_eq!(turn.kinds(), [CellKind::User, CellKind::Code]);
+    assert_eq!(turn.cells()[1].status, CellStatus::Cancelled);
+
+    let next = h.ask(&fenced("print('after stop')")).await;
+    assert_eq!(next.status, TurnStatus::Ok);
+    assert_eq!(next.cells()[2].printed(), "after stop\n");
+}
+
+#[tokio::test]
+async fn stop_while_the_program_runs_interrupts_it_and_the_session_goes_on() {
+    let h = harness();
+    let turn = h
+        .turn(
+            TurnRequest::Ask {
+                text: fenced("import time\nprint('started', flush=True)\ntime.sleep(120)\nprint('never')"),
+                model: None,
+            },
+            |e| {
+                matches!(&e.event, EventBody::CellOutput { output: Output::Stdout { text }, .. } if text.contains("started"))
+            },
+        )
+        .await;
+    assert_eq!(turn.status, TurnStatus::Cancelled);
+    assert_eq!(
+        turn.kinds(),
+        [CellKind::User, CellKind::Code, CellKind::Result],
+        "no explanation after a stop"
+    );
+    let result = &turn.cells()[2];
+    assert_eq!(result.status, CellStatus::Cancelled);
+    assert!(result.printed().contains("started"));
+    assert!(!result.printed().contains("never"));
+
+    let next = h.ask(&fenced("print('after stop')")).await;
+    assert_eq!(next.status, TurnStatus::Ok);
+    assert!(next.cells()[2].printed().contains("after stop"));
+}
+
+#[tokio::test]
+async fn edited_code_runs_as_written_without_the_model() {
+    let h = harness();
+    let turn = h
+        .turn(
+            TurnRequest::Run {
+                code: "print('edited')".into(),
+                language: Language::Python,
+                source: None,
+            },
+            |_| false,
+        )
+        .await;
+    assert_eq!(turn.status, TurnStatus::Ok);
+    assert_eq!(turn.kinds(), [CellKind::Code, CellKind::Result]);
+    assert_eq!(turn.cells()[1].printed(), "edited\n");
+}
+
+#[tokio::test]
+async fn a_dead_model_server_is_an_error_cell_and_the_session_still_works() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let client = OpenAiClient::new(OpenAiConfig {
+        max_retries: 0,
+        ..OpenAiConfig::new(format!("http://127.0.0.1:{port}/v1"))
+    })
+    .unwrap();
+    let h = harness_with(Arc::new(client), 2);
+    let turn = h.ask("what is 2 + 2?").await;
+    assert_eq!(turn.status, TurnStatus::Error);
+    assert_eq!(turn.kinds(), [CellKind::User, CellKind::Code]);
+    assert_eq!(
+        turn.cells()[1].error.as_ref().map(|e| e.code.as_str()),
+        Some("llm_unreachable")
+    );
+    // Code still runs in the session, and asking again fails the same way.
+    let run = h
+        .turn(
+            TurnRequest::Run {
+                code: "print(2 + 2)".into(),
+                language: Language::Python,
+                source: None,
+            },
+            |_| false,
+        )
+        .await;
+    assert_eq!(run.cells()[1].printed(), "4\n");
+    assert_eq!(h.ask("still there?").await.status, TurnStatus::Error);
+}
