@@ -28,7 +28,8 @@ pub enum Command {
     /// language inside the jail; exits non-zero if anything is missing.
     Doctor,
     /// Measure and print a table beside the targets: the sandbox (latency
-    /// percentiles, idle memory) or the language models.
+    /// percentiles, idle memory), the language models, or the event stream
+    /// to pages (added latency, lost events).
     Bench {
         #[arg(value_enum, default_value_t = BenchTarget::Sandbox)]
         target: BenchTarget,
@@ -55,6 +56,15 @@ pub enum Command {
         /// (constrained vs unconstrained; minutes).
         #[arg(long)]
         eval: bool,
+        /// `stream`: sessions streaming at once.
+        #[arg(long, default_value_t = 50)]
+        sessions: usize,
+        /// `stream`: events each session publishes.
+        #[arg(long, default_value_t = 200)]
+        events: usize,
+        /// `stream`: milliseconds between two events of a session.
+        #[arg(long, default_value_t = 5)]
+        interval_ms: u64,
     },
 }
 
@@ -63,6 +73,7 @@ pub enum Command {
 pub enum BenchTarget {
     Sandbox,
     Llm,
+    Stream,
 }
 
 /// Settings that may be given as flags; they win over the environment

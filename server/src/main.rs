@@ -19,6 +19,9 @@ async fn main() -> ExitCode {
             tokens,
             llama_python,
             eval,
+            sessions,
+            events,
+            interval_ms,
         } => {
             let result = match target {
                 BenchTarget::Sandbox => {
@@ -39,6 +42,14 @@ async fn main() -> ExitCode {
                         eval: *eval,
                     };
                     runcell::bench::llm::run(options).await
+                }
+                BenchTarget::Stream => {
+                    runcell::bench::stream::run(runcell::bench::stream::StreamBenchOptions {
+                        sessions: *sessions,
+                        events_per_session: *events,
+                        interval: std::time::Duration::from_millis(*interval_ms),
+                    })
+                    .await
                 }
             };
             return match result {

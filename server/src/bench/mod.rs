@@ -4,6 +4,7 @@
 
 pub mod llm;
 pub mod sandbox;
+pub mod stream;
 
 #[derive(Debug, thiserror::Error)]
 #[error("bench: {0}")]

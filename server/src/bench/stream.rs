@@ -1,0 +1,247 @@
+//! `runcell bench stream`: the latency runcell adds between an event
+//! reaching the server (a model token, a chunk of a program's stdout) and
+//! it reaching a page's WebSocket, with many sessions streaming at once.
+//!
+//! The real router serves on `127.0.0.1:0`; one WebSocket client per
+//! session connects as a page does. Each session's events are published
+//! into its channel (the point where the agent hands over a token or an
+//! output chunk) carrying the time they were published; each client reads
+//! them, parses the frame and records the difference, and checks that
+//! sequence numbers arrive in order without gaps.
+
+use std::time::{Duration, Instant};
+
+use app::protocol::{CellId, CellKind, EventBody, Output, SUBPROTOCOL, ServerMessage};
+use futures::StreamExt;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_util::sync::CancellationToken;
+
+use super::sandbox::stats;
+use super::{BenchError, fail};
+use crate::config::{Config, LlmBackend, SandboxConfig};
+use crate::session::SessionId;
+use crate::state::AppState;
+
+/// What one client saw.
+struct Seen {
+    latencies: Vec<Duration>,
+    lost: u64,
+    reordered: u64,
+}
+
+pub struct StreamBenchOptions {
+    pub sessions: usize,
+    pub events_per_session: usize,
+    /// The pause between two events of one session (a fast model's pace
+    /// is 10-30 ms a token; less is a harsher test).
+    pub interval: Duration,
+}
+
+pub async fn run(options: StreamBenchOptions) -> Result<(), BenchError> {
+    let data = tempfile::tempdir().map_err(fail)?;
+    let mut config = Config {
+        data_dir: data.path().join("data"),
+        site_root: data.path().join("site"),
+        sandbox: SandboxConfig {
+            pool_size: 0,
+            ..SandboxConfig::default()
+        },
+        ..Config::default()
+    };
+    config.llm.backend = LlmBackend::Scripted;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(fail)?;
+    let addr = listener.local_addr().map_err(fail)?;
+    let shutdown = CancellationToken::new();
+    let state = AppState::new(config, shutdown.clone());
+    let app = crate::http::router(state.clone());
+    let server = tokio::spawn(
+        axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+            .into_future(),
+    );
+
+    println!(
+        "runcell bench stream: {} sessions x {} events, one every {} ms per session, loopback WebSocket",
+        options.sessions,
+        options.events_per_session,
+        options.interval.as_millis()
+    );
+    let base = Instant::now();
+    let mut clients = Vec::new();
+    let mut channels = Vec::new();
+    for _ in 0..options.sessions {
+        let id = SessionId::random();
+        let channel = state.sessions.channel(id);
+        let url = format!("ws://{addr}/ws/sessions/{id}?after=0");
+        let mut request = url.into_client_request().map_err(fail)?;
+        request.headers_mut().insert(
+            "sec-websocket-protocol",
+            HeaderValue::from_static(SUBPROTOCOL),
+        );
+        let (ws, _) = tokio_tungstenite::connect_async(request)
+            .await
+            .map_err(fail)?;
+        // Each session: a cell started, then the events, then its end.
+        let expected = options.events_per_session as u64 + 2;
+        clients.push(tokio::spawn(read(ws, base, expected)));
+        channels.push(channel);
+    }
+    // Every client has its welcome before anything is published.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let started = Instant::now();
+    let publishers: Vec<_> = channels
+        .into_iter()
+        .map(|channel| {
+            let events = options.events_per_session;
+            let interval = options.interval;
+            tokio::spawn(async move { publish(&channel, base, events, interval).await })
+        })
+        .collect();
+    for publisher in publishers {
+        publisher.await.map_err(fail)?;
+    }
+    let mut latencies = Vec::new();
+    let (mut lost, mut reordered) = (0, 0);
+    for client in clients {
+        let seen = tokio::time::timeout(Duration::from_secs(60), client)
+            .await
+            .map_err(|_| BenchError("a client did not get all its events in 60 s".into()))?
+            .map_err(fail)??;
+        latencies.extend(seen.latencies);
+        lost += seen.lost;
+        reordered += seen.reordered;
+    }
+    let wall = started.elapsed();
+    shutdown.cancel();
+    let _ = server.await;
+
+    let count = latencies.len();
+    let (p50, p99) = stats(&mut latencies);
+    let max = latencies.last().copied().unwrap_or_default();
+    println!();
+    println!(
+        "{:<44} {:>9} {:>9}  {:>6}  target",
+        "measure (ms)", "p50", "p99", "n"
+    );
+    println!(
+        "{:<44} {p50:>9.3} {p99:>9.3}  {count:>6}  p99 <= 5 ms",
+        "published -> parsed by a page's socket"
+    );
+    println!(
+        "{:<44} {:>9.3}",
+        "slowest event",
+        max.as_secs_f64() * 1000.0
+    );
+    println!(
+        "{:<44} {:>9}    (target 0)",
+        "events lost or out of order",
+        lost + reordered
+    );
+    println!(
+        "{:<44} {:>9.0}",
+        "events per second, all sessions",
+        count as f64 / wall.as_secs_f64()
+    );
+    if lost + reordered > 0 {
+        return Err(BenchError(format!(
+            "{lost} events lost and {reordered} out of order"
+        )));
+    }
+    Ok(())
+}
+
+/// Publishes a code cell's tokens and a result's stdout chunks, half each,
+/// every one carrying its publication time (ns since `base`).
+async fn publish(
+    channel: &crate::session::SessionChannel,
+    base: Instant,
+    events: usize,
+    interval: Duration,
+) {
+    let cell_id: CellId = channel.next_cell_id();
+    channel.publish(EventBody::CellStarted {
+        cell_id,
+        cell_kind: CellKind::Code,
+        language: Some("python".into()),
+        attempt: Some(1),
+        source: None,
+    });
+    // `interval` panics on zero.
+    let mut ticker = tokio::time::interval(interval.max(Duration::from_micros(50)));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    for i in 0..events {
+        ticker.tick().await;
+        let stamp = base.elapsed().as_nanos().to_string();
+        let body = if i % 2 == 0 {
+            EventBody::CellDelta {
+                cell_id,
+                text: stamp,
+                highlight: None,
+            }
+        } else {
+            EventBody::CellOutput {
+                cell_id,
+                output: Output::Stdout { text: stamp },
+            }
+        };
+        channel.publish(body);
+    }
+    channel.publish(EventBody::CellFinished {
+        cell_id,
+        status: app::protocol::CellStatus::Ok,
+        elapsed_ms: 0,
+        error: None,
+    });
+}
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Reads frames until `expected` events have arrived.
+async fn read(mut ws: Socket, base: Instant, expected: u64) -> Result<Seen, BenchError> {
+    let mut seen = Seen {
+        latencies: Vec::new(),
+        lost: 0,
+        reordered: 0,
+    };
+    let mut last_seq = 0;
+    let mut events = 0;
+    while events < expected {
+        let Some(frame) = ws.next().await else {
+            return Err(BenchError("the server closed a socket".into()));
+        };
+        let Message::Text(text) = frame.map_err(fail)? else {
+            continue;
+        };
+        let message: ServerMessage = serde_json::from_str(text.as_str()).map_err(fail)?;
+        let ServerMessage::Event(event) = message else {
+            continue;
+        };
+        let now = base.elapsed();
+        events += 1;
+        if event.seq <= last_seq {
+            seen.reordered += 1;
+        } else if event.seq > last_seq + 1 {
+            seen.lost += event.seq - last_seq - 1;
+        }
+        last_seq = last_seq.max(event.seq);
+        let stamp = match &event.event {
+            EventBody::CellDelta { text, .. }
+            | EventBody::CellOutput {
+                output: Output::Stdout { text },
+                ..
+            } => text.parse::<u64>().ok(),
+            _ => None,
+        };
+        if let Some(ns) = stamp {
+            seen.latencies
+                .push(now.saturating_sub(Duration::from_nanos(ns)));
+        }
+    }
+    Ok(seen)
+}
