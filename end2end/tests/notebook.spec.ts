@@ -1,8 +1,10 @@
 import { expect, test } from './fixtures';
 import { NotebookPage } from './pages/notebook';
 
-/** The scripted model's answer to a message without code: a program that prints it. */
-const printed = (text: string) => '```python\nprint(' + JSON.stringify(text) + ')\n```';
+/** The program the scripted model writes for a message without code. */
+const printed = (text: string) => 'print(' + JSON.stringify(text) + ')';
+/** A message whose fenced block the scripted model runs as written. */
+const fenced = (code: string, mode?: string) => (mode ? `#scripted: ${mode}\n` : '') + '```python\n' + code + '\n```';
 
 test('the notebook shell renders', async ({ page, javaScriptEnabled }) => {
   const notebook = new NotebookPage(page);
@@ -18,10 +20,12 @@ test('the notebook shell renders', async ({ page, javaScriptEnabled }) => {
     await notebook.waitConnected();
     await expect(notebook.send).toBeEnabled();
     await expect(notice).toBeHidden();
+    await expect(notebook.stop).toBeHidden();
   } else {
     await expect(notebook.connection).toHaveText('offline');
     await expect(notebook.send).toBeDisabled();
     await expect(notice).toBeVisible();
+    await expect(notebook.stop).toBeHidden();
   }
 });
 
@@ -31,18 +35,39 @@ test('a session with history renders in full', async ({ page, browser }) => {
   const writerPage = new NotebookPage(await writer.newPage());
   const url = await writerPage.openNew();
   await writerPage.waitConnected();
-  await writerPage.ask('first question');
-  await expect(writerPage.answerCells.last()).toHaveAttribute('data-status', 'ok');
+  await writerPage.ask(fenced('import math\nprint("pi is", round(math.pi, 4))'));
+  await expect(writerPage.explanationCells).toHaveCount(1);
+  await writerPage.waitTurnEnd();
   await writerPage.ask('second <b>question</b>');
-  await expect(writerPage.answerCells).toHaveCount(2);
-  await expect(writerPage.answerCells.last()).toHaveAttribute('data-status', 'ok');
+  await expect(writerPage.explanationCells).toHaveCount(2);
+  await writerPage.waitTurnEnd();
   await writer.close();
 
   const notebook = new NotebookPage(page);
   await page.goto(url);
-  await expect(notebook.cells).toHaveCount(4);
-  await expect(notebook.userCells.nth(0)).toContainText('first question');
-  await expect(notebook.answerCells.nth(1)).toContainText('second <b>question</b>');
+  expect(await notebook.kinds()).toEqual([
+    'You', 'Code', 'Result', 'Explanation',
+    'You', 'Code', 'Result', 'Explanation',
+  ]);
+  const code = notebook.codeCells.first();
+  await expect(code.locator('pre.code')).toHaveText('import math\nprint("pi is", round(math.pi, 4))');
+  // Highlighted on the server: keywords and strings have their classes.
+  await expect(code.locator('pre.code .hl-keyword').first()).toHaveText('import');
+  await expect(code.locator('pre.code .hl-string').first()).toBeVisible();
+  await expect(code).toContainText('python');
+  await expect(notebook.resultCells.first().locator('.out-stdout')).toHaveText('pi is 3.1416\n');
+  await expect(notebook.explanationCells.first()).toContainText('pi is 3.1416');
+  // Text the person typed is shown, never interpreted.
+  await expect(notebook.userCells.nth(1)).toContainText('second <b>question</b>');
+  await expect(notebook.codeCells.nth(1).locator('pre.code')).toHaveText(printed('second <b>question</b>'));
+  await expect(notebook.resultCells.nth(1)).toContainText('second <b>question</b>');
+  await expect(page.locator('.cell b')).toHaveCount(0);
+  for (const cell of await notebook.cells.all()) {
+    await expect(cell).toHaveAttribute('data-status', 'ok');
+  }
+  // Downloads work without scripts: they are data URLs.
+  const download = notebook.resultCells.first().getByRole('link', { name: 'Download' });
+  await expect(download).toHaveAttribute('href', /^data:text\/plain/);
   await expect(page.getByText('Ask something to start')).toBeHidden();
 });
 
@@ -59,29 +84,138 @@ test('an unknown address answers 404 with a way back', async ({ page, pageErrors
   pageErrors.splice(0, pageErrors.length, ...pageErrors.filter((e) => !expected.includes(e)));
 });
 
+test('the model picker lists what the backend serves', async ({ page }) => {
+  const notebook = new NotebookPage(page);
+  await notebook.openNew();
+  const picker = page.getByRole('combobox', { name: 'Model' });
+  await expect(picker).toBeVisible();
+  await expect(picker.locator('option')).toHaveText(['scripted']);
+});
+
 test.describe('with JavaScript', () => {
   test.skip(({ javaScriptEnabled }) => !javaScriptEnabled, 'needs the hydrated page');
 
-  test('Enter sends and the answer streams back in several frames', async ({ page }) => {
+  test('an ask streams a code, a result and an explanation cell, in order', async ({ page }) => {
     const notebook = new NotebookPage(page);
     const frames = notebook.recordFrames();
     await notebook.openNew();
     await notebook.waitConnected();
-    const text = 'how many r are there in the word strawberry';
-    await notebook.ask(text);
+    const code = 'total = 0\nfor n in range(1, 11):\n    total += n\nprint("sum", total)';
+    await notebook.ask(fenced(code));
     await expect(notebook.message).toHaveValue('');
-    await expect(notebook.userCells).toHaveText([/how many r are there/]);
-    const answer = notebook.answerCells.first();
-    await expect(answer).toHaveAttribute('data-status', 'ok');
-    await expect(answer.locator('.cell-body')).toHaveText(printed(text));
-    await expect(answer).toContainText(/ok · \d+\.\d s/);
-    expect(frames.kinds.filter((k) => k === 'cell_delta').length).toBeGreaterThanOrEqual(3);
-    expect(frames.kinds).toEqual([
-      'user_message',
-      'cell_started',
-      ...frames.kinds.slice(2, -1).map(() => 'cell_delta'),
-      'cell_finished',
-    ]);
+    await expect(notebook.explanationCells.first()).toHaveAttribute('data-status', 'ok');
+    await notebook.waitTurnEnd();
+    expect(await notebook.kinds()).toEqual(['You', 'Code', 'Result', 'Explanation']);
+    const codeCell = notebook.codeCells.first();
+    await expect(codeCell.locator('pre.code')).toHaveText(code);
+    await expect(codeCell.locator('pre.code .hl-control').first()).toHaveText('for');
+    await expect(codeCell).toContainText(/ok · \d+\.\d s/);
+    await expect(notebook.resultCells.first().locator('.out-stdout')).toHaveText('sum 55\n');
+    await expect(notebook.resultCells.first()).toContainText(/ok · \d+\.\d s/);
+    await expect(notebook.explanationCells.first()).toContainText('sum 55');
+    // Streamed: the code and the explanation came in several pieces.
+    expect(frames.kinds.filter((k) => k === 'cell_delta').length).toBeGreaterThanOrEqual(4);
+    expect(frames.kinds[0]).toBe('turn_started');
+    expect(frames.kinds.at(-1)).toBe('turn_finished');
+  });
+
+  test('a failing program is fixed in a second, visible attempt', async ({ page }) => {
+    const notebook = new NotebookPage(page);
+    await notebook.openNew();
+    await notebook.waitConnected();
+    await notebook.ask(fenced('print("fixed")', 'fail_first'));
+    await expect(notebook.explanationCells.first()).toHaveAttribute('data-status', 'ok');
+    expect(await notebook.kinds()).toEqual(['You', 'Code', 'Result', 'Code', 'Result', 'Explanation']);
+    await expect(notebook.resultCells.first()).toHaveAttribute('data-status', 'error');
+    await expect(notebook.resultCells.first().locator('.out-error')).toContainText('RuntimeError');
+    await expect(notebook.codeCells.nth(1)).toContainText('attempt 2');
+    await expect(notebook.codeCells.nth(1)).toHaveAttribute('data-final', 'true');
+    await expect(notebook.codeCells.first()).toHaveAttribute('data-final', 'false');
+    await expect(notebook.resultCells.nth(1).locator('.out-stdout')).toHaveText('fixed\n');
+  });
+
+  test('Stop interrupts a long run and the next ask works', async ({ page }) => {
+    const notebook = new NotebookPage(page);
+    await notebook.openNew();
+    await notebook.waitConnected();
+    await notebook.ask(fenced('import time\nprint("started", flush=True)\ntime.sleep(30)\nprint("never")'));
+    const result = notebook.resultCells.first();
+    await expect(result.locator('.out-stdout')).toHaveText('started\n');
+    await expect(result).toHaveAttribute('data-status', 'streaming');
+    await expect(result).toContainText('running');
+    await notebook.stop.click();
+    await expect(result).toHaveAttribute('data-status', 'cancelled');
+    await expect(result).toContainText('stopped');
+    await notebook.waitTurnEnd();
+    await expect(notebook.explanationCells).toHaveCount(0);
+
+    await notebook.ask(fenced('print("after stop")'));
+    await expect(notebook.explanationCells.first()).toHaveAttribute('data-status', 'ok');
+    await expect(notebook.resultCells.nth(1).locator('.out-stdout')).toHaveText('after stop\n');
+  });
+
+  test('a reload mid-stream resumes without loss or duplicates', async ({ page }) => {
+    const notebook = new NotebookPage(page);
+    const url = await notebook.openNew();
+    await notebook.waitConnected();
+    const code = Array.from({ length: 12 }, (_, i) => `print("line ${i}")`).join('\n');
+    await notebook.ask(fenced(code, 'slow'));
+    await expect(notebook.codeCells.first()).toHaveAttribute('data-status', 'streaming');
+    await page.reload();
+    await expect(page).toHaveURL(url);
+    await expect(notebook.explanationCells.first()).toHaveAttribute('data-status', 'ok', { timeout: 25_000 });
+    expect(await notebook.kinds()).toEqual(['You', 'Code', 'Result', 'Explanation']);
+    await expect(notebook.codeCells.first().locator('pre.code')).toHaveText(code);
+    const lines = Array.from({ length: 12 }, (_, i) => `line ${i}\n`).join('');
+    await expect(notebook.resultCells.first().locator('.out-stdout')).toHaveText(lines);
+  });
+
+  test('Edit & run runs the edited code with no model', async ({ page }) => {
+    const notebook = new NotebookPage(page);
+    await notebook.openNew();
+    await notebook.waitConnected();
+    await notebook.ask(fenced('x = 20\nprint(x)'));
+    await expect(notebook.explanationCells.first()).toHaveAttribute('data-status', 'ok');
+    await notebook.waitTurnEnd();
+    await notebook.codeCells.first().getByRole('button', { name: 'Edit & run' }).click();
+    const editor = page.getByRole('textbox', { name: 'Edit code' });
+    await expect(editor).toHaveValue('x = 20\nprint(x)');
+    await editor.fill('print(x * 2)');
+    await page.getByRole('button', { name: 'Run', exact: true }).click();
+    await expect(notebook.resultCells).toHaveCount(2);
+    await expect(notebook.resultCells.nth(1).locator('.out-stdout')).toHaveText('40\n');
+    await expect(notebook.codeCells.nth(1)).toContainText('edited');
+    expect(await notebook.kinds()).toEqual(['You', 'Code', 'Result', 'Explanation', 'Code', 'Result']);
+  });
+
+  test('images and tables are shown, and HTML is sandboxed', async ({ page, pageErrors }) => {
+    const notebook = new NotebookPage(page);
+    await notebook.openNew();
+    await notebook.waitConnected();
+    await notebook.ask(
+      fenced(
+        [
+          'import matplotlib.pyplot as plt',
+          'from IPython.display import display, HTML',
+          'plt.plot([1, 2, 3], [1, 4, 9])',
+          'plt.show()',
+          'display(HTML("<table><tr><td>cell</td></tr></table><script>parent.document.title = \'pwned\'</script>"))',
+        ].join('\n'),
+      ),
+    );
+    await expect(notebook.explanationCells.first()).toHaveAttribute('data-status', 'ok', { timeout: 25_000 });
+    const result = notebook.resultCells.first();
+    const image = result.locator('img');
+    await expect(image).toBeVisible();
+    expect(await image.evaluate((img: HTMLImageElement) => img.naturalWidth)).toBeGreaterThan(100);
+    await expect(result.getByRole('link', { name: 'Download PNG' })).toHaveAttribute('href', /^data:image\/png;base64,/);
+    const frame = result.locator('iframe');
+    await expect(frame).toHaveAttribute('sandbox', '');
+    await expect(page.frameLocator('iframe').getByText('cell')).toBeVisible();
+    await expect(page).toHaveTitle('runcell');
+    // The browser says it blocked the frame's script: that is the point.
+    await expect.poll(() => pageErrors.some((e) => e.includes('Blocked script execution'))).toBe(true);
+    pageErrors.splice(0, pageErrors.length, ...pageErrors.filter((e) => !e.includes('Blocked script execution')));
   });
 
   test('Shift+Enter starts a new line instead of sending', async ({ page }) => {
@@ -94,8 +228,8 @@ test.describe('with JavaScript', () => {
     await expect(notebook.message).toHaveValue('line one\nline two');
     await expect(notebook.cells).toHaveCount(0);
     await notebook.send.click();
-    await expect(notebook.answerCells.first()).toHaveAttribute('data-status', 'ok');
-    await expect(notebook.answerCells.first().locator('.cell-body')).toHaveText(printed('line one\nline two'));
+    await expect(notebook.codeCells.first().locator('pre.code')).toHaveText(printed('line one\nline two'));
+    await expect(notebook.resultCells.first().locator('.out-stdout')).toHaveText('line one\nline two\n');
   });
 
   test('an empty message is refused and nothing is sent', async ({ page }) => {
@@ -105,21 +239,6 @@ test.describe('with JavaScript', () => {
     await notebook.ask('   ');
     await expect(notebook.problem).toHaveText('Not sent: the message is empty.');
     await expect(notebook.cells).toHaveCount(0);
-  });
-
-  test('a reload mid-stream resumes without loss or duplicates', async ({ page }) => {
-    const notebook = new NotebookPage(page);
-    const url = await notebook.openNew();
-    await notebook.waitConnected();
-    const words = Array.from({ length: 60 }, (_, i) => `word${i}`);
-    await notebook.ask(words.join(' '));
-    await expect(notebook.answerCells.first()).toHaveAttribute('data-status', 'streaming');
-    await page.reload();
-    await expect(page).toHaveURL(url);
-    const answer = notebook.answerCells.first();
-    await expect(answer).toHaveAttribute('data-status', 'ok');
-    await expect(answer.locator('.cell-body')).toHaveText(printed(words.join(' ')));
-    await expect(notebook.cells).toHaveCount(2);
   });
 
   test('the page reconnects after the socket drops', async ({ page }) => {
@@ -141,29 +260,6 @@ test.describe('with JavaScript', () => {
     await expect.poll(() => connections).toBeGreaterThanOrEqual(2);
     await notebook.waitConnected();
     await notebook.ask('still here');
-    await expect(notebook.answerCells.first()).toHaveAttribute('data-status', 'ok');
-    await expect(notebook.answerCells.first().locator('.cell-body')).toHaveText(printed('still here'));
-  });
-});
-
-test('the model picker lists what the backend serves', async ({ page }) => {
-  const notebook = new NotebookPage(page);
-  await notebook.openNew();
-  const picker = page.getByRole('combobox', { name: 'Model' });
-  await expect(picker).toBeVisible();
-  await expect(picker.locator('option')).toHaveText(['scripted']);
-});
-
-test.describe('answers from the model', () => {
-  test.skip(({ javaScriptEnabled }) => !javaScriptEnabled, 'needs the hydrated page');
-
-  test('a program the model writes is shown in its answer', async ({ page }) => {
-    const notebook = new NotebookPage(page);
-    await notebook.openNew();
-    await notebook.waitConnected();
-    await notebook.ask('Run this:\n```python\nprint(6 * 7)\n```');
-    const answer = notebook.answerCells.first();
-    await expect(answer).toHaveAttribute('data-status', 'ok');
-    await expect(answer.locator('.cell-body')).toHaveText('```python\nprint(6 * 7)\n```');
+    await expect(notebook.resultCells.first().locator('.out-stdout')).toHaveText('still here\n');
   });
 });

@@ -8,7 +8,10 @@ export class NotebookPage {
   readonly conversation: Locator;
   readonly cells: Locator;
   readonly userCells: Locator;
-  readonly answerCells: Locator;
+  readonly codeCells: Locator;
+  readonly resultCells: Locator;
+  readonly explanationCells: Locator;
+  readonly stop: Locator;
   readonly problem: Locator;
 
   constructor(readonly page: Page) {
@@ -18,7 +21,10 @@ export class NotebookPage {
     this.conversation = page.getByRole('region', { name: 'Conversation' });
     this.cells = this.conversation.getByRole('article');
     this.userCells = this.conversation.getByRole('article', { name: 'You' });
-    this.answerCells = this.conversation.getByRole('article', { name: 'Answer' });
+    this.codeCells = this.conversation.getByRole('article', { name: 'Code' });
+    this.resultCells = this.conversation.getByRole('article', { name: 'Result' });
+    this.explanationCells = this.conversation.getByRole('article', { name: 'Explanation' });
+    this.stop = page.getByRole('button', { name: 'Stop' });
     this.problem = page.getByRole('alert').filter({ hasText: /\S/ });
   }
 
@@ -37,6 +43,16 @@ export class NotebookPage {
   async ask(text: string) {
     await this.message.fill(text);
     await this.message.press('Enter');
+  }
+
+  /** The cells' kinds, in page order. */
+  async kinds(): Promise<string[]> {
+    return this.cells.evaluateAll((cells) => cells.map((c) => c.getAttribute('aria-label') ?? ''));
+  }
+
+  /** Waits for the turn under way to end (hydrated pages: Stop hides). */
+  async waitTurnEnd() {
+    await expect(this.stop).toBeHidden({ timeout: 25_000 });
   }
 
   /** Collects the session socket's event frames as they arrive. */
