@@ -8,10 +8,10 @@
 use serde::{Deserialize, Serialize};
 
 /// Bumped on any incompatible change to the frames below.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The WebSocket sub-protocol name that carries [`PROTOCOL_VERSION`].
-pub const SUBPROTOCOL: &str = "runcell.v1";
+pub const SUBPROTOCOL: &str = "runcell.v2";
 
 /// The longest message a user may send, in bytes of UTF-8.
 pub const MAX_ASK_BYTES: usize = 32 * 1024;
@@ -307,7 +307,7 @@ mod tests {
         };
         assert_eq!(
             wire(&welcome),
-            r#"{"type":"welcome","protocol":1,"session_id":"s","last_seq":0}"#
+            r#"{"type":"welcome","protocol":2,"session_id":"s","last_seq":0}"#
         );
         let error = ServerMessage::Error {
             code: ErrorCode::BadFrame,

@@ -674,6 +674,23 @@ mod tests {
     }
 
     #[test]
+    fn the_number_of_fixes_is_read_and_bounded() {
+        Jail::expect_with(|jail| {
+            assert_eq!(Config::default().llm.max_fixes, 2);
+            jail.set_env("RUNCELL_LLM__MAX_FIXES", "0");
+            let config = load_in(jail, Overrides::default()).map_err(|e| e.to_string())?;
+            assert_eq!(config.llm.max_fixes, 0);
+            jail.set_env("RUNCELL_LLM__MAX_FIXES", "11");
+            let err = load_in(jail, Overrides::default())
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(err.contains("llm.max_fixes"), "{err}");
+            Ok(())
+        });
+    }
+
+    #[test]
     fn printed_config_reads_back() {
         let config = Config::default();
         let back: Config = toml::from_str(&config.to_toml()).unwrap();
