@@ -124,13 +124,6 @@ fn status_label(cell: &Cell) -> String {
     }
 }
 
-/// Sends a frame over the page's connection; false when there is none.
-fn send(state: SessionState, message: ClientMessage) -> bool {
-    state
-        .send
-        .with_value(|send| send.as_ref().is_some_and(|send| send(message)))
-}
-
 /// Copies `text` to the clipboard (browser only).
 fn copy_text(text: &str) {
     #[cfg(feature = "hydrate")]
@@ -179,7 +172,7 @@ fn CodeBody(id: CellId, cell: Memo<Option<Cell>>) -> impl IntoView {
             language: language(),
             source: Some(id),
         };
-        if send(state, message) {
+        if state.send_frame(message) {
             editing.set(false);
             state.problem.set(None);
         } else {

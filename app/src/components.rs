@@ -57,6 +57,14 @@ pub fn Header(#[prop(optional)] children: Option<Children>) -> impl IntoView {
 }
 
 /// A live notebook: the cells so far, then whatever the WebSocket brings.
+impl SessionState {
+    /// Sends a frame over the page's connection; false when there is none.
+    pub fn send_frame(self, message: ClientMessage) -> bool {
+        self.send
+            .with_value(|send| send.as_ref().is_some_and(|send| send(message)))
+    }
+}
+
 #[component]
 pub fn SessionView(log: SessionLog) -> impl IntoView {
     let SessionLog {
@@ -186,16 +194,10 @@ fn Prompt() -> impl IntoView {
     let busy = move || state.notebook.with(Notebook::is_busy);
     let send = move |text: String| {
         let model = Some(state.model.get_untracked()).filter(|m| !m.is_empty());
-        state.send.with_value(|send| {
-            send.as_ref()
-                .is_some_and(|send| send(ClientMessage::Ask { text, model }))
-        })
+        state.send_frame(ClientMessage::Ask { text, model })
     };
     let stop = move || {
-        let sent = state
-            .send
-            .with_value(|send| send.as_ref().is_some_and(|send| send(ClientMessage::Stop)));
-        if !sent {
+        if !state.send_frame(ClientMessage::Stop) {
             state
                 .problem
                 .set(Some("Not stopped: the server is not connected.".into()));

@@ -170,6 +170,28 @@ test.describe('with JavaScript', () => {
     await expect(notebook.resultCells.first().locator('.out-stdout')).toHaveText(lines);
   });
 
+  test('the page follows new output until the reader scrolls up', async ({ page }) => {
+    await page.setViewportSize({ width: 800, height: 500 });
+    const notebook = new NotebookPage(page);
+    await notebook.openNew();
+    await notebook.waitConnected();
+    const code = Array.from({ length: 40 }, (_, i) => `print("line ${i}")`).join('\n');
+    await notebook.ask(fenced(code, 'slow'));
+    const gap = () => page.evaluate(() => document.body.scrollHeight - (window.scrollY + window.innerHeight));
+    const scrolled = () => page.evaluate(() => window.scrollY);
+    // While the code streams in, the newest line stays in view.
+    await expect.poll(scrolled, { timeout: 15_000 }).toBeGreaterThan(100);
+    await expect.poll(gap).toBeLessThan(100);
+    // Scrolled up, the reader stays where they are while more arrives.
+    await page.mouse.wheel(0, -100_000);
+    await expect.poll(scrolled).toBe(0);
+    const height = await page.evaluate(() => document.body.scrollHeight);
+    await expect.poll(() => page.evaluate(() => document.body.scrollHeight), { timeout: 15_000 }).toBeGreaterThan(height + 50);
+    expect(await scrolled()).toBe(0);
+    await notebook.stop.click();
+    await notebook.waitTurnEnd();
+  });
+
   test('Edit & run runs the edited code with no model', async ({ page }) => {
     const notebook = new NotebookPage(page);
     await notebook.openNew();

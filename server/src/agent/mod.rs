@@ -499,18 +499,33 @@ impl Agent {
             attempt: None,
             source: None,
         });
-        let outcome = tokio::select! {
-            biased;
-            () = cancel.cancelled() => Err(None),
-            () = tokio::time::sleep(self.settings.answer_timeout) => {
-                Err(Some(LlmError::Timeout(self.settings.answer_timeout)))
-            }
-            outcome = self.stream(request, |event| {
-                if let LlmEvent::Text(text) = event {
-                    session.publish(EventBody::CellDelta { cell_id, text, highlight: None });
+        // A small model now and then ends its reply at once; asked again,
+        // a little less greedily, it answers.
+        let mut outcome = Err(None);
+        for temperature in [0.0, 0.5] {
+            let request = ChatRequest {
+                temperature: Some(temperature),
+                ..request.clone()
+            };
+            outcome = tokio::select! {
+                biased;
+                () = cancel.cancelled() => Err(None),
+                () = tokio::time::sleep(self.settings.answer_timeout) => {
+                    Err(Some(LlmError::Timeout(self.settings.answer_timeout)))
                 }
-            }) => outcome.map_err(Some),
-        };
+                outcome = self.stream(request, |event| {
+                    if let LlmEvent::Text(text) = event {
+                        session.publish(EventBody::CellDelta { cell_id, text, highlight: None });
+                    }
+                }) => outcome.map_err(Some),
+            };
+            match &outcome {
+                Ok(completion) if completion.text.trim().is_empty() => {
+                    tracing::info!("the explanation came back empty; asking again");
+                }
+                _ => break,
+            }
+        }
         let (status, error) = match outcome {
             Ok(completion) if completion.text.trim().is_empty() => (
                 CellStatus::Error,

@@ -8,16 +8,19 @@ use std::time::Duration;
 use app::notebook::{Cell, Notebook};
 use app::protocol::{CellKind, CellStatus, EventBody, Output, SessionEvent, TurnStatus};
 use runcell::agent::{Agent, AgentSettings, Kernels, TurnRequest};
-use runcell::llm::Llm;
 use runcell::llm::openai::{OpenAiClient, OpenAiConfig};
 use runcell::llm::scripted::{FAILING_CODE, ScriptedLlm};
+use runcell::llm::{
+    Capabilities, ChatRequest, ChatStream, Completion, FinishReason, Llm, LlmError, LlmEvent,
+    ModelInfo, ToolChoice,
+};
 use runcell::sandbox::jail::{JailConfig, JailSandbox};
 use runcell::sandbox::sessions::{SessionSettings, Sessions};
 use runcell::sandbox::{Language, Limits};
 use runcell::session::{SessionChannel, SessionHub, SessionId};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::PATIENCE;
+use crate::support::{ASKED, PATIENCE, closed_port};
 
 struct Harness {
     agent: Arc<Agent>,
@@ -163,15 +166,7 @@ async fn a_tool_call_becomes_code_result_and_explanation() {
     let turn = h.ask(&fenced(code)).await;
 
     assert_eq!(turn.status, TurnStatus::Ok);
-    assert_eq!(
-        turn.kinds(),
-        [
-            CellKind::User,
-            CellKind::Code,
-            CellKind::Result,
-            CellKind::Explanation
-        ]
-    );
+    assert_eq!(turn.kinds(), ASKED);
     let [_, code_cell, result, explanation] = turn.cells() else {
         unreachable!()
     };
@@ -213,15 +208,7 @@ async fn a_model_without_tools_gets_its_fenced_code_run() {
         ))
         .await;
     assert_eq!(turn.status, TurnStatus::Ok);
-    assert_eq!(
-        turn.kinds(),
-        [
-            CellKind::User,
-            CellKind::Code,
-            CellKind::Result,
-            CellKind::Explanation
-        ]
-    );
+    assert_eq!(turn.kinds(), ASKED);
     assert_eq!(turn.cells()[1].text, "print(sum(range(10)))");
     assert_eq!(turn.cells()[2].printed(), "45\n");
 }
@@ -414,10 +401,7 @@ async fn edited_code_runs_as_written_without_the_model() {
 
 #[tokio::test]
 async fn a_dead_model_server_is_an_error_cell_and_the_session_still_works() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-        .port();
+    let port = closed_port();
     let client = OpenAiClient::new(OpenAiConfig {
         max_retries: 0,
         ..OpenAiConfig::new(format!("http://127.0.0.1:{port}/v1"))
@@ -444,4 +428,62 @@ async fn a_dead_model_server_is_an_error_cell_and_the_session_still_works() {
         .await;
     assert_eq!(run.cells()[1].printed(), "4\n");
     assert_eq!(h.ask("still there?").await.status, TurnStatus::Error);
+}
+
+/// The scripted model, except that its first explanation is empty (as a
+/// small model's now and then is).
+struct SilentOnce {
+    inner: ScriptedLlm,
+    silent: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl Llm for SilentOnce {
+    fn backend(&self) -> &'static str {
+        "scripted"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    async fn models(&self) -> Result<Vec<ModelInfo>, LlmError> {
+        self.inner.models().await
+    }
+
+    async fn chat(&self, request: ChatRequest) -> Result<ChatStream, LlmError> {
+        let explaining = request.tool_choice == ToolChoice::None;
+        if explaining && self.silent.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            let done = LlmEvent::Done(Completion {
+                text: String::new(),
+                tool_calls: Vec::new(),
+                finish_reason: FinishReason::Stop,
+                usage: None,
+            });
+            return Ok(Box::pin(futures::stream::iter([Ok(done)])));
+        }
+        self.inner.chat(request).await
+    }
+}
+
+#[tokio::test]
+async fn an_empty_explanation_is_asked_for_again() {
+    let llm = SilentOnce {
+        inner: ScriptedLlm {
+            frame_delay: Duration::from_millis(2),
+            ..ScriptedLlm::default()
+        },
+        silent: std::sync::atomic::AtomicBool::new(true),
+    };
+    let h = harness_with(Arc::new(llm), 0);
+    let turn = h.ask(&fenced("print('explained')")).await;
+    assert_eq!(turn.status, TurnStatus::Ok);
+    let explanation = turn.cells().last().unwrap();
+    assert_eq!(explanation.kind, CellKind::Explanation);
+    assert_eq!(explanation.status, CellStatus::Ok);
+    assert!(
+        explanation.text.contains("explained"),
+        "{}",
+        explanation.text
+    );
 }

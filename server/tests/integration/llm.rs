@@ -10,7 +10,7 @@ use runcell::llm::openai::{OpenAiClient, OpenAiConfig};
 use runcell::llm::{Llm, conformance};
 
 use crate::peer::llama_server;
-use crate::support::{Client, TestServer, http, new_session_id};
+use crate::support::{Client, TestServer, closed_port, http, new_session_id};
 
 /// A small model on two shared cores: answers take seconds.
 const ANSWER_PATIENCE: Duration = Duration::from_secs(240);
@@ -117,15 +117,12 @@ async fn the_openai_client_passes_the_conformance_suite_against_llama_cpp_python
     let code = &cells[1];
     assert_eq!(code.status, CellStatus::Ok, "{cells:#?}");
     assert!(!code.text.trim().is_empty());
-    assert!(!cells[kinds.len() - 1].text.trim().is_empty());
+    assert!(!cells[kinds.len() - 1].text.trim().is_empty(), "{cells:#?}");
 }
 
 #[tokio::test]
 async fn a_dead_model_server_is_an_error_cell_and_the_session_goes_on() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-        .port();
+    let port = closed_port();
     let server = TestServer::start_with_llm(
         SandboxConfig {
             pool_size: 0,

@@ -5,7 +5,7 @@ use app::notebook::Notebook;
 use app::protocol::{CellKind, EventBody, ServerMessage, SessionEvent, TurnStatus};
 use futures::StreamExt;
 
-use crate::support::{PATIENCE, TestServer, http, new_session_id};
+use crate::support::{ASKED, PATIENCE, TestServer, http, new_session_id};
 
 async fn create(server: &TestServer) -> String {
     let response = http()
@@ -63,15 +63,7 @@ async fn an_ask_streams_its_turn_as_ndjson_and_a_follow_up_keeps_state() {
     assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>());
     let notebook = Notebook::from_events(&events);
     let kinds: Vec<CellKind> = notebook.cells().iter().map(|c| c.kind).collect();
-    assert_eq!(
-        kinds,
-        [
-            CellKind::User,
-            CellKind::Code,
-            CellKind::Result,
-            CellKind::Explanation
-        ]
-    );
+    assert_eq!(kinds, ASKED);
     assert_eq!(notebook.cells()[2].printed(), "42\n");
 
     // Code as written, no model; the kernel still has `answer`.

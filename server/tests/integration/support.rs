@@ -1,7 +1,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use app::protocol::{ClientMessage, EventBody, SUBPROTOCOL, ServerMessage, SessionEvent};
+use app::protocol::{CellKind, ClientMessage, EventBody, SUBPROTOCOL, ServerMessage, SessionEvent};
 use futures::{SinkExt, StreamExt};
 use runcell::config::{LlmBackend, LlmConfig, SandboxConfig};
 use runcell::{Config, launch_with_listener};
@@ -189,6 +189,22 @@ pub fn scripted() -> LlmConfig {
         scripted_delay_ms: 5,
         ..LlmConfig::default()
     }
+}
+
+/// The cells of a question answered at the first attempt, in order.
+pub const ASKED: [CellKind; 4] = [
+    CellKind::User,
+    CellKind::Code,
+    CellKind::Result,
+    CellKind::Explanation,
+];
+
+/// A loopback port nothing listens on (a dead model server).
+pub fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port()
 }
 
 /// The program the scripted model writes for a message without code.

@@ -6,7 +6,7 @@ use app::protocol::{
 use futures::StreamExt;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::support::{PATIENCE, TestServer, http, new_session_id, printed};
+use crate::support::{ASKED, PATIENCE, TestServer, http, new_session_id, printed};
 
 #[tokio::test]
 async fn an_ask_streams_back_as_a_cell_in_several_frames() {
@@ -54,15 +54,7 @@ async fn an_ask_streams_back_as_a_cell_in_several_frames() {
     assert!(deltas >= 3, "{deltas} deltas");
     let notebook = Notebook::from_events(&events);
     let kinds: Vec<CellKind> = notebook.cells().iter().map(|c| c.kind).collect();
-    assert_eq!(
-        kinds,
-        [
-            CellKind::User,
-            CellKind::Code,
-            CellKind::Result,
-            CellKind::Explanation
-        ]
-    );
+    assert_eq!(kinds, ASKED);
     let cells = notebook.cells();
     assert_eq!(cells[1].text, printed("count the r's in strawberry"));
     assert_eq!(cells[2].printed(), "count the r's in strawberry\n");
