@@ -16,18 +16,19 @@ request, write one complete Python program that computes the answer and prints i
 short label. Include the imports it needs. Put the values from the request in the code: \
 never read input() or command-line arguments. The program runs in the same Python session \
 as the earlier programs of this conversation, so their variables and imports can be used. \
-For a chart, use matplotlib and call plt.show().";
+Only when a chart is asked for, use matplotlib and call plt.show().";
 
 /// What the model is told when it explains a result.
 pub const EXPLAIN_PROMPT: &str = "You explain the result of a program to the person who \
-asked for it. In two or three plain sentences, say what the program did and what its \
-result means for their question; if it failed, say why. Do not write code.";
+asked for it. The program's output is correct: state the answer exactly as the output \
+gives it, never recount or recompute it yourself. Then say in one sentence how the program \
+got it; if it failed, say why instead. At most three short sentences. Do not write code.";
 
 /// Sent after a failed program, asking for a fix.
 pub const FIX_REQUEST: &str = "The program failed. Write the complete corrected program.";
 
 /// Sent after the last program, asking for the explanation.
-pub const EXPLAIN_REQUEST: &str = "Explain this result to me briefly.";
+pub const EXPLAIN_REQUEST: &str = "Answer my question in one sentence with the exact numbers and words of this output, then say in one sentence how the program got it.";
 
 /// The longest piece of a program's output the model is shown, in bytes.
 pub const MAX_REPORT_BYTES: usize = 2000;
