@@ -12,8 +12,30 @@ use crate::protocol::SessionEvent;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionLog {
     pub session_id: String,
+    /// The first question, or the owner's name for it; empty before any.
+    pub title: String,
     pub events: Vec<SessionEvent>,
     pub models: ModelChoices,
+    /// The live share link's path (`/s/…`), if the session is shared.
+    pub share_path: Option<String>,
+    /// The viewer's sessions, for the sidebar, most recent first.
+    pub sessions: Vec<SessionSummary>,
+}
+
+/// A session as the sidebar lists it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionSummary {
+    pub id: String,
+    pub title: String,
+    pub updated_ms: u64,
+}
+
+/// A shared session, read-only: what its link shows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedLog {
+    pub token: String,
+    pub title: String,
+    pub events: Vec<SessionEvent>,
 }
 
 /// The models a person can pick from.
@@ -30,24 +52,53 @@ pub struct ModelChoices {
     pub problem: Option<String>,
 }
 
+/// A title to show: the stored one, or a stand-in for a session that has none.
+pub fn display_title(title: &str) -> &str {
+    if title.trim().is_empty() {
+        "Untitled session"
+    } else {
+        title
+    }
+}
+
 #[cfg(feature = "ssr")]
 pub mod ports {
     use crate::protocol::SessionEvent;
 
-    /// Why a session's history cannot be read.
+    /// Who is asking: the owner id the server put in the request's
+    /// extensions (from the owner cookie, or an API key later).
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct Viewer(pub String);
+
+    /// Why a session cannot be read.
     #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
     pub enum LogError {
         #[error("that is not a session id")]
         InvalidId,
+        /// No such session, or not the viewer's: the two look the same.
+        #[error("there is no such session, or it is not yours")]
+        NotFound,
         #[error("the session store is unavailable")]
         Unavailable,
     }
 
-    /// Read access to sessions' event histories.
+    /// One of the viewer's sessions, as its page needs it.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct OwnedSession {
+        pub title: String,
+        pub events: Vec<SessionEvent>,
+        pub share_path: Option<String>,
+    }
+
+    /// Read access to sessions.
+    #[async_trait::async_trait]
     pub trait SessionLogs: Send + Sync + 'static {
-        /// The events of a session, oldest first; empty for a session that has
-        /// not started yet.
-        fn events(&self, session_id: &str) -> Result<Vec<SessionEvent>, LogError>;
+        /// A session of the viewer's.
+        async fn session(&self, viewer: &str, session_id: &str) -> Result<OwnedSession, LogError>;
+        /// The viewer's sessions that have begun, most recent first.
+        async fn sessions(&self, viewer: &str) -> Result<Vec<super::SessionSummary>, LogError>;
+        /// What a share link shows; `NotFound` for a revoked or unknown link.
+        async fn shared(&self, token: &str) -> Result<super::SharedLog, LogError>;
     }
 
     /// How the port travels in Leptos context.
@@ -59,32 +110,71 @@ pub mod ports {
     }
 
     pub type SharedModelCatalog = std::sync::Arc<dyn ModelCatalog>;
+
+    /// The viewer of the request being handled (set by the server's owner
+    /// middleware), or an empty id that owns nothing.
+    pub fn viewer() -> String {
+        leptos::prelude::use_context::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Viewer>().cloned())
+            .map(|Viewer(id)| id)
+            .unwrap_or_default()
+    }
+
+    /// Sets the response's status for a failed read.
+    pub fn set_status(err: &LogError) {
+        if let Some(response) = leptos::prelude::use_context::<leptos_axum::ResponseOptions>() {
+            response.set_status(match err {
+                LogError::InvalidId | LogError::NotFound => http::StatusCode::NOT_FOUND,
+                LogError::Unavailable => http::StatusCode::SERVICE_UNAVAILABLE,
+            });
+        }
+    }
 }
 
 /// A session's history, for the first render and for pages that load it later.
 #[server(prefix = "/api", endpoint = "load_session")]
 pub async fn load_session(session_id: String) -> Result<SessionLog, ServerFnError> {
-    use ports::{LogError, SharedModelCatalog, SharedSessionLogs};
+    use ports::{SharedModelCatalog, SharedSessionLogs, set_status, viewer};
 
     let logs = use_context::<SharedSessionLogs>()
         .ok_or_else(|| ServerFnError::new("the session store is not configured"))?;
     let models = use_context::<SharedModelCatalog>()
         .map(|catalog| catalog.choices())
         .unwrap_or_default();
-    match logs.events(&session_id) {
-        Ok(events) => Ok(SessionLog {
+    let viewer = viewer();
+    let read = async {
+        let session = logs.session(&viewer, &session_id).await?;
+        let sessions = logs.sessions(&viewer).await?;
+        Ok::<_, ports::LogError>((session, sessions))
+    };
+    match read.await {
+        Ok((session, sessions)) => Ok(SessionLog {
             session_id,
-            events,
+            title: session.title,
+            events: session.events,
             models,
+            share_path: session.share_path,
+            sessions,
         }),
         Err(err) => {
-            if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
-                response.set_status(match err {
-                    LogError::InvalidId => http::StatusCode::NOT_FOUND,
-                    LogError::Unavailable => http::StatusCode::SERVICE_UNAVAILABLE,
-                });
-            }
+            set_status(&err);
             Err(ServerFnError::new(err.to_string()))
         }
     }
+}
+
+/// What a share link shows.
+#[server(prefix = "/api", endpoint = "load_shared")]
+pub async fn load_shared(token: String) -> Result<SharedLog, ServerFnError> {
+    use ports::{SharedSessionLogs, set_status};
+
+    let logs = use_context::<SharedSessionLogs>()
+        .ok_or_else(|| ServerFnError::new("the session store is not configured"))?;
+    logs.shared(&token).await.map_err(|err| {
+        set_status(&err);
+        ServerFnError::new(match err {
+            ports::LogError::Unavailable => err.to_string(),
+            _ => "this link does not exist or was revoked".to_string(),
+        })
+    })
 }

@@ -124,6 +124,19 @@ fn status_label(cell: &Cell) -> String {
     }
 }
 
+/// Copies the absolute address of `path` on this site (browser only).
+pub(crate) fn copy_link(path: &str) {
+    #[cfg(feature = "hydrate")]
+    {
+        let origin = web_sys::window()
+            .and_then(|w| w.location().origin().ok())
+            .unwrap_or_default();
+        copy_text(&format!("{origin}{path}"));
+    }
+    #[cfg(not(feature = "hydrate"))]
+    let _ = path;
+}
+
 /// Copies `text` to the clipboard (browser only).
 fn copy_text(text: &str) {
     #[cfg(feature = "hydrate")]
@@ -211,6 +224,7 @@ fn CodeBody(id: CellId, cell: Memo<Option<Cell>>) -> impl IntoView {
                             </button>
                             <button
                                 type="button"
+                                hidden=state.read_only
                                 disabled=streaming
                                 on:click=move |_| {
                                     draft.set(text_of(cell));

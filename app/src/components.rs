@@ -1,11 +1,12 @@
 //! The notebook's parts.
 
 use leptos::prelude::*;
+use leptos_meta::Title;
 
-use crate::api::{ModelChoices, SessionLog};
+use crate::api::{ModelChoices, SessionLog, SessionSummary, SharedLog, display_title};
 use crate::cells::CellView;
 use crate::notebook::Notebook;
-use crate::protocol::{ClientMessage, validate_ask};
+use crate::protocol::{ClientMessage, KernelLoss, validate_ask};
 
 /// Sends a frame to the server; false when it could not be sent.
 pub type Sender = std::sync::Arc<dyn Fn(ClientMessage) -> bool + Send + Sync>;
@@ -41,6 +42,8 @@ pub struct SessionState {
     pub model: RwSignal<String>,
     /// The page's connection, once the page is hydrated.
     pub send: StoredValue<Option<Sender>>,
+    /// A shared page: cells only, no controls.
+    pub read_only: bool,
 }
 
 #[component]
@@ -69,34 +72,249 @@ impl SessionState {
 pub fn SessionView(log: SessionLog) -> impl IntoView {
     let SessionLog {
         session_id,
+        title,
         events,
         models,
+        share_path,
+        sessions,
     } = log;
     let state = SessionState {
-        session_id: StoredValue::new(session_id),
+        session_id: StoredValue::new(session_id.clone()),
         notebook: RwSignal::new(Notebook::from_events(&events)),
         conn: RwSignal::new(ConnState::Offline),
         problem: RwSignal::new(None),
         model: RwSignal::new(String::new()),
         send: StoredValue::new(None),
+        read_only: false,
     };
     provide_context(state);
 
     #[cfg(feature = "hydrate")]
     connect(state);
 
+    let has_events = !events.is_empty();
+    let heading = if has_events {
+        display_title(&title)
+    } else {
+        "New session"
+    }
+    .to_string();
     view! {
-        <div class="page">
+        <Title text=format!("{heading} · runcell")/>
+        <div class="page with-sidebar">
             <Header>
                 <ModelPicker models/>
                 <ConnectionIndicator/>
             </Header>
-            <p class="notice no-js-only">"JavaScript is off: this notebook is read-only."</p>
-            <main class="notebook">
-                <Cells/>
-            </main>
-            <Prompt/>
+            <Sidebar sessions current=session_id.clone()/>
+            <div class="column">
+                <div class="session-bar">
+                    <h1 class="session-title">{heading}</h1>
+                    // Shown once there is something to share, also when the
+                    // first question was asked on this page.
+                    <Show when=move || state.notebook.with(|n| n.last_seq() > 0)>
+                        <ShareControls session_id=session_id.clone() share_path=share_path.clone()/>
+                    </Show>
+                </div>
+                <p class="notice no-js-only">"JavaScript is off: this notebook is read-only."</p>
+                <main class="notebook">
+                    <Cells/>
+                </main>
+                <KernelNotice/>
+                <Prompt/>
+            </div>
         </div>
+    }
+}
+
+/// A shared session, read-only, with a way to fork it.
+#[component]
+pub fn SharedView(log: SharedLog) -> impl IntoView {
+    let SharedLog {
+        token,
+        title,
+        events,
+    } = log;
+    let state = SessionState {
+        session_id: StoredValue::new(String::new()),
+        notebook: RwSignal::new(Notebook::from_events(&events)),
+        conn: RwSignal::new(ConnState::Offline),
+        problem: RwSignal::new(None),
+        model: RwSignal::new(String::new()),
+        send: StoredValue::new(None),
+        read_only: true,
+    };
+    provide_context(state);
+    let heading = display_title(&title).to_string();
+    view! {
+        <Title text=format!("{heading} · shared · runcell")/>
+        <div class="page shared">
+            <Header/>
+            <div class="column">
+                <div class="session-bar">
+                    <h1 class="session-title">{heading}</h1>
+                    <form class="fork" method="post" action=format!("/s/{token}/fork")>
+                        <button type="submit" class="primary">"Fork"</button>
+                    </form>
+                </div>
+                <p class="notice shared-notice">
+                    "A shared session, read-only. Fork it to get your own copy to continue; "
+                    "its code can be run again there with Re-run all."
+                </p>
+                <main class="notebook">
+                    <Cells/>
+                </main>
+            </div>
+        </div>
+    }
+}
+
+/// The viewer's sessions, with rename and delete (each behind a disclosure,
+/// so that both work as plain forms without JavaScript).
+#[component]
+fn Sidebar(sessions: Vec<SessionSummary>, current: String) -> impl IntoView {
+    let count = sessions.len();
+    view! {
+        <details class="sidebar" open>
+            <summary>"Sessions " <span class="count">{format!("({count})")}</span></summary>
+            <nav aria-label="Sessions">
+                <ul class="session-list">
+                    {sessions
+                        .into_iter()
+                        .map(|s| {
+                            let is_current = s.id == current;
+                            view! { <SessionEntry session=s is_current/> }
+                        })
+                        .collect_view()}
+                </ul>
+                {(count == 0)
+                    .then(|| view! { <p class="empty-list">"Sessions you ask something in are listed here."</p> })}
+            </nav>
+        </details>
+    }
+}
+
+#[component]
+fn SessionEntry(session: SessionSummary, is_current: bool) -> impl IntoView {
+    let SessionSummary { id, title, .. } = session;
+    let label = display_title(&title).to_string();
+    view! {
+        <li class="session-entry" class:current=is_current>
+            <a
+                href=format!("/sessions/{id}")
+                rel="external"
+                aria-current=is_current.then_some("page")
+            >
+                {label.clone()}
+            </a>
+            <details class="entry-actions">
+                <summary aria-label=format!("Actions for {label}")>"⋯"</summary>
+                <form class="rename" method="post" action=format!("/sessions/{id}/rename")>
+                    <input
+                        name="title"
+                        aria-label="New title"
+                        value=title
+                        maxlength="200"
+                        required
+                    />
+                    <button type="submit">"Rename"</button>
+                </form>
+                <details class="confirm">
+                    <summary class="danger">"Delete…"</summary>
+                    <p>{format!("Delete “{label}” with all its cells and outputs?")}</p>
+                    <form method="post" action=format!("/sessions/{id}/delete")>
+                        <button type="submit" class="danger">"Delete permanently"</button>
+                    </form>
+                </details>
+            </details>
+        </li>
+    }
+}
+
+/// Share: make a read-only link, copy it, move it on, or revoke it.
+#[component]
+fn ShareControls(session_id: String, share_path: Option<String>) -> impl IntoView {
+    let copied = RwSignal::new(false);
+    match share_path {
+        None => view! {
+            <form class="share" method="post" action=format!("/sessions/{session_id}/share")>
+                <button type="submit">"Share"</button>
+            </form>
+        }
+        .into_any(),
+        Some(path) => {
+            let copy_path = path.clone();
+            let href = path.clone();
+            view! {
+                <div class="share shared-link" id="share">
+                    <span>"Shared: "</span>
+                    <a class="share-link" href=href target="_blank" rel="external">
+                        {path}
+                    </a>
+                    <button
+                        type="button"
+                        class="js-only"
+                        on:click=move |_| {
+                            crate::cells::copy_link(&copy_path);
+                            copied.set(true);
+                        }
+                    >
+                        {move || if copied.get() { "Copied" } else { "Copy link" }}
+                    </button>
+                    <form method="post" action=format!("/sessions/{session_id}/share")>
+                        <button type="submit" title="Include what happened since it was shared">
+                            "Update link"
+                        </button>
+                    </form>
+                    <form method="post" action=format!("/sessions/{session_id}/unshare")>
+                        <button type="submit" class="danger">"Stop sharing"</button>
+                    </form>
+                </div>
+            }
+            .into_any()
+        }
+    }
+}
+
+/// Says so when the kernel that ran the cells above is gone, and offers to
+/// rebuild it.
+#[component]
+fn KernelNotice() -> impl IntoView {
+    let state = expect_context::<SessionState>();
+    let lost = move || state.notebook.with(Notebook::kernel_lost);
+    let busy = move || state.notebook.with(Notebook::is_busy);
+    let connected = move || state.conn.get() == ConnState::Connected;
+    let rerun = move |_| {
+        if !state.send_frame(ClientMessage::RerunAll) {
+            state
+                .problem
+                .set(Some("Not re-run: the server is not connected.".into()));
+        }
+    };
+    view! {
+        <Show when=move || lost().is_some()>
+            <div class="kernel-lost" role="status">
+                <p>
+                    {move || match lost() {
+                        Some(KernelLoss::Fork) => {
+                            "This is a fork: its cells were copied, not run here, so none of their variables exist yet."
+                        }
+                        _ => {
+                            "The server restarted since these cells ran, and their kernel with it: variables from the cells above are gone."
+                        }
+                    }}
+                    " Re-run all runs the code cells that succeeded again, in order, in a fresh kernel."
+                </p>
+                <button
+                    type="button"
+                    class="primary js-only"
+                    disabled=move || busy() || !connected()
+                    on:click=rerun
+                >
+                    "Re-run all"
+                </button>
+            </div>
+        </Show>
     }
 }
 

@@ -68,6 +68,11 @@ pub fn App() -> impl IntoView {
                     view=routes::SessionPage
                     ssr=SsrMode::Async
                 />
+                <Route
+                    path=(StaticSegment("s"), ParamSegment("token"))
+                    view=routes::SharedPage
+                    ssr=SsrMode::Async
+                />
             </Routes>
         </Router>
     }

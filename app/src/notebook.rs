@@ -7,8 +7,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::protocol::{
-    CellError, CellId, CellKind, CellStatus, EventBody, Output, SessionEvent, TurnId, TurnKind,
-    TurnStatus,
+    CellError, CellId, CellKind, CellStatus, EventBody, KernelLoss, Output, SessionEvent, TurnId,
+    TurnKind, TurnStatus,
 };
 
 /// One cell as the page shows it.
@@ -101,6 +101,19 @@ pub struct Notebook {
     cells: Vec<Cell>,
     turns: Vec<Turn>,
     last_seq: u64,
+    /// Set when the kernel was lost and no "Re-run all" has succeeded since.
+    kernel_lost: Option<KernelLoss>,
+    /// Whether code has run since the kernel was last lost (or ever).
+    kernel_used: bool,
+}
+
+/// One program for "Re-run all".
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RerunStep {
+    /// The code cell it was copied from.
+    pub source: CellId,
+    pub language: String,
+    pub code: String,
 }
 
 impl Notebook {
@@ -132,6 +145,65 @@ impl Notebook {
     /// The cells of one turn, in order.
     pub fn cells_of(&self, turn: TurnId) -> impl Iterator<Item = &Cell> {
         self.cells.iter().filter(move |c| c.turn == Some(turn))
+    }
+
+    /// Why the kernel is gone, if it was lost and not rebuilt since.
+    pub fn kernel_lost(&self) -> Option<KernelLoss> {
+        self.kernel_lost
+    }
+
+    /// Whether any code has run in the current kernel (or, after a loss,
+    /// since the loss).
+    pub fn kernel_used(&self) -> bool {
+        self.kernel_used
+    }
+
+    /// The largest cell id so far (0 for none).
+    pub fn max_cell_id(&self) -> u64 {
+        self.cells.iter().map(|c| c.id.0).max().unwrap_or(0)
+    }
+
+    /// The largest turn id so far (0 for none).
+    pub fn max_turn_id(&self) -> u64 {
+        self.turns.iter().map(|t| t.id.0).max().unwrap_or(0)
+    }
+
+    /// The programs "Re-run all" runs, in order: of each question or edited
+    /// run that is over, the code cell that stood, if its result was ok.
+    /// Earlier re-runs are copies and are skipped.
+    pub fn rerun_plan(&self) -> Vec<RerunStep> {
+        self.turns
+            .iter()
+            .filter(|t| matches!(t.kind, TurnKind::Ask | TurnKind::Run))
+            .filter_map(|t| t.final_cell)
+            .filter_map(|id| self.cell(id))
+            .filter(|code| code.kind == CellKind::Code && code.status == CellStatus::Ok)
+            .filter(|code| {
+                self.cells.iter().any(|c| {
+                    c.kind == CellKind::Result
+                        && c.source == Some(code.id)
+                        && c.status == CellStatus::Ok
+                })
+            })
+            .map(|code| RerunStep {
+                source: code.id,
+                language: code.language.clone().unwrap_or_else(|| "python".into()),
+                code: code.text.clone(),
+            })
+            .collect()
+    }
+
+    /// The cells still streaming and the turn still open, if any: what a
+    /// history cut short (a crash, a snapshot) leaves unfinished.
+    pub fn unfinished(&self) -> (Vec<CellId>, Option<TurnId>) {
+        let cells = self
+            .cells
+            .iter()
+            .filter(|c| c.status == CellStatus::Streaming)
+            .map(|c| c.id)
+            .collect();
+        let turn = self.turns.iter().find(|t| t.status.is_none()).map(|t| t.id);
+        (cells, turn)
     }
 
     /// Whether a turn is under way or some cell is still streaming.
@@ -174,6 +246,9 @@ impl Notebook {
                 attempt,
                 source,
             } => {
+                if *cell_kind == CellKind::Result {
+                    self.kernel_used = true;
+                }
                 let mut cell = Cell::new(*cell_id, *cell_kind, turn);
                 cell.language.clone_from(language);
                 cell.attempt = *attempt;
@@ -222,10 +297,17 @@ impl Notebook {
                 if let Some(t) = self.turns.iter_mut().rev().find(|t| t.id == *turn) {
                     t.status = Some(*status);
                     t.final_cell = *final_cell;
+                    if t.kind == TurnKind::Rerun && *status == TurnStatus::Ok {
+                        self.kernel_lost = None;
+                    }
                 }
                 if let Some(cell) = final_cell.and_then(|id| self.cell_mut(id)) {
                     cell.is_final = true;
                 }
+            }
+            EventBody::KernelLost { reason } => {
+                self.kernel_lost = Some(*reason);
+                self.kernel_used = false;
             }
         }
         Applied::Applied
@@ -482,5 +564,122 @@ mod tests {
             }
             prop_assert_eq!(notebook, clean);
         }
+    }
+    /// A turn whose program `code` ran with the given result status.
+    fn code_turn(
+        first_seq: u64,
+        id: u64,
+        kind: TurnKind,
+        code: &str,
+        ok: bool,
+    ) -> Vec<SessionEvent> {
+        let (code_cell, result) = (CellId(id * 10), CellId(id * 10 + 1));
+        let status = if ok {
+            CellStatus::Ok
+        } else {
+            CellStatus::Error
+        };
+        let bodies = vec![
+            EventBody::TurnStarted {
+                turn: TurnId(id),
+                turn_kind: kind,
+            },
+            EventBody::CellStarted {
+                cell_id: code_cell,
+                cell_kind: CellKind::Code,
+                language: Some("python".into()),
+                attempt: None,
+                source: None,
+            },
+            EventBody::CellDelta {
+                cell_id: code_cell,
+                text: code.into(),
+                highlight: None,
+            },
+            EventBody::CellFinished {
+                cell_id: code_cell,
+                status: CellStatus::Ok,
+                elapsed_ms: 1,
+                error: None,
+            },
+            EventBody::CellStarted {
+                cell_id: result,
+                cell_kind: CellKind::Result,
+                language: None,
+                attempt: None,
+                source: Some(code_cell),
+            },
+            EventBody::CellFinished {
+                cell_id: result,
+                status,
+                elapsed_ms: 1,
+                error: None,
+            },
+            EventBody::TurnFinished {
+                turn: TurnId(id),
+                status: if ok {
+                    TurnStatus::Ok
+                } else {
+                    TurnStatus::Error
+                },
+                elapsed_ms: 2,
+                final_cell: Some(code_cell),
+            },
+        ];
+        bodies
+            .into_iter()
+            .zip(first_seq..)
+            .map(|(event, seq)| SessionEvent {
+                seq,
+                ts_ms: 0,
+                event,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_lost_kernel_is_remembered_until_a_rerun_succeeds() {
+        let mut events = code_turn(1, 1, TurnKind::Ask, "x = 1", true);
+        events.extend(code_turn(8, 2, TurnKind::Run, "boom(", false));
+        events.extend(code_turn(15, 3, TurnKind::Run, "print(x)", true));
+        let mut notebook = Notebook::from_events(&events);
+        assert!(notebook.kernel_used());
+        assert_eq!(notebook.kernel_lost(), None);
+        let plan: Vec<String> = notebook.rerun_plan().into_iter().map(|s| s.code).collect();
+        assert_eq!(
+            plan,
+            vec!["x = 1", "print(x)"],
+            "failed programs are not re-run"
+        );
+
+        let lost = SessionEvent {
+            seq: 22,
+            ts_ms: 0,
+            event: EventBody::KernelLost {
+                reason: KernelLoss::ServerRestart,
+            },
+        };
+        notebook.apply(&lost);
+        assert_eq!(notebook.kernel_lost(), Some(KernelLoss::ServerRestart));
+        assert!(!notebook.kernel_used());
+        assert_eq!((notebook.max_cell_id(), notebook.max_turn_id()), (31, 3));
+
+        for event in code_turn(23, 4, TurnKind::Rerun, "x = 1", true) {
+            notebook.apply(&event);
+        }
+        assert_eq!(notebook.kernel_lost(), None);
+        assert_eq!(
+            notebook.rerun_plan().len(),
+            2,
+            "re-runs are copies, not steps"
+        );
+    }
+
+    #[test]
+    fn unfinished_cells_and_turns_are_found() {
+        let events = code_turn(1, 1, TurnKind::Ask, "x = 1", true);
+        let cut = Notebook::from_events(&events[..5]);
+        assert_eq!(cut.unfinished(), (vec![CellId(11)], Some(TurnId(1))));
+        assert_eq!(Notebook::from_events(&events).unfinished(), (vec![], None));
     }
 }

@@ -55,6 +55,19 @@ pub enum TurnKind {
     Ask,
     /// Code the person wrote or edited, run as it is, with no model.
     Run,
+    /// "Re-run all": a fresh kernel runs the code cells that stood (the final
+    /// attempt of each turn that succeeded), in order, stopping at a failure.
+    Rerun,
+}
+
+/// Why the kernel that ran the cells above is gone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KernelLoss {
+    /// The server restarted: sessions are stored, kernels are not.
+    ServerRestart,
+    /// This session is a fork of a shared one: its cells were copied, not run.
+    Fork,
 }
 
 /// How a turn ended.
@@ -172,6 +185,9 @@ pub enum EventBody {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         final_cell: Option<CellId>,
     },
+    /// The kernel that ran the cells so far is gone, and their variables with
+    /// it; "Re-run all" rebuilds them.
+    KernelLost { reason: KernelLoss },
 }
 
 /// A sequenced event: part of the session's history, replayed on reconnect.
@@ -242,6 +258,8 @@ pub enum ClientMessage {
     /// Stop the running turn (the model's stream ends, a running program is
     /// interrupted) and drop the turns waiting behind it.
     Stop,
+    /// Re-run all: a fresh kernel runs the session's code cells again.
+    RerunAll,
 }
 
 /// Why a message the person typed cannot be sent.

@@ -3,8 +3,8 @@
 use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
-use crate::api::load_session;
-use crate::components::{Header, SessionView};
+use crate::api::{load_session, load_shared};
+use crate::components::{Header, SessionView, SharedView};
 
 /// `/sessions/{id}`: one conversation.
 #[component]
@@ -24,6 +24,37 @@ pub fn SessionPage() -> impl IntoView {
                                 <Header/>
                                 <main class="problem" role="alert">
                                     <h1>"This session cannot be opened"</h1>
+                                    <p>{problem_text(&err)}</p>
+                                    <p><a href="/" rel="external">"Start a new session"</a></p>
+                                </main>
+                            </div>
+                        }
+                            .into_any()
+                    }
+                }
+            })}
+        </Suspense>
+    }
+}
+
+/// `/s/{token}`: a shared session, read-only.
+#[component]
+pub fn SharedPage() -> impl IntoView {
+    let params = use_params_map();
+    let token = move || params.read().get("token").unwrap_or_default();
+    let log = Resource::new(token, load_shared);
+
+    view! {
+        <Suspense fallback=|| view! { <p class="loading">"Loading the shared session…"</p> }>
+            {move || Suspend::new(async move {
+                match log.await {
+                    Ok(log) => view! { <SharedView log/> }.into_any(),
+                    Err(err) => {
+                        view! {
+                            <div class="page">
+                                <Header/>
+                                <main class="problem" role="alert">
+                                    <h1>"This link does not work"</h1>
                                     <p>{problem_text(&err)}</p>
                                     <p><a href="/" rel="external">"Start a new session"</a></p>
                                 </main>

@@ -9,7 +9,7 @@ const fenced = (code: string, mode?: string) => (mode ? `#scripted: ${mode}\n` :
 test('the notebook shell renders', async ({ page, javaScriptEnabled }) => {
   const notebook = new NotebookPage(page);
   await notebook.openNew();
-  await expect(page).toHaveTitle('runcell');
+  await expect(page).toHaveTitle('New session · runcell');
   await expect(page.getByRole('link', { name: 'runcell' })).toBeVisible();
   await expect(page.getByRole('link', { name: 'New session' })).toBeVisible();
   await expect(page.getByText('Ask something to start')).toBeVisible();
@@ -41,6 +41,9 @@ test('a session with history renders in full', async ({ page, browser }) => {
   await writerPage.ask('second <b>question</b>');
   await expect(writerPage.explanationCells).toHaveCount(2);
   await writerPage.waitTurnEnd();
+  // Sessions are private to their owner: the project's page is the same
+  // owner (the same cookie), in a context of its own.
+  await page.context().addCookies(await writer.cookies());
   await writer.close();
 
   const notebook = new NotebookPage(page);
@@ -234,7 +237,7 @@ test.describe('with JavaScript', () => {
     const frame = result.locator('iframe');
     await expect(frame).toHaveAttribute('sandbox', '');
     await expect(page.frameLocator('iframe').getByText('cell')).toBeVisible();
-    await expect(page).toHaveTitle('runcell');
+    await expect(page).toHaveTitle('New session · runcell');
     // The browser says it blocked the frame's script: that is the point.
     await expect.poll(() => pageErrors.some((e) => e.includes('Blocked script execution'))).toBe(true);
     pageErrors.splice(0, pageErrors.length, ...pageErrors.filter((e) => !e.includes('Blocked script execution')));

@@ -13,6 +13,7 @@ pub mod sandbox;
 pub mod server;
 pub mod session;
 pub mod state;
+pub mod store;
 pub mod telemetry;
 
 pub use config::{Config, Overrides};

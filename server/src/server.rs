@@ -1,5 +1,6 @@
 //! Starting and stopping the HTTP server.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
@@ -8,6 +9,10 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, display_path};
 use crate::http::router;
 use crate::state::AppState;
+use crate::store::{SqliteStore, Store};
+
+/// Sessions that never got an event are deleted at start once this old.
+const EMPTY_SESSION_TTL_MS: u64 = 24 * 60 * 60 * 1000;
 
 /// How long running turns get to finish once shutdown begins.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -24,6 +29,8 @@ pub enum ServeError {
         path: String,
         source: std::io::Error,
     },
+    #[error("the session store cannot be used: {0}")]
+    Store(#[from] crate::store::StoreError),
     #[error("the server stopped: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -59,7 +66,16 @@ pub async fn launch_with_listener(
         );
     }
     crate::sandbox::jail::remove_stale_sessions();
-    let state = AppState::new(config, shutdown.clone());
+    let store = Arc::new(SqliteStore::open_in(&config.data_dir).await?);
+    let pruned = store
+        .prune_empty(crate::clock::now_ms().saturating_sub(EMPTY_SESSION_TTL_MS))
+        .await?;
+    tracing::info!(
+        db = %display_path(&config.data_dir.join(crate::store::DB_FILE)),
+        pruned,
+        "session store open"
+    );
+    let state = AppState::new(config, shutdown.clone(), store.clone());
     state.models.keep_fresh(shutdown.clone());
     state
         .sandbox_sessions
@@ -79,6 +95,9 @@ pub async fn launch_with_listener(
     {
         tracing::warn!("some turns did not finish in time");
     }
+    // What the turns published on their way out is stored before we go.
+    state.sessions.flush().await;
+    store.close().await;
     tracing::info!("runcell stopped");
     Ok(())
 }

@@ -15,6 +15,7 @@ use crate::sandbox::Sandbox;
 use crate::sandbox::jail::{JailConfig, JailSandbox};
 use crate::sandbox::sessions::{SessionSettings, Sessions};
 use crate::session::SessionHub;
+use crate::store::Store;
 
 #[derive(Clone, FromRef)]
 pub struct AppState {
@@ -39,7 +40,9 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(config: Config, shutdown: CancellationToken) -> Self {
+    /// Everything the handlers share, over an open store. Needs a runtime
+    /// (the hub starts its event writer).
+    pub fn new(config: Config, shutdown: CancellationToken, store: Arc<dyn Store>) -> Self {
         let leptos = LeptosOptions::builder()
             .output_name(app::OUTPUT_NAME)
             .site_root(config.site_root.to_string_lossy().to_string())
@@ -82,7 +85,7 @@ impl AppState {
         Self {
             config: Arc::new(config),
             leptos,
-            sessions: Arc::new(SessionHub::new()),
+            sessions: Arc::new(SessionHub::new(store)),
             runner,
             llm,
             models,

@@ -34,6 +34,17 @@ impl Kernels {
         }
     }
 
+    /// Closes the session's sandbox session, if it has one: the next run
+    /// starts a fresh kernel (and is not reported as a restart).
+    pub async fn reset(&self, session: SessionId) {
+        let known = self.by_session.lock().remove(&session);
+        if let Some(id) = known
+            && let Err(err) = self.sandboxes.delete(&id).await
+        {
+            tracing::debug!(%err, "the old kernel was already gone");
+        }
+    }
+
     /// Runs `request` in the session's sandbox session, opening one if it
     /// has none or if its old one was closed.
     pub async fn run(

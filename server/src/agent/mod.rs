@@ -47,6 +47,8 @@ pub enum TurnRequest {
         language: Language,
         source: Option<CellId>,
     },
+    /// "Re-run all": a fresh kernel, then the code cells that stood, in order.
+    RerunAll,
 }
 
 #[derive(Clone, Debug)]
@@ -131,6 +133,7 @@ impl Agent {
         let turn_kind = match request {
             TurnRequest::Ask { .. } => TurnKind::Ask,
             TurnRequest::Run { .. } => TurnKind::Run,
+            TurnRequest::RerunAll => TurnKind::Rerun,
         };
         let history = Notebook::from_events(&session.events_after(0));
         session.publish(EventBody::TurnStarted { turn, turn_kind });
@@ -152,6 +155,7 @@ impl Agent {
                     self.run_code(session, code, language, source, &cancel)
                         .await
                 }
+                TurnRequest::RerunAll => self.rerun_all(session, &history, &cancel).await,
             }
         };
         let elapsed_ms = crate::clock::millis(started.elapsed());
@@ -162,6 +166,44 @@ impl Agent {
             final_cell: ended.final_cell,
         });
         tracing::info!(duration_ms = elapsed_ms, status = ?ended.status, "turn finished");
+    }
+
+    /// Closes the session's kernel (the session was deleted).
+    pub async fn drop_kernel(&self, session: crate::session::SessionId) {
+        self.kernels.reset(session).await;
+    }
+
+    /// "Re-run all": the session's kernel is replaced by a fresh one, which
+    /// runs each program that stood, as a code cell (pointing at the one it
+    /// copies) and its result; the first failure or a Stop ends it.
+    async fn rerun_all(
+        &self,
+        session: &SessionChannel,
+        history: &Notebook,
+        cancel: &CancellationToken,
+    ) -> Ended {
+        self.kernels.reset(session.id()).await;
+        let mut ended = Ended {
+            status: TurnStatus::Ok,
+            final_cell: None,
+        };
+        for step in history.rerun_plan() {
+            if cancel.is_cancelled() {
+                ended.status = TurnStatus::Cancelled;
+                break;
+            }
+            let Ok(language) = parse_language(&step.language) else {
+                tracing::warn!(language = %step.language, "a stored cell's language is unknown; skipped");
+                continue;
+            };
+            ended = self
+                .run_code(session, step.code, language, Some(step.source), cancel)
+                .await;
+            if ended.status != TurnStatus::Ok {
+                break;
+            }
+        }
+        ended
     }
 
     /// "Edit & run": the code as the person wrote it, then its result.
@@ -214,7 +256,12 @@ impl Agent {
             );
         let mut messages = vec![Message::system(SYSTEM_PROMPT)];
         messages.extend(prompt::history(history, budget));
-        messages.push(Message::user(text.clone()));
+        messages.push(Message::user(match history.kernel_lost() {
+            // The earlier programs' variables are gone: say so, or the
+            // model would use them.
+            Some(_) => format!("{}\n\n{text}", prompt::KERNEL_LOST_NOTE),
+            None => text.clone(),
+        }));
 
         let channel = self.code_channel();
         let attempts = 1 + self.settings.max_fixes;

@@ -24,6 +24,10 @@ asked for it. The program's output is correct: state the answer exactly as the o
 gives it, never recount or recompute it yourself. Then say in one sentence how the program \
 got it; if it failed, say why instead. At most three short sentences. Do not write code.";
 
+/// Put before a question when the kernel was lost since the earlier turns.
+pub const KERNEL_LOST_NOTE: &str = "(The Python session was restarted since the programs \
+above ran: their variables and imports are gone, so define everything the program uses.)";
+
 /// Sent after a failed program, asking for a fix.
 pub const FIX_REQUEST: &str = "The program failed. Write the complete corrected program.";
 
@@ -89,6 +93,9 @@ pub fn history(notebook: &Notebook, budget: usize) -> Vec<Message> {
             TurnKind::Run => {
                 code.map(|c| format!("I ran this myself:\n{}", fenced(c, MAX_MEMORY_CODE_BYTES)))
             }
+            TurnKind::Rerun => Some(
+                "I re-ran the programs above, in order, in a fresh Python session.".to_string(),
+            ),
         };
         let Some(question) = question else { continue };
         let explanation = cells

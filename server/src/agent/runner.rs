@@ -76,6 +76,7 @@ impl TurnRunner {
                 }
                 validate_code(code).map_err(|e| TurnRefusal::InvalidCode(e.to_string()))?;
             }
+            TurnRequest::RerunAll => {}
         }
         if self.shutdown.is_cancelled() {
             return Err(TurnRefusal::ShuttingDown);

@@ -21,7 +21,6 @@ use tokio_util::sync::CancellationToken;
 use super::sandbox::stats;
 use super::{BenchError, fail};
 use crate::config::{Config, LlmBackend, SandboxConfig};
-use crate::session::SessionId;
 use crate::state::AppState;
 
 /// What one client saw.
@@ -56,7 +55,18 @@ pub async fn run(options: StreamBenchOptions) -> Result<(), BenchError> {
         .map_err(fail)?;
     let addr = listener.local_addr().map_err(fail)?;
     let shutdown = CancellationToken::new();
-    let state = AppState::new(config, shutdown.clone());
+    std::fs::create_dir_all(&config.data_dir).map_err(fail)?;
+    // The store is real: every event the bench publishes is also written to
+    // SQLite, as in the server.
+    let store = std::sync::Arc::new(
+        crate::store::SqliteStore::open_in(&config.data_dir)
+            .await
+            .map_err(fail)?,
+    );
+    let state = AppState::new(config, shutdown.clone(), store);
+    let owner = crate::session::OwnerId::random();
+    let cookie = crate::http::owner::owner_cookie(owner, false);
+    let cookie = cookie.split(';').next().unwrap_or_default().to_string();
     let app = crate::http::router(state.clone());
     let server = tokio::spawn(
         axum::serve(listener, app)
@@ -74,14 +84,17 @@ pub async fn run(options: StreamBenchOptions) -> Result<(), BenchError> {
     let mut clients = Vec::new();
     let mut channels = Vec::new();
     for _ in 0..options.sessions {
-        let id = SessionId::random();
-        let channel = state.sessions.channel(id);
+        let channel = state.sessions.create(owner).await.map_err(fail)?;
+        let id = channel.id();
         let url = format!("ws://{addr}/ws/sessions/{id}?after=0");
         let mut request = url.into_client_request().map_err(fail)?;
         request.headers_mut().insert(
             "sec-websocket-protocol",
             HeaderValue::from_static(SUBPROTOCOL),
         );
+        request
+            .headers_mut()
+            .insert("cookie", HeaderValue::from_str(&cookie).map_err(fail)?);
         let (ws, _) = tokio_tungstenite::connect_async(request)
             .await
             .map_err(fail)?;

@@ -46,6 +46,13 @@ impl From<axum::extract::rejection::JsonRejection> for ApiError {
     }
 }
 
+impl From<crate::store::StoreError> for ApiError {
+    fn from(err: crate::store::StoreError) -> Self {
+        tracing::error!(%err, "the session store failed");
+        Self::Unavailable("the session store is unavailable; try again".into())
+    }
+}
+
 impl ApiError {
     /// `{"code", "message"}`, as every error body carries it.
     pub fn body(&self) -> serde_json::Value {

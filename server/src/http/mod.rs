@@ -2,7 +2,9 @@
 
 mod error;
 mod notebook;
+pub mod owner;
 mod run;
+mod sessions;
 mod ws;
 
 use std::sync::Arc;
@@ -22,8 +24,8 @@ use tower_http::trace::TraceLayer;
 
 pub use error::ApiError;
 
-use crate::session::SessionId;
 use crate::state::AppState;
+use owner::Owner;
 
 /// Request bodies (server-function calls) above this are refused.
 const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -51,11 +53,25 @@ pub fn router(state: AppState) -> Router {
         .route("/", get(new_session))
         .route("/ws/sessions/{id}", get(ws::session_socket))
         .route("/api/models", get(models))
-        .route("/api/sessions", post(notebook::create))
+        .route("/api/sessions", post(notebook::create).get(sessions::list))
+        .route(
+            "/api/sessions/{id}",
+            axum::routing::patch(sessions::rename).delete(sessions::delete),
+        )
         .route("/api/sessions/{id}/ask", post(notebook::ask))
         .route("/api/sessions/{id}/run", post(notebook::run))
+        .route("/api/sessions/{id}/rerun", post(notebook::rerun))
         .route("/api/sessions/{id}/stop", post(notebook::stop))
         .route("/api/sessions/{id}/events", get(notebook::events))
+        .route(
+            "/api/sessions/{id}/share",
+            post(sessions::share).delete(sessions::unshare),
+        )
+        .route("/sessions/{id}/rename", post(sessions::rename_form))
+        .route("/sessions/{id}/delete", post(sessions::delete_form))
+        .route("/sessions/{id}/share", post(sessions::share_form))
+        .route("/sessions/{id}/unshare", post(sessions::unshare_form))
+        .route("/s/{token}/fork", post(sessions::fork))
         .route(
             "/v1/code_interpreter/run",
             post(run::run).layer(DefaultBodyLimit::max(run::MAX_RUN_BODY)),
@@ -76,6 +92,7 @@ pub fn router(state: AppState) -> Router {
             context, shell,
         ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(owner::owner_layer))
         .layer(TraceLayer::new_for_http().make_span_with(request_span))
         .with_state(state)
 }
@@ -103,10 +120,14 @@ async fn models(State(state): State<AppState>) -> impl IntoResponse {
     axum::Json(state.models.choices())
 }
 
-/// `/` opens a new, empty session.
-async fn new_session() -> impl IntoResponse {
-    (
+/// `/` opens a new, empty session of the visitor's.
+async fn new_session(
+    State(state): State<AppState>,
+    Owner(owner): Owner,
+) -> Result<impl IntoResponse, ApiError> {
+    let channel = state.sessions.create(owner).await?;
+    Ok((
         [(header::CACHE_CONTROL, "no-store")],
-        Redirect::to(&format!("/sessions/{}", SessionId::random())),
-    )
+        Redirect::to(&format!("/sessions/{}", channel.id())),
+    ))
 }

@@ -20,6 +20,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, mpsc};
 
 use super::ApiError;
+use super::owner::Owner;
 use crate::agent::{TurnRefusal, TurnRequest, parse_language};
 use crate::session::{SessionChannel, SessionId};
 use crate::state::AppState;
@@ -47,13 +48,15 @@ pub struct After {
     after: u64,
 }
 
-/// `POST /api/sessions`: a new, empty session.
-pub async fn create(State(state): State<AppState>) -> Result<Response, ApiError> {
+/// `POST /api/sessions`: a new, empty session of the caller's.
+pub async fn create(
+    State(state): State<AppState>,
+    Owner(owner): Owner,
+) -> Result<Response, ApiError> {
     if state.shutdown.is_cancelled() {
         return Err(ApiError::Unavailable("the server is shutting down".into()));
     }
-    let id = SessionId::random();
-    state.sessions.channel(id);
+    let id = state.sessions.create(owner).await?.id();
     let url = format!("/sessions/{id}");
     Ok((
         StatusCode::CREATED,
@@ -67,10 +70,11 @@ pub async fn create(State(state): State<AppState>) -> Result<Response, ApiError>
 /// streams back.
 pub async fn ask(
     State(state): State<AppState>,
+    owner: Owner,
     Path(id): Path<String>,
     body: Result<Json<AskBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let channel = existing(&state, &id)?;
+    let channel = owned(&state, owner, &id).await?;
     let Json(body) = body?;
     start_streaming(
         &state,
@@ -86,10 +90,11 @@ pub async fn ask(
 /// as written, no model; its turn streams back.
 pub async fn run(
     State(state): State<AppState>,
+    owner: Owner,
     Path(id): Path<String>,
     body: Result<Json<RunBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let channel = existing(&state, &id)?;
+    let channel = owned(&state, owner, &id).await?;
     let Json(body) = body?;
     let language = parse_language(&body.language).map_err(|r| refusal_error(&r))?;
     start_streaming(
@@ -106,9 +111,10 @@ pub async fn run(
 /// `POST /api/sessions/{id}/stop`: stops the running turn and those waiting.
 pub async fn stop(
     State(state): State<AppState>,
+    owner: Owner,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let channel = existing(&state, &id)?;
+    let channel = owned(&state, owner, &id).await?;
     state.runner.stop(&channel);
     Ok(StatusCode::NO_CONTENT)
 }
@@ -116,10 +122,11 @@ pub async fn stop(
 /// `GET /api/sessions/{id}/events?after=N`: the history after `N`, as NDJSON.
 pub async fn events(
     State(state): State<AppState>,
+    owner: Owner,
     Path(id): Path<String>,
     query: Result<Query<After>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let channel = existing(&state, &id)?;
+    let channel = owned(&state, owner, &id).await?;
     let Query(After { after }) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let mut text = Vec::new();
     for event in channel.events_after(after) {
@@ -128,16 +135,36 @@ pub async fn events(
     Ok(ndjson(Body::from(text)))
 }
 
-fn existing(state: &AppState, id: &str) -> Result<Arc<SessionChannel>, ApiError> {
-    id.parse::<SessionId>()
-        .ok()
-        .and_then(|id| state.sessions.existing(id))
-        .ok_or_else(|| {
-            ApiError::NotFound(format!(
-                "no session `{}`",
-                id.chars().take(40).collect::<String>()
-            ))
-        })
+/// `POST /api/sessions/{id}/rerun`: a fresh kernel runs the session's code
+/// cells again; the turn streams back.
+pub async fn rerun(
+    State(state): State<AppState>,
+    owner: Owner,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let channel = owned(&state, owner, &id).await?;
+    start_streaming(&state, channel, TurnRequest::RerunAll)
+}
+
+/// The caller's session `id`. Someone else's is "not found", exactly like
+/// one that does not exist, so ids cannot be probed.
+pub async fn owned(
+    state: &AppState,
+    Owner(owner): Owner,
+    id: &str,
+) -> Result<Arc<SessionChannel>, ApiError> {
+    let not_found = || {
+        ApiError::NotFound(format!(
+            "no session `{}`",
+            id.chars().take(40).collect::<String>()
+        ))
+    };
+    let id: SessionId = id.parse().map_err(|_| not_found())?;
+    state
+        .sessions
+        .open_owned(id, owner)
+        .await?
+        .ok_or_else(not_found)
 }
 
 /// Starts the turn and answers with its events as they happen. The turn

@@ -13,8 +13,9 @@ use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::ApiError;
+use super::owner::Owner;
 use crate::agent::{TurnRefusal, TurnRequest, parse_language};
-use crate::session::{SessionChannel, SessionId};
+use crate::session::SessionChannel;
 use crate::state::AppState;
 
 /// A frame bigger than this closes the connection (messages are far smaller).
@@ -29,15 +30,13 @@ pub struct Resume {
 
 pub async fn session_socket(
     ws: WebSocketUpgrade,
+    owner: Owner,
     Path(id): Path<String>,
     query: Result<Query<Resume>, QueryRejection>,
     State(state): State<AppState>,
 ) -> Result<Response, ApiError> {
-    let id: SessionId = id
-        .parse()
-        .map_err(|e: crate::session::InvalidSessionId| ApiError::NotFound(e.to_string()))?;
     let Query(resume) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    let channel = state.sessions.channel(id);
+    let channel = super::notebook::owned(&state, owner, &id).await?;
     Ok(ws
         .protocols([SUBPROTOCOL])
         .max_message_size(MAX_FRAME_BYTES)
@@ -159,6 +158,7 @@ fn handle_text(
             state.runner.stop(channel);
             return None;
         }
+        ClientMessage::RerunAll => TurnRequest::RerunAll,
     };
     match state.runner.start(channel, request) {
         Ok(_) => None,

@@ -2,14 +2,18 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use app::api::ports::{LogError, SessionLogs};
-use app::protocol::{CellId, EventBody, SessionEvent, TurnId};
+use app::notebook::Notebook;
+use app::protocol::{
+    CellError, CellId, CellStatus, EventBody, KernelLoss, SessionEvent, TurnId, TurnStatus,
+};
 use parking_lot::Mutex;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use super::SessionId;
+use super::writer::EventWriter;
+use super::{OwnerId, SessionId, ShareToken};
 use crate::clock::now_ms;
+use crate::store::{SessionRecord, Store, StoreError};
 
 /// Live events a slow reader may fall behind by before it re-reads the history.
 const LIVE_BUFFER: usize = 1024;
@@ -17,29 +21,166 @@ const LIVE_BUFFER: usize = 1024;
 /// Turns a session may have running or waiting; more are refused as busy.
 pub const MAX_PENDING_TURNS: usize = 8;
 
-/// All sessions this server knows, in memory.
-#[derive(Default)]
+/// The sessions this server has open, in memory, each backed by the store:
+/// every event published is queued for the store at once, and a session
+/// not in memory (after a restart) is loaded from it on first use.
 pub struct SessionHub {
     sessions: Mutex<HashMap<SessionId, Arc<SessionChannel>>>,
+    store: Arc<dyn Store>,
+    writer: EventWriter,
+    /// Held while a session is read from the store, so it is read once.
+    loading: tokio::sync::Mutex<()>,
 }
 
 impl SessionHub {
-    pub fn new() -> Self {
-        Self::default()
+    /// A hub over `store`; starts the event writer on the current runtime.
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self {
+            sessions: Mutex::new(HashMap::new()),
+            writer: EventWriter::spawn(Arc::clone(&store)),
+            store,
+            loading: tokio::sync::Mutex::new(()),
+        }
     }
 
-    /// The session's channel, made empty on first use.
-    pub fn channel(&self, id: SessionId) -> Arc<SessionChannel> {
-        self.sessions
-            .lock()
-            .entry(id)
-            .or_insert_with(|| Arc::new(SessionChannel::new(id)))
-            .clone()
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
     }
 
-    /// The session's channel, if it has one.
+    /// A new, empty session for `owner`.
+    pub async fn create(&self, owner: OwnerId) -> Result<Arc<SessionChannel>, StoreError> {
+        let id = SessionId::random();
+        let now = now_ms();
+        self.store
+            .create_session(&SessionRecord {
+                id,
+                owner,
+                title: String::new(),
+                created_ms: now,
+                updated_ms: now,
+                forked_from: None,
+            })
+            .await?;
+        let channel = Arc::new(SessionChannel::new(
+            id,
+            owner,
+            Vec::new(),
+            self.writer.clone(),
+        ));
+        self.sessions.lock().insert(id, Arc::clone(&channel));
+        Ok(channel)
+    }
+
+    /// A new session for `owner` holding a copy of `events` (a shared
+    /// session's, up to its link's end): cells cut short are closed, and the
+    /// kernel is marked lost, so "Re-run all" rebuilds it.
+    pub async fn fork(
+        &self,
+        owner: OwnerId,
+        title: &str,
+        from: &ShareToken,
+        events: Vec<SessionEvent>,
+    ) -> Result<Arc<SessionChannel>, StoreError> {
+        let id = SessionId::random();
+        let now = now_ms();
+        self.store
+            .create_session(&SessionRecord {
+                id,
+                owner,
+                title: title.to_string(),
+                created_ms: now,
+                updated_ms: now,
+                forked_from: Some(from.to_string()),
+            })
+            .await?;
+        for event in &events {
+            self.writer.write(id, event.clone());
+        }
+        let channel = Arc::new(SessionChannel::new(id, owner, events, self.writer.clone()));
+        settle(&channel, KernelLoss::Fork);
+        self.sessions.lock().insert(id, Arc::clone(&channel));
+        Ok(channel)
+    }
+
+    /// The session, from memory or else from the store; `None` if there is
+    /// no such session.
+    pub async fn open(&self, id: SessionId) -> Result<Option<Arc<SessionChannel>>, StoreError> {
+        if let Some(channel) = self.existing(id) {
+            return Ok(Some(channel));
+        }
+        let _loading = self.loading.lock().await;
+        if let Some(channel) = self.existing(id) {
+            return Ok(Some(channel));
+        }
+        let Some(record) = self.store.session(id).await? else {
+            return Ok(None);
+        };
+        // Events still queued for the store are of sessions in memory, so
+        // what the store holds for this one is all there is.
+        let events = self.store.events(id).await?;
+        let channel = Arc::new(SessionChannel::new(
+            id,
+            record.owner,
+            events,
+            self.writer.clone(),
+        ));
+        settle(&channel, KernelLoss::ServerRestart);
+        self.sessions.lock().insert(id, Arc::clone(&channel));
+        tracing::debug!(%id, events = channel.last_seq(), "session loaded from the store");
+        Ok(Some(channel))
+    }
+
+    /// The session if `owner` owns it. Someone else's session is `None`,
+    /// exactly like a session that does not exist.
+    pub async fn open_owned(
+        &self,
+        id: SessionId,
+        owner: OwnerId,
+    ) -> Result<Option<Arc<SessionChannel>>, StoreError> {
+        Ok(self.open(id).await?.filter(|c| c.owner() == owner))
+    }
+
+    /// The session if it is in memory.
     pub fn existing(&self, id: SessionId) -> Option<Arc<SessionChannel>> {
         self.sessions.lock().get(&id).cloned()
+    }
+
+    /// Stops the session's turns and deletes it with its events and links.
+    pub async fn delete(&self, id: SessionId) -> Result<bool, StoreError> {
+        if let Some(channel) = self.sessions.lock().remove(&id) {
+            channel.stop_turns();
+        }
+        // Events already queued would be dropped by the store anyway; flushing
+        // first keeps the order of things plain.
+        self.writer.flush().await;
+        self.store.delete_session(id).await
+    }
+
+    /// What a live share link shows: the session's record and its events up
+    /// to the link's end, cells cut short closed. `None` for a revoked or
+    /// unknown link.
+    pub async fn shared_events(
+        &self,
+        token: &ShareToken,
+    ) -> Result<Option<(SessionRecord, Vec<SessionEvent>)>, StoreError> {
+        let Some(share) = self.store.shared(token).await? else {
+            return Ok(None);
+        };
+        let Some(record) = self.store.session(share.session_id).await? else {
+            return Ok(None);
+        };
+        let events = match self.existing(share.session_id) {
+            Some(channel) => channel.events_after(0),
+            None => self.store.events(share.session_id).await?,
+        };
+        let upto = usize::try_from(share.upto_seq).unwrap_or(usize::MAX);
+        let events = events.into_iter().take(upto).collect();
+        Ok(Some((record, events)))
+    }
+
+    /// Resolves once every event published so far is stored.
+    pub async fn flush(&self) {
+        self.writer.flush().await;
     }
 
     pub fn len(&self) -> usize {
@@ -51,13 +192,37 @@ impl SessionHub {
     }
 }
 
-impl SessionLogs for SessionHub {
-    fn events(&self, session_id: &str) -> Result<Vec<SessionEvent>, LogError> {
-        let id: SessionId = session_id.parse().map_err(|_| LogError::InvalidId)?;
-        Ok(self
-            .existing(id)
-            .map(|channel| channel.events_after(0))
-            .unwrap_or_default())
+/// Closes what a history cut short left open (the server stopped mid-turn,
+/// or a link was shared mid-turn), and records that the kernel which ran its
+/// code is gone.
+fn settle(channel: &SessionChannel, reason: KernelLoss) {
+    let notebook = Notebook::from_events(&channel.events_after(0));
+    let (cells, turn) = notebook.unfinished();
+    let message = match reason {
+        KernelLoss::ServerRestart => "The server stopped before this cell finished.",
+        KernelLoss::Fork => "This cell had not finished when the session was shared.",
+    };
+    for cell_id in cells {
+        channel.publish(EventBody::CellFinished {
+            cell_id,
+            status: CellStatus::Error,
+            elapsed_ms: 0,
+            error: Some(CellError {
+                code: "interrupted".into(),
+                message: message.into(),
+            }),
+        });
+    }
+    if let Some(turn) = turn {
+        channel.publish(EventBody::TurnFinished {
+            turn,
+            status: TurnStatus::Cancelled,
+            elapsed_ms: 0,
+            final_cell: None,
+        });
+    }
+    if notebook.kernel_used() {
+        channel.publish(EventBody::KernelLost { reason });
     }
 }
 
@@ -66,7 +231,9 @@ impl SessionLogs for SessionHub {
 /// history it is handed or on the live feed.
 pub struct SessionChannel {
     id: SessionId,
+    owner: OwnerId,
     inner: Mutex<History>,
+    writer: EventWriter,
     live: broadcast::Sender<SessionEvent>,
     /// Held for the length of a turn, so turns in one session run one at a time.
     pub turn: tokio::sync::Mutex<()>,
@@ -98,16 +265,27 @@ struct History {
 }
 
 impl SessionChannel {
-    fn new(id: SessionId) -> Self {
+    /// A session whose history so far is `events` (already stored).
+    fn new(id: SessionId, owner: OwnerId, events: Vec<SessionEvent>, writer: EventWriter) -> Self {
+        let notebook = Notebook::from_events(&events);
         Self {
             id,
-            inner: Mutex::new(History::default()),
+            owner,
+            inner: Mutex::new(History {
+                events,
+                next_cell: notebook.max_cell_id(),
+            }),
+            writer,
             live: broadcast::channel(LIVE_BUFFER).0,
             turn: tokio::sync::Mutex::new(()),
             pending: AtomicUsize::new(0),
-            next_turn: AtomicU64::new(1),
+            next_turn: AtomicU64::new(notebook.max_turn_id() + 1),
             stop: Mutex::new(CancellationToken::new()),
         }
+    }
+
+    pub fn owner(&self) -> OwnerId {
+        self.owner
     }
 
     /// A fresh turn id for this session.
@@ -158,6 +336,8 @@ impl SessionChannel {
             event,
         };
         history.events.push(event.clone());
+        // Queued under the lock, so the store gets events in `seq` order.
+        self.writer.write(self.id, event.clone());
         // No subscriber is fine: the history keeps the event for later pages.
         let _ = self.live.send(event.clone());
         event
@@ -179,6 +359,26 @@ impl SessionChannel {
         Self::after(&self.inner.lock(), after)
     }
 
+    /// The newest `seq` at which no turn was under way: where a share link
+    /// made now ends, so that it never shows half a turn.
+    pub fn settled_seq(&self) -> u64 {
+        let history = self.inner.lock();
+        let mut open = false;
+        let mut settled = 0;
+        for event in &history.events {
+            match event.event {
+                EventBody::TurnStarted { .. } => open = true,
+                EventBody::TurnFinished { .. } => {
+                    open = false;
+                    settled = event.seq;
+                }
+                _ if !open => settled = event.seq,
+                _ => {}
+            }
+        }
+        settled
+    }
+
     pub fn last_seq(&self) -> u64 {
         self.inner.lock().events.len() as u64
     }
@@ -193,9 +393,10 @@ impl SessionChannel {
 
 #[cfg(test)]
 mod tests {
-    use app::protocol::CellKind;
+    use app::protocol::{CellKind, TurnKind};
 
     use super::*;
+    use crate::store::SqliteStore;
 
     fn started(cell: u64) -> EventBody {
         EventBody::CellStarted {
@@ -207,19 +408,25 @@ mod tests {
         }
     }
 
-    #[test]
-    fn events_are_numbered_from_one_without_gaps() {
-        let hub = SessionHub::new();
-        let channel = hub.channel(SessionId::random());
+    async fn hub() -> (SessionHub, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open_in(dir.path()).await.unwrap();
+        (SessionHub::new(Arc::new(store)), dir)
+    }
+
+    #[tokio::test]
+    async fn events_are_numbered_from_one_without_gaps() {
+        let (hub, _dir) = hub().await;
+        let channel = hub.create(OwnerId::random()).await.unwrap();
         let seqs: Vec<u64> = (1..=5).map(|i| channel.publish(started(i)).seq).collect();
         assert_eq!(seqs, vec![1, 2, 3, 4, 5]);
         assert_eq!(channel.last_seq(), 5);
     }
 
-    #[test]
-    fn subscribers_get_each_event_once() {
-        let hub = SessionHub::new();
-        let channel = hub.channel(SessionId::random());
+    #[tokio::test]
+    async fn subscribers_get_each_event_once() {
+        let (hub, _dir) = hub().await;
+        let channel = hub.create(OwnerId::random()).await.unwrap();
         channel.publish(started(1));
         channel.publish(started(2));
         let (history, last_seq, mut live) = channel.subscribe(1);
@@ -230,10 +437,10 @@ mod tests {
         assert!(live.try_recv().is_err());
     }
 
-    #[test]
-    fn turn_places_are_bounded_and_given_back() {
-        let hub = SessionHub::new();
-        let channel = hub.channel(SessionId::random());
+    #[tokio::test]
+    async fn turn_places_are_bounded_and_given_back() {
+        let (hub, _dir) = hub().await;
+        let channel = hub.create(OwnerId::random()).await.unwrap();
         let slots: Vec<TurnSlot> = (0..MAX_PENDING_TURNS)
             .map(|_| channel.reserve_turn())
             .collect::<Option<_>>()
@@ -243,23 +450,77 @@ mod tests {
         assert!(channel.reserve_turn().is_some());
     }
 
-    #[test]
-    fn resuming_past_the_end_gives_nothing() {
-        let hub = SessionHub::new();
-        let channel = hub.channel(SessionId::random());
+    #[tokio::test]
+    async fn resuming_past_the_end_gives_nothing() {
+        let (hub, _dir) = hub().await;
+        let channel = hub.create(OwnerId::random()).await.unwrap();
         channel.publish(started(1));
         assert!(channel.events_after(1).is_empty());
         assert!(channel.events_after(u64::MAX).is_empty());
     }
 
-    #[test]
-    fn the_log_port_validates_ids_and_knows_empty_sessions() {
-        let hub = SessionHub::new();
-        assert_eq!(hub.events("nope"), Err(LogError::InvalidId));
-        assert_eq!(hub.events(&SessionId::random().to_string()), Ok(vec![]));
-        assert!(hub.is_empty(), "reading must not create sessions");
-        let id = SessionId::random();
-        hub.channel(id).publish(started(1));
-        assert_eq!(hub.events(&id.to_string()).map(|e| e.len()), Ok(1));
+    #[tokio::test]
+    async fn sessions_are_stored_and_reloaded_with_what_was_cut_short_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let owner = OwnerId::random();
+        let (id, before) = {
+            let store = Arc::new(SqliteStore::open_in(dir.path()).await.unwrap());
+            let hub = SessionHub::new(store.clone());
+            let channel = hub.create(owner).await.unwrap();
+            channel.publish(EventBody::TurnStarted {
+                turn: TurnId(1),
+                turn_kind: TurnKind::Run,
+            });
+            channel.publish(started(1));
+            channel.publish(EventBody::CellStarted {
+                cell_id: CellId(2),
+                cell_kind: CellKind::Result,
+                language: None,
+                attempt: None,
+                source: Some(CellId(1)),
+            });
+            hub.flush().await;
+            store.close().await;
+            (channel.id(), channel.events_after(0))
+        };
+        let (hub, _) = (
+            SessionHub::new(Arc::new(SqliteStore::open_in(dir.path()).await.unwrap())),
+            (),
+        );
+        assert!(
+            hub.open_owned(id, OwnerId::random())
+                .await
+                .unwrap()
+                .is_none(),
+            "not yours"
+        );
+        let channel = hub.open_owned(id, owner).await.unwrap().expect("stored");
+        let events = channel.events_after(0);
+        assert_eq!(events[..3], before[..]);
+        let notebook = Notebook::from_events(&events);
+        assert_eq!(notebook.unfinished(), (vec![], None), "{events:#?}");
+        assert_eq!(notebook.kernel_lost(), Some(KernelLoss::ServerRestart));
+        assert_eq!(
+            channel.next_cell_id(),
+            CellId(3),
+            "ids go on from the stored ones"
+        );
+        assert_eq!(channel.next_turn_id(), TurnId(2));
+        // Loading again (from memory) adds nothing.
+        let again = hub.open(id).await.unwrap().expect("open");
+        assert_eq!(again.last_seq(), channel.last_seq());
+        assert!(hub.open(SessionId::random()).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn deleting_stops_turns_and_forgets_the_session() {
+        let (hub, _dir) = hub().await;
+        let channel = hub.create(OwnerId::random()).await.unwrap();
+        let stop = channel.stop_token();
+        channel.publish(started(1));
+        assert!(hub.delete(channel.id()).await.unwrap());
+        assert!(stop.is_cancelled());
+        assert!(hub.open(channel.id()).await.unwrap().is_none());
+        assert!(!hub.delete(channel.id()).await.unwrap());
     }
 }

@@ -17,7 +17,8 @@ use runcell::llm::{
 use runcell::sandbox::jail::{JailConfig, JailSandbox};
 use runcell::sandbox::sessions::{SessionSettings, Sessions};
 use runcell::sandbox::{Language, Limits};
-use runcell::session::{SessionChannel, SessionHub, SessionId};
+use runcell::session::{OwnerId, SessionChannel, SessionHub};
+use runcell::store::SqliteStore;
 use tokio_util::sync::CancellationToken;
 
 use crate::support::{ASKED, PATIENCE, closed_port};
@@ -26,9 +27,10 @@ struct Harness {
     agent: Arc<Agent>,
     channel: Arc<SessionChannel>,
     _hub: SessionHub,
+    _data: tempfile::TempDir,
 }
 
-fn harness_with(llm: Arc<dyn Llm>, max_fixes: u32) -> Harness {
+async fn harness_with(llm: Arc<dyn Llm>, max_fixes: u32) -> Harness {
     let jail = JailSandbox::new(JailConfig::default());
     assert!(jail.unavailable().is_none(), "{:?}", jail.unavailable());
     let sessions = Sessions::new(
@@ -52,12 +54,15 @@ fn harness_with(llm: Arc<dyn Llm>, max_fixes: u32) -> Harness {
             ..AgentSettings::default()
         },
     );
-    let hub = SessionHub::new();
-    let channel = hub.channel(SessionId::random());
+    let data = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open_in(data.path()).await.unwrap();
+    let hub = SessionHub::new(Arc::new(store));
+    let channel = hub.create(OwnerId::random()).await.unwrap();
     Harness {
         agent: Arc::new(agent),
         channel,
         _hub: hub,
+        _data: data,
     }
 }
 
@@ -69,8 +74,8 @@ fn scripted() -> Arc<dyn Llm> {
     })
 }
 
-fn harness() -> Harness {
-    harness_with(scripted(), 2)
+async fn harness() -> Harness {
+    harness_with(scripted(), 2).await
 }
 
 /// One turn's events, its notebook and how it ended.
@@ -161,7 +166,7 @@ fn error_name(cell: &Cell) -> Option<&str> {
 
 #[tokio::test]
 async fn a_tool_call_becomes_code_result_and_explanation() {
-    let h = harness();
+    let h = harness().await;
     let code = "x = 6 * 7\nfor i in range(3):\n    print('line', i)\nprint('answer', x)";
     let turn = h.ask(&fenced(code)).await;
 
@@ -200,7 +205,7 @@ async fn a_tool_call_becomes_code_result_and_explanation() {
 
 #[tokio::test]
 async fn a_model_without_tools_gets_its_fenced_code_run() {
-    let h = harness();
+    let h = harness().await;
     let turn = h
         .ask(&format!(
             "#scripted: fenced\n{}",
@@ -215,7 +220,7 @@ async fn a_model_without_tools_gets_its_fenced_code_run() {
 
 #[tokio::test]
 async fn a_failed_program_is_fixed_on_the_second_attempt() {
-    let h = harness();
+    let h = harness().await;
     let turn = h
         .ask(&format!(
             "#scripted: fail_first\n{}",
@@ -248,7 +253,7 @@ async fn a_failed_program_is_fixed_on_the_second_attempt() {
 
 #[tokio::test]
 async fn a_program_that_keeps_failing_gives_up_after_the_last_fix() {
-    let h = harness();
+    let h = harness().await;
     let turn = h.ask(&fenced("print(1 / 0)")).await;
     assert_eq!(turn.status, TurnStatus::Error);
     let codes: Vec<&Cell> = turn
@@ -277,7 +282,7 @@ async fn a_program_that_keeps_failing_gives_up_after_the_last_fix() {
     assert!(explanation.text.contains("failed"), "{}", explanation.text);
 
     // Fewer fixes when configured so.
-    let h = harness_with(scripted(), 0);
+    let h = harness_with(scripted(), 0).await;
     let turn = h.ask(&fenced("print(1 / 0)")).await;
     let attempts = turn
         .kinds()
@@ -289,7 +294,7 @@ async fn a_program_that_keeps_failing_gives_up_after_the_last_fix() {
 
 #[tokio::test]
 async fn unacceptable_programs_are_refused_before_they_run() {
-    let h = harness_with(scripted(), 0);
+    let h = harness_with(scripted(), 0).await;
     // A model that names a language runcell does not run.
     let call =
         r#"{"name": "execute_code", "arguments": {"language": "cobol", "code": "DISPLAY 'HI'."}}"#;
@@ -312,7 +317,7 @@ async fn unacceptable_programs_are_refused_before_they_run() {
 
 #[tokio::test]
 async fn a_follow_up_uses_the_variables_of_earlier_turns() {
-    let h = harness();
+    let h = harness().await;
     let first = h.ask(&fenced("primes = [p for p in range(2, 30) if all(p % d for d in range(2, p))]\nprint(len(primes))")).await;
     assert_eq!(first.cells()[2].printed(), "10\n");
     let second = h
@@ -329,7 +334,7 @@ async fn a_follow_up_uses_the_variables_of_earlier_turns() {
 
 #[tokio::test]
 async fn stop_while_the_model_writes_ends_the_turn_and_the_session_goes_on() {
-    let h = harness();
+    let h = harness().await;
     let turn = h
         .turn(
             TurnRequest::Ask {
@@ -353,7 +358,7 @@ async fn stop_while_the_model_writes_ends_the_turn_and_the_session_goes_on() {
 
 #[tokio::test]
 async fn stop_while_the_program_runs_interrupts_it_and_the_session_goes_on() {
-    let h = harness();
+    let h = harness().await;
     let turn = h
         .turn(
             TurnRequest::Ask {
@@ -383,7 +388,7 @@ async fn stop_while_the_program_runs_interrupts_it_and_the_session_goes_on() {
 
 #[tokio::test]
 async fn edited_code_runs_as_written_without_the_model() {
-    let h = harness();
+    let h = harness().await;
     let turn = h
         .turn(
             TurnRequest::Run {
@@ -407,7 +412,7 @@ async fn a_dead_model_server_is_an_error_cell_and_the_session_still_works() {
         ..OpenAiConfig::new(format!("http://127.0.0.1:{port}/v1"))
     })
     .unwrap();
-    let h = harness_with(Arc::new(client), 2);
+    let h = harness_with(Arc::new(client), 2).await;
     let turn = h.ask("what is 2 + 2?").await;
     assert_eq!(turn.status, TurnStatus::Error);
     assert_eq!(turn.kinds(), [CellKind::User, CellKind::Code]);
@@ -475,7 +480,7 @@ async fn an_empty_explanation_is_asked_for_again() {
         },
         silent: std::sync::atomic::AtomicBool::new(true),
     };
-    let h = harness_with(Arc::new(llm), 0);
+    let h = harness_with(Arc::new(llm), 0).await;
     let turn = h.ask(&fenced("print('explained')")).await;
     assert_eq!(turn.status, TurnStatus::Ok);
     let explanation = turn.cells().last().unwrap();

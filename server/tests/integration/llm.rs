@@ -10,7 +10,7 @@ use runcell::llm::openai::{OpenAiClient, OpenAiConfig};
 use runcell::llm::{Llm, conformance};
 
 use crate::peer::llama_server;
-use crate::support::{Client, TestServer, closed_port, http, new_session_id};
+use crate::support::{Client, TestServer, closed_port, http};
 
 /// A small model on two shared cores: answers take seconds.
 const ANSWER_PATIENCE: Duration = Duration::from_secs(240);
@@ -103,7 +103,7 @@ async fn the_openai_client_passes_the_conformance_suite_against_llama_cpp_python
     assert_eq!(listed["backend"], "openai");
     assert_eq!(listed["models"][0], models[0].id.as_str(), "{listed}");
 
-    let mut page = server.join(&new_session_id()).await;
+    let mut page = server.join(&server.new_session().await).await;
     page.ask("Write Python that prints the factorial of 5.")
         .await;
     let (cells, _) = turn(&mut page, &mut Notebook::default()).await;
@@ -141,7 +141,7 @@ async fn a_dead_model_server_is_an_error_cell_and_the_session_goes_on() {
         openai_backend(&format!("http://127.0.0.1:{port}/v1")),
     )
     .await;
-    let mut page = server.join(&new_session_id()).await;
+    let mut page = server.join(&server.new_session().await).await;
     let mut notebook = Notebook::default();
     for _ in 0..2 {
         page.ask("anyone there?").await;

@@ -13,6 +13,7 @@ mod llm;
 mod notebook_api;
 mod peer;
 mod sandbox;
+mod sessions;
 mod support;
 mod web;
 mod websocket;

@@ -5,7 +5,7 @@ use app::notebook::Notebook;
 use app::protocol::{CellKind, EventBody, ServerMessage, SessionEvent, TurnStatus};
 use futures::StreamExt;
 
-use crate::support::{ASKED, PATIENCE, TestServer, http, new_session_id};
+use crate::support::{ASKED, PATIENCE, TestServer, http, random_session_id};
 
 async fn create(server: &TestServer) -> String {
     let response = http()
@@ -159,7 +159,7 @@ async fn stop_ends_a_running_turn_over_http() {
 async fn bad_requests_get_clear_errors() {
     let server = TestServer::start().await;
     let id = create(&server).await;
-    let unknown = new_session_id();
+    let unknown = random_session_id();
     let cases = [
         (
             format!("/api/sessions/{unknown}/ask"),

@@ -16,12 +16,21 @@ use tokio_util::sync::CancellationToken;
 /// Long enough for anything these tests wait for; only a failing test waits it out.
 pub const PATIENCE: Duration = Duration::from_secs(20);
 
+/// The owner every test request carries unless it says otherwise.
+pub const OWNER: &str = "7e570000000000000000000000000001";
+
+/// The `Cookie` header that makes a request `owner`'s.
+pub fn cookie_of(owner: &str) -> String {
+    format!("runcell_owner={owner}")
+}
+
 /// A server on an ephemeral port with its own data directory, stopped on drop.
 pub struct TestServer {
     pub addr: SocketAddr,
     pub shutdown: CancellationToken,
     pub task: Option<JoinHandle<Result<(), runcell::ServeError>>>,
-    _data: tempfile::TempDir,
+    config: Config,
+    data: Option<tempfile::TempDir>,
 }
 
 impl TestServer {
@@ -40,24 +49,66 @@ impl TestServer {
 
     pub async fn start_with_llm(sandbox: SandboxConfig, llm: LlmConfig) -> Self {
         let data = tempfile::tempdir().unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
         let config = Config {
-            addr,
+            addr: "127.0.0.1:0".parse().unwrap(),
             data_dir: data.path().join("data"),
             site_root: data.path().join("site"),
             log: "warn".into(),
             sandbox,
             llm,
         };
+        Self::launch(config, data).await
+    }
+
+    async fn launch(mut config: Config, data: tempfile::TempDir) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        config.addr = addr;
         let shutdown = CancellationToken::new();
-        let task = tokio::spawn(launch_with_listener(config, listener, shutdown.clone()));
+        let task = tokio::spawn(launch_with_listener(
+            config.clone(),
+            listener,
+            shutdown.clone(),
+        ));
         Self {
             addr,
             shutdown,
             task: Some(task),
-            _data: data,
+            config,
+            data: Some(data),
         }
+    }
+
+    /// Stops the server cleanly (as SIGTERM would) and starts a new one on
+    /// the same data directory, on a new port.
+    pub async fn restart(mut self) -> Self {
+        self.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            task.await.unwrap().unwrap();
+        }
+        let data = self.data.take().unwrap();
+        Self::launch(self.config.clone(), data).await
+    }
+
+    /// Where the server keeps its files.
+    pub fn data_dir(&self) -> std::path::PathBuf {
+        self.config.data_dir.clone()
+    }
+
+    /// A new session of [`OWNER`]'s; its id.
+    pub async fn new_session(&self) -> String {
+        self.new_session_of(OWNER).await
+    }
+
+    pub async fn new_session_of(&self, owner: &str) -> String {
+        let response = http_as(Some(owner))
+            .post(self.url("/api/sessions"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 201);
+        let body: serde_json::Value = response.json().await.unwrap();
+        body["id"].as_str().unwrap().to_string()
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -70,6 +121,16 @@ impl TestServer {
 
     pub async fn connect(&self, session: &str, after: u64) -> Client {
         Client::connect(&self.ws_url(&format!("/ws/sessions/{session}?after={after}"))).await
+    }
+
+    /// What a WebSocket handshake for `session` gets, as `owner` (or with
+    /// no cookie): the error status if it is refused.
+    pub async fn try_connect_as(&self, session: &str, owner: Option<&str>) -> Result<Client, u16> {
+        Client::try_connect(
+            &self.ws_url(&format!("/ws/sessions/{session}?after=0")),
+            owner,
+        )
+        .await
     }
 
     /// A page that joins a session from its start, past the welcome frame.
@@ -86,14 +147,29 @@ impl Drop for TestServer {
     }
 }
 
+/// An HTTP client that is [`OWNER`] and does not follow redirects.
 pub fn http() -> reqwest::Client {
+    http_as(Some(OWNER))
+}
+
+/// An HTTP client that is `owner`, or a stranger with no cookie at all.
+pub fn http_as(owner: Option<&str>) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(owner) = owner {
+        headers.insert(
+            reqwest::header::COOKIE,
+            HeaderValue::from_str(&cookie_of(owner)).unwrap(),
+        );
+    }
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
+        .default_headers(headers)
         .build()
         .unwrap()
 }
 
-pub fn new_session_id() -> String {
+/// A session id nobody has.
+pub fn random_session_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
@@ -104,12 +180,30 @@ pub struct Client {
 
 impl Client {
     pub async fn connect(url: &str) -> Self {
+        match Self::try_connect(url, Some(OWNER)).await {
+            Ok(client) => client,
+            Err(status) => panic!("the handshake was refused with {status}"),
+        }
+    }
+
+    pub async fn try_connect(url: &str, owner: Option<&str>) -> Result<Self, u16> {
         let mut request = url.into_client_request().unwrap();
         request.headers_mut().insert(
             "sec-websocket-protocol",
             HeaderValue::from_static(SUBPROTOCOL),
         );
-        let (ws, response) = tokio_tungstenite::connect_async(request).await.unwrap();
+        if let Some(owner) = owner {
+            request
+                .headers_mut()
+                .insert("cookie", HeaderValue::from_str(&cookie_of(owner)).unwrap());
+        }
+        let (ws, response) = match tokio_tungstenite::connect_async(request).await {
+            Ok(connected) => connected,
+            Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+                return Err(response.status().as_u16());
+            }
+            Err(err) => panic!("cannot connect: {err}"),
+        };
         assert_eq!(
             response
                 .headers()
@@ -117,7 +211,7 @@ impl Client {
                 .map(|v| v.as_bytes()),
             Some(SUBPROTOCOL.as_bytes())
         );
-        Self { ws }
+        Ok(Self { ws })
     }
 
     pub async fn send_raw(&mut self, message: Message) {

@@ -1,4 +1,4 @@
-use crate::support::{TestServer, http, new_session_id};
+use crate::support::{TestServer, http};
 
 #[tokio::test]
 async fn healthz_answers_once_ready() {
@@ -29,14 +29,14 @@ async fn the_root_opens_a_new_session() {
 async fn a_session_page_is_server_rendered() {
     let server = TestServer::start().await;
     let page = http()
-        .get(server.url(&format!("/sessions/{}", new_session_id())))
+        .get(server.url(&format!("/sessions/{}", server.new_session().await)))
         .send()
         .await
         .unwrap();
     assert_eq!(page.status(), 200);
     let html = page.text().await.unwrap();
     for needle in [
-        "<title>runcell</title>",
+        "<title>New session · runcell</title>",
         r#"aria-label="Message""#,
         r#"aria-label="Conversation""#,
         "Ask something to start",
@@ -50,7 +50,7 @@ async fn a_session_page_is_server_rendered() {
 #[tokio::test]
 async fn a_session_page_shows_its_history_escaped() {
     let server = TestServer::start().await;
-    let session = new_session_id();
+    let session = server.new_session().await;
     let mut client = server.join(&session).await;
     client.ask("<script>alert(1)</script> & more").await;
     client.events_until_finished().await;

@@ -6,12 +6,12 @@ use app::protocol::{
 use futures::StreamExt;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::support::{ASKED, PATIENCE, TestServer, http, new_session_id, printed};
+use crate::support::{ASKED, PATIENCE, TestServer, http, printed, random_session_id};
 
 #[tokio::test]
 async fn an_ask_streams_back_as_a_cell_in_several_frames() {
     let server = TestServer::start().await;
-    let session = new_session_id();
+    let session = server.new_session().await;
     let mut client = server.connect(&session, 0).await;
     assert_eq!(
         client.welcome().await,
@@ -69,7 +69,7 @@ async fn an_ask_streams_back_as_a_cell_in_several_frames() {
 #[tokio::test]
 async fn bad_frames_get_an_error_and_the_connection_keeps_working() {
     let server = TestServer::start().await;
-    let mut client = server.join(&new_session_id()).await;
+    let mut client = server.join(&server.new_session().await).await;
 
     let too_long = serde_json::json!({ "type": "ask", "text": "x".repeat(MAX_ASK_BYTES + 1) });
     let cases = [
@@ -123,7 +123,7 @@ async fn bad_frames_get_an_error_and_the_connection_keeps_working() {
 #[tokio::test]
 async fn an_oversized_frame_closes_only_that_connection() {
     let server = TestServer::start().await;
-    let session = new_session_id();
+    let session = server.new_session().await;
     let mut neighbour = server.join(&session).await;
     let mut client = server.join(&session).await;
     // Far above the frame limit: the server drops this connection.
@@ -153,7 +153,7 @@ async fn an_oversized_frame_closes_only_that_connection() {
 #[tokio::test]
 async fn a_reconnecting_page_gets_exactly_what_it_missed() {
     let server = TestServer::start().await;
-    let session = new_session_id();
+    let session = server.new_session().await;
     let mut first = server.join(&session).await;
     first.ask("one two three four").await;
     let all = first.events_until_finished().await;
@@ -183,7 +183,7 @@ async fn a_reconnecting_page_gets_exactly_what_it_missed() {
 #[tokio::test]
 async fn a_flood_of_asks_is_bounded_and_the_session_recovers() {
     let server = TestServer::start().await;
-    let mut client = server.join(&new_session_id()).await;
+    let mut client = server.join(&server.new_session().await).await;
     let text = "one two three four";
     let sent = 40;
     for _ in 0..sent {
@@ -226,7 +226,7 @@ async fn a_flood_of_asks_is_bounded_and_the_session_recovers() {
 #[tokio::test]
 async fn every_page_of_a_session_sees_the_same_events() {
     let server = TestServer::start().await;
-    let session = new_session_id();
+    let session = server.new_session().await;
     let mut a = server.join(&session).await;
     let mut b = server.join(&session).await;
     a.ask("shared view").await;
@@ -235,7 +235,7 @@ async fn every_page_of_a_session_sees_the_same_events() {
     assert_eq!(from_a, from_b);
 
     // Another session hears nothing of it.
-    let mut other = server.connect(&new_session_id(), 0).await;
+    let mut other = server.connect(&server.new_session().await, 0).await;
     assert_eq!(other.welcome().await.2, 0);
 }
 
@@ -246,7 +246,7 @@ async fn bad_socket_addresses_are_refused_with_json() {
     let cases = [
         ("/ws/sessions/not-a-uuid", 404, "not_found"),
         (
-            &*format!("/ws/sessions/{}?after=abc", new_session_id()),
+            &*format!("/ws/sessions/{}?after=abc", random_session_id()),
             400,
             "bad_request",
         ),
@@ -270,7 +270,7 @@ async fn bad_socket_addresses_are_refused_with_json() {
 #[tokio::test]
 async fn shutdown_closes_sockets_and_stops_the_server() {
     let mut server = TestServer::start().await;
-    let mut client = server.join(&new_session_id()).await;
+    let mut client = server.join(&server.new_session().await).await;
     server.shutdown.cancel();
     assert!(client.next().await.is_none(), "the socket should be closed");
     let task = server.task.take().unwrap();

@@ -1,0 +1,113 @@
+import type { APIRequestContext, Page } from '@playwright/test';
+import { test, expect } from './fixtures';
+import { NotebookPage } from './pages/notebook';
+
+const fenced = (code: string) => '```python\n' + code + '\n```';
+
+/** Opens a new session and gives it a finished turn through the API (with
+ * the page's own cookie), so that it works with JavaScript off too. */
+async function sessionWith(page: Page, request: APIRequestContext, code: string): Promise<string> {
+  const notebook = new NotebookPage(page);
+  const url = await notebook.openNew();
+  const id = url.split('/').pop() ?? '';
+  const response = await request.post(`/api/sessions/${id}/ask`, { data: { text: fenced(code) } });
+  expect(response.status()).toBe(200);
+  expect(await response.text()).toContain('turn_finished');
+  await page.reload();
+  return id;
+}
+
+/** Drops the browser's own reports of the 404 documents a test expects. */
+function expect404s(pageErrors: string[], count: number) {
+  const expected = pageErrors.filter((e) => e.includes('status of 404 (Not Found)'));
+  expect(expected).toHaveLength(count);
+  pageErrors.splice(0, pageErrors.length, ...pageErrors.filter((e) => !expected.includes(e)));
+}
+
+test('the sidebar lists, renames and deletes sessions (with confirmation)', async ({ page, pageErrors }) => {
+  const id = await sessionWith(page, page.request, "print('renamable session')");
+  const sidebar = page.getByRole('navigation', { name: 'Sessions' });
+  const entry = sidebar.getByRole('listitem').filter({ has: page.locator(`a[href="/sessions/${id}"]`) });
+  await expect(entry.getByRole('link')).toHaveText(/renamable session/);
+  await expect(entry.getByRole('link')).toHaveAttribute('aria-current', 'page');
+
+  await entry.locator('summary').first().click();
+  await entry.getByRole('textbox', { name: 'New title' }).fill('Primes, renamed');
+  await entry.getByRole('button', { name: 'Rename' }).click();
+  await expect(page.getByRole('heading', { level: 1 })).toHaveText('Primes, renamed');
+  await expect(entry.getByRole('link')).toHaveText('Primes, renamed');
+
+  await entry.locator('summary').first().click();
+  await entry.getByText('Delete…').click();
+  await expect(entry.getByText('Delete “Primes, renamed” with all its cells and outputs?')).toBeVisible();
+  await entry.getByRole('button', { name: 'Delete permanently' }).click();
+  await expect(page).toHaveURL(/\/sessions\/[0-9a-f-]{36}$/);
+  expect(page.url()).not.toContain(id);
+  await expect(page.locator(`a[href="/sessions/${id}"]`)).toHaveCount(0);
+  const gone = await page.goto(`/sessions/${id}`);
+  expect(gone?.status()).toBe(404);
+  expect404s(pageErrors, 1);
+});
+
+test('a revoked link is a 404 for everyone', async ({ page, browser, pageErrors }) => {
+  const id = await sessionWith(page, page.request, "print('soon private again')");
+  const shared = await page.request.post(`/api/sessions/${id}/share`);
+  const { path } = await shared.json();
+  const stranger = await browser.newContext();
+  const strangerPage = await stranger.newPage();
+  expect((await strangerPage.goto(path))?.status()).toBe(200);
+  await expect(strangerPage.getByText('soon private again').first()).toBeVisible();
+  expect((await page.request.delete(`/api/sessions/${id}/share`)).status()).toBe(204);
+  expect((await strangerPage.goto(path))?.status()).toBe(404);
+  await expect(strangerPage.getByRole('heading', { name: 'This link does not work' })).toBeVisible();
+  await stranger.close();
+  expect404s(pageErrors, 0);
+});
+
+test.describe('with JavaScript', () => {
+  test.skip(({ javaScriptEnabled }) => !javaScriptEnabled, 'needs the hydrated page');
+
+  test('share → a fresh browser reads it → Fork → an editable session that re-runs', async ({ page, browser }) => {
+    const notebook = new NotebookPage(page);
+    await notebook.openNew();
+    await notebook.waitConnected();
+    await notebook.ask(fenced("base = 41\nprint('shared answer', base + 1)"));
+    await notebook.waitTurnEnd();
+    await page.getByRole('button', { name: 'Share' }).click();
+    const link = page.locator('a.share-link');
+    await expect(link).toHaveAttribute('href', /^\/s\/[A-Za-z0-9_-]{43}$/);
+    const path = (await link.getAttribute('href')) ?? '';
+    await expect(page.getByRole('button', { name: 'Stop sharing' })).toBeVisible();
+
+    // Someone else: a fresh context, no cookies.
+    const stranger = await browser.newContext();
+    const other = await stranger.newPage();
+    const errors: string[] = [];
+    other.on('pageerror', (e) => errors.push(e.message));
+    const response = await other.goto(path);
+    expect(response?.status()).toBe(200);
+    const shared = new NotebookPage(other);
+    await expect(shared.resultCells.first()).toContainText('shared answer 42');
+    await expect(shared.message).toHaveCount(0);
+    await expect(other.getByRole('button', { name: 'Edit & run' })).toBeHidden();
+    await expect(other.getByRole('button', { name: 'Stop sharing' })).toHaveCount(0);
+    await expect(other.getByRole('navigation', { name: 'Sessions' })).toHaveCount(0);
+
+    await other.getByRole('button', { name: 'Fork' }).click();
+    await expect(other).toHaveURL(/\/sessions\/[0-9a-f-]{36}$/);
+    expect(other.url()).not.toBe(page.url());
+    await shared.waitConnected();
+    await expect(shared.resultCells.first()).toContainText('shared answer 42');
+    await expect(other.getByText('This is a fork')).toBeVisible();
+    await other.getByRole('button', { name: 'Re-run all' }).click();
+    await expect(other.getByText('This is a fork')).toBeHidden({ timeout: 25_000 });
+    await shared.ask(fenced('print(base * 2)'));
+    await expect(shared.resultCells.last()).toContainText('82', { timeout: 25_000 });
+    expect(errors).toEqual([]);
+    await stranger.close();
+
+    // The owner's session is untouched by the fork.
+    await page.reload();
+    await expect(notebook.resultCells).toHaveCount(1);
+  });
+});

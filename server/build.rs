@@ -1,0 +1,4 @@
+fn main() {
+    // The migrations are embedded by sqlx::migrate!; rebuild when they change.
+    println!("cargo:rerun-if-changed=migrations");
+}

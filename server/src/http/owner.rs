@@ -1,0 +1,152 @@
+//! The anonymous owner: every browser gets a random owner id in a cookie on
+//! its first request, and owns the sessions it creates. Handlers read it as
+//! an [`Owner`] extractor; the page's server functions as a
+//! [`Viewer`](app::api::ports::Viewer) in the request's extensions.
+
+use app::api::ports::Viewer;
+use axum::extract::{FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::Response;
+use cookie::{Cookie, SameSite};
+
+use super::ApiError;
+use crate::session::OwnerId;
+
+/// The cookie's name.
+pub const OWNER_COOKIE: &str = "runcell_owner";
+
+/// How long a browser keeps its owner id (400 days, the most browsers allow).
+const MAX_AGE_DAYS: i64 = 400;
+
+/// The owner of the request, as the middleware found or made it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Owner(pub OwnerId);
+
+impl<S: Send + Sync> FromRequestParts<S> for Owner {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<Owner>()
+            .copied()
+            .ok_or_else(|| ApiError::Internal("the owner middleware did not run".into()))
+    }
+}
+
+/// The owner id in the request's cookies, if there is a valid one.
+pub fn owner_in(headers: &HeaderMap) -> Option<OwnerId> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(Cookie::split_parse)
+        .filter_map(Result::ok)
+        .find(|c| c.name() == OWNER_COOKIE)
+        .and_then(|c| c.value().parse().ok())
+}
+
+/// Whether the browser will keep a `Secure` cookie from this request: over
+/// HTTPS (directly or behind a proxy that says so), or on a loopback host,
+/// which browsers treat as secure. Elsewhere plain HTTP would drop it.
+fn secure_context(headers: &HeaderMap) -> bool {
+    let forwarded_https = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("https"));
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let hostname = match host.rsplit_once(':') {
+        Some((name, port)) if !name.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    };
+    forwarded_https
+        || matches!(hostname, "localhost" | "[::1]")
+        || hostname.starts_with("127.")
+        || hostname.ends_with(".localhost")
+}
+
+/// The `Set-Cookie` value that gives a browser `owner`.
+pub fn owner_cookie(owner: OwnerId, secure: bool) -> String {
+    Cookie::build((OWNER_COOKIE, owner.to_string()))
+        .path("/")
+        .http_only(true)
+        .same_site(SameSite::Lax)
+        .secure(secure)
+        .max_age(cookie::time::Duration::days(MAX_AGE_DAYS))
+        .build()
+        .to_string()
+}
+
+/// Finds the request's owner, or makes one and sets its cookie.
+pub async fn owner_layer(mut request: Request, next: Next) -> Response {
+    let found = owner_in(request.headers());
+    let owner = found.unwrap_or_else(OwnerId::random);
+    let secure = secure_context(request.headers());
+    request.extensions_mut().insert(Owner(owner));
+    request.extensions_mut().insert(Viewer(owner.to_string()));
+    let mut response = next.run(request).await;
+    if found.is_none() {
+        match HeaderValue::from_str(&owner_cookie(owner, secure)) {
+            Ok(value) => {
+                response.headers_mut().append(header::SET_COOKIE, value);
+            }
+            Err(err) => tracing::error!(%err, "cannot write the owner cookie"),
+        }
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(
+                axum::http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        map
+    }
+
+    #[test]
+    fn the_owner_is_read_from_any_cookie_header_and_bad_ones_are_ignored() {
+        let owner = OwnerId::random();
+        let cookie = format!("a=b; {OWNER_COOKIE}={owner}; c=d");
+        assert_eq!(
+            owner_in(&headers(&[("cookie", "x=1"), ("cookie", &cookie)])),
+            Some(owner)
+        );
+        assert_eq!(
+            owner_in(&headers(&[("cookie", "runcell_owner=../../etc")])),
+            None
+        );
+        assert_eq!(owner_in(&headers(&[("cookie", "runcell_owner=")])), None);
+        assert_eq!(owner_in(&headers(&[])), None);
+    }
+
+    #[test]
+    fn the_cookie_is_http_only_lax_and_secure_where_browsers_keep_it() {
+        let owner = OwnerId::random();
+        let cookie = owner_cookie(owner, true);
+        for part in ["HttpOnly", "SameSite=Lax", "Secure", "Path=/", "Max-Age="] {
+            assert!(cookie.contains(part), "{cookie}");
+        }
+        assert!(!owner_cookie(owner, false).contains("Secure"));
+        assert!(secure_context(&headers(&[("host", "127.0.0.1:3000")])));
+        assert!(secure_context(&headers(&[("host", "localhost")])));
+        assert!(secure_context(&headers(&[("host", "[::1]:3000")])));
+        assert!(secure_context(&headers(&[
+            ("host", "box.lan"),
+            ("x-forwarded-proto", "https")
+        ])));
+        assert!(!secure_context(&headers(&[("host", "192.168.1.5:3000")])));
+    }
+}

@@ -1,0 +1,153 @@
+//! Where sessions last: the [`Store`] trait and its SQLite implementation.
+//!
+//! A session is a row (owner, title, times) and its event log; turns, cells
+//! and outputs are folded from the log by `app::notebook::Notebook`, the same
+//! fold the page uses, so what was stored is exactly what was shown. Share
+//! links are rows of their own. [`story`] is the behaviour every
+//! implementation must have, written once.
+
+mod sqlite;
+#[cfg(test)]
+pub mod story;
+
+use app::protocol::SessionEvent;
+use async_trait::async_trait;
+
+pub use sqlite::{DB_FILE, SqliteStore};
+
+use crate::session::{OwnerId, SessionId, ShareToken};
+
+/// The longest title kept; longer ones are cut at a character boundary.
+pub const MAX_TITLE_CHARS: usize = 80;
+
+/// Why the store could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot open the database {path}: {source}")]
+    Open { path: String, source: sqlx::Error },
+    #[error("cannot bring the database up to date: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("the database failed: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("a stored event cannot be read (session {session}, seq {seq}): {source}")]
+    Corrupt {
+        session: String,
+        seq: i64,
+        source: serde_json::Error,
+    },
+    #[error("that session already exists")]
+    Exists,
+}
+
+/// A session as lists show it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionRecord {
+    pub id: SessionId,
+    pub owner: OwnerId,
+    /// The first question, or what the owner renamed it to; empty before the
+    /// first question.
+    pub title: String,
+    pub created_ms: u64,
+    pub updated_ms: u64,
+    /// The share link this session was forked from, if it was.
+    pub forked_from: Option<String>,
+}
+
+/// A live share link.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShareRecord {
+    pub token: ShareToken,
+    pub session_id: SessionId,
+    /// The link shows the session's events up to this one: what there was
+    /// when it was shared (sharing again moves it on).
+    pub upto_seq: u64,
+    pub created_ms: u64,
+    pub updated_ms: u64,
+}
+
+/// Persistent sessions. Every method is one transaction.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Records a new, empty session; [`StoreError::Exists`] if the id is taken.
+    async fn create_session(&self, session: &SessionRecord) -> Result<(), StoreError>;
+
+    async fn session(&self, id: SessionId) -> Result<Option<SessionRecord>, StoreError>;
+
+    /// The owner's sessions that have at least one event, the most recently
+    /// active first.
+    async fn sessions_of(&self, owner: OwnerId) -> Result<Vec<SessionRecord>, StoreError>;
+
+    /// Renames a session; false if there is no such session.
+    async fn rename_session(&self, id: SessionId, title: &str) -> Result<bool, StoreError>;
+
+    /// Deletes a session with its events and share links; false if there was
+    /// no such session.
+    async fn delete_session(&self, id: SessionId) -> Result<bool, StoreError>;
+
+    /// Appends events, in order, in one transaction (they may belong to
+    /// several sessions). A session's first user message becomes its title
+    /// if it has none; its `updated_ms` moves to its newest event. Events of
+    /// sessions that no longer exist are dropped.
+    async fn append_events(&self, events: &[(SessionId, SessionEvent)]) -> Result<(), StoreError>;
+
+    /// A session's events, oldest first.
+    async fn events(&self, id: SessionId) -> Result<Vec<SessionEvent>, StoreError>;
+
+    /// The session's share link, made if it has none, showing events up to
+    /// `upto_seq` (moved on if it already existed).
+    async fn share(
+        &self,
+        id: SessionId,
+        upto_seq: u64,
+        now_ms: u64,
+    ) -> Result<ShareRecord, StoreError>;
+
+    /// The session's live share link, if any.
+    async fn share_of(&self, id: SessionId) -> Result<Option<ShareRecord>, StoreError>;
+
+    /// Revokes the session's share links; how many there were.
+    async fn revoke_shares(&self, id: SessionId) -> Result<u64, StoreError>;
+
+    /// The share behind a token, if it is live.
+    async fn shared(&self, token: &ShareToken) -> Result<Option<ShareRecord>, StoreError>;
+
+    /// Deletes sessions created before `before_ms` that never got an event
+    /// (every visit to `/` makes one); how many.
+    async fn prune_empty(&self, before_ms: u64) -> Result<u64, StoreError>;
+}
+
+/// A title from a question: its first line that is not a code fence,
+/// trimmed and cut to [`MAX_TITLE_CHARS`].
+pub fn title_from(text: &str) -> String {
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty() && !line.starts_with("```"))
+        .unwrap_or("");
+    let mut title: String = line.chars().take(MAX_TITLE_CHARS).collect();
+    if line.chars().count() > MAX_TITLE_CHARS {
+        title.pop();
+        title.push('…');
+    }
+    title
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles_are_the_first_line_cut_short() {
+        assert_eq!(
+            title_from("  plot the primes\nbelow 1000"),
+            "plot the primes"
+        );
+        assert_eq!(title_from(""), "");
+        assert_eq!(title_from("```python\nprint(1)\n```"), "print(1)");
+        assert_eq!(title_from("\n\n  hello  \n"), "hello");
+        let long = "é".repeat(200);
+        let title = title_from(&long);
+        assert_eq!(title.chars().count(), MAX_TITLE_CHARS);
+        assert!(title.ends_with('…'));
+    }
+}

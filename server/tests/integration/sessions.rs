@@ -1,0 +1,477 @@
+//! Sessions that last: stored in SQLite as they happen, read back after a
+//! restart, shared read-only by link, forked, private to their owner.
+
+use app::notebook::Notebook;
+use app::protocol::{CellKind, CellStatus, EventBody, KernelLoss, ServerMessage, SessionEvent};
+use sqlx::Row;
+
+use crate::support::{PATIENCE, TestServer, http, http_as};
+
+const STRANGER: &str = "5742a7e0000000000000000000000002";
+
+async fn lines(response: reqwest::Response) -> Vec<SessionEvent> {
+    assert_eq!(response.status(), 200);
+    let text = tokio::time::timeout(PATIENCE * 3, response.text())
+        .await
+        .unwrap()
+        .unwrap();
+    text.lines()
+        .map(|line| match serde_json::from_str(line).unwrap() {
+            ServerMessage::Event(event) => event,
+            other => panic!("expected an event, got {other:?}"),
+        })
+        .collect()
+}
+
+async fn ask(server: &TestServer, id: &str, text: &str) -> Vec<SessionEvent> {
+    let response = http()
+        .post(server.url(&format!("/api/sessions/{id}/ask")))
+        .json(&serde_json::json!({ "text": text }))
+        .send()
+        .await
+        .unwrap();
+    lines(response).await
+}
+
+async fn history(server: &TestServer, id: &str) -> Vec<SessionEvent> {
+    lines(
+        http()
+            .get(server.url(&format!("/api/sessions/{id}/events")))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+}
+
+async fn page(client: &reqwest::Client, server: &TestServer, path: &str) -> (u16, String) {
+    let response = client.get(server.url(path)).send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap())
+}
+
+const PLOT: &str = "```python\nimport matplotlib.pyplot as plt\nsquares = [n * n for n in range(10)]\nplt.plot(squares)\nplt.show()\nprint('plotted', len(squares))\n```";
+
+#[tokio::test]
+async fn a_session_reads_back_identical_after_a_restart_and_re_run_all_rebuilds_its_state() {
+    let server = TestServer::start().await;
+    let id = server.new_session().await;
+    ask(&server, &id, PLOT).await;
+    ask(
+        &server,
+        &id,
+        "```python\ntotal = sum(squares)\nprint('total', total)\n```",
+    )
+    .await;
+    let before = history(&server, &id).await;
+    let notebook = Notebook::from_events(&before);
+    let image = notebook
+        .cells()
+        .iter()
+        .flat_map(|c| &c.outputs)
+        .find_map(|o| match o {
+            app::protocol::Output::Rich { data } => data.get("image/png").cloned(),
+            _ => None,
+        })
+        .expect("the plot is an image");
+    assert!(image.len() > 1000);
+
+    let server = server.restart().await;
+    let after = history(&server, &id).await;
+    assert_eq!(
+        after[..before.len()],
+        before[..],
+        "the stored history is the shown one"
+    );
+    assert!(
+        matches!(
+            after[before.len()..]
+                .iter()
+                .map(|e| &e.event)
+                .collect::<Vec<_>>()[..],
+            [EventBody::KernelLost {
+                reason: KernelLoss::ServerRestart
+            }]
+        ),
+        "{:?}",
+        &after[before.len()..]
+    );
+
+    // The page shows the same cells and says plainly that the kernel is gone.
+    let (status, html) = page(&http(), &server, &format!("/sessions/{id}")).await;
+    assert_eq!(status, 200);
+    assert!(html.contains("total 285"), "the result is rendered");
+    assert!(html.contains(&image[..200]), "the image is rendered");
+    assert!(html.contains("The server restarted since these cells ran"));
+    assert!(html.contains("Re-run all"));
+
+    // A follow-up now fails (the variables are gone)...
+    let lost = ask(&server, &id, "```python\nprint(total)\n```").await;
+    let printed = Notebook::from_events(&history(&server, &id).await);
+    let last_result = printed
+        .cells()
+        .iter()
+        .rev()
+        .find(|c| c.kind == CellKind::Result)
+        .unwrap();
+    assert_eq!(last_result.status, CellStatus::Error, "{lost:?}");
+
+    // ...until Re-run all rebuilds them in a fresh kernel.
+    let rerun = lines(
+        http()
+            .post(server.url(&format!("/api/sessions/{id}/rerun")))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let all = history(&server, &id).await;
+    let notebook = Notebook::from_events(&all);
+    assert_eq!(notebook.kernel_lost(), None, "{rerun:?}");
+    let rerun_codes: Vec<&str> = notebook
+        .cells()
+        .iter()
+        .filter(|c| c.kind == CellKind::Code && c.turn == notebook.turns().last().map(|t| t.id))
+        .map(|c| c.text.as_str())
+        .collect();
+    assert_eq!(
+        rerun_codes.len(),
+        2,
+        "the two programs that succeeded: {rerun_codes:?}"
+    );
+    ask(&server, &id, "```python\nprint('again', total)\n```").await;
+    let notebook = Notebook::from_events(&history(&server, &id).await);
+    let last = notebook
+        .cells()
+        .iter()
+        .rev()
+        .find(|c| c.kind == CellKind::Result)
+        .unwrap();
+    assert_eq!(last.printed(), "again 285\n");
+}
+
+#[tokio::test]
+async fn a_share_link_is_read_only_lasts_across_restarts_forks_and_can_be_revoked() {
+    let server = TestServer::start().await;
+    let id = server.new_session().await;
+    ask(
+        &server,
+        &id,
+        "```python\nsecret_sauce = 'ketchup'\nprint('shared cell output')\n```",
+    )
+    .await;
+    let private = server.new_session().await;
+    ask(&server, &private, "my private question about taxes").await;
+
+    let shared: serde_json::Value = http()
+        .post(server.url(&format!("/api/sessions/{id}/share")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = shared["token"].as_str().unwrap().to_string();
+    assert!(token.len() >= 43, "at least 256 bits: {token}");
+    assert_eq!(shared["url"], server.url(&format!("/s/{token}")));
+    let again: serde_json::Value = http()
+        .post(server.url(&format!("/api/sessions/{id}/share")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(again["token"], token.as_str(), "one link per session");
+
+    // A stranger (no cookie at all) reads it, server-rendered, with no controls.
+    let stranger = http_as(None);
+    let link = format!("/s/{token}");
+    let (status, html) = page(&stranger, &server, &link).await;
+    assert_eq!(status, 200);
+    assert!(html.contains("shared cell output"));
+    assert!(html.contains("Fork"));
+    for absent in [
+        "taxes",
+        r#"aria-label="Message""#,
+        "Stop sharing",
+        "/delete",
+        "/rename",
+        &private,
+    ] {
+        assert!(!html.contains(absent), "the shared page shows {absent:?}");
+    }
+
+    // After a restart the link still works.
+    let server = server.restart().await;
+    let (status, html) = page(&stranger, &server, &link).await;
+    assert_eq!(status, 200);
+    assert!(html.contains("shared cell output"));
+
+    // Fork: a new session for the stranger, the cells copied.
+    let forked = http_as(Some(STRANGER))
+        .post(server.url(&format!("{link}/fork")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forked.status(), 303);
+    let location = forked.headers()["location"].to_str().unwrap().to_string();
+    let fork_id = location.strip_prefix("/sessions/").unwrap().to_string();
+    assert_ne!(fork_id, id);
+    let (status, html) = page(&http_as(Some(STRANGER)), &server, &location).await;
+    assert_eq!(status, 200);
+    assert!(html.contains("shared cell output"));
+    assert!(html.contains("This is a fork"));
+    assert_eq!(
+        page(&http(), &server, &location).await.0,
+        404,
+        "the fork is the stranger's"
+    );
+
+    // Revoked: 404, and no more forks.
+    let revoked = http()
+        .delete(server.url(&format!("/api/sessions/{id}/share")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), 204);
+    assert_eq!(page(&stranger, &server, &link).await.0, 404);
+    let refork = stranger
+        .post(server.url(&format!("{link}/fork")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refork.status(), 404);
+    // The fork lives on, its own.
+    assert_eq!(
+        page(&http_as(Some(STRANGER)), &server, &location).await.0,
+        200
+    );
+}
+
+#[tokio::test]
+async fn another_owner_gets_404_for_everything_private() {
+    let server = TestServer::start().await;
+    let id = server.new_session().await;
+    ask(&server, &id, "```python\nprint('mine')\n```").await;
+    let other = http_as(Some(STRANGER));
+    let nobody = http_as(None);
+    for client in [&other, &nobody] {
+        assert_eq!(
+            page(client, &server, &format!("/sessions/{id}")).await.0,
+            404
+        );
+        assert_eq!(
+            page(client, &server, &format!("/api/sessions/{id}/events"))
+                .await
+                .0,
+            404
+        );
+        for (method, path) in [
+            (reqwest::Method::POST, format!("/api/sessions/{id}/ask")),
+            (reqwest::Method::POST, format!("/api/sessions/{id}/share")),
+            (reqwest::Method::DELETE, format!("/api/sessions/{id}/share")),
+            (reqwest::Method::PATCH, format!("/api/sessions/{id}")),
+            (reqwest::Method::DELETE, format!("/api/sessions/{id}")),
+            (reqwest::Method::POST, format!("/sessions/{id}/delete")),
+            (reqwest::Method::POST, format!("/api/sessions/{id}/rerun")),
+        ] {
+            let response = client
+                .request(method.clone(), server.url(&path))
+                .json(&serde_json::json!({ "text": "hi", "title": "x" }))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 404, "{method} {path}");
+        }
+        let listed: serde_json::Value = client
+            .get(server.url("/api/sessions"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(listed["sessions"], serde_json::json!([]));
+    }
+    assert_eq!(
+        server.try_connect_as(&id, Some(STRANGER)).await.err(),
+        Some(404)
+    );
+    assert_eq!(server.try_connect_as(&id, None).await.err(), Some(404));
+    // Still there for its owner.
+    assert_eq!(
+        page(&http(), &server, &format!("/sessions/{id}")).await.0,
+        200
+    );
+}
+
+#[tokio::test]
+async fn sessions_are_listed_renamed_and_deleted_with_their_rows() {
+    let server = TestServer::start().await;
+    let first = server.new_session().await;
+    ask(&server, &first, "```python\nprint('first')\n```").await;
+    let second = server.new_session().await;
+    ask(&server, &second, "how many r's are in strawberry?").await;
+    let _empty = server.new_session().await;
+
+    let listed: serde_json::Value = http()
+        .get(server.url("/api/sessions"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        vec![second.as_str(), first.as_str()],
+        "newest first, empty ones not listed"
+    );
+    assert_eq!(
+        listed["sessions"][0]["title"],
+        "how many r's are in strawberry?"
+    );
+
+    let renamed = http()
+        .patch(server.url(&format!("/api/sessions/{first}")))
+        .json(&serde_json::json!({ "title": "  Printing\nthings " }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(renamed.status(), 200);
+    let empty_title = http()
+        .patch(server.url(&format!("/api/sessions/{first}")))
+        .json(&serde_json::json!({ "title": "   " }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(empty_title.status(), 400);
+    // The page's forms do the same and redirect.
+    let form = http()
+        .post(server.url(&format!("/sessions/{second}/rename")))
+        .form(&[("title", "Strawberries")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(form.status(), 303);
+    let (_, html) = page(&http(), &server, &format!("/sessions/{first}")).await;
+    assert!(
+        html.contains("Printing") && html.contains("Strawberries"),
+        "titles in the sidebar"
+    );
+
+    let shared: serde_json::Value = http()
+        .post(server.url(&format!("/api/sessions/{first}/share")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let deleted = http()
+        .post(server.url(&format!("/sessions/{first}/delete")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 303);
+    assert_eq!(deleted.headers()["location"], "/");
+    assert_eq!(
+        page(&http(), &server, &format!("/sessions/{first}"))
+            .await
+            .0,
+        404
+    );
+    assert_eq!(
+        page(&http(), &server, shared["path"].as_str().unwrap())
+            .await
+            .0,
+        404
+    );
+
+    // Nothing of it is left in the database.
+    let server = server.restart().await;
+    let data_dir = server.data_dir();
+    let db = sqlx::SqlitePool::connect(&format!(
+        "sqlite://{}?mode=ro",
+        data_dir.join("runcell.db").display()
+    ))
+    .await
+    .unwrap();
+    for table in [
+        "sessions WHERE id",
+        "events WHERE session_id",
+        "shares WHERE session_id",
+    ] {
+        let count: i64 = sqlx::query(&format!("SELECT COUNT(*) AS n FROM {table} = ?"))
+            .bind(&first)
+            .fetch_one(&db)
+            .await
+            .unwrap()
+            .get("n");
+        assert_eq!(count, 0, "{table}");
+    }
+}
+
+#[tokio::test]
+async fn twenty_sessions_writing_at_once_lose_no_event() {
+    let server = TestServer::start().await;
+    let mut ids = Vec::new();
+    for _ in 0..20 {
+        ids.push(server.new_session().await);
+    }
+    let turns = ids.iter().enumerate().map(|(n, id)| {
+        let server = &server;
+        async move {
+            let code = format!(
+                "```python\nfor i in range(30):\n    print('session {n} line', i, flush=True)\n```"
+            );
+            ask(server, id, &code).await;
+            ask(
+                server,
+                id,
+                &format!("and say hello to number {n} in many words please"),
+            )
+            .await;
+            history(server, id).await.len()
+        }
+    });
+    let counts: Vec<usize> = futures::future::join_all(turns).await;
+    assert!(counts.iter().all(|&n| n > 20), "{counts:?}");
+
+    let server = server.restart().await;
+    let data_dir = server.data_dir();
+    let db = sqlx::SqlitePool::connect(&format!(
+        "sqlite://{}?mode=ro",
+        data_dir.join("runcell.db").display()
+    ))
+    .await
+    .unwrap();
+    for (id, expected) in ids.iter().zip(&counts) {
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS n, MIN(seq) AS lo, MAX(seq) AS hi FROM events WHERE session_id = ?",
+        )
+        .bind(id)
+        .fetch_one(&db)
+        .await
+        .unwrap();
+        let (n, lo, hi): (i64, i64, i64) = (row.get("n"), row.get("lo"), row.get("hi"));
+        assert_eq!(
+            (n, lo, hi),
+            (*expected as i64, 1, *expected as i64),
+            "session {id}"
+        );
+    }
+    let total: i64 = sqlx::query("SELECT COUNT(*) AS n FROM events")
+        .fetch_one(&db)
+        .await
+        .unwrap()
+        .get("n");
+    assert_eq!(total, counts.iter().sum::<usize>() as i64);
+}
