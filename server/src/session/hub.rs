@@ -1,4 +1,4 @@
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -30,12 +30,27 @@ pub struct SessionHub {
     writer: EventWriter,
     /// Held while a session is read from the store, so it is read once.
     loading: tokio::sync::Mutex<()>,
+    /// Past this many sessions in memory, those nobody holds are let go.
+    memory_cap: usize,
+    /// Sessions let go from memory by this process: their kernels may live
+    /// on, so reloading one is not a restart.
+    evicted: Mutex<HashSet<SessionId>>,
 }
+
+/// Sessions kept in memory before idle ones are let go (they reload from
+/// the store when next used).
+pub const MEMORY_CAP: usize = 256;
 
 impl SessionHub {
     /// A hub over `store`; starts the event writer on the current runtime.
     pub fn new(store: Arc<dyn Store>) -> Self {
+        Self::with_memory_cap(store, MEMORY_CAP)
+    }
+
+    pub fn with_memory_cap(store: Arc<dyn Store>, memory_cap: usize) -> Self {
         Self {
+            memory_cap,
+            evicted: Mutex::new(HashSet::new()),
             sessions: Mutex::new(HashMap::new()),
             writer: EventWriter::spawn(Arc::clone(&store)),
             store,
@@ -49,26 +64,7 @@ impl SessionHub {
 
     /// A new, empty session for `owner`.
     pub async fn create(&self, owner: OwnerId) -> Result<Arc<SessionChannel>, StoreError> {
-        let id = SessionId::random();
-        let now = now_ms();
-        self.store
-            .create_session(&SessionRecord {
-                id,
-                owner,
-                title: String::new(),
-                created_ms: now,
-                updated_ms: now,
-                forked_from: None,
-            })
-            .await?;
-        let channel = Arc::new(SessionChannel::new(
-            id,
-            owner,
-            Vec::new(),
-            self.writer.clone(),
-        ));
-        self.sessions.lock().insert(id, Arc::clone(&channel));
-        Ok(channel)
+        self.insert(owner, "", None, Vec::new()).await
     }
 
     /// A new session for `owner` holding a copy of `events` (a shared
@@ -81,6 +77,22 @@ impl SessionHub {
         from: &ShareToken,
         events: Vec<SessionEvent>,
     ) -> Result<Arc<SessionChannel>, StoreError> {
+        let channel = self
+            .insert(owner, title, Some(from.to_string()), events)
+            .await?;
+        settle(&channel, KernelLoss::Fork);
+        Ok(channel)
+    }
+
+    /// Records a new session holding `events` (queued for the store) and
+    /// keeps it in memory.
+    async fn insert(
+        &self,
+        owner: OwnerId,
+        title: &str,
+        forked_from: Option<String>,
+        events: Vec<SessionEvent>,
+    ) -> Result<Arc<SessionChannel>, StoreError> {
         let id = SessionId::random();
         let now = now_ms();
         self.store
@@ -90,16 +102,33 @@ impl SessionHub {
                 title: title.to_string(),
                 created_ms: now,
                 updated_ms: now,
-                forked_from: Some(from.to_string()),
+                forked_from,
             })
             .await?;
         for event in &events {
             self.writer.write(id, event.clone());
         }
         let channel = Arc::new(SessionChannel::new(id, owner, events, self.writer.clone()));
-        settle(&channel, KernelLoss::Fork);
-        self.sessions.lock().insert(id, Arc::clone(&channel));
+        self.remember(&channel);
         Ok(channel)
+    }
+
+    /// Keeps `channel` in memory; past the cap, lets go of the sessions
+    /// nobody holds (no page, no request, no turn: only this map).
+    fn remember(&self, channel: &Arc<SessionChannel>) {
+        let mut sessions = self.sessions.lock();
+        sessions.insert(channel.id(), Arc::clone(channel));
+        if sessions.len() > self.memory_cap {
+            let mut evicted = self.evicted.lock();
+            sessions.retain(|id, c| {
+                let held = Arc::strong_count(c) > 1;
+                if !held {
+                    evicted.insert(*id);
+                }
+                held
+            });
+            tracing::debug!(kept = sessions.len(), "idle sessions let go from memory");
+        }
     }
 
     /// The session, from memory or else from the store; `None` if there is
@@ -112,11 +141,14 @@ impl SessionHub {
         if let Some(channel) = self.existing(id) {
             return Ok(Some(channel));
         }
+        // A session let go from memory may still have events queued.
+        let evicted = self.evicted.lock().remove(&id);
+        if evicted {
+            self.writer.flush().await;
+        }
         let Some(record) = self.store.session(id).await? else {
             return Ok(None);
         };
-        // Events still queued for the store are of sessions in memory, so
-        // what the store holds for this one is all there is.
         let events = self.store.events(id).await?;
         let channel = Arc::new(SessionChannel::new(
             id,
@@ -124,8 +156,10 @@ impl SessionHub {
             events,
             self.writer.clone(),
         ));
-        settle(&channel, KernelLoss::ServerRestart);
-        self.sessions.lock().insert(id, Arc::clone(&channel));
+        if !evicted {
+            settle(&channel, KernelLoss::ServerRestart);
+        }
+        self.remember(&channel);
         tracing::debug!(%id, events = channel.last_seq(), "session loaded from the store");
         Ok(Some(channel))
     }
@@ -510,6 +544,39 @@ mod tests {
         let again = hub.open(id).await.unwrap().expect("open");
         assert_eq!(again.last_seq(), channel.last_seq());
         assert!(hub.open(SessionId::random()).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn idle_sessions_leave_memory_and_come_back_whole_without_a_restart_note() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open_in(dir.path()).await.unwrap();
+        let hub = SessionHub::with_memory_cap(Arc::new(store), 2);
+        let owner = OwnerId::random();
+        let held = hub.create(owner).await.unwrap();
+        let idle = hub.create(owner).await.unwrap().id();
+        {
+            let channel = hub.existing(idle).unwrap();
+            channel.publish(EventBody::TurnStarted {
+                turn: TurnId(1),
+                turn_kind: TurnKind::Run,
+            });
+            channel.publish(EventBody::CellStarted {
+                cell_id: CellId(1),
+                cell_kind: CellKind::Result,
+                language: None,
+                attempt: None,
+                source: None,
+            });
+        }
+        let third = hub.create(owner).await.unwrap();
+        assert!(hub.existing(idle).is_none(), "nobody held it");
+        assert!(hub.existing(held.id()).is_some() && hub.existing(third.id()).is_some());
+        // Its events were still queued; it comes back whole, mid-turn as it
+        // was, with no restart recorded (its kernel may be alive).
+        let back = hub.open(idle).await.unwrap().expect("reloaded");
+        assert_eq!(back.last_seq(), 2);
+        assert!(Notebook::from_events(&back.events_after(0)).is_busy());
+        assert_eq!(back.next_cell_id(), CellId(2));
     }
 
     #[tokio::test]

@@ -44,6 +44,11 @@ async fn history(server: &TestServer, id: &str) -> Vec<SessionEvent> {
     .await
 }
 
+/// Sends a request and reads its JSON answer.
+async fn json_of(request: reqwest::RequestBuilder) -> serde_json::Value {
+    request.send().await.unwrap().json().await.unwrap()
+}
+
 async fn page(client: &reqwest::Client, server: &TestServer, path: &str) -> (u16, String) {
     let response = client.get(server.url(path)).send().await.unwrap();
     let status = response.status().as_u16();
@@ -163,25 +168,13 @@ async fn a_share_link_is_read_only_lasts_across_restarts_forks_and_can_be_revoke
     let private = server.new_session().await;
     ask(&server, &private, "my private question about taxes").await;
 
-    let shared: serde_json::Value = http()
-        .post(server.url(&format!("/api/sessions/{id}/share")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let shared: serde_json::Value =
+        json_of(http().post(server.url(&format!("/api/sessions/{id}/share")))).await;
     let token = shared["token"].as_str().unwrap().to_string();
     assert!(token.len() >= 43, "at least 256 bits: {token}");
     assert_eq!(shared["url"], server.url(&format!("/s/{token}")));
-    let again: serde_json::Value = http()
-        .post(server.url(&format!("/api/sessions/{id}/share")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let again: serde_json::Value =
+        json_of(http().post(server.url(&format!("/api/sessions/{id}/share")))).await;
     assert_eq!(again["token"], token.as_str(), "one link per session");
 
     // A stranger (no cookie at all) reads it, server-rendered, with no controls.
@@ -284,14 +277,7 @@ async fn another_owner_gets_404_for_everything_private() {
                 .unwrap();
             assert_eq!(response.status(), 404, "{method} {path}");
         }
-        let listed: serde_json::Value = client
-            .get(server.url("/api/sessions"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let listed: serde_json::Value = json_of(client.get(server.url("/api/sessions"))).await;
         assert_eq!(listed["sessions"], serde_json::json!([]));
     }
     assert_eq!(
@@ -315,14 +301,7 @@ async fn sessions_are_listed_renamed_and_deleted_with_their_rows() {
     ask(&server, &second, "how many r's are in strawberry?").await;
     let _empty = server.new_session().await;
 
-    let listed: serde_json::Value = http()
-        .get(server.url("/api/sessions"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed: serde_json::Value = json_of(http().get(server.url("/api/sessions"))).await;
     let ids: Vec<&str> = listed["sessions"]
         .as_array()
         .unwrap()
@@ -367,14 +346,8 @@ async fn sessions_are_listed_renamed_and_deleted_with_their_rows() {
         "titles in the sidebar"
     );
 
-    let shared: serde_json::Value = http()
-        .post(server.url(&format!("/api/sessions/{first}/share")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let shared: serde_json::Value =
+        json_of(http().post(server.url(&format!("/api/sessions/{first}/share")))).await;
     let deleted = http()
         .post(server.url(&format!("/sessions/{first}/delete")))
         .send()
