@@ -83,6 +83,7 @@ pub async fn run(options: StreamBenchOptions) -> Result<(), BenchError> {
     let base = Instant::now();
     let mut clients = Vec::new();
     let mut channels = Vec::new();
+    let mut ids = Vec::new();
     for _ in 0..options.sessions {
         let channel = state.sessions.create(owner).await.map_err(fail)?;
         let id = channel.id();
@@ -101,6 +102,7 @@ pub async fn run(options: StreamBenchOptions) -> Result<(), BenchError> {
         // Each session: a cell started, then the events, then its end.
         let expected = options.events_per_session as u64 + 2;
         clients.push(tokio::spawn(read(ws, base, expected)));
+        ids.push(id);
         channels.push(channel);
     }
     // Every client has its welcome before anything is published.
@@ -130,6 +132,21 @@ pub async fn run(options: StreamBenchOptions) -> Result<(), BenchError> {
         reordered += seen.reordered;
     }
     let wall = started.elapsed();
+    // Every event was also written to SQLite: wait for the writer, count.
+    let flushing = Instant::now();
+    state.sessions.flush().await;
+    let flush_wait = flushing.elapsed();
+    let mut stored = 0;
+    for id in &ids {
+        stored += state
+            .sessions
+            .store()
+            .events(*id)
+            .await
+            .map_err(fail)?
+            .len();
+    }
+    let published = ids.len() * (options.events_per_session + 2);
     shutdown.cancel();
     let _ = server.await;
 
@@ -160,6 +177,17 @@ pub async fn run(options: StreamBenchOptions) -> Result<(), BenchError> {
         "events per second, all sessions",
         count as f64 / wall.as_secs_f64()
     );
+    println!(
+        "{:<44} {:>9}    of {published}; writer behind by {:.1} ms at the end",
+        "events stored in SQLite",
+        stored,
+        flush_wait.as_secs_f64() * 1000.0
+    );
+    if stored != published {
+        return Err(BenchError(format!(
+            "{stored} of {published} events were stored"
+        )));
+    }
     if lost + reordered > 0 {
         return Err(BenchError(format!(
             "{lost} events lost and {reordered} out of order"

@@ -12,7 +12,7 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
 };
-use sqlx::{Row, Sqlite, Transaction};
+use sqlx::{QueryBuilder, Row, Sqlite, Transaction};
 
 use super::{SessionRecord, ShareRecord, Store, StoreError, title_from};
 use crate::session::{OwnerId, SessionId, ShareToken};
@@ -112,34 +112,55 @@ fn share_of(row: &SqliteRow) -> Result<ShareRecord, StoreError> {
 const SESSION_COLUMNS: &str = "id, owner, title, created_ms, updated_ms, forked_from";
 const SHARE_COLUMNS: &str = "token, session_id, upto_seq, created_ms, updated_ms";
 
-async fn insert_event(
+/// Rows per `INSERT` (5 parameters each, far below SQLite's limit).
+const ROWS_PER_INSERT: usize = 400;
+
+/// Inserts events in multi-row statements (a streaming turn writes hundreds
+/// of small events; one statement per event would cost most of the time),
+/// dropping those of sessions that no longer exist, then names sessions
+/// after their first question.
+async fn insert_events(
     tx: &mut Transaction<'_, Sqlite>,
-    session: &str,
-    event: &SessionEvent,
+    events: &[(SessionId, SessionEvent)],
 ) -> Result<(), StoreError> {
-    let body = serde_json::to_string(&event.event).map_err(|source| StoreError::Corrupt {
-        session: session.to_string(),
-        seq: ms(event.seq),
-        source,
-    })?;
-    sqlx::query(
-        "INSERT INTO events (session_id, seq, ts_ms, kind, body)
-         SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?1)
-         ON CONFLICT (session_id, seq) DO NOTHING",
-    )
-    .bind(session)
-    .bind(ms(event.seq))
-    .bind(ms(event.ts_ms))
-    .bind(kind_of(&event.event))
-    .bind(body)
-    .execute(&mut **tx)
-    .await?;
-    if let EventBody::UserMessage { text, .. } = &event.event {
-        sqlx::query("UPDATE sessions SET title = ?2 WHERE id = ?1 AND title = ''")
-            .bind(session)
-            .bind(title_from(text))
-            .execute(&mut **tx)
-            .await?;
+    for chunk in events.chunks(ROWS_PER_INSERT) {
+        let rows = chunk
+            .iter()
+            .map(|(session, event)| {
+                let body =
+                    serde_json::to_string(&event.event).map_err(|source| StoreError::Corrupt {
+                        session: session.to_string(),
+                        seq: ms(event.seq),
+                        source,
+                    })?;
+                Ok((session.to_string(), event, body))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let mut insert = QueryBuilder::<Sqlite>::new(
+            "INSERT INTO events (session_id, seq, ts_ms, kind, body) \
+             SELECT v.column1, v.column2, v.column3, v.column4, v.column5 FROM (",
+        );
+        insert.push_values(rows, |mut row, (session, event, body)| {
+            row.push_bind(session)
+                .push_bind(ms(event.seq))
+                .push_bind(ms(event.ts_ms))
+                .push_bind(kind_of(&event.event))
+                .push_bind(body);
+        });
+        insert.push(
+            ") AS v WHERE EXISTS (SELECT 1 FROM sessions WHERE id = v.column1) \
+             ON CONFLICT (session_id, seq) DO NOTHING",
+        );
+        insert.build().execute(&mut **tx).await?;
+    }
+    for (session, event) in events {
+        if let EventBody::UserMessage { text, .. } = &event.event {
+            sqlx::query("UPDATE sessions SET title = ?2 WHERE id = ?1 AND title = ''")
+                .bind(session.to_string())
+                .bind(title_from(text))
+                .execute(&mut **tx)
+                .await?;
+        }
     }
     Ok(())
 }
@@ -214,12 +235,12 @@ impl Store for SqliteStore {
             return Ok(());
         }
         let mut newest: HashMap<SessionId, u64> = HashMap::new();
-        let mut tx = self.pool.begin().await?;
         for (session, event) in events {
-            insert_event(&mut tx, &session.to_string(), event).await?;
             let ts = newest.entry(*session).or_default();
             *ts = (*ts).max(event.ts_ms);
         }
+        let mut tx = self.pool.begin().await?;
+        insert_events(&mut tx, events).await?;
         for (session, ts) in newest {
             sqlx::query("UPDATE sessions SET updated_ms = MAX(updated_ms, ?) WHERE id = ?")
                 .bind(ms(ts))

@@ -255,6 +255,30 @@ pub async fn run(store: &dyn Store) {
         "the fork is its own"
     );
 
+    // A batch bigger than any one statement keeps every event, in order.
+    const BULK: &str = "5e55a000-0000-4000-8000-000000000005";
+    store
+        .create_session(&record(BULK, CAROL, 9_000))
+        .await
+        .expect("create");
+    let many: Vec<SessionEvent> = (1..=1_001)
+        .map(|seq| SessionEvent {
+            seq,
+            ts_ms: 9_000 + seq,
+            event: EventBody::CellDelta {
+                cell_id: CellId(1),
+                text: format!("token {seq} "),
+                highlight: None,
+            },
+        })
+        .collect();
+    store
+        .append_events(&tagged(BULK, &many))
+        .await
+        .expect("bulk");
+    assert_eq!(store.events(session(BULK)).await.expect("events"), many);
+    assert!(store.delete_session(session(BULK)).await.expect("delete"));
+
     // Sessions that never began are pruned; the rest stay.
     const EMPTY: &str = "5e55a000-0000-4000-8000-000000000004";
     store
