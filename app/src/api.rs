@@ -52,6 +52,25 @@ pub struct ModelChoices {
     pub problem: Option<String>,
 }
 
+/// The longest title kept; longer ones are cut at a character boundary.
+pub const MAX_TITLE_CHARS: usize = 80;
+
+/// A title from a question: its first line that is not a code fence,
+/// trimmed and cut to [`MAX_TITLE_CHARS`].
+pub fn title_from(text: &str) -> String {
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty() && !line.starts_with("```"))
+        .unwrap_or("");
+    let mut title: String = line.chars().take(MAX_TITLE_CHARS).collect();
+    if line.chars().count() > MAX_TITLE_CHARS {
+        title.pop();
+        title.push('…');
+    }
+    title
+}
+
 /// A title to show: the stored one, or a stand-in for a session that has none.
 pub fn display_title(title: &str) -> &str {
     if title.trim().is_empty() {

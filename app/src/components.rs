@@ -3,10 +3,10 @@
 use leptos::prelude::*;
 use leptos_meta::Title;
 
-use crate::api::{ModelChoices, SessionLog, SessionSummary, SharedLog, display_title};
+use crate::api::{ModelChoices, SessionLog, SessionSummary, SharedLog, display_title, title_from};
 use crate::cells::CellView;
 use crate::notebook::Notebook;
-use crate::protocol::{ClientMessage, KernelLoss, validate_ask};
+use crate::protocol::{CellKind, ClientMessage, KernelLoss, validate_ask};
 
 /// Sends a frame to the server; false when it could not be sent.
 pub type Sender = std::sync::Arc<dyn Fn(ClientMessage) -> bool + Send + Sync>;
@@ -92,15 +92,25 @@ pub fn SessionView(log: SessionLog) -> impl IntoView {
     #[cfg(feature = "hydrate")]
     connect(state);
 
-    let has_events = !events.is_empty();
-    let heading = if has_events {
-        display_title(&title)
-    } else {
-        "New session"
-    }
-    .to_string();
+    // The stored title; until the list is read again, a new session is
+    // named by its first question as soon as it is asked.
+    let title = StoredValue::new(title);
+    let heading = move || {
+        state.notebook.with(|n| {
+            let stored = title.get_value();
+            if !stored.trim().is_empty() {
+                return stored;
+            }
+            let first = n.cells().iter().find(|c| c.kind == CellKind::User);
+            match first {
+                Some(cell) => display_title(&title_from(&cell.text)).to_string(),
+                None if n.last_seq() > 0 => display_title("").to_string(),
+                None => "New session".to_string(),
+            }
+        })
+    };
     view! {
-        <Title text=format!("{heading} · runcell")/>
+        <Title text=move || format!("{} · runcell", heading())/>
         <div class="page with-sidebar">
             <Header>
                 <ModelPicker models/>
@@ -380,7 +390,13 @@ fn Cells() -> impl IntoView {
     view! {
         <section class="cells" aria-label="Conversation">
             <Show when=empty>
-                <p class="empty">"Ask something to start: the answer streams in here."</p>
+                <p class="empty">
+                    {if state.read_only {
+                        "Nothing had been asked yet when this session was shared."
+                    } else {
+                        "Ask something to start: the answer streams in here."
+                    }}
+                </p>
             </Show>
             <For each=ids key=|id| *id let:id>
                 <CellView id/>

@@ -72,7 +72,10 @@ test.describe('with JavaScript', () => {
     await notebook.openNew();
     await notebook.waitConnected();
     await notebook.ask(fenced("base = 41\nprint('shared answer', base + 1)"));
+    await expect(notebook.explanationCells).toHaveCount(1);
     await notebook.waitTurnEnd();
+    // Named by its first question at once, before any reload.
+    await expect(page.getByRole('heading', { level: 1 })).toHaveText("base = 41");
     await page.getByRole('button', { name: 'Share' }).click();
     const link = page.locator('a.share-link');
     await expect(link).toHaveAttribute('href', /^\/s\/[A-Za-z0-9_-]{43}$/);

@@ -17,9 +17,6 @@ pub use sqlite::{DB_FILE, SqliteStore};
 
 use crate::session::{OwnerId, SessionId, ShareToken};
 
-/// The longest title kept; longer ones are cut at a character boundary.
-pub const MAX_TITLE_CHARS: usize = 80;
-
 /// Why the store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -116,21 +113,9 @@ pub trait Store: Send + Sync + 'static {
     async fn prune_empty(&self, before_ms: u64) -> Result<u64, StoreError>;
 }
 
-/// A title from a question: its first line that is not a code fence,
-/// trimmed and cut to [`MAX_TITLE_CHARS`].
-pub fn title_from(text: &str) -> String {
-    let line = text
-        .lines()
-        .map(str::trim)
-        .find(|line| !line.is_empty() && !line.starts_with("```"))
-        .unwrap_or("");
-    let mut title: String = line.chars().take(MAX_TITLE_CHARS).collect();
-    if line.chars().count() > MAX_TITLE_CHARS {
-        title.pop();
-        title.push('…');
-    }
-    title
-}
+/// A title from a question (shared with the page, which shows the same
+/// title before the list is read again).
+pub use app::api::{MAX_TITLE_CHARS, title_from};
 
 #[cfg(test)]
 mod tests {
