@@ -78,6 +78,14 @@ fn turn(first_seq: u64, turn: u64, question: &str) -> Vec<SessionEvent> {
         .collect()
 }
 
+async fn title_of(store: &dyn Store, id: &str) -> Option<String> {
+    store
+        .session(session(id))
+        .await
+        .expect("read")
+        .map(|s| s.title)
+}
+
 fn tagged(id: &str, events: &[SessionEvent]) -> Vec<(SessionId, SessionEvent)> {
     events.iter().map(|e| (session(id), e.clone())).collect()
 }
@@ -171,14 +179,7 @@ pub async fn run(store: &dyn Store) {
             .await
             .expect("rename")
     );
-    assert_eq!(
-        store
-            .session(session(NOTES))
-            .await
-            .expect("read")
-            .map(|s| s.title),
-        Some("Primes".into())
-    );
+    assert_eq!(title_of(store, NOTES).await, Some("Primes".into()));
 
     // Share, share again (same link, moved on), revoke.
     let link = store.share(session(NOTES), 3, 5_000).await.expect("share");
@@ -218,14 +219,7 @@ pub async fn run(store: &dyn Store) {
         .await
         .expect("fork events");
     assert_eq!(store.events(session(FORK)).await.expect("events"), all);
-    assert_eq!(
-        store
-            .session(session(FORK))
-            .await
-            .expect("read")
-            .map(|s| s.title),
-        Some("Primes".into())
-    );
+    assert_eq!(title_of(store, FORK).await, Some("Primes".into()));
 
     // Delete: the events and the link go with it; late events are dropped.
     assert!(store.delete_session(session(NOTES)).await.expect("delete"));
