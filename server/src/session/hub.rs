@@ -255,7 +255,13 @@ fn settle(channel: &SessionChannel, reason: KernelLoss) {
             final_cell: None,
         });
     }
-    if notebook.kernel_used() {
+    // A fork has no kernel at all, even when the original had already lost
+    // its own; a restart matters only if code ran since the last loss.
+    let lost = match reason {
+        KernelLoss::Fork => notebook.kernel_used() || notebook.kernel_lost().is_some(),
+        KernelLoss::ServerRestart => notebook.kernel_used(),
+    };
+    if lost {
         channel.publish(EventBody::KernelLost { reason });
     }
 }
@@ -577,6 +583,39 @@ mod tests {
         assert_eq!(back.last_seq(), 2);
         assert!(Notebook::from_events(&back.events_after(0)).is_busy());
         assert_eq!(back.next_cell_id(), CellId(2));
+    }
+
+    #[tokio::test]
+    async fn a_fork_says_its_kernel_is_a_fork_even_after_a_restart_note() {
+        let (hub, _dir) = hub().await;
+        let owner = OwnerId::random();
+        let events: Vec<SessionEvent> = [
+            EventBody::CellStarted {
+                cell_id: CellId(1),
+                cell_kind: CellKind::Result,
+                language: None,
+                attempt: None,
+                source: None,
+            },
+            EventBody::KernelLost {
+                reason: KernelLoss::ServerRestart,
+            },
+        ]
+        .into_iter()
+        .zip(1..)
+        .map(|(event, seq)| SessionEvent {
+            seq,
+            ts_ms: 0,
+            event,
+        })
+        .collect();
+        let fork = hub
+            .fork(owner, "t", &ShareToken::random(), events)
+            .await
+            .unwrap();
+        let notebook = Notebook::from_events(&fork.events_after(0));
+        assert_eq!(notebook.kernel_lost(), Some(KernelLoss::Fork));
+        assert_eq!(notebook.unfinished(), (vec![], None));
     }
 
     #[tokio::test]
