@@ -66,7 +66,7 @@ impl Kernels {
                 }
             }
         }
-        let info = self.sandboxes.create(Language::Python).await?;
+        let info = self.sandboxes.create_for_notebook(Language::Python).await?;
         self.by_session
             .lock()
             .insert(session, info.session_id.clone());

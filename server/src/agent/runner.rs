@@ -24,6 +24,8 @@ pub enum TurnRefusal {
     Busy,
     #[error("the server is shutting down")]
     ShuttingDown,
+    #[error("this session was deleted")]
+    Deleted,
 }
 
 impl TurnRefusal {
@@ -33,7 +35,7 @@ impl TurnRefusal {
             Self::TooLong => ErrorCode::MessageTooLong,
             Self::InvalidCode(_) => ErrorCode::InvalidCode,
             Self::Busy => ErrorCode::Busy,
-            Self::ShuttingDown => ErrorCode::Unavailable,
+            Self::ShuttingDown | Self::Deleted => ErrorCode::Unavailable,
         }
     }
 }
@@ -80,6 +82,9 @@ impl TurnRunner {
         }
         if self.shutdown.is_cancelled() {
             return Err(TurnRefusal::ShuttingDown);
+        }
+        if channel.is_closed() {
+            return Err(TurnRefusal::Deleted);
         }
         let slot = channel.reserve_turn().ok_or(TurnRefusal::Busy)?;
         let turn = channel.next_turn_id();

@@ -247,6 +247,7 @@ fn refusal_error(refusal: &TurnRefusal) -> ApiError {
         TurnRefusal::TooLong => ApiError::TooLarge(message),
         TurnRefusal::Busy => ApiError::Busy(message),
         TurnRefusal::ShuttingDown => ApiError::Unavailable(message),
+        TurnRefusal::Deleted => ApiError::NotFound(message),
     }
 }
 

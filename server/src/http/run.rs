@@ -280,7 +280,7 @@ pub async fn delete_session(
 ) -> Result<axum::http::StatusCode, ApiError> {
     state
         .sandbox_sessions
-        .delete(&id)
+        .delete_public(&id)
         .await
         .map_err(session_error)?;
     Ok(axum::http::StatusCode::NO_CONTENT)

@@ -67,6 +67,9 @@ pub struct SessionInfo {
 struct Live {
     session: Box<dyn SandboxSession>,
     language: Language,
+    /// A notebook session's kernel: never listed, run or closed through the
+    /// `/v1` API, only by its notebook.
+    notebook: bool,
     created_at_ms: u64,
     last_used: Mutex<Instant>,
 }
@@ -134,7 +137,21 @@ impl Sessions {
         }
     }
 
+    /// A session for the `/v1` API.
     pub async fn create(&self, language: Language) -> Result<SessionInfo, SessionError> {
+        self.open(language, false).await
+    }
+
+    /// A notebook session's kernel: hidden from the `/v1` API (`list`, `get`,
+    /// `delete_public` do not see it), reached only through its notebook.
+    pub async fn create_for_notebook(
+        &self,
+        language: Language,
+    ) -> Result<SessionInfo, SessionError> {
+        self.open(language, true).await
+    }
+
+    async fn open(&self, language: Language, notebook: bool) -> Result<SessionInfo, SessionError> {
         if self.live.lock().len() >= self.settings.max_sessions {
             return Err(SessionError::TooMany(self.settings.max_sessions));
         }
@@ -147,6 +164,7 @@ impl Sessions {
         let live = Arc::new(Live {
             session,
             language,
+            notebook,
             created_at_ms: now_ms(),
             last_used: Mutex::new(Instant::now()),
         });
@@ -156,14 +174,35 @@ impl Sessions {
         Ok(info)
     }
 
+    /// The `/v1` API's sessions (notebook kernels are not among them).
     pub fn list(&self) -> Vec<SessionInfo> {
-        let mut sessions: Vec<SessionInfo> = self.live.lock().values().map(|l| l.info()).collect();
+        let mut sessions: Vec<SessionInfo> = self
+            .live
+            .lock()
+            .values()
+            .filter(|l| !l.notebook)
+            .map(|l| l.info())
+            .collect();
         sessions.sort_by_key(|s| s.created_at_ms);
         sessions
     }
 
+    /// One of the `/v1` API's sessions.
     pub fn get(&self, id: &str) -> Option<SessionInfo> {
-        self.live.lock().get(id).map(|l| l.info())
+        self.live
+            .lock()
+            .get(id)
+            .filter(|l| !l.notebook)
+            .map(|l| l.info())
+    }
+
+    /// Closes one of the `/v1` API's sessions; a notebook's kernel is
+    /// `NotFound` here.
+    pub async fn delete_public(&self, id: &str) -> Result<(), SessionError> {
+        if self.get(id).is_none() {
+            return Err(SessionError::NotFound(id.to_string()));
+        }
+        self.delete(id).await
     }
 
     pub async fn delete(&self, id: &str) -> Result<(), SessionError> {

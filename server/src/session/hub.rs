@@ -121,7 +121,7 @@ impl SessionHub {
         if sessions.len() > self.memory_cap {
             let mut evicted = self.evicted.lock();
             sessions.retain(|id, c| {
-                let held = Arc::strong_count(c) > 1;
+                let held = Arc::strong_count(c) > 1 || self.writer.lost_events_of(*id);
                 if !held {
                     evicted.insert(*id);
                 }
@@ -181,7 +181,12 @@ impl SessionHub {
 
     /// Stops the session's turns and deletes it with its events and links.
     pub async fn delete(&self, id: SessionId) -> Result<bool, StoreError> {
-        if let Some(channel) = self.sessions.lock().remove(&id) {
+        // No load of this session may run meanwhile and bring it back.
+        let _loading = self.loading.lock().await;
+        let removed = self.sessions.lock().remove(&id);
+        if let Some(channel) = removed {
+            // Pages and requests that still hold it can start nothing more.
+            channel.close();
             channel.stop_turns();
         }
         // Events already queued would be dropped by the store anyway; flushing
@@ -207,9 +212,21 @@ impl SessionHub {
             Some(channel) => channel.events_after(0),
             None => self.store.events(share.session_id).await?,
         };
-        let upto = usize::try_from(share.upto_seq).unwrap_or(usize::MAX);
-        let events = events.into_iter().take(upto).collect();
-        Ok(Some((record, events)))
+        let events: Vec<SessionEvent> = events
+            .into_iter()
+            .filter(|e| e.seq <= share.upto_seq)
+            .collect();
+        // The title the link shows is the one its events give (the first
+        // question in them), never a later rename or a question after the
+        // link's end.
+        let title = events
+            .iter()
+            .find_map(|e| match &e.event {
+                EventBody::UserMessage { text, .. } => Some(crate::store::title_from(text)),
+                _ => None,
+            })
+            .unwrap_or_default();
+        Ok(Some((SessionRecord { title, ..record }, events)))
     }
 
     /// Resolves once every event published so far is stored.
@@ -279,6 +296,8 @@ pub struct SessionChannel {
     pub turn: tokio::sync::Mutex<()>,
     pending: AtomicUsize,
     next_turn: AtomicU64,
+    /// Set when the session is deleted: no turn starts any more.
+    closed: std::sync::atomic::AtomicBool,
     /// Cancelled by Stop; every turn started since the last Stop watches it.
     stop: Mutex<CancellationToken>,
 }
@@ -320,12 +339,23 @@ impl SessionChannel {
             turn: tokio::sync::Mutex::new(()),
             pending: AtomicUsize::new(0),
             next_turn: AtomicU64::new(notebook.max_turn_id() + 1),
+            closed: std::sync::atomic::AtomicBool::new(false),
             stop: Mutex::new(CancellationToken::new()),
         }
     }
 
     pub fn owner(&self) -> OwnerId {
         self.owner
+    }
+
+    /// Marks the session deleted.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    /// Whether the session was deleted (a page may still hold it).
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
     }
 
     /// A fresh turn id for this session.

@@ -31,14 +31,25 @@ enum Write {
 #[derive(Clone)]
 pub struct EventWriter {
     tx: mpsc::UnboundedSender<Write>,
+    unstored: Unstored,
 }
+
+/// Sessions some of whose events the store refused for good: their memory
+/// is the only full copy, so they must not be let go from it.
+pub type Unstored = Arc<parking_lot::Mutex<std::collections::HashSet<SessionId>>>;
 
 impl EventWriter {
     /// Starts the writer task on the current runtime.
     pub fn spawn(store: Arc<dyn Store>) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(write_loop(store, rx));
-        Self { tx }
+        let unstored = Unstored::default();
+        tokio::spawn(write_loop(store, rx, Arc::clone(&unstored)));
+        Self { tx, unstored }
+    }
+
+    /// Whether the store refused some of `session`'s events for good.
+    pub fn lost_events_of(&self, session: SessionId) -> bool {
+        self.unstored.lock().contains(&session)
     }
 
     /// Queues an event; it is stored after every event queued before it.
@@ -58,7 +69,11 @@ impl EventWriter {
     }
 }
 
-async fn write_loop(store: Arc<dyn Store>, mut rx: mpsc::UnboundedReceiver<Write>) {
+async fn write_loop(
+    store: Arc<dyn Store>,
+    mut rx: mpsc::UnboundedReceiver<Write>,
+    unstored: Unstored,
+) {
     let mut batch = Vec::new();
     let mut waiting = Vec::new();
     while let Some(first) = rx.recv().await {
@@ -72,7 +87,11 @@ async fn write_loop(store: Arc<dyn Store>, mut rx: mpsc::UnboundedReceiver<Write
                 next = rx.try_recv().ok();
             }
         }
-        store_batch(store.as_ref(), &batch).await;
+        if !store_batch(store.as_ref(), &batch).await {
+            unstored
+                .lock()
+                .extend(batch.iter().map(|(session, _)| *session));
+        }
         batch.clear();
         for done in waiting.drain(..) {
             let _ = done.send(());
@@ -80,15 +99,16 @@ async fn write_loop(store: Arc<dyn Store>, mut rx: mpsc::UnboundedReceiver<Write
     }
 }
 
-async fn store_batch(store: &dyn Store, batch: &[(SessionId, SessionEvent)]) {
+/// Stores a batch, trying again a few times; false if it was given up on.
+async fn store_batch(store: &dyn Store, batch: &[(SessionId, SessionEvent)]) -> bool {
     if batch.is_empty() {
-        return;
+        return true;
     }
     let mut last_error = None;
     for wait in std::iter::once(Duration::ZERO).chain(RETRIES) {
         tokio::time::sleep(wait).await;
         match store.append_events(batch).await {
-            Ok(()) => return,
+            Ok(()) => return true,
             Err(err) => {
                 tracing::warn!(%err, events = batch.len(), "storing events failed; trying again");
                 last_error = Some(err);
@@ -98,4 +118,5 @@ async fn store_batch(store: &dyn Store, batch: &[(SessionId, SessionEvent)]) {
     if let Some(err) = last_error {
         tracing::error!(%err, events = batch.len(), "events could not be stored: they live in memory until the server stops");
     }
+    false
 }

@@ -177,6 +177,16 @@ async fn a_share_link_is_read_only_lasts_across_restarts_forks_and_can_be_revoke
         json_of(http().post(server.url(&format!("/api/sessions/{id}/share")))).await;
     assert_eq!(again["token"], token.as_str(), "one link per session");
 
+    // A rename after sharing is the owner's business: the link keeps the
+    // title its own events give.
+    let renamed = http()
+        .patch(server.url(&format!("/api/sessions/{id}")))
+        .json(&serde_json::json!({ "title": "Secret plans" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(renamed.status(), 200);
+
     // A stranger (no cookie at all) reads it, server-rendered, with no controls.
     let stranger = http_as(None);
     let link = format!("/s/{token}");
@@ -185,6 +195,7 @@ async fn a_share_link_is_read_only_lasts_across_restarts_forks_and_can_be_revoke
     assert!(html.contains("shared cell output"));
     assert!(html.contains("Fork"));
     for absent in [
+        "Secret plans",
         "taxes",
         r#"aria-label="Message""#,
         "Stop sharing",
@@ -285,6 +296,9 @@ async fn another_owner_gets_404_for_everything_private() {
         Some(404)
     );
     assert_eq!(server.try_connect_as(&id, None).await.err(), Some(404));
+    // The notebook's kernel is not a `/v1` sandbox session anyone can use.
+    let sandboxes = json_of(http().get(server.url("/v1/code_interpreter/sessions"))).await;
+    assert_eq!(sandboxes["sessions"], serde_json::json!([]), "{sandboxes}");
     // Still there for its owner.
     assert_eq!(
         page(&http(), &server, &format!("/sessions/{id}")).await.0,
@@ -348,6 +362,9 @@ async fn sessions_are_listed_renamed_and_deleted_with_their_rows() {
 
     let shared: serde_json::Value =
         json_of(http().post(server.url(&format!("/api/sessions/{first}/share")))).await;
+    // A page still open on it when it is deleted can start nothing more.
+    let mut open_page = server.join(&first).await;
+    let known = history(&server, &first).await.len() as u64;
     let deleted = http()
         .post(server.url(&format!("/sessions/{first}/delete")))
         .send()
@@ -355,6 +372,20 @@ async fn sessions_are_listed_renamed_and_deleted_with_their_rows() {
         .unwrap();
     assert_eq!(deleted.status(), 303);
     assert_eq!(deleted.headers()["location"], "/");
+    open_page.ask("anyone there?").await;
+    loop {
+        match open_page.next().await {
+            Some(ServerMessage::Error { message, .. }) => {
+                assert!(message.contains("deleted"), "{message}");
+                break;
+            }
+            // The history it joined with, replayed; nothing after it.
+            Some(ServerMessage::Event(event)) => {
+                assert!(event.seq <= known, "a deleted session moved on: {event:?}");
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
     assert_eq!(
         page(&http(), &server, &format!("/sessions/{first}"))
             .await
