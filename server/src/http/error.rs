@@ -11,6 +11,9 @@ pub enum ApiError {
     NotFound(String),
     #[error("{0}")]
     BadRequest(String),
+    /// Refused whoever asks (403), e.g. a socket opened from another site.
+    #[error("{0}")]
+    Forbidden(String),
     #[error("{0}")]
     TooLarge(String),
     /// Too much already under way (429).
@@ -28,6 +31,7 @@ impl ApiError {
         match self {
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             Self::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+            Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
             Self::Busy(_) => (StatusCode::TOO_MANY_REQUESTS, "busy"),
             Self::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),

@@ -479,3 +479,35 @@ async fn twenty_sessions_writing_at_once_lose_no_event() {
         .get("n");
     assert_eq!(total, counts.iter().sum::<usize>() as i64);
 }
+
+#[tokio::test]
+async fn a_socket_opened_from_another_site_is_refused() {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    use tokio_tungstenite::tungstenite::http::HeaderValue;
+
+    let server = TestServer::start().await;
+    let id = server.new_session().await;
+    let url = server.ws_url(&format!("/ws/sessions/{id}?after=0"));
+    let own = format!("http://{}", server.addr);
+    for (origin, refused) in [("http://evil.example", true), (own.as_str(), false)] {
+        let mut request = url.as_str().into_client_request().unwrap();
+        let headers = request.headers_mut();
+        headers.insert(
+            "sec-websocket-protocol",
+            HeaderValue::from_static(app::protocol::SUBPROTOCOL),
+        );
+        headers.insert(
+            "cookie",
+            HeaderValue::from_str(&crate::support::cookie_of(crate::support::OWNER)).unwrap(),
+        );
+        headers.insert("origin", HeaderValue::from_str(origin).unwrap());
+        match tokio_tungstenite::connect_async(request).await {
+            Ok(_) => assert!(!refused, "{origin} was let in"),
+            Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+                assert!(refused, "{origin}: {}", response.status());
+                assert_eq!(response.status(), 403);
+            }
+            Err(err) => panic!("{origin}: {err}"),
+        }
+    }
+}
