@@ -283,35 +283,22 @@ impl Store for SqliteStore {
         upto_seq: u64,
         now_ms: u64,
     ) -> Result<ShareRecord, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let updated = sqlx::query(&format!(
-            "UPDATE shares SET upto_seq = ?, updated_ms = ? WHERE session_id = ?
+        // One statement: a new token, or the session's existing link moved on.
+        let row = sqlx::query(&format!(
+            "INSERT INTO shares (token, session_id, upto_seq, created_ms, updated_ms)
+             VALUES (?, ?, ?, ?, ?)
+             ON CONFLICT (session_id) DO UPDATE
+               SET upto_seq = excluded.upto_seq, updated_ms = excluded.updated_ms
              RETURNING {SHARE_COLUMNS}"
         ))
+        .bind(ShareToken::random().to_string())
+        .bind(id.to_string())
         .bind(ms(upto_seq))
         .bind(ms(now_ms))
-        .bind(id.to_string())
-        .fetch_optional(&mut *tx)
+        .bind(ms(now_ms))
+        .fetch_one(&self.pool)
         .await?;
-        let row = match updated {
-            Some(row) => row,
-            None => {
-                sqlx::query(&format!(
-                    "INSERT INTO shares (token, session_id, upto_seq, created_ms, updated_ms)
-                     VALUES (?, ?, ?, ?, ?) RETURNING {SHARE_COLUMNS}"
-                ))
-                .bind(ShareToken::random().to_string())
-                .bind(id.to_string())
-                .bind(ms(upto_seq))
-                .bind(ms(now_ms))
-                .bind(ms(now_ms))
-                .fetch_one(&mut *tx)
-                .await?
-            }
-        };
-        let share = share_of(&row)?;
-        tx.commit().await?;
-        Ok(share)
+        share_of(&row)
     }
 
     async fn share_of(&self, id: SessionId) -> Result<Option<ShareRecord>, StoreError> {
