@@ -115,6 +115,9 @@ pub struct RunGroup {
     dirs: Vec<PathBuf>,
 }
 
+/// The smallest CPU quota a cgroup takes, in microseconds a period.
+const MIN_CPU_QUOTA_US: u64 = 1000;
+
 impl RunGroup {
     pub fn create(mode: &CgroupMode, name: &str, limits: &Limits) -> Result<Self, CgroupError> {
         let root = Path::new(ROOT);
@@ -152,7 +155,8 @@ impl RunGroup {
         let memory = limits.memory_bytes.to_string();
         let pids = limits.pids.to_string();
         let period: u64 = 100_000;
-        let quota = u64::from(limits.cpu_millis) * period / 1000;
+        // The kernel refuses quotas under 1 ms a period (1% of a core).
+        let quota = (u64::from(limits.cpu_millis) * period / 1000).max(MIN_CPU_QUOTA_US);
         match self.mode {
             CgroupMode::V2 => {
                 self.write(0, "memory.max", &memory)?;
