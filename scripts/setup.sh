@@ -73,4 +73,6 @@ npm_ci "$ROOT/scripts"
 # A real OpenAI-compatible server for the LLM client's tests, built once
 # outside the checkout.
 [ "$mode" = test ] && "$ROOT/scripts/setup-llama-cpp-python.sh"
+# Python API clients for the API tests: schemathesis and the MCP SDK.
+[ "$mode" = test ] && "$ROOT/scripts/setup-api-clients.sh"
 exit 0

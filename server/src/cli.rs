@@ -24,6 +24,11 @@ pub enum Command {
     Serve(Settings),
     /// Print the effective configuration (secrets redacted) and exit.
     Config(Settings),
+    /// Make, list and revoke API keys (for `/v1` and `/mcp`).
+    Keys {
+        #[command(subcommand)]
+        action: KeysCommand,
+    },
     /// Check every sandbox isolation layer and run hello-world in each
     /// language inside the jail; exits non-zero if anything is missing.
     Doctor,
@@ -66,6 +71,40 @@ pub enum Command {
         #[arg(long, default_value_t = 5)]
         interval_ms: u64,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Make a key; it is printed once, on the last line, and only its
+    /// digest is kept.
+    Create {
+        /// A name to tell the key by (letters, digits, `.`, `_`, `-`).
+        #[arg(long)]
+        name: String,
+        #[command(flatten)]
+        settings: Settings,
+    },
+    /// List the keys (never the keys themselves).
+    List {
+        #[command(flatten)]
+        settings: Settings,
+    },
+    /// Revoke the live key of that name: its tokens stop working at once.
+    Revoke {
+        name: String,
+        #[command(flatten)]
+        settings: Settings,
+    },
+}
+
+impl KeysCommand {
+    pub fn settings(&self) -> &Settings {
+        match self {
+            Self::Create { settings, .. }
+            | Self::List { settings }
+            | Self::Revoke { settings, .. } => settings,
+        }
+    }
 }
 
 /// What `runcell bench` measures.

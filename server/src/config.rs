@@ -15,9 +15,10 @@ pub const CONFIG_FILE: &str = "runcell.toml";
 /// for a dot: `RUNCELL_SANDBOX__POOL_SIZE` is `sandbox.pool_size`).
 const ENV_KEYS: [&str; 4] = ["addr", "data_dir", "site_root", "log"];
 /// Any `RUNCELL_SANDBOX__*` is read too; unknown ones are refused by name.
-const ENV_SECTIONS: [&str; 2] = ["sandbox__", "llm__"];
+const ENV_SECTIONS: [&str; 4] = ["sandbox__", "llm__", "auth__", "http__"];
 /// Conventional names read without the prefix, and where they go.
-const ENV_ALIASES: [(&str, &str); 5] = [
+const ENV_ALIASES: [(&str, &str); 6] = [
+    ("RUNCELL_AUTH", "auth.mode"),
     ("RUNCELL_LLM", "llm.backend"),
     ("RUNCELL_MODEL", "llm.model"),
     ("RUNCELL_MODEL_PATH", "llm.model_path"),
@@ -41,6 +42,101 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     #[serde(default)]
     pub llm: LlmConfig,
+    #[serde(default)]
+    pub auth: AuthConfig,
+    #[serde(default)]
+    pub http: HttpConfig,
+}
+
+/// Who may use the API and the pages, and how much.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// Whether the pages ask for an API key (`RUNCELL_AUTH`): `auto` (only
+    /// when listening beyond loopback), `open` or `required`. The `/v1` API
+    /// and `/mcp` always need a key.
+    pub mode: AuthMode,
+    /// The secret access tokens are signed with (HS256, at least 32 bytes);
+    /// empty: one is generated into `<data_dir>/auth-secret` on first start.
+    pub jwt_secret: String,
+    /// Seconds an access token from `POST /v1/auth/token` lasts.
+    pub token_ttl_secs: u64,
+    /// Seconds a page sign-in lasts (when the pages ask for a key).
+    pub ui_session_secs: u64,
+    /// Runs each key may start a minute, on average...
+    pub runs_per_minute: u32,
+    /// ...and at once after a quiet spell.
+    pub run_burst: u32,
+    /// Runs of one key under way at once, at most.
+    pub max_concurrent_runs: u32,
+    /// Sandbox sessions one key may hold open at once.
+    pub max_live_sessions: u32,
+}
+
+/// Whether the pages ask for a key.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthMode {
+    #[default]
+    Auto,
+    Open,
+    Required,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self {
+            mode: AuthMode::Auto,
+            jwt_secret: String::new(),
+            token_ttl_secs: 3600,
+            ui_session_secs: 7 * 24 * 3600,
+            runs_per_minute: 600,
+            run_burst: 20,
+            max_concurrent_runs: 4,
+            max_live_sessions: 20,
+        }
+    }
+}
+
+impl std::fmt::Debug for AuthConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthConfig")
+            .field("mode", &self.mode)
+            .field("jwt_secret", &redacted(&self.jwt_secret))
+            .field("token_ttl_secs", &self.token_ttl_secs)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Request hygiene.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// Seconds a request may take to be answered (a run's own wall time is
+    /// added on the routes that run code; streams and sockets are not cut).
+    pub request_timeout_secs: u64,
+    /// Origins other sites' pages may call the API from (CORS); empty: none.
+    pub cors_origins: Vec<String>,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            request_timeout_secs: 60,
+            cors_origins: Vec::new(),
+        }
+    }
+}
+
+impl Config {
+    /// Whether the pages ask for an API key.
+    pub fn pages_need_key(&self) -> bool {
+        match self.auth.mode {
+            AuthMode::Open => false,
+            AuthMode::Required => true,
+            AuthMode::Auto => !self.addr.ip().is_loopback(),
+        }
+    }
 }
 
 /// Which language model answers, and how runcell talks to it.
@@ -248,6 +344,8 @@ impl Default for Config {
             log: "info".into(),
             sandbox: SandboxConfig::default(),
             llm: LlmConfig::default(),
+            auth: AuthConfig::default(),
+            http: HttpConfig::default(),
         }
     }
 }
@@ -328,6 +426,19 @@ impl Config {
             ("llm.max_tokens", u64::from(self.llm.max_tokens)),
             ("llm.timeout_secs", self.llm.timeout_secs),
             ("llm.answer_timeout_secs", self.llm.answer_timeout_secs),
+            ("auth.token_ttl_secs", self.auth.token_ttl_secs),
+            ("auth.ui_session_secs", self.auth.ui_session_secs),
+            ("auth.runs_per_minute", u64::from(self.auth.runs_per_minute)),
+            ("auth.run_burst", u64::from(self.auth.run_burst)),
+            (
+                "auth.max_concurrent_runs",
+                u64::from(self.auth.max_concurrent_runs),
+            ),
+            (
+                "auth.max_live_sessions",
+                u64::from(self.auth.max_live_sessions),
+            ),
+            ("http.request_timeout_secs", self.http.request_timeout_secs),
         ];
         for (setting, value) in positive {
             if value == 0 {
@@ -392,6 +503,29 @@ impl Config {
             setting: "log",
             reason: e.to_string(),
         })?;
+        if self.auth.jwt_secret == REDACTED {
+            return Err(ConfigError::Setting {
+                setting: "auth.jwt_secret",
+                reason: "is the placeholder `runcell config` prints; put the real secret here"
+                    .into(),
+            });
+        }
+        if !self.auth.jwt_secret.is_empty() && self.auth.jwt_secret.len() < 32 {
+            return Err(ConfigError::Setting {
+                setting: "auth.jwt_secret",
+                reason: "must be at least 32 bytes (or empty, to generate one)".into(),
+            });
+        }
+        for origin in &self.http.cors_origins {
+            if origin == "*" || !(origin.starts_with("http://") || origin.starts_with("https://")) {
+                return Err(ConfigError::Setting {
+                    setting: "http.cors_origins",
+                    reason: format!(
+                        "`{origin}` is not an origin like https://example.org (`*` is not allowed)"
+                    ),
+                });
+            }
+        }
         if self.data_dir.as_os_str().is_empty() {
             return Err(ConfigError::Setting {
                 setting: "data_dir",
@@ -406,6 +540,7 @@ impl Config {
         let mut shown = self.clone();
         shown.llm.api_key = redacted(&self.llm.api_key).into();
         shown.llm.base_url = shown_url(&self.llm.base_url);
+        shown.auth.jwt_secret = redacted(&self.auth.jwt_secret).into();
         toml::to_string_pretty(&shown).unwrap_or_else(|e| format!("# cannot print: {e}\n"))
     }
 
@@ -490,6 +625,37 @@ mod tests {
             let config = load_in(jail, Overrides::default()).map_err(|e| e.to_string())?;
             assert_eq!(config.addr, Config::default().addr);
             assert_eq!(config.log, "info");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn auth_mode_follows_the_address_unless_set() {
+        Jail::expect_with(|jail| {
+            let config = load_in(jail, Overrides::default()).map_err(|e| e.to_string())?;
+            assert!(!config.pages_need_key(), "loopback pages stay open");
+            let wide = load_in(
+                jail,
+                Overrides {
+                    addr: Some(SocketAddr::from(([0, 0, 0, 0], 3000))),
+                    ..Overrides::default()
+                },
+            )
+            .map_err(|e| e.to_string())?;
+            assert!(
+                wide.pages_need_key(),
+                "beyond loopback the pages ask for a key"
+            );
+            jail.set_env("RUNCELL_AUTH", "required");
+            jail.set_env("RUNCELL_AUTH__RUNS_PER_MINUTE", "3");
+            jail.set_env("RUNCELL_HTTP__CORS_ORIGINS", "[\"https://a.example\"]");
+            let config = load_in(jail, Overrides::default()).map_err(|e| e.to_string())?;
+            assert!(config.pages_need_key());
+            assert_eq!(config.auth.runs_per_minute, 3);
+            assert_eq!(config.http.cors_origins, ["https://a.example"]);
+            jail.set_env("RUNCELL_AUTH__JWT_SECRET", "short");
+            let err = load_in(jail, Overrides::default()).map(|_| ()).unwrap_err();
+            assert!(err.to_string().contains("auth.jwt_secret"), "{err}");
             Ok(())
         });
     }

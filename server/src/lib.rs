@@ -2,13 +2,16 @@
 //! the responder that answers them. `main.rs` is a thin shell over this.
 
 pub mod agent;
+pub mod auth;
 pub mod bench;
 pub mod cli;
 pub mod clock;
+pub mod code_api;
 pub mod config;
 pub mod highlight;
 pub mod http;
 pub mod llm;
+pub mod metrics;
 pub mod sandbox;
 pub mod server;
 pub mod session;

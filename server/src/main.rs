@@ -9,6 +9,7 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let settings = match &cli.command {
         Command::Serve(settings) | Command::Config(settings) => settings,
+        Command::Keys { action } => action.settings(),
         Command::Doctor => return doctor().await,
         Command::Bench {
             target,
@@ -73,6 +74,16 @@ async fn main() -> ExitCode {
             print!("{}", config.to_toml());
             ExitCode::SUCCESS
         }
+        Command::Keys { action } => match runcell::auth::cli::run(&action, &config).await {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(err) => {
+                eprintln!("runcell: {err}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Doctor | Command::Bench { .. } => ExitCode::SUCCESS,
         Command::Serve(_) => {
             telemetry::init(&config.log);

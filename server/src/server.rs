@@ -29,6 +29,8 @@ pub enum ServeError {
         path: String,
         source: std::io::Error,
     },
+    #[error("access tokens cannot be signed: {0}")]
+    Auth(#[from] crate::auth::token::SecretError),
     #[error("the session store cannot be used: {0}")]
     Store(#[from] crate::store::StoreError),
     #[error("the server stopped: {0}")]
@@ -75,7 +77,8 @@ pub async fn launch_with_listener(
         pruned,
         "session store open"
     );
-    let state = AppState::new(config, shutdown.clone(), store.clone());
+    let auth = Arc::new(crate::auth::Auth::open(&config, store.clone())?);
+    let state = AppState::new(config, shutdown.clone(), store.clone(), auth);
     state.models.keep_fresh(shutdown.clone());
     state
         .sandbox_sessions

@@ -8,6 +8,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::agent::{Agent, AgentSettings, Kernels, TurnRunner};
+use crate::auth::{Auth, KeyLimits};
+use crate::code_api::CodeApi;
 use crate::config::Config;
 use crate::llm::Llm;
 use crate::llm::catalog::Catalog;
@@ -32,6 +34,10 @@ pub struct AppState {
     pub sandbox: Arc<dyn Sandbox>,
     /// Open sandbox sessions (the run API's `session_id`s).
     pub sandbox_sessions: Arc<Sessions>,
+    /// API keys and access tokens.
+    pub auth: Arc<Auth>,
+    /// The code-interpreter service of `/v1` and `/mcp`, per key.
+    pub code_api: Arc<CodeApi>,
     /// Turns run as tasks of their own, so a page that goes away does not stop
     /// them; this tracks them for a clean shutdown.
     pub turns: TaskTracker,
@@ -42,7 +48,12 @@ pub struct AppState {
 impl AppState {
     /// Everything the handlers share, over an open store. Needs a runtime
     /// (the hub starts its event writer).
-    pub fn new(config: Config, shutdown: CancellationToken, store: Arc<dyn Store>) -> Self {
+    pub fn new(
+        config: Config,
+        shutdown: CancellationToken,
+        store: Arc<dyn Store>,
+        auth: Arc<Auth>,
+    ) -> Self {
         let leptos = LeptosOptions::builder()
             .output_name(app::OUTPUT_NAME)
             .site_root(config.site_root.to_string_lossy().to_string())
@@ -76,6 +87,10 @@ impl AppState {
                 limits: config.sandbox.default_limits(),
             },
         );
+        let code_api = Arc::new(CodeApi::new(
+            Arc::clone(&sandbox_sessions),
+            Arc::new(KeyLimits::new(&config.auth)),
+        ));
         let turns = TaskTracker::new();
         let runner = Arc::new(TurnRunner::new(
             Arc::new(agent),
@@ -91,6 +106,8 @@ impl AppState {
             models,
             sandbox,
             sandbox_sessions,
+            auth,
+            code_api,
             turns,
             shutdown,
         }

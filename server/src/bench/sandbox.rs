@@ -167,7 +167,7 @@ pub async fn run(iterations: usize, idle_sessions: usize) -> Result<(), BenchErr
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let started = Instant::now();
-        let info = pool.create(Language::Python).await.map_err(fail)?;
+        let info = pool.create(Language::Python, "bench").await.map_err(fail)?;
         pooled.push(started.elapsed());
         pool.delete(&info.session_id).await.map_err(fail)?;
     }

@@ -63,7 +63,8 @@ pub async fn run(options: StreamBenchOptions) -> Result<(), BenchError> {
             .await
             .map_err(fail)?,
     );
-    let state = AppState::new(config, shutdown.clone(), store);
+    let auth = std::sync::Arc::new(crate::auth::Auth::open(&config, store.clone()).map_err(fail)?);
+    let state = AppState::new(config, shutdown.clone(), store, auth);
     let owner = crate::session::OwnerId::random();
     let cookie = crate::http::owner::owner_cookie(owner, false);
     let cookie = cookie.split(';').next().unwrap_or_default().to_string();

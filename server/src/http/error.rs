@@ -1,7 +1,28 @@
 use axum::Json;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use serde::Serialize;
 use serde_json::json;
+
+use crate::auth::{AuthError, Limited};
+use crate::code_api::CodeApiError;
+use crate::sandbox::SandboxError;
+use crate::sandbox::sessions::SessionError;
+
+/// Every error response's body.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ErrorDetail {
+    /// Stable and machine-readable: `unauthorized`, `not_found`,
+    /// `bad_request`, `too_large`, `rate_limited`, `busy`, `unavailable`...
+    pub code: String,
+    /// For people; may change.
+    pub message: String,
+}
 
 /// The one error type of the HTTP layer: a status and a JSON body
 /// `{"error": {"code", "message"}}` that never carries internals.
@@ -9,8 +30,16 @@ use serde_json::json;
 pub enum ApiError {
     #[error("{0}")]
     NotFound(String),
+    /// Missing, invalid, expired or revoked credentials (401).
+    #[error("{0}")]
+    Unauthorized(String),
+    /// A per-key limit (429 with `Retry-After` and `X-RateLimit-*`).
+    #[error("{}", .0.message())]
+    Limited(Limited),
     #[error("{0}")]
     BadRequest(String),
+    #[error("{0}")]
+    MethodNotAllowed(String),
     /// Refused whoever asks (403), e.g. a socket opened from another site.
     #[error("{0}")]
     Forbidden(String),
@@ -30,7 +59,10 @@ impl ApiError {
     fn parts(&self) -> (StatusCode, &'static str) {
         match self {
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            Self::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            Self::Limited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             Self::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+            Self::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
             Self::Busy(_) => (StatusCode::TOO_MANY_REQUESTS, "busy"),
@@ -46,6 +78,40 @@ impl From<axum::extract::rejection::JsonRejection> for ApiError {
             Self::TooLarge(rejection.body_text())
         } else {
             Self::BadRequest(rejection.body_text())
+        }
+    }
+}
+
+impl From<AuthError> for ApiError {
+    fn from(err: AuthError) -> Self {
+        match err {
+            AuthError::BadName(message) => Self::BadRequest(message),
+            AuthError::Store(err) => err.into(),
+            other => Self::Unauthorized(other.to_string()),
+        }
+    }
+}
+
+impl From<SandboxError> for ApiError {
+    fn from(err: SandboxError) -> Self {
+        match err {
+            SandboxError::InvalidInput(message) => Self::BadRequest(message),
+            SandboxError::Unavailable(_) => Self::Unavailable(err.to_string()),
+            SandboxError::Internal(message) => Self::Internal(message),
+        }
+    }
+}
+
+impl From<CodeApiError> for ApiError {
+    fn from(err: CodeApiError) -> Self {
+        match err {
+            CodeApiError::NotFound(id) => Self::NotFound(format!("no sandbox session {id}")),
+            CodeApiError::Limited(limited) => Self::Limited(limited),
+            CodeApiError::Sandbox(err) => err.into(),
+            CodeApiError::Session(err @ SessionError::TooMany(_)) => {
+                Self::Unavailable(err.to_string())
+            }
+            CodeApiError::Session(err) => Self::Internal(err.to_string()),
         }
     }
 }
@@ -72,6 +138,24 @@ impl IntoResponse for ApiError {
             Self::Internal(detail) => tracing::error!(%status, %detail, "request failed"),
             _ => tracing::debug!(%status, error = %self, "request refused"),
         }
-        (status, Json(json!({ "error": self.body() }))).into_response()
+        let mut response = (status, Json(json!({ "error": self.body() }))).into_response();
+        let headers = response.headers_mut();
+        match &self {
+            Self::Unauthorized(_) => {
+                headers.insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"runcell\""),
+                );
+            }
+            Self::Limited(limited) => {
+                let wait = limited.retry_after_secs();
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(wait));
+                headers.insert("x-ratelimit-limit", HeaderValue::from(limited.limit()));
+                headers.insert("x-ratelimit-remaining", HeaderValue::from(0u32));
+                headers.insert("x-ratelimit-reset", HeaderValue::from(wait));
+            }
+            _ => {}
+        }
+        response
     }
 }

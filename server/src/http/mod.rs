@@ -1,10 +1,13 @@
 //! HTTP: routes, pages and the WebSocket. Handlers parse, call the domain, map.
 
-mod error;
+pub mod error;
+mod hygiene;
+mod mcp;
 mod notebook;
 pub mod owner;
-mod run;
 mod sessions;
+mod signin;
+mod v1;
 mod ws;
 
 use std::sync::Arc;
@@ -18,11 +21,13 @@ use axum::response::{IntoResponse, Redirect};
 use axum::routing::{get, post};
 use leptos::prelude::provide_context;
 use leptos_axum::{LeptosRoutes, file_and_error_handler_with_context, generate_route_list};
+use std::time::Duration;
 use tower_http::services::ServeDir;
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::TraceLayer;
 
 pub use error::ApiError;
+pub use v1::openapi;
 
 use crate::state::AppState;
 use owner::Owner;
@@ -32,6 +37,10 @@ const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 /// The whole HTTP surface.
 pub fn router(state: AppState) -> Router {
+    // Install the recorder before anything is recorded.
+    if crate::metrics::handle().is_none() {
+        tracing::warn!("another metrics recorder is installed: /metrics will be empty");
+    }
     let routes = generate_route_list(App);
     let logs: SharedSessionLogs = state.sessions.clone();
     let catalog: SharedModelCatalog = state.models.clone();
@@ -48,7 +57,7 @@ pub fn router(state: AppState) -> Router {
             HeaderValue::from_static("no-cache"),
         ));
 
-    Router::new()
+    let pages = Router::new()
         .route("/healthz", get(healthz))
         .route("/", get(new_session))
         .route("/ws/sessions/{id}", get(ws::session_socket))
@@ -72,18 +81,9 @@ pub fn router(state: AppState) -> Router {
         .route("/sessions/{id}/share", post(sessions::share_form))
         .route("/sessions/{id}/unshare", post(sessions::unshare_form))
         .route("/s/{token}/fork", post(sessions::fork))
-        .route(
-            "/v1/code_interpreter/run",
-            post(run::run).layer(DefaultBodyLimit::max(run::MAX_RUN_BODY)),
-        )
-        .route(
-            "/v1/code_interpreter/sessions",
-            post(run::create_session).get(run::list_sessions),
-        )
-        .route(
-            "/v1/code_interpreter/sessions/{id}",
-            axum::routing::delete(run::delete_session),
-        )
+        .route("/login", get(signin::form).post(signin::sign_in))
+        .route("/logout", post(signin::sign_out))
+        .route("/metrics", get(metrics))
         .nest_service("/pkg", bundle)
         .leptos_routes_with_context(&state, routes, context.clone(), move || {
             shell(leptos.clone())
@@ -92,9 +92,80 @@ pub fn router(state: AppState) -> Router {
             context, shell,
         ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(axum::middleware::from_fn(owner::owner_layer))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            signin::gate,
+        ))
+        .layer(axum::middleware::from_fn(owner::owner_layer));
+    let pages = with_time_limit(pages, state.config.http.request_timeout_secs);
+
+    // Programs' routes: bearer credentials, no cookies; a run's own wall
+    // time on top of the time limit.
+    let api_limit = state.config.http.request_timeout_secs + state.config.sandbox.max_timeout_secs;
+    let api = v1::router(&state.config)
+        .nest_service("/mcp", mcp::service(state.clone()))
+        .route_layer(axum::middleware::from_fn(hygiene::count));
+    let mut api = with_time_limit(api, api_limit);
+    // `/mcp` is not a handler of ours: it is authenticated here.
+    api = api.layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        mcp_auth,
+    ));
+    if let Some(cors) = hygiene::cors(&state.config.http.cors_origins) {
+        api = api.layer(cors);
+    }
+
+    hygiene::with_security_headers(api.merge(pages))
         .layer(TraceLayer::new_for_http().make_span_with(request_span))
         .with_state(state)
+}
+
+/// Answers 503 when a request has no answer within `secs`.
+fn with_time_limit<S>(router: Router<S>, secs: u64) -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    let limit = Duration::from_secs(secs);
+    router.layer(axum::middleware::from_fn(
+        move |request: axum::extract::Request, next: axum::middleware::Next| {
+            hygiene::time_limit(limit, request, next)
+        },
+    ))
+}
+
+/// Authenticates requests to `/mcp` (every other API route's handler does
+/// so itself by taking a `Caller`).
+async fn mcp_auth(
+    State(state): State<AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if request.uri().path() == "/mcp" || request.uri().path().starts_with("/mcp/") {
+        v1::require_caller(State(state), request, next).await
+    } else {
+        next.run(request).await
+    }
+}
+
+/// `GET /metrics`: Prometheus text format.
+async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    let Some(handle) = crate::metrics::handle() else {
+        return ApiError::Unavailable("another metrics recorder is installed".into())
+            .into_response();
+    };
+    crate::metrics::set_sizes(
+        state.sandbox_sessions.pooled().await,
+        state.sandbox_sessions.live_count(),
+        state.sessions.len(),
+    );
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        handle.render(),
+    )
+        .into_response()
 }
 
 /// One span per request, named by its route rather than its path, so that

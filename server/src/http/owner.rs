@@ -38,20 +38,25 @@ impl<S: Send + Sync> FromRequestParts<S> for Owner {
 
 /// The owner id in the request's cookies, if there is a valid one.
 pub fn owner_in(headers: &HeaderMap) -> Option<OwnerId> {
+    cookie_in(headers, OWNER_COOKIE).and_then(|value| value.parse().ok())
+}
+
+/// The value of the cookie `name`, from any `Cookie` header.
+pub(super) fn cookie_in(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(Cookie::split_parse)
         .filter_map(Result::ok)
-        .find(|c| c.name() == OWNER_COOKIE)
-        .and_then(|c| c.value().parse().ok())
+        .find(|c| c.name() == name)
+        .map(|c| c.value().to_string())
 }
 
 /// Whether the browser will keep a `Secure` cookie from this request: over
 /// HTTPS (directly or behind a proxy that says so), or on a loopback host,
 /// which browsers treat as secure. Elsewhere plain HTTP would drop it.
-fn secure_context(headers: &HeaderMap) -> bool {
+pub(super) fn secure_context(headers: &HeaderMap) -> bool {
     let forwarded_https = headers
         .get("x-forwarded-proto")
         .and_then(|v| v.to_str().ok())

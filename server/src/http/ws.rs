@@ -49,7 +49,10 @@ pub async fn session_socket(
         .max_message_size(MAX_FRAME_BYTES)
         .on_upgrade(move |socket: WebSocket| {
             let (sink, stream) = socket.split();
-            serve_socket(sink, stream, channel, resume.after, state)
+            async move {
+                let _open = crate::metrics::SocketOpen::new();
+                serve_socket(sink, stream, channel, resume.after, state).await;
+            }
         }))
 }
 

@@ -11,6 +11,7 @@ pub mod embedded;
 pub mod eval;
 pub mod fenced;
 pub mod lazy;
+mod metered;
 pub mod openai;
 pub mod scripted;
 pub mod tools;
@@ -50,6 +51,10 @@ impl Llm for Broken {
 /// background (seconds); requests wait for it, and a missing model file is
 /// reported on each request rather than stopping the server.
 pub fn from_config(config: &Config) -> Arc<dyn Llm> {
+    Arc::new(metered::Metered(backend_of(config)))
+}
+
+fn backend_of(config: &Config) -> Arc<dyn Llm> {
     let llm = &config.llm;
     match llm.effective_backend() {
         LlmBackend::Scripted => Arc::new(scripted::ScriptedLlm {

@@ -22,7 +22,18 @@ pub use output::{OutputCollector, fit};
 /// The largest program accepted, in bytes.
 pub const MAX_CODE_BYTES: usize = 1024 * 1024;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Language {
     Python,
@@ -123,7 +134,7 @@ pub enum RunEvent {
 }
 
 /// An error as Jupyter reports one: a name, a message and a traceback.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ExecError {
     pub name: String,
     pub value: String,
@@ -152,16 +163,42 @@ pub mod limit_error {
     pub const KERNEL_DIED: &str = "KernelDied";
 }
 
+/// How a run ended, as the metrics label it.
+pub fn outcome_label(result: &Result<RunOutcome, SandboxError>) -> &'static str {
+    match result {
+        Err(SandboxError::InvalidInput(_)) => "refused",
+        Err(_) => "unavailable",
+        Ok(outcome) => match outcome.error.as_ref().map(|e| e.name.as_str()) {
+            None => "ok",
+            Some(limit_error::TIMEOUT) => "timeout",
+            Some(limit_error::CANCELLED) => "cancelled",
+            Some(
+                limit_error::MEMORY
+                | limit_error::OUTPUT
+                | limit_error::PROCESSES
+                | limit_error::DISK,
+            ) => "limit",
+            Some(_) => "error",
+        },
+    }
+}
+
 /// How a run ended.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct RunOutcome {
     pub stdout: String,
     pub stderr: String,
-    /// Rich results (Jupyter MIME bundles); only stateful kernels give them.
+    /// Rich results (Jupyter MIME bundles such as `{"text/plain": ...,
+    /// "image/png": <base64>}`); only sessions give them.
+    #[schema(value_type = Vec<Object>)]
     pub results: Vec<serde_json::Map<String, serde_json::Value>>,
+    /// The program's error, or a limit it hit (`Timeout`, `MemoryLimit`,
+    /// `OutputLimit`, `ProcessLimit`, `DiskLimit`, `Cancelled`...).
     pub error: Option<ExecError>,
+    /// The process's exit code, for one-shot runs.
     pub exit_code: Option<i32>,
     pub duration_ms: u64,
+    /// Output was cut at the output limit.
     pub truncated: bool,
 }
 

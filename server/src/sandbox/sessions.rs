@@ -56,7 +56,7 @@ pub enum SessionError {
 }
 
 /// What the API says about a session.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct SessionInfo {
     pub session_id: String,
     pub language: Language,
@@ -67,9 +67,9 @@ pub struct SessionInfo {
 struct Live {
     session: Box<dyn SandboxSession>,
     language: Language,
-    /// A notebook session's kernel: never listed, run or closed through the
-    /// `/v1` API, only by its notebook.
-    notebook: bool,
+    /// The API key whose session it is; `None` for a notebook session's
+    /// kernel, which is never listed, run or closed through the `/v1` API.
+    owner: Option<String>,
     created_at_ms: u64,
     last_used: Mutex<Instant>,
 }
@@ -137,9 +137,13 @@ impl Sessions {
         }
     }
 
-    /// A session for the `/v1` API.
-    pub async fn create(&self, language: Language) -> Result<SessionInfo, SessionError> {
-        self.open(language, false).await
+    /// A session for the `/v1` API, of the API key `owner`.
+    pub async fn create(
+        &self,
+        language: Language,
+        owner: &str,
+    ) -> Result<SessionInfo, SessionError> {
+        self.open(language, Some(owner.to_string())).await
     }
 
     /// A notebook session's kernel: hidden from the `/v1` API (`list`, `get`,
@@ -148,10 +152,14 @@ impl Sessions {
         &self,
         language: Language,
     ) -> Result<SessionInfo, SessionError> {
-        self.open(language, true).await
+        self.open(language, None).await
     }
 
-    async fn open(&self, language: Language, notebook: bool) -> Result<SessionInfo, SessionError> {
+    async fn open(
+        &self,
+        language: Language,
+        owner: Option<String>,
+    ) -> Result<SessionInfo, SessionError> {
         if self.live.lock().len() >= self.settings.max_sessions {
             return Err(SessionError::TooMany(self.settings.max_sessions));
         }
@@ -164,7 +172,7 @@ impl Sessions {
         let live = Arc::new(Live {
             session,
             language,
-            notebook,
+            owner,
             created_at_ms: now_ms(),
             last_used: Mutex::new(Instant::now()),
         });
@@ -174,32 +182,42 @@ impl Sessions {
         Ok(info)
     }
 
-    /// The `/v1` API's sessions (notebook kernels are not among them).
-    pub fn list(&self) -> Vec<SessionInfo> {
+    /// The `/v1` sessions of the key `owner` (notebook kernels and other
+    /// keys' sessions are not among them).
+    pub fn list(&self, owner: &str) -> Vec<SessionInfo> {
         let mut sessions: Vec<SessionInfo> = self
             .live
             .lock()
             .values()
-            .filter(|l| !l.notebook)
+            .filter(|l| l.owner.as_deref() == Some(owner))
             .map(|l| l.info())
             .collect();
         sessions.sort_by_key(|s| s.created_at_ms);
         sessions
     }
 
-    /// One of the `/v1` API's sessions.
-    pub fn get(&self, id: &str) -> Option<SessionInfo> {
+    /// How many `/v1` sessions the key `owner` holds.
+    pub fn count_of(&self, owner: &str) -> usize {
+        self.live
+            .lock()
+            .values()
+            .filter(|l| l.owner.as_deref() == Some(owner))
+            .count()
+    }
+
+    /// One of the key `owner`'s `/v1` sessions.
+    pub fn get(&self, id: &str, owner: &str) -> Option<SessionInfo> {
         self.live
             .lock()
             .get(id)
-            .filter(|l| !l.notebook)
+            .filter(|l| l.owner.as_deref() == Some(owner))
             .map(|l| l.info())
     }
 
-    /// Closes one of the `/v1` API's sessions; a notebook's kernel is
-    /// `NotFound` here.
-    pub async fn delete_public(&self, id: &str) -> Result<(), SessionError> {
-        if self.get(id).is_none() {
+    /// Closes one of the key `owner`'s `/v1` sessions; a notebook's kernel
+    /// or another key's session is `NotFound` here.
+    pub async fn delete_public(&self, id: &str, owner: &str) -> Result<(), SessionError> {
+        if self.get(id, owner).is_none() {
             return Err(SessionError::NotFound(id.to_string()));
         }
         self.delete(id).await
@@ -230,9 +248,44 @@ impl Sessions {
             .cloned()
             .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
         *live.last_used.lock() = Instant::now();
+        let started = Instant::now();
         let outcome = live.session.run(request, events, cancel).await;
+        self.record(request.language, &outcome, started);
         *live.last_used.lock() = Instant::now();
         Ok(outcome?)
+    }
+
+    /// Runs one program in a fresh, throw-away sandbox.
+    pub async fn run_once(
+        &self,
+        request: RunRequest,
+        events: Option<mpsc::Sender<RunEvent>>,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, SandboxError> {
+        let started = Instant::now();
+        let language = request.language;
+        let outcome = self.sandbox.run(request, events, cancel).await;
+        self.record(language, &outcome, started);
+        outcome
+    }
+
+    fn record(
+        &self,
+        language: Language,
+        outcome: &Result<RunOutcome, SandboxError>,
+        started: Instant,
+    ) {
+        crate::metrics::run_finished(
+            language.name(),
+            self.sandbox.capabilities().backend,
+            super::outcome_label(outcome),
+            started.elapsed(),
+        );
+    }
+
+    /// Live sessions, notebook kernels included (for metrics).
+    pub fn live_count(&self) -> usize {
+        self.live.lock().len()
     }
 
     async fn reap_idle(&self) {

@@ -6,13 +6,16 @@
 //! links are rows of their own. [`story`] is the behaviour every
 //! implementation must have, written once.
 
+pub mod keys;
 mod sqlite;
+mod sqlite_keys;
 #[cfg(test)]
 pub mod story;
 
 use app::protocol::SessionEvent;
 use async_trait::async_trait;
 
+pub use keys::{KeyRecord, KeyStore};
 pub use sqlite::{DB_FILE, SqliteStore};
 
 use crate::session::{OwnerId, SessionId, ShareToken};
@@ -34,6 +37,8 @@ pub enum StoreError {
     },
     #[error("that session already exists")]
     Exists,
+    #[error("a live API key is already named `{0}`; revoke it first or pick another name")]
+    NameTaken(String),
 }
 
 /// A session as lists show it.

@@ -21,7 +21,7 @@ use crate::session::{OwnerId, SessionId, ShareToken};
 pub const DB_FILE: &str = "runcell.db";
 
 pub struct SqliteStore {
-    pool: SqlitePool,
+    pub(super) pool: SqlitePool,
 }
 
 impl SqliteStore {
@@ -60,11 +60,11 @@ impl SqliteStore {
     }
 }
 
-fn ms(value: u64) -> i64 {
+pub(super) fn ms(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
-fn unsigned(value: i64) -> u64 {
+pub(super) fn unsigned(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
 }
 

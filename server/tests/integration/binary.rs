@@ -120,6 +120,68 @@ fn invalid_settings_stop_start_up_naming_the_setting() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--addr"));
 }
 
+/// `runcell keys create`: the key is the last line of stdout.
+fn make_key(data: &std::path::Path, name: &str) -> String {
+    let data = data.to_str().unwrap();
+    let out = runcell(&["keys", "create", "--name", name, "--data-dir", data], &[]);
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    stdout.lines().last().unwrap().to_string()
+}
+
+#[test]
+fn keys_are_made_listed_and_revoked_from_the_command_line() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().to_str().unwrap();
+    let key = make_key(data.path(), "ci");
+    assert!(key.starts_with("rc_") && key.len() == 46, "{key}");
+    let again = runcell(&["keys", "create", "--name", "ci", "--data-dir", dir], &[]);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already named `ci`"));
+
+    let (mut child, addr) = serve(data.path(), &[("RUNCELL_SANDBOX__POOL_SIZE", "0")]);
+    let exchange = |key: &str| {
+        let body = serde_json::json!({ "api_key": key }).to_string();
+        http10(
+            &addr,
+            format!(
+                "POST /v1/auth/token HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        )
+    };
+    let reply = exchange(&key);
+    assert!(reply.starts_with("HTTP/1.0 200"), "{reply}");
+    let token: serde_json::Value =
+        serde_json::from_str(reply.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    let token = token["access_token"].as_str().unwrap().to_string();
+    let list = |token: &str| {
+        http10(
+            &addr,
+            format!(
+                "GET /v1/code_interpreter/sessions HTTP/1.0\r\nAuthorization: Bearer {token}\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+    };
+    assert!(list(&token).starts_with("HTTP/1.0 200"));
+
+    let listed = runcell(&["keys", "list", "--data-dir", dir], &[]);
+    let listed = String::from_utf8(listed.stdout).unwrap();
+    assert!(listed.contains("ci") && listed.contains("live"), "{listed}");
+    assert!(!listed.contains(&key), "a key is shown once only");
+    let revoked = runcell(&["keys", "revoke", "ci", "--data-dir", dir], &[]);
+    assert!(revoked.status.success(), "{revoked:?}");
+
+    // A running server refuses the revoked key's token at once.
+    assert!(list(&token).starts_with("HTTP/1.0 401"), "{}", list(&token));
+    assert!(exchange(&key).starts_with("HTTP/1.0 401"));
+    assert!(stop(&mut child).success());
+    let missing = runcell(&["keys", "revoke", "ci", "--data-dir", dir], &[]);
+    assert!(!missing.status.success());
+}
+
 #[test]
 fn serve_answers_and_stops_cleanly_on_sigterm() {
     let data = tempfile::tempdir().unwrap();
@@ -143,8 +205,13 @@ fn no_secret_of_the_server_reaches_the_jail() {
             ("OPENAI_API_KEY", &canary),
             ("E2B_API_KEY", &canary),
             ("RUNCELL_TEST_SECRET", &canary),
+            (
+                "RUNCELL_AUTH__JWT_SECRET",
+                &format!("{canary}-long-enough-for-a-secret"),
+            ),
         ],
     );
+    let key = make_key(data.path(), "jail-test");
     let code = r#"
 import os, glob
 seen = [repr(dict(os.environ))]
@@ -157,7 +224,7 @@ print("\n".join(seen))
 "#;
     let body = serde_json::json!({"code": code, "language": "python"}).to_string();
     let request = format!(
-        "POST /v1/code_interpreter/run HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST /v1/code_interpreter/run HTTP/1.0\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
     let reply = http10(&addr, request.as_bytes());

@@ -7,6 +7,8 @@
 )]
 
 mod agent;
+mod api;
+mod api_clients;
 mod binary;
 mod kernel;
 mod llm;

@@ -297,7 +297,13 @@ async fn another_owner_gets_404_for_everything_private() {
     );
     assert_eq!(server.try_connect_as(&id, None).await.err(), Some(404));
     // The notebook's kernel is not a `/v1` sandbox session anyone can use.
-    let sandboxes = json_of(http().get(server.url("/v1/code_interpreter/sessions"))).await;
+    let sandboxes = json_of(
+        server
+            .api()
+            .await
+            .get(server.url("/v1/code_interpreter/sessions")),
+    )
+    .await;
     assert_eq!(sandboxes["sessions"], serde_json::json!([]), "{sandboxes}");
     // Still there for its owner.
     assert_eq!(

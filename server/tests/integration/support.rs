@@ -56,6 +56,8 @@ impl TestServer {
             log: "warn".into(),
             sandbox,
             llm,
+            auth: Default::default(),
+            http: Default::default(),
         };
         Self::launch(config, data).await
     }
@@ -88,6 +90,77 @@ impl TestServer {
         }
         let data = self.data.take().unwrap();
         Self::launch(self.config.clone(), data).await
+    }
+
+    /// Starts a server with `config` changed by `change` (on a temp data dir).
+    pub async fn start_configured(change: impl FnOnce(&mut Config)) -> Self {
+        let data = tempfile::tempdir().unwrap();
+        let mut config = Config {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            data_dir: data.path().join("data"),
+            site_root: data.path().join("site"),
+            log: "warn".into(),
+            sandbox: SandboxConfig {
+                pool_size: 0,
+                ..SandboxConfig::default()
+            },
+            llm: scripted(),
+            auth: Default::default(),
+            http: Default::default(),
+        };
+        change(&mut config);
+        Self::launch(config, data).await
+    }
+
+    /// A new API key named `name`, made as `runcell keys create` makes it.
+    pub async fn api_key(&self, name: &str) -> String {
+        // The server makes the database first (two first starts at once
+        // would both try to lay it out).
+        self.ready().await;
+        let store = runcell::store::SqliteStore::open_in(&self.data_dir())
+            .await
+            .unwrap();
+        let (key, _) = runcell::auth::create_key(&store, name).await.unwrap();
+        store.close().await;
+        key.as_str().to_string()
+    }
+
+    /// Waits until the server answers `/healthz`.
+    pub async fn ready(&self) {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            if let Ok(response) = reqwest::get(self.url("/healthz")).await
+                && response.status() == 200
+            {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the server never answered"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// An access token for `key`, from `POST /v1/auth/token`.
+    pub async fn token_for(&self, key: &str) -> String {
+        let response = reqwest::Client::new()
+            .post(self.url("/v1/auth/token"))
+            .json(&serde_json::json!({ "api_key": key }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let body: serde_json::Value = response.json().await.unwrap();
+        body["access_token"].as_str().unwrap().to_string()
+    }
+
+    /// A client for `/v1` with a fresh key's access token.
+    pub async fn api(&self) -> reqwest::Client {
+        let key = self
+            .api_key(&format!("test-{}", uuid::Uuid::new_v4().simple()))
+            .await;
+        bearer(&self.token_for(&key).await)
     }
 
     /// Where the server keeps its files.
@@ -161,6 +234,20 @@ pub fn http_as(owner: Option<&str>) -> reqwest::Client {
             HeaderValue::from_str(&cookie_of(owner)).unwrap(),
         );
     }
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .default_headers(headers)
+        .build()
+        .unwrap()
+}
+
+/// An HTTP client that sends `Authorization: Bearer <token>`.
+pub fn bearer(token: &str) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        HeaderValue::from_str(&format!("Bearer {token}")).unwrap(),
+    );
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .default_headers(headers)

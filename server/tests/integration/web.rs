@@ -84,7 +84,9 @@ async fn unknown_pages_and_bad_session_ids_are_404() {
 #[tokio::test]
 async fn a_one_shot_run_answers_with_the_whole_result() {
     let server = TestServer::start().await;
-    let response = http()
+    let response = server
+        .api()
+        .await
         .post(server.url("/v1/code_interpreter/run"))
         .json(&serde_json::json!({
             "code": "import sys\nprint('out')\nprint('err', file=sys.stderr)\n{}['missing']",
@@ -107,7 +109,9 @@ async fn a_one_shot_run_answers_with_the_whole_result() {
 #[tokio::test]
 async fn a_one_shot_run_streams_ndjson_ending_with_a_summary() {
     let server = TestServer::start().await;
-    let response = http()
+    let response = server
+        .api()
+        .await
         .post(server.url("/v1/code_interpreter/run"))
         .header("accept", "application/x-ndjson")
         .json(&serde_json::json!({
@@ -145,7 +149,7 @@ async fn a_one_shot_run_streams_ndjson_ending_with_a_summary() {
 #[tokio::test]
 async fn bad_run_requests_get_a_clear_4xx() {
     let server = TestServer::start().await;
-    let client = http();
+    let client = server.api().await;
     let url = server.url("/v1/code_interpreter/run");
     let big = "x".repeat(1024 * 1024 + 1);
     let cases: Vec<(Option<serde_json::Value>, &str, u16)> = vec![
@@ -184,6 +188,14 @@ async fn bad_run_requests_get_a_clear_4xx() {
             Some(serde_json::json!({"code": "1", "language": "python", "session_id": "nope"})),
             "",
             404,
+        ),
+        // Under 1% of a core is not a quota the kernel takes.
+        (
+            Some(
+                serde_json::json!({"code": "1", "language": "python", "limits": {"cpu_millis": 9}}),
+            ),
+            "",
+            400,
         ),
         (None, "{not json", 400),
     ];
@@ -225,7 +237,7 @@ async fn a_session_keeps_variables_across_api_runs() {
         ..runcell::config::SandboxConfig::default()
     })
     .await;
-    let client = http();
+    let client = server.api().await;
     let created = client
         .post(server.url("/v1/code_interpreter/sessions"))
         .json(&serde_json::json!({"language": "python"}))
@@ -297,7 +309,7 @@ async fn a_session_keeps_variables_across_api_runs() {
 #[tokio::test]
 async fn bad_session_requests_get_a_clear_4xx() {
     let server = TestServer::start().await;
-    let client = http();
+    let client = server.api().await;
     let response = client
         .post(server.url("/v1/code_interpreter/sessions"))
         .json(&serde_json::json!({"language": "cobol"}))
@@ -316,7 +328,9 @@ async fn bad_session_requests_get_a_clear_4xx() {
 #[tokio::test]
 async fn a_request_may_lower_its_limits() {
     let server = TestServer::start().await;
-    let response = http()
+    let response = server
+        .api()
+        .await
         .post(server.url("/v1/code_interpreter/run"))
         .json(&serde_json::json!({
             "code": "b = bytearray(200 * 1024 * 1024)\nprint('allocated')",
@@ -329,7 +343,9 @@ async fn a_request_may_lower_its_limits() {
     assert_eq!(response.status(), 200);
     let body: serde_json::Value = response.json().await.unwrap();
     assert_eq!(body["error"]["name"], "MemoryLimit", "{body}");
-    let response = http()
+    let response = server
+        .api()
+        .await
         .post(server.url("/v1/code_interpreter/run"))
         .json(&serde_json::json!({
             "code": "print('x' * 5000)",

@@ -1,6 +1,7 @@
 //! `POST /v1/code_interpreter/run`: one program, run to its end in a fresh
-//! throw-away jail. JSON by default; one JSON event a line with
-//! `Accept: application/x-ndjson`, ending with a `summary` line.
+//! throw-away jail or in one of the caller's sessions. JSON by default; one
+//! JSON event a line with `Accept: application/x-ndjson`, ending with a
+//! `summary` line.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -14,31 +15,41 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde::Deserialize;
 use tokio::sync::mpsc;
+use utoipa::ToSchema;
 
-use super::ApiError;
-use crate::sandbox::sessions::SessionError;
-use crate::sandbox::{Language, Limits, RunEvent, RunOutcome, RunRequest, SandboxError};
+use crate::auth::Caller;
+use crate::auth::limits::RateState;
+use crate::code_api::Admitted;
+use crate::http::ApiError;
+use crate::http::error::ErrorBody;
+use crate::sandbox::{Language, Limits, RunEvent, RunOutcome, RunRequest};
 use crate::state::AppState;
 
 /// Bodies above this are refused: the largest program plus JSON escaping.
 pub const MAX_RUN_BODY: usize = 8 * 1024 * 1024;
 const NDJSON: &str = "application/x-ndjson";
 
-#[derive(Debug, Deserialize)]
+/// A program to run.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunBody {
+    /// The program's source (at most 1 MiB, no NUL bytes).
+    #[schema(example = "print(sum(range(10)))")]
     code: String,
     language: Language,
-    /// Seconds of wall time, at most the server's `max_timeout_secs`.
+    /// Seconds of wall time, more than 0 and at most the server's
+    /// `max_timeout_secs` (default: its `timeout_secs`).
     timeout: Option<f64>,
+    /// Run in this session of yours (state kept between runs); without it
+    /// the program runs in a fresh sandbox that is thrown away after.
     session_id: Option<String>,
     /// Lower (never higher) limits than the server's.
     #[serde(default)]
     limits: RequestLimits,
 }
 
-/// Limits a request may ask for, each at most the server's maximum.
-#[derive(Debug, Default, Deserialize)]
+/// Limits a request may ask for, each more than 0 and at most the server's.
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RequestLimits {
     memory_mib: Option<u64>,
@@ -47,6 +58,12 @@ pub struct RequestLimits {
     output_kib: Option<u64>,
     file_mib: Option<u64>,
     disk_mib: Option<u64>,
+}
+
+/// The least a limit may be: 1, but a tenth of a percent of a core cannot be
+/// given (the kernel's smallest CPU quota is 1% of a core).
+pub fn least_of(name: &str) -> u64 {
+    if name == "cpu_millis" { 10 } else { 1 }
 }
 
 /// The limits for one run: the server's defaults, lowered where the request
@@ -77,11 +94,12 @@ fn limits_for(body: &RunBody, server: &crate::config::SandboxConfig) -> Result<L
         ("disk_mib", asked.disk_mib, server.disk_mib),
     ];
     for (name, value, most) in checks {
+        let least = least_of(name);
         if let Some(value) = value
-            && (value == 0 || value > most)
+            && (value < least || value > most)
         {
             return Err(ApiError::BadRequest(format!(
-                "limits.{name} must be more than 0 and at most {most}"
+                "limits.{name} must be at least {least} and at most {most}"
             )));
         }
     }
@@ -107,82 +125,88 @@ fn limits_for(body: &RunBody, server: &crate::config::SandboxConfig) -> Result<L
     Ok(limits)
 }
 
+/// Run a program.
+///
+/// Runs to its end and answers with the outcome; with
+/// `Accept: application/x-ndjson` the events stream one JSON object a line
+/// as they happen (`stdout`, `stderr`, `result`, `error`), ending with a
+/// `summary` line (the outcome) or a `failed` line. A program's own errors
+/// and limits (`Timeout`, `MemoryLimit`...) are in the outcome's `error`,
+/// with status 200.
+#[utoipa::path(
+    post,
+    path = "/v1/code_interpreter/run",
+    tag = "code_interpreter",
+    request_body = RunBody,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The run's outcome (or, with `Accept: application/x-ndjson`, its events)",
+            body = RunOutcome,
+            headers(
+                ("x-ratelimit-limit" = u32, description = "Runs this key may start at once after a quiet spell"),
+                ("x-ratelimit-remaining" = u32, description = "Runs this key may start right now"),
+            )),
+        (status = 400, description = "Not JSON, not this schema, or an invalid program or limit", body = ErrorBody),
+        (status = 401, description = "Missing, invalid, expired or revoked credentials", body = ErrorBody),
+        (status = 404, description = "No such session of this key", body = ErrorBody),
+        (status = 413, description = "The body is too large", body = ErrorBody),
+        (status = 429, description = "A per-key limit: see `Retry-After`", body = ErrorBody),
+        (status = 503, description = "The sandbox cannot run programs now", body = ErrorBody),
+    )
+)]
 pub async fn run(
     State(state): State<AppState>,
+    caller: Caller,
     headers: HeaderMap,
     body: Result<Json<RunBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(body) = body?;
-    if let Some(id) = &body.session_id
-        && state.sandbox_sessions.get(id).is_none()
-    {
-        return Err(ApiError::NotFound(format!("no sandbox session {id}")));
-    }
     let limits = limits_for(&body, &state.config.sandbox)?;
-    let target = body.session_id;
     let request = RunRequest {
         code: body.code,
         language: body.language,
         limits,
     };
-    crate::sandbox::validate_code(&request.code).map_err(sandbox_error)?;
+    let admitted = state.code_api.admit(&caller, request, body.session_id)?;
+    let rate = admitted.permit.rate;
 
     let wants_ndjson = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains(NDJSON));
-    if !wants_ndjson {
-        let outcome = execute(
-            &state,
-            target.as_deref(),
-            request,
-            None,
-            state.shutdown.child_token(),
-        )
-        .await?;
-        return Ok(Json(outcome).into_response());
-    }
-    Ok(stream(&state, target, request))
+    let mut response = if wants_ndjson {
+        stream(&state, admitted)
+    } else {
+        let outcome = state
+            .code_api
+            .run(admitted, None, state.shutdown.child_token())
+            .await?;
+        Json(outcome).into_response()
+    };
+    rate_headers(&mut response, rate);
+    Ok(response)
 }
 
-/// Runs in the named session, or one-shot when there is none.
-async fn execute(
-    state: &AppState,
-    session: Option<&str>,
-    request: RunRequest,
-    events: Option<mpsc::Sender<RunEvent>>,
-    cancel: tokio_util::sync::CancellationToken,
-) -> Result<RunOutcome, ApiError> {
-    match session {
-        None => state
-            .sandbox
-            .run(request, events, cancel)
-            .await
-            .map_err(sandbox_error),
-        Some(id) => state
-            .sandbox_sessions
-            .run(id, &request, events.as_ref(), &cancel)
-            .await
-            .map_err(session_error),
-    }
+fn rate_headers(response: &mut Response, rate: RateState) {
+    let headers = response.headers_mut();
+    headers.insert("x-ratelimit-limit", HeaderValue::from(rate.limit));
+    headers.insert("x-ratelimit-remaining", HeaderValue::from(rate.remaining));
 }
 
 /// Streams events as they happen. A client that goes away cancels the run.
-fn stream(state: &AppState, session: Option<String>, request: RunRequest) -> Response {
+fn stream(state: &AppState, admitted: Admitted) -> Response {
     let (events, receiver) = mpsc::channel::<RunEvent>(64);
     let cancel = state.shutdown.child_token();
     let guard = cancel.clone().drop_guard();
-    let state = state.clone();
-    let finished = tokio::spawn(async move {
-        execute(&state, session.as_deref(), request, Some(events), cancel).await
-    });
+    let api = std::sync::Arc::clone(&state.code_api);
+    let finished = tokio::spawn(async move { api.run(admitted, Some(events), cancel).await });
 
     let lines = tokio_stream_from(receiver)
         .map(|event| line(&event))
         .chain(futures::stream::once(async move {
             let summary = match finished.await {
                 Ok(Ok(outcome)) => summary_line(&outcome),
-                Ok(Err(err)) => error_line(&err),
+                Ok(Err(err)) => error_line(&err.into()),
                 Err(join) => {
                     tracing::error!(%join, "the run task failed");
                     error_line(&ApiError::Internal("the run task failed".into()))
@@ -225,63 +249,4 @@ fn summary_line(outcome: &RunOutcome) -> Bytes {
 
 fn error_line(err: &ApiError) -> Bytes {
     line(&serde_json::json!({ "type": "failed", "error": err.body() }))
-}
-
-fn session_error(err: SessionError) -> ApiError {
-    match err {
-        SessionError::NotFound(id) => ApiError::NotFound(format!("no sandbox session {id}")),
-        SessionError::TooMany(_) => ApiError::Unavailable(err.to_string()),
-        SessionError::Sandbox(err) => sandbox_error(err),
-    }
-}
-
-pub(super) fn sandbox_error(err: SandboxError) -> ApiError {
-    match err {
-        SandboxError::InvalidInput(message) => ApiError::BadRequest(message),
-        SandboxError::Unavailable(_) => ApiError::Unavailable(err.to_string()),
-        SandboxError::Internal(message) => ApiError::Internal(message),
-    }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NewSession {
-    #[serde(default = "default_language")]
-    language: Language,
-}
-
-fn default_language() -> Language {
-    Language::Python
-}
-
-/// `POST /v1/code_interpreter/sessions`
-pub async fn create_session(
-    State(state): State<AppState>,
-    body: Result<Json<NewSession>, JsonRejection>,
-) -> Result<Response, ApiError> {
-    let Json(body) = body?;
-    let info = state
-        .sandbox_sessions
-        .create(body.language)
-        .await
-        .map_err(session_error)?;
-    Ok((axum::http::StatusCode::CREATED, Json(info)).into_response())
-}
-
-/// `GET /v1/code_interpreter/sessions`
-pub async fn list_sessions(State(state): State<AppState>) -> Response {
-    Json(serde_json::json!({ "sessions": state.sandbox_sessions.list() })).into_response()
-}
-
-/// `DELETE /v1/code_interpreter/sessions/{id}`: stops everything in it.
-pub async fn delete_session(
-    State(state): State<AppState>,
-    axum::extract::Path(id): axum::extract::Path<String>,
-) -> Result<axum::http::StatusCode, ApiError> {
-    state
-        .sandbox_sessions
-        .delete_public(&id)
-        .await
-        .map_err(session_error)?;
-    Ok(axum::http::StatusCode::NO_CONTENT)
 }

@@ -1,0 +1,145 @@
+//! The code-interpreter service that programs use: what the `/v1` routes and
+//! the MCP tools share. Every call is made as an API key ([`Caller`]): a key
+//! sees only its own sandbox sessions and runs under its own limits.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::{Caller, KeyLimits, Limited, RunPermit};
+use crate::sandbox::sessions::{SessionError, SessionInfo, Sessions};
+use crate::sandbox::{Language, RunEvent, RunOutcome, RunRequest, SandboxError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CodeApiError {
+    /// No such session of this key (another key's session is this too).
+    #[error("no sandbox session {0}")]
+    NotFound(String),
+    #[error("{}", .0.message())]
+    Limited(Limited),
+    #[error(transparent)]
+    Session(SessionError),
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+}
+
+impl From<SessionError> for CodeApiError {
+    fn from(err: SessionError) -> Self {
+        match err {
+            SessionError::NotFound(id) => Self::NotFound(id),
+            SessionError::Sandbox(err) => Self::Sandbox(err),
+            other => Self::Session(other),
+        }
+    }
+}
+
+impl From<Limited> for CodeApiError {
+    fn from(limited: Limited) -> Self {
+        crate::metrics::rate_limited(match limited {
+            Limited::Rate { .. } => "rate",
+            Limited::Concurrency { .. } => "concurrency",
+            Limited::Sessions { .. } => "sessions",
+        });
+        Self::Limited(limited)
+    }
+}
+
+pub struct CodeApi {
+    sessions: Arc<Sessions>,
+    limits: Arc<KeyLimits>,
+}
+
+impl std::fmt::Debug for CodeApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CodeApi").finish_non_exhaustive()
+    }
+}
+
+/// A run admitted under the caller's limits, ready to start. Holding it
+/// holds one of the key's run slots.
+#[derive(Debug)]
+pub struct Admitted {
+    pub permit: RunPermit,
+    session: Option<String>,
+    request: RunRequest,
+}
+
+impl CodeApi {
+    pub fn new(sessions: Arc<Sessions>, limits: Arc<KeyLimits>) -> Self {
+        Self { sessions, limits }
+    }
+
+    /// Checks a run before it starts: valid code, a session of the caller's
+    /// (if one is named), a free slot and the rate. Nothing has run yet.
+    pub fn admit(
+        &self,
+        caller: &Caller,
+        request: RunRequest,
+        session: Option<String>,
+    ) -> Result<Admitted, CodeApiError> {
+        crate::sandbox::validate_code(&request.code)?;
+        if let Some(id) = &session
+            && self.sessions.get(id, &caller.key_id).is_none()
+        {
+            return Err(CodeApiError::NotFound(id.clone()));
+        }
+        let permit = self.limits.start_run(&caller.key_id)?;
+        Ok(Admitted {
+            permit,
+            session,
+            request,
+        })
+    }
+
+    /// Runs an admitted program to its end, in its session or a fresh
+    /// throw-away sandbox; events stream to `events` as they happen.
+    pub async fn run(
+        &self,
+        admitted: Admitted,
+        events: Option<mpsc::Sender<RunEvent>>,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, CodeApiError> {
+        let Admitted {
+            permit,
+            session,
+            request,
+        } = admitted;
+        let outcome = match session {
+            None => self.sessions.run_once(request, events, cancel).await?,
+            Some(id) => {
+                self.sessions
+                    .run(&id, &request, events.as_ref(), &cancel)
+                    .await?
+            }
+        };
+        drop(permit);
+        Ok(outcome)
+    }
+
+    /// A new stateful session of the caller's.
+    pub async fn create_session(
+        &self,
+        caller: &Caller,
+        language: Language,
+    ) -> Result<SessionInfo, CodeApiError> {
+        self.limits
+            .admit_session(self.sessions.count_of(&caller.key_id))?;
+        Ok(self.sessions.create(language, &caller.key_id).await?)
+    }
+
+    pub fn sessions(&self, caller: &Caller) -> Vec<SessionInfo> {
+        self.sessions.list(&caller.key_id)
+    }
+
+    pub fn session(&self, caller: &Caller, id: &str) -> Result<SessionInfo, CodeApiError> {
+        self.sessions
+            .get(id, &caller.key_id)
+            .ok_or_else(|| CodeApiError::NotFound(id.to_string()))
+    }
+
+    /// Closes one of the caller's sessions, stopping whatever runs in it.
+    pub async fn delete_session(&self, caller: &Caller, id: &str) -> Result<(), CodeApiError> {
+        Ok(self.sessions.delete_public(id, &caller.key_id).await?)
+    }
+}

@@ -1,0 +1,244 @@
+//! `/mcp`: runcell as an MCP server (streamable HTTP, the official Rust SDK),
+//! so that MCP clients can use it as their sandbox. Behind the same bearer
+//! credentials as `/v1`; each tool acts as the caller's API key through the
+//! same [`CodeApi`](crate::code_api::CodeApi), limits included.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::request::Parts;
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::Extension;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, ContentBlock, ServerCapabilities, ServerConfig};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, ServerHandler, schemars, tool, tool_handler, tool_router};
+use serde::Deserialize;
+
+use super::ApiError;
+use crate::auth::Caller;
+use crate::code_api::CodeApiError;
+use crate::sandbox::{Language, RunOutcome, RunRequest};
+use crate::state::AppState;
+
+/// Characters of stdout or stderr a tool result carries, at most.
+const MAX_TEXT_CHARS: usize = 100_000;
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ExecuteCode {
+    /// `python`, `javascript`, `bash` or `c`.
+    language: Language,
+    /// The program.
+    code: String,
+    /// Run in this session (from `create_session`), keeping variables and
+    /// files between calls; without it the code runs in a fresh sandbox.
+    session_id: Option<String>,
+    /// Seconds of wall time (default: the server's).
+    timeout: Option<f64>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct CreateSession {
+    /// The session's language (default `python`).
+    language: Option<Language>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SessionRef {
+    /// A session id from `create_session` or `list_sessions`.
+    session_id: String,
+}
+
+#[derive(Clone)]
+pub struct McpServer {
+    state: AppState,
+    tool_router: ToolRouter<Self>,
+}
+
+fn caller(parts: &Parts) -> Result<Caller, ErrorData> {
+    parts
+        .extensions
+        .get::<Caller>()
+        .cloned()
+        .ok_or_else(|| ErrorData::internal_error("the request was not authenticated", None))
+}
+
+/// A refusal the client can act on is a tool error (the model sees it), not
+/// a protocol error.
+fn refused(err: CodeApiError) -> CallToolResult {
+    let message = match ApiError::from(err) {
+        ApiError::Internal(_) => "internal error".to_string(),
+        other => other.to_string(),
+    };
+    CallToolResult::error(vec![ContentBlock::text(message)])
+}
+
+fn json_text(value: &impl serde::Serialize) -> ContentBlock {
+    ContentBlock::text(serde_json::to_string_pretty(value).unwrap_or_default())
+}
+
+fn clipped(text: &str) -> String {
+    match text.char_indices().nth(MAX_TEXT_CHARS) {
+        Some((cut, _)) => format!("{}\n[… cut at {MAX_TEXT_CHARS} characters]", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+/// What a run's outcome looks like to an MCP client: its output as text
+/// (labelled), PNG results as images; `isError` when the program failed.
+fn outcome_result(outcome: &RunOutcome) -> CallToolResult {
+    let mut content = Vec::new();
+    if !outcome.stdout.is_empty() {
+        content.push(ContentBlock::text(clipped(&outcome.stdout)));
+    }
+    if !outcome.stderr.is_empty() {
+        content.push(ContentBlock::text(format!(
+            "[stderr]\n{}",
+            clipped(&outcome.stderr)
+        )));
+    }
+    for result in &outcome.results {
+        if let Some(png) = result.get("image/png").and_then(|v| v.as_str()) {
+            content.push(ContentBlock::image(png.trim().to_string(), "image/png"));
+        } else if let Some(text) = result.get("text/plain").and_then(|v| v.as_str()) {
+            content.push(ContentBlock::text(clipped(text)));
+        }
+    }
+    if let Some(error) = &outcome.error {
+        let traceback = error.traceback.join("\n");
+        content.push(ContentBlock::text(if traceback.is_empty() {
+            format!("{}: {}", error.name, error.value)
+        } else {
+            format!("{}: {}\n{traceback}", error.name, error.value)
+        }));
+    }
+    if content.is_empty() {
+        content.push(ContentBlock::text("(no output)"));
+    }
+    if outcome.error.is_some() {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    }
+}
+
+#[tool_router]
+impl McpServer {
+    pub fn new(state: AppState) -> Self {
+        Self {
+            state,
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    #[tool(
+        description = "Run a program in runcell's sandbox (no network) and return its output: stdout, stderr, results (PNG images from matplotlib and the like) and any error with its traceback. Pass a session_id from create_session to keep variables and files between calls."
+    )]
+    async fn execute_code(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(args): Parameters<ExecuteCode>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let caller = caller(&parts)?;
+        let sandbox = &self.state.config.sandbox;
+        let mut limits = sandbox.default_limits();
+        if let Some(timeout) = args.timeout {
+            let most = sandbox.max_limits().wall.as_secs_f64();
+            if !(timeout > 0.0 && timeout <= most) {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                    "timeout must be more than 0 and at most {most} seconds"
+                ))]));
+            }
+            limits.wall = Duration::from_secs_f64(timeout);
+        }
+        let request = RunRequest {
+            code: args.code,
+            language: args.language,
+            limits,
+        };
+        let api = &self.state.code_api;
+        let admitted = match api.admit(&caller, request, args.session_id) {
+            Ok(admitted) => admitted,
+            Err(err) => return Ok(refused(err)),
+        };
+        match api
+            .run(admitted, None, self.state.shutdown.child_token())
+            .await
+        {
+            Ok(outcome) => Ok(outcome_result(&outcome)),
+            Err(err) => Ok(refused(err)),
+        }
+    }
+
+    #[tool(
+        description = "Open a stateful sandbox session (variables and files persist between execute_code calls that name it). Returns its session_id."
+    )]
+    async fn create_session(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(args): Parameters<CreateSession>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let caller = caller(&parts)?;
+        let language = args.language.unwrap_or(Language::Python);
+        match self.state.code_api.create_session(&caller, language).await {
+            Ok(info) => Ok(CallToolResult::success(vec![json_text(&info)])),
+            Err(err) => Ok(refused(err)),
+        }
+    }
+
+    #[tool(description = "List your open sandbox sessions.")]
+    async fn list_sessions(
+        &self,
+        Extension(parts): Extension<Parts>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let caller = caller(&parts)?;
+        let sessions = self.state.code_api.sessions(&caller);
+        Ok(CallToolResult::success(vec![json_text(
+            &serde_json::json!({ "sessions": sessions }),
+        )]))
+    }
+
+    #[tool(description = "Close a sandbox session, stopping whatever runs in it.")]
+    async fn close_session(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(args): Parameters<SessionRef>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let caller = caller(&parts)?;
+        match self
+            .state
+            .code_api
+            .delete_session(&caller, &args.session_id)
+            .await
+        {
+            Ok(()) => Ok(CallToolResult::success(vec![ContentBlock::text(format!(
+                "closed {}",
+                args.session_id
+            ))])),
+            Err(err) => Ok(refused(err)),
+        }
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_instructions(
+            "runcell runs code in sandboxes without network access. Use execute_code; open a session with create_session to keep state between calls.",
+        )
+    }
+}
+
+/// The `/mcp` service. Host checks are off: every request must carry a
+/// bearer credential, which a rebinding page cannot have.
+pub fn service(state: AppState) -> StreamableHttpService<McpServer, LocalSessionManager> {
+    let shutdown = state.shutdown.child_token();
+    StreamableHttpService::new(
+        move || Ok(McpServer::new(state.clone())),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default()
+            .disable_allowed_hosts()
+            .with_cancellation_token(shutdown),
+    )
+}

@@ -1,0 +1,229 @@
+//! Signing in to the pages, when they ask for a key (`RUNCELL_AUTH=required`,
+//! or by default when listening beyond loopback): a form at `/login` takes an
+//! API key and leaves a signed token in an HttpOnly cookie; a middleware
+//! sends requests without one there. Share links stay viewable by whoever
+//! has them (the link is the permission); forking one needs a sign-in.
+
+use axum::Form;
+use axum::extract::{Query, Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use cookie::{Cookie, SameSite};
+use serde::Deserialize;
+
+use super::ApiError;
+use super::owner::{cookie_in, secure_context};
+use crate::auth::{Audience, AuthError};
+use crate::state::AppState;
+
+pub const SIGNIN_COOKIE: &str = "runcell_signin";
+
+/// Whether a path reveals or acts on sessions, and so needs a sign-in.
+fn guarded(method: &Method, path: &str) -> bool {
+    path == "/"
+        || path.starts_with("/sessions/")
+        || path.starts_with("/api/")
+        || path.starts_with("/ws/")
+        || (method == Method::POST && path.starts_with("/s/"))
+}
+
+/// Where to come back to after signing in: a path of this site only.
+fn local_path(next: Option<&str>) -> &str {
+    match next {
+        Some(path) if path.starts_with('/') && !path.starts_with("//") && !path.contains('\\') => {
+            path
+        }
+        _ => "/",
+    }
+}
+
+/// Lets a request through if the pages are open, the path is not guarded,
+/// or the sign-in cookie holds a valid token of a live key.
+pub async fn gate(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if !state.config.pages_need_key() || !guarded(request.method(), request.uri().path()) {
+        return next.run(request).await;
+    }
+    let signed_in = match cookie_in(request.headers(), SIGNIN_COOKIE) {
+        Some(token) => state.auth.authenticate(&token, Audience::Pages).await,
+        None => Err(AuthError::Missing),
+    };
+    match signed_in {
+        Ok(_) => next.run(request).await,
+        Err(AuthError::Store(err)) => ApiError::from(err).into_response(),
+        Err(_) if request.method() == Method::GET && !request.uri().path().starts_with("/api/") => {
+            let back = request
+                .uri()
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_string();
+            let query = next_query(&back);
+            Redirect::to(&format!("/login?{query}")).into_response()
+        }
+        Err(_) => {
+            ApiError::Unauthorized("sign in at /login with an API key".into()).into_response()
+        }
+    }
+}
+
+fn next_query(back: &str) -> String {
+    let encoded: String = back
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    format!("next={encoded}")
+}
+
+#[derive(Debug, Deserialize)]
+pub struct LoginQuery {
+    next: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct LoginForm {
+    api_key: String,
+    next: Option<String>,
+}
+
+/// `GET /login`: the sign-in form.
+pub async fn form(State(state): State<AppState>, Query(query): Query<LoginQuery>) -> Response {
+    page(
+        &state,
+        local_path(query.next.as_deref()),
+        None,
+        StatusCode::OK,
+    )
+}
+
+/// `POST /login`: signs in with an API key and goes back where it came from.
+pub async fn sign_in(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+    Form(form): Form<LoginForm>,
+) -> Response {
+    let next = local_path(form.next.as_deref()).to_string();
+    let ttl = std::time::Duration::from_secs(state.config.auth.ui_session_secs);
+    match state.auth.sign_in(&form.api_key, ttl).await {
+        Ok(issued) => {
+            let cookie = Cookie::build((SIGNIN_COOKIE, issued.token))
+                .path("/")
+                .http_only(true)
+                .same_site(SameSite::Lax)
+                .secure(secure_context(&headers))
+                .max_age(cookie::time::Duration::seconds(
+                    i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX),
+                ))
+                .build();
+            let mut response = Redirect::to(&next).into_response();
+            if let Ok(value) = HeaderValue::from_str(&cookie.to_string()) {
+                response.headers_mut().append(header::SET_COOKIE, value);
+            }
+            response
+        }
+        Err(AuthError::Store(err)) => ApiError::from(err).into_response(),
+        Err(err) => page(
+            &state,
+            &next,
+            Some(&err.to_string()),
+            StatusCode::UNAUTHORIZED,
+        ),
+    }
+}
+
+/// `POST /logout`: forgets the sign-in.
+pub async fn sign_out() -> Response {
+    let cookie = Cookie::build((SIGNIN_COOKIE, ""))
+        .path("/")
+        .http_only(true)
+        .same_site(SameSite::Lax)
+        .max_age(cookie::time::Duration::ZERO)
+        .build();
+    let mut response = Redirect::to("/login").into_response();
+    if let Ok(value) = HeaderValue::from_str(&cookie.to_string()) {
+        response.headers_mut().append(header::SET_COOKIE, value);
+    }
+    response
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn page(state: &AppState, next: &str, error: Option<&str>, status: StatusCode) -> Response {
+    let open = if state.config.pages_need_key() {
+        ""
+    } else {
+        "<p class=\"signin-note\">This server's pages are open; signing in is not needed.</p>"
+    };
+    let error = error.map_or(String::new(), |e| {
+        format!("<p class=\"signin-error\" role=\"alert\">{}</p>", escape(e))
+    });
+    let body = format!(
+        r#"<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Sign in · runcell</title><link rel="stylesheet" href="/pkg/{css}.css"></head>
+<body><main class="signin">
+<h1>runcell</h1>
+<form method="post" action="/login" class="signin-form">
+<label for="api_key">API key</label>
+<input id="api_key" name="api_key" type="password" autocomplete="current-password" required placeholder="rc_…" autofocus>
+<input type="hidden" name="next" value="{next}">
+<button type="submit">Sign in</button>
+</form>
+{error}{open}
+<p class="signin-help">Make a key on the server with <code>runcell keys create --name NAME</code>.</p>
+</main></body></html>"#,
+        css = app::OUTPUT_NAME,
+        next = escape(next),
+    );
+    (status, [(header::CACHE_CONTROL, "no-store")], Html(body)).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_local_paths_are_returned_to() {
+        assert_eq!(local_path(Some("/sessions/abc?x=1")), "/sessions/abc?x=1");
+        for bad in [
+            "//evil.example/",
+            "https://evil.example/",
+            "/\\evil",
+            "",
+            "evil",
+        ] {
+            assert_eq!(local_path(Some(bad)), "/", "{bad}");
+        }
+        assert_eq!(local_path(None), "/");
+    }
+
+    #[test]
+    fn session_routes_are_guarded_and_share_views_are_not() {
+        assert!(guarded(&Method::GET, "/"));
+        assert!(guarded(&Method::GET, "/sessions/x"));
+        assert!(guarded(&Method::POST, "/api/sessions"));
+        assert!(guarded(&Method::GET, "/ws/sessions/x"));
+        assert!(guarded(&Method::POST, "/s/token/fork"));
+        assert!(!guarded(&Method::GET, "/s/token"));
+        assert!(!guarded(&Method::GET, "/pkg/runcell.js"));
+        assert!(!guarded(&Method::GET, "/login"));
+        assert!(!guarded(&Method::GET, "/v1/openapi.json"));
+    }
+
+    #[test]
+    fn the_way_back_is_percent_encoded() {
+        assert_eq!(
+            next_query("/sessions/a?b=c&d"),
+            "next=/sessions/a%3Fb%3Dc%26d"
+        );
+    }
+}

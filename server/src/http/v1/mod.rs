@@ -1,0 +1,180 @@
+//! `/v1`: the API for programs. Every route but `POST /v1/auth/token` needs
+//! `Authorization: Bearer <token>` (an access token, or the API key itself);
+//! the OpenAPI document is generated from the handlers below (utoipa) and
+//! served at `/v1/openapi.json`, with a docs page at `/v1/docs`.
+
+mod run;
+mod sessions;
+mod token;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Request, State};
+use axum::http::header;
+use axum::http::request::Parts;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use utoipa_swagger_ui::SwaggerUi;
+
+use super::ApiError;
+use serde_json::json;
+
+use crate::auth::{Audience, Caller, token::bearer};
+use crate::config::Config;
+use crate::state::AppState;
+
+pub use run::MAX_RUN_BODY;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "runcell",
+        description = "Run code in runcell's sandboxes: one-shot runs, stateful sessions per API key. \
+Get an access token with `POST /v1/auth/token` and an API key from `runcell keys create`, \
+then send `Authorization: Bearer <token>`. Errors are `{\"error\": {\"code\", \"message\"}}`.",
+        license(name = "MIT OR Apache-2.0"),
+    ),
+    modifiers(&BearerAuth),
+    tags(
+        (name = "auth", description = "Access tokens"),
+        (name = "code_interpreter", description = "Runs and sessions"),
+    )
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .description(Some(
+                        "An access token from POST /v1/auth/token, or the API key itself",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// The OpenAPI document of every `/v1` route.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    split().1
+}
+
+fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    let (public, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(token::token))
+        .split_for_parts();
+    // Each of these takes a `Caller`, which authenticates the request.
+    let (protected, protected_doc) = OpenApiRouter::new()
+        .routes(routes!(run::run))
+        .routes(routes!(sessions::create_session, sessions::list_sessions))
+        .routes(routes!(sessions::get_session, sessions::delete_session))
+        .split_for_parts();
+    doc.merge(protected_doc);
+    (public.merge(protected), doc)
+}
+
+/// The OpenAPI document with this server's bounds filled in: a run's most
+/// wall time and limits are settings, so the schema says what this server
+/// accepts rather than what any server might.
+pub fn document(config: &Config) -> serde_json::Value {
+    let mut doc = serde_json::to_value(openapi()).unwrap_or_default();
+    let schemas = &mut doc["components"]["schemas"];
+    let run = &mut schemas["RunBody"]["properties"];
+    run["timeout"]["exclusiveMinimum"] = json!(0);
+    run["timeout"]["maximum"] = json!(config.sandbox.max_timeout_secs);
+    run["code"]["maxLength"] = json!(crate::sandbox::MAX_CODE_BYTES);
+    run["code"]["pattern"] = json!("^[^\\x00]*$");
+    let sandbox = &config.sandbox;
+    let most = [
+        ("memory_mib", sandbox.memory_mib),
+        ("pids", u64::from(sandbox.pids)),
+        ("cpu_millis", u64::from(sandbox.cpu_millis)),
+        ("output_kib", sandbox.output_kib),
+        ("file_mib", sandbox.file_mib),
+        ("disk_mib", sandbox.disk_mib),
+    ];
+    for (name, most) in most {
+        let limit = &mut schemas["RequestLimits"]["properties"][name];
+        limit["minimum"] = json!(run::least_of(name));
+        limit["maximum"] = json!(most);
+    }
+    doc
+}
+
+/// The `/v1` routes, the OpenAPI document and the docs page.
+pub fn router(config: &Config) -> Router<AppState> {
+    let (routes, _) = split();
+    routes
+        .layer(DefaultBodyLimit::max(MAX_RUN_BODY))
+        .merge(
+            SwaggerUi::new("/v1/docs").external_url_unchecked("/v1/openapi.json", document(config)),
+        )
+        .route("/v1/{*rest}", axum::routing::any(not_found))
+        .method_not_allowed_fallback(method_not_allowed)
+}
+
+async fn method_not_allowed(method: axum::http::Method) -> ApiError {
+    ApiError::MethodNotAllowed(format!(
+        "{method} is not allowed here; see /v1/openapi.json"
+    ))
+}
+
+async fn not_found() -> ApiError {
+    ApiError::NotFound("no such API route; see /v1/openapi.json".into())
+}
+
+/// The caller behind the request's bearer credential.
+pub async fn authenticate(state: &AppState, parts: &Parts) -> Result<Caller, ApiError> {
+    let value = parts
+        .headers
+        .get(header::AUTHORIZATION)
+        .ok_or_else(|| ApiError::from(crate::auth::AuthError::Missing))?;
+    let credential = value.to_str().ok().and_then(bearer).ok_or_else(|| {
+        ApiError::Unauthorized("the Authorization header must be `Bearer <token>`".into())
+    })?;
+    Ok(state.auth.authenticate(credential, Audience::Api).await?)
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        if let Some(caller) = parts.extensions.get::<Caller>() {
+            return Ok(caller.clone());
+        }
+        let caller = authenticate(state, parts).await?;
+        parts.extensions.insert(caller.clone());
+        Ok(caller)
+    }
+}
+
+/// For routes that are not handlers of ours (`/mcp`): refuses the request
+/// unless it is authenticated, and leaves the [`Caller`] in its extensions.
+pub async fn require_caller(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (mut parts, body) = request.into_parts();
+    match authenticate(&state, &parts).await {
+        Ok(caller) => {
+            parts.extensions.insert(caller);
+            next.run(Request::from_parts(parts, body)).await
+        }
+        Err(err) => err.into_response(),
+    }
+}

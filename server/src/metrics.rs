@@ -1,0 +1,184 @@
+//! Prometheus metrics: every series is `runcell_`-prefixed and recorded
+//! through the `metrics` facade; `GET /metrics` renders them.
+//!
+//! The recorder is process-wide: the first call to [`handle`] installs it.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+/// Seconds: from a millisecond to ten minutes.
+const DURATION_BUCKETS: [f64; 14] = [
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0, 600.0,
+];
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// The recorder's handle, installing it on first use; `None` if another
+/// recorder was installed first (then `/metrics` says so).
+pub fn handle() -> Option<&'static PrometheusHandle> {
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &DURATION_BUCKETS)
+                .ok()?
+                .build_recorder();
+            let handle = recorder.handle();
+            metrics::set_global_recorder(recorder).ok()?;
+            describe();
+            Some(handle)
+        })
+        .as_ref()
+}
+
+fn describe() {
+    describe_counter!(
+        "runcell_runs_total",
+        "Programs run, by language, sandbox backend and outcome (ok, error, timeout, cancelled, refused)"
+    );
+    describe_histogram!(
+        "runcell_run_duration_seconds",
+        "Wall time of a program's run, by language and backend"
+    );
+    describe_gauge!(
+        "runcell_sandbox_pool_size",
+        "Sandbox sessions started and waiting in the warm pool"
+    );
+    describe_gauge!(
+        "runcell_sandbox_sessions",
+        "Live sandbox sessions (API sessions and notebook kernels)"
+    );
+    describe_gauge!(
+        "runcell_notebook_sessions",
+        "Notebook sessions held in memory"
+    );
+    describe_counter!(
+        "runcell_llm_requests_total",
+        "Chat requests to the language model, by backend and outcome"
+    );
+    describe_counter!(
+        "runcell_llm_tokens_total",
+        "Tokens the language model read (prompt) and wrote (completion), as reported or counted"
+    );
+    describe_histogram!(
+        "runcell_llm_request_duration_seconds",
+        "Time from a chat request to its last token"
+    );
+    describe_histogram!(
+        "runcell_llm_time_to_first_token_seconds",
+        "Time from a chat request to its first token"
+    );
+    describe_gauge!("runcell_websocket_connections", "Notebook WebSockets open");
+    describe_counter!(
+        "runcell_api_requests_total",
+        "HTTP requests under /v1 and /mcp, by route and status"
+    );
+    describe_counter!(
+        "runcell_rate_limited_total",
+        "Requests refused by a per-key limit, by which limit"
+    );
+}
+
+/// A program ended (or could not start).
+pub fn run_finished(language: &str, backend: &str, outcome: &'static str, took: Duration) {
+    let labels = [
+        ("language", language.to_string()),
+        ("backend", backend.to_string()),
+    ];
+    counter!("runcell_runs_total", "language" => language.to_string(), "backend" => backend.to_string(), "outcome" => outcome)
+        .increment(1);
+    histogram!("runcell_run_duration_seconds", &labels).record(took.as_secs_f64());
+}
+
+/// The gauges read at scrape time.
+pub fn set_sizes(pool: usize, sandbox_sessions: usize, notebook_sessions: usize) {
+    gauge!("runcell_sandbox_pool_size").set(pool as f64);
+    gauge!("runcell_sandbox_sessions").set(sandbox_sessions as f64);
+    gauge!("runcell_notebook_sessions").set(notebook_sessions as f64);
+}
+
+pub fn llm_finished(
+    backend: &'static str,
+    outcome: &'static str,
+    took: Duration,
+    first_token: Option<Duration>,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+) {
+    counter!("runcell_llm_requests_total", "backend" => backend, "outcome" => outcome).increment(1);
+    histogram!("runcell_llm_request_duration_seconds", "backend" => backend)
+        .record(took.as_secs_f64());
+    if let Some(first) = first_token {
+        histogram!("runcell_llm_time_to_first_token_seconds", "backend" => backend)
+            .record(first.as_secs_f64());
+    }
+    counter!("runcell_llm_tokens_total", "backend" => backend, "kind" => "prompt")
+        .increment(prompt_tokens);
+    counter!("runcell_llm_tokens_total", "backend" => backend, "kind" => "completion")
+        .increment(completion_tokens);
+}
+
+/// Counts a WebSocket as open until dropped.
+#[derive(Debug)]
+pub struct SocketOpen(());
+
+impl SocketOpen {
+    pub fn new() -> Self {
+        gauge!("runcell_websocket_connections").increment(1.0);
+        Self(())
+    }
+}
+
+impl Default for SocketOpen {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for SocketOpen {
+    fn drop(&mut self) {
+        gauge!("runcell_websocket_connections").decrement(1.0);
+    }
+}
+
+pub fn api_request(route: &str, status: u16) {
+    counter!("runcell_api_requests_total", "route" => route.to_string(), "status" => status.to_string())
+        .increment(1);
+}
+
+pub fn rate_limited(which: &'static str) {
+    counter!("runcell_rate_limited_total", "limit" => which).increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn series_render_in_prometheus_text() {
+        let handle = handle().expect("the first recorder");
+        run_finished("python", "jail", "ok", Duration::from_millis(30));
+        llm_finished(
+            "scripted",
+            "ok",
+            Duration::from_millis(80),
+            Some(Duration::from_millis(5)),
+            10,
+            3,
+        );
+        let socket = SocketOpen::new();
+        let text = handle.render();
+        assert!(
+            text.contains(
+                "runcell_runs_total{language=\"python\",backend=\"jail\",outcome=\"ok\"}"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("runcell_run_duration_seconds_bucket{language=\"python\",backend=\"jail\",le=\"0.05\"}"), "{text}");
+        assert!(text.contains("# HELP runcell_llm_tokens_total"), "{text}");
+        assert!(text.contains("runcell_websocket_connections"), "{text}");
+        drop(socket);
+    }
+}

@@ -1,0 +1,45 @@
+//! API keys as stored: a record per key and its digest, never the key.
+
+use async_trait::async_trait;
+
+use super::StoreError;
+
+/// An API key as lists show it (the key itself is never stored).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyRecord {
+    /// A hyphenated UUID; access tokens carry it as their subject.
+    pub id: String,
+    pub name: String,
+    /// The key's first characters, so that a person can tell keys apart.
+    pub prefix: String,
+    pub created_ms: u64,
+    pub last_used_ms: Option<u64>,
+    pub revoked_ms: Option<u64>,
+}
+
+impl KeyRecord {
+    pub fn is_live(&self) -> bool {
+        self.revoked_ms.is_none()
+    }
+}
+
+/// Where API keys are kept.
+#[async_trait]
+pub trait KeyStore: Send + Sync + 'static {
+    /// Records a new key by its digest; [`StoreError::NameTaken`] if a live
+    /// key already has the name.
+    async fn create_key(&self, key: &KeyRecord, digest: &str) -> Result<(), StoreError>;
+
+    /// Every key, revoked ones too, oldest first.
+    async fn keys(&self) -> Result<Vec<KeyRecord>, StoreError>;
+
+    async fn key(&self, id: &str) -> Result<Option<KeyRecord>, StoreError>;
+
+    async fn key_by_digest(&self, digest: &str) -> Result<Option<KeyRecord>, StoreError>;
+
+    /// Revokes the live key of that name; false if there is none.
+    async fn revoke_key(&self, name: &str, now_ms: u64) -> Result<bool, StoreError>;
+
+    /// Notes that the key was used (at most once a minute is written).
+    async fn touch_key(&self, id: &str, now_ms: u64) -> Result<(), StoreError>;
+}

@@ -1,0 +1,167 @@
+//! [`KeyStore`] on SQLite (table `api_keys`, migration 0003).
+
+use async_trait::async_trait;
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+
+use super::keys::{KeyRecord, KeyStore};
+use super::sqlite::{ms, unsigned};
+use super::{SqliteStore, StoreError};
+
+/// `last_used_ms` is written at most this often per key.
+const TOUCH_EVERY_MS: u64 = 60_000;
+
+const COLUMNS: &str = "id, name, prefix, created_ms, last_used_ms, revoked_ms";
+
+fn key_of(row: &SqliteRow) -> Result<KeyRecord, StoreError> {
+    Ok(KeyRecord {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        prefix: row.try_get("prefix")?,
+        created_ms: unsigned(row.try_get("created_ms")?),
+        last_used_ms: row.try_get::<Option<i64>, _>("last_used_ms")?.map(unsigned),
+        revoked_ms: row.try_get::<Option<i64>, _>("revoked_ms")?.map(unsigned),
+    })
+}
+
+#[async_trait]
+impl KeyStore for SqliteStore {
+    async fn create_key(&self, key: &KeyRecord, digest: &str) -> Result<(), StoreError> {
+        let inserted = sqlx::query(
+            "INSERT INTO api_keys (id, name, digest, prefix, created_ms) VALUES (?, ?, ?, ?, ?)",
+        )
+        .bind(&key.id)
+        .bind(&key.name)
+        .bind(digest)
+        .bind(&key.prefix)
+        .bind(ms(key.created_ms))
+        .execute(&self.pool)
+        .await;
+        match inserted {
+            Ok(_) => Ok(()),
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                Err(StoreError::NameTaken(key.name.clone()))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn keys(&self) -> Result<Vec<KeyRecord>, StoreError> {
+        sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM api_keys ORDER BY created_ms, rowid"
+        ))
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(key_of)
+        .collect()
+    }
+
+    async fn key(&self, id: &str) -> Result<Option<KeyRecord>, StoreError> {
+        sqlx::query(&format!("SELECT {COLUMNS} FROM api_keys WHERE id = ?"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+            .as_ref()
+            .map(key_of)
+            .transpose()
+    }
+
+    async fn key_by_digest(&self, digest: &str) -> Result<Option<KeyRecord>, StoreError> {
+        sqlx::query(&format!("SELECT {COLUMNS} FROM api_keys WHERE digest = ?"))
+            .bind(digest)
+            .fetch_optional(&self.pool)
+            .await?
+            .as_ref()
+            .map(key_of)
+            .transpose()
+    }
+
+    async fn revoke_key(&self, name: &str, now_ms: u64) -> Result<bool, StoreError> {
+        let done =
+            sqlx::query("UPDATE api_keys SET revoked_ms = ? WHERE name = ? AND revoked_ms IS NULL")
+                .bind(ms(now_ms))
+                .bind(name)
+                .execute(&self.pool)
+                .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn touch_key(&self, id: &str, now_ms: u64) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE api_keys SET last_used_ms = ? \
+             WHERE id = ? AND (last_used_ms IS NULL OR last_used_ms < ?)",
+        )
+        .bind(ms(now_ms))
+        .bind(id)
+        .bind(ms(now_ms.saturating_sub(TOUCH_EVERY_MS)))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str, name: &str, created_ms: u64) -> KeyRecord {
+        KeyRecord {
+            id: id.into(),
+            name: name.into(),
+            prefix: "rc_abcd".into(),
+            created_ms,
+            last_used_ms: None,
+            revoked_ms: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn keys_are_found_by_digest_revoked_by_name_and_names_are_reusable() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = SqliteStore::open_in(dir.path()).await.expect("store");
+        store
+            .create_key(&record("k1", "ci", 1), "d1")
+            .await
+            .expect("first key");
+        let taken = store.create_key(&record("k2", "ci", 2), "d2").await;
+        assert!(matches!(taken, Err(StoreError::NameTaken(name)) if name == "ci"));
+
+        let found = store.key_by_digest("d1").await.expect("lookup");
+        assert_eq!(found.map(|k| k.id), Some("k1".into()));
+        assert_eq!(store.key_by_digest("nope").await.expect("lookup"), None);
+
+        store.touch_key("k1", 100_000).await.expect("touch");
+        store.touch_key("k1", 100_500).await.expect("touch");
+        let key = store.key("k1").await.expect("key").expect("exists");
+        assert_eq!(
+            key.last_used_ms,
+            Some(100_000),
+            "written at most once a minute"
+        );
+
+        assert!(store.revoke_key("ci", 5).await.expect("revoke"));
+        assert!(!store.revoke_key("ci", 6).await.expect("revoke again"));
+        let key = store.key("k1").await.expect("key").expect("exists");
+        assert_eq!(key.revoked_ms, Some(5));
+        assert!(!key.is_live());
+
+        // The name is free again once its key is revoked.
+        store
+            .create_key(&record("k3", "ci", 7), "d3")
+            .await
+            .expect("a new key under the old name");
+        let all = store.keys().await.expect("list");
+        assert_eq!(
+            all.iter().map(|k| k.id.as_str()).collect::<Vec<_>>(),
+            ["k1", "k3"]
+        );
+        // The digest stays unique even across revoked keys.
+        assert!(
+            store
+                .create_key(&record("k4", "other", 8), "d1")
+                .await
+                .is_err()
+        );
+    }
+}

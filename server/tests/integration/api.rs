@@ -1,0 +1,696 @@
+//! The `/v1` API as a product: credentials, per-key isolation, limits, the
+//! OpenAPI document, metrics, `/mcp`, request hygiene, and the pages'
+//! sign-in when they ask for a key.
+
+use runcell::config::AuthMode;
+use serde_json::{Value, json};
+
+use crate::support::{TestServer, bearer, http, http_as};
+
+const RUN: &str = "/v1/code_interpreter/run";
+const SESSIONS: &str = "/v1/code_interpreter/sessions";
+
+fn run_body(code: &str) -> Value {
+    json!({ "code": code, "language": "python" })
+}
+
+async fn error_of(response: reqwest::Response) -> (u16, String, reqwest::header::HeaderMap) {
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body: Value = response.json().await.unwrap();
+    assert!(body["error"]["message"].is_string(), "{body}");
+    (
+        status,
+        body["error"]["code"].as_str().unwrap().to_string(),
+        headers,
+    )
+}
+
+/// A token signed with the server's own secret, for `key_id`, expiring at `exp`.
+fn forged(server: &TestServer, secret: Option<&[u8]>, sub: &str, exp: u64) -> String {
+    let stored = std::fs::read(server.data_dir().join("auth-secret")).unwrap();
+    let secret = secret.unwrap_or(&stored);
+    let now = runcell::clock::now_ms() / 1000;
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &json!({"sub": sub, "iss": "runcell", "aud": "runcell-api", "iat": now, "exp": exp}),
+        &jsonwebtoken::EncodingKey::from_secret(secret),
+    )
+    .unwrap()
+}
+
+async fn key_id_of(server: &TestServer, token: &str) -> String {
+    let claims = token.split('.').nth(1).unwrap();
+    use base64::Engine;
+    let claims = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(claims)
+        .unwrap();
+    let claims: Value = serde_json::from_slice(&claims).unwrap();
+    let _ = server;
+    claims["sub"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn every_v1_route_needs_a_valid_token_of_a_live_key() {
+    let server = TestServer::start().await;
+    let anonymous = http();
+    for (method, path) in [
+        ("POST", RUN),
+        ("GET", SESSIONS),
+        ("POST", SESSIONS),
+        ("GET", "/v1/code_interpreter/sessions/abc"),
+        ("DELETE", "/v1/code_interpreter/sessions/abc"),
+    ] {
+        let request = anonymous
+            .request(method.parse().unwrap(), server.url(path))
+            .json(&run_body("print(1)"));
+        let (status, code, headers) = error_of(request.send().await.unwrap()).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (401, "unauthorized"),
+            "{method} {path}"
+        );
+        assert!(
+            headers["www-authenticate"]
+                .to_str()
+                .unwrap()
+                .starts_with("Bearer")
+        );
+    }
+
+    let key = server.api_key("ci").await;
+    let token = server.token_for(&key).await;
+    let ok = bearer(&token)
+        .get(server.url(SESSIONS))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    // The key itself works as a bearer credential too (for static headers).
+    let ok = bearer(&key).get(server.url(SESSIONS)).send().await.unwrap();
+    assert_eq!(ok.status(), 200);
+
+    let key_id = key_id_of(&server, &token).await;
+    let now = runcell::clock::now_ms() / 1000;
+    let cases = [
+        ("not a token".to_string(), "garbage"),
+        (format!("{token}x"), "a changed signature"),
+        (
+            forged(
+                &server,
+                Some(b"another secret of thirty-two bytes!!"),
+                &key_id,
+                now + 600,
+            ),
+            "another secret",
+        ),
+        (forged(&server, None, &key_id, now - 600), "expired"),
+        (
+            forged(&server, None, "no-such-key", now + 600),
+            "an unknown key id",
+        ),
+        (format!("rc_{}", "A".repeat(43)), "an unknown key"),
+    ];
+    for (credential, what) in cases {
+        let response = bearer(&credential)
+            .get(server.url(SESSIONS))
+            .send()
+            .await
+            .unwrap();
+        let (status, _, _) = error_of(response).await;
+        assert_eq!(status, 401, "{what}");
+    }
+    let expired = bearer(&forged(&server, None, &key_id, now - 600))
+        .get(server.url(SESSIONS))
+        .send()
+        .await
+        .unwrap();
+    let body: Value = expired.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("expired"),
+        "{body}"
+    );
+    // The server's own secret and a live key: accepted.
+    let fresh = bearer(&forged(&server, None, &key_id, now + 600))
+        .get(server.url(SESSIONS))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(fresh.status(), 200);
+    let basic = reqwest::Client::new()
+        .get(server.url(SESSIONS))
+        .header("authorization", format!("Basic {token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(basic.status(), 401);
+
+    // Revoking the key stops its tokens on their next use.
+    let store = runcell::store::SqliteStore::open_in(&server.data_dir())
+        .await
+        .unwrap();
+    use runcell::store::KeyStore;
+    assert!(
+        store
+            .revoke_key("ci", runcell::clock::now_ms())
+            .await
+            .unwrap()
+    );
+    store.close().await;
+    let (status, code, _) = error_of(
+        bearer(&token)
+            .get(server.url(SESSIONS))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, code.as_str()), (401, "unauthorized"));
+    let (status, _, _) =
+        error_of(bearer(&key).get(server.url(SESSIONS)).send().await.unwrap()).await;
+    assert_eq!(status, 401);
+}
+
+#[tokio::test]
+async fn the_token_endpoint_answers_keys_with_tokens_and_everything_else_with_4xx() {
+    let server = TestServer::start().await;
+    let key = server.api_key("ci").await;
+    let client = reqwest::Client::new();
+    let response = client
+        .post(server.url("/v1/auth/token"))
+        .json(&json!({ "api_key": key }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["token_type"], "bearer");
+    assert_eq!(body["expires_in"], 3600);
+    assert_eq!(body["access_token"].as_str().unwrap().split('.').count(), 3);
+
+    for (body, status) in [
+        (json!({ "api_key": "rc_nope" }), 401),
+        (json!({ "api_key": format!("rc_{}", "B".repeat(43)) }), 401),
+        (json!({ "key": key }), 400),
+        (json!({ "api_key": key, "extra": 1 }), 400),
+        (json!([1, 2]), 400),
+    ] {
+        let response = client
+            .post(server.url("/v1/auth/token"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(error_of(response).await.0, status, "{body}");
+    }
+    let response = client
+        .post(server.url("/v1/auth/token"))
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(response).await.0, 400);
+}
+
+#[tokio::test]
+async fn a_key_sees_only_its_own_sessions() {
+    let server = TestServer::start().await;
+    let alice = server.api().await;
+    let bob = server.api().await;
+    let created: Value = alice
+        .post(server.url(SESSIONS))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["session_id"].as_str().unwrap().to_string();
+    let one = format!("{SESSIONS}/{id}");
+
+    let listed: Value = bob
+        .get(server.url(SESSIONS))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["sessions"], json!([]));
+    for response in [
+        bob.get(server.url(&one)).send().await.unwrap(),
+        bob.delete(server.url(&one)).send().await.unwrap(),
+        bob.post(server.url(RUN))
+            .json(&json!({"code": "print(1)", "language": "python", "session_id": id}))
+            .send()
+            .await
+            .unwrap(),
+    ] {
+        assert_eq!(error_of(response).await.1, "not_found");
+    }
+    // Still alice's, untouched.
+    let got: Value = alice
+        .get(server.url(&one))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(got["session_id"], id.as_str());
+    let listed: Value = alice
+        .get(server.url(SESSIONS))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["sessions"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        alice
+            .delete(server.url(&one))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        204
+    );
+}
+
+#[tokio::test]
+async fn runs_past_the_rate_get_429_with_retry_after() {
+    let server = TestServer::start_configured(|config| {
+        config.auth.runs_per_minute = 1;
+        config.auth.run_burst = 2;
+    })
+    .await;
+    let api = server.api().await;
+    let mut remaining = Vec::new();
+    for _ in 0..2 {
+        let response = api
+            .post(server.url(RUN))
+            .json(&run_body("print(1)"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["x-ratelimit-limit"], "2");
+        remaining.push(
+            response.headers()["x-ratelimit-remaining"]
+                .to_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    assert_eq!(remaining, ["1", "0"]);
+    let response = api
+        .post(server.url(RUN))
+        .json(&run_body("print(1)"))
+        .send()
+        .await
+        .unwrap();
+    let (status, code, headers) = error_of(response).await;
+    assert_eq!((status, code.as_str()), (429, "rate_limited"));
+    let retry: u64 = headers["retry-after"].to_str().unwrap().parse().unwrap();
+    // One run a minute comes back.
+    assert!((1..=60).contains(&retry), "{retry}");
+    assert_eq!(headers["x-ratelimit-limit"], "2");
+    assert_eq!(headers["x-ratelimit-remaining"], "0");
+    // Another key has its own budget.
+    let other = server.api().await;
+    let response = other
+        .post(server.url(RUN))
+        .json(&run_body("print(1)"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+}
+
+#[tokio::test]
+async fn runs_under_way_and_open_sessions_are_capped_per_key() {
+    let server = TestServer::start_configured(|config| {
+        config.auth.max_concurrent_runs = 1;
+        config.auth.max_live_sessions = 1;
+    })
+    .await;
+    let api = server.api().await;
+    // A streamed run is under way until its last line.
+    let mut slow = api
+        .post(server.url(RUN))
+        .header("accept", "application/x-ndjson")
+        .json(&run_body(
+            "import time\nprint('started', flush=True)\ntime.sleep(3)",
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(slow.status(), 200);
+    let first = slow.chunk().await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("started"));
+    let response = api
+        .post(server.url(RUN))
+        .json(&run_body("print(2)"))
+        .send()
+        .await
+        .unwrap();
+    let (status, _, headers) = error_of(response).await;
+    assert_eq!(status, 429);
+    assert_eq!(headers["retry-after"], "1");
+    assert_eq!(headers["x-ratelimit-limit"], "1");
+    // Another key is not held up.
+    let other = server.api().await;
+    assert_eq!(
+        other
+            .post(server.url(RUN))
+            .json(&run_body("print(3)"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    while slow.chunk().await.unwrap().is_some() {}
+    assert_eq!(
+        api.post(server.url(RUN))
+            .json(&run_body("print(4)"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200,
+        "the slot is free once the run ended"
+    );
+
+    let created = api
+        .post(server.url(SESSIONS))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let (status, code, headers) = error_of(
+        api.post(server.url(SESSIONS))
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, code.as_str()), (429, "rate_limited"));
+    assert!(headers.contains_key("retry-after"));
+}
+
+#[tokio::test]
+async fn the_openapi_document_covers_every_v1_route_and_the_docs_page_serves() {
+    let server = TestServer::start().await;
+    let doc: Value = http()
+        .get(server.url("/v1/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
+    let paths = doc["paths"].as_object().unwrap();
+    for (path, methods) in [
+        ("/v1/auth/token", &["post"][..]),
+        (RUN, &["post"][..]),
+        (SESSIONS, &["get", "post"][..]),
+        ("/v1/code_interpreter/sessions/{id}", &["get", "delete"][..]),
+    ] {
+        for method in methods {
+            let operation = &paths[path][*method];
+            assert!(operation.is_object(), "{method} {path} is documented");
+            let responses = operation["responses"].as_object().unwrap();
+            if path != "/v1/auth/token" {
+                assert!(
+                    responses.contains_key("401"),
+                    "{method} {path} documents 401"
+                );
+                assert_eq!(operation["security"], json!([{"bearer": []}]));
+            }
+        }
+    }
+    let schemas = doc["components"]["schemas"].as_object().unwrap();
+    for name in [
+        "RunBody",
+        "RunOutcome",
+        "SessionInfo",
+        "ErrorBody",
+        "TokenRequest",
+        "TokenResponse",
+        "Language",
+    ] {
+        assert!(schemas.contains_key(name), "schema {name}");
+    }
+    assert_eq!(
+        doc["components"]["securitySchemes"]["bearer"]["scheme"],
+        "bearer"
+    );
+
+    let docs = http().get(server.url("/v1/docs/")).send().await.unwrap();
+    assert_eq!(docs.status(), 200);
+    let html = docs.text().await.unwrap();
+    assert!(html.contains("swagger"), "{html}");
+    let unknown = http().get(server.url("/v1/nope")).send().await.unwrap();
+    assert_eq!(error_of(unknown).await.1, "not_found");
+    let wrong = http().put(server.url(RUN)).send().await.unwrap();
+    assert_eq!(error_of(wrong).await.0, 405);
+}
+
+#[tokio::test]
+async fn metrics_count_runs_sessions_and_sockets() {
+    let server = TestServer::start().await;
+    let api = server.api().await;
+    let response = api
+        .post(server.url(RUN))
+        .json(&json!({"code": "echo hi", "language": "bash"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let session = server.new_session().await;
+    let _socket = server.join(&session).await;
+    // A notebook turn asks the (scripted) model.
+    let turn = http()
+        .post(server.url(&format!("/api/sessions/{session}/ask")))
+        .json(&json!({"text": "print(6 * 7)"}))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(turn.contains("turn_finished"), "{turn}");
+    let text = http()
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for series in [
+        "runcell_runs_total{language=\"bash\",backend=\"jail\",outcome=\"ok\"}",
+        "runcell_run_duration_seconds_bucket{language=\"bash\",backend=\"jail\"",
+        "runcell_sandbox_pool_size",
+        "runcell_sandbox_sessions",
+        "runcell_notebook_sessions",
+        "runcell_websocket_connections 1",
+        "runcell_llm_requests_total{backend=\"scripted\",outcome=\"ok\"}",
+        "runcell_llm_tokens_total{backend=\"scripted\",kind=\"completion\"}",
+        "runcell_llm_time_to_first_token_seconds_bucket{backend=\"scripted\"",
+        "runcell_api_requests_total{route=\"/v1/code_interpreter/run\",status=\"200\"}",
+    ] {
+        assert!(text.contains(series), "{series} in\n{text}");
+    }
+}
+
+#[tokio::test]
+async fn the_mcp_endpoint_needs_credentials_and_speaks_json_rpc() {
+    let server = TestServer::start().await;
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-03-26", "capabilities": {},
+                   "clientInfo": {"name": "test", "version": "1"}}
+    });
+    let refused = http()
+        .post(server.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .json(&initialize)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(refused).await.0, 401);
+    let api = server.api().await;
+    let response = api
+        .post(server.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .json(&initialize)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(response.headers().contains_key("mcp-session-id"));
+    let text = response.text().await.unwrap();
+    assert!(text.contains("\"tools\""), "{text}");
+}
+
+#[tokio::test]
+async fn responses_carry_security_headers_and_bodies_are_capped() {
+    let server = TestServer::start().await;
+    for path in ["/", "/v1/openapi.json", "/healthz"] {
+        let response = http().get(server.url(path)).send().await.unwrap();
+        let headers = response.headers();
+        assert_eq!(headers["x-content-type-options"], "nosniff", "{path}");
+        assert_eq!(headers["x-frame-options"], "DENY", "{path}");
+        assert_eq!(headers["referrer-policy"], "no-referrer", "{path}");
+        assert!(
+            headers["content-security-policy"]
+                .to_str()
+                .unwrap()
+                .contains("frame-ancestors 'none'")
+        );
+    }
+    let api = server.api().await;
+    let huge = json!({"code": "x".repeat(9 * 1024 * 1024), "language": "python"});
+    let response = api.post(server.url(RUN)).json(&huge).send().await.unwrap();
+    assert_eq!(error_of(response).await.0, 413);
+    // CORS is closed by default: no preflight succeeds.
+    let preflight = http()
+        .request(reqwest::Method::OPTIONS, server.url(RUN))
+        .header("origin", "https://elsewhere.example")
+        .header("access-control-request-method", "POST")
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        !preflight
+            .headers()
+            .contains_key("access-control-allow-origin")
+    );
+}
+
+#[tokio::test]
+async fn configured_origins_may_call_the_api() {
+    let server = TestServer::start_configured(|config| {
+        config.http.cors_origins = vec!["https://app.example".into()];
+    })
+    .await;
+    let preflight = http()
+        .request(reqwest::Method::OPTIONS, server.url(RUN))
+        .header("origin", "https://app.example")
+        .header("access-control-request-method", "POST")
+        .header(
+            "access-control-request-headers",
+            "authorization, content-type",
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        preflight.headers()["access-control-allow-origin"],
+        "https://app.example"
+    );
+    let other = http()
+        .request(reqwest::Method::OPTIONS, server.url(RUN))
+        .header("origin", "https://evil.example")
+        .header("access-control-request-method", "POST")
+        .send()
+        .await
+        .unwrap();
+    assert!(!other.headers().contains_key("access-control-allow-origin"));
+}
+
+#[tokio::test]
+async fn when_required_the_pages_ask_for_a_key() {
+    let server = TestServer::start_configured(|config| config.auth.mode = AuthMode::Required).await;
+    let stranger = http_as(None);
+    let response = stranger.get(server.url("/")).send().await.unwrap();
+    assert_eq!(response.status(), 303);
+    assert_eq!(response.headers()["location"], "/login?next=/");
+    let response = http()
+        .post(server.url("/api/sessions"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(response).await.0, 401);
+    let form = stranger
+        .get(server.url("/login?next=/"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(form.status(), 200);
+    assert!(form.text().await.unwrap().contains("name=\"api_key\""));
+
+    let wrong = stranger
+        .post(server.url("/login"))
+        .form(&[("api_key", "rc_wrong"), ("next", "/")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    assert!(wrong.text().await.unwrap().contains("unknown API key"));
+
+    let key = server.api_key("me").await;
+    let signed = stranger
+        .post(server.url("/login"))
+        .form(&[("api_key", key.as_str()), ("next", "//evil.example/")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(signed.status(), 303);
+    assert_eq!(signed.headers()["location"], "/", "only local paths");
+    let cookie = signed.headers()["set-cookie"].to_str().unwrap();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax"),
+        "{cookie}"
+    );
+    let signin = cookie.split(';').next().unwrap().to_string();
+
+    let page = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(server.url("/"))
+        .header(
+            "cookie",
+            format!(
+                "{signin}; {}",
+                crate::support::cookie_of(crate::support::OWNER)
+            ),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 303);
+    assert!(
+        page.headers()["location"]
+            .to_str()
+            .unwrap()
+            .starts_with("/sessions/")
+    );
+    // An API token is not a page sign-in.
+    let token = server.token_for(&key).await;
+    let response = http()
+        .get(server.url("/"))
+        .header("cookie", format!("runcell_signin={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 303);
+    assert!(
+        response.headers()["location"]
+            .to_str()
+            .unwrap()
+            .starts_with("/login")
+    );
+}
