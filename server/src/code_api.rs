@@ -2,7 +2,10 @@
 //! the MCP tools share. Every call is made as an API key ([`Caller`]): a key
 //! sees only its own sandbox sessions and runs under its own limits.
 
+use std::collections::HashMap;
 use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -48,11 +51,33 @@ impl From<Limited> for CodeApiError {
 pub struct CodeApi {
     sessions: Arc<Sessions>,
     limits: Arc<KeyLimits>,
+    /// Sessions being opened, per key: counted with the open ones, so that
+    /// parallel requests cannot all pass the cap before any is open.
+    opening: Mutex<HashMap<String, usize>>,
 }
 
 impl std::fmt::Debug for CodeApi {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CodeApi").finish_non_exhaustive()
+    }
+}
+
+/// One session being opened, counted until it is open or given up (also
+/// when the request goes away mid-way).
+struct Opening<'a> {
+    opening: &'a Mutex<HashMap<String, usize>>,
+    key: &'a str,
+}
+
+impl Drop for Opening<'_> {
+    fn drop(&mut self) {
+        let mut opening = self.opening.lock();
+        if let Some(pending) = opening.get_mut(self.key) {
+            *pending = pending.saturating_sub(1);
+            if *pending == 0 {
+                opening.remove(self.key);
+            }
+        }
     }
 }
 
@@ -67,7 +92,11 @@ pub struct Admitted {
 
 impl CodeApi {
     pub fn new(sessions: Arc<Sessions>, limits: Arc<KeyLimits>) -> Self {
-        Self { sessions, limits }
+        Self {
+            sessions,
+            limits,
+            opening: Mutex::new(HashMap::new()),
+        }
     }
 
     /// Checks a run before it starts: valid code, a session of the caller's
@@ -94,6 +123,10 @@ impl CodeApi {
 
     /// Runs an admitted program to its end, in its session or a fresh
     /// throw-away sandbox; events stream to `events` as they happen.
+    ///
+    /// The run is a task of its own holding the key's slot: if the caller
+    /// goes away (a closed connection, a time limit), the run is cancelled
+    /// and the slot is freed only once the program has really stopped.
     pub async fn run(
         &self,
         admitted: Admitted,
@@ -105,16 +138,26 @@ impl CodeApi {
             session,
             request,
         } = admitted;
-        let outcome = match session {
-            None => self.sessions.run_once(request, events, cancel).await?,
-            Some(id) => {
-                self.sessions
-                    .run(&id, &request, events.as_ref(), &cancel)
-                    .await?
-            }
-        };
-        drop(permit);
-        Ok(outcome)
+        let sessions = Arc::clone(&self.sessions);
+        let _stop_if_dropped = cancel.clone().drop_guard();
+        let task = tokio::spawn(async move {
+            let outcome = match session {
+                None => sessions.run_once(request, events, cancel).await?,
+                Some(id) => {
+                    sessions
+                        .run(&id, &request, events.as_ref(), &cancel)
+                        .await?
+                }
+            };
+            drop(permit);
+            Ok(outcome)
+        });
+        task.await.unwrap_or_else(|join| {
+            tracing::error!(%join, "a run task failed");
+            Err(CodeApiError::Sandbox(SandboxError::Internal(
+                "the run task failed".into(),
+            )))
+        })
     }
 
     /// A new stateful session of the caller's.
@@ -123,9 +166,19 @@ impl CodeApi {
         caller: &Caller,
         language: Language,
     ) -> Result<SessionInfo, CodeApiError> {
-        self.limits
-            .admit_session(self.sessions.count_of(&caller.key_id))?;
-        Ok(self.sessions.create(language, &caller.key_id).await?)
+        let key = &caller.key_id;
+        let _opening = {
+            let mut opening = self.opening.lock();
+            let pending = opening.get(key).copied().unwrap_or(0);
+            self.limits
+                .admit_session(self.sessions.count_of(key) + pending)?;
+            *opening.entry(key.clone()).or_insert(0) += 1;
+            Opening {
+                opening: &self.opening,
+                key,
+            }
+        };
+        Ok(self.sessions.create(language, key).await?)
     }
 
     pub fn sessions(&self, caller: &Caller) -> Vec<SessionInfo> {

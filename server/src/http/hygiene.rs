@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{MatchedPath, Request};
+use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -88,15 +88,38 @@ pub fn cors(origins: &[String]) -> Option<CorsLayer> {
     )
 }
 
-/// Counts each API request by route and status.
+/// Counts each API request by route (its pattern, so that ids do not
+/// multiply the series) and status.
 pub async fn count(request: Request, next: Next) -> Response {
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
+    let route = route_label(request.uri().path());
     let response = next.run(request).await;
-    crate::metrics::api_request(&route, response.status().as_u16());
+    crate::metrics::api_request(route, response.status().as_u16());
     response
+}
+
+/// The route a path of the API belongs to.
+fn route_label(path: &str) -> &'static str {
+    const EXACT: [&str; 4] = [
+        "/v1/auth/token",
+        "/v1/code_interpreter/run",
+        "/v1/code_interpreter/sessions",
+        "/v1/openapi.json",
+    ];
+    if let Some(route) = EXACT.iter().find(|route| **route == path) {
+        return route;
+    }
+    if path == "/mcp" || path.starts_with("/mcp/") {
+        "/mcp"
+    } else if path
+        .strip_prefix("/v1/code_interpreter/sessions/")
+        .is_some_and(|id| !id.is_empty() && !id.contains('/'))
+    {
+        "/v1/code_interpreter/sessions/{id}"
+    } else if path.starts_with("/v1/docs") {
+        "/v1/docs"
+    } else {
+        "other"
+    }
 }
 
 #[cfg(test)]
@@ -140,6 +163,20 @@ mod tests {
             .await
             .expect("response");
         assert_eq!(response.status(), 200);
+    }
+
+    #[test]
+    fn api_routes_are_labelled_by_pattern() {
+        assert_eq!(
+            route_label("/v1/code_interpreter/run"),
+            "/v1/code_interpreter/run"
+        );
+        assert_eq!(
+            route_label("/v1/code_interpreter/sessions/abc"),
+            "/v1/code_interpreter/sessions/{id}"
+        );
+        assert_eq!(route_label("/mcp"), "/mcp");
+        assert_eq!(route_label("/v1/whatever/else"), "other");
     }
 
     #[test]

@@ -3,10 +3,16 @@
 //! credentials as `/v1`; each tool acts as the caller's API key through the
 //! same [`CodeApi`](crate::code_api::CodeApi), limits included.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::extract::{Request, State};
+use axum::http::Method;
 use axum::http::request::Parts;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use parking_lot::Mutex;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::Extension;
 use rmcp::handler::server::wrapper::Parameters;
@@ -228,6 +234,66 @@ impl ServerHandler for McpServer {
             "runcell runs code in sandboxes without network access. Use execute_code; open a session with create_session to keep state between calls.",
         )
     }
+}
+
+/// Which API key opened each MCP session (by `Mcp-Session-Id`), so that
+/// another key holding the id cannot resume, replay or close it.
+#[derive(Clone, Default)]
+pub struct Bindings(Arc<Mutex<HashMap<String, String>>>);
+
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// Authenticates requests to `/mcp` (every other API route's handler does
+/// so itself by taking a `Caller`) and keeps each MCP session to its key.
+pub async fn authenticate(
+    State((state, bindings)): State<(AppState, Bindings)>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let path = request.uri().path();
+    if path != "/mcp" && !path.starts_with("/mcp/") {
+        return next.run(request).await;
+    }
+    let (mut parts, body) = request.into_parts();
+    let caller = match super::v1::authenticate(&state, &parts).await {
+        Ok(caller) => caller,
+        Err(err) => return err.into_response(),
+    };
+    let session = parts
+        .headers
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    if let Some(id) = &session
+        && bindings
+            .0
+            .lock()
+            .get(id)
+            .is_some_and(|owner| *owner != caller.key_id)
+    {
+        return ApiError::NotFound("no such MCP session".into()).into_response();
+    }
+    let closing = parts.method == Method::DELETE;
+    let key = caller.key_id.clone();
+    parts.extensions.insert(caller);
+    let response = next.run(Request::from_parts(parts, body)).await;
+    let mut bound = bindings.0.lock();
+    match session {
+        Some(id) if closing && response.status().is_success() => {
+            bound.remove(&id);
+        }
+        Some(_) => {}
+        None => {
+            if let Some(id) = response
+                .headers()
+                .get(SESSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+            {
+                bound.insert(id.to_string(), key);
+            }
+        }
+    }
+    response
 }
 
 /// The `/mcp` service. Host checks are off: every request must carry a

@@ -102,18 +102,19 @@ pub fn router(state: AppState) -> Router {
     // Programs' routes: bearer credentials, no cookies; a run's own wall
     // time on top of the time limit.
     let api_limit = state.config.http.request_timeout_secs + state.config.sandbox.max_timeout_secs;
-    let api = v1::router(&state.config)
-        .nest_service("/mcp", mcp::service(state.clone()))
-        .route_layer(axum::middleware::from_fn(hygiene::count));
+    let api = v1::router(&state.config).nest_service("/mcp", mcp::service(state.clone()));
     let mut api = with_time_limit(api, api_limit);
-    // `/mcp` is not a handler of ours: it is authenticated here.
+    // `/mcp` is not a handler of ours: it is authenticated here, and each
+    // MCP session is bound to the key that opened it.
     api = api.layer(axum::middleware::from_fn_with_state(
-        state.clone(),
-        mcp_auth,
+        (state.clone(), mcp::Bindings::default()),
+        mcp::authenticate,
     ));
     if let Some(cors) = hygiene::cors(&state.config.http.cors_origins) {
         api = api.layer(cors);
     }
+    // Outermost, so that refusals and time-outs are counted too.
+    api = api.layer(axum::middleware::from_fn(hygiene::count));
 
     hygiene::with_security_headers(api.merge(pages))
         .layer(TraceLayer::new_for_http().make_span_with(request_span))
@@ -131,20 +132,6 @@ where
             hygiene::time_limit(limit, request, next)
         },
     ))
-}
-
-/// Authenticates requests to `/mcp` (every other API route's handler does
-/// so itself by taking a `Caller`).
-async fn mcp_auth(
-    State(state): State<AppState>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    if request.uri().path() == "/mcp" || request.uri().path().starts_with("/mcp/") {
-        v1::require_caller(State(state), request, next).await
-    } else {
-        next.run(request).await
-    }
 }
 
 /// `GET /metrics`: Prometheus text format.

@@ -19,19 +19,48 @@ use crate::state::AppState;
 
 pub const SIGNIN_COOKIE: &str = "runcell_signin";
 
-/// Whether a path reveals or acts on sessions, and so needs a sign-in.
+/// Whether a request needs a sign-in: everything but the sign-in itself,
+/// health, metrics, the browser bundle and viewing a share link. A path
+/// with `.` or `..` segments (raw or percent-encoded) is always guarded,
+/// since the page fallback would resolve it to another page.
 fn guarded(method: &Method, path: &str) -> bool {
-    path == "/"
-        || path.starts_with("/sessions/")
-        || path.starts_with("/api/")
-        || path.starts_with("/ws/")
-        || (method == Method::POST && path.starts_with("/s/"))
+    let lowered = path.to_ascii_lowercase();
+    let dotted = lowered.contains("%2e")
+        || path
+            .split('/')
+            .any(|segment| segment == "." || segment == "..");
+    if dotted {
+        return true;
+    }
+    let open = matches!(
+        path,
+        "/login" | "/logout" | "/healthz" | "/metrics" | "/favicon.svg"
+    ) || path.starts_with("/pkg/")
+        || (method == Method::GET && share_view(path));
+    !open
 }
 
-/// Where to come back to after signing in: a path of this site only.
+/// `/s/{token}`: a share link's page.
+fn share_view(path: &str) -> bool {
+    path.strip_prefix("/s/").is_some_and(|token| {
+        !token.is_empty()
+            && token
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    })
+}
+
+/// Where to come back to after signing in: a path of this site only (no
+/// other host, no control characters or spaces that browsers drop).
 fn local_path(next: Option<&str>) -> &str {
     match next {
-        Some(path) if path.starts_with('/') && !path.starts_with("//") && !path.contains('\\') => {
+        Some(path)
+            if path.starts_with('/')
+                && !path.starts_with("//")
+                && !path
+                    .bytes()
+                    .any(|b| b == b'\\' || b.is_ascii_control() || b == b' ') =>
+        {
             path
         }
         _ => "/",
@@ -216,7 +245,20 @@ mod tests {
         assert!(!guarded(&Method::GET, "/s/token"));
         assert!(!guarded(&Method::GET, "/pkg/runcell.js"));
         assert!(!guarded(&Method::GET, "/login"));
-        assert!(!guarded(&Method::GET, "/v1/openapi.json"));
+        assert!(!guarded(&Method::GET, "/healthz"));
+        // Dot segments would be resolved by the page fallback.
+        for path in [
+            "/x/../sessions/a",
+            "/x/%2e%2e/sessions/a",
+            "/%2E/sessions/a",
+            "/./sessions/a",
+            "/pkg/../sessions/a",
+            "/s/%2e%2e/sessions/a",
+            "/s/a/../../sessions/b",
+            "/anything-else",
+        ] {
+            assert!(guarded(&Method::GET, path), "{path}");
+        }
     }
 
     #[test]

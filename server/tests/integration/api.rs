@@ -545,6 +545,75 @@ async fn the_mcp_endpoint_needs_credentials_and_speaks_json_rpc() {
 }
 
 #[tokio::test]
+async fn an_mcp_session_belongs_to_the_key_that_opened_it() {
+    let server = TestServer::start().await;
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-03-26", "capabilities": {},
+                   "clientInfo": {"name": "test", "version": "1"}}
+    });
+    let alice = server.api().await;
+    let opened = alice
+        .post(server.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .json(&initialize)
+        .send()
+        .await
+        .unwrap();
+    let id = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let bob = server.api().await;
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let refused = bob
+        .post(server.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &id)
+        .json(&list)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(refused).await.0, 404);
+    let closed = bob
+        .delete(server.url("/mcp"))
+        .header("mcp-session-id", &id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(closed.status(), 404);
+    let closed = alice
+        .delete(server.url("/mcp"))
+        .header("mcp-session-id", &id)
+        .send()
+        .await
+        .unwrap();
+    assert!(closed.status().is_success(), "{}", closed.status());
+}
+
+#[tokio::test]
+async fn sessions_opened_at_once_cannot_pass_the_cap_together() {
+    let server = TestServer::start_configured(|config| config.auth.max_live_sessions = 2).await;
+    let api = server.api().await;
+    let attempts = (0..6).map(|_| {
+        let api = api.clone();
+        let url = server.url(SESSIONS);
+        async move {
+            api.post(url)
+                .json(&json!({}))
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    });
+    let mut statuses = futures::future::join_all(attempts).await;
+    statuses.sort_unstable();
+    assert_eq!(statuses, [201, 201, 429, 429, 429, 429]);
+}
+
+#[tokio::test]
 async fn responses_carry_security_headers_and_bodies_are_capped() {
     let server = TestServer::start().await;
     for path in ["/", "/v1/openapi.json", "/healthz"] {
@@ -678,6 +747,33 @@ async fn when_required_the_pages_ask_for_a_key() {
             .unwrap()
             .starts_with("/sessions/")
     );
+    // Dot segments do not sneak past the gate to the page fallback.
+    let session = http()
+        .post(server.url("/api/sessions"))
+        .header(
+            "cookie",
+            format!(
+                "{signin}; {}",
+                crate::support::cookie_of(crate::support::OWNER)
+            ),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(session.status(), 201);
+    let id = session.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for path in [
+        format!("/x/%2e%2e/sessions/{id}"),
+        format!("/%2E/sessions/{id}"),
+        format!("/s/x/%2e%2e/%2e%2e/sessions/{id}"),
+    ] {
+        let response = http().get(server.url(&path)).send().await.unwrap();
+        assert_eq!(response.status(), 303, "{path}");
+        assert!(!response.text().await.unwrap().contains(&id), "{path}");
+    }
     // An API token is not a page sign-in.
     let token = server.token_for(&key).await;
     let response = http()

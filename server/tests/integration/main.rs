@@ -8,7 +8,6 @@
 
 mod agent;
 mod api;
-mod api_clients;
 mod binary;
 mod kernel;
 mod llm;

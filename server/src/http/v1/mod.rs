@@ -8,11 +8,9 @@ mod sessions;
 mod token;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, FromRequestParts, Request, State};
+use axum::extract::{DefaultBodyLimit, FromRequestParts};
 use axum::http::header;
 use axum::http::request::Parts;
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
@@ -159,22 +157,5 @@ impl FromRequestParts<AppState> for Caller {
         let caller = authenticate(state, parts).await?;
         parts.extensions.insert(caller.clone());
         Ok(caller)
-    }
-}
-
-/// For routes that are not handlers of ours (`/mcp`): refuses the request
-/// unless it is authenticated, and leaves the [`Caller`] in its extensions.
-pub async fn require_caller(
-    State(state): State<AppState>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let (mut parts, body) = request.into_parts();
-    match authenticate(&state, &parts).await {
-        Ok(caller) => {
-            parts.extensions.insert(caller);
-            next.run(Request::from_parts(parts, body)).await
-        }
-        Err(err) => err.into_response(),
     }
 }
