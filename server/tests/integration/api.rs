@@ -14,6 +14,42 @@ fn run_body(code: &str) -> Value {
     json!({ "code": code, "language": "python" })
 }
 
+/// An MCP client's first message.
+fn initialize() -> Value {
+    json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-03-26", "capabilities": {},
+                   "clientInfo": {"name": "test", "version": "1"}}
+    })
+}
+
+/// `POST /v1/code_interpreter/run` of a Python program as `client`.
+async fn run(client: &reqwest::Client, server: &TestServer, code: &str) -> reqwest::Response {
+    client
+        .post(server.url(RUN))
+        .json(&run_body(code))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// A JSON-RPC message to `/mcp` as `client`, in MCP session `session`.
+async fn mcp(
+    client: &reqwest::Client,
+    server: &TestServer,
+    session: Option<&str>,
+    message: &Value,
+) -> reqwest::Response {
+    let mut request = client
+        .post(server.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .json(message);
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    request.send().await.unwrap()
+}
+
 async fn error_of(response: reqwest::Response) -> (u16, String, reqwest::header::HeaderMap) {
     let status = response.status().as_u16();
     let headers = response.headers().clone();
@@ -293,12 +329,7 @@ async fn runs_past_the_rate_get_429_with_retry_after() {
     let api = server.api().await;
     let mut remaining = Vec::new();
     for _ in 0..2 {
-        let response = api
-            .post(server.url(RUN))
-            .json(&run_body("print(1)"))
-            .send()
-            .await
-            .unwrap();
+        let response = run(&api, &server, "print(1)").await;
         assert_eq!(response.status(), 200);
         assert_eq!(response.headers()["x-ratelimit-limit"], "2");
         remaining.push(
@@ -309,12 +340,7 @@ async fn runs_past_the_rate_get_429_with_retry_after() {
         );
     }
     assert_eq!(remaining, ["1", "0"]);
-    let response = api
-        .post(server.url(RUN))
-        .json(&run_body("print(1)"))
-        .send()
-        .await
-        .unwrap();
+    let response = run(&api, &server, "print(1)").await;
     let (status, code, headers) = error_of(response).await;
     assert_eq!((status, code.as_str()), (429, "rate_limited"));
     let retry: u64 = headers["retry-after"].to_str().unwrap().parse().unwrap();
@@ -324,12 +350,7 @@ async fn runs_past_the_rate_get_429_with_retry_after() {
     assert_eq!(headers["x-ratelimit-remaining"], "0");
     // Another key has its own budget.
     let other = server.api().await;
-    let response = other
-        .post(server.url(RUN))
-        .json(&run_body("print(1)"))
-        .send()
-        .await
-        .unwrap();
+    let response = run(&other, &server, "print(1)").await;
     assert_eq!(response.status(), 200);
 }
 
@@ -354,36 +375,17 @@ async fn runs_under_way_and_open_sessions_are_capped_per_key() {
     assert_eq!(slow.status(), 200);
     let first = slow.chunk().await.unwrap().unwrap();
     assert!(String::from_utf8_lossy(&first).contains("started"));
-    let response = api
-        .post(server.url(RUN))
-        .json(&run_body("print(2)"))
-        .send()
-        .await
-        .unwrap();
+    let response = run(&api, &server, "print(2)").await;
     let (status, _, headers) = error_of(response).await;
     assert_eq!(status, 429);
     assert_eq!(headers["retry-after"], "1");
     assert_eq!(headers["x-ratelimit-limit"], "1");
     // Another key is not held up.
     let other = server.api().await;
-    assert_eq!(
-        other
-            .post(server.url(RUN))
-            .json(&run_body("print(3)"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    assert_eq!(run(&other, &server, "print(3)").await.status(), 200);
     while slow.chunk().await.unwrap().is_some() {}
     assert_eq!(
-        api.post(server.url(RUN))
-            .json(&run_body("print(4)"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
+        run(&api, &server, "print(4)").await.status(),
         200,
         "the slot is free once the run ended"
     );
@@ -517,11 +519,7 @@ async fn metrics_count_runs_sessions_and_sockets() {
 #[tokio::test]
 async fn the_mcp_endpoint_needs_credentials_and_speaks_json_rpc() {
     let server = TestServer::start().await;
-    let initialize = json!({
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-03-26", "capabilities": {},
-                   "clientInfo": {"name": "test", "version": "1"}}
-    });
+    let initialize = initialize();
     let refused = http()
         .post(server.url("/mcp"))
         .header("accept", "application/json, text/event-stream")
@@ -531,13 +529,7 @@ async fn the_mcp_endpoint_needs_credentials_and_speaks_json_rpc() {
         .unwrap();
     assert_eq!(error_of(refused).await.0, 401);
     let api = server.api().await;
-    let response = api
-        .post(server.url("/mcp"))
-        .header("accept", "application/json, text/event-stream")
-        .json(&initialize)
-        .send()
-        .await
-        .unwrap();
+    let response = mcp(&api, &server, None, &initialize).await;
     assert_eq!(response.status(), 200);
     assert!(response.headers().contains_key("mcp-session-id"));
     let text = response.text().await.unwrap();
@@ -547,33 +539,16 @@ async fn the_mcp_endpoint_needs_credentials_and_speaks_json_rpc() {
 #[tokio::test]
 async fn an_mcp_session_belongs_to_the_key_that_opened_it() {
     let server = TestServer::start().await;
-    let initialize = json!({
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-03-26", "capabilities": {},
-                   "clientInfo": {"name": "test", "version": "1"}}
-    });
+    let initialize = initialize();
     let alice = server.api().await;
-    let opened = alice
-        .post(server.url("/mcp"))
-        .header("accept", "application/json, text/event-stream")
-        .json(&initialize)
-        .send()
-        .await
-        .unwrap();
+    let opened = mcp(&alice, &server, None, &initialize).await;
     let id = opened.headers()["mcp-session-id"]
         .to_str()
         .unwrap()
         .to_string();
     let bob = server.api().await;
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
-    let refused = bob
-        .post(server.url("/mcp"))
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-session-id", &id)
-        .json(&list)
-        .send()
-        .await
-        .unwrap();
+    let refused = mcp(&bob, &server, Some(&id), &list).await;
     assert_eq!(error_of(refused).await.0, 404);
     let closed = bob
         .delete(server.url("/mcp"))
@@ -724,19 +699,14 @@ async fn when_required_the_pages_ask_for_a_key() {
         "{cookie}"
     );
     let signin = cookie.split(';').next().unwrap().to_string();
+    let signed_in = format!(
+        "{signin}; {}",
+        crate::support::cookie_of(crate::support::OWNER)
+    );
 
-    let page = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
+    let page = http()
         .get(server.url("/"))
-        .header(
-            "cookie",
-            format!(
-                "{signin}; {}",
-                crate::support::cookie_of(crate::support::OWNER)
-            ),
-        )
+        .header("cookie", &signed_in)
         .send()
         .await
         .unwrap();
@@ -750,13 +720,7 @@ async fn when_required_the_pages_ask_for_a_key() {
     // Dot segments do not sneak past the gate to the page fallback.
     let session = http()
         .post(server.url("/api/sessions"))
-        .header(
-            "cookie",
-            format!(
-                "{signin}; {}",
-                crate::support::cookie_of(crate::support::OWNER)
-            ),
-        )
+        .header("cookie", &signed_in)
         .send()
         .await
         .unwrap();
