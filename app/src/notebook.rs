@@ -372,15 +372,7 @@ mod tests {
             elapsed_ms: 8,
             final_cell: None,
         });
-        bodies
-            .into_iter()
-            .zip(first_seq..)
-            .map(|(event, seq)| SessionEvent {
-                seq,
-                ts_ms: 0,
-                event,
-            })
-            .collect()
+        SessionEvent::numbered(bodies, first_seq)
     }
 
     #[test]
@@ -626,15 +618,7 @@ mod tests {
                 final_cell: Some(code_cell),
             },
         ];
-        bodies
-            .into_iter()
-            .zip(first_seq..)
-            .map(|(event, seq)| SessionEvent {
-                seq,
-                ts_ms: 0,
-                event,
-            })
-            .collect()
+        SessionEvent::numbered(bodies, first_seq)
     }
 
     #[test]

@@ -200,6 +200,22 @@ pub struct SessionEvent {
     pub event: EventBody,
 }
 
+impl SessionEvent {
+    /// `bodies` as a history numbered from `first_seq`, stamped at time 0:
+    /// a fixture, or a fold's input built by hand.
+    pub fn numbered(bodies: impl IntoIterator<Item = EventBody>, first_seq: u64) -> Vec<Self> {
+        bodies
+            .into_iter()
+            .zip(first_seq..)
+            .map(|(event, seq)| Self {
+                seq,
+                ts_ms: 0,
+                event,
+            })
+            .collect()
+    }
+}
+
 /// Why the server refused a frame. Errors are not part of the history.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -273,15 +273,7 @@ mod tests {
                 },
             ]);
         }
-        let events: Vec<SessionEvent> = bodies
-            .into_iter()
-            .zip(1..)
-            .map(|(event, seq)| SessionEvent {
-                seq,
-                ts_ms: 0,
-                event,
-            })
-            .collect();
+        let events = SessionEvent::numbered(bodies, 1);
         Notebook::from_events(&events)
     }
 

@@ -619,26 +619,21 @@ mod tests {
     async fn a_fork_says_its_kernel_is_a_fork_even_after_a_restart_note() {
         let (hub, _dir) = hub().await;
         let owner = OwnerId::random();
-        let events: Vec<SessionEvent> = [
-            EventBody::CellStarted {
-                cell_id: CellId(1),
-                cell_kind: CellKind::Result,
-                language: None,
-                attempt: None,
-                source: None,
-            },
-            EventBody::KernelLost {
-                reason: KernelLoss::ServerRestart,
-            },
-        ]
-        .into_iter()
-        .zip(1..)
-        .map(|(event, seq)| SessionEvent {
-            seq,
-            ts_ms: 0,
-            event,
-        })
-        .collect();
+        let events = SessionEvent::numbered(
+            [
+                EventBody::CellStarted {
+                    cell_id: CellId(1),
+                    cell_kind: CellKind::Result,
+                    language: None,
+                    attempt: None,
+                    source: None,
+                },
+                EventBody::KernelLost {
+                    reason: KernelLoss::ServerRestart,
+                },
+            ],
+            1,
+        );
         let fork = hub
             .fork(owner, "t", &ShareToken::random(), events)
             .await
