@@ -315,6 +315,25 @@ impl SandboxConfig {
             ..self.max_limits()
         }
     }
+
+    /// What a run gets when it asks for `timeout` seconds of wall time (or
+    /// nothing); asking for none or more than the most is refused, saying so.
+    pub fn limits_with_timeout(
+        &self,
+        timeout: Option<f64>,
+    ) -> Result<crate::sandbox::Limits, String> {
+        let mut limits = self.default_limits();
+        if let Some(timeout) = timeout {
+            let most = self.max_timeout_secs;
+            if !(timeout > 0.0 && timeout <= std::time::Duration::from_secs(most).as_secs_f64()) {
+                return Err(format!(
+                    "timeout must be more than 0 and at most {most} seconds"
+                ));
+            }
+            limits.wall = std::time::Duration::from_secs_f64(timeout);
+        }
+        Ok(limits)
+    }
 }
 
 impl Default for SandboxConfig {

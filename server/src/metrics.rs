@@ -82,14 +82,16 @@ fn describe() {
 }
 
 /// A program ended (or could not start).
-pub fn run_finished(language: &str, backend: &str, outcome: &'static str, took: Duration) {
-    let labels = [
-        ("language", language.to_string()),
-        ("backend", backend.to_string()),
-    ];
-    counter!("runcell_runs_total", "language" => language.to_string(), "backend" => backend.to_string(), "outcome" => outcome)
+pub fn run_finished(
+    language: &'static str,
+    backend: &'static str,
+    outcome: &'static str,
+    took: Duration,
+) {
+    counter!("runcell_runs_total", "language" => language, "backend" => backend, "outcome" => outcome)
         .increment(1);
-    histogram!("runcell_run_duration_seconds", &labels).record(took.as_secs_f64());
+    histogram!("runcell_run_duration_seconds", "language" => language, "backend" => backend)
+        .record(took.as_secs_f64());
 }
 
 /// The gauges read at scrape time.

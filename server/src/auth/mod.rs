@@ -125,7 +125,11 @@ impl Auth {
             }
             key
         };
-        if let Err(err) = self.keys.touch_key(&key.id, crate::clock::now_ms()).await {
+        // Only a stale time is written: no write on the hot path otherwise.
+        let now = crate::clock::now_ms();
+        if key.needs_touch(now)
+            && let Err(err) = self.keys.touch_key(&key.id, now).await
+        {
             tracing::warn!(%err, "cannot note an API key's use");
         }
         Ok(Caller::of(&key))

@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::http::Method;
@@ -147,17 +146,10 @@ impl McpServer {
         Parameters(args): Parameters<ExecuteCode>,
     ) -> Result<CallToolResult, ErrorData> {
         let caller = caller(&parts)?;
-        let sandbox = &self.state.config.sandbox;
-        let mut limits = sandbox.default_limits();
-        if let Some(timeout) = args.timeout {
-            let most = sandbox.max_limits().wall.as_secs_f64();
-            if !(timeout > 0.0 && timeout <= most) {
-                return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
-                    "timeout must be more than 0 and at most {most} seconds"
-                ))]));
-            }
-            limits.wall = Duration::from_secs_f64(timeout);
-        }
+        let limits = match self.state.config.sandbox.limits_with_timeout(args.timeout) {
+            Ok(limits) => limits,
+            Err(message) => return Ok(CallToolResult::error(vec![ContentBlock::text(message)])),
+        };
         let request = RunRequest {
             code: args.code,
             language: args.language,

@@ -77,14 +77,41 @@ pub(super) fn secure_context(headers: &HeaderMap) -> bool {
 
 /// The `Set-Cookie` value that gives a browser `owner`.
 pub fn owner_cookie(owner: OwnerId, secure: bool) -> String {
-    Cookie::build((OWNER_COOKIE, owner.to_string()))
+    site_cookie(
+        OWNER_COOKIE,
+        &owner.to_string(),
+        secure,
+        cookie::time::Duration::days(MAX_AGE_DAYS),
+    )
+}
+
+/// A `Set-Cookie` value for runcell's cookies: the whole site, out of
+/// scripts' reach, not sent with other sites' requests; `Secure` where the
+/// browser will keep it.
+pub(super) fn site_cookie(
+    name: &str,
+    value: &str,
+    secure: bool,
+    max_age: cookie::time::Duration,
+) -> String {
+    Cookie::build((name, value))
         .path("/")
         .http_only(true)
         .same_site(SameSite::Lax)
         .secure(secure)
-        .max_age(cookie::time::Duration::days(MAX_AGE_DAYS))
+        .max_age(max_age)
         .build()
         .to_string()
+}
+
+/// Adds a `Set-Cookie` header to `response`.
+pub(super) fn set_cookie(response: &mut Response, cookie: &str) {
+    match HeaderValue::from_str(cookie) {
+        Ok(value) => {
+            response.headers_mut().append(header::SET_COOKIE, value);
+        }
+        Err(err) => tracing::error!(%err, "cannot write a cookie"),
+    }
 }
 
 /// Finds the request's owner, or makes one and sets its cookie.
@@ -96,12 +123,7 @@ pub async fn owner_layer(mut request: Request, next: Next) -> Response {
     request.extensions_mut().insert(Viewer(owner.to_string()));
     let mut response = next.run(request).await;
     if found.is_none() {
-        match HeaderValue::from_str(&owner_cookie(owner, secure)) {
-            Ok(value) => {
-                response.headers_mut().append(header::SET_COOKIE, value);
-            }
-            Err(err) => tracing::error!(%err, "cannot write the owner cookie"),
-        }
+        set_cookie(&mut response, &owner_cookie(owner, secure));
     }
     response
 }

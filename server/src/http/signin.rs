@@ -4,16 +4,16 @@
 //! sends requests without one there. Share links stay viewable by whoever
 //! has them (the link is the permission); forking one needs a sign-in.
 
+use app::markdown::escape;
 use axum::Form;
 use axum::extract::{Query, Request, State};
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Redirect, Response};
-use cookie::{Cookie, SameSite};
 use serde::Deserialize;
 
 use super::ApiError;
-use super::owner::{cookie_in, secure_context};
+use super::owner::{cookie_in, secure_context, set_cookie, site_cookie};
 use crate::auth::{Audience, AuthError};
 use crate::state::AppState;
 
@@ -139,19 +139,14 @@ pub async fn sign_in(
     let ttl = std::time::Duration::from_secs(state.config.auth.ui_session_secs);
     match state.auth.sign_in(&form.api_key, ttl).await {
         Ok(issued) => {
-            let cookie = Cookie::build((SIGNIN_COOKIE, issued.token))
-                .path("/")
-                .http_only(true)
-                .same_site(SameSite::Lax)
-                .secure(secure_context(&headers))
-                .max_age(cookie::time::Duration::seconds(
-                    i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX),
-                ))
-                .build();
+            let cookie = site_cookie(
+                SIGNIN_COOKIE,
+                &issued.token,
+                secure_context(&headers),
+                cookie::time::Duration::seconds(i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX)),
+            );
             let mut response = Redirect::to(&next).into_response();
-            if let Ok(value) = HeaderValue::from_str(&cookie.to_string()) {
-                response.headers_mut().append(header::SET_COOKIE, value);
-            }
+            set_cookie(&mut response, &cookie);
             response
         }
         Err(AuthError::Store(err)) => ApiError::from(err).into_response(),
@@ -166,24 +161,12 @@ pub async fn sign_in(
 
 /// `POST /logout`: forgets the sign-in.
 pub async fn sign_out() -> Response {
-    let cookie = Cookie::build((SIGNIN_COOKIE, ""))
-        .path("/")
-        .http_only(true)
-        .same_site(SameSite::Lax)
-        .max_age(cookie::time::Duration::ZERO)
-        .build();
     let mut response = Redirect::to("/login").into_response();
-    if let Ok(value) = HeaderValue::from_str(&cookie.to_string()) {
-        response.headers_mut().append(header::SET_COOKIE, value);
-    }
+    set_cookie(
+        &mut response,
+        &site_cookie(SIGNIN_COOKIE, "", false, cookie::time::Duration::ZERO),
+    );
     response
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 fn page(state: &AppState, next: &str, error: Option<&str>, status: StatusCode) -> Response {

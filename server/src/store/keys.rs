@@ -17,9 +17,18 @@ pub struct KeyRecord {
     pub revoked_ms: Option<u64>,
 }
 
+/// `last_used_ms` is written at most this often per key.
+pub const TOUCH_EVERY_MS: u64 = 60_000;
+
 impl KeyRecord {
     pub fn is_live(&self) -> bool {
         self.revoked_ms.is_none()
+    }
+
+    /// Whether `last_used_ms` is stale enough at `now_ms` to be written.
+    pub fn needs_touch(&self, now_ms: u64) -> bool {
+        self.last_used_ms
+            .is_none_or(|used| now_ms.saturating_sub(used) >= TOUCH_EVERY_MS)
     }
 }
 
@@ -42,4 +51,25 @@ pub trait KeyStore: Send + Sync + 'static {
 
     /// Notes that the key was used (at most once a minute is written).
     async fn touch_key(&self, id: &str, now_ms: u64) -> Result<(), StoreError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_use_is_written_once_a_minute_at_most() {
+        let mut key = KeyRecord {
+            id: "k".into(),
+            name: "n".into(),
+            prefix: "rc_abcd".into(),
+            created_ms: 0,
+            last_used_ms: None,
+            revoked_ms: None,
+        };
+        assert!(key.needs_touch(1_000));
+        key.last_used_ms = Some(1_000);
+        assert!(!key.needs_touch(1_000 + TOUCH_EVERY_MS - 1));
+        assert!(key.needs_touch(1_000 + TOUCH_EVERY_MS));
+    }
 }

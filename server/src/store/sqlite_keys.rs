@@ -4,12 +4,9 @@ use async_trait::async_trait;
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 
-use super::keys::{KeyRecord, KeyStore};
+use super::keys::{KeyRecord, KeyStore, TOUCH_EVERY_MS};
 use super::sqlite::{ms, unsigned};
 use super::{SqliteStore, StoreError};
-
-/// `last_used_ms` is written at most this often per key.
-const TOUCH_EVERY_MS: u64 = 60_000;
 
 const COLUMNS: &str = "id, name, prefix, created_ms, last_used_ms, revoked_ms";
 

@@ -48,18 +48,11 @@ impl TestServer {
     }
 
     pub async fn start_with_llm(sandbox: SandboxConfig, llm: LlmConfig) -> Self {
-        let data = tempfile::tempdir().unwrap();
-        let config = Config {
-            addr: "127.0.0.1:0".parse().unwrap(),
-            data_dir: data.path().join("data"),
-            site_root: data.path().join("site"),
-            log: "warn".into(),
-            sandbox,
-            llm,
-            auth: Default::default(),
-            http: Default::default(),
-        };
-        Self::launch(config, data).await
+        Self::start_configured(|config| {
+            config.sandbox = sandbox;
+            config.llm = llm;
+        })
+        .await
     }
 
     async fn launch(mut config: Config, data: tempfile::TempDir) -> Self {
@@ -227,12 +220,15 @@ pub fn http() -> reqwest::Client {
 
 /// An HTTP client that is `owner`, or a stranger with no cookie at all.
 pub fn http_as(owner: Option<&str>) -> reqwest::Client {
+    client_sending(owner.map(|owner| (reqwest::header::COOKIE, cookie_of(owner))))
+}
+
+/// A client that does not follow redirects and sends `header` (if any)
+/// with every request.
+fn client_sending(header: Option<(reqwest::header::HeaderName, String)>) -> reqwest::Client {
     let mut headers = reqwest::header::HeaderMap::new();
-    if let Some(owner) = owner {
-        headers.insert(
-            reqwest::header::COOKIE,
-            HeaderValue::from_str(&cookie_of(owner)).unwrap(),
-        );
+    if let Some((name, value)) = header {
+        headers.insert(name, HeaderValue::from_str(&value).unwrap());
     }
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -243,16 +239,10 @@ pub fn http_as(owner: Option<&str>) -> reqwest::Client {
 
 /// An HTTP client that sends `Authorization: Bearer <token>`.
 pub fn bearer(token: &str) -> reqwest::Client {
-    let mut headers = reqwest::header::HeaderMap::new();
-    headers.insert(
+    client_sending(Some((
         reqwest::header::AUTHORIZATION,
-        HeaderValue::from_str(&format!("Bearer {token}")).unwrap(),
-    );
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .default_headers(headers)
-        .build()
-        .unwrap()
+        format!("Bearer {token}"),
+    )))
 }
 
 /// A session id nobody has.

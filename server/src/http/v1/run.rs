@@ -4,7 +4,6 @@
 //! `summary` line.
 
 use std::convert::Infallible;
-use std::time::Duration;
 
 use axum::Json;
 use axum::body::{Body, Bytes};
@@ -69,17 +68,9 @@ pub fn least_of(name: &str) -> u64 {
 /// The limits for one run: the server's defaults, lowered where the request
 /// asks; asking for more than the server allows is an error, not a clamp.
 fn limits_for(body: &RunBody, server: &crate::config::SandboxConfig) -> Result<Limits, ApiError> {
-    let max = server.max_limits();
-    let mut limits = server.default_limits();
-    if let Some(timeout) = body.timeout {
-        if !(timeout > 0.0 && timeout <= max.wall.as_secs_f64()) {
-            return Err(ApiError::BadRequest(format!(
-                "timeout must be more than 0 and at most {} seconds",
-                max.wall.as_secs()
-            )));
-        }
-        limits.wall = Duration::from_secs_f64(timeout);
-    }
+    let mut limits = server
+        .limits_with_timeout(body.timeout)
+        .map_err(ApiError::BadRequest)?;
     let asked = &body.limits;
     let checks: [(&str, Option<u64>, u64); 6] = [
         ("memory_mib", asked.memory_mib, server.memory_mib),
