@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the venv of Python API clients the tests use (schemathesis, the MCP
-# SDK), outside the checkout. Idempotent: rebuilt only when
+# and E2B SDKs), outside the checkout. Idempotent: rebuilt only when
 # scripts/api-test-requirements.txt changes.
 set -euo pipefail
 
@@ -18,6 +18,6 @@ echo "==> building the API test clients' venv in $venv"
 rm -rf "$venv"
 python3 -m venv "$venv"
 "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req"
-"$venv/bin/python" -c 'import schemathesis, mcp'
+"$venv/bin/python" -c 'import schemathesis, mcp, e2b, e2b_code_interpreter'
 cp "$req" "$venv/runcell-requirements.txt"
 echo "==> API test clients ready in $venv"

@@ -87,7 +87,17 @@ impl Drop for Opening<'_> {
 pub struct Admitted {
     pub permit: RunPermit,
     session: Option<String>,
+    /// A context of the session's (E2B's code contexts).
+    context: Option<String>,
     request: RunRequest,
+}
+
+impl Admitted {
+    /// Runs in the session's context `context` instead of its own kernel.
+    pub fn in_context(mut self, context: Option<String>) -> Self {
+        self.context = context;
+        self
+    }
 }
 
 impl CodeApi {
@@ -117,6 +127,7 @@ impl CodeApi {
         Ok(Admitted {
             permit,
             session,
+            context: None,
             request,
         })
     }
@@ -136,16 +147,22 @@ impl CodeApi {
         let Admitted {
             permit,
             session,
+            context,
             request,
         } = admitted;
         let sessions = Arc::clone(&self.sessions);
         let _stop_if_dropped = cancel.clone().drop_guard();
         let task = tokio::spawn(async move {
-            let outcome = match session {
-                None => sessions.run_once(request, events, cancel).await?,
-                Some(id) => {
+            let outcome = match (session, context) {
+                (None, _) => sessions.run_once(request, events, cancel).await?,
+                (Some(id), None) => {
                     sessions
                         .run(&id, &request, events.as_ref(), &cancel)
+                        .await?
+                }
+                (Some(id), Some(context)) => {
+                    sessions
+                        .run_in_context(&id, &context, &request, events.as_ref(), &cancel)
                         .await?
                 }
             };

@@ -15,15 +15,19 @@ pub const CONFIG_FILE: &str = "runcell.toml";
 /// for a dot: `RUNCELL_SANDBOX__POOL_SIZE` is `sandbox.pool_size`).
 const ENV_KEYS: [&str; 4] = ["addr", "data_dir", "site_root", "log"];
 /// Any `RUNCELL_SANDBOX__*` is read too; unknown ones are refused by name.
-const ENV_SECTIONS: [&str; 4] = ["sandbox__", "llm__", "auth__", "http__"];
+const ENV_SECTIONS: [&str; 5] = ["sandbox__", "llm__", "auth__", "http__", "e2b__"];
 /// Conventional names read without the prefix, and where they go.
-const ENV_ALIASES: [(&str, &str); 6] = [
+const ENV_ALIASES: [(&str, &str); 10] = [
     ("RUNCELL_AUTH", "auth.mode"),
     ("RUNCELL_LLM", "llm.backend"),
     ("RUNCELL_MODEL", "llm.model"),
     ("RUNCELL_MODEL_PATH", "llm.model_path"),
     ("OPENAI_BASE_URL", "llm.base_url"),
     ("OPENAI_API_KEY", "llm.api_key"),
+    ("E2B_API_KEY", "e2b.api_key"),
+    ("E2B_DOMAIN", "e2b.domain"),
+    ("E2B_API_URL", "e2b.api_url"),
+    ("E2B_SANDBOX_URL", "e2b.sandbox_url"),
 ];
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,6 +50,8 @@ pub struct Config {
     pub auth: AuthConfig,
     #[serde(default)]
     pub http: HttpConfig,
+    #[serde(default)]
+    pub e2b: E2bConfig,
 }
 
 /// Who may use the API and the pages, and how much.
@@ -125,6 +131,69 @@ impl Default for HttpConfig {
             request_timeout_secs: 60,
             cors_origins: Vec::new(),
         }
+    }
+}
+
+/// E2B: the cloud backend (when `api_key` is set) and runcell's own
+/// E2B-compatible endpoints.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct E2bConfig {
+    /// An E2B API key (`E2B_API_KEY`): when set, E2B is offered as a
+    /// backend. Never printed.
+    pub api_key: String,
+    /// E2B's domain (`E2B_DOMAIN`): the API is `https://api.{domain}`.
+    pub domain: String,
+    /// The control plane's base URL (`E2B_API_URL`), instead of the domain's.
+    pub api_url: String,
+    /// One base URL for every sandbox's ports (`E2B_SANDBOX_URL`), routed by
+    /// headers, instead of `https://{port}-{id}.{domain}`.
+    pub sandbox_url: String,
+    /// The template sandboxes are made from.
+    pub template: String,
+    /// The timeout sandboxes are created with; it is renewed while a session
+    /// is in use.
+    pub sandbox_timeout_secs: u64,
+    /// Serve E2B's protocol on runcell's address, backed by the local jail.
+    pub serve: bool,
+    /// The longest timeout a sandbox of the served protocol may ask for.
+    pub max_sandbox_timeout_secs: u64,
+}
+
+impl Default for E2bConfig {
+    fn default() -> Self {
+        Self {
+            api_key: String::new(),
+            domain: "e2b.app".into(),
+            api_url: String::new(),
+            sandbox_url: String::new(),
+            template: "code-interpreter-v1".into(),
+            sandbox_timeout_secs: 300,
+            serve: true,
+            max_sandbox_timeout_secs: 3600,
+        }
+    }
+}
+
+impl std::fmt::Debug for E2bConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("E2bConfig")
+            .field("api_key", &redacted(&self.api_key))
+            .field("domain", &self.domain)
+            .field("api_url", &self.api_url)
+            .field("sandbox_url", &self.sandbox_url)
+            .field("template", &self.template)
+            .field("sandbox_timeout_secs", &self.sandbox_timeout_secs)
+            .field("serve", &self.serve)
+            .field("max_sandbox_timeout_secs", &self.max_sandbox_timeout_secs)
+            .finish()
+    }
+}
+
+impl E2bConfig {
+    /// Whether runs can go to E2B.
+    pub fn enabled(&self) -> bool {
+        !self.api_key.is_empty()
     }
 }
 
@@ -365,6 +434,7 @@ impl Default for Config {
             llm: LlmConfig::default(),
             auth: AuthConfig::default(),
             http: HttpConfig::default(),
+            e2b: E2bConfig::default(),
         }
     }
 }
@@ -458,6 +528,11 @@ impl Config {
                 u64::from(self.auth.max_live_sessions),
             ),
             ("http.request_timeout_secs", self.http.request_timeout_secs),
+            ("e2b.sandbox_timeout_secs", self.e2b.sandbox_timeout_secs),
+            (
+                "e2b.max_sandbox_timeout_secs",
+                self.e2b.max_sandbox_timeout_secs,
+            ),
         ];
         for (setting, value) in positive {
             if value == 0 {

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod clock;
 pub mod code_api;
 pub mod config;
+pub mod e2b;
 pub mod highlight;
 pub mod http;
 pub mod llm;

@@ -11,6 +11,7 @@ use crate::agent::{Agent, AgentSettings, Kernels, TurnRunner};
 use crate::auth::{Auth, KeyLimits};
 use crate::code_api::CodeApi;
 use crate::config::Config;
+use crate::e2b::served::{Served, ServedSettings};
 use crate::llm::Llm;
 use crate::llm::catalog::Catalog;
 use crate::sandbox::Sandbox;
@@ -38,6 +39,8 @@ pub struct AppState {
     pub auth: Arc<Auth>,
     /// The code-interpreter service of `/v1` and `/mcp`, per key.
     pub code_api: Arc<CodeApi>,
+    /// The sandboxes served through E2B's protocol.
+    pub e2b: Arc<Served>,
     /// Turns run as tasks of their own, so a page that goes away does not stop
     /// them; this tracks them for a clean shutdown.
     pub turns: TaskTracker,
@@ -91,6 +94,17 @@ impl AppState {
             Arc::clone(&sandbox_sessions),
             Arc::new(KeyLimits::new(&config.auth)),
         ));
+        let e2b = Arc::new(Served::new(
+            Arc::clone(&code_api),
+            Arc::clone(&sandbox_sessions),
+            ServedSettings {
+                max_timeout: std::time::Duration::from_secs(config.e2b.max_sandbox_timeout_secs),
+                limits: config.sandbox.max_limits(),
+                memory_mb: config.sandbox.memory_mib,
+                disk_mb: config.sandbox.disk_mib,
+                cpu_count: config.sandbox.cpu_millis.div_ceil(1000).max(1),
+            },
+        ));
         let turns = TaskTracker::new();
         let runner = Arc::new(TurnRunner::new(
             Arc::new(agent),
@@ -108,6 +122,7 @@ impl AppState {
             sandbox_sessions,
             auth,
             code_api,
+            e2b,
             turns,
             shutdown,
         }

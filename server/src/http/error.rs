@@ -98,6 +98,9 @@ impl From<SandboxError> for ApiError {
             SandboxError::InvalidInput(message) => Self::BadRequest(message),
             SandboxError::Unavailable(_) => Self::Unavailable(err.to_string()),
             SandboxError::Internal(message) => Self::Internal(message),
+            SandboxError::NotFound(message) => Self::NotFound(message),
+            SandboxError::NotSupported(message) => Self::BadRequest(message),
+            SandboxError::NoSpace(message) => Self::TooLarge(message),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! HTTP: routes, pages and the WebSocket. Handlers parse, call the domain, map.
 
+mod e2b;
 pub mod error;
 mod hygiene;
 mod mcp;
@@ -102,7 +103,10 @@ pub fn router(state: AppState) -> Router {
     // Programs' routes: bearer credentials, no cookies; a run's own wall
     // time on top of the time limit.
     let api_limit = state.config.http.request_timeout_secs + state.config.sandbox.max_timeout_secs;
-    let api = v1::router(&state.config).nest_service("/mcp", mcp::service(state.clone()));
+    let mut api = v1::router(&state.config).nest_service("/mcp", mcp::service(state.clone()));
+    if state.config.e2b.serve {
+        api = api.merge(e2b::control_plane());
+    }
     let mut api = with_time_limit(api, api_limit);
     // `/mcp` is not a handler of ours: it is authenticated here, and each
     // MCP session is bound to the key that opened it.
@@ -116,7 +120,15 @@ pub fn router(state: AppState) -> Router {
     // Outermost, so that refusals and time-outs are counted too.
     api = api.layer(axum::middleware::from_fn(hygiene::count));
 
-    hygiene::with_security_headers(api.merge(pages))
+    let mut all = api.merge(pages);
+    if state.config.e2b.serve {
+        // Requests that name a sandbox are E2B's data plane, whatever the path.
+        all = all.layer(axum::middleware::from_fn_with_state(
+            e2b::data_plane(state.clone()),
+            e2b::dispatch,
+        ));
+    }
+    hygiene::with_security_headers(all)
         .layer(TraceLayer::new_for_http().make_span_with(request_span))
         .with_state(state)
 }

@@ -199,3 +199,138 @@ pub async fn sessions_keep_state_and_stay_apart(sandbox: &dyn Sandbox) {
     first.close().await;
     second.close().await;
 }
+
+/// A session's files: written from outside, read by the code; written by
+/// the code, read from outside; listed; and nothing outside the home.
+pub async fn session_files_go_both_ways(sandbox: &dyn Sandbox) {
+    let session = sandbox
+        .open_session()
+        .await
+        .unwrap_or_else(|e| panic!("open_session: {e}"));
+    let files = session.files().unwrap_or_else(|| {
+        panic!(
+            "{} claims files but has none",
+            sandbox.capabilities().backend
+        )
+    });
+    let token = CancellationToken::new();
+    let quick = |code: &str| request(code, Language::Python, Duration::from_secs(20));
+    let entry = files
+        .write("/home/user/in/data.csv", b"a,b\n1,2\n3,4\n".to_vec())
+        .await
+        .unwrap_or_else(|e| panic!("write: {e}"));
+    assert_eq!(entry.path, "/home/user/in/data.csv");
+    assert_eq!(entry.size, 12, "{entry:?}");
+    let counted = session
+        .run(
+            &quick("print(sum(1 for _ in open('in/data.csv')) - 1)\nopen('out.txt','w').write('made by code')"),
+            None,
+            &token,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        counted.stdout, "2\n",
+        "the code must see the file: {counted:?}"
+    );
+    let made = files
+        .read("out.txt")
+        .await
+        .unwrap_or_else(|e| panic!("read: {e}"));
+    assert_eq!(made, b"made by code");
+    let names: Vec<String> = files
+        .list("/home/user", 1)
+        .await
+        .unwrap_or_else(|e| panic!("list: {e}"))
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert!(
+        names.contains(&"in".to_string()) && names.contains(&"out.txt".to_string()),
+        "{names:?}"
+    );
+    for outside in [
+        "/etc/passwd",
+        "../../etc/passwd",
+        "/home/user/../../etc/hostname",
+    ] {
+        assert!(
+            matches!(
+                files.read(outside).await,
+                Err(SandboxError::InvalidInput(_))
+            ),
+            "{outside} must be refused"
+        );
+    }
+    assert!(matches!(
+        files.read("missing.txt").await,
+        Err(SandboxError::NotFound(_))
+    ));
+    files
+        .remove("in")
+        .await
+        .unwrap_or_else(|e| panic!("remove: {e}"));
+    assert!(matches!(
+        files.stat("in/data.csv").await,
+        Err(SandboxError::NotFound(_))
+    ));
+    session.close().await;
+}
+
+/// A context made in a session keeps its own variables, apart from the
+/// session's own, and shares its files.
+pub async fn contexts_keep_their_own_state(sandbox: &dyn Sandbox) {
+    let session = sandbox
+        .open_session()
+        .await
+        .unwrap_or_else(|e| panic!("open_session: {e}"));
+    let token = CancellationToken::new();
+    let quick = |code: &str| request(code, Language::Python, Duration::from_secs(20));
+    let context = session
+        .create_context(Language::Python, Some("/home/user"))
+        .await
+        .unwrap_or_else(|e| panic!("create_context: {e}"));
+    let run_in = |code: &'static str| {
+        let session = &session;
+        let context = &context;
+        let token = &token;
+        async move {
+            session
+                .run_in_context(context, &quick(code), None, token)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"))
+        }
+    };
+    run_in("mine = 'context'\nopen('shared.txt','w').write('from the context')").await;
+    session
+        .run(&quick("mine = 'session'"), None, &token)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(run_in("print(mine)").await.stdout, "context\n");
+    let own = session
+        .run(
+            &quick("print(mine, open('shared.txt').read())"),
+            None,
+            &token,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(own.stdout, "session from the context\n");
+    session
+        .restart_context(&context)
+        .await
+        .unwrap_or_else(|e| panic!("restart_context: {e}"));
+    let fresh = run_in("print('mine' in dir())").await;
+    assert_eq!(fresh.stdout, "False\n", "a restarted context starts afresh");
+    session
+        .delete_context(&context)
+        .await
+        .unwrap_or_else(|e| panic!("delete_context: {e}"));
+    assert!(matches!(
+        session
+            .run_in_context(&context, &quick("1"), None, &token)
+            .await,
+        Err(SandboxError::NotFound(_))
+    ));
+    session.close().await;
+}

@@ -7,6 +7,7 @@
 //! the sandbox itself; [`SandboxError`] is for runs that could not happen.
 
 pub mod conformance;
+pub mod files;
 pub mod jail;
 mod output;
 pub mod sessions;
@@ -125,6 +126,10 @@ pub enum RunEvent {
     /// A rich result (Jupyter MIME bundle: `text/plain`, `image/png`, …).
     Result {
         data: serde_json::Map<String, serde_json::Value>,
+        /// The value of the program's last expression (Jupyter's
+        /// `execute_result`) rather than something it displayed.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        main: bool,
         ts_ms: u64,
     },
     Error {
@@ -224,6 +229,15 @@ pub enum SandboxError {
     /// Setting up or supervising the run failed.
     #[error("the sandbox failed: {0}")]
     Internal(String),
+    /// A file, context or sandbox that is not there.
+    #[error("{0}")]
+    NotFound(String),
+    /// The backend cannot do this (files on a backend without them...).
+    #[error("{0}")]
+    NotSupported(String),
+    /// Not enough room for a file.
+    #[error("{0}")]
+    NoSpace(String),
 }
 
 /// A place code runs.
@@ -259,6 +273,45 @@ pub trait SandboxSession: Send + Sync {
     ) -> Result<RunOutcome, SandboxError>;
 
     async fn close(&self);
+
+    /// The session's files, where `capabilities().files`.
+    fn files(&self) -> Option<&dyn files::Files> {
+        None
+    }
+
+    /// Opens another execution context (a kernel of its own, sharing the
+    /// session's files) and gives its id.
+    async fn create_context(
+        &self,
+        language: Language,
+        cwd: Option<&str>,
+    ) -> Result<String, SandboxError> {
+        let _ = (language, cwd);
+        Err(SandboxError::NotSupported(
+            "this sandbox has no execution contexts".into(),
+        ))
+    }
+
+    /// Runs in a context `create_context` made.
+    async fn run_in_context(
+        &self,
+        context: &str,
+        request: &RunRequest,
+        events: Option<&mpsc::Sender<RunEvent>>,
+        cancel: &CancellationToken,
+    ) -> Result<RunOutcome, SandboxError> {
+        let _ = (request, events, cancel);
+        Err(SandboxError::NotFound(format!("no context {context}")))
+    }
+
+    /// Starts a context afresh (its variables are lost).
+    async fn restart_context(&self, context: &str) -> Result<(), SandboxError> {
+        Err(SandboxError::NotFound(format!("no context {context}")))
+    }
+
+    async fn delete_context(&self, context: &str) -> Result<(), SandboxError> {
+        Err(SandboxError::NotFound(format!("no context {context}")))
+    }
 }
 
 pub(crate) use crate::clock::now_ms;

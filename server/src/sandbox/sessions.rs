@@ -65,13 +65,25 @@ pub struct SessionInfo {
 }
 
 struct Live {
-    session: Box<dyn SandboxSession>,
+    session: Arc<dyn SandboxSession>,
     language: Language,
     /// The API key whose session it is; `None` for a notebook session's
     /// kernel, which is never listed, run or closed through the `/v1` API.
     owner: Option<String>,
     created_at_ms: u64,
     last_used: Mutex<Instant>,
+    /// When set, the session is closed at this time rather than when idle
+    /// (an E2B sandbox's timeout).
+    deadline: Mutex<Option<Instant>>,
+}
+
+impl Live {
+    fn expired(&self, idle_ttl: Duration) -> bool {
+        match *self.deadline.lock() {
+            Some(deadline) => Instant::now() >= deadline,
+            None => self.last_used.lock().elapsed() > idle_ttl,
+        }
+    }
 }
 
 impl Live {
@@ -170,11 +182,12 @@ impl Sessions {
             None => self.sandbox.open_session().await?,
         };
         let live = Arc::new(Live {
-            session,
+            session: Arc::from(session),
             language,
             owner,
             created_at_ms: now_ms(),
             last_used: Mutex::new(Instant::now()),
+            deadline: Mutex::new(None),
         });
         let info = live.info();
         self.live.lock().insert(info.session_id.clone(), live);
@@ -232,6 +245,56 @@ impl Sessions {
         live.session.close().await;
         tracing::info!(session.id = %id, "sandbox session closed");
         Ok(())
+    }
+
+    /// The backend's name (`jail`, `e2b`).
+    pub fn backend(&self) -> &'static str {
+        self.sandbox.capabilities().backend
+    }
+
+    /// A live session itself, for its files and contexts; counts as a use.
+    pub fn session(&self, id: &str) -> Option<Arc<dyn SandboxSession>> {
+        let live = self.live.lock().get(id).cloned()?;
+        *live.last_used.lock() = Instant::now();
+        Some(Arc::clone(&live.session))
+    }
+
+    /// Closes the session at `deadline` instead of when it has been idle too
+    /// long. `false` if there is no such session.
+    pub fn set_deadline(&self, id: &str, deadline: Instant) -> bool {
+        match self.live.lock().get(id) {
+            Some(live) => {
+                *live.deadline.lock() = Some(deadline);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether `id` is a live session of this backend.
+    pub fn contains(&self, id: &str) -> bool {
+        self.live.lock().contains_key(id)
+    }
+
+    /// Runs in a context of the session (see [`SandboxSession::create_context`]).
+    pub async fn run_in_context(
+        &self,
+        id: &str,
+        context: &str,
+        request: &RunRequest,
+        events: Option<&mpsc::Sender<RunEvent>>,
+        cancel: &CancellationToken,
+    ) -> Result<RunOutcome, SessionError> {
+        let session = self
+            .session(id)
+            .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
+        let started = Instant::now();
+        let outcome = session
+            .run_in_context(context, request, events, cancel)
+            .await;
+        self.record(request.language, &outcome, started);
+        self.session(id);
+        Ok(outcome?)
     }
 
     pub async fn run(
@@ -293,11 +356,11 @@ impl Sessions {
             .live
             .lock()
             .iter()
-            .filter(|(_, l)| l.last_used.lock().elapsed() > self.settings.idle_ttl)
+            .filter(|(_, l)| l.expired(self.settings.idle_ttl))
             .map(|(id, _)| id.clone())
             .collect();
         for id in idle {
-            tracing::info!(session.id = %id, "closing an idle sandbox session");
+            tracing::info!(session.id = %id, "closing an idle or expired sandbox session");
             let _ = self.delete(&id).await;
         }
     }

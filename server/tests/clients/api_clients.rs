@@ -1,6 +1,7 @@
 //! Real clients against a live server: schemathesis fuzzes the OpenAPI
 //! surface (no 5xx, every answer matches its schema), and the official MCP
-//! Python SDK uses `/mcp` as its sandbox. Both come from the venv that
+//! Python SDK uses `/mcp` as its sandbox, and E2B's official SDKs use runcell
+//! as their cloud. All come from the venv that
 //! `scripts/setup-api-clients.sh` builds.
 
 use std::path::PathBuf;
@@ -110,4 +111,31 @@ async fn the_official_mcp_client_lists_tools_and_runs_code() {
     let (ok, output) = run(command).await;
     assert!(!ok, "a wrong key must not get in:\n{output}");
     assert!(!output.contains("ok: the tools are listed"), "{output}");
+}
+
+#[tokio::test]
+async fn the_official_e2b_sdk_runs_on_runcell() {
+    let Some(venv) = venv() else {
+        return missing("the API clients' venv (e2b, e2b-code-interpreter)", HOW);
+    };
+    let server = TestServer::start().await;
+    let key = server.api_key("e2b-sdk").await;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/e2b_check.py");
+    let base = server.url("");
+    let mut command = Command::new(venv.join("bin/python"));
+    command
+        .current_dir(std::env::temp_dir())
+        .env("E2B_API_URL", &base)
+        .env("E2B_SANDBOX_URL", &base)
+        .env("E2B_API_KEY", &key)
+        .env("E2B_VALIDATE_API_KEY", "false")
+        .env_remove("E2B_DOMAIN")
+        .env_remove("E2B_DEBUG")
+        .arg(script);
+    let (ok, output) = run(command).await;
+    assert!(ok, "the E2B SDK failed:\n{output}");
+    assert!(
+        output.contains("ok: all E2B SDK calls answered"),
+        "{output}"
+    );
 }

@@ -525,3 +525,41 @@ async fn conformance_cancels_runs() {
 async fn conformance_sessions_keep_state_and_stay_apart() {
     conformance::sessions_keep_state_and_stay_apart(&*jail().await).await;
 }
+
+#[tokio::test]
+async fn conformance_session_files_go_both_ways() {
+    conformance::session_files_go_both_ways(&*jail().await).await;
+}
+
+#[tokio::test]
+async fn conformance_contexts_keep_their_own_state() {
+    conformance::contexts_keep_their_own_state(&*jail().await).await;
+}
+
+#[tokio::test]
+async fn a_session_program_leaves_no_file_in_the_home() {
+    // Bash, JavaScript and C run from the jail's own /tmp, not the home.
+    let jail = jail().await;
+    let session = jail.open_session().await.unwrap();
+    let token = CancellationToken::new();
+    for (language, code) in [
+        (Language::Bash, "echo hi"),
+        (Language::Javascript, "console.log('hi')"),
+        (
+            Language::C,
+            "#include <stdio.h>\nint main(void){puts(\"hi\");}",
+        ),
+    ] {
+        let request = RunRequest {
+            code: code.into(),
+            language,
+            limits: quick(),
+        };
+        let outcome = session.run(&request, None, &token).await.unwrap();
+        assert_eq!(outcome.stdout, "hi\n", "{language:?}: {outcome:?}");
+    }
+    let listed = session.files().unwrap().list("", 1).await.unwrap();
+    // The kernel's own `.ipython` may be there; no program file is.
+    assert!(listed.iter().all(|e| e.name.starts_with('.')), "{listed:?}");
+    session.close().await;
+}

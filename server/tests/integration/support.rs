@@ -100,6 +100,7 @@ impl TestServer {
             llm: scripted(),
             auth: Default::default(),
             http: Default::default(),
+            e2b: Default::default(),
         };
         change(&mut config);
         Self::launch(config, data).await

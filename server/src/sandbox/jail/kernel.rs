@@ -253,10 +253,10 @@ impl Kernel {
                             send(events, event).await;
                         }
                         JupyterMessageContent::ExecuteResult(result) => {
-                            push_result(&mut outcome, serde_json::to_value(&result.data), events).await;
+                            push_result(&mut outcome, serde_json::to_value(&result.data), true, events).await;
                         }
                         JupyterMessageContent::DisplayData(display) => {
-                            push_result(&mut outcome, serde_json::to_value(&display.data), events).await;
+                            push_result(&mut outcome, serde_json::to_value(&display.data), false, events).await;
                         }
                         JupyterMessageContent::ErrorOutput(error) if stopped_by.is_none() => {
                             outcome.error = Some(ExecError {
@@ -382,6 +382,7 @@ fn take_budget<'a>(text: &'a str, budget: &mut usize) -> &'a str {
 async fn push_result(
     outcome: &mut RunOutcome,
     data: Result<serde_json::Value, serde_json::Error>,
+    main: bool,
     events: Option<&mpsc::Sender<RunEvent>>,
 ) {
     if let Ok(serde_json::Value::Object(data)) = data {
@@ -390,6 +391,7 @@ async fn push_result(
             events,
             RunEvent::Result {
                 data,
+                main,
                 ts_ms: now_ms(),
             },
         )

@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use cgroup::CgroupMode;
 pub(crate) use cgroup::RunGroup;
+pub(crate) use session::shell_quote;
 pub use session::{JailSession, remove_stale_sessions};
 
 use super::{
@@ -180,23 +181,41 @@ fn memory_file(bytes: &[u8]) -> std::io::Result<OwnedFd> {
 /// The program for each language, run in `/home/user`. C is compiled first; a
 /// failed compile prints `marker` so that it cannot be mistaken for the
 /// program's own failure (the program never sees the marker).
-fn program(language: Language, marker: &str) -> (&'static str, Vec<String>) {
+fn program(language: Language, marker: &str, dir: &str) -> (String, Vec<String>) {
+    let file = |name: &str| format!("{dir}{name}");
     match language {
         Language::Python => (
-            "main.py",
-            vec![format!("{PYTHON_ENV}/bin/python3"), "-u".into(), "main.py".into()],
-        ),
-        Language::Javascript => ("main.js", vec!["/usr/bin/node".into(), "main.js".into()]),
-        Language::Bash => ("main.sh", vec!["/bin/bash".into(), "main.sh".into()]),
-        Language::C => (
-            "main.c",
+            file("main.py"),
             vec![
-                "/bin/sh".into(),
-                "-c".into(),
-                r#"gcc -O2 -std=gnu17 -o .main main.c -lm || { printf '\n%s\n' "$0" >&2; exit 1; }; exec ./.main"#.into(),
-                marker.into(),
+                format!("{PYTHON_ENV}/bin/python3"),
+                "-u".into(),
+                file("main.py"),
             ],
         ),
+        Language::Javascript => (
+            file("main.js"),
+            vec!["/usr/bin/node".into(), file("main.js")],
+        ),
+        Language::Bash => (file("main.sh"), vec!["/bin/bash".into(), file("main.sh")]),
+        Language::C => {
+            // A path with a slash, so that exec does not search the PATH.
+            let binary = if dir.is_empty() {
+                "./.main".to_string()
+            } else {
+                file(".main")
+            };
+            (
+                file("main.c"),
+                vec![
+                    "/bin/sh".into(),
+                    "-c".into(),
+                    format!(
+                        r#"gcc -O2 -std=gnu17 -o {binary} {dir}main.c -lm || {{ printf '\n%s\n' "$0" >&2; exit 1; }}; exec {binary}"#
+                    ),
+                    marker.into(),
+                ],
+            )
+        }
     }
 }
 
@@ -224,7 +243,8 @@ struct WarmJail {
 pub(crate) struct Mounts {
     /// A host directory to use as `/home/user`; a fresh sized tmpfs if `None`.
     pub home: Option<std::path::PathBuf>,
-    /// The program's file name in `/home/user`, copied from [`CODE_FD`].
+    /// The program's file, copied from [`CODE_FD`]: a name in `/home/user`
+    /// or an absolute path in the jail.
     pub code_file: Option<String>,
     /// Host directories bound read-write at the same path (kernel sockets).
     pub shared: Vec<std::path::PathBuf>,
@@ -267,11 +287,12 @@ fn bwrap_args(limits: &Limits, mounts: &Mounts, command: Vec<String>) -> Vec<Str
         None => push(&["--size", &home.to_string(), "--tmpfs", "/home/user"]),
     }
     if let Some(file) = &mounts.code_file {
-        push(&[
-            "--file",
-            &CODE_FD.to_string(),
-            &format!("/home/user/{file}"),
-        ]);
+        let path = if file.starts_with('/') {
+            file.clone()
+        } else {
+            format!("/home/user/{file}")
+        };
+        push(&["--file", &CODE_FD.to_string(), &path]);
     }
     push(&[
         "--chdir",
@@ -412,12 +433,12 @@ impl JailSandbox {
                 }
             };
             let marker = format!("runcell-compile-failed-{}", uuid::Uuid::new_v4().simple());
-            let (file, command) = program(language, &marker);
+            let (file, command) = program(language, &marker, "");
             let mut argv = vec![
                 "/bin/sh".to_string(),
                 "-c".into(),
                 AWAIT_PROGRAM.into(),
-                file.into(),
+                file,
             ];
             argv.extend(command);
             match self.spawn_jail(&limits, &group, &Mounts::default(), argv, Code::Stdin) {
@@ -489,10 +510,14 @@ impl JailSandbox {
                 let group = RunGroup::create(cgroups, &name, &limits)
                     .map_err(|e| SandboxError::Unavailable(e.to_string()))?;
                 let marker = format!("runcell-compile-failed-{}", uuid::Uuid::new_v4().simple());
-                let (file, command) = program(request.language, &marker);
+                // In a session's home the program goes to the jail's own
+                // /tmp, so that it never overwrites nor shows among the
+                // session's files.
+                let dir = if home.is_some() { "/tmp/" } else { "" };
+                let (file, command) = program(request.language, &marker, dir);
                 let mounts = Mounts {
                     home: home.map(std::path::Path::to_path_buf),
-                    code_file: Some(file.to_string()),
+                    code_file: Some(file),
                     ..Mounts::default()
                 };
                 let child = self.spawn_jail(

@@ -1,0 +1,192 @@
+//! runcell's E2B-compatible endpoints, backed by the local jail: the control
+//! plane (`/sandboxes`, `/v2/sandboxes`, under the caller's API key in
+//! `X-API-Key`) and the data plane (the code interpreter's `/execute` and
+//! `/contexts`, envd's `/files` and Connect RPCs), which shares paths with
+//! nothing else because every data-plane request names its sandbox and port
+//! in the `E2b-Sandbox-Id` / `E2b-Sandbox-Port` headers. Point the official
+//! SDKs here with `E2B_API_URL` and `E2B_SANDBOX_URL` both set to runcell.
+
+mod code;
+mod control;
+mod envd;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use tower::ServiceExt;
+
+use crate::e2b::protocol::{self, ErrorJson};
+use crate::e2b::served::{ServedError, ServedSandbox};
+use crate::state::AppState;
+
+/// The control plane's routes (merged into the programs' router).
+pub fn control_plane() -> Router<AppState> {
+    Router::new()
+        .route("/health", get(|| async { StatusCode::NO_CONTENT }))
+        .route("/sandboxes", post(control::create).get(control::list))
+        .route("/v2/sandboxes", post(control::create).get(control::list))
+        .route(
+            "/sandboxes/{id}",
+            get(control::detail).delete(control::kill),
+        )
+        .route("/sandboxes/{id}/timeout", post(control::set_timeout))
+        .route("/sandboxes/{id}/refreshes", post(control::refresh))
+        .route("/sandboxes/{id}/connect", post(control::connect))
+        .route("/v2/sandboxes/{id}/connect", post(control::connect))
+}
+
+/// The data plane: every route a sandbox's ports answer.
+pub fn data_plane(state: AppState) -> Router {
+    let max_upload =
+        usize::try_from(state.config.sandbox.disk_mib * 1024 * 1024).unwrap_or(usize::MAX);
+    Router::new()
+        .route("/health", get(health))
+        .route("/execute", post(code::execute))
+        .route(
+            "/contexts",
+            post(code::create_context).get(code::list_contexts),
+        )
+        .route("/contexts/{id}/restart", post(code::restart_context))
+        .route("/contexts/{id}", delete(code::delete_context))
+        .route("/envs", get(envd::envs))
+        .route("/files", get(envd::download).post(envd::upload))
+        .route("/filesystem.Filesystem/{method}", post(envd::filesystem))
+        .route("/process.Process/{method}", post(envd::process))
+        .fallback(|| async { plain_error(StatusCode::NOT_FOUND, "no such route in a sandbox") })
+        .layer(DefaultBodyLimit::max(max_upload))
+        .with_state(state)
+}
+
+/// Sends requests that name a sandbox to the data plane; the rest go on.
+pub async fn dispatch(State(plane): State<Router>, request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    if headers.contains_key(protocol::SANDBOX_ID_HEADER)
+        || headers.contains_key(protocol::SANDBOX_PORT_HEADER)
+    {
+        return match plane.oneshot(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        };
+    }
+    next.run(request).await
+}
+
+/// `GET /health` of each port: the code interpreter says `"OK"`, envd 204.
+async fn health(headers: HeaderMap) -> Response {
+    if port(&headers) == Some(protocol::CODE_PORT) {
+        axum::Json("OK").into_response()
+    } else {
+        StatusCode::NO_CONTENT.into_response()
+    }
+}
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+fn port(headers: &HeaderMap) -> Option<u16> {
+    header(headers, protocol::SANDBOX_PORT_HEADER).and_then(|p| p.trim().parse().ok())
+}
+
+/// E2B's JSON error (`{"code": 404, "message": "…"}`), as the control plane
+/// and envd's HTTP routes send it.
+pub(super) fn json_error(status: StatusCode, message: &str) -> Response {
+    (
+        status,
+        axum::Json(ErrorJson {
+            code: status.as_u16(),
+            message: message.to_string(),
+        }),
+    )
+        .into_response()
+}
+
+/// The code interpreter's errors are plain text.
+pub(super) fn plain_error(status: StatusCode, message: &str) -> Response {
+    (status, message.to_string()).into_response()
+}
+
+/// A served sandbox's error: its status and a message that hides internals.
+pub(super) fn status_of(err: &ServedError) -> (StatusCode, String) {
+    use crate::code_api::CodeApiError;
+    use crate::sandbox::SandboxError;
+    match err {
+        ServedError::NotFound(_) | ServedError::UnknownTemplate(_) => {
+            (StatusCode::NOT_FOUND, err.to_string())
+        }
+        ServedError::BadRequest(_) => (StatusCode::BAD_REQUEST, err.to_string()),
+        ServedError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, err.to_string()),
+        ServedError::Api(api) => match api {
+            CodeApiError::NotFound(id) => {
+                (StatusCode::NOT_FOUND, format!("sandbox {id} not found"))
+            }
+            CodeApiError::Limited(limited) => (StatusCode::TOO_MANY_REQUESTS, limited.message()),
+            CodeApiError::Session(session) => (StatusCode::TOO_MANY_REQUESTS, session.to_string()),
+            CodeApiError::Sandbox(sandbox) => match sandbox {
+                SandboxError::InvalidInput(m) | SandboxError::NotSupported(m) => {
+                    (StatusCode::BAD_REQUEST, m.clone())
+                }
+                SandboxError::NotFound(m) => (StatusCode::NOT_FOUND, m.clone()),
+                SandboxError::NoSpace(m) => (StatusCode::INSUFFICIENT_STORAGE, m.clone()),
+                SandboxError::Unavailable(_) => {
+                    (StatusCode::SERVICE_UNAVAILABLE, sandbox.to_string())
+                }
+                SandboxError::Internal(m) => {
+                    tracing::error!(error = %m, "an E2B request failed");
+                    (StatusCode::INTERNAL_SERVER_ERROR, "internal error".into())
+                }
+            },
+        },
+    }
+}
+
+/// A data-plane request's sandbox, its access token checked.
+pub(super) struct InSandbox {
+    pub sandbox: Arc<ServedSandbox>,
+}
+
+impl FromRequestParts<AppState> for InSandbox {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+        let headers = &parts.headers;
+        let code_port = port(headers) == Some(protocol::CODE_PORT);
+        let refuse = |status: StatusCode, message: &str| {
+            if code_port {
+                plain_error(status, message)
+            } else {
+                json_error(status, message)
+            }
+        };
+        let Some(id) = header(headers, protocol::SANDBOX_ID_HEADER) else {
+            return Err(refuse(
+                StatusCode::BAD_REQUEST,
+                "the E2b-Sandbox-Id header is missing",
+            ));
+        };
+        let sandbox = state.e2b.get(id).map_err(|e| {
+            let (status, message) = status_of(&e);
+            refuse(status, &message)
+        })?;
+        let envd_token = header(headers, protocol::ACCESS_TOKEN_HEADER)
+            .is_some_and(|t| sandbox.envd_token_is(t));
+        let traffic_token = header(headers, protocol::TRAFFIC_TOKEN_HEADER)
+            .is_some_and(|t| sandbox.traffic_token_is(t));
+        // envd wants its token; the code interpreter's routes take either
+        // (the SDKs send only the traffic token to `/contexts`).
+        if envd_token || (code_port && traffic_token) {
+            Ok(Self { sandbox })
+        } else {
+            Err(refuse(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized access, please provide a valid access token or method signing if supported",
+            ))
+        }
+    }
+}

@@ -1,0 +1,137 @@
+"""E2B's official Python SDKs (e2b, e2b-code-interpreter) using runcell as
+their cloud.
+
+Usage: E2B_API_URL=URL E2B_SANDBOX_URL=URL E2B_API_KEY=KEY \
+       E2B_VALIDATE_API_KEY=false python e2b_check.py
+
+Covers create, run_code (state, text, stdout, png results, errors),
+code contexts, files.write/read/list, commands.run, set_timeout, list and
+kill. Exits non-zero, saying what went wrong, on the first unexpected answer.
+"""
+
+import os
+import sys
+
+from e2b import AuthenticationException, CommandExitException, SandboxQuery
+from e2b import Sandbox as BaseSandbox
+from e2b_code_interpreter import Sandbox
+
+
+def check(condition, what, got):
+    if not condition:
+        print(f"FAIL: {what}: {got!r}", file=sys.stderr)
+        sys.exit(1)
+    print(f"ok: {what}")
+
+
+def main():
+    sandbox = Sandbox.create(timeout=120, metadata={"suite": "e2b_check"}, envs={"GREETING": "hi"})
+    check(bool(sandbox.sandbox_id), "a sandbox is created", sandbox.sandbox_id)
+
+    first = sandbox.run_code("x = 41\nprint('hello from runcell')")
+    check(first.logs.stdout == ["hello from runcell\n"], "stdout is streamed into logs", first.logs.stdout)
+    check(first.error is None, "a good run has no error", first.error)
+    check(first.execution_count == 1, "executions are counted", first.execution_count)
+
+    second = sandbox.run_code("x + 1")
+    check(second.text == "42", "state is kept between calls and Execution.text is the value", second.text)
+    check(second.execution_count == 2, "the count goes on", second.execution_count)
+
+    env = sandbox.run_code("import os; os.environ['GREETING']")
+    check(env.text == "hi", "the sandbox's envs are set", env.text)
+    per_run = sandbox.run_code("import os; os.environ.get('ONCE')", envs={"ONCE": "yes"})
+    check(per_run.text == "yes", "a run's own envs are set", per_run.text)
+    after = sandbox.run_code("import os; print(os.environ.get('ONCE'))")
+    check(after.logs.stdout == ["None\n"], "a run's own envs are undone after it", after.logs.stdout)
+
+    streamed = []
+    sandbox.run_code("import sys; print('a'); print('b', file=sys.stderr)",
+                     on_stdout=lambda m: streamed.append(("out", m.line)),
+                     on_stderr=lambda m: streamed.append(("err", m.line)))
+    check(("out", "a\n") in streamed and ("err", "b\n") in streamed, "callbacks get stdout and stderr", streamed)
+
+    plot = sandbox.run_code(
+        "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()"
+    )
+    pngs = [r.png for r in plot.results if r.png]
+    check(len(pngs) == 1 and pngs[0].startswith("iVBORw0KGgo"), "a plot is a png result", plot.results)
+
+    failed = sandbox.run_code("1 / 0")
+    check(failed.error is not None and failed.error.name == "ZeroDivisionError",
+          "an exception is Execution.error", failed.error)
+    check("division by zero" in failed.error.value, "the error says why", failed.error.value)
+
+    js = sandbox.run_code("console.log(6 * 7)", language="javascript")
+    check(js.logs.stdout == ["42\n"], "javascript runs", js.logs.stdout)
+
+    context = sandbox.create_code_context(language="python", cwd="/home/user")
+    check(bool(context.id), "a code context is created", context)
+    sandbox.run_code("y = 'own'", context=context)
+    own = sandbox.run_code("y", context=context)
+    check(own.text == "own", "a context keeps its own state", own.text)
+    leak = sandbox.run_code("'y' in dir()")
+    check(leak.text == "False", "contexts do not share variables", leak.text)
+    contexts = sandbox.list_code_contexts()
+    check(any(c.id == context.id for c in contexts), "contexts are listed", contexts)
+
+    info = sandbox.files.write("/home/user/data/a.txt", "hello world\n")
+    check(info.path == "/home/user/data/a.txt", "a file is written", info)
+    check(sandbox.files.read("/home/user/data/a.txt") == "hello world\n", "a file is read back", None)
+    raw = sandbox.files.read("/home/user/data/a.txt", format="bytes")
+    check(bytes(raw) == b"hello world\n", "a file is read as bytes", raw)
+    names = [e.name for e in sandbox.files.list("/home/user/data")]
+    check(names == ["a.txt"], "a directory is listed", names)
+    check(sandbox.files.exists("/home/user/data/a.txt"), "files.exists finds a file", None)
+    check(not sandbox.files.exists("/home/user/nope.txt"), "files.exists misses a missing file", None)
+    seen = sandbox.run_code("print(open('/home/user/data/a.txt').read(), end='')")
+    check(seen.logs.stdout == ["hello world\n"], "code sees an uploaded file", seen.logs.stdout)
+    sandbox.run_code("open('made.csv', 'w').write('a,b\\n1,2\\n')")
+    check(sandbox.files.read("/home/user/made.csv") == "a,b\n1,2\n", "a file the code wrote is read", None)
+    try:
+        sandbox.files.read("/etc/passwd")
+        check(False, "a path outside the home is refused", "it was read")
+    except Exception as e:  # the SDK raises its own exception types
+        check("outside" in str(e), "a path outside the home is refused", str(e))
+
+    result = sandbox.commands.run("echo out; echo err >&2; echo $GREETING")
+    check(result.exit_code == 0, "a command exits 0", result)
+    check(result.stdout == "out\nhi\n", "a command's stdout", result.stdout)
+    check(result.stderr == "err\n", "a command's stderr", result.stderr)
+    listed = sandbox.commands.run("ls /home/user", cwd="/home/user")
+    check("made.csv" in listed.stdout, "a command sees the session's files", listed.stdout)
+    try:
+        sandbox.commands.run("exit 3")
+        check(False, "a failing command raises", "no exception")
+    except CommandExitException as e:
+        check(e.exit_code == 3, "a failing command raises with its exit code", e.exit_code)
+
+    sandbox.set_timeout(300)
+    print("ok: the timeout is set")
+
+    other = Sandbox.create(metadata={"suite": "other"})
+    listed = Sandbox.list().next_items()
+    ids = [s.sandbox_id for s in listed]
+    check({sandbox.sandbox_id, other.sandbox_id} <= set(ids), "the sandboxes are listed", ids)
+    running = [s for s in listed if s.sandbox_id == sandbox.sandbox_id][0]
+    check(running.metadata.get("suite") == "e2b_check", "its metadata is listed", running.metadata)
+    check(running.template_id == "code-interpreter-v1", "its template is listed", running.template_id)
+    mine = Sandbox.list(query=SandboxQuery(metadata={"suite": "e2b_check"})).next_items()
+    mine = [s.sandbox_id for s in mine]
+    check(sandbox.sandbox_id in mine and other.sandbox_id not in mine, "the list filters by metadata", mine)
+    check(other.kill() is True, "the other sandbox is killed", None)
+
+    check(sandbox.is_running(), "the sandbox is running", None)
+    check(sandbox.kill() is True, "the sandbox is killed", None)
+    check(BaseSandbox.kill(sandbox.sandbox_id) is False, "a killed sandbox is gone", None)
+
+    os.environ["E2B_API_KEY"] = "rc_wrong"
+    try:
+        Sandbox.create()
+        check(False, "a wrong key is refused", "a sandbox was created")
+    except AuthenticationException as e:
+        check(True, "a wrong key is refused", str(e))
+    print("ok: all E2B SDK calls answered")
+
+
+if __name__ == "__main__":
+    main()

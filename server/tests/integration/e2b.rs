@@ -1,0 +1,503 @@
+//! E2B both ways: runcell's E2B-compatible endpoints at the byte level, and
+//! runcell's own E2B backend running the sandbox conformance suite against
+//! them (and against E2B's cloud when `RUNCELL_TEST_E2B_CLOUD=1` and
+//! `E2B_API_KEY` are set).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use runcell::config::E2bConfig;
+use runcell::e2b::backend::E2bSandbox;
+use runcell::e2b::client::E2bSettings;
+use runcell::e2b::protocol::{self, Envelopes, FLAG_END_STREAM, FLAG_MESSAGE};
+use runcell::sandbox::conformance;
+use serde_json::{Value, json};
+
+use crate::peer::missing;
+use crate::support::TestServer;
+
+/// A served sandbox: its id and envd token.
+async fn create(server: &TestServer, key: &str, path: &str, body: Value) -> (String, String) {
+    let response = reqwest::Client::new()
+        .post(server.url(path))
+        .header("X-API-Key", key)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201, "{path}");
+    let sandbox: Value = response.json().await.unwrap();
+    assert_eq!(sandbox["envdVersion"], protocol::ENVD_VERSION);
+    (
+        sandbox["sandboxID"].as_str().unwrap().to_string(),
+        sandbox["envdAccessToken"].as_str().unwrap().to_string(),
+    )
+}
+
+fn data(server: &TestServer, id: &str, port: u16, path: &str) -> reqwest::RequestBuilder {
+    reqwest::Client::new()
+        .post(server.url(path))
+        .header("E2b-Sandbox-Id", id)
+        .header("E2b-Sandbox-Port", port.to_string())
+}
+
+#[tokio::test]
+async fn the_control_plane_serves_both_create_paths_and_keeps_keys_apart() {
+    let server = TestServer::start().await;
+    let key = server.api_key("e2b").await;
+    let other = server.api_key("other").await;
+    // SDK 2.45's body on `/sandboxes`, 2.63's on `/v2/sandboxes`.
+    let (v1, _) = create(
+        &server,
+        &key,
+        "/sandboxes",
+        json!({"templateID": "code-interpreter-v1", "timeout": 300, "secure": true,
+               "allow_internet_access": true, "metadata": {}, "envVars": {}}),
+    )
+    .await;
+    let (v2, _) = create(
+        &server,
+        &key,
+        "/v2/sandboxes",
+        json!({"templateID": "code-interpreter-v1", "timeout": 120, "metadata": {"owner": "probe"}}),
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let listed: Vec<Value> = http
+        .get(server.url("/v2/sandboxes"))
+        .header("X-API-Key", &key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = listed
+        .iter()
+        .filter_map(|s| s["sandboxID"].as_str())
+        .collect();
+    assert_eq!(ids, [v1.as_str(), v2.as_str()]);
+    assert_eq!(listed[1]["metadata"]["owner"], "probe");
+    assert_eq!(listed[1]["state"], "running");
+    // Another key sees none of them and cannot touch them.
+    let theirs: Vec<Value> = http
+        .get(server.url("/v2/sandboxes"))
+        .header("X-API-Key", &other)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(theirs.is_empty());
+    for request in [
+        http.delete(server.url(&format!("/sandboxes/{v1}"))),
+        http.post(server.url(&format!("/sandboxes/{v1}/timeout")))
+            .json(&json!({"timeout": 60})),
+    ] {
+        let response = request.header("X-API-Key", &other).send().await.unwrap();
+        assert_eq!(response.status(), 404);
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["code"], 404);
+    }
+    // No key, a wrong key, an unknown template.
+    let response = http
+        .post(server.url("/v2/sandboxes"))
+        .json(&json!({"templateID": "base"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 401);
+    let response = http
+        .post(server.url("/v2/sandboxes"))
+        .header("X-API-Key", "e2b_0123456789abcdef")
+        .json(&json!({"templateID": "base"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 401);
+    let response = http
+        .post(server.url("/v2/sandboxes"))
+        .header("X-API-Key", &key)
+        .json(&json!({"templateID": "gpu-llama"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 404);
+    // Timeout, then kill: 204 each; killed twice is 404.
+    let response = http
+        .post(server.url(&format!("/sandboxes/{v2}/timeout")))
+        .header("X-API-Key", &key)
+        .json(&json!({"timeout": 600}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 204);
+    for want in [204, 404] {
+        let response = http
+            .delete(server.url(&format!("/sandboxes/{v2}")))
+            .header("X-API-Key", &key)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), want);
+    }
+}
+
+#[tokio::test]
+async fn a_sandbox_that_times_out_is_gone() {
+    let server = TestServer::start().await;
+    let key = server.api_key("e2b").await;
+    let (id, token) = create(
+        &server,
+        &key,
+        "/v2/sandboxes",
+        json!({"templateID": "base", "timeout": 1}),
+    )
+    .await;
+    // The reaper looks every few seconds.
+    let mut gone = false;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let response = reqwest::Client::new()
+            .get(server.url("/envs"))
+            .header("E2b-Sandbox-Id", &id)
+            .header("E2b-Sandbox-Port", "49983")
+            .header("X-Access-Token", &token)
+            .send()
+            .await
+            .unwrap();
+        if response.status() == 404 {
+            gone = true;
+            break;
+        }
+    }
+    assert!(gone, "a sandbox past its timeout must be closed");
+}
+
+#[tokio::test]
+async fn the_data_plane_checks_tokens_and_streams_exact_bytes() {
+    let server = TestServer::start().await;
+    let key = server.api_key("e2b").await;
+    let (id, token) = create(
+        &server,
+        &key,
+        "/v2/sandboxes",
+        json!({"templateID": "code-interpreter-v1"}),
+    )
+    .await;
+    // Without the sandbox's token: envd answers JSON 401, the code
+    // interpreter plain text.
+    let response = data(&server, &id, 49983, "/filesystem.Filesystem/ListDir")
+        .json(&json!({"path": "/home/user"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 401);
+    assert_eq!(response.json::<Value>().await.unwrap()["code"], 401);
+    let response = data(&server, &id, 49999, "/execute")
+        .header("X-Access-Token", "envd_wrong")
+        .json(&json!({"code": "1"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 401);
+    // An unknown sandbox.
+    let response = data(&server, "nope", 49999, "/execute")
+        .header("X-Access-Token", &token)
+        .json(&json!({"code": "1"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 404);
+
+    // `/execute`: Python's spacing, the count first, end_of_execution last.
+    let response = data(&server, &id, 49999, "/execute")
+        .header("X-Access-Token", &token)
+        .json(&json!({"code": "print('hi'); 1+1", "context_id": null, "language": null, "env_vars": {"X": "1"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(response.headers().get("content-type").is_none());
+    let text = response.text().await.unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        "{\"type\": \"number_of_executions\", \"execution_count\": 1}"
+    );
+    assert!(
+        lines[1].starts_with("{\"type\": \"stdout\", \"text\": \"hi\\n\", \"timestamp\": \""),
+        "{text}"
+    );
+    assert_eq!(
+        lines[2],
+        "{\"type\": \"result\", \"text\": \"2\", \"extra\": {}, \"is_main_result\": true}"
+    );
+    assert_eq!(*lines.last().unwrap(), "{\"type\": \"end_of_execution\"}");
+    assert!(text.ends_with("}\n"));
+    // Both context_id and language: 400, as E2B's server says it.
+    let response = data(&server, &id, 49999, "/execute")
+        .header("X-Access-Token", &token)
+        .json(&json!({"code": "1", "context_id": "python", "language": "python"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    assert_eq!(
+        response.text().await.unwrap(),
+        "Only one of context_id or language can be provided"
+    );
+
+    // A long silence is filled with keepalives every 5 s.
+    let response = data(&server, &id, 49999, "/execute")
+        .header("X-Access-Token", &token)
+        .json(&json!({"code": "import time; time.sleep(6); print('late')"}))
+        .send()
+        .await
+        .unwrap();
+    let text = response.text().await.unwrap();
+    assert!(text.contains("{\"type\": \"keepalive\"}\n"), "{text}");
+    assert!(
+        text.ends_with("{\"type\": \"end_of_execution\"}\n"),
+        "{text}"
+    );
+
+    // `process.Process/Start`: envelopes, `start` first, the end-stream
+    // flag last, over a chunked request body as the SDK sends it.
+    let message = json!({"process": {"cmd": "/bin/bash", "args": ["-l", "-c", "echo out; echo err >&2; exit 3"]}, "stdin": false});
+    let body = protocol::envelope(FLAG_MESSAGE, message.to_string().as_bytes());
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+        body.chunks(7).map(|c| Ok(c.to_vec())).collect();
+    let response = data(&server, &id, 49983, "/process.Process/Start")
+        .header("X-Access-Token", &token)
+        .header("Content-Type", "application/connect+json")
+        .header("Connect-Protocol-Version", "1")
+        .body(reqwest::Body::wrap_stream(futures::stream::iter(chunks)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers()["content-type"],
+        "application/connect+json"
+    );
+    let mut envelopes = Envelopes::default();
+    envelopes.push(&response.bytes().await.unwrap());
+    let mut got = Vec::new();
+    while let Some(envelope) = envelopes.next_envelope().unwrap() {
+        got.push(envelope);
+    }
+    assert!(envelopes.is_empty());
+    let (last_flag, last) = got.pop().unwrap();
+    assert_eq!(
+        (last_flag, last.as_slice()),
+        (FLAG_END_STREAM, b"{}".as_slice())
+    );
+    let events: Vec<Value> = got
+        .iter()
+        .map(|(flag, m)| {
+            assert_eq!(*flag, FLAG_MESSAGE);
+            serde_json::from_slice(m).unwrap()
+        })
+        .collect();
+    assert!(events[0]["event"]["start"]["pid"].is_u64(), "{events:?}");
+    let end = &events.last().unwrap()["event"]["end"];
+    assert_eq!(end["exitCode"], 3);
+    assert_eq!(end["status"], "exit status 3");
+    // A malformed envelope ends the stream with an error, not a crash.
+    let response = data(&server, &id, 49983, "/process.Process/Start")
+        .header("X-Access-Token", &token)
+        .header("Content-Type", "application/connect+json")
+        .body(vec![0u8, 0, 0])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let bytes = response.bytes().await.unwrap();
+    assert_eq!(bytes[0], FLAG_END_STREAM);
+    let end: Value = serde_json::from_slice(&bytes[5..]).unwrap();
+    assert_eq!(end["error"]["code"], "invalid_argument");
+}
+
+#[tokio::test]
+async fn the_data_plane_refuses_paths_and_links_out_of_the_home() {
+    let server = TestServer::start().await;
+    let key = server.api_key("e2b").await;
+    let (id, token) = create(
+        &server,
+        &key,
+        "/v2/sandboxes",
+        json!({"templateID": "base"}),
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let get = |path: &str| {
+        http.get(server.url("/files"))
+            .query(&[("path", path)])
+            .header("E2b-Sandbox-Id", &id)
+            .header("E2b-Sandbox-Port", "49983")
+            .header("X-Access-Token", &token)
+    };
+    // Code makes links that point out of the home.
+    let response = data(&server, &id, 49999, "/execute")
+        .header("X-Access-Token", &token)
+        .json(&json!({"code": "import os\nos.symlink('/etc/hostname', 'abs')\nos.symlink('../../../../etc', 'dir')\nprint('linked')"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(response.text().await.unwrap().contains("linked"));
+    for path in [
+        "/etc/hostname",
+        "../etc/hostname",
+        "/home/user/abs",
+        "dir/hostname",
+    ] {
+        let response = get(path).send().await.unwrap();
+        assert!(
+            response.status() == 400 || response.status() == 404,
+            "{path}: {}",
+            response.status()
+        );
+        let body: Value = response.json().await.unwrap();
+        assert!(body["message"].is_string());
+    }
+    // Upload through a link out is refused too; the host file is untouched.
+    let before = std::fs::read("/etc/hostname").unwrap_or_default();
+    let response = data(&server, &id, 49983, "/files")
+        .query(&[("path", "/home/user/abs")])
+        .header("X-Access-Token", &token)
+        .header("Content-Type", "application/octet-stream")
+        .body("overwritten")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    assert_eq!(std::fs::read("/etc/hostname").unwrap_or_default(), before);
+    // Multipart as the Python SDK sends it works, and reads back.
+    let form = "--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"/home/user/a.txt\"\r\nContent-Type: text/plain\r\n\r\nhello world\n\r\n--b--\r\n";
+    let response = data(&server, &id, 49983, "/files")
+        .query(&[("path", "/home/user/a.txt")])
+        .header("X-Access-Token", &token)
+        .header("Content-Type", "multipart/form-data; boundary=b")
+        .body(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let written: Value = response.json().await.unwrap();
+    assert_eq!(
+        written,
+        json!([{"path": "/home/user/a.txt", "name": "a.txt", "type": "file"}])
+    );
+    let response = get("/home/user/a.txt").send().await.unwrap();
+    assert_eq!(response.headers()["content-type"], "text/plain");
+    assert_eq!(response.text().await.unwrap(), "hello world\n");
+}
+
+/// runcell's E2B backend, pointed at `server`'s E2B-compatible endpoints.
+fn backend_for(server: &TestServer, key: &str) -> Arc<E2bSandbox> {
+    let base = server.url("");
+    let config = E2bConfig {
+        api_key: key.to_string(),
+        api_url: base.clone(),
+        sandbox_url: base,
+        sandbox_timeout_secs: 60,
+        ..E2bConfig::default()
+    };
+    E2bSandbox::new(E2bSettings::from_config(&config)).unwrap()
+}
+
+#[tokio::test]
+async fn the_e2b_backend_passes_the_conformance_suite_against_runcell() {
+    let server = TestServer::start().await;
+    let key = server.api_key("e2b-backend").await;
+    let e2b = backend_for(&server, &key);
+    conformance::says_hello_in_every_language(&*e2b).await;
+    conformance::streams_output_in_order(&*e2b).await;
+    conformance::stops_runs_at_the_time_limit(&*e2b).await;
+    conformance::cancels_runs(&*e2b).await;
+    conformance::refuses_bad_programs(&*e2b).await;
+    conformance::sessions_keep_state_and_stay_apart(&*e2b).await;
+    conformance::session_files_go_both_ways(&*e2b).await;
+    conformance::contexts_keep_their_own_state(&*e2b).await;
+    // Every sandbox it made was killed again.
+    let left: Vec<Value> = reqwest::Client::new()
+        .get(server.url("/v2/sandboxes"))
+        .header("X-API-Key", &key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[tokio::test]
+async fn the_e2b_backend_says_what_went_wrong() {
+    use runcell::sandbox::{Sandbox, SandboxError};
+    let server = TestServer::start().await;
+    // A wrong key.
+    let e2b = backend_for(&server, "rc_wrong");
+    let refused = e2b.open_session().await.err().unwrap();
+    assert!(
+        matches!(&refused, SandboxError::Unavailable(m) if m.contains("E2B_API_KEY")),
+        "{refused}"
+    );
+    // A server that is not there.
+    let config = E2bConfig {
+        api_key: "e2b_1".into(),
+        api_url: format!("http://127.0.0.1:{}", crate::support::closed_port()),
+        ..E2bConfig::default()
+    };
+    let dead = E2bSandbox::new(E2bSettings::from_config(&config)).unwrap();
+    let refused = dead.open_session().await.err().unwrap();
+    assert!(matches!(refused, SandboxError::Unavailable(_)), "{refused}");
+    // A sandbox killed behind a session's back.
+    let key = server.api_key("e2b").await;
+    let e2b = backend_for(&server, &key);
+    let session = e2b.open_session().await.unwrap();
+    reqwest::Client::new()
+        .delete(server.url(&format!("/sandboxes/{}", session.id())))
+        .header("X-API-Key", &key)
+        .send()
+        .await
+        .unwrap();
+    let request = runcell::sandbox::RunRequest {
+        code: "1".into(),
+        language: runcell::sandbox::Language::Python,
+        limits: runcell::sandbox::Limits::default(),
+    };
+    let gone = session
+        .run(&request, None, &tokio_util::sync::CancellationToken::new())
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(gone, SandboxError::NotFound(_)), "{gone}");
+    session.close().await;
+}
+
+#[tokio::test]
+async fn the_e2b_backend_passes_the_conformance_suite_against_e2b_cloud() {
+    let key = std::env::var("E2B_API_KEY").unwrap_or_default();
+    if key.is_empty() || std::env::var("RUNCELL_TEST_E2B_CLOUD").as_deref() != Ok("1") {
+        return missing(
+            "E2B's cloud (the conformance suite against real E2B)",
+            "set E2B_API_KEY and RUNCELL_TEST_E2B_CLOUD=1",
+        );
+    }
+    let config = E2bConfig {
+        api_key: key,
+        domain: std::env::var("E2B_DOMAIN").unwrap_or_else(|_| "e2b.app".into()),
+        ..E2bConfig::default()
+    };
+    let e2b = E2bSandbox::new(E2bSettings::from_config(&config)).unwrap();
+    conformance::says_hello_in_every_language(&*e2b).await;
+    conformance::streams_output_in_order(&*e2b).await;
+    conformance::stops_runs_at_the_time_limit(&*e2b).await;
+    conformance::cancels_runs(&*e2b).await;
+    conformance::sessions_keep_state_and_stay_apart(&*e2b).await;
+    conformance::session_files_go_both_ways(&*e2b).await;
+    conformance::contexts_keep_their_own_state(&*e2b).await;
+}
