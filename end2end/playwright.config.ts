@@ -38,8 +38,13 @@ export default defineConfig({
     { name: 'no-js', use: { javaScriptEnabled: false } },
     { name: 'hydrated', use: { javaScriptEnabled: true } },
   ],
+  // E2B is offered too: the server's own E2B-compatible endpoints stand in
+  // for E2B's cloud, with a key made before the server starts.
   webServer: {
-    command: `./target/release/runcell serve --addr 127.0.0.1:${port} --data-dir ${dataDir}`,
+    command:
+      `key=$(./target/release/runcell keys create --name e2e-e2b --data-dir ${dataDir} | tail -n 1) && ` +
+      `E2B_API_KEY="$key" E2B_API_URL=http://127.0.0.1:${port} E2B_SANDBOX_URL=http://127.0.0.1:${port} ` +
+      `exec ./target/release/runcell serve --addr 127.0.0.1:${port} --data-dir ${dataDir}`,
     cwd: '..',
     url: `http://127.0.0.1:${port}/healthz`,
     reuseExistingServer: false,

@@ -16,6 +16,9 @@ pub struct SessionLog {
     pub title: String,
     pub events: Vec<SessionEvent>,
     pub models: ModelChoices,
+    /// The sandbox backends on offer (`jail`, `e2b`...), the default first.
+    #[serde(default)]
+    pub backends: Vec<String>,
     /// The live share link's path (`/s/…`), if the session is shared.
     pub share_path: Option<String>,
     /// The viewer's sessions, for the sidebar, most recent first.
@@ -130,6 +133,10 @@ pub mod ports {
 
     pub type SharedModelCatalog = std::sync::Arc<dyn ModelCatalog>;
 
+    /// The sandbox backends on offer, the default first.
+    #[derive(Clone, Debug, Default)]
+    pub struct SandboxBackends(pub Vec<String>);
+
     /// The viewer of the request being handled (set by the server's owner
     /// middleware), or an empty id that owns nothing.
     pub fn viewer() -> String {
@@ -153,12 +160,15 @@ pub mod ports {
 /// A session's history, for the first render and for pages that load it later.
 #[server(prefix = "/api", endpoint = "load_session")]
 pub async fn load_session(session_id: String) -> Result<SessionLog, ServerFnError> {
-    use ports::{SharedModelCatalog, SharedSessionLogs, set_status, viewer};
+    use ports::{SandboxBackends, SharedModelCatalog, SharedSessionLogs, set_status, viewer};
 
     let logs = use_context::<SharedSessionLogs>()
         .ok_or_else(|| ServerFnError::new("the session store is not configured"))?;
     let models = use_context::<SharedModelCatalog>()
         .map(|catalog| catalog.choices())
+        .unwrap_or_default();
+    let backends = use_context::<SandboxBackends>()
+        .map(|b| b.0)
         .unwrap_or_default();
     let viewer = viewer();
     let read = async {
@@ -172,6 +182,7 @@ pub async fn load_session(session_id: String) -> Result<SessionLog, ServerFnErro
             title: session.title,
             events: session.events,
             models,
+            backends,
             share_path: session.share_path,
             sessions,
         }),

@@ -184,6 +184,7 @@ fn CodeBody(id: CellId, cell: Memo<Option<Cell>>) -> impl IntoView {
             code,
             language: language(),
             source: Some(id),
+            backend: state.picked_backend(),
         };
         if state.send_frame(message) {
             editing.set(false);

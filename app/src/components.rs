@@ -40,6 +40,8 @@ pub struct SessionState {
     pub problem: RwSignal<Option<String>>,
     /// The model picked for the next question; empty for the default.
     pub model: RwSignal<String>,
+    /// The sandbox backend picked; empty for the server's default.
+    pub backend: RwSignal<String>,
     /// The page's connection, once the page is hydrated.
     pub send: StoredValue<Option<Sender>>,
     /// A shared page: cells only, no controls.
@@ -61,6 +63,11 @@ pub fn Header(#[prop(optional)] children: Option<Children>) -> impl IntoView {
 
 /// A live notebook: the cells so far, then whatever the WebSocket brings.
 impl SessionState {
+    /// The backend picked, if one was.
+    pub fn picked_backend(&self) -> Option<String> {
+        Some(self.backend.get_untracked()).filter(|b| !b.is_empty())
+    }
+
     /// Sends a frame over the page's connection; false when there is none.
     pub fn send_frame(self, message: ClientMessage) -> bool {
         self.send
@@ -75,6 +82,7 @@ pub fn SessionView(log: SessionLog) -> impl IntoView {
         title,
         events,
         models,
+        backends,
         share_path,
         sessions,
     } = log;
@@ -84,6 +92,13 @@ pub fn SessionView(log: SessionLog) -> impl IntoView {
         conn: RwSignal::new(ConnState::Offline),
         problem: RwSignal::new(None),
         model: RwSignal::new(String::new()),
+        // What the picker shows is what every ask and run says, so that a
+        // reloaded page never runs code somewhere it does not show.
+        backend: RwSignal::new(if backends.len() > 1 {
+            backends[0].clone()
+        } else {
+            String::new()
+        }),
         send: StoredValue::new(None),
         read_only: false,
     };
@@ -114,6 +129,7 @@ pub fn SessionView(log: SessionLog) -> impl IntoView {
         <div class="page with-sidebar">
             <Header>
                 <ModelPicker models/>
+                <BackendPicker backends/>
                 <ConnectionIndicator/>
             </Header>
             <Sidebar sessions current=session_id.clone()/>
@@ -151,6 +167,7 @@ pub fn SharedView(log: SharedLog) -> impl IntoView {
         conn: RwSignal::new(ConnState::Offline),
         problem: RwSignal::new(None),
         model: RwSignal::new(String::new()),
+        backend: RwSignal::new(String::new()),
         send: StoredValue::new(None),
         read_only: true,
     };
@@ -328,6 +345,37 @@ fn KernelNotice() -> impl IntoView {
     }
 }
 
+/// Where the code runs, when the server offers more than the local jail.
+/// A change takes effect with the next question or run, in a fresh kernel.
+#[component]
+fn BackendPicker(backends: Vec<String>) -> impl IntoView {
+    let state = expect_context::<SessionState>();
+    (backends.len() > 1).then(|| {
+        let label = |name: &str| match name {
+            "jail" => "Local sandbox".to_string(),
+            "e2b" => "E2B cloud".to_string(),
+            other => other.to_string(),
+        };
+        view! {
+            <label class="model-picker backend-picker" title="Where the code runs; a change starts a fresh kernel">
+                <span class="model-backend">"sandbox"</span>
+                <select
+                    aria-label="Sandbox"
+                    on:change=move |ev| state.backend.set(event_target_value(&ev))
+                >
+                    {backends
+                        .iter()
+                        .map(|b| {
+                            let text = label(b);
+                            view! { <option value=b.clone()>{text}</option> }
+                        })
+                        .collect_view()}
+                </select>
+            </label>
+        }
+    })
+}
+
 /// Which model answers: the backend's list, the default first.
 #[component]
 fn ModelPicker(models: ModelChoices) -> impl IntoView {
@@ -428,7 +476,12 @@ fn Prompt() -> impl IntoView {
     let busy = move || state.notebook.with(Notebook::is_busy);
     let send = move |text: String| {
         let model = Some(state.model.get_untracked()).filter(|m| !m.is_empty());
-        state.send_frame(ClientMessage::Ask { text, model })
+        let backend = state.picked_backend();
+        state.send_frame(ClientMessage::Ask {
+            text,
+            model,
+            backend,
+        })
     };
     let stop = move || {
         if !state.send_frame(ClientMessage::Stop) {

@@ -262,6 +262,10 @@ pub enum ClientMessage {
         text: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         model: Option<String>,
+        /// The sandbox backend the session's programs run on from now on
+        /// (`jail`, `e2b`); absent, the session keeps the one it has.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        backend: Option<String>,
     },
     /// Run code as written ("Edit & run"), with no model; `source` is the
     /// code cell it was edited from.
@@ -270,6 +274,9 @@ pub enum ClientMessage {
         language: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         source: Option<CellId>,
+        /// The sandbox backend, as for `Ask`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        backend: Option<String>,
     },
     /// Stop the running turn (the model's stream ends, a running program is
     /// interrupted) and drop the turns waiting behind it.
@@ -423,7 +430,8 @@ mod tests {
             ok.ok(),
             Some(ClientMessage::Ask {
                 text: "2+2".into(),
-                model: None
+                model: None,
+                backend: None,
             })
         );
         let with_model: Result<ClientMessage, _> =

@@ -95,8 +95,32 @@ test('the model picker lists what the backend serves', async ({ page }) => {
   await expect(picker.locator('option')).toHaveText(['scripted']);
 });
 
+test('the sandbox picker offers the local jail and E2B', async ({ page }) => {
+  const notebook = new NotebookPage(page);
+  await notebook.openNew();
+  const picker = page.getByRole('combobox', { name: 'Sandbox' });
+  await expect(picker).toBeVisible();
+  await expect(picker.locator('option')).toHaveText(['Local sandbox', 'E2B cloud']);
+});
+
 test.describe('with JavaScript', () => {
   test.skip(({ javaScriptEnabled }) => !javaScriptEnabled, 'needs the hydrated page');
+
+  test('picking E2B runs the next programs there, in a kernel of their own', async ({ page }) => {
+    const notebook = new NotebookPage(page);
+    await notebook.openNew();
+    await notebook.waitConnected();
+    const where = fenced("import os\nprint('where:', os.environ.get('E2B_SANDBOX', 'jail'))");
+    await notebook.ask(where);
+    await expect(notebook.resultCells.nth(0)).toContainText('where: jail');
+    await notebook.waitTurnEnd();
+    await page.getByRole('combobox', { name: 'Sandbox' }).selectOption({ label: 'E2B cloud' });
+    await notebook.ask(fenced('x = 41\nprint("set")'));
+    await notebook.waitTurnEnd();
+    await notebook.ask(fenced('import os\nprint("where:", os.environ.get("E2B_SANDBOX"), x + 1)'));
+    await expect(notebook.resultCells.nth(2)).toContainText('where: true 42');
+    await notebook.waitTurnEnd();
+  });
 
   test('an ask streams a code, a result and an explanation cell, in order', async ({ page }) => {
     const notebook = new NotebookPage(page);

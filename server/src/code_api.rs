@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Caller, KeyLimits, Limited, RunPermit};
+use crate::sandbox::backends::Backends;
 use crate::sandbox::sessions::{SessionError, SessionInfo, Sessions};
 use crate::sandbox::{Language, RunEvent, RunOutcome, RunRequest, SandboxError};
 
@@ -49,7 +50,7 @@ impl From<Limited> for CodeApiError {
 }
 
 pub struct CodeApi {
-    sessions: Arc<Sessions>,
+    backends: Backends,
     limits: Arc<KeyLimits>,
     /// Sessions being opened, per key: counted with the open ones, so that
     /// parallel requests cannot all pass the cap before any is open.
@@ -86,6 +87,8 @@ impl Drop for Opening<'_> {
 #[derive(Debug)]
 pub struct Admitted {
     pub permit: RunPermit,
+    /// The backend it runs on.
+    sessions: Arc<Sessions>,
     session: Option<String>,
     /// A context of the session's (E2B's code contexts).
     context: Option<String>,
@@ -101,31 +104,53 @@ impl Admitted {
 }
 
 impl CodeApi {
-    pub fn new(sessions: Arc<Sessions>, limits: Arc<KeyLimits>) -> Self {
+    pub fn new(backends: Backends, limits: Arc<KeyLimits>) -> Self {
         Self {
-            sessions,
+            backends,
             limits,
             opening: Mutex::new(HashMap::new()),
         }
     }
 
+    /// The backends on offer.
+    pub fn backends(&self) -> &Backends {
+        &self.backends
+    }
+
     /// Checks a run before it starts: valid code, a session of the caller's
-    /// (if one is named), a free slot and the rate. Nothing has run yet.
+    /// (if one is named; it runs on the session's backend) or a backend on
+    /// offer, a free slot and the rate. Nothing has run yet.
     pub fn admit(
         &self,
         caller: &Caller,
         request: RunRequest,
         session: Option<String>,
+        backend: Option<&str>,
     ) -> Result<Admitted, CodeApiError> {
         crate::sandbox::validate_code(&request.code)?;
-        if let Some(id) = &session
-            && self.sessions.get(id, &caller.key_id).is_none()
-        {
-            return Err(CodeApiError::NotFound(id.clone()));
-        }
+        let sessions = match &session {
+            Some(id) => {
+                let holding = self
+                    .backends
+                    .holding(id)
+                    .filter(|s| s.get(id, &caller.key_id).is_some())
+                    .ok_or_else(|| CodeApiError::NotFound(id.clone()))?;
+                if let Some(backend) = backend.filter(|b| *b != holding.backend()) {
+                    return Err(SandboxError::InvalidInput(format!(
+                        "session {id} runs on {}, not {backend}",
+                        holding.backend()
+                    ))
+                    .into());
+                }
+                holding
+            }
+            None => self.backends.get(backend)?,
+        };
+        let sessions = Arc::clone(sessions);
         let permit = self.limits.start_run(&caller.key_id)?;
         Ok(Admitted {
             permit,
+            sessions,
             session,
             context: None,
             request,
@@ -146,11 +171,11 @@ impl CodeApi {
     ) -> Result<RunOutcome, CodeApiError> {
         let Admitted {
             permit,
+            sessions,
             session,
             context,
             request,
         } = admitted;
-        let sessions = Arc::clone(&self.sessions);
         let _stop_if_dropped = cancel.clone().drop_guard();
         let task = tokio::spawn(async move {
             let outcome = match (session, context) {
@@ -177,39 +202,66 @@ impl CodeApi {
         })
     }
 
-    /// A new stateful session of the caller's.
+    /// A new stateful session of the caller's, on `backend` (the default
+    /// if `None`).
     pub async fn create_session(
         &self,
         caller: &Caller,
         language: Language,
+        backend: Option<&str>,
     ) -> Result<SessionInfo, CodeApiError> {
+        let sessions = Arc::clone(self.backends.get(backend)?);
+        if !sessions.languages().contains(&language) {
+            return Err(SandboxError::InvalidInput(format!(
+                "{} does not run {}",
+                sessions.backend(),
+                language.name()
+            ))
+            .into());
+        }
         let key = &caller.key_id;
         let _opening = {
             let mut opening = self.opening.lock();
             let pending = opening.get(key).copied().unwrap_or(0);
-            self.limits
-                .admit_session(self.sessions.count_of(key) + pending)?;
+            self.limits.admit_session(self.count_of(key) + pending)?;
             *opening.entry(key.clone()).or_insert(0) += 1;
             Opening {
                 opening: &self.opening,
                 key,
             }
         };
-        Ok(self.sessions.create(language, key).await?)
+        Ok(sessions.create(language, key).await?)
+    }
+
+    /// The key's sessions on every backend.
+    fn count_of(&self, key: &str) -> usize {
+        self.backends.all().iter().map(|s| s.count_of(key)).sum()
     }
 
     pub fn sessions(&self, caller: &Caller) -> Vec<SessionInfo> {
-        self.sessions.list(&caller.key_id)
+        let mut all: Vec<SessionInfo> = self
+            .backends
+            .all()
+            .iter()
+            .flat_map(|s| s.list(&caller.key_id))
+            .collect();
+        all.sort_by_key(|s| s.created_at_ms);
+        all
     }
 
     pub fn session(&self, caller: &Caller, id: &str) -> Result<SessionInfo, CodeApiError> {
-        self.sessions
-            .get(id, &caller.key_id)
+        self.backends
+            .holding(id)
+            .and_then(|s| s.get(id, &caller.key_id))
             .ok_or_else(|| CodeApiError::NotFound(id.to_string()))
     }
 
     /// Closes one of the caller's sessions, stopping whatever runs in it.
     pub async fn delete_session(&self, caller: &Caller, id: &str) -> Result<(), CodeApiError> {
-        Ok(self.sessions.delete_public(id, &caller.key_id).await?)
+        let sessions = self
+            .backends
+            .holding(id)
+            .ok_or_else(|| CodeApiError::NotFound(id.to_string()))?;
+        Ok(sessions.delete_public(id, &caller.key_id).await?)
     }
 }

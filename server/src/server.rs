@@ -80,9 +80,9 @@ pub async fn launch_with_listener(
     let auth = Arc::new(crate::auth::Auth::open(&config, store.clone())?);
     let state = AppState::new(config, shutdown.clone(), store.clone(), auth);
     state.models.keep_fresh(shutdown.clone());
-    state
-        .sandbox_sessions
-        .spawn_maintenance(&state.turns, shutdown.clone());
+    for backend in state.backends.all() {
+        backend.spawn_maintenance(&state.turns, shutdown.clone());
+    }
     let app = router(state.clone());
     let addr = listener.local_addr()?;
     tracing::info!("runcell listening on http://{addr}");

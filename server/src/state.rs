@@ -15,6 +15,7 @@ use crate::e2b::served::{Served, ServedSettings};
 use crate::llm::Llm;
 use crate::llm::catalog::Catalog;
 use crate::sandbox::Sandbox;
+use crate::sandbox::backends::Backends;
 use crate::sandbox::jail::{JailConfig, JailSandbox};
 use crate::sandbox::sessions::{SessionSettings, Sessions};
 use crate::session::SessionHub;
@@ -33,8 +34,11 @@ pub struct AppState {
     pub models: Arc<Catalog>,
     /// Where code runs: the local jail.
     pub sandbox: Arc<dyn Sandbox>,
-    /// Open sandbox sessions (the run API's `session_id`s).
+    /// Open sessions of the local jail (the run API's `session_id`s).
     pub sandbox_sessions: Arc<Sessions>,
+    /// Every sandbox backend on offer with its sessions: the jail, and E2B
+    /// when configured.
+    pub backends: Backends,
     /// API keys and access tokens.
     pub auth: Arc<Auth>,
     /// The code-interpreter service of `/v1` and `/mcp`, per key.
@@ -77,11 +81,15 @@ impl AppState {
                 limits: jail_config.max_limits,
             },
         );
+        let mut backends = Backends::new(Arc::clone(&sandbox_sessions));
+        if let Some(e2b) = e2b_sessions(&config) {
+            backends = backends.with(e2b);
+        }
         let llm = crate::llm::from_config(&config);
         let models = Catalog::new(Arc::clone(&llm), config.llm.model.clone());
         let agent = Agent::new(
             Arc::clone(&llm),
-            Kernels::new(Arc::clone(&sandbox_sessions)),
+            Kernels::new(backends.clone()),
             AgentSettings {
                 max_tokens: config.llm.max_tokens,
                 answer_timeout: std::time::Duration::from_secs(config.llm.answer_timeout_secs),
@@ -91,7 +99,7 @@ impl AppState {
             },
         );
         let code_api = Arc::new(CodeApi::new(
-            Arc::clone(&sandbox_sessions),
+            backends.clone(),
             Arc::new(KeyLimits::new(&config.auth)),
         ));
         let e2b = Arc::new(Served::new(
@@ -120,11 +128,36 @@ impl AppState {
             models,
             sandbox,
             sandbox_sessions,
+            backends,
             auth,
             code_api,
             e2b,
             turns,
             shutdown,
+        }
+    }
+}
+
+/// E2B's sessions, when an E2B key is configured: no warm pool (a waiting
+/// cloud sandbox costs money), the jail's idle time and cap.
+fn e2b_sessions(config: &Config) -> Option<Arc<Sessions>> {
+    if !config.e2b.enabled() {
+        return None;
+    }
+    let settings = crate::e2b::client::E2bSettings::from_config(&config.e2b);
+    match crate::e2b::backend::E2bSandbox::new(settings) {
+        Ok(e2b) => Some(Sessions::new(
+            e2b,
+            SessionSettings {
+                pool_size: 0,
+                idle_ttl: std::time::Duration::from_secs(config.sandbox.session_idle_secs),
+                max_sessions: config.sandbox.max_sessions,
+                limits: config.sandbox.max_limits(),
+            },
+        )),
+        Err(e) => {
+            tracing::error!(%e, "E2B is configured but cannot be offered");
+            None
         }
     }
 }

@@ -86,9 +86,14 @@ pub async fn run_into_cell(
     let (status, error, cancelled) = match result {
         Ok(run) => {
             if run.restarted {
-                let note = Output::Stderr {
-                    text: "(The session's kernel had stopped after being idle; a new one ran this code, so variables from earlier turns are gone.)\n".into(),
+                let text = match run.moved_to {
+                    Some(backend) => format!(
+                        "(This code ran in a new kernel on the {} sandbox, as picked; variables from earlier turns stayed behind.)\n",
+                        if backend == "e2b" { "E2B" } else { "local" }
+                    ),
+                    None => "(The session's kernel had stopped after being idle; a new one ran this code, so variables from earlier turns are gone.)\n".into(),
                 };
+                let note = Output::Stderr { text };
                 session.publish(EventBody::CellOutput {
                     cell_id,
                     output: note.clone(),

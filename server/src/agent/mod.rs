@@ -168,6 +168,11 @@ impl Agent {
         tracing::info!(duration_ms = elapsed_ms, status = ?ended.status, "turn finished");
     }
 
+    /// The notebook sessions' kernels.
+    pub fn kernels(&self) -> &Kernels {
+        &self.kernels
+    }
+
     /// Closes the session's kernel (the session was deleted).
     pub async fn drop_kernel(&self, session: crate::session::SessionId) {
         self.kernels.reset(session).await;

@@ -26,6 +26,8 @@ pub enum TurnRefusal {
     ShuttingDown,
     #[error("this session was deleted")]
     Deleted,
+    #[error("not sent: {0}")]
+    Backend(String),
 }
 
 impl TurnRefusal {
@@ -34,6 +36,7 @@ impl TurnRefusal {
             Self::Empty => ErrorCode::EmptyMessage,
             Self::TooLong => ErrorCode::MessageTooLong,
             Self::InvalidCode(_) => ErrorCode::InvalidCode,
+            Self::Backend(_) => ErrorCode::BadFrame,
             Self::Busy => ErrorCode::Busy,
             Self::ShuttingDown | Self::Deleted => ErrorCode::Unavailable,
         }
@@ -59,6 +62,23 @@ impl TurnRunner {
 
     pub fn agent(&self) -> &Arc<Agent> {
         &self.agent
+    }
+
+    /// Runs the session's next programs on the sandbox backend `backend`
+    /// (`None` keeps the one it has).
+    pub fn choose_backend(
+        &self,
+        channel: &SessionChannel,
+        backend: Option<&str>,
+    ) -> Result<(), TurnRefusal> {
+        match backend {
+            None => Ok(()),
+            Some(backend) => self
+                .agent
+                .kernels()
+                .choose(channel.id(), backend)
+                .map_err(|e| TurnRefusal::Backend(e.to_string())),
+        }
     }
 
     /// Checks `request` and queues it as the session's next turn.

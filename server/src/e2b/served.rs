@@ -239,7 +239,7 @@ impl Served {
         let timeout = self.timeout(new.timeout);
         let info = self
             .code_api
-            .create_session(caller, Language::Python)
+            .create_session(caller, Language::Python, Some(self.sessions.backend()))
             .await?;
         let id = info.session_id;
         self.sessions.set_deadline(&id, Instant::now() + timeout);
@@ -254,12 +254,16 @@ impl Served {
                 },
             )
         });
+        // As in E2B's own sandboxes, code can tell where it runs.
+        let mut env_vars = new.env_vars;
+        env_vars.insert("E2B_SANDBOX".into(), "true".into());
+        env_vars.insert("E2B_SANDBOX_ID".into(), id.clone());
         let sandbox = Arc::new(ServedSandbox {
             id: id.clone(),
             owner: caller.key_id.clone(),
             template,
             metadata: new.metadata,
-            env_vars: new.env_vars,
+            env_vars,
             envd_token: token("envd_"),
             traffic_token: token("traffic_"),
             started_ms: now,
@@ -496,7 +500,7 @@ impl Served {
         let request = self.request(code, target.language, None);
         let admitted = self
             .code_api
-            .admit(&caller, request, Some(sandbox.id.clone()))?
+            .admit(&caller, request, Some(sandbox.id.clone()), None)?
             .in_context(target.context.clone());
         let outcome = self.code_api.run(admitted, Some(events), cancel).await;
         if python && !env_vars.is_empty() {
@@ -579,7 +583,7 @@ impl Served {
         let request = self.request(code, Language::Bash, command.wall);
         let admitted = self
             .code_api
-            .admit(&caller, request, Some(sandbox.id.clone()))?;
+            .admit(&caller, request, Some(sandbox.id.clone()), None)?;
         Ok(self.code_api.run(admitted, Some(events), cancel).await?)
     }
 }

@@ -41,12 +41,17 @@ pub struct ExecuteCode {
     session_id: Option<String>,
     /// Seconds of wall time (default: the server's).
     timeout: Option<f64>,
+    /// Where a run without a session goes: `jail` (default) or `e2b` (when
+    /// the server offers E2B).
+    backend: Option<String>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct CreateSession {
     /// The session's language (default `python`).
     language: Option<Language>,
+    /// Where it runs: `jail` (default) or `e2b` (when the server offers E2B).
+    backend: Option<String>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -156,7 +161,7 @@ impl McpServer {
             limits,
         };
         let api = &self.state.code_api;
-        let admitted = match api.admit(&caller, request, args.session_id) {
+        let admitted = match api.admit(&caller, request, args.session_id, args.backend.as_deref()) {
             Ok(admitted) => admitted,
             Err(err) => return Ok(refused(err)),
         };
@@ -179,7 +184,12 @@ impl McpServer {
     ) -> Result<CallToolResult, ErrorData> {
         let caller = caller(&parts)?;
         let language = args.language.unwrap_or(Language::Python);
-        match self.state.code_api.create_session(&caller, language).await {
+        match self
+            .state
+            .code_api
+            .create_session(&caller, language, args.backend.as_deref())
+            .await
+        {
             Ok(info) => Ok(CallToolResult::success(vec![json_text(&info)])),
             Err(err) => Ok(refused(err)),
         }

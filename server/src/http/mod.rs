@@ -45,9 +45,18 @@ pub fn router(state: AppState) -> Router {
     let routes = generate_route_list(App);
     let logs: SharedSessionLogs = state.sessions.clone();
     let catalog: SharedModelCatalog = state.models.clone();
+    let backends = app::api::ports::SandboxBackends(
+        state
+            .backends
+            .names()
+            .into_iter()
+            .map(str::to_string)
+            .collect(),
+    );
     let context = move || {
         provide_context(Arc::clone(&logs));
         provide_context(Arc::clone(&catalog));
+        provide_context(backends.clone());
     };
     let leptos = state.leptos.clone();
 

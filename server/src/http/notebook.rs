@@ -32,6 +32,8 @@ const NDJSON: &str = "application/x-ndjson";
 pub struct AskBody {
     text: String,
     model: Option<String>,
+    /// The sandbox backend (`jail`, `e2b`) from now on.
+    backend: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -40,6 +42,7 @@ pub struct RunBody {
     code: String,
     language: String,
     source: Option<CellId>,
+    backend: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -76,6 +79,10 @@ pub async fn ask(
 ) -> Result<Response, ApiError> {
     let channel = owned(&state, owner, &id).await?;
     let Json(body) = body?;
+    state
+        .runner
+        .choose_backend(&channel, body.backend.as_deref())
+        .map_err(|r| refusal_error(&r))?;
     start_streaming(
         &state,
         channel,
@@ -97,6 +104,10 @@ pub async fn run(
     let channel = owned(&state, owner, &id).await?;
     let Json(body) = body?;
     let language = parse_language(&body.language).map_err(|r| refusal_error(&r))?;
+    state
+        .runner
+        .choose_backend(&channel, body.backend.as_deref())
+        .map_err(|r| refusal_error(&r))?;
     start_streaming(
         &state,
         channel,
@@ -243,7 +254,9 @@ async fn forward_turn(
 fn refusal_error(refusal: &TurnRefusal) -> ApiError {
     let message = refusal.to_string();
     match refusal {
-        TurnRefusal::Empty | TurnRefusal::InvalidCode(_) => ApiError::BadRequest(message),
+        TurnRefusal::Empty | TurnRefusal::InvalidCode(_) | TurnRefusal::Backend(_) => {
+            ApiError::BadRequest(message)
+        }
         TurnRefusal::TooLong => ApiError::TooLarge(message),
         TurnRefusal::Busy => ApiError::Busy(message),
         TurnRefusal::ShuttingDown => ApiError::Unavailable(message),

@@ -175,12 +175,27 @@ fn handle_text(
         }
     };
     let request = match message {
-        ClientMessage::Ask { text, model } => TurnRequest::Ask { text, model },
+        ClientMessage::Ask {
+            text,
+            model,
+            backend,
+        } => {
+            if let Err(refusal) = state.runner.choose_backend(channel, backend.as_deref()) {
+                return Some(refused(&refusal));
+            }
+            TurnRequest::Ask { text, model }
+        }
         ClientMessage::Run {
             code,
             language,
             source,
-        } => match parse_language(&language) {
+            backend,
+        } => match parse_language(&language).and_then(|language| {
+            state
+                .runner
+                .choose_backend(channel, backend.as_deref())
+                .map(|()| language)
+        }) {
             Ok(language) => TurnRequest::Run {
                 code,
                 language,

@@ -60,6 +60,8 @@ pub enum SessionError {
 pub struct SessionInfo {
     pub session_id: String,
     pub language: Language,
+    /// Where it runs: `jail` or `e2b`.
+    pub backend: String,
     pub created_at_ms: u64,
     pub idle_ms: u64,
 }
@@ -87,10 +89,11 @@ impl Live {
 }
 
 impl Live {
-    fn info(&self) -> SessionInfo {
+    fn info(&self, backend: &str) -> SessionInfo {
         SessionInfo {
             session_id: self.session.id().to_string(),
             language: self.language,
+            backend: backend.to_string(),
             created_at_ms: self.created_at_ms,
             idle_ms: crate::clock::millis(self.last_used.lock().elapsed()),
         }
@@ -103,6 +106,15 @@ pub struct Sessions {
     live: Mutex<HashMap<String, Arc<Live>>>,
     warm: tokio::sync::Mutex<Vec<Box<dyn SandboxSession>>>,
     refill: Notify,
+}
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions")
+            .field("backend", &self.backend())
+            .field("live", &self.live_count())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Sessions {
@@ -189,7 +201,7 @@ impl Sessions {
             last_used: Mutex::new(Instant::now()),
             deadline: Mutex::new(None),
         });
-        let info = live.info();
+        let info = live.info(self.backend());
         self.live.lock().insert(info.session_id.clone(), live);
         tracing::info!(session.id = %info.session_id, "sandbox session opened");
         Ok(info)
@@ -203,7 +215,7 @@ impl Sessions {
             .lock()
             .values()
             .filter(|l| l.owner.as_deref() == Some(owner))
-            .map(|l| l.info())
+            .map(|l| l.info(self.backend()))
             .collect();
         sessions.sort_by_key(|s| s.created_at_ms);
         sessions
@@ -224,7 +236,7 @@ impl Sessions {
             .lock()
             .get(id)
             .filter(|l| l.owner.as_deref() == Some(owner))
-            .map(|l| l.info())
+            .map(|l| l.info(self.backend()))
     }
 
     /// Closes one of the key `owner`'s `/v1` sessions; a notebook's kernel
@@ -250,6 +262,11 @@ impl Sessions {
     /// The backend's name (`jail`, `e2b`).
     pub fn backend(&self) -> &'static str {
         self.sandbox.capabilities().backend
+    }
+
+    /// The languages the backend runs.
+    pub fn languages(&self) -> Vec<Language> {
+        self.sandbox.capabilities().languages
     }
 
     /// A live session itself, for its files and contexts; counts as a use.

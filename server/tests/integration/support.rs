@@ -300,6 +300,7 @@ impl Client {
         let frame = serde_json::to_string(&ClientMessage::Ask {
             text: text.into(),
             model: None,
+            backend: None,
         })
         .unwrap();
         self.send_raw(Message::text(frame)).await;

@@ -42,6 +42,10 @@ pub struct RunBody {
     /// Run in this session of yours (state kept between runs); without it
     /// the program runs in a fresh sandbox that is thrown away after.
     session_id: Option<String>,
+    /// Where a run without a session goes: `jail` (the default, the local
+    /// sandbox) or `e2b` (E2B's cloud, when the server has an E2B key).
+    #[schema(example = "jail")]
+    backend: Option<String>,
     /// Lower (never higher) limits than the server's.
     #[serde(default)]
     limits: RequestLimits,
@@ -158,7 +162,10 @@ pub async fn run(
         language: body.language,
         limits,
     };
-    let admitted = state.code_api.admit(&caller, request, body.session_id)?;
+    let admitted =
+        state
+            .code_api
+            .admit(&caller, request, body.session_id, body.backend.as_deref())?;
     let rate = admitted.permit.rate;
 
     let wants_ndjson = headers

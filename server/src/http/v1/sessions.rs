@@ -22,6 +22,10 @@ pub struct NewSession {
     /// The session's language (default `python`).
     #[serde(default = "default_language")]
     language: Language,
+    /// Where it runs: `jail` (the default) or `e2b` (when the server has an
+    /// E2B key).
+    #[schema(example = "jail")]
+    backend: Option<String>,
 }
 
 fn default_language() -> Language {
@@ -57,7 +61,7 @@ pub async fn create_session(
     let Json(body) = body?;
     let info = state
         .code_api
-        .create_session(&caller, body.language)
+        .create_session(&caller, body.language, body.backend.as_deref())
         .await?;
     Ok((StatusCode::CREATED, Json(info)).into_response())
 }
