@@ -18,6 +18,11 @@ wasm-bindgen --target web --no-typescript --out-dir "$stage/pkg" --out-name runc
   -o "$stage/pkg/runcell_bg.wasm" "$stage/pkg/runcell_bg.wasm"
 cp "$ROOT/style/main.css" "$stage/pkg/runcell.css"
 cp -R "$ROOT/public/." "$stage/"
+# The Browser sandbox: Pyodide's runtime and the vendored wheels, under a
+# directory named by their content (served as immutable).
+pyodide=$(python3 "$ROOT/scripts/pyodide-site.py" "$ROOT/scripts/node_modules/pyodide" \
+  "${RUNCELL_CACHE:-$HOME/.cache/runcell}/pyodide-wheels" "$ROOT/scripts/pyodide-wheels.txt" "$stage/pyodide")
+gzip -9 -k -f "$stage/pyodide/$pyodide/"*.{wasm,mjs,json}
 # Served as-is to browsers that accept gzip.
 gzip -9 -k -f "$stage/pkg/runcell_bg.wasm" "$stage/pkg/runcell.js" "$stage/pkg/runcell.css"
 rm -rf "$SITE_DIR"
@@ -31,4 +36,4 @@ if [ "$TARGET_DIR/release/runcell" -ef "$ROOT/target/release/runcell" ]; then :;
 fi
 
 wasm=$SITE_DIR/pkg/runcell_bg.wasm
-say "built: target/release/runcell, target/site (wasm $(stat -c %s "$wasm") B, gzip $(stat -c %s "$wasm.gz") B)"
+say "built: target/release/runcell, target/site (wasm $(stat -c %s "$wasm") B, gzip $(stat -c %s "$wasm.gz") B; pyodide/$pyodide $(du -sk "$SITE_DIR/pyodide" | cut -f1) KiB)"

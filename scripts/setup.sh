@@ -68,6 +68,21 @@ npm_ci() {
 npm_ci "$ROOT/scripts"
 [ "$mode" = test ] && npm_ci "$ROOT/end2end"
 
+# The Browser sandbox's pure-Python wheels (Pyodide itself is in the npm
+# packages above), pinned by hash, outside the checkout; the build copies
+# them into the site.
+wheels=${RUNCELL_CACHE:-$HOME/.cache/runcell}/pyodide-wheels
+wheel_req=$ROOT/scripts/pyodide-wheels.txt
+if ! cmp -s "$wheel_req" "$wheels/runcell-requirements.txt" 2>/dev/null; then
+  step "downloading the browser sandbox's Python wheels into $wheels"
+  rm -rf "$wheels.new"
+  "$py_env/bin/pip" download --quiet --disable-pip-version-check --no-deps \
+    --only-binary=:all: --require-hashes -r "$wheel_req" -d "$wheels.new"
+  cp "$wheel_req" "$wheels.new/runcell-requirements.txt"
+  rm -rf "$wheels"
+  mv "$wheels.new" "$wheels"
+fi
+
 # The embedded model's weights, pinned by sha256, under the data directory.
 "$ROOT/scripts/fetch-model.sh" "$ROOT/data"
 # A real OpenAI-compatible server for the LLM client's tests, built once

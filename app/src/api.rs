@@ -16,9 +16,17 @@ pub struct SessionLog {
     pub title: String,
     pub events: Vec<SessionEvent>,
     pub models: ModelChoices,
-    /// The sandbox backends on offer (`jail`, `e2b`...), the default first.
+    /// The sandbox backends on offer (`jail`, `e2b`, `browser`), the
+    /// default first.
     #[serde(default)]
     pub backends: Vec<String>,
+    /// The backend the session's programs run on now (what the picker
+    /// shows); empty for the default.
+    #[serde(default)]
+    pub backend: String,
+    /// Where the page loads Pyodide from, when `browser` is on offer.
+    #[serde(default)]
+    pub pyodide_url: Option<String>,
     /// The live share link's path (`/s/…`), if the session is shared.
     pub share_path: Option<String>,
     /// The viewer's sessions, for the sidebar, most recent first.
@@ -133,9 +141,18 @@ pub mod ports {
 
     pub type SharedModelCatalog = std::sync::Arc<dyn ModelCatalog>;
 
-    /// The sandbox backends on offer, the default first.
-    #[derive(Clone, Debug, Default)]
-    pub struct SandboxBackends(pub Vec<String>);
+    /// Where a notebook's code may run.
+    pub trait SandboxChoices: Send + Sync + 'static {
+        /// The backends a notebook may pick (`jail`, `e2b`, `browser`), the
+        /// default first.
+        fn backends(&self) -> Vec<String>;
+        /// The backend the session's programs run on now.
+        fn chosen(&self, session_id: &str) -> Option<String>;
+        /// Where pages load Pyodide from, when `browser` is on offer.
+        fn pyodide_url(&self) -> Option<String>;
+    }
+
+    pub type SharedSandboxChoices = std::sync::Arc<dyn SandboxChoices>;
 
     /// The viewer of the request being handled (set by the server's owner
     /// middleware), or an empty id that owns nothing.
@@ -160,16 +177,20 @@ pub mod ports {
 /// A session's history, for the first render and for pages that load it later.
 #[server(prefix = "/api", endpoint = "load_session")]
 pub async fn load_session(session_id: String) -> Result<SessionLog, ServerFnError> {
-    use ports::{SandboxBackends, SharedModelCatalog, SharedSessionLogs, set_status, viewer};
+    use ports::{SharedModelCatalog, SharedSandboxChoices, SharedSessionLogs, set_status, viewer};
 
     let logs = use_context::<SharedSessionLogs>()
         .ok_or_else(|| ServerFnError::new("the session store is not configured"))?;
     let models = use_context::<SharedModelCatalog>()
         .map(|catalog| catalog.choices())
         .unwrap_or_default();
-    let backends = use_context::<SandboxBackends>()
-        .map(|b| b.0)
+    let sandboxes = use_context::<SharedSandboxChoices>();
+    let backends = sandboxes.as_ref().map(|s| s.backends()).unwrap_or_default();
+    let backend = sandboxes
+        .as_ref()
+        .and_then(|s| s.chosen(&session_id))
         .unwrap_or_default();
+    let pyodide_url = sandboxes.as_ref().and_then(|s| s.pyodide_url());
     let viewer = viewer();
     let read = async {
         let session = logs.session(&viewer, &session_id).await?;
@@ -183,6 +204,8 @@ pub async fn load_session(session_id: String) -> Result<SessionLog, ServerFnErro
             events: session.events,
             models,
             backends,
+            backend,
+            pyodide_url,
             share_path: session.share_path,
             sessions,
         }),

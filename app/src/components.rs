@@ -30,6 +30,17 @@ impl ConnState {
     }
 }
 
+/// The page's own Python (the Browser sandbox), as the header shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PyStatus {
+    /// Not started: Browser is not picked.
+    Off,
+    /// Loading in the background; the stage it is at.
+    Loading(String),
+    Ready,
+    Failed(String),
+}
+
 /// The page's reactive state for one session, shared by its parts.
 #[derive(Clone, Copy)]
 pub struct SessionState {
@@ -42,6 +53,10 @@ pub struct SessionState {
     pub model: RwSignal<String>,
     /// The sandbox backend picked; empty for the server's default.
     pub backend: RwSignal<String>,
+    /// The page's own Python, when Browser is picked.
+    pub python: RwSignal<PyStatus>,
+    /// Where the page loads Pyodide from, when Browser is on offer.
+    pub pyodide_url: StoredValue<Option<String>>,
     /// The page's connection, once the page is hydrated.
     pub send: StoredValue<Option<Sender>>,
     /// A shared page: cells only, no controls.
@@ -83,22 +98,29 @@ pub fn SessionView(log: SessionLog) -> impl IntoView {
         events,
         models,
         backends,
+        backend,
+        pyodide_url,
         share_path,
         sessions,
     } = log;
+    // What the picker shows is what every ask and run says, so that a
+    // reloaded page never runs code somewhere it does not show.
+    let picked = if backends.contains(&backend) {
+        backend
+    } else if backends.len() > 1 {
+        backends[0].clone()
+    } else {
+        String::new()
+    };
     let state = SessionState {
         session_id: StoredValue::new(session_id.clone()),
         notebook: RwSignal::new(Notebook::from_events(&events)),
         conn: RwSignal::new(ConnState::Offline),
         problem: RwSignal::new(None),
         model: RwSignal::new(String::new()),
-        // What the picker shows is what every ask and run says, so that a
-        // reloaded page never runs code somewhere it does not show.
-        backend: RwSignal::new(if backends.len() > 1 {
-            backends[0].clone()
-        } else {
-            String::new()
-        }),
+        backend: RwSignal::new(picked),
+        python: RwSignal::new(PyStatus::Off),
+        pyodide_url: StoredValue::new(pyodide_url),
         send: StoredValue::new(None),
         read_only: false,
     };
@@ -130,6 +152,7 @@ pub fn SessionView(log: SessionLog) -> impl IntoView {
             <Header>
                 <ModelPicker models/>
                 <BackendPicker backends/>
+                <PythonIndicator/>
                 <ConnectionIndicator/>
             </Header>
             <Sidebar sessions current=session_id.clone()/>
@@ -168,6 +191,8 @@ pub fn SharedView(log: SharedLog) -> impl IntoView {
         problem: RwSignal::new(None),
         model: RwSignal::new(String::new()),
         backend: RwSignal::new(String::new()),
+        python: RwSignal::new(PyStatus::Off),
+        pyodide_url: StoredValue::new(None),
         send: StoredValue::new(None),
         read_only: true,
     };
@@ -354,8 +379,10 @@ fn BackendPicker(backends: Vec<String>) -> impl IntoView {
         let label = |name: &str| match name {
             "jail" => "Local sandbox".to_string(),
             "e2b" => "E2B cloud".to_string(),
+            "browser" => "Browser (Pyodide)".to_string(),
             other => other.to_string(),
         };
+        let picked = state.backend.get_untracked();
         view! {
             <label class="model-picker backend-picker" title="Where the code runs; a change starts a fresh kernel">
                 <span class="model-backend">"sandbox"</span>
@@ -367,7 +394,8 @@ fn BackendPicker(backends: Vec<String>) -> impl IntoView {
                         .iter()
                         .map(|b| {
                             let text = label(b);
-                            view! { <option value=b.clone()>{text}</option> }
+                            let selected = *b == picked;
+                            view! { <option value=b.clone() selected=selected>{text}</option> }
                         })
                         .collect_view()}
                 </select>
@@ -408,6 +436,37 @@ fn ModelPicker(models: ModelChoices) -> impl IntoView {
             </select>
             {problem.map(|p| view! { <span class="model-problem" role="note">{p}</span> })}
         </label>
+    }
+}
+
+/// The page's own Python, while Browser is picked: loading, ready, or why
+/// it could not start.
+#[component]
+fn PythonIndicator() -> impl IntoView {
+    let state = expect_context::<SessionState>();
+    let python = state.python;
+    let text = move || match python.get() {
+        PyStatus::Off => String::new(),
+        PyStatus::Loading(stage) => format!("Python: {stage}…"),
+        PyStatus::Ready => "Python ready".to_string(),
+        PyStatus::Failed(why) => format!("Python failed: {why}"),
+    };
+    let kind = move || match python.get() {
+        PyStatus::Off => "off",
+        PyStatus::Loading(_) => "loading",
+        PyStatus::Ready => "ready",
+        PyStatus::Failed(_) => "failed",
+    };
+    view! {
+        <span
+            class="python-status"
+            role="status"
+            aria-label="Python in this page"
+            data-state=kind
+            hidden=move || python.get() == PyStatus::Off
+        >
+            {text}
+        </span>
     }
 }
 
@@ -460,6 +519,14 @@ fn connect(state: SessionState) {
     let client = crate::ws_client::WsClient::start(state);
     let sender: Sender = std::sync::Arc::new(move |message| client.send(&message));
     state.send.set_value(Some(sender));
+    // The page's Python loads in the background as soon as Browser is
+    // picked, so that it is ready when the first program comes.
+    Effect::new(move |_| {
+        if state.backend.get() == "browser" {
+            crate::page_python::start(state);
+        }
+    });
+    on_cleanup(crate::page_python::shut);
     crate::ws_client::watch_scrolling();
     Effect::new(move |_| {
         state.notebook.track();

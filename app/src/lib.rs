@@ -14,6 +14,8 @@ mod cells;
 pub mod components;
 pub mod markdown;
 pub mod notebook;
+#[cfg(feature = "hydrate")]
+mod page_python;
 pub mod protocol;
 pub mod routes;
 #[cfg(feature = "hydrate")]

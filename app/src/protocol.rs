@@ -250,6 +250,24 @@ pub enum ServerMessage {
         code: ErrorCode,
         message: String,
     },
+    /// Run `code` (Python) in this page's own Python (the Browser sandbox):
+    /// sent only to the page the session's browser kernel lives in, and not
+    /// part of the history. The page answers with `browser_output` frames
+    /// and one `browser_done`.
+    BrowserRun {
+        run: u64,
+        code: String,
+        /// Start from empty globals (a new kernel of the session's, or
+        /// Re-run all); otherwise the globals of the runs before stay.
+        #[serde(default)]
+        fresh: bool,
+        /// The wall-clock limit; the server stops the run after it.
+        timeout_ms: u64,
+    },
+    /// Stop a browser run (Stop was pressed, or a limit was hit).
+    BrowserStop {
+        run: u64,
+    },
 }
 
 /// Frames from the page to the server.
@@ -283,6 +301,14 @@ pub enum ClientMessage {
     Stop,
     /// Re-run all: a fresh kernel runs the session's code cells again.
     RerunAll,
+    /// This page runs the session's Browser-sandbox programs from now on, in
+    /// the Python identified by `kernel` (new each time the tab's Python
+    /// starts). Sent when the page's Python is ready and on every reconnect.
+    BrowserAttach { kernel: String },
+    /// A piece of a browser run's output, in order.
+    BrowserOutput { run: u64, output: Output },
+    /// A browser run ended (its error, if any, came as an output before).
+    BrowserDone { run: u64, kernel: String },
 }
 
 /// Why a message the person typed cannot be sent.
@@ -468,6 +494,56 @@ mod tests {
                 serde_json::from_str::<ClientMessage>(bad).is_err(),
                 "{bad:?} should be rejected"
             );
+        }
+    }
+
+    #[test]
+    fn browser_frames_have_a_stable_shape() {
+        let run = ServerMessage::BrowserRun {
+            run: 7,
+            code: "print(1)".into(),
+            fresh: true,
+            timeout_ms: 30_000,
+        };
+        assert_eq!(
+            wire(&run),
+            r#"{"type":"browser_run","run":7,"code":"print(1)","fresh":true,"timeout_ms":30000}"#
+        );
+        assert_eq!(
+            wire(&ServerMessage::BrowserStop { run: 7 }),
+            r#"{"type":"browser_stop","run":7}"#
+        );
+        let parse = |text: &str| serde_json::from_str::<ClientMessage>(text);
+        assert_eq!(
+            parse(r#"{"type":"browser_attach","kernel":"k1"}"#).ok(),
+            Some(ClientMessage::BrowserAttach {
+                kernel: "k1".into()
+            })
+        );
+        assert_eq!(
+            parse(r#"{"type":"browser_output","run":7,"output":{"type":"stdout","text":"hi\n"}}"#)
+                .ok(),
+            Some(ClientMessage::BrowserOutput {
+                run: 7,
+                output: Output::Stdout {
+                    text: "hi\n".into()
+                },
+            })
+        );
+        assert_eq!(
+            parse(r#"{"type":"browser_done","run":7,"kernel":"k1"}"#).ok(),
+            Some(ClientMessage::BrowserDone {
+                run: 7,
+                kernel: "k1".into()
+            })
+        );
+        for bad in [
+            r#"{"type":"browser_output","run":-1,"output":{"type":"stdout","text":""}}"#,
+            r#"{"type":"browser_output","run":7,"output":{"type":"shell","text":""}}"#,
+            r#"{"type":"browser_done","run":7}"#,
+            r#"{"type":"browser_attach"}"#,
+        ] {
+            assert!(parse(bad).is_err(), "{bad} should be rejected");
         }
     }
 

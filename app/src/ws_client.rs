@@ -136,6 +136,7 @@ fn connect(live: &Rc<RefCell<Live>>) {
                 live.borrow_mut().failures = 0;
             }
             state.conn.set(ConnState::Connected);
+            crate::page_python::on_connected(state);
         }
     });
     let on_message = Closure::<dyn FnMut(MessageEvent)>::new({
@@ -170,6 +171,9 @@ fn on_frame(state: SessionState, socket: &WebSocket, ev: &MessageEvent) {
             return;
         }
     };
+    if crate::page_python::on_server(state, &message) {
+        return;
+    }
     match message {
         ServerMessage::Welcome { protocol, .. } if protocol != PROTOCOL_VERSION => {
             state.problem.set(Some(format!(
@@ -199,6 +203,8 @@ fn on_frame(state: SessionState, socket: &WebSocket, ev: &MessageEvent) {
             }
         }
         ServerMessage::Error { message, .. } => state.problem.set(Some(message)),
+        // Handled by the page's Python above.
+        ServerMessage::BrowserRun { .. } | ServerMessage::BrowserStop { .. } => {}
     }
 }
 

@@ -100,7 +100,7 @@ test('the sandbox picker offers the local jail and E2B', async ({ page }) => {
   await notebook.openNew();
   const picker = page.getByRole('combobox', { name: 'Sandbox' });
   await expect(picker).toBeVisible();
-  await expect(picker.locator('option')).toHaveText(['Local sandbox', 'E2B cloud']);
+  await expect(picker.locator('option')).toHaveText(['Local sandbox', 'E2B cloud', 'Browser (Pyodide)']);
 });
 
 test.describe('with JavaScript', () => {

@@ -15,7 +15,14 @@ pub const CONFIG_FILE: &str = "runcell.toml";
 /// for a dot: `RUNCELL_SANDBOX__POOL_SIZE` is `sandbox.pool_size`).
 const ENV_KEYS: [&str; 4] = ["addr", "data_dir", "site_root", "log"];
 /// Any `RUNCELL_SANDBOX__*` is read too; unknown ones are refused by name.
-const ENV_SECTIONS: [&str; 5] = ["sandbox__", "llm__", "auth__", "http__", "e2b__"];
+const ENV_SECTIONS: [&str; 6] = [
+    "sandbox__",
+    "llm__",
+    "auth__",
+    "http__",
+    "e2b__",
+    "browser__",
+];
 /// Conventional names read without the prefix, and where they go.
 const ENV_ALIASES: [(&str, &str); 10] = [
     ("RUNCELL_AUTH", "auth.mode"),
@@ -52,6 +59,28 @@ pub struct Config {
     pub http: HttpConfig,
     #[serde(default)]
     pub e2b: E2bConfig,
+    #[serde(default)]
+    pub browser: BrowserConfig,
+}
+
+/// The Browser sandbox: Python in the session's own page (offered when the
+/// site carries Pyodide).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BrowserConfig {
+    /// How long a run waits for a page of its session to run it.
+    pub attach_wait_secs: u64,
+    /// How long a run whose page went away waits for it to come back.
+    pub gone_grace_secs: u64,
+}
+
+impl Default for BrowserConfig {
+    fn default() -> Self {
+        Self {
+            attach_wait_secs: 60,
+            gone_grace_secs: 10,
+        }
+    }
 }
 
 /// Who may use the API and the pages, and how much.
@@ -435,6 +464,7 @@ impl Default for Config {
             auth: AuthConfig::default(),
             http: HttpConfig::default(),
             e2b: E2bConfig::default(),
+            browser: BrowserConfig::default(),
         }
     }
 }
@@ -533,6 +563,8 @@ impl Config {
                 "e2b.max_sandbox_timeout_secs",
                 self.e2b.max_sandbox_timeout_secs,
             ),
+            ("browser.attach_wait_secs", self.browser.attach_wait_secs),
+            ("browser.gone_grace_secs", self.browser.gone_grace_secs),
         ];
         for (setting, value) in positive {
             if value == 0 {

@@ -16,6 +16,7 @@ use crate::llm::Llm;
 use crate::llm::catalog::Catalog;
 use crate::sandbox::Sandbox;
 use crate::sandbox::backends::Backends;
+use crate::sandbox::browser::{BrowserSettings, BrowserTabs, find_runtime};
 use crate::sandbox::jail::{JailConfig, JailSandbox};
 use crate::sandbox::sessions::{SessionSettings, Sessions};
 use crate::session::SessionHub;
@@ -45,6 +46,11 @@ pub struct AppState {
     pub code_api: Arc<CodeApi>,
     /// The sandboxes served through E2B's protocol.
     pub e2b: Arc<Served>,
+    /// The pages that run their sessions' Python (the Browser sandbox).
+    pub browser: Arc<BrowserTabs>,
+    /// Where pages load Pyodide from (`/pyodide/<version>-<hash>/`), when
+    /// the site carries it; the Browser sandbox is offered only then.
+    pub pyodide: Option<String>,
     /// Turns run as tasks of their own, so a page that goes away does not stop
     /// them; this tracks them for a clean shutdown.
     pub turns: TaskTracker,
@@ -85,11 +91,26 @@ impl AppState {
         if let Some(e2b) = e2b_sessions(&config) {
             backends = backends.with(e2b);
         }
+        let browser = BrowserTabs::new(BrowserSettings {
+            attach_wait: std::time::Duration::from_secs(config.browser.attach_wait_secs),
+            gone_grace: std::time::Duration::from_secs(config.browser.gone_grace_secs),
+            ..BrowserSettings::default()
+        });
+        let pyodide = find_runtime(&config.site_root);
+        if pyodide.is_none() {
+            tracing::info!(
+                site = %config.site_root.display(),
+                "no Pyodide in the site: the browser sandbox is not offered"
+            );
+        }
         let llm = crate::llm::from_config(&config);
         let models = Catalog::new(Arc::clone(&llm), config.llm.model.clone());
         let agent = Agent::new(
             Arc::clone(&llm),
-            Kernels::new(backends.clone()),
+            Kernels::new(
+                backends.clone(),
+                pyodide.as_ref().map(|_| Arc::clone(&browser)),
+            ),
             AgentSettings {
                 max_tokens: config.llm.max_tokens,
                 answer_timeout: std::time::Duration::from_secs(config.llm.answer_timeout_secs),
@@ -132,6 +153,8 @@ impl AppState {
             auth,
             code_api,
             e2b,
+            browser,
+            pyodide,
             turns,
             shutdown,
         }

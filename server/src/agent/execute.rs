@@ -86,12 +86,17 @@ pub async fn run_into_cell(
     let (status, error, cancelled) = match result {
         Ok(run) => {
             if run.restarted {
-                let text = match run.moved_to {
-                    Some(backend) => format!(
-                        "(This code ran in a new kernel on the {} sandbox, as picked; variables from earlier turns stayed behind.)\n",
-                        if backend == "e2b" { "E2B" } else { "local" }
+                let text = match (run.moved_to, run.backend) {
+                    (Some(backend), _) => format!(
+                        "(This code ran in a new kernel {}, as picked; variables from earlier turns stayed behind.)\n",
+                        match backend {
+                            "e2b" => "on the E2B sandbox",
+                            "browser" => "in this page's Python (the Browser sandbox)",
+                            _ => "on the local sandbox",
+                        }
                     ),
-                    None => "(The session's kernel had stopped after being idle; a new one ran this code, so variables from earlier turns are gone.)\n".into(),
+                    (None, "browser") => "(This page's Python started afresh (the page was reloaded, or a program that would not stop was ended), so variables from earlier turns are gone.)\n".into(),
+                    (None, _) => "(The session's kernel had stopped after being idle; a new one ran this code, so variables from earlier turns are gone.)\n".into(),
                 };
                 let note = Output::Stderr { text };
                 session.publish(EventBody::CellOutput {

@@ -1,32 +1,60 @@
 //! Each notebook session's sandbox session: its Python kernel, where
 //! variables live from one turn to the next, on the backend the session's
-//! page picked (the jail unless another was chosen).
+//! page picked (the jail unless another was chosen): one of the shared
+//! backends, or the Browser sandbox (the session's own page).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::sandbox::backends::Backends;
+use crate::sandbox::browser::{self, BrowserTabs};
 use crate::sandbox::sessions::SessionError;
-use crate::sandbox::{Language, RunEvent, RunOutcome, RunRequest, SandboxError};
+use crate::sandbox::{
+    Language, RunEvent, RunOutcome, RunRequest, Sandbox, SandboxError, SandboxSession,
+};
 use crate::session::SessionId;
 
 /// Which sandbox session each notebook session runs in.
 pub struct Kernels {
     backends: Backends,
-    /// Each notebook session's kernel: its backend and sandbox session id.
-    by_session: Mutex<HashMap<SessionId, (&'static str, String)>>,
+    /// The Browser sandbox, when the site carries Pyodide.
+    browser: Option<Arc<BrowserTabs>>,
+    /// Each notebook session's kernel.
+    by_session: Mutex<HashMap<SessionId, Kernel>>,
     /// The backend each notebook session asked for last.
     chosen: Mutex<HashMap<SessionId, &'static str>>,
+}
+
+/// A notebook session's kernel.
+#[derive(Clone)]
+enum Kernel {
+    /// A session of one of the shared backends, by id.
+    Pooled { backend: &'static str, id: String },
+    /// A kernel in the session's page.
+    Browser(Arc<dyn SandboxSession>),
+}
+
+impl Kernel {
+    fn backend(&self) -> &'static str {
+        match self {
+            Self::Pooled { backend, .. } => backend,
+            Self::Browser(_) => browser::BACKEND,
+        }
+    }
 }
 
 /// How a run went from the kernel's point of view.
 pub struct KernelRun {
     pub outcome: RunOutcome,
+    /// The backend it ran on.
+    pub backend: &'static str,
     /// A new sandbox session was opened for this run although the notebook
-    /// had one before (it was closed when idle): earlier variables are gone.
+    /// had one before (it was closed when idle, or the page's Python
+    /// started afresh): earlier variables are gone.
     pub restarted: bool,
     /// The run moved to this backend (another was picked): the earlier
     /// variables stay behind on the old one.
@@ -34,28 +62,43 @@ pub struct KernelRun {
 }
 
 impl Kernels {
-    pub fn new(backends: Backends) -> Self {
+    pub fn new(backends: Backends, browser: Option<Arc<BrowserTabs>>) -> Self {
         Self {
             backends,
+            browser,
             by_session: Mutex::new(HashMap::new()),
             chosen: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The backends on offer, the default first.
+    /// The backends a notebook may pick, the default first.
     pub fn backends(&self) -> Vec<&'static str> {
-        self.backends.names()
+        let mut names = self.backends.names();
+        if self.browser.is_some() {
+            names.push(browser::BACKEND);
+        }
+        names
     }
 
     /// Runs the session's next programs on `backend` (a kernel there starts
     /// on the next run; the old one's variables are left behind).
     pub fn choose(&self, session: SessionId, backend: &str) -> Result<(), SandboxError> {
-        let name = self.backends.get(Some(backend))?.backend();
+        let name = if backend.trim() == browser::BACKEND {
+            if self.browser.is_none() {
+                return Err(SandboxError::InvalidInput(
+                    "the browser sandbox is not on offer here: this server's site was built without Pyodide (run scripts/build.sh)".into(),
+                ));
+            }
+            browser::BACKEND
+        } else {
+            self.backends.get(Some(backend))?.backend()
+        };
         self.chosen.lock().insert(session, name);
         Ok(())
     }
 
-    fn chosen(&self, session: SessionId) -> &'static str {
+    /// The backend the session's next program runs on.
+    pub fn chosen(&self, session: SessionId) -> &'static str {
         self.chosen
             .lock()
             .get(&session)
@@ -67,8 +110,8 @@ impl Kernels {
     /// starts a fresh kernel (and is not reported as a restart).
     pub async fn reset(&self, session: SessionId) {
         let known = self.by_session.lock().remove(&session);
-        if let Some((backend, id)) = known {
-            self.close(backend, &id).await;
+        if let Some(kernel) = known {
+            self.close(&kernel).await;
         }
     }
 
@@ -82,15 +125,18 @@ impl Kernels {
         cancel: &CancellationToken,
     ) -> Result<KernelRun, SessionError> {
         let wanted = self.chosen(session);
-        let sandboxes = self.backends.get(Some(wanted))?;
         let known = self.by_session.lock().get(&session).cloned();
         match &known {
-            Some((backend, id)) if *backend == wanted => {
-                match sandboxes.run(id, request, Some(events), cancel).await {
-                    Err(SessionError::NotFound(_)) => {}
+            Some(kernel) if kernel.backend() == wanted => {
+                match self.run_in(kernel, request, events, cancel).await {
+                    Err(
+                        SessionError::NotFound(_)
+                        | SessionError::Sandbox(SandboxError::NotFound(_)),
+                    ) => {}
                     other => {
                         return other.map(|outcome| KernelRun {
                             outcome,
+                            backend: wanted,
                             restarted: false,
                             moved_to: None,
                         });
@@ -98,30 +144,73 @@ impl Kernels {
                 }
             }
             // Another backend was picked: its kernel starts afresh.
-            Some((backend, id)) => self.close(backend, id).await,
+            Some(kernel) => self.close(kernel).await,
             None => {}
         }
-        let info = sandboxes.create_for_notebook(Language::Python).await?;
-        self.by_session
-            .lock()
-            .insert(session, (wanted, info.session_id.clone()));
-        let outcome = sandboxes
-            .run(&info.session_id, request, Some(events), cancel)
-            .await?;
+        let kernel = self.open(session, wanted).await?;
+        self.by_session.lock().insert(session, kernel.clone());
+        let outcome = self.run_in(&kernel, request, events, cancel).await?;
         Ok(KernelRun {
             outcome,
+            backend: wanted,
             restarted: known.is_some(),
             moved_to: known
-                .filter(|(backend, _)| *backend != wanted)
+                .filter(|kernel| kernel.backend() != wanted)
                 .map(|_| wanted),
         })
     }
 
-    async fn close(&self, backend: &str, id: &str) {
-        if let Ok(sandboxes) = self.backends.get(Some(backend))
-            && let Err(err) = sandboxes.delete(id).await
-        {
-            tracing::debug!(%err, "the old kernel was already gone");
+    async fn open(
+        &self,
+        session: SessionId,
+        backend: &'static str,
+    ) -> Result<Kernel, SessionError> {
+        if backend == browser::BACKEND {
+            let tabs = self.browser.as_ref().ok_or_else(|| {
+                SandboxError::InvalidInput("the browser sandbox is not on offer here".into())
+            })?;
+            let kernel = tabs.sandbox(session).open_session().await?;
+            return Ok(Kernel::Browser(Arc::from(kernel)));
+        }
+        let info = self
+            .backends
+            .get(Some(backend))?
+            .create_for_notebook(Language::Python)
+            .await?;
+        Ok(Kernel::Pooled {
+            backend,
+            id: info.session_id,
+        })
+    }
+
+    async fn run_in(
+        &self,
+        kernel: &Kernel,
+        request: &RunRequest,
+        events: &mpsc::Sender<RunEvent>,
+        cancel: &CancellationToken,
+    ) -> Result<RunOutcome, SessionError> {
+        match kernel {
+            Kernel::Pooled { backend, id } => {
+                self.backends
+                    .get(Some(backend))?
+                    .run(id, request, Some(events), cancel)
+                    .await
+            }
+            Kernel::Browser(session) => Ok(session.run(request, Some(events), cancel).await?),
+        }
+    }
+
+    async fn close(&self, kernel: &Kernel) {
+        match kernel {
+            Kernel::Pooled { backend, id } => {
+                if let Ok(sandboxes) = self.backends.get(Some(backend))
+                    && let Err(err) = sandboxes.delete(id).await
+                {
+                    tracing::debug!(%err, "the old kernel was already gone");
+                }
+            }
+            Kernel::Browser(session) => session.close().await,
         }
     }
 }

@@ -30,7 +30,7 @@ pub async fn time_limit(limit: Duration, request: Request, next: Next) -> Respon
 /// Headers every response carries unless it set its own: no MIME sniffing,
 /// never framed by another site, no referrer (share links are secrets in
 /// URLs), no plugins, forms and base URLs of this site only.
-const SECURITY_HEADERS: [(&str, &str); 5] = [
+const SECURITY_HEADERS: [(&str, &str); 6] = [
     ("x-content-type-options", "nosniff"),
     ("x-frame-options", "DENY"),
     ("referrer-policy", "no-referrer"),
@@ -38,7 +38,10 @@ const SECURITY_HEADERS: [(&str, &str); 5] = [
         "content-security-policy",
         "frame-ancestors 'none'; base-uri 'self'; object-src 'none'; form-action 'self'",
     ),
+    // Together: the page is cross-origin isolated, which gives it
+    // SharedArrayBuffer, the way Stop interrupts Python in the page.
     ("cross-origin-opener-policy", "same-origin"),
+    ("cross-origin-embedder-policy", "require-corp"),
 ];
 
 pub fn with_security_headers<S>(mut router: Router<S>) -> Router<S>

@@ -1,5 +1,6 @@
 //! HTTP: routes, pages and the WebSocket. Handlers parse, call the domain, map.
 
+mod assets;
 mod e2b;
 pub mod error;
 mod hygiene;
@@ -17,14 +18,12 @@ use app::api::ports::{SharedModelCatalog, SharedSessionLogs};
 use app::{App, shell};
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, State};
-use axum::http::{HeaderValue, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Redirect};
 use axum::routing::{get, post};
 use leptos::prelude::provide_context;
 use leptos_axum::{LeptosRoutes, file_and_error_handler_with_context, generate_route_list};
 use std::time::Duration;
-use tower_http::services::ServeDir;
-use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::TraceLayer;
 
 pub use error::ApiError;
@@ -45,27 +44,16 @@ pub fn router(state: AppState) -> Router {
     let routes = generate_route_list(App);
     let logs: SharedSessionLogs = state.sessions.clone();
     let catalog: SharedModelCatalog = state.models.clone();
-    let backends = app::api::ports::SandboxBackends(
-        state
-            .backends
-            .names()
-            .into_iter()
-            .map(str::to_string)
-            .collect(),
-    );
+    let sandboxes: app::api::ports::SharedSandboxChoices = Arc::new(SandboxPicks {
+        runner: Arc::clone(&state.runner),
+        pyodide: state.pyodide.clone(),
+    });
     let context = move || {
         provide_context(Arc::clone(&logs));
         provide_context(Arc::clone(&catalog));
-        provide_context(backends.clone());
+        provide_context(Arc::clone(&sandboxes));
     };
     let leptos = state.leptos.clone();
-
-    let bundle = Router::new()
-        .fallback_service(ServeDir::new(state.config.site_root.join("pkg")).precompressed_gzip())
-        .layer(SetResponseHeaderLayer::overriding(
-            header::CACHE_CONTROL,
-            HeaderValue::from_static("no-cache"),
-        ));
 
     let pages = Router::new()
         .route("/healthz", get(healthz))
@@ -94,7 +82,9 @@ pub fn router(state: AppState) -> Router {
         .route("/login", get(signin::form).post(signin::sign_in))
         .route("/logout", post(signin::sign_out))
         .route("/metrics", get(metrics))
-        .nest_service("/pkg", bundle)
+        .nest_service("/pkg", assets::bundle(&state.config.site_root))
+        .nest_service("/pyodide", assets::pyodide(&state.config.site_root))
+        .route_service(assets::WORKER_PATH, assets::worker(&state.config.site_root))
         .leptos_routes_with_context(&state, routes, context.clone(), move || {
             shell(leptos.clone())
         })
@@ -184,6 +174,29 @@ fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Spa
         .get::<MatchedPath>()
         .map_or("fallback", MatchedPath::as_str);
     tracing::info_span!("http", method = %request.method(), route)
+}
+
+/// The page's view of where code may run: the notebook's backends, each
+/// session's pick, and where Pyodide is.
+struct SandboxPicks {
+    runner: Arc<crate::agent::TurnRunner>,
+    pyodide: Option<String>,
+}
+
+impl app::api::ports::SandboxChoices for SandboxPicks {
+    fn backends(&self) -> Vec<String> {
+        let kernels = self.runner.agent().kernels();
+        kernels.backends().into_iter().map(str::to_string).collect()
+    }
+
+    fn chosen(&self, session_id: &str) -> Option<String> {
+        let id = session_id.parse().ok()?;
+        Some(self.runner.agent().kernels().chosen(id).to_string())
+    }
+
+    fn pyodide_url(&self) -> Option<String> {
+        self.pyodide.clone()
+    }
 }
 
 async fn healthz(State(state): State<AppState>) -> impl IntoResponse {

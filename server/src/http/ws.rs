@@ -16,6 +16,7 @@ use tokio::sync::broadcast::error::RecvError;
 use super::ApiError;
 use super::owner::Owner;
 use crate::agent::{TurnRefusal, TurnRequest, parse_language};
+use crate::sandbox::browser::{BrowserError, Reply, TabLink};
 use crate::session::SessionChannel;
 use crate::state::AppState;
 
@@ -94,6 +95,8 @@ pub async fn serve_socket<W, R>(
     R: Stream<Item = Result<Message, axum::Error>> + Unpin,
 {
     let (backlog, last_seq, mut live) = channel.subscribe(after);
+    // Frames for this page alone: the Browser sandbox's runs, if it attaches.
+    let (link, mut outbound) = state.browser.link();
     let welcome = ServerMessage::Welcome {
         protocol: PROTOCOL_VERSION,
         session_id: channel.id().to_string(),
@@ -141,9 +144,14 @@ pub async fn serve_socket<W, R>(
                     break;
                 }
             }
+            Some(message) = outbound.recv() => {
+                if send(&mut sink, &message).await.is_err() {
+                    break;
+                }
+            }
             frame = stream.next() => {
                 let reply = match frame {
-                    Some(Ok(Message::Text(text))) => handle_text(text.as_str(), &channel, &state),
+                    Some(Ok(Message::Text(text))) => handle_text(text.as_str(), &channel, &state, &link).await,
                     Some(Ok(Message::Binary(_))) => Some(refusal_message(ErrorCode::BadFrame, "binary frames are not part of the protocol")),
                     Some(Ok(Message::Ping(_) | Message::Pong(_))) => None,
                     Some(Ok(Message::Close(_)) | Err(_)) | None => break,
@@ -156,14 +164,16 @@ pub async fn serve_socket<W, R>(
             }
         }
     }
+    state.browser.detach(channel.id(), link.conn());
     tracing::debug!("page disconnected");
 }
 
 /// Acts on one text frame; returns the error frame to send back, if any.
-fn handle_text(
+async fn handle_text(
     text: &str,
     channel: &Arc<SessionChannel>,
     state: &AppState,
+    link: &TabLink,
 ) -> Option<ServerMessage> {
     let message = match serde_json::from_str::<ClientMessage>(text) {
         Ok(message) => message,
@@ -208,10 +218,46 @@ fn handle_text(
             return None;
         }
         ClientMessage::RerunAll => TurnRequest::RerunAll,
+        ClientMessage::BrowserAttach { kernel } => {
+            return state
+                .browser
+                .attach(channel.id(), link, &kernel)
+                .err()
+                .map(|e| refusal_message(ErrorCode::BadFrame, &e.to_string()));
+        }
+        ClientMessage::BrowserOutput { run, output } => {
+            return browser_reply(state, channel, link, run, Reply::Output(output)).await;
+        }
+        ClientMessage::BrowserDone { run, kernel } => {
+            return browser_reply(state, channel, link, run, Reply::Done { kernel }).await;
+        }
     };
     match state.runner.start(channel, request) {
         Ok(_) => None,
         Err(refusal) => Some(refused(&refusal)),
+    }
+}
+
+async fn browser_reply(
+    state: &AppState,
+    channel: &SessionChannel,
+    link: &TabLink,
+    run: u64,
+    reply: Reply,
+) -> Option<ServerMessage> {
+    match state
+        .browser
+        .reply(channel.id(), link.conn(), run, reply)
+        .await
+    {
+        Ok(()) => None,
+        // Frames that arrive after the server ended the run (a stop or the
+        // time limit) are expected: dropped quietly.
+        Err(BrowserError::UnknownRun(run)) => {
+            tracing::debug!(run, "a frame for a browser run that is over");
+            None
+        }
+        Err(e) => Some(refusal_message(ErrorCode::BadFrame, &e.to_string())),
     }
 }
 

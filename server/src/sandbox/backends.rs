@@ -56,10 +56,10 @@ impl Backends {
             .iter()
             .find(|s| s.backend() == name)
             .ok_or_else(|| {
-                let hint = if name == "e2b" {
-                    " (set E2B_API_KEY to offer E2B)"
-                } else {
-                    ""
+                let hint = match name {
+                    "e2b" => " (set E2B_API_KEY to offer E2B)",
+                    "browser" => " (the browser sandbox runs only in a notebook's own page)",
+                    _ => "",
                 };
                 SandboxError::InvalidInput(format!(
                     "no sandbox backend '{name}' here{hint}; on offer: {}",

@@ -7,6 +7,7 @@
 //! the sandbox itself; [`SandboxError`] is for runs that could not happen.
 
 pub mod backends;
+pub mod browser;
 pub mod conformance;
 pub mod files;
 pub mod jail;

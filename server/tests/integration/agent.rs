@@ -44,7 +44,7 @@ async fn harness_with(llm: Arc<dyn Llm>, max_fixes: u32) -> Harness {
     );
     let agent = Agent::new(
         llm,
-        Kernels::new(runcell::sandbox::backends::Backends::new(sessions)),
+        Kernels::new(runcell::sandbox::backends::Backends::new(sessions), None),
         AgentSettings {
             max_fixes,
             limits: Limits {

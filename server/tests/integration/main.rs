@@ -9,6 +9,7 @@
 mod agent;
 mod api;
 mod binary;
+mod browser;
 mod e2b;
 mod kernel;
 mod llm;

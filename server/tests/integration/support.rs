@@ -101,6 +101,7 @@ impl TestServer {
             auth: Default::default(),
             http: Default::default(),
             e2b: Default::default(),
+            browser: Default::default(),
         };
         change(&mut config);
         Self::launch(config, data).await

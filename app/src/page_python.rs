@@ -1,0 +1,395 @@
+//! The Browser sandbox's page side (hydrate only): Python (Pyodide) in a
+//! module worker (`/py-worker.mjs`), which runs what the server sends in
+//! `browser_run` frames and streams the output back as `browser_output`
+//! frames, so the agent's turn goes on as with any sandbox.
+//!
+//! Stop writes into a `SharedArrayBuffer` the worker's Python polls
+//! (`KeyboardInterrupt`); a program that does not stop, or a page that is
+//! not cross-origin isolated, gets the worker ended and a new Python started,
+//! said plainly in the result.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use leptos::prelude::*;
+use serde::Deserialize;
+use wasm_bindgen::JsCast;
+use wasm_bindgen::closure::Closure;
+use web_sys::{MessageEvent, Worker, WorkerOptions, WorkerType};
+
+use crate::components::{PyStatus, SessionState};
+use crate::protocol::{ClientMessage, Output, ServerMessage};
+
+/// The worker script the server serves.
+const WORKER_URL: &str = "/py-worker.mjs";
+/// How long an interrupted program has to stop before its Python is ended.
+const INTERRUPT_GRACE: Duration = Duration::from_millis(1500);
+/// Added to the server's time limit before the page stops a run itself (the
+/// server normally asks first).
+const LOCAL_LIMIT_SLACK_MS: u64 = 2_000;
+
+/// What the worker posts.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+enum FromWorker {
+    Loading {
+        stage: String,
+    },
+    Ready {
+        ms: u64,
+    },
+    Failed {
+        message: String,
+    },
+    Out {
+        run: u64,
+        stream: String,
+        text: String,
+    },
+    Result {
+        run: u64,
+        data: BTreeMap<String, String>,
+    },
+    Error {
+        run: u64,
+        name: String,
+        value: String,
+        #[serde(default)]
+        traceback: Vec<String>,
+    },
+    Done {
+        run: u64,
+    },
+}
+
+/// The page's Python.
+struct Engine {
+    worker: Worker,
+    /// New with every worker: the server tells a reloaded Python by it.
+    kernel: String,
+    /// Written 2 to interrupt; absent when the page is not isolated.
+    interrupt: Option<js_sys::Uint8Array>,
+    /// Runs posted to the worker, the running one first.
+    runs: VecDeque<u64>,
+    _on_message: Closure<dyn FnMut(MessageEvent)>,
+    _on_error: Closure<dyn FnMut(web_sys::Event)>,
+}
+
+thread_local! {
+    static ENGINE: RefCell<Option<Engine>> = const { RefCell::new(None) };
+}
+
+/// Starts the page's Python in the background, unless it runs already.
+pub fn start(state: SessionState) {
+    let running = ENGINE.with(|e| e.borrow().is_some());
+    if running {
+        return;
+    }
+    let Some(url) = state.pyodide_url.get_value() else {
+        state.python.set(PyStatus::Failed(
+            "this server's site was built without Pyodide".into(),
+        ));
+        return;
+    };
+    match Engine::spawn(state, &url) {
+        Ok(engine) => {
+            let kernel = engine.kernel.clone();
+            ENGINE.with(|e| *e.borrow_mut() = Some(engine));
+            state.python.set(PyStatus::Loading("starting".into()));
+            attach(state, kernel);
+        }
+        Err(message) => state.python.set(PyStatus::Failed(message)),
+    }
+}
+
+/// Ends the page's Python (the page is going away).
+pub fn shut() {
+    if let Some(engine) = ENGINE.with(|e| e.borrow_mut().take()) {
+        engine.worker.terminate();
+    }
+}
+
+/// The socket (re)connected: the server learns again which Python runs here.
+pub fn on_connected(state: SessionState) {
+    if let Some(kernel) = ENGINE.with(|e| e.borrow().as_ref().map(|e| e.kernel.clone())) {
+        attach(state, kernel);
+    }
+}
+
+/// A frame for this page's Python; false if it is not one.
+pub fn on_server(state: SessionState, message: &ServerMessage) -> bool {
+    match message {
+        ServerMessage::BrowserRun {
+            run,
+            code,
+            fresh,
+            timeout_ms,
+        } => {
+            start(state);
+            let posted = ENGINE.with(|e| {
+                e.borrow_mut()
+                    .as_mut()
+                    .map(|engine| engine.post_run(*run, code, *fresh))
+            });
+            match posted {
+                Some(Ok(())) => {
+                    let (run, limit) = (*run, *timeout_ms);
+                    set_timeout(
+                        move || stop(state, run, "the time limit"),
+                        Duration::from_millis(limit.saturating_add(LOCAL_LIMIT_SLACK_MS)),
+                    );
+                }
+                Some(Err(message)) => refuse(state, *run, &message),
+                None => refuse(state, *run, ""),
+            }
+            true
+        }
+        ServerMessage::BrowserStop { run } => {
+            stop(state, *run, "Stop");
+            true
+        }
+        _ => false,
+    }
+}
+
+fn attach(state: SessionState, kernel: String) {
+    // Not sent while offline: `on_connected` sends it again.
+    let _ = state.send_frame(ClientMessage::BrowserAttach { kernel });
+}
+
+fn refuse(state: SessionState, run: u64, message: &str) {
+    let message = if message.is_empty() {
+        "this page's Python is not running"
+    } else {
+        message
+    };
+    output(
+        state,
+        run,
+        Output::Error {
+            name: "BrowserError".into(),
+            value: message.to_string(),
+            traceback: Vec::new(),
+        },
+    );
+    done(state, run, String::new());
+}
+
+fn output(state: SessionState, run: u64, output: Output) {
+    let _ = state.send_frame(ClientMessage::BrowserOutput { run, output });
+}
+
+fn done(state: SessionState, run: u64, kernel: String) {
+    let _ = state.send_frame(ClientMessage::BrowserDone { run, kernel });
+}
+
+/// Stops `run` if it is still on: interrupts the running program, or drops
+/// a waiting one; a program that does not stop in time ends the worker.
+fn stop(state: SessionState, run: u64, why: &'static str) {
+    enum Action {
+        Nothing,
+        Interrupted,
+        Restart,
+    }
+    let action = ENGINE.with(|e| {
+        let mut engine = e.borrow_mut();
+        let Some(engine) = engine.as_mut() else {
+            return Action::Nothing;
+        };
+        match engine.runs.iter().position(|r| *r == run) {
+            None => Action::Nothing,
+            Some(0) => match &engine.interrupt {
+                Some(buffer) => {
+                    buffer.set_index(0, 2);
+                    Action::Interrupted
+                }
+                None => Action::Restart,
+            },
+            Some(_) => {
+                let _ = engine.post_json(&serde_json::json!({"cmd": "cancel", "run": run}));
+                Action::Nothing
+            }
+        }
+    });
+    match action {
+        Action::Nothing => {}
+        Action::Interrupted => set_timeout(
+            move || {
+                let still = ENGINE.with(|e| {
+                    e.borrow()
+                        .as_ref()
+                        .is_some_and(|engine| engine.runs.front() == Some(&run))
+                });
+                if still {
+                    restart(
+                        state,
+                        &format!(
+                            "(The program did not stop when interrupted ({why}), so this page's Python was ended and is starting again: its variables are gone.)\n"
+                        ),
+                    );
+                }
+            },
+            INTERRUPT_GRACE,
+        ),
+        Action::Restart => restart(
+            state,
+            &format!(
+                "(This page is not cross-origin isolated, so its Python cannot be interrupted: on {why} it was ended and is starting again, and its variables are gone.)\n"
+            ),
+        ),
+    }
+}
+
+/// Ends the worker and starts another: every run it had ends, the running
+/// one with `note`.
+fn restart(state: SessionState, note: &str) {
+    let Some(old) = ENGINE.with(|e| e.borrow_mut().take()) else {
+        return;
+    };
+    old.worker.terminate();
+    for (i, run) in old.runs.iter().enumerate() {
+        if i == 0 {
+            output(
+                state,
+                *run,
+                Output::Stderr {
+                    text: note.to_string(),
+                },
+            );
+        }
+        output(
+            state,
+            *run,
+            Output::Error {
+                name: "KeyboardInterrupt".into(),
+                value: "stopped".into(),
+                traceback: Vec::new(),
+            },
+        );
+        done(state, *run, old.kernel.clone());
+    }
+    drop(old);
+    start(state);
+}
+
+impl Engine {
+    fn spawn(state: SessionState, url: &str) -> Result<Self, String> {
+        let options = WorkerOptions::new();
+        options.set_type(WorkerType::Module);
+        let worker = Worker::new_with_options(WORKER_URL, &options)
+            .map_err(|e| format!("the browser cannot start a worker: {e:?}"))?;
+        let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
+            if let Some(text) = ev.data().as_string() {
+                match serde_json::from_str::<FromWorker>(&text) {
+                    Ok(message) => from_worker(state, message),
+                    Err(err) => leptos::logging::warn!("unreadable message from Python: {err}"),
+                }
+            }
+        });
+        let on_error = Closure::<dyn FnMut(web_sys::Event)>::new(move |_ev: web_sys::Event| {
+            state.python.set(PyStatus::Failed(
+                "the Python worker failed to load (see the browser console)".into(),
+            ));
+        });
+        worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+        worker.set_onerror(Some(on_error.as_ref().unchecked_ref()));
+        let kernel = new_kernel_id();
+        let engine = Self {
+            worker,
+            kernel,
+            interrupt: None,
+            runs: VecDeque::new(),
+            _on_message: on_message,
+            _on_error: on_error,
+        };
+        engine.post_json(&serde_json::json!({"cmd": "init", "indexURL": url}))?;
+        let mut engine = engine;
+        engine.interrupt = engine.share_interrupt();
+        Ok(engine)
+    }
+
+    /// Gives the worker a byte it can be interrupted through, when the page
+    /// may share memory (it is cross-origin isolated).
+    fn share_interrupt(&self) -> Option<js_sys::Uint8Array> {
+        let isolated = js_sys::Reflect::get(&js_sys::global(), &"crossOriginIsolated".into())
+            .ok()
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false);
+        if !isolated {
+            return None;
+        }
+        let shared = js_sys::SharedArrayBuffer::new(1);
+        let buffer = js_sys::Uint8Array::new(&shared);
+        let message = js_sys::Object::new();
+        js_sys::Reflect::set(&message, &"cmd".into(), &"irq".into()).ok()?;
+        js_sys::Reflect::set(&message, &"buf".into(), &buffer).ok()?;
+        self.worker.post_message(&message).ok()?;
+        Some(buffer)
+    }
+
+    fn post_json(&self, message: &serde_json::Value) -> Result<(), String> {
+        self.worker
+            .post_message(&message.to_string().into())
+            .map_err(|e| format!("cannot reach the page's Python: {e:?}"))
+    }
+
+    fn post_run(&mut self, run: u64, code: &str, fresh: bool) -> Result<(), String> {
+        self.post_json(&serde_json::json!({
+            "cmd": "run", "run": run, "code": code, "fresh": fresh,
+        }))?;
+        self.runs.push_back(run);
+        Ok(())
+    }
+}
+
+fn from_worker(state: SessionState, message: FromWorker) {
+    match message {
+        FromWorker::Loading { stage } => state.python.set(PyStatus::Loading(stage)),
+        FromWorker::Ready { ms } => {
+            leptos::logging::log!("the page's Python is ready in {ms} ms");
+            state.python.set(PyStatus::Ready);
+        }
+        FromWorker::Failed { message } => state.python.set(PyStatus::Failed(message)),
+        FromWorker::Out { run, stream, text } => output(
+            state,
+            run,
+            if stream == "stderr" {
+                Output::Stderr { text }
+            } else {
+                Output::Stdout { text }
+            },
+        ),
+        FromWorker::Result { run, data } => output(state, run, Output::Rich { data }),
+        FromWorker::Error {
+            run,
+            name,
+            value,
+            traceback,
+        } => output(
+            state,
+            run,
+            Output::Error {
+                name,
+                value,
+                traceback,
+            },
+        ),
+        FromWorker::Done { run } => {
+            let kernel = ENGINE.with(|e| {
+                let mut engine = e.borrow_mut();
+                let engine = engine.as_mut()?;
+                engine.runs.retain(|r| *r != run);
+                Some(engine.kernel.clone())
+            });
+            done(state, run, kernel.unwrap_or_default());
+        }
+    }
+}
+
+/// A new id for a new Python: letters and digits.
+fn new_kernel_id() -> String {
+    let random = (js_sys::Math::random() * 4_294_967_296.0) as u64;
+    let now = js_sys::Date::now() as u64;
+    format!("k{now:x}{random:08x}")
+}
