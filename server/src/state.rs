@@ -7,6 +7,7 @@ use leptos::config::LeptosOptions;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::agent::BrowserOffer;
 use crate::agent::{Agent, AgentSettings, Kernels, TurnRunner};
 use crate::auth::{Auth, KeyLimits};
 use crate::code_api::CodeApi;
@@ -16,7 +17,7 @@ use crate::llm::Llm;
 use crate::llm::catalog::Catalog;
 use crate::sandbox::Sandbox;
 use crate::sandbox::backends::Backends;
-use crate::sandbox::browser::{BrowserSettings, BrowserTabs, find_runtime};
+use crate::sandbox::browser::{BrowserSettings, BrowserTabs, Runtime, find_runtime};
 use crate::sandbox::jail::{JailConfig, JailSandbox};
 use crate::sandbox::sessions::{SessionSettings, Sessions};
 use crate::session::SessionHub;
@@ -48,9 +49,9 @@ pub struct AppState {
     pub e2b: Arc<Served>,
     /// The pages that run their sessions' Python (the Browser sandbox).
     pub browser: Arc<BrowserTabs>,
-    /// Where pages load Pyodide from (`/pyodide/<version>-<hash>/`), when
-    /// the site carries it; the Browser sandbox is offered only then.
-    pub pyodide: Option<String>,
+    /// The Pyodide runtime pages load, when the site carries it; the
+    /// Browser sandbox is offered only then.
+    pub pyodide: Option<Runtime>,
     /// Turns run as tasks of their own, so a page that goes away does not stop
     /// them; this tracks them for a clean shutdown.
     pub turns: TaskTracker,
@@ -109,7 +110,10 @@ impl AppState {
             Arc::clone(&llm),
             Kernels::new(
                 backends.clone(),
-                pyodide.as_ref().map(|_| Arc::clone(&browser)),
+                pyodide.as_ref().map(|runtime| BrowserOffer {
+                    tabs: Arc::clone(&browser),
+                    imports: runtime.imports.clone(),
+                }),
             ),
             AgentSettings {
                 max_tokens: config.llm.max_tokens,

@@ -18,11 +18,17 @@ use crate::sandbox::{
 };
 use crate::session::SessionId;
 
+/// The Browser sandbox, when the site carries Pyodide.
+pub struct BrowserOffer {
+    pub tabs: Arc<BrowserTabs>,
+    /// What its vendored packages let a program import.
+    pub imports: Vec<String>,
+}
+
 /// Which sandbox session each notebook session runs in.
 pub struct Kernels {
     backends: Backends,
-    /// The Browser sandbox, when the site carries Pyodide.
-    browser: Option<Arc<BrowserTabs>>,
+    browser: Option<BrowserOffer>,
     /// Each notebook session's kernel.
     by_session: Mutex<HashMap<SessionId, Kernel>>,
     /// The backend each notebook session asked for last.
@@ -62,7 +68,7 @@ pub struct KernelRun {
 }
 
 impl Kernels {
-    pub fn new(backends: Backends, browser: Option<Arc<BrowserTabs>>) -> Self {
+    pub fn new(backends: Backends, browser: Option<BrowserOffer>) -> Self {
         Self {
             backends,
             browser,
@@ -95,6 +101,14 @@ impl Kernels {
         };
         self.chosen.lock().insert(session, name);
         Ok(())
+    }
+
+    /// What the model must know about where the session's programs run,
+    /// when it differs from the jail's full Python.
+    pub fn environment_note(&self, session: SessionId) -> Option<String> {
+        let offer = self.browser.as_ref()?;
+        (self.chosen(session) == browser::BACKEND)
+            .then(|| super::prompt::browser_note(&offer.imports))
     }
 
     /// The backend the session's next program runs on.
@@ -166,10 +180,10 @@ impl Kernels {
         backend: &'static str,
     ) -> Result<Kernel, SessionError> {
         if backend == browser::BACKEND {
-            let tabs = self.browser.as_ref().ok_or_else(|| {
+            let offer = self.browser.as_ref().ok_or_else(|| {
                 SandboxError::InvalidInput("the browser sandbox is not on offer here".into())
             })?;
-            let kernel = tabs.sandbox(session).open_session().await?;
+            let kernel = offer.tabs.sandbox(session).open_session().await?;
             return Ok(Kernel::Browser(Arc::from(kernel)));
         }
         let info = self

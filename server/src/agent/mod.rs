@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::code::{CodeCell, CodeChannel, publish_complete};
 use self::execute::{Program, Ran, run_into_cell};
-pub use self::kernels::Kernels;
+pub use self::kernels::{BrowserOffer, Kernels};
 pub use self::prompt::SYSTEM_PROMPT;
 pub use self::runner::{TurnRefusal, TurnRunner, parse_language};
 use crate::highlight::Highlighter;
@@ -254,12 +254,14 @@ impl Agent {
             cell_id: session.next_cell_id(),
             text: text.clone(),
         });
+        let system = match self.kernels.environment_note(session.id()) {
+            Some(note) => format!("{SYSTEM_PROMPT} {note}"),
+            None => SYSTEM_PROMPT.to_string(),
+        };
         let budget = (self.settings.context_tokens as usize)
             .saturating_sub(self.settings.max_tokens as usize)
-            .saturating_sub(
-                prompt::approx_tokens(SYSTEM_PROMPT) + prompt::approx_tokens(&text) + 256,
-            );
-        let mut messages = vec![Message::system(SYSTEM_PROMPT)];
+            .saturating_sub(prompt::approx_tokens(&system) + prompt::approx_tokens(&text) + 256);
+        let mut messages = vec![Message::system(system)];
         messages.extend(prompt::history(history, budget));
         messages.push(Message::user(match history.kernel_lost() {
             // The earlier programs' variables are gone: say so, or the

@@ -18,6 +18,21 @@ never read input() or command-line arguments. The program runs in the same Pytho
 as the earlier programs of this conversation, so their variables and imports can be used. \
 Only when a chart is asked for, use matplotlib and call plt.show().";
 
+/// Added to the system prompt when the programs run in the person's page
+/// (the Browser sandbox), where most of the jail's packages are missing.
+pub fn browser_note(imports: &[String]) -> String {
+    let extra = if imports.is_empty() {
+        String::new()
+    } else {
+        format!(" and {}", imports.join(", "))
+    };
+    format!(
+        "The programs run in the person's web browser (Pyodide): only Python's standard \
+         library{extra} can be imported; there is no numpy, pandas or matplotlib, and no \
+         network."
+    )
+}
+
 /// What the model is told when it explains a result.
 pub const EXPLAIN_PROMPT: &str = "You explain the result of a program to the person who \
 asked for it. The program's output is correct: state the answer exactly as the output \
@@ -210,6 +225,14 @@ mod tests {
     use app::protocol::{CellId, CellStatus, EventBody, SessionEvent, TurnId, TurnStatus};
 
     use super::*;
+
+    #[test]
+    fn the_browser_note_names_what_can_be_imported() {
+        let note = browser_note(&["six".into(), "sympy".into()]);
+        assert!(note.contains("standard library and six, sympy"), "{note}");
+        assert!(note.contains("no numpy"), "{note}");
+        assert!(browser_note(&[]).contains("standard library can be imported"));
+    }
 
     /// A notebook of `n` ask turns, each printing a long output.
     fn notebook(n: u64, output_bytes: usize) -> Notebook {

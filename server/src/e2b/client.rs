@@ -511,15 +511,7 @@ impl LineReader {
     fn new(output_bytes: usize) -> Self {
         Self {
             buffer: Vec::new(),
-            outcome: RunOutcome {
-                stdout: String::new(),
-                stderr: String::new(),
-                results: Vec::new(),
-                error: None,
-                exit_code: None,
-                duration_ms: 0,
-                truncated: false,
-            },
+            outcome: RunOutcome::default(),
             ended: false,
             output_bytes,
         }

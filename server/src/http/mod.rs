@@ -46,7 +46,7 @@ pub fn router(state: AppState) -> Router {
     let catalog: SharedModelCatalog = state.models.clone();
     let sandboxes: app::api::ports::SharedSandboxChoices = Arc::new(SandboxPicks {
         runner: Arc::clone(&state.runner),
-        pyodide: state.pyodide.clone(),
+        pyodide: state.pyodide.as_ref().map(|runtime| runtime.url.clone()),
     });
     let context = move || {
         provide_context(Arc::clone(&logs));

@@ -190,8 +190,8 @@ pub fn outcome_label(result: &Result<RunOutcome, SandboxError>) -> &'static str 
     }
 }
 
-/// How a run ended.
-#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+/// How a run ended; the default is a run that has not printed anything yet.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct RunOutcome {
     pub stdout: String,
     pub stderr: String,

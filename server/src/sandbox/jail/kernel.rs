@@ -189,15 +189,7 @@ impl Kernel {
         cancel: &CancellationToken,
     ) -> (RunOutcome, KernelState) {
         let started = Instant::now();
-        let mut outcome = RunOutcome {
-            stdout: String::new(),
-            stderr: String::new(),
-            results: Vec::new(),
-            error: None,
-            exit_code: None,
-            duration_ms: 0,
-            truncated: false,
-        };
+        let mut outcome = RunOutcome::default();
         let mut budget = limits.output_bytes;
         let request = self.message(ExecuteRequest::new(code.to_string()));
         let id = request.header.msg_id.clone();
