@@ -293,6 +293,38 @@ fn ResultBody(cell: Memo<Option<Cell>>) -> impl IntoView {
     }
 }
 
+/// A file the program wrote: a download link (and a preview of an image)
+/// for the session's owner; only its name on a shared page, which does not
+/// expose the session's files.
+#[component]
+fn FileOffer(path: String, name: String, size: u64) -> impl IntoView {
+    let state = expect_context::<SessionState>();
+    let size = crate::files::human_size(size);
+    if state.read_only {
+        return view! {
+            <p class="out out-file">{format!("wrote {name} ({size}), not shared")}</p>
+        }
+        .into_any();
+    }
+    let href = format!(
+        "/api/sessions/{}/files?path={}",
+        state.session_id.get_value(),
+        crate::files::query_value(&path)
+    );
+    let image = [".png", ".jpg", ".jpeg", ".gif", ".webp"]
+        .iter()
+        .any(|e| name.to_ascii_lowercase().ends_with(e));
+    view! {
+        <figure class="out out-file">
+            {image.then(|| view! { <img src=href.clone() alt=name.clone() loading="lazy"/> })}
+            <figcaption>
+                "wrote " <a class="button" href=href download=name.clone()>{format!("{name} ({size})")}</a>
+            </figcaption>
+        </figure>
+    }
+    .into_any()
+}
+
 /// The richest form of a value the page can show safely.
 #[component]
 fn OutputView(output: Output, index: usize, name: String) -> impl IntoView {
@@ -313,6 +345,7 @@ fn OutputView(output: Output, index: usize, name: String) -> impl IntoView {
             };
             view! { <pre class="out out-error" inner_html=ansi::to_html(&text)></pre> }.into_any()
         }
+        Output::File { path, name, size } => view! { <FileOffer path name size/> }.into_any(),
         Output::Rich { data } => {
             if let Some(png) = data.get("image/png") {
                 let src = format!("data:image/png;base64,{}", png.trim());

@@ -125,9 +125,14 @@ pub fn SessionView(log: SessionLog) -> impl IntoView {
         read_only: false,
     };
     provide_context(state);
+    let files = crate::files::FilesState::new();
+    provide_context(files);
 
     #[cfg(feature = "hydrate")]
-    connect(state);
+    {
+        connect(state);
+        crate::files_client::watch(state, files);
+    }
 
     // The stored title; until the list is read again, a new session is
     // named by its first question as soon as it is asked.
@@ -156,7 +161,22 @@ pub fn SessionView(log: SessionLog) -> impl IntoView {
                 <ConnectionIndicator/>
             </Header>
             <Sidebar sessions current=session_id.clone()/>
-            <div class="column">
+            <div
+                class="column"
+                on:dragover=move |ev| {
+                    #[cfg(feature = "hydrate")]
+                    crate::files_client::on_drag_over(files, &ev);
+                    #[cfg(not(feature = "hydrate"))]
+                    let _ = ev;
+                }
+                on:dragleave=move |_| files.dragging.set(false)
+                on:drop=move |ev| {
+                    #[cfg(feature = "hydrate")]
+                    crate::files_client::on_drop(state, files, &ev);
+                    #[cfg(not(feature = "hydrate"))]
+                    let _ = ev;
+                }
+            >
                 <div class="session-bar">
                     <h1 class="session-title">{heading}</h1>
                     // Shown once there is something to share, also when the
@@ -170,6 +190,7 @@ pub fn SessionView(log: SessionLog) -> impl IntoView {
                     <Cells/>
                 </main>
                 <KernelNotice/>
+                <crate::files::FilesPanel/>
                 <Prompt/>
             </div>
         </div>

@@ -12,6 +12,9 @@ pub mod ansi;
 pub mod api;
 mod cells;
 pub mod components;
+pub mod files;
+#[cfg(feature = "hydrate")]
+mod files_client;
 pub mod markdown;
 pub mod notebook;
 #[cfg(feature = "hydrate")]

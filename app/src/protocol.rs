@@ -104,6 +104,14 @@ pub enum Output {
     Rich {
         data: std::collections::BTreeMap<String, String>,
     },
+    /// A file the program wrote in the session's home (an image, a table),
+    /// offered for download from the result cell.
+    File {
+        /// `/home/user/…`
+        path: String,
+        name: String,
+        size: u64,
+    },
     /// The program raised or hit a limit; the traceback may hold ANSI colours.
     Error {
         name: String,

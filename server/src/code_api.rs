@@ -12,8 +12,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Caller, KeyLimits, Limited, RunPermit};
 use crate::sandbox::backends::Backends;
+use crate::sandbox::files::{FileEntry, HOME};
 use crate::sandbox::sessions::{SessionError, SessionInfo, Sessions};
-use crate::sandbox::{Language, RunEvent, RunOutcome, RunRequest, SandboxError};
+use crate::sandbox::{Language, RunEvent, RunOutcome, RunRequest, SandboxError, SandboxSession};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CodeApiError {
@@ -26,6 +27,9 @@ pub enum CodeApiError {
     Session(SessionError),
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
+    /// A file is there already and replacing it was not asked for.
+    #[error("{0} exists already: ask to overwrite it to replace it")]
+    Exists(String),
 }
 
 impl From<SessionError> for CodeApiError {
@@ -47,6 +51,17 @@ impl From<Limited> for CodeApiError {
         });
         Self::Limited(limited)
     }
+}
+
+/// How deep a listing of a session's files goes below the home.
+const MAX_LIST_DEPTH: u32 = 8;
+
+fn files_of(
+    session: &dyn SandboxSession,
+) -> Result<&dyn crate::sandbox::files::Files, SandboxError> {
+    session
+        .files()
+        .ok_or_else(|| SandboxError::NotSupported("this session's sandbox has no files".into()))
 }
 
 pub struct CodeApi {
@@ -254,6 +269,71 @@ impl CodeApi {
             .holding(id)
             .and_then(|s| s.get(id, &caller.key_id))
             .ok_or_else(|| CodeApiError::NotFound(id.to_string()))
+    }
+
+    /// One of the caller's sessions, to reach its files.
+    fn session_of(
+        &self,
+        caller: &Caller,
+        id: &str,
+    ) -> Result<Arc<dyn SandboxSession>, CodeApiError> {
+        let not_found = || CodeApiError::NotFound(id.to_string());
+        let sessions = self.backends.holding(id).ok_or_else(not_found)?;
+        sessions.get(id, &caller.key_id).ok_or_else(not_found)?;
+        sessions.session(id).ok_or_else(not_found)
+    }
+
+    /// Everything in the session's home, directories first at each level.
+    pub async fn list_files(
+        &self,
+        caller: &Caller,
+        id: &str,
+    ) -> Result<Vec<FileEntry>, CodeApiError> {
+        let session = self.session_of(caller, id)?;
+        Ok(files_of(&*session)?.list(HOME, MAX_LIST_DEPTH).await?)
+    }
+
+    pub async fn read_file(
+        &self,
+        caller: &Caller,
+        id: &str,
+        path: &str,
+    ) -> Result<(FileEntry, Vec<u8>), CodeApiError> {
+        let session = self.session_of(caller, id)?;
+        let files = files_of(&*session)?;
+        let entry = files.stat(path).await?;
+        Ok((entry, files.read(path).await?))
+    }
+
+    /// Writes a file into the session's home; an existing one is replaced
+    /// only when `overwrite`. Gives the entry and whether one was replaced.
+    pub async fn write_file(
+        &self,
+        caller: &Caller,
+        id: &str,
+        path: &str,
+        bytes: Vec<u8>,
+        overwrite: bool,
+    ) -> Result<(FileEntry, bool), CodeApiError> {
+        let session = self.session_of(caller, id)?;
+        let files = files_of(&*session)?;
+        let existed = match files.stat(path).await {
+            Ok(entry) if !overwrite => return Err(CodeApiError::Exists(entry.path)),
+            Ok(_) => true,
+            Err(SandboxError::NotFound(_)) => false,
+            Err(err) => return Err(err.into()),
+        };
+        Ok((files.write(path, bytes).await?, existed))
+    }
+
+    pub async fn delete_file(
+        &self,
+        caller: &Caller,
+        id: &str,
+        path: &str,
+    ) -> Result<(), CodeApiError> {
+        let session = self.session_of(caller, id)?;
+        Ok(files_of(&*session)?.remove(path).await?)
     }
 
     /// Closes one of the caller's sessions, stopping whatever runs in it.

@@ -390,9 +390,16 @@ pub struct SandboxConfig {
     pub file_mib: u64,
     /// `/home/user` and `/tmp` together.
     pub disk_mib: u64,
+    /// The largest file uploaded into a session.
+    pub upload_mib: u64,
 }
 
 impl SandboxConfig {
+    /// [`Self::upload_mib`] in bytes.
+    pub fn upload_bytes(&self) -> usize {
+        usize::try_from(self.upload_mib.saturating_mul(1024 * 1024)).unwrap_or(usize::MAX)
+    }
+
     /// The most any run may use.
     pub fn max_limits(&self) -> crate::sandbox::Limits {
         crate::sandbox::Limits {
@@ -448,6 +455,7 @@ impl Default for SandboxConfig {
             output_kib: 1024,
             file_mib: 10,
             disk_mib: 256,
+            upload_mib: 50,
         }
     }
 }
@@ -540,6 +548,7 @@ impl Config {
             ("sandbox.output_kib", sandbox.output_kib),
             ("sandbox.file_mib", sandbox.file_mib),
             ("sandbox.disk_mib", sandbox.disk_mib),
+            ("sandbox.upload_mib", sandbox.upload_mib),
             ("llm.threads", self.llm.threads as u64),
             ("llm.context_tokens", self.llm.context_tokens as u64),
             ("llm.max_tokens", u64::from(self.llm.max_tokens)),

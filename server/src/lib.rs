@@ -1,6 +1,10 @@
 //! The runcell server: configuration, HTTP and WebSocket routes, sessions and
 //! the responder that answers them. `main.rs` is a thin shell over this.
 
+// The notebook page's view type is deep; rendering it on the server needs
+// more than the default 128.
+#![recursion_limit = "256"]
+
 pub mod agent;
 pub mod auth;
 pub mod bench;

@@ -21,6 +21,7 @@ use crate::sandbox::browser::{BrowserSettings, BrowserTabs, Runtime, find_runtim
 use crate::sandbox::jail::{JailConfig, JailSandbox};
 use crate::sandbox::sessions::{SessionSettings, Sessions};
 use crate::session::SessionHub;
+use crate::session::uploads::Uploads;
 use crate::store::Store;
 
 #[derive(Clone, FromRef)]
@@ -114,6 +115,7 @@ impl AppState {
                     tabs: Arc::clone(&browser),
                     imports: runtime.imports.clone(),
                 }),
+                Uploads::new(&config.data_dir),
             ),
             AgentSettings {
                 max_tokens: config.llm.max_tokens,

@@ -57,6 +57,7 @@ pub async fn run_into_cell(
         language,
         limits: limits.clone(),
     };
+    let started_ms = crate::clock::now_ms();
     let (tx, mut rx) = mpsc::channel::<RunEvent>(256);
     let mut outputs = Vec::new();
     let mut publish = |event: RunEvent| {
@@ -82,6 +83,21 @@ pub async fn run_into_cell(
     drop(tx);
     while let Ok(event) = rx.try_recv() {
         publish(event);
+    }
+    // Images and tables the program wrote are offered from the cell.
+    if result.is_ok() {
+        for entry in kernels.written_since(session.id(), started_ms).await {
+            let output = Output::File {
+                path: entry.path,
+                name: entry.name,
+                size: entry.size,
+            };
+            session.publish(EventBody::CellOutput {
+                cell_id,
+                output: output.clone(),
+            });
+            outputs.push(output);
+        }
     }
     let (status, error, cancelled) = match result {
         Ok(run) => {

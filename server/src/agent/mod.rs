@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::code::{CodeCell, CodeChannel, publish_complete};
 use self::execute::{Program, Ran, run_into_cell};
-pub use self::kernels::{BrowserOffer, Kernels};
+pub use self::kernels::{BrowserOffer, FilesError, Kernels};
 pub use self::prompt::SYSTEM_PROMPT;
 pub use self::runner::{TurnRefusal, TurnRunner, parse_language};
 use crate::highlight::Highlighter;
@@ -175,7 +175,7 @@ impl Agent {
 
     /// Closes the session's kernel (the session was deleted).
     pub async fn drop_kernel(&self, session: crate::session::SessionId) {
-        self.kernels.reset(session).await;
+        self.kernels.forget(session).await;
     }
 
     /// "Re-run all": the session's kernel is replaced by a fresh one, which
@@ -254,10 +254,14 @@ impl Agent {
             cell_id: session.next_cell_id(),
             text: text.clone(),
         });
-        let system = match self.kernels.environment_note(session.id()) {
-            Some(note) => format!("{SYSTEM_PROMPT} {note}"),
-            None => SYSTEM_PROMPT.to_string(),
-        };
+        let mut system = SYSTEM_PROMPT.to_string();
+        if let Some(note) = self.kernels.environment_note(session.id()) {
+            system = format!("{system} {note}");
+        }
+        // The person's files, so that "summarise the uploaded CSV" reads it.
+        if let Some(note) = self.kernels.files_note(session.id()).await {
+            system = format!("{system}\n\n{note}");
+        }
         let budget = (self.settings.context_tokens as usize)
             .saturating_sub(self.settings.max_tokens as usize)
             .saturating_sub(prompt::approx_tokens(&system) + prompt::approx_tokens(&text) + 256);

@@ -33,6 +33,33 @@ pub fn browser_note(imports: &[String]) -> String {
     )
 }
 
+/// The most of the files note the model is shown, in bytes.
+const MAX_FILES_NOTE_BYTES: usize = 3000;
+
+/// What the model is told about the session's files: `(path, size, first
+/// lines)` each; `None` when there are none.
+pub fn files_note(files: &[(String, u64, Option<String>)]) -> Option<String> {
+    if files.is_empty() {
+        return None;
+    }
+    let mut note =
+        String::from("The session has these files (the program can open them by these paths):");
+    for (path, size, head) in files {
+        note.push_str(&format!("\n- {path} ({size} bytes)"));
+        if let Some(head) = head.as_deref().filter(|h| !h.is_empty()) {
+            note.push_str(", first lines:");
+            for line in head.lines() {
+                note.push_str(&format!("\n    {line}"));
+            }
+        }
+        if note.len() > MAX_FILES_NOTE_BYTES {
+            note = cut(&note, MAX_FILES_NOTE_BYTES);
+            break;
+        }
+    }
+    Some(note)
+}
+
 /// What the model is told when it explains a result.
 pub const EXPLAIN_PROMPT: &str = "You explain the result of a program to the person who \
 asked for it. The program's output is correct: state the answer exactly as the output \
@@ -198,6 +225,9 @@ pub fn report(outputs: &[Output]) -> String {
                     text.push('\n');
                 }
             }
+            Output::File { path, size, .. } => {
+                text.push_str(&format!("[wrote {path}, {size} bytes]\n"));
+            }
             Output::Error {
                 name,
                 value,
@@ -225,6 +255,34 @@ mod tests {
     use app::protocol::{CellId, CellStatus, EventBody, SessionEvent, TurnId, TurnStatus};
 
     use super::*;
+
+    #[test]
+    fn the_files_note_lists_paths_sizes_and_first_lines() {
+        assert_eq!(files_note(&[]), None);
+        let note = files_note(&[
+            (
+                "/home/user/sales.csv".into(),
+                41,
+                Some("region,amount\nnorth,10".into()),
+            ),
+            ("/home/user/photo.png".into(), 9000, None),
+        ])
+        .unwrap();
+        assert!(
+            note.contains(
+                "- /home/user/sales.csv (41 bytes), first lines:\n    region,amount\n    north,10"
+            ),
+            "{note}"
+        );
+        assert!(
+            note.contains("- /home/user/photo.png (9000 bytes)"),
+            "{note}"
+        );
+        let many: Vec<_> = (0..500)
+            .map(|i| (format!("/home/user/f{i}.txt"), 1, None))
+            .collect();
+        assert!(files_note(&many).unwrap().len() < MAX_FILES_NOTE_BYTES + 100);
+    }
 
     #[test]
     fn the_browser_note_names_what_can_be_imported() {

@@ -45,6 +45,9 @@ pub enum ApiError {
     Forbidden(String),
     #[error("{0}")]
     TooLarge(String),
+    /// The thing is there already (409).
+    #[error("{0}")]
+    Conflict(String),
     /// Too much already under way (429).
     #[error("{0}")]
     Busy(String),
@@ -65,6 +68,7 @@ impl ApiError {
             Self::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+            Self::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             Self::Busy(_) => (StatusCode::TOO_MANY_REQUESTS, "busy"),
             Self::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
@@ -111,6 +115,9 @@ impl From<CodeApiError> for ApiError {
             CodeApiError::NotFound(id) => Self::NotFound(format!("no sandbox session {id}")),
             CodeApiError::Limited(limited) => Self::Limited(limited),
             CodeApiError::Sandbox(err) => err.into(),
+            CodeApiError::Exists(path) => Self::Conflict(format!(
+                "{path} exists already: add overwrite=true to replace it"
+            )),
             CodeApiError::Session(err @ SessionError::TooMany(_)) => {
                 Self::Unavailable(err.to_string())
             }

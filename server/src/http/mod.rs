@@ -3,12 +3,14 @@
 mod assets;
 mod e2b;
 pub mod error;
+mod files;
 mod hygiene;
 mod mcp;
 mod notebook;
 pub mod owner;
 mod sessions;
 mod signin;
+mod upload;
 mod v1;
 mod ws;
 
@@ -70,6 +72,14 @@ pub fn router(state: AppState) -> Router {
         .route("/api/sessions/{id}/rerun", post(notebook::rerun))
         .route("/api/sessions/{id}/stop", post(notebook::stop))
         .route("/api/sessions/{id}/events", get(notebook::events))
+        .route(
+            "/api/sessions/{id}/files",
+            get(files::get)
+                .put(files::put)
+                .delete(files::delete)
+                // Uploads keep their own limit (`sandbox.upload_mib`).
+                .layer(DefaultBodyLimit::disable()),
+        )
         .route(
             "/api/sessions/{id}/share",
             post(sessions::share).delete(sessions::unshare),

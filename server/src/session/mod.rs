@@ -6,6 +6,7 @@ mod id;
 mod logs;
 mod owner;
 mod share;
+pub mod uploads;
 mod writer;
 
 pub use hub::{MAX_PENDING_TURNS, SessionChannel, SessionHub, TurnSlot};

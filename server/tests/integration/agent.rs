@@ -44,7 +44,13 @@ async fn harness_with(llm: Arc<dyn Llm>, max_fixes: u32) -> Harness {
     );
     let agent = Agent::new(
         llm,
-        Kernels::new(runcell::sandbox::backends::Backends::new(sessions), None),
+        Kernels::new(
+            runcell::sandbox::backends::Backends::new(sessions),
+            None,
+            runcell::session::uploads::Uploads::new(
+                &std::env::temp_dir().join(format!("runcell-agent-{}", uuid::Uuid::new_v4())),
+            ),
+        ),
         AgentSettings {
             max_fixes,
             limits: Limits {
@@ -490,5 +496,120 @@ async fn an_empty_explanation_is_asked_for_again() {
         explanation.text.contains("explained"),
         "{}",
         explanation.text
+    );
+}
+
+/// A model that remembers what it was asked.
+struct Recording {
+    inner: Arc<dyn Llm>,
+    asked: std::sync::Mutex<Vec<ChatRequest>>,
+}
+
+#[async_trait::async_trait]
+impl Llm for Recording {
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    async fn models(&self) -> Result<Vec<ModelInfo>, LlmError> {
+        self.inner.models().await
+    }
+
+    async fn chat(&self, request: ChatRequest) -> Result<ChatStream, LlmError> {
+        self.asked.lock().unwrap().push(request.clone());
+        self.inner.chat(request).await
+    }
+}
+
+#[tokio::test]
+async fn the_model_is_told_the_sessions_files_and_their_first_lines() {
+    let model = Arc::new(Recording {
+        inner: scripted(),
+        asked: std::sync::Mutex::new(Vec::new()),
+    });
+    let h = harness_with(model.clone(), 0).await;
+    let csv = b"region,amount\nnorth,10\nsouth,32\neast,7\n".to_vec();
+    h.agent
+        .kernels()
+        .upload(h.channel.id(), "sales.csv", csv.clone(), false)
+        .await
+        .unwrap();
+    // An upload never replaces a file silently.
+    assert!(
+        h.agent
+            .kernels()
+            .upload(h.channel.id(), "sales.csv", csv, false)
+            .await
+            .is_err()
+    );
+    let turn = h
+        .ask(&fenced(
+            "import csv\nprint('rows:', len(list(csv.DictReader(open('/home/user/sales.csv')))))",
+        ))
+        .await;
+    assert_eq!(turn.status, TurnStatus::Ok);
+    assert!(turn.cells().iter().any(|c| {
+        c.kind == CellKind::Result
+            && c.outputs
+                .iter()
+                .any(|o| matches!(o, Output::Stdout { text } if text == "rows: 3\n"))
+    }),);
+    let system = model.asked.lock().unwrap()[0].messages[0].content.clone();
+    assert!(
+        system.contains(
+            "- /home/user/sales.csv (39 bytes), first lines:\n    region,amount\n    north,10"
+        ),
+        "{system}"
+    );
+
+    // The upload outlives the kernel: a fresh one has it again.
+    h.agent.kernels().reset(h.channel.id()).await;
+    let again = h
+        .ask(&fenced(
+            "print(open('/home/user/sales.csv').read().count('\\n'))",
+        ))
+        .await;
+    assert!(
+        again.cells().iter().any(|c| c
+            .outputs
+            .iter()
+            .any(|o| matches!(o, Output::Stdout { text } if text == "4\n"))),
+        "{:?}",
+        again.cells()
+    );
+    // What the code writes is offered from its result cell: tables and
+    // images, not everything.
+    let wrote = h
+        .ask(&fenced(
+            "open('out.csv', 'w').write('a,b\\n1,2\\n')\nopen('notes.bin', 'wb').write(b'x')",
+        ))
+        .await;
+    let offered: Vec<&Output> = wrote
+        .cells()
+        .iter()
+        .flat_map(|c| c.outputs.iter())
+        .filter(|o| matches!(o, Output::File { .. }))
+        .collect();
+    assert_eq!(
+        offered,
+        [&Output::File {
+            path: "/home/user/out.csv".into(),
+            name: "out.csv".into(),
+            size: 8,
+        }]
+    );
+    // Deleting the session forgets it.
+    h.agent.drop_kernel(h.channel.id()).await;
+    assert!(
+        h.agent
+            .kernels()
+            .list_files(h.channel.id())
+            .await
+            .unwrap()
+            .is_empty()
     );
 }

@@ -96,6 +96,9 @@ async fn every_v1_route_needs_a_valid_token_of_a_live_key() {
         ("POST", SESSIONS),
         ("GET", "/v1/code_interpreter/sessions/abc"),
         ("DELETE", "/v1/code_interpreter/sessions/abc"),
+        ("GET", "/v1/code_interpreter/sessions/abc/files"),
+        ("PUT", "/v1/code_interpreter/sessions/abc/files?path=a"),
+        ("DELETE", "/v1/code_interpreter/sessions/abc/files?path=a"),
     ] {
         let request = anonymous
             .request(method.parse().unwrap(), server.url(path))
@@ -427,6 +430,10 @@ async fn the_openapi_document_covers_every_v1_route_and_the_docs_page_serves() {
         (RUN, &["post"][..]),
         (SESSIONS, &["get", "post"][..]),
         ("/v1/code_interpreter/sessions/{id}", &["get", "delete"][..]),
+        (
+            "/v1/code_interpreter/sessions/{id}/files",
+            &["get", "put", "delete"][..],
+        ),
     ] {
         for method in methods {
             let operation = &paths[path][*method];

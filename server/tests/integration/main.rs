@@ -11,6 +11,7 @@ mod api;
 mod binary;
 mod browser;
 mod e2b;
+mod files;
 mod kernel;
 mod llm;
 mod notebook_api;

@@ -128,6 +128,7 @@ pub(super) fn status_of(err: &ServedError) -> (StatusCode, String) {
             }
             CodeApiError::Limited(limited) => (StatusCode::TOO_MANY_REQUESTS, limited.message()),
             CodeApiError::Session(session) => (StatusCode::TOO_MANY_REQUESTS, session.to_string()),
+            CodeApiError::Exists(_) => (StatusCode::CONFLICT, api.to_string()),
             CodeApiError::Sandbox(sandbox) => match sandbox {
                 SandboxError::InvalidInput(m) | SandboxError::NotSupported(m) => {
                     (StatusCode::BAD_REQUEST, m.clone())

@@ -3,6 +3,7 @@
 //! the OpenAPI document is generated from the handlers below (utoipa) and
 //! served at `/v1/openapi.json`, with a docs page at `/v1/docs`.
 
+mod files;
 mod run;
 mod sessions;
 mod token;
@@ -78,6 +79,17 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(sessions::create_session, sessions::list_sessions))
         .routes(routes!(sessions::get_session, sessions::delete_session))
         .split_for_parts();
+    // Uploads keep their own limit (`sandbox.upload_mib`, per file).
+    let (files, files_doc) = OpenApiRouter::new()
+        .routes(routes!(
+            files::get_files,
+            files::put_files,
+            files::delete_file
+        ))
+        .layer(DefaultBodyLimit::disable())
+        .split_for_parts();
+    let protected = protected.merge(files);
+    doc.merge(files_doc);
     doc.merge(protected_doc);
     (public.merge(protected), doc)
 }

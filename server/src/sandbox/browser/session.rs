@@ -97,6 +97,8 @@ impl Collected {
                 send(events, RunEvent::Stderr { text: kept, ts_ms }).await;
                 return !over;
             }
+            // Files are the server's to offer, never a page's.
+            Output::File { .. } => return true,
             Output::Rich { data } => {
                 let size: usize = data.iter().map(|(k, v)| k.len() + v.len()).sum();
                 if size > self.budget {

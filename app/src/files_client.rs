@@ -1,0 +1,284 @@
+//! The Files panel's requests (hydrate only), made with `XMLHttpRequest`
+//! because only it reports an upload's progress.
+
+use std::cell::Cell;
+
+use leptos::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen::closure::Closure;
+use web_sys::{File, ProgressEvent, XmlHttpRequest};
+
+use crate::components::SessionState;
+use crate::files::{FileItem, FilesState, UploadItem};
+
+thread_local! {
+    static NEXT_UPLOAD: Cell<u64> = const { Cell::new(1) };
+    /// Files whose upload was refused because the name is taken, kept so
+    /// that "Replace" can send them again.
+    static REFUSED: std::cell::RefCell<Vec<(u64, File)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn files_url(state: SessionState, query: &str) -> String {
+    format!(
+        "/api/sessions/{}/files{query}",
+        state.session_id.get_value()
+    )
+}
+
+/// The message of an error body (`{"error":{"code","message"}}`), or the
+/// status.
+fn message_of(xhr: &XmlHttpRequest) -> String {
+    let status = xhr.status().unwrap_or(0);
+    xhr.response_text()
+        .ok()
+        .flatten()
+        .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
+        .and_then(|body| body["error"]["message"].as_str().map(str::to_string))
+        .unwrap_or_else(|| format!("the server answered {status}"))
+}
+
+/// Sends `xhr` and calls `done` with it when it ends (also when it fails).
+fn on_end(xhr: &XmlHttpRequest, done: impl FnOnce(&XmlHttpRequest) + 'static) {
+    let done = Cell::new(Some(done));
+    let this = xhr.clone();
+    let handler = Closure::<dyn FnMut()>::new(move || {
+        if let Some(done) = done.take() {
+            done(&this);
+        }
+    });
+    xhr.set_onloadend(Some(handler.as_ref().unchecked_ref()));
+    // Lives until the request ends; one small closure per request.
+    handler.forget();
+}
+
+/// Reads the list again.
+pub fn refresh(state: SessionState, files: FilesState) {
+    if state.backend.get_untracked() == "browser" {
+        // The page's own Python has no files.
+        files.files.set(Vec::new());
+        return;
+    }
+    let Ok(xhr) = XmlHttpRequest::new() else {
+        return;
+    };
+    if xhr.open("GET", &files_url(state, "")).is_err() {
+        return;
+    }
+    on_end(&xhr, move |xhr| {
+        if xhr.status().unwrap_or(0) != 200 {
+            files.problem.set(Some(format!(
+                "The file list could not be read: {}",
+                message_of(xhr)
+            )));
+            return;
+        }
+        let list = xhr
+            .response_text()
+            .ok()
+            .flatten()
+            .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
+            .and_then(|body| serde_json::from_value::<Vec<FileItem>>(body["files"].clone()).ok());
+        if let Some(list) = list {
+            files.problem.set(None);
+            files.files.set(list);
+        }
+    });
+    let _ = xhr.send();
+}
+
+/// Uploads the files picked in an `<input type=file>`, then clears it.
+pub fn upload_from_input(state: SessionState, files: FilesState, ev: &leptos::ev::Event) {
+    let Some(input) = ev
+        .target()
+        .and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok())
+    else {
+        return;
+    };
+    if let Some(list) = input.files() {
+        upload_all(state, files, &list);
+    }
+    input.set_value("");
+}
+
+/// Uploads every file of a list (a picker's or a drop's).
+pub fn upload_all(state: SessionState, files: FilesState, list: &web_sys::FileList) {
+    if state.backend.get_untracked() == "browser" {
+        files.problem.set(Some(
+            "The page's own Python has no files: pick the local sandbox to upload them.".into(),
+        ));
+        return;
+    }
+    for i in 0..list.length() {
+        if let Some(file) = list.get(i) {
+            upload(state, files, &file, false);
+        }
+    }
+}
+
+/// Uploads the refused file `id` again, replacing the one of its name.
+pub fn replace(state: SessionState, files: FilesState, id: u64) {
+    let file = REFUSED.with(|r| {
+        let mut refused = r.borrow_mut();
+        let at = refused.iter().position(|(i, _)| *i == id)?;
+        Some(refused.remove(at).1)
+    });
+    files.uploads.update(|u| u.retain(|x| x.id != id));
+    if let Some(file) = file {
+        upload(state, files, &file, true);
+    }
+}
+
+fn upload(state: SessionState, files: FilesState, file: &File, overwrite: bool) {
+    let id = NEXT_UPLOAD.with(|n| {
+        let id = n.get();
+        n.set(id + 1);
+        id
+    });
+    let name = file.name();
+    // A name that is taken is asked about before anything is sent (the
+    // server refuses it too).
+    let taken = files
+        .files
+        .with_untracked(|f| f.iter().any(|x| x.path == format!("/home/user/{name}")));
+    if taken && !overwrite {
+        REFUSED.with(|r| r.borrow_mut().push((id, file.clone())));
+        files.uploads.update(|u| {
+            u.push(UploadItem {
+                id,
+                name: name.clone(),
+                sent: 0.0,
+                total: 1.0,
+                error: Some(format!("{name} is there already.")),
+                conflict: true,
+            });
+        });
+        return;
+    }
+    files.uploads.update(|u| {
+        u.push(UploadItem {
+            id,
+            name: name.clone(),
+            sent: 0.0,
+            total: file.size().max(1.0),
+            error: None,
+            conflict: false,
+        });
+    });
+    let fail = move |error: String, conflict: bool| {
+        files.uploads.update(|u| {
+            if let Some(item) = u.iter_mut().find(|x| x.id == id) {
+                item.error = Some(error);
+                item.conflict = conflict;
+            }
+        });
+    };
+    let Ok(xhr) = XmlHttpRequest::new() else {
+        fail("this browser cannot upload".into(), false);
+        return;
+    };
+    let query = format!(
+        "?path={}{}",
+        String::from(js_sys::encode_uri_component(&name)),
+        if overwrite { "&overwrite=true" } else { "" }
+    );
+    if xhr.open("PUT", &files_url(state, &query)).is_err() {
+        fail("the upload could not start".into(), false);
+        return;
+    }
+    if let Ok(progress) = xhr.upload() {
+        let on_progress = Closure::<dyn FnMut(ProgressEvent)>::new(move |ev: ProgressEvent| {
+            files.uploads.update(|u| {
+                if let Some(item) = u.iter_mut().find(|x| x.id == id) {
+                    item.sent = ev.loaded();
+                    if ev.length_computable() {
+                        item.total = ev.total().max(1.0);
+                    }
+                }
+            });
+        });
+        progress.set_onprogress(Some(on_progress.as_ref().unchecked_ref()));
+        on_progress.forget();
+    }
+    let kept = file.clone();
+    on_end(&xhr, move |xhr| match xhr.status().unwrap_or(0) {
+        201 => {
+            files.uploads.update(|u| u.retain(|x| x.id != id));
+            refresh(state, files);
+        }
+        409 => {
+            REFUSED.with(|r| r.borrow_mut().push((id, kept)));
+            fail(format!("{name} is there already."), true);
+        }
+        0 => fail("the upload broke off (is the server up?)".into(), false),
+        _ => fail(message_of(xhr), false),
+    });
+    if xhr.send_with_opt_blob(Some(file)).is_err() {
+        fail("the upload could not start".into(), false);
+    }
+}
+
+/// Deletes a file, then reads the list again.
+pub fn delete(state: SessionState, files: FilesState, path: &str) {
+    let Ok(xhr) = XmlHttpRequest::new() else {
+        return;
+    };
+    let query = format!("?path={}", String::from(js_sys::encode_uri_component(path)));
+    if xhr.open("DELETE", &files_url(state, &query)).is_err() {
+        return;
+    }
+    on_end(&xhr, move |xhr| {
+        if xhr.status().unwrap_or(0) != 204 {
+            files
+                .problem
+                .set(Some(format!("Not deleted: {}", message_of(xhr))));
+        }
+        refresh(state, files);
+    });
+    let _ = xhr.send();
+}
+
+/// Reads the list once the page is live and again after every turn, and
+/// takes files dropped anywhere on the page.
+pub fn watch(state: SessionState, files: FilesState) {
+    Effect::new(move |was_busy: Option<bool>| {
+        let busy = state.notebook.with(crate::notebook::Notebook::is_busy);
+        if !busy && was_busy != Some(false) {
+            refresh(state, files);
+        }
+        busy
+    });
+    // Another sandbox has other files (or none).
+    Effect::new(move |_| {
+        state.backend.track();
+        refresh(state, files);
+    });
+}
+
+/// The page's drag-and-drop handlers.
+pub fn on_drag_over(files: FilesState, ev: &web_sys::DragEvent) {
+    if carries_files(ev) {
+        ev.prevent_default();
+        files.dragging.set(true);
+    }
+}
+
+pub fn on_drop(state: SessionState, files: FilesState, ev: &web_sys::DragEvent) {
+    files.dragging.set(false);
+    if !carries_files(ev) {
+        return;
+    }
+    ev.prevent_default();
+    if let Some(list) = ev.data_transfer().and_then(|d| d.files()) {
+        upload_all(state, files, &list);
+    }
+}
+
+fn carries_files(ev: &web_sys::DragEvent) -> bool {
+    ev.data_transfer()
+        .map(|d| {
+            d.types()
+                .iter()
+                .any(|t| t.as_string().as_deref() == Some("Files"))
+        })
+        .unwrap_or(false)
+}

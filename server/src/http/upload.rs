@@ -1,0 +1,154 @@
+//! Files coming in (a raw body or a multipart form, each file at most a set
+//! size) and going out (with a content type and a download name).
+
+use axum::body::Body;
+use axum::extract::{FromRequest, Multipart, Request};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+
+use super::ApiError;
+
+/// One file of a request: where it goes and its bytes.
+pub struct Upload {
+    pub path: String,
+    pub bytes: Vec<u8>,
+}
+
+/// The files a request carries: its raw body to `path`, or each file field
+/// of a multipart form (to `path`, or to `path` + the field's file name
+/// when `path` ends with `/`, or to the file name when there is no `path`).
+/// A file over `max_bytes` is refused with 413 before it is all read.
+pub async fn uploads(
+    request: Request,
+    path: Option<&str>,
+    max_bytes: usize,
+) -> Result<Vec<Upload>, ApiError> {
+    let multipart = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("multipart/form-data"));
+    if !multipart {
+        let path = path
+            .filter(|p| !p.ends_with('/'))
+            .ok_or_else(|| ApiError::BadRequest("say where the file goes: ?path=".into()))?;
+        let bytes = read_at_most(request.into_body(), max_bytes).await?;
+        return Ok(vec![Upload {
+            path: path.to_string(),
+            bytes,
+        }]);
+    }
+    let mut form = Multipart::from_request(request, &())
+        .await
+        .map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let mut files = Vec::new();
+    while let Some(mut field) = form
+        .next_field()
+        .await
+        .map_err(|e| ApiError::BadRequest(e.body_text()))?
+    {
+        let Some(name) = field.file_name().map(str::to_string) else {
+            continue;
+        };
+        let target = match path {
+            Some(dir) if dir.ends_with('/') => format!("{dir}{name}"),
+            Some(path) => path.to_string(),
+            None => name,
+        };
+        let mut bytes = Vec::new();
+        while let Some(chunk) = field
+            .chunk()
+            .await
+            .map_err(|e| ApiError::BadRequest(e.body_text()))?
+        {
+            if bytes.len() + chunk.len() > max_bytes {
+                return Err(too_large(max_bytes));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        files.push(Upload {
+            path: target,
+            bytes,
+        });
+    }
+    if files.is_empty() {
+        return Err(ApiError::BadRequest("the form has no file in it".into()));
+    }
+    Ok(files)
+}
+
+fn too_large(max_bytes: usize) -> ApiError {
+    ApiError::TooLarge(format!(
+        "a file may be at most {} MiB",
+        max_bytes / (1024 * 1024)
+    ))
+}
+
+async fn read_at_most(body: Body, max_bytes: usize) -> Result<Vec<u8>, ApiError> {
+    let mut body = body.into_data_stream();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = futures::StreamExt::next(&mut body).await {
+        let chunk = chunk.map_err(|e| ApiError::BadRequest(format!("the body broke off: {e}")))?;
+        if bytes.len() + chunk.len() > max_bytes {
+            return Err(too_large(max_bytes));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
+}
+
+/// A file to download: its type from its name, and the name to save it as.
+pub fn download(name: &str, bytes: Vec<u8>) -> Response {
+    let mime = mime_guess::from_path(name).first_or_octet_stream();
+    (
+        [
+            (header::CONTENT_TYPE, mime.to_string()),
+            (header::CONTENT_DISPOSITION, attachment(name)),
+            (header::CACHE_CONTROL, "no-store".to_string()),
+        ],
+        bytes,
+    )
+        .into_response()
+}
+
+/// `attachment; filename="…"; filename*=UTF-8''…` (RFC 6266): an ASCII
+/// name for old clients, the exact one for the rest.
+fn attachment(name: &str) -> String {
+    let ascii: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_graphic() && c != '"' && c != '\\' || c == ' ' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let exact: String = name
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect();
+    format!("attachment; filename=\"{ascii}\"; filename*=UTF-8''{exact}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn download_names_are_safe_headers() {
+        assert_eq!(
+            attachment("out.csv"),
+            "attachment; filename=\"out.csv\"; filename*=UTF-8''out.csv"
+        );
+        let odd = attachment("été \"q\"\r\n.txt");
+        assert!(axum::http::HeaderValue::from_str(&odd).is_ok(), "{odd}");
+        assert!(odd.contains("filename*=UTF-8''%C3%A9t%C3%A9%20%22q%22%0D%0A.txt"));
+    }
+}

@@ -1,0 +1,157 @@
+//! `/v1/code_interpreter/sessions/{id}/files`: a session's files in
+//! `/home/user`: upload, list, download, delete. Paths are confined to the
+//! home; links made by code that lead out of it are refused both ways.
+
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::auth::Caller;
+use crate::http::ApiError;
+use crate::http::error::ErrorBody;
+use crate::http::upload::{download, uploads};
+use crate::sandbox::files::FileEntry;
+use crate::state::AppState;
+
+#[derive(Debug, Deserialize)]
+pub struct FileQuery {
+    /// The file, absolute under `/home/user` or relative to it
+    /// (`data/sales.csv`). Uploads of a form may name a directory ending
+    /// in `/`, or leave it out: each file keeps its own name.
+    path: Option<String>,
+    /// Replace a file that is there already (uploads only; otherwise 409).
+    #[serde(default)]
+    overwrite: bool,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FileList {
+    pub files: Vec<FileEntry>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Uploaded {
+    pub files: Vec<FileEntry>,
+}
+
+fn query(query: Result<Query<FileQuery>, QueryRejection>) -> Result<FileQuery, ApiError> {
+    query
+        .map(|Query(q)| q)
+        .map_err(|e| ApiError::BadRequest(e.body_text()))
+}
+
+/// List the session's files, or download one with `?path=`.
+#[utoipa::path(
+    get,
+    path = "/v1/code_interpreter/sessions/{id}/files",
+    tag = "code_interpreter",
+    params(
+        ("id" = String, Path, description = "The session's id"),
+        ("path" = Option<String>, Query, description = "The file, absolute under `/home/user` or relative to it; uploads of a form may name a directory ending in `/` or leave it out (each file keeps its name)"),
+        ("overwrite" = Option<bool>, Query, description = "Uploads: replace a file that is there already (otherwise 409)"),
+    ),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Without `path`: every file and directory under `/home/user`. With it: the file's bytes, with its content type and name", body = FileList),
+        (status = 400, description = "A path outside `/home/user`, a directory, or a link out of the home", body = ErrorBody),
+        (status = 401, description = "Missing, invalid, expired or revoked credentials", body = ErrorBody),
+        (status = 404, description = "No such session of this key, or no such file", body = ErrorBody),
+    )
+)]
+pub async fn get_files(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    params: Result<Query<FileQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let params = query(params)?;
+    match params.path {
+        None => {
+            let files = state.code_api.list_files(&caller, &id).await?;
+            Ok(Json(FileList { files }).into_response())
+        }
+        Some(path) => {
+            let (entry, bytes) = state.code_api.read_file(&caller, &id, &path).await?;
+            Ok(download(&entry.name, bytes))
+        }
+    }
+}
+
+/// Upload files into the session: a raw body to `?path=`, or a multipart
+/// form's files.
+#[utoipa::path(
+    put,
+    path = "/v1/code_interpreter/sessions/{id}/files",
+    tag = "code_interpreter",
+    params(
+        ("id" = String, Path, description = "The session's id"),
+        ("path" = Option<String>, Query, description = "The file, absolute under `/home/user` or relative to it; uploads of a form may name a directory ending in `/` or leave it out (each file keeps its name)"),
+        ("overwrite" = Option<bool>, Query, description = "Uploads: replace a file that is there already (otherwise 409)"),
+    ),
+    request_body(content = Vec<u8>, description = "The file's bytes, or a multipart/form-data form with file fields", content_type = "application/octet-stream"),
+    security(("bearer" = [])),
+    responses(
+        (status = 201, description = "Written", body = Uploaded),
+        (status = 400, description = "No path, a path outside `/home/user`, or a link out of the home", body = ErrorBody),
+        (status = 401, description = "Missing, invalid, expired or revoked credentials", body = ErrorBody),
+        (status = 404, description = "No such session of this key", body = ErrorBody),
+        (status = 409, description = "A file is there already and `overwrite` was not asked for", body = ErrorBody),
+        (status = 413, description = "A file over the upload limit, or the session's disk is full", body = ErrorBody),
+    )
+)]
+pub async fn put_files(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    params: Result<Query<FileQuery>, QueryRejection>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let params = query(params)?;
+    // Nothing is read from a session that is not the caller's.
+    state.code_api.session(&caller, &id)?;
+    let max = state.config.sandbox.upload_bytes();
+    let mut written = Vec::new();
+    for upload in uploads(request, params.path.as_deref(), max).await? {
+        let (entry, _) = state
+            .code_api
+            .write_file(&caller, &id, &upload.path, upload.bytes, params.overwrite)
+            .await?;
+        written.push(entry);
+    }
+    Ok((StatusCode::CREATED, Json(Uploaded { files: written })).into_response())
+}
+
+/// Delete a file (or an empty directory) from the session.
+#[utoipa::path(
+    delete,
+    path = "/v1/code_interpreter/sessions/{id}/files",
+    tag = "code_interpreter",
+    params(
+        ("id" = String, Path, description = "The session's id"),
+        ("path" = Option<String>, Query, description = "The file, absolute under `/home/user` or relative to it; uploads of a form may name a directory ending in `/` or leave it out (each file keeps its name)"),
+        ("overwrite" = Option<bool>, Query, description = "Uploads: replace a file that is there already (otherwise 409)"),
+    ),
+    security(("bearer" = [])),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, description = "No path, or a path outside `/home/user`", body = ErrorBody),
+        (status = 401, description = "Missing, invalid, expired or revoked credentials", body = ErrorBody),
+        (status = 404, description = "No such session of this key, or no such file", body = ErrorBody),
+    )
+)]
+pub async fn delete_file(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    params: Result<Query<FileQuery>, QueryRejection>,
+) -> Result<StatusCode, ApiError> {
+    let path = query(params)?
+        .path
+        .ok_or_else(|| ApiError::BadRequest("say which file: ?path=".into()))?;
+    state.code_api.delete_file(&caller, &id, &path).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
