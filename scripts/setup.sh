@@ -51,7 +51,9 @@ if ! cmp -s "$py_req" "$py_env/runcell-requirements.txt" 2>/dev/null; then
   as_root rm -rf "$py_env.new"
   as_root mkdir -p "$(dirname "$py_env")"
   as_root /usr/bin/python3 -m venv "$py_env.new"
-  as_root "$py_env.new/bin/pip" install -q --disable-pip-version-check -r "$py_req"
+  # pip as a module: the venv is built beside its final place and moved, so
+  # its console scripts' first lines name the old path.
+  as_root "$py_env.new/bin/python3" -m pip install -q --disable-pip-version-check -r "$py_req"
   as_root cp "$py_req" "$py_env.new/runcell-requirements.txt"
   as_root rm -rf "$py_env"
   as_root mv "$py_env.new" "$py_env"
@@ -76,7 +78,7 @@ wheel_req=$ROOT/scripts/pyodide-wheels.txt
 if ! cmp -s "$wheel_req" "$wheels/runcell-requirements.txt" 2>/dev/null; then
   step "downloading the browser sandbox's Python wheels into $wheels"
   rm -rf "$wheels.new"
-  "$py_env/bin/pip" download --quiet --disable-pip-version-check --no-deps \
+  "$py_env/bin/python3" -m pip download --quiet --disable-pip-version-check --no-deps \
     --only-binary=:all: --require-hashes -r "$wheel_req" -d "$wheels.new"
   cp "$wheel_req" "$wheels.new/runcell-requirements.txt"
   rm -rf "$wheels"
