@@ -317,8 +317,14 @@ impl CodeApi {
     ) -> Result<(FileEntry, bool), CodeApiError> {
         let session = self.session_of(caller, id)?;
         let files = files_of(&*session)?;
+        if !overwrite {
+            // One step: a file that appears meanwhile is not replaced.
+            return match files.create(path, bytes).await? {
+                Some(entry) => Ok((entry, false)),
+                None => Err(CodeApiError::Exists(files.stat(path).await?.path)),
+            };
+        }
         let existed = match files.stat(path).await {
-            Ok(entry) if !overwrite => return Err(CodeApiError::Exists(entry.path)),
             Ok(_) => true,
             Err(SandboxError::NotFound(_)) => false,
             Err(err) => return Err(err.into()),

@@ -486,6 +486,7 @@ pub fn file_entry(entry: EntryInfo) -> FileEntry {
     let kind = match entry.kind.as_str() {
         protocol::FILE_TYPE_DIRECTORY => FileKind::Directory,
         protocol::FILE_TYPE_SYMLINK => FileKind::Symlink,
+        protocol::FILE_TYPE_UNSPECIFIED => FileKind::Other,
         _ => FileKind::File,
     };
     FileEntry {

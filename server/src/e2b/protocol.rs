@@ -407,6 +407,8 @@ pub struct EntryInfo {
 pub const FILE_TYPE_FILE: &str = "FILE_TYPE_FILE";
 pub const FILE_TYPE_DIRECTORY: &str = "FILE_TYPE_DIRECTORY";
 pub const FILE_TYPE_SYMLINK: &str = "FILE_TYPE_SYMLINK";
+/// Anything else (a pipe, a socket, a device).
+pub const FILE_TYPE_UNSPECIFIED: &str = "FILE_TYPE_UNSPECIFIED";
 
 /// proto3 JSON writes int64 as a string and accepts either.
 mod int64_string {

@@ -17,7 +17,9 @@ pub struct Upload {
 /// The files a request carries: its raw body to `path`, or each file field
 /// of a multipart form (to `path`, or to `path` + the field's file name
 /// when `path` ends with `/`, or to the file name when there is no `path`).
-/// A file over `max_bytes` is refused with 413 before it is all read.
+/// A file over `max_bytes` is refused with 413 before it is all read, and so
+/// is a form whose files come to more than that together (or more than
+/// [`MAX_FORM_FILES`] files): what a request carries is held in memory.
 pub async fn uploads(
     request: Request,
     path: Option<&str>,
@@ -28,6 +30,15 @@ pub async fn uploads(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("multipart/form-data"));
+    // Refused before a byte is read when the size is announced.
+    let announced = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if !multipart && announced.is_some_and(|n| n > max_bytes) {
+        return Err(too_large(max_bytes));
+    }
     if !multipart {
         let path = path
             .filter(|p| !p.ends_with('/'))
@@ -42,6 +53,7 @@ pub async fn uploads(
         .await
         .map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let mut files = Vec::new();
+    let mut total = 0;
     while let Some(mut field) = form
         .next_field()
         .await
@@ -50,6 +62,11 @@ pub async fn uploads(
         let Some(name) = field.file_name().map(str::to_string) else {
             continue;
         };
+        if files.len() == MAX_FORM_FILES {
+            return Err(ApiError::TooLarge(format!(
+                "a form may carry at most {MAX_FORM_FILES} files"
+            )));
+        }
         let target = match path {
             Some(dir) if dir.ends_with('/') => format!("{dir}{name}"),
             Some(path) => path.to_string(),
@@ -64,6 +81,13 @@ pub async fn uploads(
             if bytes.len() + chunk.len() > max_bytes {
                 return Err(too_large(max_bytes));
             }
+            total += chunk.len();
+            if total > max_bytes {
+                return Err(ApiError::TooLarge(format!(
+                    "the files of one form may come to at most {} MiB together: send them one by one",
+                    max_bytes / (1024 * 1024)
+                )));
+            }
             bytes.extend_from_slice(&chunk);
         }
         files.push(Upload {
@@ -76,6 +100,9 @@ pub async fn uploads(
     }
     Ok(files)
 }
+
+/// The most files one multipart form may carry.
+pub const MAX_FORM_FILES: usize = 100;
 
 fn too_large(max_bytes: usize) -> ApiError {
     ApiError::TooLarge(format!(

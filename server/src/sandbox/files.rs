@@ -19,6 +19,9 @@ pub enum FileKind {
     File,
     Directory,
     Symlink,
+    /// A FIFO, socket or device that code made: never opened, since opening
+    /// one can block for ever.
+    Other,
 }
 
 /// A file, directory or link in a session's home.
@@ -43,6 +46,15 @@ pub struct FileEntry {
 pub trait Files: Send + Sync {
     /// Writes (or replaces) a file, making its directories.
     async fn write(&self, path: &str, bytes: Vec<u8>) -> Result<FileEntry, SandboxError>;
+    /// Writes a file that is not there yet; `None` (and nothing written) if
+    /// one is. Backends that can should make this one atomic step.
+    async fn create(&self, path: &str, bytes: Vec<u8>) -> Result<Option<FileEntry>, SandboxError> {
+        match self.stat(path).await {
+            Ok(_) => Ok(None),
+            Err(SandboxError::NotFound(_)) => self.write(path, bytes).await.map(Some),
+            Err(err) => Err(err),
+        }
+    }
     async fn read(&self, path: &str) -> Result<Vec<u8>, SandboxError>;
     /// The entries below a directory, `depth` levels deep (1: its children).
     async fn list(&self, path: &str, depth: u32) -> Result<Vec<FileEntry>, SandboxError>;
@@ -104,6 +116,7 @@ pub fn permissions(kind: FileKind, mode: u32) -> String {
         FileKind::Directory => 'd',
         FileKind::Symlink => 'l',
         FileKind::File => '-',
+        FileKind::Other => '?',
     });
     for shift in [6u32, 3, 0] {
         let bits = (mode >> shift) & 0o7;
@@ -219,8 +232,10 @@ impl Confined {
             FileKind::Symlink
         } else if meta.is_dir() {
             FileKind::Directory
-        } else {
+        } else if meta.is_file() {
             FileKind::File
+        } else {
+            FileKind::Other
         };
         let modified_ms = meta.modified().ok().and_then(|t| {
             t.into_std()
@@ -254,8 +269,17 @@ impl Confined {
             match home.create_dir(&sofar) {
                 Ok(()) => {
                     // Opened for reading: a directory handle of cap-std's own
-                    // (`O_PATH`) cannot change owners.
-                    let dir = home.open(&sofar).map_err(|e| self.error(&e))?;
+                    // (`O_PATH`) cannot change owners. Only a directory, and
+                    // without waiting, whatever code swapped in meanwhile.
+                    let mut options = cap_std::fs::OpenOptions::new();
+                    options.read(true);
+                    cap_std::fs::OpenOptionsExt::custom_flags(
+                        &mut options,
+                        libc::O_DIRECTORY | libc::O_NONBLOCK,
+                    );
+                    let dir = home
+                        .open_with(&sofar, &options)
+                        .map_err(|e| self.error(&e))?;
                     self.own(&dir)?;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
@@ -278,9 +302,17 @@ impl Confined {
     }
 }
 
-#[async_trait::async_trait]
-impl Files for HomeDir {
-    async fn write(&self, path: &str, bytes: Vec<u8>) -> Result<FileEntry, SandboxError> {
+impl HomeDir {
+    /// Writes `bytes` as `path`: whole under a hidden name first, then put
+    /// in place in one step, so that a full disk leaves the old file (or
+    /// none) rather than half a new one. Without `replace`, an existing file
+    /// is left alone (`None`), also one that code makes meanwhile.
+    async fn put(
+        &self,
+        path: &str,
+        bytes: Vec<u8>,
+        replace: bool,
+    ) -> Result<Option<FileEntry>, SandboxError> {
         if bytes.len() as u64 > self.max_file_bytes {
             return Err(SandboxError::NoSpace(format!(
                 "the file is {} bytes; at most {} are accepted",
@@ -289,7 +321,6 @@ impl Files for HomeDir {
             )));
         }
         self.blocking(path, move |c| {
-            use std::io::Write;
             let home = c.home()?;
             let Some(name) = c.relative.file_name() else {
                 return Err(SandboxError::InvalidInput(format!(
@@ -304,18 +335,91 @@ impl Files for HomeDir {
             } else {
                 home.open_dir(parent).map_err(|e| c.error(&e))?
             };
-            let mut options = cap_std::fs::OpenOptions::new();
-            options.write(true).create(true).truncate(true);
-            let file = dir.open_with(name, &options).map_err(|e| c.error(&e))?;
-            let mut file = file.into_std();
-            c.own(&file)?;
-            file.write_all(&bytes).map_err(|e| c.error(&e))?;
+            // A link where the file would go is not written through (one out
+            // of the home is refused as such), nor a directory replaced.
+            match dir.symlink_metadata(name) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    return Err(match home.metadata(&c.relative) {
+                        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => c.error(&e),
+                        _ => SandboxError::InvalidInput(format!(
+                            "'{}' is a link: remove it first",
+                            c.shown()
+                        )),
+                    });
+                }
+                Ok(meta) if meta.is_dir() => {
+                    return Err(SandboxError::InvalidInput(format!(
+                        "'{}' is a directory",
+                        c.shown()
+                    )));
+                }
+                Ok(_) if !replace => return Ok(None),
+                _ => {}
+            }
+            let temp = format!(".runcell-upload-{:016x}", rand::random::<u64>());
+            let placed = c.place(&dir, &temp, name, &bytes, replace);
+            if !matches!(placed, Ok(true)) {
+                let _ = dir.remove_file(&temp);
+            }
+            if !placed? {
+                return Ok(None);
+            }
             let meta = home
                 .symlink_metadata(&c.relative)
                 .map_err(|e| c.error(&e))?;
-            Ok(c.entry(&c.relative, &meta, &home))
+            Ok(Some(c.entry(&c.relative, &meta, &home)))
         })
         .await
+    }
+}
+
+impl Confined {
+    /// Writes `bytes` to `temp` in `dir`, then puts it at `name`: replacing
+    /// what is there, or (a hard link, which never replaces) only if
+    /// nothing is. `false`: something was there.
+    fn place(
+        &self,
+        dir: &cap_std::fs::Dir,
+        temp: &str,
+        name: &std::ffi::OsStr,
+        bytes: &[u8],
+        replace: bool,
+    ) -> Result<bool, SandboxError> {
+        use std::io::Write;
+        let mut options = cap_std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        let mut file = dir
+            .open_with(temp, &options)
+            .map_err(|e| self.error(&e))?
+            .into_std();
+        self.own(&file)?;
+        file.write_all(bytes).map_err(|e| self.error(&e))?;
+        drop(file);
+        if replace {
+            dir.rename(temp, dir, name).map_err(|e| self.error(&e))?;
+            return Ok(true);
+        }
+        match dir.hard_link(temp, dir, name) {
+            Ok(()) => {
+                dir.remove_file(temp).map_err(|e| self.error(&e))?;
+                Ok(true)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(self.error(&e)),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Files for HomeDir {
+    async fn write(&self, path: &str, bytes: Vec<u8>) -> Result<FileEntry, SandboxError> {
+        self.put(path, bytes, true)
+            .await?
+            .ok_or_else(|| SandboxError::Internal("a replacing write wrote nothing".into()))
+    }
+
+    async fn create(&self, path: &str, bytes: Vec<u8>) -> Result<Option<FileEntry>, SandboxError> {
+        self.put(path, bytes, false).await
     }
 
     async fn read(&self, path: &str) -> Result<Vec<u8>, SandboxError> {
@@ -323,10 +427,32 @@ impl Files for HomeDir {
         self.blocking(path, move |c| {
             use std::io::Read;
             let home = c.home()?;
-            let meta = c.metadata(&home)?;
+            if c.relative.as_os_str().is_empty() {
+                return Err(SandboxError::InvalidInput(format!(
+                    "'{}' is a directory",
+                    c.shown()
+                )));
+            }
+            // Opened without waiting (a FIFO that code made would otherwise
+            // block this thread until a writer came), then judged by what was
+            // opened, not by a look at the path before: code cannot swap in
+            // something else between the two.
+            let mut options = cap_std::fs::OpenOptions::new();
+            options.read(true);
+            cap_std::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+            let file = home
+                .open_with(&c.relative, &options)
+                .map_err(|e| c.error(&e))?;
+            let meta = file.metadata().map_err(|e| c.error(&e))?;
             if meta.is_dir() {
                 return Err(SandboxError::InvalidInput(format!(
                     "'{}' is a directory",
+                    c.shown()
+                )));
+            }
+            if !meta.is_file() {
+                return Err(SandboxError::InvalidInput(format!(
+                    "'{}' is not a regular file (a pipe, socket or device)",
                     c.shown()
                 )));
             }
@@ -338,9 +464,7 @@ impl Files for HomeDir {
                 )));
             }
             let mut bytes = Vec::new();
-            home.open(&c.relative)
-                .map_err(|e| c.error(&e))?
-                .into_std()
+            file.into_std()
                 .take(max)
                 .read_to_end(&mut bytes)
                 .map_err(|e| c.error(&e))?;

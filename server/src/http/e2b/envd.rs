@@ -177,6 +177,7 @@ fn entry_info(entry: FileEntry) -> EntryInfo {
             FileKind::File => protocol::FILE_TYPE_FILE,
             FileKind::Directory => protocol::FILE_TYPE_DIRECTORY,
             FileKind::Symlink => protocol::FILE_TYPE_SYMLINK,
+            FileKind::Other => protocol::FILE_TYPE_UNSPECIFIED,
         }
         .into(),
         permissions: permissions(entry.kind, entry.mode),
