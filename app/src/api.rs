@@ -27,8 +27,14 @@ pub struct SessionLog {
     /// Where the page loads Pyodide from, when `browser` is on offer.
     #[serde(default)]
     pub pyodide_url: Option<String>,
+    /// The largest file the page may upload, in bytes (0: no limit known).
+    #[serde(default)]
+    pub upload_limit: u64,
     /// The live share link's path (`/s/…`), if the session is shared.
     pub share_path: Option<String>,
+    /// The link offers the session's files too.
+    #[serde(default)]
+    pub share_files: bool,
     /// The viewer's sessions, for the sidebar, most recent first.
     pub sessions: Vec<SessionSummary>,
 }
@@ -47,6 +53,10 @@ pub struct SharedLog {
     pub token: String,
     pub title: String,
     pub events: Vec<SessionEvent>,
+    /// The session's files, when the owner shared them with the link (as
+    /// they were then).
+    #[serde(default)]
+    pub files: Vec<crate::files::FileItem>,
 }
 
 /// The models a person can pick from.
@@ -118,6 +128,7 @@ pub mod ports {
         pub title: String,
         pub events: Vec<SessionEvent>,
         pub share_path: Option<String>,
+        pub share_files: bool,
     }
 
     /// Read access to sessions.
@@ -153,6 +164,20 @@ pub mod ports {
     }
 
     pub type SharedSandboxChoices = std::sync::Arc<dyn SandboxChoices>;
+
+    /// The files share links offer.
+    #[async_trait::async_trait]
+    pub trait SharedFiles: Send + Sync + 'static {
+        /// What the link `token` offers (nothing, unless its owner shared
+        /// the session's files with it).
+        async fn files(&self, token: &str) -> Vec<crate::files::FileItem>;
+    }
+
+    pub type SharedFileLists = std::sync::Arc<dyn SharedFiles>;
+
+    /// The largest file a page may upload, in bytes.
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct UploadLimit(pub u64);
 
     /// The viewer of the request being handled (set by the server's owner
     /// middleware), or an empty id that owns nothing.
@@ -191,6 +216,7 @@ pub async fn load_session(session_id: String) -> Result<SessionLog, ServerFnErro
         .and_then(|s| s.chosen(&session_id))
         .unwrap_or_default();
     let pyodide_url = sandboxes.as_ref().and_then(|s| s.pyodide_url());
+    let upload_limit = use_context::<ports::UploadLimit>().map_or(0, |l| l.0);
     let viewer = viewer();
     let read = async {
         let session = logs.session(&viewer, &session_id).await?;
@@ -206,7 +232,9 @@ pub async fn load_session(session_id: String) -> Result<SessionLog, ServerFnErro
             backends,
             backend,
             pyodide_url,
+            upload_limit,
             share_path: session.share_path,
+            share_files: session.share_files,
             sessions,
         }),
         Err(err) => {
@@ -223,11 +251,15 @@ pub async fn load_shared(token: String) -> Result<SharedLog, ServerFnError> {
 
     let logs = use_context::<SharedSessionLogs>()
         .ok_or_else(|| ServerFnError::new("the session store is not configured"))?;
-    logs.shared(&token).await.map_err(|err| {
+    let mut log = logs.shared(&token).await.map_err(|err| {
         set_status(&err);
         ServerFnError::new(match err {
             ports::LogError::Unavailable => err.to_string(),
             _ => "this link does not exist or was revoked".to_string(),
         })
-    })
+    })?;
+    if let Some(files) = use_context::<ports::SharedFileLists>() {
+        log.files = files.files(&token).await;
+    }
+    Ok(log)
 }

@@ -294,23 +294,32 @@ fn ResultBody(cell: Memo<Option<Cell>>) -> impl IntoView {
 }
 
 /// A file the program wrote: a download link (and a preview of an image)
-/// for the session's owner; only its name on a shared page, which does not
-/// expose the session's files.
+/// for the session's owner; on a shared page the same if its link offers the
+/// file (the owner shared the files), else only its name.
 #[component]
 fn FileOffer(path: String, name: String, size: u64) -> impl IntoView {
     let state = expect_context::<SessionState>();
     let size = crate::files::human_size(size);
-    if state.read_only {
-        return view! {
-            <p class="out out-file">{format!("wrote {name} ({size}), not shared")}</p>
+    let href = if state.read_only {
+        // A shared page links only what its link offers.
+        let offered =
+            use_context::<crate::components::SharedFileLinks>().and_then(|links| links.href(&path));
+        match offered {
+            Some(href) => href,
+            None => {
+                return view! {
+                    <p class="out out-file">{format!("wrote {name} ({size}), not shared")}</p>
+                }
+                .into_any();
+            }
         }
-        .into_any();
-    }
-    let href = format!(
-        "/api/sessions/{}/files?path={}",
-        state.session_id.get_value(),
-        crate::files::query_value(&path)
-    );
+    } else {
+        format!(
+            "/api/sessions/{}/files?path={}",
+            state.session_id.get_value(),
+            crate::files::query_value(&path)
+        )
+    };
     let image = [".png", ".jpg", ".jpeg", ".gif", ".webp"]
         .iter()
         .any(|e| name.to_ascii_lowercase().ends_with(e));

@@ -100,7 +100,9 @@ pub fn SessionView(log: SessionLog) -> impl IntoView {
         backends,
         backend,
         pyodide_url,
+        upload_limit,
         share_path,
+        share_files,
         sessions,
     } = log;
     // What the picker shows is what every ask and run says, so that a
@@ -125,7 +127,7 @@ pub fn SessionView(log: SessionLog) -> impl IntoView {
         read_only: false,
     };
     provide_context(state);
-    let files = crate::files::FilesState::new();
+    let files = crate::files::FilesState::new(upload_limit);
     provide_context(files);
 
     #[cfg(feature = "hydrate")]
@@ -153,7 +155,24 @@ pub fn SessionView(log: SessionLog) -> impl IntoView {
     };
     view! {
         <Title text=move || format!("{} · runcell", heading())/>
-        <div class="page with-sidebar">
+        // Files dropped anywhere on the page are uploaded (never opened
+        // by the browser in place of the page).
+        <div
+            class="page with-sidebar"
+            on:dragover=move |ev| {
+                #[cfg(feature = "hydrate")]
+                crate::files_client::on_drag_over(files, &ev);
+                #[cfg(not(feature = "hydrate"))]
+                let _ = ev;
+            }
+            on:dragleave=move |_| files.dragging.set(false)
+            on:drop=move |ev| {
+                #[cfg(feature = "hydrate")]
+                crate::files_client::on_drop(state, files, &ev);
+                #[cfg(not(feature = "hydrate"))]
+                let _ = ev;
+            }
+        >
             <Header>
                 <ModelPicker models/>
                 <BackendPicker backends/>
@@ -161,28 +180,17 @@ pub fn SessionView(log: SessionLog) -> impl IntoView {
                 <ConnectionIndicator/>
             </Header>
             <Sidebar sessions current=session_id.clone()/>
-            <div
-                class="column"
-                on:dragover=move |ev| {
-                    #[cfg(feature = "hydrate")]
-                    crate::files_client::on_drag_over(files, &ev);
-                    #[cfg(not(feature = "hydrate"))]
-                    let _ = ev;
-                }
-                on:dragleave=move |_| files.dragging.set(false)
-                on:drop=move |ev| {
-                    #[cfg(feature = "hydrate")]
-                    crate::files_client::on_drop(state, files, &ev);
-                    #[cfg(not(feature = "hydrate"))]
-                    let _ = ev;
-                }
-            >
+            <div class="column">
                 <div class="session-bar">
                     <h1 class="session-title">{heading}</h1>
                     // Shown once there is something to share, also when the
                     // first question was asked on this page.
                     <Show when=move || state.notebook.with(|n| n.last_seq() > 0)>
-                        <ShareControls session_id=session_id.clone() share_path=share_path.clone()/>
+                        <ShareControls
+                            session_id=session_id.clone()
+                            share_path=share_path.clone()
+                            share_files
+                        />
                     </Show>
                 </div>
                 <p class="notice no-js-only">"JavaScript is off: this notebook is read-only."</p>
@@ -204,6 +212,7 @@ pub fn SharedView(log: SharedLog) -> impl IntoView {
         token,
         title,
         events,
+        files,
     } = log;
     let state = SessionState {
         session_id: StoredValue::new(String::new()),
@@ -218,6 +227,11 @@ pub fn SharedView(log: SharedLog) -> impl IntoView {
         read_only: true,
     };
     provide_context(state);
+    let offered = SharedFileLinks {
+        base: format!("/s/{token}/files"),
+        paths: files.iter().map(|f| f.path.clone()).collect(),
+    };
+    provide_context(offered);
     let heading = display_title(&title).to_string();
     view! {
         <Title text=format!("{heading} · shared · runcell")/>
@@ -237,8 +251,61 @@ pub fn SharedView(log: SharedLog) -> impl IntoView {
                 <main class="notebook">
                     <Cells/>
                 </main>
+                {(!files.is_empty()).then(|| view! { <SharedFiles files/> })}
             </div>
         </div>
+    }
+}
+
+/// On a shared page: the files its link offers, and where they download.
+#[derive(Clone, Debug)]
+pub struct SharedFileLinks {
+    /// `/s/{token}/files`
+    pub base: String,
+    pub paths: Vec<String>,
+}
+
+impl SharedFileLinks {
+    /// Where `path` downloads, if the link offers it.
+    pub fn href(&self, path: &str) -> Option<String> {
+        self.paths
+            .iter()
+            .any(|p| p == path)
+            .then(|| format!("{}?path={}", self.base, crate::files::query_value(path)))
+    }
+}
+
+/// The files a share link offers, as they were when it was shared.
+#[component]
+fn SharedFiles(files: Vec<crate::files::FileItem>) -> impl IntoView {
+    let links = expect_context::<SharedFileLinks>();
+    let rows = files
+        .into_iter()
+        .map(|file| {
+            let shown = file
+                .path
+                .strip_prefix("/home/user/")
+                .unwrap_or(&file.path)
+                .to_string();
+            let href = links.href(&file.path).unwrap_or_default();
+            view! {
+                <li class="file-row">
+                    <a class="file-name" href=href download=file.name.clone() title=format!("Download {shown}")>
+                        {shown.clone()}
+                    </a>
+                    <span class="file-size">{crate::files::human_size(file.size)}</span>
+                </li>
+            }
+        })
+        .collect_view();
+    view! {
+        <section class="files shared-files" aria-label="Files">
+            <div class="files-head">
+                <h2>"Files"</h2>
+                <span class="files-where">"as they were when the session was shared"</span>
+            </div>
+            <ul class="file-list">{rows}</ul>
+        </section>
     }
 }
 
@@ -304,13 +371,30 @@ fn SessionEntry(session: SessionSummary, is_current: bool) -> impl IntoView {
     }
 }
 
-/// Share: make a read-only link, copy it, move it on, or revoke it.
+/// Whether a link offers the session's files: off unless ticked.
 #[component]
-fn ShareControls(session_id: String, share_path: Option<String>) -> impl IntoView {
+fn ShareFilesBox(checked: bool) -> impl IntoView {
+    view! {
+        <label class="share-files" title="Readers of the link can download the session's files as they are now">
+            <input type="checkbox" name="files" value="on" checked=checked/>
+            " with its files"
+        </label>
+    }
+}
+
+/// Share: make a read-only link (with the session's files, if ticked), copy
+/// it, move it on, or revoke it.
+#[component]
+fn ShareControls(
+    session_id: String,
+    share_path: Option<String>,
+    share_files: bool,
+) -> impl IntoView {
     let copied = RwSignal::new(false);
     match share_path {
         None => view! {
             <form class="share" method="post" action=format!("/sessions/{session_id}/share")>
+                <ShareFilesBox checked=false/>
                 <button type="submit">"Share"</button>
             </form>
         }
@@ -335,6 +419,7 @@ fn ShareControls(session_id: String, share_path: Option<String>) -> impl IntoVie
                         {move || if copied.get() { "Copied" } else { "Copy link" }}
                     </button>
                     <form method="post" action=format!("/sessions/{session_id}/share")>
+                        <ShareFilesBox checked=share_files/>
                         <button type="submit" title="Include what happened since it was shared">
                             "Update link"
                         </button>

@@ -3,12 +3,12 @@
 //! delete. The list is read after hydration and after every turn.
 
 use leptos::prelude::*;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::components::SessionState;
 
 /// A file or directory in the session's home, as the server lists it.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileItem {
     /// `/home/user/…`
     pub path: String,
@@ -42,22 +42,19 @@ pub struct FilesState {
     pub dragging: RwSignal<bool>,
     /// Why the list could not be read, if it could not.
     pub problem: RwSignal<Option<String>>,
+    /// The largest file that may be uploaded, in bytes (0: not known).
+    pub limit: u64,
 }
 
 impl FilesState {
-    pub fn new() -> Self {
+    pub fn new(limit: u64) -> Self {
         Self {
             files: RwSignal::new(Vec::new()),
             uploads: RwSignal::new(Vec::new()),
             dragging: RwSignal::new(false),
             problem: RwSignal::new(None),
+            limit,
         }
-    }
-}
-
-impl Default for FilesState {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
@@ -87,6 +84,34 @@ pub fn human_size(bytes: u64) -> String {
         format!("{bytes} B")
     } else {
         format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// When a file last changed, in the reader's own time (in the browser; the
+/// list is only ever filled there).
+fn modified_label(ms: Option<u64>) -> String {
+    #[cfg(feature = "hydrate")]
+    {
+        ms.map(|ms| {
+            let date = js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(ms as f64));
+            String::from(date.to_locale_string("en-GB", &wasm_bindgen::JsValue::UNDEFINED))
+        })
+        .unwrap_or_default()
+    }
+    #[cfg(not(feature = "hydrate"))]
+    {
+        let _ = ms;
+        String::new()
+    }
+}
+
+/// A limit as the server states it (`50 MiB`).
+pub fn mib(bytes: u64) -> String {
+    let mib = bytes as f64 / (1024.0 * 1024.0);
+    if mib.fract() == 0.0 {
+        format!("{mib:.0} MiB")
+    } else {
+        format!("{mib:.1} MiB")
     }
 }
 
@@ -174,6 +199,7 @@ fn FileRow(file: FileItem, session: String) -> impl IntoView {
                 {shown.clone()}
             </a>
             <span class="file-size">{human_size(file.size)}</span>
+            <span class="file-modified">{modified_label(file.modified_ms)}</span>
             <button type="button" class="file-delete" aria-label=format!("Delete {shown}") on:click=delete>
                 "Delete"
             </button>
@@ -242,6 +268,8 @@ mod tests {
         assert_eq!(human_size(41), "41 B");
         assert_eq!(human_size(1_250), "1.2 KB");
         assert_eq!(human_size(52_428_800), "52.4 MB");
+        assert_eq!(mib(52_428_800), "50 MiB");
+        assert_eq!(mib(1_572_864), "1.5 MiB");
         assert_eq!(
             query_value("/home/user/a b&c.csv"),
             "/home/user/a%20b%26c.csv"

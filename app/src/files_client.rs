@@ -135,6 +135,25 @@ fn upload(state: SessionState, files: FilesState, file: &File, overwrite: bool) 
         id
     });
     let name = file.name();
+    // Too big: said at once rather than after sending it (the server
+    // refuses it too).
+    if files.limit > 0 && file.size() > files.limit as f64 {
+        files.uploads.update(|u| {
+            u.push(UploadItem {
+                id,
+                name: name.clone(),
+                sent: 0.0,
+                total: 1.0,
+                error: Some(format!(
+                    "{name} is {}: a file may be at most {}.",
+                    crate::files::human_size(file.size() as u64),
+                    crate::files::mib(files.limit)
+                )),
+                conflict: false,
+            });
+        });
+        return;
+    }
     // A name that is taken is asked about before anything is sent (the
     // server refuses it too).
     let taken = files

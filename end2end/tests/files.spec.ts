@@ -10,7 +10,7 @@ const SALES = 'region,amount\nnorth,10\nsouth,32\neast,7\n';
 test.describe('files', () => {
   test.skip(({ javaScriptEnabled }) => !javaScriptEnabled, 'uploads need the page\'s scripts');
 
-  test('an uploaded CSV is read by the code; what the code writes downloads', async ({ page }) => {
+  test('an uploaded CSV is read by the code; what the code writes downloads and can be shared', async ({ page, browser }) => {
     const notebook = new NotebookPage(page);
     await notebook.openNew();
     await notebook.waitConnected();
@@ -52,6 +52,23 @@ test.describe('files', () => {
       panel.getByRole('link', { name: 'sales.csv' }).click(),
     ]);
     expect(readFileSync(await back.path(), 'utf8')).toBe(SALES);
+
+    // Shared with its files: someone with the link downloads what the
+    // code wrote, from the list and from the result cell.
+    await page.getByLabel('with its files').check();
+    await page.getByRole('button', { name: 'Share' }).click();
+    const link = page.locator('a.share-link');
+    await expect(link).toHaveAttribute('href', /^\/s\//);
+    await expect(page.getByLabel('with its files')).toBeChecked();
+    const stranger = await browser.newContext();
+    const other = await stranger.newPage();
+    await other.goto((await link.getAttribute('href')) ?? '');
+    const sharedFiles = other.getByRole('region', { name: 'Files' });
+    await expect(sharedFiles.getByRole('link', { name: 'sales.csv' })).toBeVisible();
+    const sharedOffer = new NotebookPage(other).resultCells.nth(0).getByRole('link', { name: 'out.csv (9 B)' });
+    const [fromLink] = await Promise.all([other.waitForEvent('download'), sharedOffer.click()]);
+    expect(readFileSync(await fromLink.path(), 'utf8')).toBe('total\n49\n');
+    await stranger.close();
   });
 
   test('an upload never replaces a file unless asked; files can be dropped and deleted', async ({ page }) => {

@@ -115,7 +115,8 @@ impl AppState {
                     tabs: Arc::clone(&browser),
                     imports: runtime.imports.clone(),
                 }),
-                Uploads::new(&config.data_dir),
+                Uploads::new(&config.data_dir)
+                    .with_quota(config.sandbox.default_limits().home_bytes()),
             ),
             AgentSettings {
                 max_tokens: config.llm.max_tokens,

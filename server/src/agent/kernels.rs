@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use tokio::sync::Mutex as AsyncMutex;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -43,12 +44,23 @@ pub enum FilesError {
 pub struct Kernels {
     backends: Backends,
     browser: Option<BrowserOffer>,
-    /// What people uploaded, kept beyond any one kernel.
+    /// What each session keeps (uploads, what its code wrote), beyond any
+    /// one kernel.
     uploads: Uploads,
+    /// The copies of those that share links offer, where the owner asked.
+    shared: Uploads,
     /// Each notebook session's kernel.
     by_session: Mutex<HashMap<SessionId, Kernel>>,
     /// The backend each notebook session asked for last.
     chosen: Mutex<HashMap<SessionId, &'static str>>,
+    /// Held while a session's files change: an upload or delete, the
+    /// kernel being filled with the kept files, the files being kept after
+    /// a run. So that none of these sees the others half done.
+    file_locks: Mutex<HashMap<SessionId, Arc<AsyncMutex<()>>>>,
+    /// The kept files each session's kernel was filled with when it
+    /// started, and their times there: not written by a run, and not to be
+    /// kept again, while they stay as they were.
+    restored: Mutex<HashMap<SessionId, HashMap<String, Option<u64>>>>,
 }
 
 /// A notebook session's kernel.
@@ -62,10 +74,14 @@ enum Kernel {
 
 /// How deep a listing goes below the home.
 const MAX_LIST_DEPTH: u32 = 8;
+/// The most files a listing gives, and that are kept after a run.
+const MAX_FILES: usize = 1000;
 /// Text files up to this size show the model their first lines.
 const PEEK_MAX_BYTES: u64 = 256 * 1024;
 /// How many lines of a text file the model sees.
 const PEEK_LINES: usize = 5;
+/// How many text files the model sees the first lines of.
+const PEEK_FILES: usize = 10;
 
 fn files_of(session: &dyn SandboxSession) -> Result<&dyn Files, SandboxError> {
     session
@@ -83,6 +99,14 @@ fn is_offered(name: &str) -> bool {
         extension.as_deref(),
         Some("png" | "jpg" | "jpeg" | "gif" | "webp" | "svg" | "csv" | "tsv" | "xlsx" | "json")
     )
+}
+
+/// `path` as the sandbox shows it (`/home/user/…`), or as given when it
+/// cannot be confined.
+fn shown_path(path: &str) -> String {
+    crate::sandbox::files::confine(path)
+        .map(|relative| crate::sandbox::files::sandbox_path(&relative))
+        .unwrap_or_else(|_| path.to_string())
 }
 
 /// Whether a path is, or is inside, a dot-file.
@@ -152,10 +176,26 @@ impl Kernels {
         Self {
             backends,
             browser,
+            shared: uploads.sibling("shared-files"),
             uploads,
             by_session: Mutex::new(HashMap::new()),
             chosen: Mutex::new(HashMap::new()),
+            file_locks: Mutex::new(HashMap::new()),
+            restored: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Whether `entry` is a kept file as the kernel was filled with it.
+    fn is_restored(&self, session: SessionId, entry: &FileEntry) -> bool {
+        self.restored
+            .lock()
+            .get(&session)
+            .and_then(|files| files.get(&entry.path))
+            .is_some_and(|modified| *modified == entry.modified_ms)
+    }
+
+    fn file_lock(&self, session: SessionId) -> Arc<AsyncMutex<()>> {
+        Arc::clone(self.file_locks.lock().entry(session).or_default())
     }
 
     /// The backends a notebook may pick, the default first.
@@ -229,6 +269,7 @@ impl Kernels {
                         | SessionError::Sandbox(SandboxError::NotFound(_)),
                     ) => {}
                     other => {
+                        self.keep_files(session, kernel).await;
                         return other.map(|outcome| KernelRun {
                             outcome,
                             backend: wanted,
@@ -245,6 +286,7 @@ impl Kernels {
         let kernel = self.open(session, wanted).await?;
         self.by_session.lock().insert(session, kernel.clone());
         let outcome = self.run_in(&kernel, request, events, cancel).await?;
+        self.keep_files(session, &kernel).await;
         Ok(KernelRun {
             outcome,
             backend: wanted,
@@ -269,15 +311,28 @@ impl Kernels {
         }
         let sessions = self.backends.get(Some(backend))?;
         let info = sessions.create_for_notebook(Language::Python).await?;
-        // What was uploaded comes back into every new kernel.
+        // The session's kept files come back into every new kernel.
         if let Some(kernel) = sessions.session(&info.session_id)
             && let Some(files) = kernel.files()
         {
-            for (path, bytes) in self.uploads.all(session).await? {
-                if let Err(err) = files.write(&path, bytes).await {
-                    tracing::warn!(%err, path, "an upload could not be put back");
+            let lock = self.file_lock(session);
+            let _held = lock.lock().await;
+            let mut restored = HashMap::new();
+            for entry in self.uploads.list(session).await? {
+                let put = match self.uploads.read(session, &entry.path).await {
+                    Ok(bytes) => files.write(&entry.path, bytes).await,
+                    Err(err) => Err(err),
+                };
+                match put {
+                    Ok(written) => {
+                        restored.insert(written.path, written.modified_ms);
+                    }
+                    Err(err) => {
+                        tracing::warn!(%err, path = entry.path, "a kept file could not be put back");
+                    }
                 }
             }
+            self.restored.lock().insert(session, restored);
         }
         Ok(Kernel::Pooled {
             backend,
@@ -285,13 +340,12 @@ impl Kernels {
         })
     }
 
-    /// The session's kernel with its files: the one it has, or a new one on
-    /// the backend picked (with the uploads put back). `open` false: only an
-    /// existing kernel, or one the uploads call for.
-    async fn with_files(
+    /// The session's live kernel on the backend it picked, with its files;
+    /// `None` when it has none now (the kept files stand in for it: they are
+    /// what the next kernel starts with). File calls never start a kernel.
+    fn live_files(
         &self,
         session: SessionId,
-        open: bool,
     ) -> Result<Option<Arc<dyn SandboxSession>>, FilesError> {
         let wanted = self.chosen(session);
         if wanted == browser::BACKEND {
@@ -301,39 +355,31 @@ impl Kernels {
             .into());
         }
         let known = self.by_session.lock().get(&session).cloned();
-        if let Some(Kernel::Pooled { backend, id }) = &known
-            && *backend == wanted
-            && let Some(live) = self.backends.get(Some(backend))?.session(id)
-        {
-            return Ok(Some(live));
-        }
-        if !open && self.uploads.all(session).await?.is_empty() {
-            return Ok(None);
-        }
-        if let Some(old) = &known {
-            self.close(old).await;
-        }
-        let kernel = self.open(session, wanted).await?;
-        self.by_session.lock().insert(session, kernel.clone());
-        match kernel {
-            Kernel::Pooled { backend, id } => Ok(self.backends.get(Some(backend))?.session(&id)),
-            Kernel::Browser(_) => Ok(None),
+        match known {
+            Some(Kernel::Pooled { backend, id }) if backend == wanted => {
+                Ok(self.backends.get(Some(backend))?.session(&id))
+            }
+            _ => Ok(None),
         }
     }
 
-    /// The files in the session's home (none before it has a kernel).
+    /// The files in the session's home: its kernel's, or the kept ones
+    /// while it has none. Dot-files and what is not a plain file or
+    /// directory are left out; at most [`MAX_FILES`].
     pub async fn list_files(&self, session: SessionId) -> Result<Vec<FileEntry>, FilesError> {
         // The page's own Python has no files to list.
         if self.chosen(session) == browser::BACKEND {
             return Ok(Vec::new());
         }
-        let Some(kernel) = self.with_files(session, false).await? else {
-            return Ok(Vec::new());
+        let mut entries = match self.live_files(session)? {
+            Some(kernel) => files_of(&*kernel)?.list(HOME, MAX_LIST_DEPTH).await?,
+            None => self.uploads.list(session).await?,
         };
-        let files = files_of(&*kernel)?;
-        let mut entries = files.list(HOME, MAX_LIST_DEPTH).await?;
         // The kernel's own dot-files (`.ipython`...) are not the person's.
-        entries.retain(|e| !is_hidden(&e.path));
+        entries.retain(|e| {
+            !is_hidden(&e.path) && matches!(e.kind, FileKind::File | FileKind::Directory)
+        });
+        entries.truncate(MAX_FILES);
         Ok(entries)
     }
 
@@ -342,18 +388,18 @@ impl Kernels {
         session: SessionId,
         path: &str,
     ) -> Result<(FileEntry, Vec<u8>), FilesError> {
-        let kernel = self
-            .with_files(session, false)
-            .await?
-            .ok_or_else(|| SandboxError::NotFound(format!("no file {path}")))?;
-        let files = files_of(&*kernel)?;
-        let entry = files.stat(path).await?;
-        Ok((entry, files.read(path).await?))
+        if let Some(kernel) = self.live_files(session)? {
+            let files = files_of(&*kernel)?;
+            let entry = files.stat(path).await?;
+            return Ok((entry, files.read(path).await?));
+        }
+        let entry = self.uploads.stat(session, path).await?;
+        Ok((entry, self.uploads.read(session, path).await?))
     }
 
-    /// Puts an uploaded file into the session's home (starting its kernel
-    /// if it has none) and keeps it for the kernels after this one. An
-    /// existing file is replaced only when `overwrite`.
+    /// Puts an uploaded file into the session: kept for every kernel it
+    /// will have, and written into the one it has. An existing file is
+    /// replaced only when `overwrite`.
     pub async fn upload(
         &self,
         session: SessionId,
@@ -361,24 +407,65 @@ impl Kernels {
         bytes: Vec<u8>,
         overwrite: bool,
     ) -> Result<FileEntry, FilesError> {
-        let kernel = self
-            .with_files(session, true)
-            .await?
-            .ok_or_else(|| SandboxError::Unavailable("the session has no kernel".into()))?;
+        let live = self.live_files(session)?;
+        let lock = self.file_lock(session);
+        let _held = lock.lock().await;
+        let shown = || shown_path(path);
+        let Some(kernel) = live else {
+            if !self
+                .uploads
+                .save(session, path, bytes, overwrite, None)
+                .await?
+            {
+                return Err(FilesError::Exists(shown()));
+            }
+            return Ok(self.uploads.stat(session, path).await?);
+        };
         let files = files_of(&*kernel)?;
-        match files.stat(path).await {
-            Ok(entry) if !overwrite => return Err(FilesError::Exists(entry.path)),
-            Ok(_) | Err(SandboxError::NotFound(_)) => {}
-            Err(err) => return Err(err.into()),
+        // Nothing goes into the kernel that could not be kept.
+        self.uploads
+            .check_room(session, path, bytes.len() as u64)
+            .await?;
+        let entry = if overwrite {
+            files.write(path, bytes.clone()).await?
+        } else {
+            files
+                .create(path, bytes.clone())
+                .await?
+                .ok_or_else(|| FilesError::Exists(shown()))?
+        };
+        if let Err(err) = self
+            .uploads
+            .save(session, path, bytes, true, entry.modified_ms)
+            .await
+        {
+            // The kernel has it; the next run keeps it again.
+            tracing::warn!(%err, "an upload is in the kernel but not kept yet");
         }
-        let entry = files.write(path, bytes.clone()).await?;
-        self.uploads.save(session, path, bytes).await?;
         Ok(entry)
     }
 
+    /// Removes a file (or a directory) from the kernel's home and from
+    /// what is kept, whichever has it.
     pub async fn delete_file(&self, session: SessionId, path: &str) -> Result<(), FilesError> {
-        if let Some(kernel) = self.with_files(session, false).await? {
-            files_of(&*kernel)?.remove(path).await?;
+        let live = self.live_files(session)?;
+        let lock = self.file_lock(session);
+        let _held = lock.lock().await;
+        let shown = shown_path(path);
+        let inside = format!("{shown}/");
+        let kept = self
+            .uploads
+            .list(session)
+            .await?
+            .iter()
+            .any(|e| e.path == shown || e.path.starts_with(&inside));
+        if let Some(kernel) = live {
+            match files_of(&*kernel)?.remove(path).await {
+                Err(SandboxError::NotFound(_)) if kept => {}
+                other => other?,
+            }
+        } else if !kept {
+            return Err(SandboxError::NotFound(format!("'{shown}' does not exist")).into());
         }
         self.uploads.remove(session, path).await?;
         Ok(())
@@ -386,21 +473,28 @@ impl Kernels {
 
     /// What the model is told about the session's files: each file's path
     /// and size, and the first lines of small text files. `None` when the
-    /// session has no kernel or no files.
+    /// session has no files.
     pub async fn files_note(&self, session: SessionId) -> Option<String> {
-        let kernel = self.with_files(session, false).await.ok()??;
-        let files = kernel.files()?;
-        let entries = files.list(HOME, MAX_LIST_DEPTH).await.ok()?;
+        let live = self.live_files(session).ok()?;
+        let entries = self.list_files(session).await.ok()?;
         let mut peeks = Vec::new();
-        for entry in entries
-            .iter()
-            .filter(|e| e.kind == FileKind::File && !is_hidden(&e.path))
-        {
-            let head = if entry.size <= PEEK_MAX_BYTES && is_text(&entry.name) {
-                files.read(&entry.path).await.ok().map(|b| first_lines(&b))
-            } else {
-                None
-            };
+        let mut peeked = 0;
+        for entry in entries.iter().filter(|e| e.kind == FileKind::File) {
+            // Only the first few are read: the note has room for little.
+            let head =
+                if peeked < PEEK_FILES && entry.size <= PEEK_MAX_BYTES && is_text(&entry.name) {
+                    peeked += 1;
+                    let bytes = match &live {
+                        Some(kernel) => match kernel.files() {
+                            Some(files) => files.read(&entry.path).await.ok(),
+                            None => None,
+                        },
+                        None => self.uploads.read(session, &entry.path).await.ok(),
+                    };
+                    bytes.map(|b| first_lines(&b))
+                } else {
+                    None
+                };
             peeks.push((entry.path.clone(), entry.size, head));
         }
         super::prompt::files_note(&peeks)
@@ -409,7 +503,7 @@ impl Kernels {
     /// What a run wrote that the person may want: images and tables
     /// written or rewritten in the home since `since_ms`, a few at most.
     pub async fn written_since(&self, session: SessionId, since_ms: u64) -> Vec<FileEntry> {
-        let Ok(Some(kernel)) = self.with_files(session, false).await else {
+        let Ok(Some(kernel)) = self.live_files(session) else {
             return Vec::new();
         };
         let Some(files) = kernel.files() else {
@@ -425,16 +519,133 @@ impl Kernels {
                     && !is_hidden(&e.path)
                     && is_offered(&e.name)
                     && e.modified_ms.is_some_and(|m| m >= since_ms)
+                    && !self.is_restored(session, e)
             })
             .take(MAX_OFFERS)
             .collect()
+    }
+
+    /// After a run: what the home now holds is what the session keeps (new
+    /// and changed files copied, removed ones forgotten), so that it
+    /// outlives this kernel. Plain files that are not dot-files, the first
+    /// [`MAX_FILES`]; what does not fit the quota stays in this kernel only.
+    async fn keep_files(&self, session: SessionId, kernel: &Kernel) {
+        let Kernel::Pooled { backend, id } = kernel else {
+            return;
+        };
+        let Some(live) = self
+            .backends
+            .get(Some(backend))
+            .ok()
+            .and_then(|s| s.session(id))
+        else {
+            return;
+        };
+        let Some(files) = live.files() else {
+            return;
+        };
+        let lock = self.file_lock(session);
+        let _held = lock.lock().await;
+        let Ok(entries) = files.list(HOME, MAX_LIST_DEPTH).await else {
+            return;
+        };
+        let home: HashMap<String, FileEntry> = entries
+            .into_iter()
+            .filter(|e| e.kind == FileKind::File && !is_hidden(&e.path))
+            .take(MAX_FILES)
+            .map(|e| (e.path.clone(), e))
+            .collect();
+        let kept = match self.uploads.list(session).await {
+            Ok(kept) => kept,
+            Err(err) => {
+                tracing::warn!(%err, "the session's kept files could not be read");
+                return;
+            }
+        };
+        let mut kept_at = HashMap::new();
+        for entry in kept {
+            if home.contains_key(&entry.path) {
+                kept_at.insert(entry.path, (entry.size, entry.modified_ms));
+            } else if let Err(err) = self.uploads.remove(session, &entry.path).await {
+                tracing::warn!(%err, "a file the program removed stayed kept");
+            }
+        }
+        for (path, entry) in home {
+            let unchanged = self.is_restored(session, &entry)
+                || kept_at.get(&path).is_some_and(|&(size, modified)| {
+                    size == entry.size && modified >= entry.modified_ms
+                });
+            if unchanged {
+                continue;
+            }
+            let saved = match files.read(&path).await {
+                Ok(bytes) => {
+                    self.uploads
+                        .save(session, &path, bytes, true, entry.modified_ms)
+                        .await
+                }
+                Err(err) => Err(err),
+            };
+            if let Err(err) = saved {
+                tracing::debug!(%err, path, "a file the program wrote is not kept");
+            }
+        }
+    }
+
+    /// What the session's share link offers from now on: a copy of its
+    /// files as they are (with what the live kernel holds kept first), or
+    /// nothing.
+    pub async fn share_files(&self, session: SessionId, include: bool) -> Result<(), FilesError> {
+        if !include {
+            self.shared.forget(session).await;
+            return Ok(());
+        }
+        let known = self.by_session.lock().get(&session).cloned();
+        if let Some(kernel) = known {
+            self.keep_files(session, &kernel).await;
+        }
+        let lock = self.file_lock(session);
+        let _held = lock.lock().await;
+        self.uploads.copy_to(session, &self.shared, session).await?;
+        Ok(())
+    }
+
+    /// The files a share link of the session offers.
+    pub async fn shared_files(&self, session: SessionId) -> Vec<FileEntry> {
+        self.shared.list(session).await.unwrap_or_else(|err| {
+            tracing::warn!(%err, "a share's files could not be listed");
+            Vec::new()
+        })
+    }
+
+    pub async fn read_shared_file(
+        &self,
+        session: SessionId,
+        path: &str,
+    ) -> Result<(FileEntry, Vec<u8>), FilesError> {
+        let entry = self.shared.stat(session, path).await?;
+        Ok((entry, self.shared.read(session, path).await?))
+    }
+
+    /// A fork starts with the files the link it was forked from offers.
+    pub async fn fork_files(&self, from: SessionId, to: SessionId) -> Result<(), FilesError> {
+        let lock = self.file_lock(to);
+        let _held = lock.lock().await;
+        self.shared.copy_to(from, &self.uploads, to).await?;
+        Ok(())
     }
 
     /// Forgets everything of a deleted session: its kernel and its uploads.
     pub async fn forget(&self, session: SessionId) {
         self.reset(session).await;
         self.chosen.lock().remove(&session);
+        self.restored.lock().remove(&session);
+        let lock = self.file_lock(session);
+        let held = lock.lock().await;
         self.uploads.forget(session).await;
+        self.shared.forget(session).await;
+        drop(held);
+        self.file_locks.lock().remove(&session);
     }
 
     async fn run_in(

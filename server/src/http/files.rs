@@ -117,3 +117,65 @@ pub async fn delete(
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
+
+/// The share link behind `token`, if it is live and offers files.
+async fn files_link(state: &AppState, token: &str) -> Option<crate::store::ShareRecord> {
+    let token: crate::session::ShareToken = token.parse().ok()?;
+    match state.sessions.store().shared(&token).await {
+        Ok(Some(link)) if link.files => Some(link),
+        Ok(_) => None,
+        Err(err) => {
+            tracing::warn!(%err, "a share link could not be read");
+            None
+        }
+    }
+}
+
+/// `GET /s/{token}/files?path=`: a file the link offers (its owner shared
+/// the session's files with it), as it was when shared.
+pub async fn shared_get(
+    State(state): State<AppState>,
+    Path(token): Path<String>,
+    params: Result<Query<FileQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let path = query(params)?
+        .path
+        .ok_or_else(|| ApiError::BadRequest("say which file: ?path=".into()))?;
+    let link = files_link(&state, &token)
+        .await
+        .ok_or_else(|| ApiError::NotFound("this link offers no files".into()))?;
+    let (entry, bytes) = state
+        .runner
+        .agent()
+        .kernels()
+        .read_shared_file(link.session_id, &path)
+        .await?;
+    Ok(download(&entry.name, bytes))
+}
+
+/// The shared page's list of what its link offers.
+pub struct LinkFiles(pub AppState);
+
+#[async_trait::async_trait]
+impl app::api::ports::SharedFiles for LinkFiles {
+    async fn files(&self, token: &str) -> Vec<app::files::FileItem> {
+        let Some(link) = files_link(&self.0, token).await else {
+            return Vec::new();
+        };
+        self.0
+            .runner
+            .agent()
+            .kernels()
+            .shared_files(link.session_id)
+            .await
+            .into_iter()
+            .map(|entry| app::files::FileItem {
+                path: entry.path,
+                name: entry.name,
+                kind: "file".into(),
+                size: entry.size,
+                modified_ms: entry.modified_ms,
+            })
+            .collect()
+    }
+}

@@ -50,10 +50,14 @@ pub fn router(state: AppState) -> Router {
         runner: Arc::clone(&state.runner),
         pyodide: state.pyodide.as_ref().map(|runtime| runtime.url.clone()),
     });
+    let upload_limit = app::api::ports::UploadLimit(state.config.sandbox.upload_bytes() as u64);
+    let link_files: app::api::ports::SharedFileLists = Arc::new(files::LinkFiles(state.clone()));
     let context = move || {
         provide_context(Arc::clone(&logs));
         provide_context(Arc::clone(&catalog));
         provide_context(Arc::clone(&sandboxes));
+        provide_context(upload_limit);
+        provide_context(Arc::clone(&link_files));
     };
     let leptos = state.leptos.clone();
 
@@ -89,6 +93,7 @@ pub fn router(state: AppState) -> Router {
         .route("/sessions/{id}/share", post(sessions::share_form))
         .route("/sessions/{id}/unshare", post(sessions::unshare_form))
         .route("/s/{token}/fork", post(sessions::fork))
+        .route("/s/{token}/files", get(files::shared_get))
         .route("/login", get(signin::form).post(signin::sign_in))
         .route("/logout", post(signin::sign_out))
         .route("/metrics", get(metrics))
@@ -148,12 +153,21 @@ where
     S: Clone + Send + Sync + 'static,
 {
     let limit = Duration::from_secs(secs);
+    let upload_limit = limit.max(UPLOAD_TIME_LIMIT);
     router.layer(axum::middleware::from_fn(
         move |request: axum::extract::Request, next: axum::middleware::Next| {
-            hygiene::time_limit(limit, request, next)
+            // An upload's answer begins only once its body is in, which on
+            // a slow link takes longer than any other request.
+            let upload = request.method() == axum::http::Method::PUT
+                && request.uri().path().ends_with("/files");
+            hygiene::time_limit(if upload { upload_limit } else { limit }, request, next)
         },
     ))
 }
+
+/// How long an upload (`PUT …/files`) may take: 50 MiB at about half a
+/// megabit a second.
+const UPLOAD_TIME_LIMIT: Duration = Duration::from_secs(15 * 60);
 
 /// `GET /metrics`: Prometheus text format.
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {

@@ -3,8 +3,8 @@
 //! page posts to (answered with a redirect), so it works without JavaScript.
 
 use axum::Json;
-use axum::extract::rejection::{FormRejection, JsonRejection};
-use axum::extract::{Form, Path, State};
+use axum::extract::rejection::{FormRejection, JsonRejection, QueryRejection};
+use axum::extract::{Form, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
@@ -73,21 +73,46 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// `POST /api/sessions/{id}/share` → `{"url", "token", "upto_seq"}`: the
-/// session's link (made, or moved on to include what happened since).
+/// Whether a share link offers the session's files: `?files=true` on the
+/// JSON route, a ticked `files` box on the form.
+#[derive(Debug, Default, Deserialize)]
+pub struct ShareOptions {
+    #[serde(default)]
+    files: Option<String>,
+}
+
+impl ShareOptions {
+    fn files(&self) -> Result<bool, ApiError> {
+        match self.files.as_deref() {
+            None | Some("false" | "0") => Ok(false),
+            Some("true" | "1" | "on") => Ok(true),
+            Some(other) => Err(ApiError::BadRequest(format!(
+                "files is true or false, not '{other}'"
+            ))),
+        }
+    }
+}
+
+/// `POST /api/sessions/{id}/share[?files=true]` → `{"url", "token",
+/// "upto_seq", "files"}`: the session's link (made, or moved on to include
+/// what happened since), with a copy of the session's files if asked.
 pub async fn share(
     State(state): State<AppState>,
     owner: Owner,
     Path(id): Path<String>,
+    options: Result<Query<ShareOptions>, QueryRejection>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    let Query(options) = options.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let files = options.files()?;
     let channel = owned(&state, owner, &id).await?;
-    let link = share_session(&state, &channel).await?;
+    let link = share_session(&state, &channel, files).await?;
     Ok(Json(json!({
         "url": format!("{}{}", origin(&headers), link.token.path()),
         "path": link.token.path(),
         "token": link.token.to_string(),
         "upto_seq": link.upto_seq,
+        "files": link.files,
     }))
     .into_response())
 }
@@ -99,7 +124,7 @@ pub async fn unshare(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let channel = owned(&state, owner, &id).await?;
-    state.sessions.store().revoke_shares(channel.id()).await?;
+    unshare_session(&state, &channel).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -117,11 +142,26 @@ pub async fn fork(
         .shared_events(&token)
         .await?
         .ok_or_else(gone)?;
+    let link = state
+        .sessions
+        .store()
+        .shared(&token)
+        .await?
+        .ok_or_else(gone)?;
     let channel = state
         .sessions
         .fork(owner, &record.title, &token, events)
         .await?;
-    tracing::info!(from = ?token, to = %channel.id(), "session forked");
+    if link.files {
+        // The fork starts with the files the link offers.
+        state
+            .runner
+            .agent()
+            .kernels()
+            .fork_files(link.session_id, channel.id())
+            .await?;
+    }
+    tracing::info!(from = ?token, to = %channel.id(), files = link.files, "session forked");
     Ok(see_other(&format!("/sessions/{}", channel.id())))
 }
 
@@ -162,9 +202,12 @@ pub async fn share_form(
     State(state): State<AppState>,
     owner: Owner,
     Path(id): Path<String>,
+    form: Result<Form<ShareOptions>, FormRejection>,
 ) -> Result<Response, ApiError> {
+    let Form(options) = form.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let files = options.files()?;
     let channel = owned(&state, owner, &id).await?;
-    share_session(&state, &channel).await?;
+    share_session(&state, &channel, files).await?;
     Ok(see_other(&format!("/sessions/{}#share", channel.id())))
 }
 
@@ -175,7 +218,7 @@ pub async fn unshare_form(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let channel = owned(&state, owner, &id).await?;
-    state.sessions.store().revoke_shares(channel.id()).await?;
+    unshare_session(&state, &channel).await?;
     Ok(see_other(&format!("/sessions/{}", channel.id())))
 }
 
@@ -206,16 +249,35 @@ async fn delete_session(state: &AppState, channel: &SessionChannel) -> Result<()
 async fn share_session(
     state: &AppState,
     channel: &SessionChannel,
+    files: bool,
 ) -> Result<ShareRecord, ApiError> {
     // The link must show what the owner sees: what is queued is stored first.
     state.sessions.flush().await;
+    // The copy of the files is made before the link says it has one.
+    state
+        .runner
+        .agent()
+        .kernels()
+        .share_files(channel.id(), files)
+        .await?;
     let link = state
         .sessions
         .store()
-        .share(channel.id(), channel.settled_seq(), now_ms())
+        .share(channel.id(), channel.settled_seq(), files, now_ms())
         .await?;
-    tracing::info!(session = %channel.id(), upto = link.upto_seq, "session shared");
+    tracing::info!(session = %channel.id(), upto = link.upto_seq, files, "session shared");
     Ok(link)
+}
+
+async fn unshare_session(state: &AppState, channel: &SessionChannel) -> Result<(), ApiError> {
+    state.sessions.store().revoke_shares(channel.id()).await?;
+    state
+        .runner
+        .agent()
+        .kernels()
+        .share_files(channel.id(), false)
+        .await?;
+    Ok(())
 }
 
 /// The origin the client reached us at, for absolute links.

@@ -40,8 +40,10 @@ fn guarded(method: &Method, path: &str) -> bool {
     !open
 }
 
-/// `/s/{token}`: a share link's page.
+/// `/s/{token}`: a share link's page, or `/s/{token}/files`, the files it
+/// offers.
 fn share_view(path: &str) -> bool {
+    let path = path.strip_suffix("/files").unwrap_or(path);
     path.strip_prefix("/s/").is_some_and(|token| {
         !token.is_empty()
             && token
@@ -226,6 +228,9 @@ mod tests {
         assert!(guarded(&Method::GET, "/ws/sessions/x"));
         assert!(guarded(&Method::POST, "/s/token/fork"));
         assert!(!guarded(&Method::GET, "/s/token"));
+        assert!(!guarded(&Method::GET, "/s/token/files"));
+        assert!(guarded(&Method::GET, "/s/token/other"));
+        assert!(guarded(&Method::GET, "/s//files"));
         assert!(!guarded(&Method::GET, "/pkg/runcell.js"));
         assert!(!guarded(&Method::GET, "/login"));
         assert!(!guarded(&Method::GET, "/healthz"));

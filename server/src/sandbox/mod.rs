@@ -87,6 +87,13 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// How much of `disk_bytes` is `/home/user` (the rest is `/tmp`).
+    pub fn home_bytes(&self) -> u64 {
+        self.disk_bytes * 3 / 4
+    }
+}
+
 /// The longest wall time any request may ask for.
 pub const MAX_WALL: Duration = Duration::from_secs(300);
 

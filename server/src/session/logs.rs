@@ -31,6 +31,7 @@ impl SessionLogs for SessionHub {
         Ok(OwnedSession {
             title: record.map(|r| r.title).unwrap_or_default(),
             events: channel.events_after(0),
+            share_files: share.as_ref().is_some_and(|s| s.files),
             share_path: share.map(|s| s.token.path()),
         })
     }
@@ -64,6 +65,7 @@ impl SessionLogs for SessionHub {
             token: token.to_string(),
             title: record.title,
             events,
+            files: Vec::new(),
         })
     }
 }

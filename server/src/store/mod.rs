@@ -63,6 +63,9 @@ pub struct ShareRecord {
     /// The link shows the session's events up to this one: what there was
     /// when it was shared (sharing again moves it on).
     pub upto_seq: u64,
+    /// The link also offers the session's files, as they were when it was
+    /// shared.
+    pub files: bool,
     pub created_ms: u64,
     pub updated_ms: u64,
 }
@@ -96,11 +99,13 @@ pub trait Store: Send + Sync + 'static {
     async fn events(&self, id: SessionId) -> Result<Vec<SessionEvent>, StoreError>;
 
     /// The session's share link, made if it has none, showing events up to
-    /// `upto_seq` (moved on if it already existed).
+    /// `upto_seq` (moved on if it already existed), and its files when
+    /// `files`.
     async fn share(
         &self,
         id: SessionId,
         upto_seq: u64,
+        files: bool,
         now_ms: u64,
     ) -> Result<ShareRecord, StoreError>;
 

@@ -104,13 +104,14 @@ fn share_of(row: &SqliteRow) -> Result<ShareRecord, StoreError> {
         token: ShareToken::from_str(&token).map_err(|_| corrupt("a stored share token"))?,
         session_id: SessionId::from_str(&session).map_err(|_| corrupt("a stored session id"))?,
         upto_seq: unsigned(row.try_get("upto_seq")?),
+        files: row.try_get::<i64, _>("files")? != 0,
         created_ms: unsigned(row.try_get("created_ms")?),
         updated_ms: unsigned(row.try_get("updated_ms")?),
     })
 }
 
 const SESSION_COLUMNS: &str = "id, owner, title, created_ms, updated_ms, forked_from";
-const SHARE_COLUMNS: &str = "token, session_id, upto_seq, created_ms, updated_ms";
+const SHARE_COLUMNS: &str = "token, session_id, upto_seq, files, created_ms, updated_ms";
 
 /// Rows per `INSERT` (5 parameters each, far below SQLite's limit).
 const ROWS_PER_INSERT: usize = 400;
@@ -281,19 +282,22 @@ impl Store for SqliteStore {
         &self,
         id: SessionId,
         upto_seq: u64,
+        files: bool,
         now_ms: u64,
     ) -> Result<ShareRecord, StoreError> {
         // One statement: a new token, or the session's existing link moved on.
         let row = sqlx::query(&format!(
-            "INSERT INTO shares (token, session_id, upto_seq, created_ms, updated_ms)
-             VALUES (?, ?, ?, ?, ?)
+            "INSERT INTO shares (token, session_id, upto_seq, files, created_ms, updated_ms)
+             VALUES (?, ?, ?, ?, ?, ?)
              ON CONFLICT (session_id) DO UPDATE
-               SET upto_seq = excluded.upto_seq, updated_ms = excluded.updated_ms
+               SET upto_seq = excluded.upto_seq, files = excluded.files,
+                   updated_ms = excluded.updated_ms
              RETURNING {SHARE_COLUMNS}"
         ))
         .bind(ShareToken::random().to_string())
         .bind(id.to_string())
         .bind(ms(upto_seq))
+        .bind(i64::from(files))
         .bind(ms(now_ms))
         .bind(ms(now_ms))
         .fetch_one(&self.pool)

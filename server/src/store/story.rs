@@ -182,12 +182,19 @@ pub async fn run(store: &dyn Store) {
     assert_eq!(title_of(store, NOTES).await, Some("Primes".into()));
 
     // Share, share again (same link, moved on), revoke.
-    let link = store.share(session(NOTES), 3, 5_000).await.expect("share");
-    assert_eq!(link.upto_seq, 3);
-    let again = store.share(session(NOTES), 10, 6_000).await.expect("share");
+    let link = store
+        .share(session(NOTES), 3, false, 5_000)
+        .await
+        .expect("share");
+    assert_eq!((link.upto_seq, link.files), (3, false));
+    let again = store
+        .share(session(NOTES), 10, true, 6_000)
+        .await
+        .expect("share");
     assert_eq!(
-        (again.token.clone(), again.upto_seq),
-        (link.token.clone(), 10)
+        (again.token.clone(), again.upto_seq, again.files),
+        (link.token.clone(), 10, true),
+        "sharing again moves the link on, with the files if asked"
     );
     assert_eq!(
         store.shared(&link.token).await.expect("shared"),
@@ -208,8 +215,8 @@ pub async fn run(store: &dyn Store) {
     );
     // Two shares at once (two clicks, two tabs) still make one link.
     let (one, two) = futures::join!(
-        store.share(session(NOTES), 10, 7_000),
-        store.share(session(NOTES), 10, 7_000)
+        store.share(session(NOTES), 10, false, 7_000),
+        store.share(session(NOTES), 10, false, 7_000)
     );
     let fresh = one.expect("share");
     assert_eq!(two.expect("share").token, fresh.token);

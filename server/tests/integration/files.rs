@@ -388,3 +388,199 @@ async fn a_notebook_sessions_files_are_its_owners_alone() {
         .unwrap();
     assert_eq!(listed["files"], json!([]));
 }
+
+/// Runs `code` as written in a notebook session (no model); gives what it
+/// printed.
+async fn notebook_run(server: &TestServer, id: &str, code: &str) -> String {
+    let response = crate::support::http()
+        .post(server.url(&format!("/api/sessions/{id}/run")))
+        .json(&json!({ "code": code, "language": "python" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    // The turn's own lines, to its end; then the whole history, folded.
+    response.text().await.unwrap();
+    let history = crate::support::http()
+        .get(server.url(&format!("/api/sessions/{id}/events?after=0")))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let events: Vec<app::protocol::SessionEvent> = history
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let notebook = app::notebook::Notebook::from_events(&events);
+    notebook
+        .cells()
+        .iter()
+        .rev()
+        .find(|cell| cell.kind == app::protocol::CellKind::Result)
+        .map(|cell| cell.printed())
+        .unwrap_or_default()
+}
+
+async fn notebook_list(server: &TestServer, id: &str) -> Vec<String> {
+    let listed: Value = crate::support::http()
+        .get(server.url(&format!("/api/sessions/{id}/files")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    listed["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == "file")
+        .map(|f| f["path"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_notebooks_files_outlive_its_kernel() {
+    let server = TestServer::start().await;
+    let id = server.new_session().await;
+    let owner = crate::support::http();
+    let url = |query: &str| server.url(&format!("/api/sessions/{id}/files{query}"));
+
+    // Several files at once into a session that has no kernel yet: all
+    // of them are there, for the panel and then for the code.
+    let puts = ["a.csv", "b.csv", "c.txt"].map(|name| {
+        owner
+            .put(url(&format!("?path={name}")))
+            .body(format!("{name}\n1\n"))
+            .send()
+    });
+    for response in futures::future::join_all(puts).await {
+        assert_eq!(response.unwrap().status(), 201);
+    }
+    assert_eq!(
+        notebook_list(&server, &id).await,
+        ["/home/user/a.csv", "/home/user/b.csv", "/home/user/c.txt"]
+    );
+    let seen = notebook_run(
+        &server,
+        &id,
+        "import os\nprint(sorted(os.listdir('/home/user')))\n\
+         open('out.csv', 'w').write('total\\n3\\n')\nos.remove('c.txt')",
+    )
+    .await;
+    assert!(seen.contains("'a.csv', 'b.csv', 'c.txt'"), "{seen}");
+    assert_eq!(
+        notebook_list(&server, &id).await,
+        ["/home/user/a.csv", "/home/user/b.csv", "/home/user/out.csv"],
+        "what the code wrote is listed, what it removed is gone"
+    );
+
+    // After a restart there is no kernel: the panel still lists what the
+    // session keeps, downloads it, and the next kernel starts with it.
+    let server = server.restart().await;
+    let url = |query: &str| server.url(&format!("/api/sessions/{id}/files{query}"));
+    assert_eq!(
+        notebook_list(&server, &id).await,
+        ["/home/user/a.csv", "/home/user/b.csv", "/home/user/out.csv"]
+    );
+    let download = owner.get(url("?path=out.csv")).send().await.unwrap();
+    assert_eq!(download.status(), 200);
+    assert_eq!(download.bytes().await.unwrap().as_ref(), b"total\n3\n");
+    let again = owner
+        .put(url("?path=a.csv"))
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status_and_code(again).await, (409, "conflict".to_string()));
+    let seen = notebook_run(&server, &id, "print(open('out.csv').read().split()[1])").await;
+    assert_eq!(seen, "3\n");
+    assert!(
+        notebook_run(&server, &id, "import os\nprint(os.path.exists('c.txt'))")
+            .await
+            .contains("False"),
+        "a file the code removed does not come back"
+    );
+
+    // Deleting the session removes what it kept.
+    let kept = server.data_dir().join("uploads").join(&id);
+    assert!(kept.is_dir());
+    let deleted = owner
+        .delete(server.url(&format!("/api/sessions/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert!(deleted.status().is_success());
+    assert!(!kept.exists());
+}
+
+#[tokio::test]
+async fn pipes_made_by_code_hang_nothing_and_the_quota_holds() {
+    let server = TestServer::start_configured(|config| {
+        config.sandbox.pool_size = 0;
+        // A 4 MiB home (3/4 of the disk limit).
+        config.sandbox.disk_mib = 5;
+        config.sandbox.file_mib = 4;
+    })
+    .await;
+    let session = Session::open(&server).await;
+    session
+        .python("import os\nos.mkfifo('/home/user/pipe.csv')\nprint('made')")
+        .await;
+    // Read without waiting for a writer that never comes.
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        session.get("?path=pipe.csv"),
+    )
+    .await
+    .expect("a download of a pipe answered");
+    assert_eq!(status_and_code(read).await.0, 400);
+    let replace = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        session.put("?path=pipe.csv&overwrite=true", b"now a file"),
+    )
+    .await
+    .expect("replacing a pipe answered");
+    assert_eq!(replace.status(), 201);
+    assert_eq!(
+        session
+            .get("?path=pipe.csv")
+            .await
+            .bytes()
+            .await
+            .unwrap()
+            .as_ref(),
+        b"now a file"
+    );
+
+    // A notebook session keeps no more than a home holds, and says so.
+    let id = server.new_session().await;
+    let owner = crate::support::http();
+    let url = |query: &str| server.url(&format!("/api/sessions/{id}/files{query}"));
+    let first = owner
+        .put(url("?path=one.bin"))
+        .body(vec![1u8; 3 * 1024 * 1024])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(first.status(), 201);
+    let second = owner
+        .put(url("?path=two.bin"))
+        .body(vec![2u8; 2 * 1024 * 1024])
+        .send()
+        .await
+        .unwrap();
+    let status = second.status().as_u16();
+    let body: Value = second.json().await.unwrap();
+    assert_eq!(status, 413, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("its files may take"),
+        "{body}"
+    );
+    assert_eq!(notebook_list(&server, &id).await, ["/home/user/one.bin"]);
+}

@@ -517,3 +517,122 @@ async fn a_socket_opened_from_another_site_is_refused() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_share_link_offers_the_files_only_when_its_owner_says_so() {
+    let server = TestServer::start().await;
+    let id = server.new_session().await;
+    let upload = http()
+        .put(server.url(&format!("/api/sessions/{id}/files?path=sales.csv")))
+        .body("region,amount\nnorth,10\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(upload.status(), 201);
+    ask(
+        &server,
+        &id,
+        "```python\nopen('/home/user/out.csv', 'w').write('total\\n10\\n')\nprint('wrote it')\n```",
+    )
+    .await;
+
+    // Shared without files: the page names what the code wrote, offers
+    // nothing, and the files route is a 404.
+    let shared = json_of(http().post(server.url(&format!("/api/sessions/{id}/share")))).await;
+    assert_eq!(shared["files"], false);
+    let token = shared["token"].as_str().unwrap().to_string();
+    let stranger = http_as(None);
+    let (status, html) = page(&stranger, &server, &format!("/s/{token}")).await;
+    assert_eq!(status, 200);
+    assert!(html.contains("out.csv (9 B), not shared"), "{html}");
+    assert!(
+        !html.contains("sales.csv"),
+        "{}",
+        &html[html.find("sales.csv").unwrap_or(0).saturating_sub(300)..][..600]
+    );
+    let refused = stranger
+        .get(server.url(&format!("/s/{token}/files?path=sales.csv")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 404);
+
+    // With files: listed and downloadable by anyone with the link, as
+    // they were when shared.
+    let shared =
+        json_of(http().post(server.url(&format!("/api/sessions/{id}/share?files=true")))).await;
+    assert_eq!(
+        (shared["files"].clone(), shared["token"].clone()),
+        (true.into(), token.clone().into())
+    );
+    let (status, html) = page(&stranger, &server, &format!("/s/{token}")).await;
+    assert_eq!(status, 200);
+    assert!(
+        html.contains(&format!("/s/{token}/files?path=/home/user/sales.csv")),
+        "{html}"
+    );
+    assert!(
+        html.contains(&format!("/s/{token}/files?path=/home/user/out.csv")),
+        "{html}"
+    );
+    let download = stranger
+        .get(server.url(&format!("/s/{token}/files?path=out.csv")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(download.status(), 200);
+    assert_eq!(download.headers()["content-type"], "text/csv");
+    assert_eq!(download.text().await.unwrap(), "total\n10\n");
+    // What the owner changes later is not in the link until it is shared again.
+    ask(
+        &server,
+        &id,
+        "```python\nopen('/home/user/out.csv', 'w').write('total\\n99\\n')\nprint('changed')\n```",
+    )
+    .await;
+    let still = stranger
+        .get(server.url(&format!("/s/{token}/files?path=out.csv")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(still.text().await.unwrap(), "total\n10\n");
+    for outside in ["../../runcell.db", "/etc/passwd"] {
+        let refused = stranger
+            .get(server.url(&format!("/s/{token}/files")))
+            .query(&[("path", outside)])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 400, "{outside}");
+    }
+
+    // A fork starts with the link's files.
+    let forked = http_as(Some(STRANGER))
+        .post(server.url(&format!("/s/{token}/fork")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forked.status(), 303);
+    let location = forked.headers()["location"].to_str().unwrap().to_string();
+    let listed =
+        json_of(http_as(Some(STRANGER)).get(server.url(&format!("/api{location}/files")))).await;
+    let paths: Vec<&str> = listed["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["path"].as_str())
+        .collect();
+    assert_eq!(paths, ["/home/user/out.csv", "/home/user/sales.csv"]);
+
+    // Shared again without files, or revoked: the copy is gone.
+    json_of(http().post(server.url(&format!("/api/sessions/{id}/share?files=false")))).await;
+    let (_, html) = page(&stranger, &server, &format!("/s/{token}")).await;
+    assert!(!html.contains("sales.csv"));
+    assert!(!server.data_dir().join("shared-files").join(&id).exists());
+    let bad = http()
+        .post(server.url(&format!("/api/sessions/{id}/share?files=maybe")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+}

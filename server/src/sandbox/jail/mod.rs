@@ -253,7 +253,7 @@ pub(crate) struct Mounts {
 }
 
 fn bwrap_args(limits: &Limits, mounts: &Mounts, command: Vec<String>) -> Vec<String> {
-    let home = limits.disk_bytes * 3 / 4;
+    let home = limits.home_bytes();
     let tmp = limits.disk_bytes - home;
     let mut args: Vec<String> = Vec::new();
     let mut push = |items: &[&str]| args.extend(items.iter().map(|s| (*s).to_string()));

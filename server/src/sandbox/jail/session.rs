@@ -87,7 +87,7 @@ impl JailSession {
                 .map_err(|e| internal("session directory", &e))?;
         }
         // The home is a tmpfs of its own: the disk limit holds across runs.
-        let size = session.limits.disk_bytes * 3 / 4;
+        let size = session.limits.home_bytes();
         let options = format!("size={size},mode=0700,uid={uid},gid={gid},nosuid,nodev");
         let mounted = tokio::process::Command::new("/usr/bin/mount")
             .args(["-t", "tmpfs", "-o", &options, "runcell-home"])
