@@ -8,6 +8,11 @@
 // ms, packages}, {t:"failed", message}, and for a run {t:"out", run, stream,
 // text}, {t:"result", run, data}, {t:"error", run, name, value, traceback},
 // then {t:"done", run}. Runs happen one at a time, in the order posted.
+//
+// The page forwards a run's messages as socket frames, and the server closes
+// the socket on a frame over 256 KiB: so every message about a run is kept
+// small, its text measured as the UTF-8 of its JSON (escapes included), cut
+// where needed with a visible mark, and output is split into pieces.
 
 let pyodide = null;
 let runCell = null;
@@ -16,9 +21,15 @@ const queue = [];
 let busy = false;
 let current = 0;
 let interrupt = null;
-// Text is cut into pieces no bigger than this (characters), so that no
-// frame the page forwards is too big for the socket.
-const PIECE = 16 * 1024;
+
+// Sizes, in bytes of JSON-escaped UTF-8.
+const PIECE = 16 * 1024; // one piece of output
+const TEXT_MAX = 64 * 1024; // a result's text, an error's value
+const LINE_MAX = 4 * 1024; // one traceback line
+const TRACE_MAX = 64 * 1024; // all of a traceback's lines
+const NAME_MAX = 200; // an error's name
+const NOTE_MAX = 4 * 1024; // why Python failed to start
+const CUT = '\u2026 (cut)';
 
 const post = (message) => postMessage(JSON.stringify(message));
 
@@ -34,11 +45,14 @@ from pyodide.code import eval_code_async
 
 _offline = set()
 _ns = {"__name__": "__main__"}
-_MAX_REPR = 100_000
+# Texts are clipped here only to spare copying huge ones into JavaScript:
+# the worker cuts them again by their size in bytes, and marks the cut.
+_CLIP = 100_000
+_LINES = 100
 
 
-def _cut(text):
-    return text if len(text) <= _MAX_REPR else text[:_MAX_REPR] + "\u2026"
+def _clip(text):
+    return text[:_CLIP]
 
 
 def _error(e):
@@ -58,18 +72,18 @@ def _error(e):
         lines[-1] = f"{type(e).__name__}: {value}\\n"
     return {
         "name": type(e).__name__,
-        "value": _cut(value),
-        "traceback": [_cut(l.rstrip("\\n")) for l in lines[-50:]],
+        "value": _clip(value),
+        "traceback": [_clip(l.rstrip("\\n")) for l in lines[-_LINES:]],
     }
 
 
 def _bundle(value):
-    data = {"text/plain": _cut(repr(value))}
+    data = {"text/plain": _clip(repr(value))}
     html = getattr(value, "_repr_html_", None)
     if callable(html):
         try:
             h = html()
-            if isinstance(h, str) and len(h) <= _MAX_REPR:
+            if isinstance(h, str) and len(h) <= _CLIP:
                 data["text/html"] = h
         except Exception:
             pass
@@ -99,18 +113,112 @@ async def run_cell(code, fresh):
 run_cell
 `;
 
-function pieces(text) {
-  const out = [];
+// --- Sizes -----------------------------------------------------------------
+
+// The UTF-8 size of the code point at `i` once JSON-escaped, and how many
+// UTF-16 units it takes; `text` is well-formed.
+function unitAt(text, i) {
+  const c = text.charCodeAt(i);
+  if (c < 0x80) {
+    if (c === 0x22 || c === 0x5c) return [1, 2];
+    if (c >= 0x20) return [1, 1];
+    // \b \t \n \f \r, others as \u00XX.
+    return [1, c === 8 || c === 9 || c === 10 || c === 12 || c === 13 ? 2 : 6];
+  }
+  if (c < 0x800) return [1, 2];
+  if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) return [2, 4];
+  return [1, 3];
+}
+
+// A lone surrogate would make the page's JSON unreadable: it becomes U+FFFD.
+const wellFormed = (text) => (typeof text.toWellFormed === 'function' ? text.toWellFormed() : text);
+
+// How much of `text` (UTF-16 units, ending on a code point) fits in `max`
+// bytes, and their size.
+function fitting(text, max) {
   let i = 0;
+  let size = 0;
   while (i < text.length) {
-    let end = Math.min(i + PIECE, text.length);
-    // Never split a surrogate pair.
-    if (end < text.length && /[\uD800-\uDBFF]/.test(text[end - 1])) end -= 1;
-    out.push(text.slice(i, end));
-    i = end;
+    const [units, bytes] = unitAt(text, i);
+    if (size + bytes > max) break;
+    size += bytes;
+    i += units;
+  }
+  return [i, size];
+}
+
+function sizeOf(text) {
+  return fitting(text, Infinity)[1];
+}
+
+// `text` whole if it fits in `max` bytes, else cut to fit, the cut marked.
+function cut(text, max) {
+  text = wellFormed(String(text));
+  const [end] = fitting(text, max);
+  if (end === text.length) return text;
+  const [keep] = fitting(text, max - sizeOf(CUT));
+  return text.slice(0, keep) + CUT;
+}
+
+// `text` in pieces of at most `max` bytes each, split between code points.
+function pieces(text, max) {
+  text = wellFormed(text);
+  const out = [];
+  let rest = text;
+  while (rest.length) {
+    const [end] = fitting(rest, max);
+    out.push(rest.slice(0, end));
+    rest = rest.slice(end);
   }
   return out;
 }
+
+// Traceback lines within the limits: each line cut, then the last lines
+// that fit in `total` kept (the end says what went wrong), with a line
+// saying how many earlier ones were left out.
+function fitLines(lines, lineMax, total) {
+  const cutLines = lines.map((line) => cut(line, lineMax));
+  // The reserve holds the "left out" line; 3 bytes per line for quotes and
+  // the comma.
+  let room = total - 64;
+  let first = cutLines.length;
+  while (first > 0) {
+    const size = sizeOf(cutLines[first - 1]) + 3;
+    if (size > room) break;
+    room -= size;
+    first -= 1;
+  }
+  const kept = cutLines.slice(first);
+  if (first > 0) kept.unshift(`\u2026 (${first} earlier traceback lines cut)`);
+  return kept;
+}
+
+// --- Messages about a run --------------------------------------------------
+
+function postResult(run, data) {
+  const fitted = {};
+  for (const [mime, text] of Object.entries(data)) {
+    if (mime === 'text/plain') fitted[mime] = cut(text, TEXT_MAX);
+    // Cut HTML would be broken markup: too big, it is left out (the plain
+    // text stays).
+    else if (sizeOf(wellFormed(text)) <= TEXT_MAX) fitted[mime] = wellFormed(text);
+  }
+  post({ t: 'result', run, data: fitted });
+}
+
+function postError(run, name, value, traceback = []) {
+  post({
+    t: 'error',
+    run,
+    name: cut(name, NAME_MAX),
+    value: cut(value, TEXT_MAX),
+    traceback: fitLines(traceback, LINE_MAX, TRACE_MAX),
+  });
+}
+
+const why = (err) => String(err && err.message ? err.message : err);
+
+// --- Output ------------------------------------------------------------------
 
 function writer(stream) {
   const decoder = new TextDecoder();
@@ -118,12 +226,14 @@ function writer(stream) {
     write(bytes) {
       const text = decoder.decode(bytes, { stream: true });
       if (text && current) {
-        for (const piece of pieces(text)) post({ t: 'out', run: current, stream, text: piece });
+        for (const piece of pieces(text, PIECE)) post({ t: 'out', run: current, stream, text: piece });
       }
       return bytes.length;
     },
   };
 }
+
+// --- Runs --------------------------------------------------------------------
 
 async function init(indexURL) {
   const started = performance.now();
@@ -140,7 +250,7 @@ async function init(indexURL) {
     pyodide.globals.get('_offline').update(pyodide.toPy(packages));
     post({ t: 'ready', ms: Math.round(performance.now() - started), packages });
   } catch (err) {
-    post({ t: 'failed', message: String(err && err.message ? err.message : err) });
+    post({ t: 'failed', message: cut(why(err), NOTE_MAX) });
     throw err;
   }
 }
@@ -165,10 +275,10 @@ async function run({ run, code, fresh }) {
     const reply = await runCell(code, fresh);
     const answer = reply.toJs({ dict_converter: Object.fromEntries });
     reply.destroy();
-    if (answer.result) post({ t: 'result', run, data: answer.result });
-    if (answer.error) post({ t: 'error', run, ...answer.error });
+    if (answer.result) postResult(run, answer.result);
+    if (answer.error) postError(run, answer.error.name, answer.error.value, answer.error.traceback);
   } catch (err) {
-    post({ t: 'error', run, name: 'BrowserError', value: String(err && err.message ? err.message : err), traceback: [] });
+    postError(run, 'BrowserError', why(err));
   } finally {
     current = 0;
     post({ t: 'done', run });
@@ -185,7 +295,7 @@ async function drain() {
       // Python could not start: every run waiting says so.
       while (queue.length) {
         const { run } = queue.shift();
-        post({ t: 'error', run, name: 'BrowserError', value: "the page's Python could not start: " + String(err && err.message ? err.message : err), traceback: [] });
+        postError(run, 'BrowserError', "the page's Python could not start: " + why(err));
         post({ t: 'done', run });
       }
       return;
@@ -212,11 +322,11 @@ onmessage = (event) => {
     const at = queue.findIndex((m) => m.run === message.run);
     if (at >= 0) {
       queue.splice(at, 1);
-      post({ t: 'error', run: message.run, name: 'KeyboardInterrupt', value: 'stopped before it began', traceback: [] });
+      postError(message.run, 'KeyboardInterrupt', 'stopped before it began');
       post({ t: 'done', run: message.run });
     }
   } else if (message.cmd === 'run') {
     queue.push(message);
-    drain().catch((err) => post({ t: 'failed', message: String(err) }));
+    drain().catch((err) => post({ t: 'failed', message: cut(String(err), NOTE_MAX) }));
   }
 };
