@@ -13,6 +13,8 @@
 // the socket on a frame over 256 KiB: so every message about a run is kept
 // small, its text measured as the UTF-8 of its JSON (escapes included), cut
 // where needed with a visible mark, and output is split into pieces.
+// Output is also gathered into fewer, bigger pieces (each one becomes a
+// stored event), yet it still shows while a long program computes.
 
 let pyodide = null;
 let runCell = null;
@@ -20,7 +22,6 @@ let ready = null;
 const queue = [];
 let busy = false;
 let current = 0;
-let interrupt = null;
 
 // Sizes, in bytes of JSON-escaped UTF-8.
 const PIECE = 16 * 1024; // one piece of output
@@ -30,6 +31,8 @@ const TRACE_MAX = 64 * 1024; // all of a traceback's lines
 const NAME_MAX = 200; // an error's name
 const NOTE_MAX = 4 * 1024; // why Python failed to start
 const CUT = '\u2026 (cut)';
+// Output waits at most this long (ms) to be sent with more.
+const FLUSH_MS = 50;
 
 const post = (message) => postMessage(JSON.stringify(message));
 
@@ -220,18 +223,80 @@ const why = (err) => String(err && err.message ? err.message : err);
 
 // --- Output ------------------------------------------------------------------
 
+// Output not sent yet: one stream's text for one run at a time, so that
+// stdout and stderr keep their order.
+let pending = { run: 0, stream: '', text: '', size: 0 };
+let lastSent = -Infinity;
+let timer = null;
+
+// Sends the output gathered: all of it, or (`all` false) only whole pieces.
+function flushOut(all = true) {
+  if (timer !== null) {
+    clearTimeout(timer);
+    timer = null;
+  }
+  if (!pending.text) return;
+  const { run, stream } = pending;
+  const parts = pieces(pending.text, PIECE);
+  const rest = !all && sizeOf(parts[parts.length - 1]) < PIECE ? parts.pop() : '';
+  for (const text of parts) post({ t: 'out', run, stream, text });
+  pending = { run, stream, text: rest, size: sizeOf(rest) };
+  lastSent = performance.now();
+  if (rest) timer = setTimeout(flushOut, FLUSH_MS);
+}
+
+// Output of the running program: sent at once after a quiet spell, else
+// gathered for at most FLUSH_MS or a piece's size.
+function emit(run, stream, text) {
+  if (!run || !text) return;
+  if (pending.text && (pending.stream !== stream || pending.run !== run)) flushOut();
+  pending.run = run;
+  pending.stream = stream;
+  pending.text += text;
+  pending.size += sizeOf(text);
+  if (performance.now() - lastSent >= FLUSH_MS) flushOut();
+  else if (pending.size >= PIECE) flushOut(false);
+  else if (timer === null) timer = setTimeout(flushOut, FLUSH_MS);
+}
+
+// Called while Python computes (see `signals`): the timer cannot fire then,
+// so output that waited long enough is sent from here.
+function tick() {
+  if (pending.text && performance.now() - lastSent >= FLUSH_MS) flushOut();
+}
+
 function writer(stream) {
   const decoder = new TextDecoder();
   return {
     write(bytes) {
-      const text = decoder.decode(bytes, { stream: true });
-      if (text && current) {
-        for (const piece of pieces(text, PIECE)) post({ t: 'out', run: current, stream, text: piece });
-      }
+      emit(current, stream, decoder.decode(bytes, { stream: true }));
       return bytes.length;
     },
   };
 }
+
+// --- Interrupts --------------------------------------------------------------
+
+// The byte the page writes 2 into to interrupt, when it is cross-origin
+// isolated.
+let interrupt = null;
+
+function interrupted() {
+  return current !== 0 && interrupt !== null && interrupt[0] === 2;
+}
+
+// What Pyodide takes for its interrupt buffer: Python reads [0] every few
+// steps (2 raises KeyboardInterrupt) and then writes 0. Reading it also
+// gives the worker a moment to send output while Python computes.
+const signals = {
+  get 0() {
+    tick();
+    return interrupted() ? 2 : 0;
+  },
+  set 0(value) {
+    if (interrupt !== null) interrupt[0] = value;
+  },
+};
 
 // --- Runs --------------------------------------------------------------------
 
@@ -244,6 +309,7 @@ async function init(indexURL) {
     post({ t: 'loading', stage: 'starting Python' });
     pyodide.setStdout(writer('stdout'));
     pyodide.setStderr(writer('stderr'));
+    pyodide.setInterruptBuffer(signals);
     runCell = pyodide.runPython(RUNNER);
     const lock = await (await fetch(indexURL + 'pyodide-lock.json')).json();
     const packages = Object.values(lock.packages).flatMap((p) => p.imports);
@@ -271,15 +337,18 @@ async function run({ run, code, fresh }) {
   if (interrupt) interrupt[0] = 0;
   try {
     const problems = await loadPackagesFor(code);
-    for (const problem of problems) post({ t: 'out', run, stream: 'stderr', text: problem + '\n' });
+    for (const problem of problems) emit(run, 'stderr', problem + '\n');
     const reply = await runCell(code, fresh);
     const answer = reply.toJs({ dict_converter: Object.fromEntries });
     reply.destroy();
+    flushOut();
     if (answer.result) postResult(run, answer.result);
     if (answer.error) postError(run, answer.error.name, answer.error.value, answer.error.traceback);
   } catch (err) {
+    flushOut();
     postError(run, 'BrowserError', why(err));
   } finally {
+    flushOut();
     current = 0;
     post({ t: 'done', run });
   }
@@ -310,7 +379,6 @@ onmessage = (event) => {
   const data = event.data;
   if (data && typeof data === 'object' && data.cmd === 'irq') {
     interrupt = data.buf;
-    ready.then(() => pyodide.setInterruptBuffer(data.buf), () => {});
     return;
   }
   const message = JSON.parse(data);
