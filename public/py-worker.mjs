@@ -41,13 +41,15 @@ const EXTRA_IMPORTS = [[/\bzoneinfo\b|\bZoneInfo\b/, 'tzdata']];
 
 // Runs each cell: globals of their own, the value of the last expression as
 // a MIME bundle, errors with the runner's own frames removed, and a clear
-// word when an import is not available offline.
+// word when an import is not available offline. Each cell's code is in
+// linecache under a name of its own, so that tracebacks show its lines.
 const RUNNER = `
-import sys, traceback
+import sys, linecache, traceback
 from pyodide.code import eval_code_async
 
 _offline = set()
 _ns = {"__name__": "__main__"}
+_cells = 0
 # Texts are clipped here only to spare copying huge ones into JavaScript:
 # the worker cuts them again by their size in bytes, and marks the cut.
 _CLIP = 100_000
@@ -58,9 +60,9 @@ def _clip(text):
     return text[:_CLIP]
 
 
-def _error(e):
+def _error(e, filename):
     tb = e.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename != "<cell>":
+    while tb is not None and tb.tb_frame.f_code.co_filename != filename:
         tb = tb.tb_next
     lines = traceback.format_exception(type(e), e, tb)
     value = str(e)
@@ -94,13 +96,20 @@ def _bundle(value):
 
 
 async def run_cell(code, fresh):
+    global _cells
     if fresh:
         _ns.clear()
         _ns["__name__"] = "__main__"
+        for old in [f for f in linecache.cache if f.startswith("<cell ")]:
+            del linecache.cache[old]
+    _cells += 1
+    filename = f"<cell {_cells}>"
+    # mtime None: linecache.checkcache leaves the entry alone.
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
     try:
-        value = await eval_code_async(code, globals=_ns, filename="<cell>")
+        value = await eval_code_async(code, globals=_ns, filename=filename)
     except BaseException as e:
-        return {"error": _error(e)}
+        return {"error": _error(e, filename)}
     finally:
         for stream in (sys.stdout, sys.stderr):
             try:
