@@ -1,9 +1,11 @@
 // The Browser sandbox's Python: Pyodide in a module worker of the page.
 //
 // The page posts JSON strings: {cmd:"init", indexURL}, then {cmd:"run", run,
-// code, fresh} and {cmd:"cancel", run} (for a run still waiting); and once an
-// object {cmd:"irq", buf} whose buffer (a SharedArrayBuffer) interrupts the
-// running program when the page writes 2 into it.
+// code, fresh} and {cmd:"cancel", run} (drops a waiting run, cancels the
+// running one if it awaits something); and once an object {cmd:"irq", buf} whose
+// buffer (a SharedArrayBuffer of 16 bytes) interrupts a computing program:
+// the page writes the run's id as a float64 at byte 8, then 2 into the int32
+// at byte 0, so that a stop never reaches another run than the one meant.
 // The worker posts JSON strings back: {t:"loading", stage}, {t:"ready",
 // ms, packages}, {t:"failed", message}, and for a run {t:"out", run, stream,
 // text}, {t:"result", run, data}, {t:"error", run, name, value, traceback},
@@ -18,6 +20,7 @@
 
 let pyodide = null;
 let runCell = null;
+let cancelCell = null;
 let ready = null;
 const queue = [];
 let busy = false;
@@ -44,12 +47,15 @@ const EXTRA_IMPORTS = [[/\bzoneinfo\b|\bZoneInfo\b/, 'tzdata']];
 // word when an import is not available offline. Each cell's code is in
 // linecache under a name of its own, so that tracebacks show its lines.
 const RUNNER = `
-import sys, linecache, traceback
+import sys, asyncio, linecache, traceback
 from pyodide.code import eval_code_async
 
 _offline = set()
 _ns = {"__name__": "__main__"}
 _cells = 0
+# The running cell's task, and whether the page stopped it.
+_task = None
+_stopped = False
 # Texts are clipped here only to spare copying huge ones into JavaScript:
 # the worker cuts them again by their size in bytes, and marks the cut.
 _CLIP = 100_000
@@ -96,7 +102,7 @@ def _bundle(value):
 
 
 async def run_cell(code, fresh):
-    global _cells
+    global _cells, _task, _stopped
     if fresh:
         _ns.clear()
         _ns["__name__"] = "__main__"
@@ -106,11 +112,17 @@ async def run_cell(code, fresh):
     filename = f"<cell {_cells}>"
     # mtime None: linecache.checkcache leaves the entry alone.
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    _task, _stopped = asyncio.current_task(), False
     try:
         value = await eval_code_async(code, globals=_ns, filename=filename)
     except BaseException as e:
-        return {"error": _error(e, filename)}
+        error = _error(e, filename)
+        if _stopped and isinstance(e, asyncio.CancelledError):
+            error["name"], error["value"] = "KeyboardInterrupt", "stopped"
+            error["traceback"][-1] = "KeyboardInterrupt: stopped"
+        return {"error": error}
     finally:
+        _task = None
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -120,6 +132,14 @@ async def run_cell(code, fresh):
         return {}
     _ns["_"] = value
     return {"result": _bundle(value)}
+
+
+def _cancel():
+    """Stops the running cell while it awaits something."""
+    global _stopped
+    if _task is not None and not _task.done():
+        _stopped = True
+        _task.cancel()
 
 
 run_cell
@@ -286,24 +306,36 @@ function writer(stream) {
 
 // --- Interrupts --------------------------------------------------------------
 
-// The byte the page writes 2 into to interrupt, when it is cross-origin
-// isolated.
-let interrupt = null;
+// The page's shared words ({flag, run}), when it is cross-origin isolated.
+let shared = null;
+// Whether the last read of the signal buffer raised the interrupt.
+let raised = false;
+// The run a cancel message stopped while it was running.
+let cancelled = 0;
 
 function interrupted() {
-  return current !== 0 && interrupt !== null && interrupt[0] === 2;
+  return current !== 0 && shared !== null && Atomics.load(shared.flag, 0) === 2 && shared.run[0] === current;
+}
+
+function clearInterrupt(run) {
+  if (shared !== null && shared.run[0] === run) Atomics.store(shared.flag, 0, 0);
 }
 
 // What Pyodide takes for its interrupt buffer: Python reads [0] every few
-// steps (2 raises KeyboardInterrupt) and then writes 0. Reading it also
-// gives the worker a moment to send output while Python computes.
+// steps (2 raises KeyboardInterrupt) and then writes 0. Reading it says 2
+// only for a stop meant for the running program, and gives the worker a
+// moment to send output while Python computes.
 const signals = {
   get 0() {
     tick();
-    return interrupted() ? 2 : 0;
+    raised = interrupted();
+    return raised ? 2 : 0;
   },
   set 0(value) {
-    if (interrupt !== null) interrupt[0] = value;
+    if (value === 0 && raised) {
+      clearInterrupt(current);
+      raised = false;
+    }
   },
 };
 
@@ -320,6 +352,7 @@ async function init(indexURL) {
     pyodide.setStderr(writer('stderr'));
     pyodide.setInterruptBuffer(signals);
     runCell = pyodide.runPython(RUNNER);
+    cancelCell = pyodide.globals.get('_cancel');
     const lock = await (await fetch(indexURL + 'pyodide-lock.json')).json();
     const packages = Object.values(lock.packages).flatMap((p) => p.imports);
     pyodide.globals.get('_offline').update(pyodide.toPy(packages));
@@ -342,11 +375,18 @@ async function loadPackagesFor(code) {
 
 async function run({ run, code, fresh }) {
   current = run;
-  // An interrupt meant for an earlier run must not stop this one.
-  if (interrupt) interrupt[0] = 0;
+  // Stopped while it waited, or while its packages loaded.
+  const stoppedEarly = () => {
+    if (cancelled !== run && !interrupted()) return false;
+    clearInterrupt(run);
+    postError(run, 'KeyboardInterrupt', 'stopped before it began');
+    return true;
+  };
   try {
+    if (stoppedEarly()) return;
     const problems = await loadPackagesFor(code);
     for (const problem of problems) emit(run, 'stderr', problem + '\n');
+    if (stoppedEarly()) return;
     const reply = await runCell(code, fresh);
     const answer = reply.toJs({ dict_converter: Object.fromEntries });
     reply.destroy();
@@ -387,7 +427,7 @@ async function drain() {
 onmessage = (event) => {
   const data = event.data;
   if (data && typeof data === 'object' && data.cmd === 'irq') {
-    interrupt = data.buf;
+    shared = { flag: new Int32Array(data.buf, 0, 1), run: new Float64Array(data.buf, 8, 1) };
     return;
   }
   const message = JSON.parse(data);
@@ -395,12 +435,20 @@ onmessage = (event) => {
     ready = init(message.indexURL);
     ready.catch(() => {});
   } else if (message.cmd === 'cancel') {
-    // A run stopped before it began.
     const at = queue.findIndex((m) => m.run === message.run);
     if (at >= 0) {
+      // A run stopped before it began.
       queue.splice(at, 1);
       postError(message.run, 'KeyboardInterrupt', 'stopped before it began');
       post({ t: 'done', run: message.run });
+    } else if (message.run === current) {
+      // The running program awaits something (a computing one keeps this
+      // message waiting until it ends; the shared words reach it). Raising
+      // KeyboardInterrupt now would hit the event loop's own code: its task
+      // is cancelled instead.
+      cancelled = current;
+      clearInterrupt(current);
+      if (cancelCell) cancelCell();
     }
   } else if (message.cmd === 'run') {
     queue.push(message);

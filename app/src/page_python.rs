@@ -3,10 +3,10 @@
 //! `browser_run` frames and streams the output back as `browser_output`
 //! frames, so the agent's turn goes on as with any sandbox.
 //!
-//! Stop writes into a `SharedArrayBuffer` the worker's Python polls
-//! (`KeyboardInterrupt`); a program that does not stop, or a page that is
-//! not cross-origin isolated, gets the worker ended and a new Python started,
-//! said plainly in the result.
+//! Stop writes the run's id and a flag into a `SharedArrayBuffer` the
+//! worker's Python polls (`KeyboardInterrupt` for that run only); a program
+//! that does not stop, or a page that is not cross-origin isolated, gets the
+//! worker ended and a new Python started, said plainly in the result.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
@@ -68,12 +68,40 @@ struct Engine {
     worker: Worker,
     /// New with every worker: the server tells a reloaded Python by it.
     kernel: String,
-    /// Written 2 to interrupt; absent when the page is not isolated.
-    interrupt: Option<js_sys::Uint8Array>,
+    /// Interrupts a run; absent when the page is not isolated.
+    interrupt: Option<Interrupt>,
     /// Runs posted to the worker, the running one first.
     runs: VecDeque<u64>,
     _on_message: Closure<dyn FnMut(MessageEvent)>,
     _on_error: Closure<dyn FnMut(web_sys::Event)>,
+}
+
+/// The words the page shares with the worker: the run to stop (a float64
+/// at byte 8), then 2 in the flag (an int32 at byte 0). A stop names its
+/// run, so it cannot reach a run that started since.
+struct Interrupt {
+    buffer: js_sys::SharedArrayBuffer,
+    flag: js_sys::Int32Array,
+    run: js_sys::Float64Array,
+}
+
+impl Interrupt {
+    fn new() -> Self {
+        let buffer = js_sys::SharedArrayBuffer::new(16);
+        Self {
+            flag: js_sys::Int32Array::new_with_byte_offset_and_length(&buffer, 0, 1),
+            run: js_sys::Float64Array::new_with_byte_offset_and_length(&buffer, 8, 1),
+            buffer,
+        }
+    }
+
+    fn raise(&self, run: u64) {
+        // Run ids are counted from 1: far below 2^53, exact as a float64.
+        #[expect(clippy::cast_precision_loss, reason = "run ids stay below 2^53")]
+        self.run.set_index(0, run as f64);
+        // The atomic store publishes the id written before it.
+        let _ = js_sys::Atomics::store(&self.flag, 0, 2);
+    }
 }
 
 thread_local! {
@@ -184,7 +212,8 @@ fn done(state: SessionState, run: u64, kernel: String) {
     let _ = state.send_frame(ClientMessage::BrowserDone { run, kernel });
 }
 
-/// Stops `run` if it is still on: interrupts the running program, or drops
+/// Stops `run` if it is still on: interrupts it (running, or about to run
+/// when the page has not yet heard that the run before it ended), or drops
 /// a waiting one; a program that does not stop in time ends the worker.
 fn stop(state: SessionState, run: u64, why: &'static str) {
     enum Action {
@@ -197,25 +226,26 @@ fn stop(state: SessionState, run: u64, why: &'static str) {
         let Some(engine) = engine.as_mut() else {
             return Action::Nothing;
         };
-        match engine.runs.iter().position(|r| *r == run) {
-            None => Action::Nothing,
-            Some(0) => match &engine.interrupt {
-                Some(buffer) => {
-                    buffer.set_index(0, 2);
-                    Action::Interrupted
-                }
-                None => Action::Restart,
-            },
-            Some(_) => {
-                let _ = engine.post_json(&serde_json::json!({"cmd": "cancel", "run": run}));
-                Action::Nothing
+        let Some(position) = engine.runs.iter().position(|r| *r == run) else {
+            return Action::Nothing;
+        };
+        // The worker cancels a waiting run, or one that awaits something.
+        let _ = engine.post_json(&serde_json::json!({"cmd": "cancel", "run": run}));
+        match (&engine.interrupt, position) {
+            // The flag names the run: harmless if it has not begun.
+            (Some(interrupt), _) => {
+                interrupt.raise(run);
+                Action::Interrupted
             }
+            (None, 0) => Action::Restart,
+            (None, _) => Action::Nothing,
         }
     });
     match action {
         Action::Nothing => {}
         Action::Interrupted => set_timeout(
             move || {
+                // Still the running one: it did not stop.
                 let still = ENGINE.with(|e| {
                     e.borrow()
                         .as_ref()
@@ -309,9 +339,9 @@ impl Engine {
         Ok(engine)
     }
 
-    /// Gives the worker a byte it can be interrupted through, when the page
-    /// may share memory (it is cross-origin isolated).
-    fn share_interrupt(&self) -> Option<js_sys::Uint8Array> {
+    /// Gives the worker the words it can be interrupted through, when the
+    /// page may share memory (it is cross-origin isolated).
+    fn share_interrupt(&self) -> Option<Interrupt> {
         let isolated = js_sys::Reflect::get(&js_sys::global(), &"crossOriginIsolated".into())
             .ok()
             .and_then(|v| v.as_bool())
@@ -319,13 +349,12 @@ impl Engine {
         if !isolated {
             return None;
         }
-        let shared = js_sys::SharedArrayBuffer::new(1);
-        let buffer = js_sys::Uint8Array::new(&shared);
+        let interrupt = Interrupt::new();
         let message = js_sys::Object::new();
         js_sys::Reflect::set(&message, &"cmd".into(), &"irq".into()).ok()?;
-        js_sys::Reflect::set(&message, &"buf".into(), &buffer).ok()?;
+        js_sys::Reflect::set(&message, &"buf".into(), &interrupt.buffer).ok()?;
         self.worker.post_message(&message).ok()?;
-        Some(buffer)
+        Some(interrupt)
     }
 
     fn post_json(&self, message: &serde_json::Value) -> Result<(), String> {
