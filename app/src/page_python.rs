@@ -7,9 +7,13 @@
 //! worker's Python polls (`KeyboardInterrupt` for that run only); a program
 //! that does not stop, or a page that is not cross-origin isolated, gets the
 //! worker ended and a new Python started, said plainly in the result.
+//!
+//! Frames that cannot go out while the socket reconnects wait, in order, and
+//! go out after the page attaches again: a run that ends during a blip still
+//! ends.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use leptos::prelude::*;
@@ -28,6 +32,12 @@ const INTERRUPT_GRACE: Duration = Duration::from_millis(1500);
 /// Added to the server's time limit before the page stops a run itself (the
 /// server normally asks first).
 const LOCAL_LIMIT_SLACK_MS: u64 = 2_000;
+/// How much output waits for the socket to come back; output beyond it is
+/// dropped (and the run says so), results, errors and ends never are.
+const OUTBOX_OUTPUT_BYTES: usize = 2 * 1024 * 1024;
+/// Said after a run's output when some of it could not wait.
+const LOST_NOTE: &str =
+    "\n(Some of this program's output was lost while the page was reconnecting.)\n";
 
 /// What the worker posts.
 #[derive(Debug, Deserialize)]
@@ -104,8 +114,73 @@ impl Interrupt {
     }
 }
 
+/// Frames for the server, while the socket cannot take them.
+#[derive(Default)]
+struct Outbox {
+    /// The page attached over the current socket: frames may go out.
+    open: bool,
+    frames: VecDeque<ClientMessage>,
+    /// Bytes of output waiting.
+    output_bytes: usize,
+    /// Runs some of whose output was dropped.
+    lost: BTreeSet<u64>,
+}
+
+impl Outbox {
+    fn push(&mut self, message: ClientMessage) {
+        match &message {
+            ClientMessage::BrowserOutput {
+                run,
+                output: Output::Stdout { text } | Output::Stderr { text },
+            } => {
+                // Output after a gap would read as if nothing were missing.
+                if self.lost.contains(run) || self.output_bytes + text.len() > OUTBOX_OUTPUT_BYTES {
+                    self.lost.insert(*run);
+                    return;
+                }
+                self.output_bytes += text.len();
+            }
+            ClientMessage::BrowserDone { run, .. } if self.lost.remove(run) => {
+                self.frames.push_back(ClientMessage::BrowserOutput {
+                    run: *run,
+                    output: Output::Stderr {
+                        text: LOST_NOTE.into(),
+                    },
+                });
+            }
+            _ => {}
+        }
+        self.frames.push_back(message);
+    }
+
+    fn pop(&mut self) -> Option<ClientMessage> {
+        let message = self.frames.pop_front()?;
+        if let ClientMessage::BrowserOutput {
+            output: Output::Stdout { text } | Output::Stderr { text },
+            ..
+        } = &message
+        {
+            self.output_bytes = self.output_bytes.saturating_sub(text.len());
+        }
+        Some(message)
+    }
+
+    /// Puts back a frame that could not go out after all.
+    fn unpop(&mut self, message: ClientMessage) {
+        if let ClientMessage::BrowserOutput {
+            output: Output::Stdout { text } | Output::Stderr { text },
+            ..
+        } = &message
+        {
+            self.output_bytes += text.len();
+        }
+        self.frames.push_front(message);
+    }
+}
+
 thread_local! {
     static ENGINE: RefCell<Option<Engine>> = const { RefCell::new(None) };
+    static OUTBOX: RefCell<Outbox> = RefCell::new(Outbox::default());
 }
 
 /// Starts the page's Python in the background, unless it runs already.
@@ -122,10 +197,9 @@ pub fn start(state: SessionState) {
     };
     match Engine::spawn(state, &url) {
         Ok(engine) => {
-            let kernel = engine.kernel.clone();
             ENGINE.with(|e| *e.borrow_mut() = Some(engine));
             state.python.set(PyStatus::Loading("starting".into()));
-            attach(state, kernel);
+            on_connected(state);
         }
         Err(message) => state.python.set(PyStatus::Failed(message)),
     }
@@ -138,11 +212,34 @@ pub fn shut() {
     }
 }
 
-/// The socket (re)connected: the server learns again which Python runs here.
+/// The socket (re)connected, or a new Python started: the server learns
+/// (again) which Python runs here, then gets the frames that waited, in
+/// order. Not sent while offline: the next connection does it.
 pub fn on_connected(state: SessionState) {
-    if let Some(kernel) = ENGINE.with(|e| e.borrow().as_ref().map(|e| e.kernel.clone())) {
-        attach(state, kernel);
+    // Without a Python the page is not the runner: the server would refuse
+    // the frames that wait.
+    let Some(kernel) = ENGINE.with(|e| e.borrow().as_ref().map(|e| e.kernel.clone())) else {
+        return;
+    };
+    if !state.send_frame(ClientMessage::BrowserAttach { kernel }) {
+        return;
     }
+    OUTBOX.with(|o| o.borrow_mut().open = true);
+    while let Some(frame) = OUTBOX.with(|o| o.borrow_mut().pop()) {
+        if !state.send_frame(frame.clone()) {
+            OUTBOX.with(|o| {
+                let mut outbox = o.borrow_mut();
+                outbox.unpop(frame);
+                outbox.open = false;
+            });
+            break;
+        }
+    }
+}
+
+/// The socket closed: frames wait until the page attaches again.
+pub fn on_disconnected() {
+    OUTBOX.with(|o| o.borrow_mut().open = false);
 }
 
 /// A frame for this page's Python; false if it is not one.
@@ -181,11 +278,6 @@ pub fn on_server(state: SessionState, message: &ServerMessage) -> bool {
     }
 }
 
-fn attach(state: SessionState, kernel: String) {
-    // Not sent while offline: `on_connected` sends it again.
-    let _ = state.send_frame(ClientMessage::BrowserAttach { kernel });
-}
-
 fn refuse(state: SessionState, run: u64, message: &str) {
     let message = if message.is_empty() {
         "this page's Python is not running"
@@ -205,11 +297,28 @@ fn refuse(state: SessionState, run: u64, message: &str) {
 }
 
 fn output(state: SessionState, run: u64, output: Output) {
-    let _ = state.send_frame(ClientMessage::BrowserOutput { run, output });
+    send(state, ClientMessage::BrowserOutput { run, output });
 }
 
 fn done(state: SessionState, run: u64, kernel: String) {
-    let _ = state.send_frame(ClientMessage::BrowserDone { run, kernel });
+    send(state, ClientMessage::BrowserDone { run, kernel });
+}
+
+/// Sends a frame about a run, or keeps it (behind any that wait already)
+/// until the page attaches again.
+fn send(state: SessionState, message: ClientMessage) {
+    let open = OUTBOX.with(|o| {
+        let outbox = o.borrow();
+        outbox.open && outbox.frames.is_empty()
+    });
+    if open && state.send_frame(message.clone()) {
+        return;
+    }
+    OUTBOX.with(|o| {
+        let mut outbox = o.borrow_mut();
+        outbox.open = false;
+        outbox.push(message);
+    });
 }
 
 /// Stops `run` if it is still on: interrupts it (running, or about to run
@@ -325,7 +434,7 @@ impl Engine {
         worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
         worker.set_onerror(Some(on_error.as_ref().unchecked_ref()));
         let kernel = new_kernel_id();
-        let engine = Self {
+        let mut engine = Self {
             worker,
             kernel,
             interrupt: None,
@@ -334,7 +443,6 @@ impl Engine {
             _on_error: on_error,
         };
         engine.post_json(&serde_json::json!({"cmd": "init", "indexURL": url}))?;
-        let mut engine = engine;
         engine.interrupt = engine.share_interrupt();
         Ok(engine)
     }
