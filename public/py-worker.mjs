@@ -413,7 +413,7 @@ async function drain() {
       // Python could not start: every run waiting says so.
       while (queue.length) {
         const { run } = queue.shift();
-        postError(run, 'BrowserError', "the page's Python could not start: " + why(err));
+        postError(run, 'BrowserError', `Python could not start in this page (${why(err)}): reload the page to try again, or pick another sandbox`);
         post({ t: 'done', run });
       }
       return;

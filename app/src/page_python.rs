@@ -10,7 +10,7 @@
 //!
 //! Frames that cannot go out while the socket reconnects wait, in order, and
 //! go out after the page attaches again: a run that ends during a blip still
-//! ends.
+//! ends. A worker that cannot start answers every run at once.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -38,6 +38,8 @@ const OUTBOX_OUTPUT_BYTES: usize = 2 * 1024 * 1024;
 /// Said after a run's output when some of it could not wait.
 const LOST_NOTE: &str =
     "\n(Some of this program's output was lost while the page was reconnecting.)\n";
+/// Why the worker failed to start, when the browser does not say.
+const WORKER_FAILED: &str = "the Python worker failed to load (see the browser console)";
 
 /// What the worker posts.
 #[derive(Debug, Deserialize)]
@@ -82,6 +84,10 @@ struct Engine {
     interrupt: Option<Interrupt>,
     /// Runs posted to the worker, the running one first.
     runs: VecDeque<u64>,
+    /// The worker said it is ready.
+    ready: bool,
+    /// Why the worker could not start: every run is answered with it.
+    failed: Option<String>,
     _on_message: Closure<dyn FnMut(MessageEvent)>,
     _on_error: Closure<dyn FnMut(web_sys::Event)>,
 }
@@ -253,9 +259,12 @@ pub fn on_server(state: SessionState, message: &ServerMessage) -> bool {
         } => {
             start(state);
             let posted = ENGINE.with(|e| {
-                e.borrow_mut()
-                    .as_mut()
-                    .map(|engine| engine.post_run(*run, code, *fresh))
+                e.borrow_mut().as_mut().map(|engine| match &engine.failed {
+                    Some(why) => Err((cannot_start(why), engine.kernel.clone())),
+                    None => engine
+                        .post_run(*run, code, *fresh)
+                        .map_err(|message| (message, engine.kernel.clone())),
+                })
             });
             match posted {
                 Some(Ok(())) => {
@@ -265,8 +274,8 @@ pub fn on_server(state: SessionState, message: &ServerMessage) -> bool {
                         Duration::from_millis(limit.saturating_add(LOCAL_LIMIT_SLACK_MS)),
                     );
                 }
-                Some(Err(message)) => refuse(state, *run, &message),
-                None => refuse(state, *run, ""),
+                Some(Err((message, kernel))) => refuse(state, *run, &message, kernel),
+                None => refuse(state, *run, "", String::new()),
             }
             true
         }
@@ -278,7 +287,14 @@ pub fn on_server(state: SessionState, message: &ServerMessage) -> bool {
     }
 }
 
-fn refuse(state: SessionState, run: u64, message: &str) {
+/// What a run says when the worker could not start.
+fn cannot_start(why: &str) -> String {
+    format!(
+        "Python could not start in this page ({why}): reload the page to try again, or pick another sandbox"
+    )
+}
+
+fn refuse(state: SessionState, run: u64, message: &str, kernel: String) {
     let message = if message.is_empty() {
         "this page's Python is not running"
     } else {
@@ -293,7 +309,7 @@ fn refuse(state: SessionState, run: u64, message: &str) {
             traceback: Vec::new(),
         },
     );
-    done(state, run, String::new());
+    done(state, run, kernel);
 }
 
 fn output(state: SessionState, run: u64, output: Output) {
@@ -426,10 +442,14 @@ impl Engine {
                 }
             }
         });
-        let on_error = Closure::<dyn FnMut(web_sys::Event)>::new(move |_ev: web_sys::Event| {
-            state.python.set(PyStatus::Failed(
-                "the Python worker failed to load (see the browser console)".into(),
-            ));
+        let on_error = Closure::<dyn FnMut(web_sys::Event)>::new(move |ev: web_sys::Event| {
+            // An `ErrorEvent` says what went wrong; a script that did not
+            // load gives a bare `Event`.
+            let why = js_sys::Reflect::get(&ev, &"message".into())
+                .ok()
+                .and_then(|m| m.as_string())
+                .filter(|m| !m.is_empty());
+            worker_failed(state, why);
         });
         worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
         worker.set_onerror(Some(on_error.as_ref().unchecked_ref()));
@@ -439,6 +459,8 @@ impl Engine {
             kernel,
             interrupt: None,
             runs: VecDeque::new(),
+            ready: false,
+            failed: None,
             _on_message: on_message,
             _on_error: on_error,
         };
@@ -485,9 +507,24 @@ fn from_worker(state: SessionState, message: FromWorker) {
         FromWorker::Loading { stage } => state.python.set(PyStatus::Loading(stage)),
         FromWorker::Ready { ms } => {
             leptos::logging::log!("the page's Python is ready in {ms} ms");
+            ENGINE.with(|e| {
+                if let Some(engine) = e.borrow_mut().as_mut() {
+                    engine.ready = true;
+                }
+            });
             state.python.set(PyStatus::Ready);
         }
-        FromWorker::Failed { message } => state.python.set(PyStatus::Failed(message)),
+        FromWorker::Failed { message } => {
+            // The worker answers the runs it has; the page answers the next.
+            ENGINE.with(|e| {
+                if let Some(engine) = e.borrow_mut().as_mut()
+                    && !engine.ready
+                {
+                    engine.failed.get_or_insert_with(|| message.clone());
+                }
+            });
+            state.python.set(PyStatus::Failed(message));
+        }
         FromWorker::Out { run, stream, text } => output(
             state,
             run,
@@ -521,6 +558,36 @@ fn from_worker(state: SessionState, message: FromWorker) {
             });
             done(state, run, kernel.unwrap_or_default());
         }
+    }
+}
+
+/// The worker raised an error. Before it is ready, that means it could not
+/// start (its script did not load): every run it has, and every run to
+/// come, is answered at once instead of waiting for the time limit.
+fn worker_failed(state: SessionState, mut why: Option<String>) {
+    let failed = ENGINE.with(|e| {
+        let mut engine = e.borrow_mut();
+        let engine = engine.as_mut()?;
+        if engine.ready {
+            return None;
+        }
+        let why = engine
+            .failed
+            .get_or_insert_with(|| why.take().unwrap_or_else(|| WORKER_FAILED.into()))
+            .clone();
+        Some((std::mem::take(&mut engine.runs), engine.kernel.clone(), why))
+    });
+    let Some((runs, kernel, why)) = failed else {
+        leptos::logging::warn!(
+            "the page's Python worker raised an error: {}",
+            why.as_deref().unwrap_or("(no message)")
+        );
+        return;
+    };
+    state.python.set(PyStatus::Failed(why.clone()));
+    let message = cannot_start(&why);
+    for run in runs {
+        refuse(state, run, &message, kernel.clone());
     }
 }
 
