@@ -92,6 +92,16 @@ struct Engine {
     _on_error: Closure<dyn FnMut(web_sys::Event)>,
 }
 
+impl Drop for Engine {
+    /// Ends the worker; its handlers are taken off first, so that a message
+    /// still queued never calls a dropped closure.
+    fn drop(&mut self) {
+        self.worker.set_onmessage(None);
+        self.worker.set_onerror(None);
+        self.worker.terminate();
+    }
+}
+
 /// The words the page shares with the worker: the run to stop (a float64
 /// at byte 8), then 2 in the flag (an int32 at byte 0). A stop names its
 /// run, so it cannot reach a run that started since.
@@ -213,9 +223,7 @@ pub fn start(state: SessionState) {
 
 /// Ends the page's Python (the page is going away).
 pub fn shut() {
-    if let Some(engine) = ENGINE.with(|e| e.borrow_mut().take()) {
-        engine.worker.terminate();
-    }
+    drop(ENGINE.with(|e| e.borrow_mut().take()));
 }
 
 /// The socket (re)connected, or a new Python started: the server learns
@@ -402,7 +410,7 @@ fn restart(state: SessionState, note: &str) {
     let Some(old) = ENGINE.with(|e| e.borrow_mut().take()) else {
         return;
     };
-    old.worker.terminate();
+    // Its worker ends when it is dropped, below.
     for (i, run) in old.runs.iter().enumerate() {
         if i == 0 {
             output(
