@@ -1,24 +1,41 @@
 // The Browser sandbox's Python: Pyodide in a module worker of the page.
 //
 // The page posts JSON strings: {cmd:"init", indexURL}, then {cmd:"run", run,
-// code, fresh} and {cmd:"cancel", run} (for a run still waiting); and once an
-// object {cmd:"irq", buf} whose buffer (a SharedArrayBuffer) interrupts the
-// running program when the page writes 2 into it.
+// code, fresh} and {cmd:"cancel", run} (drops a waiting run, cancels the
+// running one if it awaits something); and once an object {cmd:"irq", buf} whose
+// buffer (a SharedArrayBuffer of 16 bytes) interrupts a computing program:
+// the page writes the run's id as a float64 at byte 8, then 2 into the int32
+// at byte 0, so that a stop never reaches another run than the one meant.
 // The worker posts JSON strings back: {t:"loading", stage}, {t:"ready",
 // ms, packages}, {t:"failed", message}, and for a run {t:"out", run, stream,
 // text}, {t:"result", run, data}, {t:"error", run, name, value, traceback},
 // then {t:"done", run}. Runs happen one at a time, in the order posted.
+//
+// The page forwards a run's messages as socket frames, and the server closes
+// the socket on a frame over 256 KiB: so every message about a run is kept
+// small, its text measured as the UTF-8 of its JSON (escapes included), cut
+// where needed with a visible mark, and output is split into pieces.
+// Output is also gathered into fewer, bigger pieces (each one becomes a
+// stored event), yet it still shows while a long program computes.
 
 let pyodide = null;
 let runCell = null;
+let cancelCell = null;
 let ready = null;
 const queue = [];
 let busy = false;
 let current = 0;
-let interrupt = null;
-// Text is cut into pieces no bigger than this (characters), so that no
-// frame the page forwards is too big for the socket.
-const PIECE = 16 * 1024;
+
+// Sizes, in bytes of JSON-escaped UTF-8.
+const PIECE = 16 * 1024; // one piece of output
+const TEXT_MAX = 64 * 1024; // a result's text, an error's value
+const LINE_MAX = 4 * 1024; // one traceback line
+const TRACE_MAX = 64 * 1024; // all of a traceback's lines
+const NAME_MAX = 200; // an error's name
+const NOTE_MAX = 4 * 1024; // why Python failed to start
+const CUT = '\u2026 (cut)';
+// Output waits at most this long (ms) to be sent with more.
+const FLUSH_MS = 50;
 
 const post = (message) => postMessage(JSON.stringify(message));
 
@@ -27,23 +44,31 @@ const EXTRA_IMPORTS = [[/\bzoneinfo\b|\bZoneInfo\b/, 'tzdata']];
 
 // Runs each cell: globals of their own, the value of the last expression as
 // a MIME bundle, errors with the runner's own frames removed, and a clear
-// word when an import is not available offline.
+// word when an import is not available offline. Each cell's code is in
+// linecache under a name of its own, so that tracebacks show its lines.
 const RUNNER = `
-import sys, traceback
+import sys, asyncio, linecache, traceback
 from pyodide.code import eval_code_async
 
 _offline = set()
 _ns = {"__name__": "__main__"}
-_MAX_REPR = 100_000
+_cells = 0
+# The running cell's task, and whether the page stopped it.
+_task = None
+_stopped = False
+# Texts are clipped here only to spare copying huge ones into JavaScript:
+# the worker cuts them again by their size in bytes, and marks the cut.
+_CLIP = 100_000
+_LINES = 100
 
 
-def _cut(text):
-    return text if len(text) <= _MAX_REPR else text[:_MAX_REPR] + "\u2026"
+def _clip(text):
+    return text[:_CLIP]
 
 
-def _error(e):
+def _error(e, filename):
     tb = e.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename != "<cell>":
+    while tb is not None and tb.tb_frame.f_code.co_filename != filename:
         tb = tb.tb_next
     lines = traceback.format_exception(type(e), e, tb)
     value = str(e)
@@ -58,18 +83,18 @@ def _error(e):
         lines[-1] = f"{type(e).__name__}: {value}\\n"
     return {
         "name": type(e).__name__,
-        "value": _cut(value),
-        "traceback": [_cut(l.rstrip("\\n")) for l in lines[-50:]],
+        "value": _clip(value),
+        "traceback": [_clip(l.rstrip("\\n")) for l in lines[-_LINES:]],
     }
 
 
 def _bundle(value):
-    data = {"text/plain": _cut(repr(value))}
+    data = {"text/plain": _clip(repr(value))}
     html = getattr(value, "_repr_html_", None)
     if callable(html):
         try:
             h = html()
-            if isinstance(h, str) and len(h) <= _MAX_REPR:
+            if isinstance(h, str) and len(h) <= _CLIP:
                 data["text/html"] = h
         except Exception:
             pass
@@ -77,14 +102,27 @@ def _bundle(value):
 
 
 async def run_cell(code, fresh):
+    global _cells, _task, _stopped
     if fresh:
         _ns.clear()
         _ns["__name__"] = "__main__"
+        for old in [f for f in linecache.cache if f.startswith("<cell ")]:
+            del linecache.cache[old]
+    _cells += 1
+    filename = f"<cell {_cells}>"
+    # mtime None: linecache.checkcache leaves the entry alone.
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    _task, _stopped = asyncio.current_task(), False
     try:
-        value = await eval_code_async(code, globals=_ns, filename="<cell>")
+        value = await eval_code_async(code, globals=_ns, filename=filename)
     except BaseException as e:
-        return {"error": _error(e)}
+        error = _error(e, filename)
+        if _stopped and isinstance(e, asyncio.CancelledError):
+            error["name"], error["value"] = "KeyboardInterrupt", "stopped"
+            error["traceback"][-1] = "KeyboardInterrupt: stopped"
+        return {"error": error}
     finally:
+        _task = None
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -96,34 +134,212 @@ async def run_cell(code, fresh):
     return {"result": _bundle(value)}
 
 
+def _cancel():
+    """Stops the running cell while it awaits something."""
+    global _stopped
+    if _task is not None and not _task.done():
+        _stopped = True
+        _task.cancel()
+
+
 run_cell
 `;
 
-function pieces(text) {
-  const out = [];
+// --- Sizes -----------------------------------------------------------------
+
+// The UTF-8 size of the code point at `i` once JSON-escaped, and how many
+// UTF-16 units it takes; `text` is well-formed.
+function unitAt(text, i) {
+  const c = text.charCodeAt(i);
+  if (c < 0x80) {
+    if (c === 0x22 || c === 0x5c) return [1, 2];
+    if (c >= 0x20) return [1, 1];
+    // \b \t \n \f \r, others as \u00XX.
+    return [1, c === 8 || c === 9 || c === 10 || c === 12 || c === 13 ? 2 : 6];
+  }
+  if (c < 0x800) return [1, 2];
+  if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) return [2, 4];
+  return [1, 3];
+}
+
+// A lone surrogate would make the page's JSON unreadable: it becomes U+FFFD.
+const wellFormed = (text) => (typeof text.toWellFormed === 'function' ? text.toWellFormed() : text);
+
+// How much of `text` (UTF-16 units, ending on a code point) fits in `max`
+// bytes, and their size.
+function fitting(text, max) {
   let i = 0;
+  let size = 0;
   while (i < text.length) {
-    let end = Math.min(i + PIECE, text.length);
-    // Never split a surrogate pair.
-    if (end < text.length && /[\uD800-\uDBFF]/.test(text[end - 1])) end -= 1;
-    out.push(text.slice(i, end));
-    i = end;
+    const [units, bytes] = unitAt(text, i);
+    if (size + bytes > max) break;
+    size += bytes;
+    i += units;
+  }
+  return [i, size];
+}
+
+function sizeOf(text) {
+  return fitting(text, Infinity)[1];
+}
+
+// `text` whole if it fits in `max` bytes, else cut to fit, the cut marked.
+function cut(text, max) {
+  text = wellFormed(String(text));
+  const [end] = fitting(text, max);
+  if (end === text.length) return text;
+  const [keep] = fitting(text, max - sizeOf(CUT));
+  return text.slice(0, keep) + CUT;
+}
+
+// `text` in pieces of at most `max` bytes each, split between code points.
+function pieces(text, max) {
+  text = wellFormed(text);
+  const out = [];
+  let rest = text;
+  while (rest.length) {
+    const [end] = fitting(rest, max);
+    out.push(rest.slice(0, end));
+    rest = rest.slice(end);
   }
   return out;
+}
+
+// Traceback lines within the limits: each line cut, then the last lines
+// that fit in `total` kept (the end says what went wrong), with a line
+// saying how many earlier ones were left out.
+function fitLines(lines, lineMax, total) {
+  const cutLines = lines.map((line) => cut(line, lineMax));
+  // The reserve holds the "left out" line; 3 bytes per line for quotes and
+  // the comma.
+  let room = total - 64;
+  let first = cutLines.length;
+  while (first > 0) {
+    const size = sizeOf(cutLines[first - 1]) + 3;
+    if (size > room) break;
+    room -= size;
+    first -= 1;
+  }
+  const kept = cutLines.slice(first);
+  if (first > 0) kept.unshift(`\u2026 (${first} earlier traceback lines cut)`);
+  return kept;
+}
+
+// --- Messages about a run --------------------------------------------------
+
+function postResult(run, data) {
+  const fitted = {};
+  for (const [mime, text] of Object.entries(data)) {
+    if (mime === 'text/plain') fitted[mime] = cut(text, TEXT_MAX);
+    // Cut HTML would be broken markup: too big, it is left out (the plain
+    // text stays).
+    else if (sizeOf(wellFormed(text)) <= TEXT_MAX) fitted[mime] = wellFormed(text);
+  }
+  post({ t: 'result', run, data: fitted });
+}
+
+function postError(run, name, value, traceback = []) {
+  post({
+    t: 'error',
+    run,
+    name: cut(name, NAME_MAX),
+    value: cut(value, TEXT_MAX),
+    traceback: fitLines(traceback, LINE_MAX, TRACE_MAX),
+  });
+}
+
+const why = (err) => String(err && err.message ? err.message : err);
+
+// --- Output ------------------------------------------------------------------
+
+// Output not sent yet: one stream's text for one run at a time, so that
+// stdout and stderr keep their order.
+let pending = { run: 0, stream: '', text: '', size: 0 };
+let lastSent = -Infinity;
+let timer = null;
+
+// Sends the output gathered: all of it, or (`all` false) only whole pieces.
+function flushOut(all = true) {
+  if (timer !== null) {
+    clearTimeout(timer);
+    timer = null;
+  }
+  if (!pending.text) return;
+  const { run, stream } = pending;
+  const parts = pieces(pending.text, PIECE);
+  const rest = !all && sizeOf(parts[parts.length - 1]) < PIECE ? parts.pop() : '';
+  for (const text of parts) post({ t: 'out', run, stream, text });
+  pending = { run, stream, text: rest, size: sizeOf(rest) };
+  lastSent = performance.now();
+  if (rest) timer = setTimeout(flushOut, FLUSH_MS);
+}
+
+// Output of the running program: sent at once after a quiet spell, else
+// gathered for at most FLUSH_MS or a piece's size.
+function emit(run, stream, text) {
+  if (!run || !text) return;
+  if (pending.text && (pending.stream !== stream || pending.run !== run)) flushOut();
+  pending.run = run;
+  pending.stream = stream;
+  pending.text += text;
+  pending.size += sizeOf(text);
+  if (performance.now() - lastSent >= FLUSH_MS) flushOut();
+  else if (pending.size >= PIECE) flushOut(false);
+  else if (timer === null) timer = setTimeout(flushOut, FLUSH_MS);
+}
+
+// Called while Python computes (see `signals`): the timer cannot fire then,
+// so output that waited long enough is sent from here.
+function tick() {
+  if (pending.text && performance.now() - lastSent >= FLUSH_MS) flushOut();
 }
 
 function writer(stream) {
   const decoder = new TextDecoder();
   return {
     write(bytes) {
-      const text = decoder.decode(bytes, { stream: true });
-      if (text && current) {
-        for (const piece of pieces(text)) post({ t: 'out', run: current, stream, text: piece });
-      }
+      emit(current, stream, decoder.decode(bytes, { stream: true }));
       return bytes.length;
     },
   };
 }
+
+// --- Interrupts --------------------------------------------------------------
+
+// The page's shared words ({flag, run}), when it is cross-origin isolated.
+let shared = null;
+// Whether the last read of the signal buffer raised the interrupt.
+let raised = false;
+// The run a cancel message stopped while it was running.
+let cancelled = 0;
+
+function interrupted() {
+  return current !== 0 && shared !== null && Atomics.load(shared.flag, 0) === 2 && shared.run[0] === current;
+}
+
+function clearInterrupt(run) {
+  if (shared !== null && shared.run[0] === run) Atomics.store(shared.flag, 0, 0);
+}
+
+// What Pyodide takes for its interrupt buffer: Python reads [0] every few
+// steps (2 raises KeyboardInterrupt) and then writes 0. Reading it says 2
+// only for a stop meant for the running program, and gives the worker a
+// moment to send output while Python computes.
+const signals = {
+  get 0() {
+    tick();
+    raised = interrupted();
+    return raised ? 2 : 0;
+  },
+  set 0(value) {
+    if (value === 0 && raised) {
+      clearInterrupt(current);
+      raised = false;
+    }
+  },
+};
+
+// --- Runs --------------------------------------------------------------------
 
 async function init(indexURL) {
   const started = performance.now();
@@ -134,13 +350,15 @@ async function init(indexURL) {
     post({ t: 'loading', stage: 'starting Python' });
     pyodide.setStdout(writer('stdout'));
     pyodide.setStderr(writer('stderr'));
+    pyodide.setInterruptBuffer(signals);
     runCell = pyodide.runPython(RUNNER);
+    cancelCell = pyodide.globals.get('_cancel');
     const lock = await (await fetch(indexURL + 'pyodide-lock.json')).json();
     const packages = Object.values(lock.packages).flatMap((p) => p.imports);
     pyodide.globals.get('_offline').update(pyodide.toPy(packages));
     post({ t: 'ready', ms: Math.round(performance.now() - started), packages });
   } catch (err) {
-    post({ t: 'failed', message: String(err && err.message ? err.message : err) });
+    post({ t: 'failed', message: cut(why(err), NOTE_MAX) });
     throw err;
   }
 }
@@ -157,19 +375,29 @@ async function loadPackagesFor(code) {
 
 async function run({ run, code, fresh }) {
   current = run;
-  // An interrupt meant for an earlier run must not stop this one.
-  if (interrupt) interrupt[0] = 0;
+  // Stopped while it waited, or while its packages loaded.
+  const stoppedEarly = () => {
+    if (cancelled !== run && !interrupted()) return false;
+    clearInterrupt(run);
+    postError(run, 'KeyboardInterrupt', 'stopped before it began');
+    return true;
+  };
   try {
+    if (stoppedEarly()) return;
     const problems = await loadPackagesFor(code);
-    for (const problem of problems) post({ t: 'out', run, stream: 'stderr', text: problem + '\n' });
+    for (const problem of problems) emit(run, 'stderr', problem + '\n');
+    if (stoppedEarly()) return;
     const reply = await runCell(code, fresh);
     const answer = reply.toJs({ dict_converter: Object.fromEntries });
     reply.destroy();
-    if (answer.result) post({ t: 'result', run, data: answer.result });
-    if (answer.error) post({ t: 'error', run, ...answer.error });
+    flushOut();
+    if (answer.result) postResult(run, answer.result);
+    if (answer.error) postError(run, answer.error.name, answer.error.value, answer.error.traceback);
   } catch (err) {
-    post({ t: 'error', run, name: 'BrowserError', value: String(err && err.message ? err.message : err), traceback: [] });
+    flushOut();
+    postError(run, 'BrowserError', why(err));
   } finally {
+    flushOut();
     current = 0;
     post({ t: 'done', run });
   }
@@ -185,7 +413,7 @@ async function drain() {
       // Python could not start: every run waiting says so.
       while (queue.length) {
         const { run } = queue.shift();
-        post({ t: 'error', run, name: 'BrowserError', value: "the page's Python could not start: " + String(err && err.message ? err.message : err), traceback: [] });
+        postError(run, 'BrowserError', `Python could not start in this page (${why(err)}): reload the page to try again, or pick another sandbox`);
         post({ t: 'done', run });
       }
       return;
@@ -199,8 +427,7 @@ async function drain() {
 onmessage = (event) => {
   const data = event.data;
   if (data && typeof data === 'object' && data.cmd === 'irq') {
-    interrupt = data.buf;
-    ready.then(() => pyodide.setInterruptBuffer(data.buf), () => {});
+    shared = { flag: new Int32Array(data.buf, 0, 1), run: new Float64Array(data.buf, 8, 1) };
     return;
   }
   const message = JSON.parse(data);
@@ -208,15 +435,23 @@ onmessage = (event) => {
     ready = init(message.indexURL);
     ready.catch(() => {});
   } else if (message.cmd === 'cancel') {
-    // A run stopped before it began.
     const at = queue.findIndex((m) => m.run === message.run);
     if (at >= 0) {
+      // A run stopped before it began.
       queue.splice(at, 1);
-      post({ t: 'error', run: message.run, name: 'KeyboardInterrupt', value: 'stopped before it began', traceback: [] });
+      postError(message.run, 'KeyboardInterrupt', 'stopped before it began');
       post({ t: 'done', run: message.run });
+    } else if (message.run === current) {
+      // The running program awaits something (a computing one keeps this
+      // message waiting until it ends; the shared words reach it). Raising
+      // KeyboardInterrupt now would hit the event loop's own code: its task
+      // is cancelled instead.
+      cancelled = current;
+      clearInterrupt(current);
+      if (cancelCell) cancelCell();
     }
   } else if (message.cmd === 'run') {
     queue.push(message);
-    drain().catch((err) => post({ t: 'failed', message: String(err) }));
+    drain().catch((err) => post({ t: 'failed', message: cut(String(err), NOTE_MAX) }));
   }
 };

@@ -3,13 +3,17 @@
 //! `browser_run` frames and streams the output back as `browser_output`
 //! frames, so the agent's turn goes on as with any sandbox.
 //!
-//! Stop writes into a `SharedArrayBuffer` the worker's Python polls
-//! (`KeyboardInterrupt`); a program that does not stop, or a page that is
-//! not cross-origin isolated, gets the worker ended and a new Python started,
-//! said plainly in the result.
+//! Stop writes the run's id and a flag into a `SharedArrayBuffer` the
+//! worker's Python polls (`KeyboardInterrupt` for that run only); a program
+//! that does not stop, or a page that is not cross-origin isolated, gets the
+//! worker ended and a new Python started, said plainly in the result.
+//!
+//! Frames that cannot go out while the socket reconnects wait, in order, and
+//! go out after the page attaches again: a run that ends during a blip still
+//! ends. A worker that cannot start answers every run at once.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use leptos::prelude::*;
@@ -28,6 +32,14 @@ const INTERRUPT_GRACE: Duration = Duration::from_millis(1500);
 /// Added to the server's time limit before the page stops a run itself (the
 /// server normally asks first).
 const LOCAL_LIMIT_SLACK_MS: u64 = 2_000;
+/// How much output waits for the socket to come back; output beyond it is
+/// dropped (and the run says so), results, errors and ends never are.
+const OUTBOX_OUTPUT_BYTES: usize = 2 * 1024 * 1024;
+/// Said after a run's output when some of it could not wait.
+const LOST_NOTE: &str =
+    "\n(Some of this program's output was lost while the page was reconnecting.)\n";
+/// Why the worker failed to start, when the browser does not say.
+const WORKER_FAILED: &str = "the Python worker failed to load (see the browser console)";
 
 /// What the worker posts.
 #[derive(Debug, Deserialize)]
@@ -68,16 +80,123 @@ struct Engine {
     worker: Worker,
     /// New with every worker: the server tells a reloaded Python by it.
     kernel: String,
-    /// Written 2 to interrupt; absent when the page is not isolated.
-    interrupt: Option<js_sys::Uint8Array>,
+    /// Interrupts a run; absent when the page is not isolated.
+    interrupt: Option<Interrupt>,
     /// Runs posted to the worker, the running one first.
     runs: VecDeque<u64>,
+    /// The worker said it is ready.
+    ready: bool,
+    /// Why the worker could not start: every run is answered with it.
+    failed: Option<String>,
     _on_message: Closure<dyn FnMut(MessageEvent)>,
     _on_error: Closure<dyn FnMut(web_sys::Event)>,
 }
 
+impl Drop for Engine {
+    /// Ends the worker; its handlers are taken off first, so that a message
+    /// still queued never calls a dropped closure.
+    fn drop(&mut self) {
+        self.worker.set_onmessage(None);
+        self.worker.set_onerror(None);
+        self.worker.terminate();
+    }
+}
+
+/// The words the page shares with the worker: the run to stop (a float64
+/// at byte 8), then 2 in the flag (an int32 at byte 0). A stop names its
+/// run, so it cannot reach a run that started since.
+struct Interrupt {
+    buffer: js_sys::SharedArrayBuffer,
+    flag: js_sys::Int32Array,
+    run: js_sys::Float64Array,
+}
+
+impl Interrupt {
+    fn new() -> Self {
+        let buffer = js_sys::SharedArrayBuffer::new(16);
+        Self {
+            flag: js_sys::Int32Array::new_with_byte_offset_and_length(&buffer, 0, 1),
+            run: js_sys::Float64Array::new_with_byte_offset_and_length(&buffer, 8, 1),
+            buffer,
+        }
+    }
+
+    fn raise(&self, run: u64) {
+        // Run ids are counted from 1: far below 2^53, exact as a float64.
+        #[expect(clippy::cast_precision_loss, reason = "run ids stay below 2^53")]
+        self.run.set_index(0, run as f64);
+        // The atomic store publishes the id written before it.
+        let _ = js_sys::Atomics::store(&self.flag, 0, 2);
+    }
+}
+
+/// Frames for the server, while the socket cannot take them.
+#[derive(Default)]
+struct Outbox {
+    /// The page attached over the current socket: frames may go out.
+    open: bool,
+    frames: VecDeque<ClientMessage>,
+    /// Bytes of output waiting.
+    output_bytes: usize,
+    /// Runs some of whose output was dropped.
+    lost: BTreeSet<u64>,
+}
+
+impl Outbox {
+    fn push(&mut self, message: ClientMessage) {
+        match &message {
+            ClientMessage::BrowserOutput {
+                run,
+                output: Output::Stdout { text } | Output::Stderr { text },
+            } => {
+                // Output after a gap would read as if nothing were missing.
+                if self.lost.contains(run) || self.output_bytes + text.len() > OUTBOX_OUTPUT_BYTES {
+                    self.lost.insert(*run);
+                    return;
+                }
+                self.output_bytes += text.len();
+            }
+            ClientMessage::BrowserDone { run, .. } if self.lost.remove(run) => {
+                self.frames.push_back(ClientMessage::BrowserOutput {
+                    run: *run,
+                    output: Output::Stderr {
+                        text: LOST_NOTE.into(),
+                    },
+                });
+            }
+            _ => {}
+        }
+        self.frames.push_back(message);
+    }
+
+    fn pop(&mut self) -> Option<ClientMessage> {
+        let message = self.frames.pop_front()?;
+        if let ClientMessage::BrowserOutput {
+            output: Output::Stdout { text } | Output::Stderr { text },
+            ..
+        } = &message
+        {
+            self.output_bytes = self.output_bytes.saturating_sub(text.len());
+        }
+        Some(message)
+    }
+
+    /// Puts back a frame that could not go out after all.
+    fn unpop(&mut self, message: ClientMessage) {
+        if let ClientMessage::BrowserOutput {
+            output: Output::Stdout { text } | Output::Stderr { text },
+            ..
+        } = &message
+        {
+            self.output_bytes += text.len();
+        }
+        self.frames.push_front(message);
+    }
+}
+
 thread_local! {
     static ENGINE: RefCell<Option<Engine>> = const { RefCell::new(None) };
+    static OUTBOX: RefCell<Outbox> = RefCell::new(Outbox::default());
 }
 
 /// Starts the page's Python in the background, unless it runs already.
@@ -94,10 +213,9 @@ pub fn start(state: SessionState) {
     };
     match Engine::spawn(state, &url) {
         Ok(engine) => {
-            let kernel = engine.kernel.clone();
             ENGINE.with(|e| *e.borrow_mut() = Some(engine));
             state.python.set(PyStatus::Loading("starting".into()));
-            attach(state, kernel);
+            on_connected(state);
         }
         Err(message) => state.python.set(PyStatus::Failed(message)),
     }
@@ -105,16 +223,37 @@ pub fn start(state: SessionState) {
 
 /// Ends the page's Python (the page is going away).
 pub fn shut() {
-    if let Some(engine) = ENGINE.with(|e| e.borrow_mut().take()) {
-        engine.worker.terminate();
+    drop(ENGINE.with(|e| e.borrow_mut().take()));
+}
+
+/// The socket (re)connected, or a new Python started: the server learns
+/// (again) which Python runs here, then gets the frames that waited, in
+/// order. Not sent while offline: the next connection does it.
+pub fn on_connected(state: SessionState) {
+    // Without a Python the page is not the runner: the server would refuse
+    // the frames that wait.
+    let Some(kernel) = ENGINE.with(|e| e.borrow().as_ref().map(|e| e.kernel.clone())) else {
+        return;
+    };
+    if !state.send_frame(ClientMessage::BrowserAttach { kernel }) {
+        return;
+    }
+    OUTBOX.with(|o| o.borrow_mut().open = true);
+    while let Some(frame) = OUTBOX.with(|o| o.borrow_mut().pop()) {
+        if !state.send_frame(frame.clone()) {
+            OUTBOX.with(|o| {
+                let mut outbox = o.borrow_mut();
+                outbox.unpop(frame);
+                outbox.open = false;
+            });
+            break;
+        }
     }
 }
 
-/// The socket (re)connected: the server learns again which Python runs here.
-pub fn on_connected(state: SessionState) {
-    if let Some(kernel) = ENGINE.with(|e| e.borrow().as_ref().map(|e| e.kernel.clone())) {
-        attach(state, kernel);
-    }
+/// The socket closed: frames wait until the page attaches again.
+pub fn on_disconnected() {
+    OUTBOX.with(|o| o.borrow_mut().open = false);
 }
 
 /// A frame for this page's Python; false if it is not one.
@@ -128,9 +267,12 @@ pub fn on_server(state: SessionState, message: &ServerMessage) -> bool {
         } => {
             start(state);
             let posted = ENGINE.with(|e| {
-                e.borrow_mut()
-                    .as_mut()
-                    .map(|engine| engine.post_run(*run, code, *fresh))
+                e.borrow_mut().as_mut().map(|engine| match &engine.failed {
+                    Some(why) => Err((cannot_start(why), engine.kernel.clone())),
+                    None => engine
+                        .post_run(*run, code, *fresh)
+                        .map_err(|message| (message, engine.kernel.clone())),
+                })
             });
             match posted {
                 Some(Ok(())) => {
@@ -140,8 +282,8 @@ pub fn on_server(state: SessionState, message: &ServerMessage) -> bool {
                         Duration::from_millis(limit.saturating_add(LOCAL_LIMIT_SLACK_MS)),
                     );
                 }
-                Some(Err(message)) => refuse(state, *run, &message),
-                None => refuse(state, *run, ""),
+                Some(Err((message, kernel))) => refuse(state, *run, &message, kernel),
+                None => refuse(state, *run, "", String::new()),
             }
             true
         }
@@ -153,12 +295,14 @@ pub fn on_server(state: SessionState, message: &ServerMessage) -> bool {
     }
 }
 
-fn attach(state: SessionState, kernel: String) {
-    // Not sent while offline: `on_connected` sends it again.
-    let _ = state.send_frame(ClientMessage::BrowserAttach { kernel });
+/// What a run says when the worker could not start.
+fn cannot_start(why: &str) -> String {
+    format!(
+        "Python could not start in this page ({why}): reload the page to try again, or pick another sandbox"
+    )
 }
 
-fn refuse(state: SessionState, run: u64, message: &str) {
+fn refuse(state: SessionState, run: u64, message: &str, kernel: String) {
     let message = if message.is_empty() {
         "this page's Python is not running"
     } else {
@@ -173,18 +317,36 @@ fn refuse(state: SessionState, run: u64, message: &str) {
             traceback: Vec::new(),
         },
     );
-    done(state, run, String::new());
+    done(state, run, kernel);
 }
 
 fn output(state: SessionState, run: u64, output: Output) {
-    let _ = state.send_frame(ClientMessage::BrowserOutput { run, output });
+    send(state, ClientMessage::BrowserOutput { run, output });
 }
 
 fn done(state: SessionState, run: u64, kernel: String) {
-    let _ = state.send_frame(ClientMessage::BrowserDone { run, kernel });
+    send(state, ClientMessage::BrowserDone { run, kernel });
 }
 
-/// Stops `run` if it is still on: interrupts the running program, or drops
+/// Sends a frame about a run, or keeps it (behind any that wait already)
+/// until the page attaches again.
+fn send(state: SessionState, message: ClientMessage) {
+    let open = OUTBOX.with(|o| {
+        let outbox = o.borrow();
+        outbox.open && outbox.frames.is_empty()
+    });
+    if open && state.send_frame(message.clone()) {
+        return;
+    }
+    OUTBOX.with(|o| {
+        let mut outbox = o.borrow_mut();
+        outbox.open = false;
+        outbox.push(message);
+    });
+}
+
+/// Stops `run` if it is still on: interrupts it (running, or about to run
+/// when the page has not yet heard that the run before it ended), or drops
 /// a waiting one; a program that does not stop in time ends the worker.
 fn stop(state: SessionState, run: u64, why: &'static str) {
     enum Action {
@@ -197,25 +359,26 @@ fn stop(state: SessionState, run: u64, why: &'static str) {
         let Some(engine) = engine.as_mut() else {
             return Action::Nothing;
         };
-        match engine.runs.iter().position(|r| *r == run) {
-            None => Action::Nothing,
-            Some(0) => match &engine.interrupt {
-                Some(buffer) => {
-                    buffer.set_index(0, 2);
-                    Action::Interrupted
-                }
-                None => Action::Restart,
-            },
-            Some(_) => {
-                let _ = engine.post_json(&serde_json::json!({"cmd": "cancel", "run": run}));
-                Action::Nothing
+        let Some(position) = engine.runs.iter().position(|r| *r == run) else {
+            return Action::Nothing;
+        };
+        // The worker cancels a waiting run, or one that awaits something.
+        let _ = engine.post_json(&serde_json::json!({"cmd": "cancel", "run": run}));
+        match (&engine.interrupt, position) {
+            // The flag names the run: harmless if it has not begun.
+            (Some(interrupt), _) => {
+                interrupt.raise(run);
+                Action::Interrupted
             }
+            (None, 0) => Action::Restart,
+            (None, _) => Action::Nothing,
         }
     });
     match action {
         Action::Nothing => {}
         Action::Interrupted => set_timeout(
             move || {
+                // Still the running one: it did not stop.
                 let still = ENGINE.with(|e| {
                     e.borrow()
                         .as_ref()
@@ -247,7 +410,7 @@ fn restart(state: SessionState, note: &str) {
     let Some(old) = ENGINE.with(|e| e.borrow_mut().take()) else {
         return;
     };
-    old.worker.terminate();
+    // Its worker ends when it is dropped, below.
     for (i, run) in old.runs.iter().enumerate() {
         if i == 0 {
             output(
@@ -287,31 +450,36 @@ impl Engine {
                 }
             }
         });
-        let on_error = Closure::<dyn FnMut(web_sys::Event)>::new(move |_ev: web_sys::Event| {
-            state.python.set(PyStatus::Failed(
-                "the Python worker failed to load (see the browser console)".into(),
-            ));
+        let on_error = Closure::<dyn FnMut(web_sys::Event)>::new(move |ev: web_sys::Event| {
+            // An `ErrorEvent` says what went wrong; a script that did not
+            // load gives a bare `Event`.
+            let why = js_sys::Reflect::get(&ev, &"message".into())
+                .ok()
+                .and_then(|m| m.as_string())
+                .filter(|m| !m.is_empty());
+            worker_failed(state, why);
         });
         worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
         worker.set_onerror(Some(on_error.as_ref().unchecked_ref()));
         let kernel = new_kernel_id();
-        let engine = Self {
+        let mut engine = Self {
             worker,
             kernel,
             interrupt: None,
             runs: VecDeque::new(),
+            ready: false,
+            failed: None,
             _on_message: on_message,
             _on_error: on_error,
         };
         engine.post_json(&serde_json::json!({"cmd": "init", "indexURL": url}))?;
-        let mut engine = engine;
         engine.interrupt = engine.share_interrupt();
         Ok(engine)
     }
 
-    /// Gives the worker a byte it can be interrupted through, when the page
-    /// may share memory (it is cross-origin isolated).
-    fn share_interrupt(&self) -> Option<js_sys::Uint8Array> {
+    /// Gives the worker the words it can be interrupted through, when the
+    /// page may share memory (it is cross-origin isolated).
+    fn share_interrupt(&self) -> Option<Interrupt> {
         let isolated = js_sys::Reflect::get(&js_sys::global(), &"crossOriginIsolated".into())
             .ok()
             .and_then(|v| v.as_bool())
@@ -319,13 +487,12 @@ impl Engine {
         if !isolated {
             return None;
         }
-        let shared = js_sys::SharedArrayBuffer::new(1);
-        let buffer = js_sys::Uint8Array::new(&shared);
+        let interrupt = Interrupt::new();
         let message = js_sys::Object::new();
         js_sys::Reflect::set(&message, &"cmd".into(), &"irq".into()).ok()?;
-        js_sys::Reflect::set(&message, &"buf".into(), &buffer).ok()?;
+        js_sys::Reflect::set(&message, &"buf".into(), &interrupt.buffer).ok()?;
         self.worker.post_message(&message).ok()?;
-        Some(buffer)
+        Some(interrupt)
     }
 
     fn post_json(&self, message: &serde_json::Value) -> Result<(), String> {
@@ -348,9 +515,24 @@ fn from_worker(state: SessionState, message: FromWorker) {
         FromWorker::Loading { stage } => state.python.set(PyStatus::Loading(stage)),
         FromWorker::Ready { ms } => {
             leptos::logging::log!("the page's Python is ready in {ms} ms");
+            ENGINE.with(|e| {
+                if let Some(engine) = e.borrow_mut().as_mut() {
+                    engine.ready = true;
+                }
+            });
             state.python.set(PyStatus::Ready);
         }
-        FromWorker::Failed { message } => state.python.set(PyStatus::Failed(message)),
+        FromWorker::Failed { message } => {
+            // The worker answers the runs it has; the page answers the next.
+            ENGINE.with(|e| {
+                if let Some(engine) = e.borrow_mut().as_mut()
+                    && !engine.ready
+                {
+                    engine.failed.get_or_insert_with(|| message.clone());
+                }
+            });
+            state.python.set(PyStatus::Failed(message));
+        }
         FromWorker::Out { run, stream, text } => output(
             state,
             run,
@@ -384,6 +566,36 @@ fn from_worker(state: SessionState, message: FromWorker) {
             });
             done(state, run, kernel.unwrap_or_default());
         }
+    }
+}
+
+/// The worker raised an error. Before it is ready, that means it could not
+/// start (its script did not load): every run it has, and every run to
+/// come, is answered at once instead of waiting for the time limit.
+fn worker_failed(state: SessionState, mut why: Option<String>) {
+    let failed = ENGINE.with(|e| {
+        let mut engine = e.borrow_mut();
+        let engine = engine.as_mut()?;
+        if engine.ready {
+            return None;
+        }
+        let why = engine
+            .failed
+            .get_or_insert_with(|| why.take().unwrap_or_else(|| WORKER_FAILED.into()))
+            .clone();
+        Some((std::mem::take(&mut engine.runs), engine.kernel.clone(), why))
+    });
+    let Some((runs, kernel, why)) = failed else {
+        leptos::logging::warn!(
+            "the page's Python worker raised an error: {}",
+            why.as_deref().unwrap_or("(no message)")
+        );
+        return;
+    };
+    state.python.set(PyStatus::Failed(why.clone()));
+    let message = cannot_start(&why);
+    for run in runs {
+        refuse(state, run, &message, kernel.clone());
     }
 }
 

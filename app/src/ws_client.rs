@@ -145,6 +145,7 @@ fn connect(live: &Rc<RefCell<Live>>) {
     });
     let on_close = Closure::<dyn FnMut(CloseEvent)>::new(move |_ev: CloseEvent| {
         state.conn.set(ConnState::Offline);
+        crate::page_python::on_disconnected();
         retry_later(weak.clone());
     });
     socket.set_onopen(Some(on_open.as_ref().unchecked_ref()));
