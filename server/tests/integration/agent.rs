@@ -648,7 +648,8 @@ fn error_code(cell: &Cell) -> Option<&str> {
 
 #[tokio::test]
 async fn a_sandbox_that_cannot_run_the_program_ends_the_turn_without_fixes() {
-    let (h, _tabs) = harness_in_the_page().await;
+    let (h, tabs) = harness_in_the_page().await;
+    let session = h.channel.id();
     let started = std::time::Instant::now();
     // No page runs the session's Python: one attempt, its error, the end.
     let turn = h.ask(&fenced("print(1)")).await;
@@ -674,6 +675,33 @@ async fn a_sandbox_that_cannot_run_the_program_ends_the_turn_without_fixes() {
     assert!(
         started.elapsed() < Duration::from_secs(3),
         "one wait for a page, not one per attempt"
+    );
+
+    // The page goes away mid-run: the same.
+    let (link, mut frames) = tabs.link();
+    tabs.attach(session, &link, "k").unwrap();
+    let page = tokio::spawn({
+        let tabs = Arc::clone(&tabs);
+        async move {
+            let Some(ServerMessage::BrowserRun { .. }) = frames.recv().await else {
+                panic!("expected a run");
+            };
+            tabs.detach(session, link.conn());
+        }
+    });
+    let turn = h.ask(&fenced("while True: pass")).await;
+    page.await.unwrap();
+    assert_eq!(turn.status, TurnStatus::Error);
+    assert_eq!(
+        turn.kinds(),
+        [CellKind::User, CellKind::Code, CellKind::Result]
+    );
+    let result = &turn.cells()[2];
+    assert_eq!(error_code(result), Some("sandbox_unavailable"));
+    assert!(
+        result.error.as_ref().unwrap().message.contains("went away"),
+        "{:?}",
+        result.error
     );
 }
 
