@@ -163,6 +163,13 @@ async fn pyodide_is_served_with_its_types_long_cache_and_isolation() {
     assert_eq!(worker.status(), 200);
     assert_eq!(worker.headers()["content-type"], "text/javascript");
     assert_eq!(worker.headers()["cache-control"], "no-cache");
+    // Its programs may load scripts and fetch from this site alone (and
+    // compile Pyodide's WebAssembly): nothing they read leaves for another
+    // origin.
+    assert_eq!(
+        worker.headers()["content-security-policy"],
+        "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; connect-src 'self'"
+    );
     assert_eq!(
         worker.headers()["cross-origin-embedder-policy"],
         "require-corp"
