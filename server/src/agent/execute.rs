@@ -10,7 +10,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::kernels::Kernels;
 use super::prompt;
-use crate::sandbox::{Language, Limits, RunEvent, RunRequest, limit_error};
+use crate::sandbox::sessions::SessionError;
+use crate::sandbox::{Language, Limits, RunEvent, RunRequest, SandboxError, limit_error};
 use crate::session::SessionChannel;
 
 /// What a run left for the next step.
@@ -19,6 +20,9 @@ pub struct Ran {
     pub report: String,
     pub failed: bool,
     pub cancelled: bool,
+    /// The sandbox could not run the program at all (it is unavailable,
+    /// its page went away): no change to the program can help.
+    pub unavailable: bool,
 }
 
 /// A program to run, and the code cell that shows it.
@@ -99,6 +103,7 @@ pub async fn run_into_cell(
             outputs.push(output);
         }
     }
+    let unavailable = result.as_ref().err().is_some_and(is_outage);
     let (status, error, cancelled) = match result {
         Ok(run) => {
             if run.restarted {
@@ -182,7 +187,20 @@ pub async fn run_into_cell(
         report: prompt::cut(&report, prompt::MAX_REPORT_BYTES),
         failed,
         cancelled,
+        unavailable,
     }
+}
+
+/// Whether the sandbox itself failed, whatever the program: it is missing
+/// or unreachable (no page attached, the page gone, E2B down), broke while
+/// setting the run up, or has no room for another session. Refusals of the
+/// program (a language the backend lacks...) are not outages.
+fn is_outage(error: &SessionError) -> bool {
+    matches!(
+        error,
+        SessionError::TooMany(_)
+            | SessionError::Sandbox(SandboxError::Unavailable(_) | SandboxError::Internal(_))
+    )
 }
 
 /// The page's form of a sandbox event; MIME values that are not text (JSON

@@ -1,7 +1,8 @@
 //! The notebook agent: a question becomes a code cell (the model writes a
 //! program), a result cell (the program runs in the session's kernel) and an
 //! explanation cell (the model says what it means). A failed program goes
-//! back to the model with its error, a bounded number of times.
+//! back to the model with its error, a bounded number of times; a sandbox
+//! that could not run it at all ends the turn with that error.
 //!
 //! Plain Rust: it publishes events to a [`SessionChannel`] and knows nothing
 //! of HTTP or WebSockets.
@@ -324,12 +325,21 @@ impl Agent {
                         report: problem,
                         failed: true,
                         cancelled: false,
+                        unavailable: false,
                     }
                 }
             };
             if ran.cancelled || cancel.is_cancelled() {
                 return Ended {
                     status: TurnStatus::Cancelled,
+                    final_cell: Some(cell),
+                };
+            }
+            if ran.unavailable {
+                // The program never ran: the result cell says why, and
+                // neither a fix nor an explanation would help.
+                return Ended {
+                    status: TurnStatus::Error,
                     final_cell: Some(cell),
                 };
             }

@@ -20,16 +20,27 @@ Only when a chart is asked for, use matplotlib and call plt.show().";
 
 /// Added to the system prompt when the programs run in the person's page
 /// (the Browser sandbox), where most of the jail's packages are missing.
+/// The worker's policy lets a program reach this site alone, and nothing
+/// installs packages: said so, not that there is no network at all.
 pub fn browser_note(imports: &[String]) -> String {
     let extra = if imports.is_empty() {
         String::new()
     } else {
         format!(" and {}", imports.join(", "))
     };
+    let missing: Vec<&str> = ["numpy", "pandas", "matplotlib"]
+        .into_iter()
+        .filter(|name| !imports.iter().any(|i| i == name))
+        .collect();
+    let missing = match missing.as_slice() {
+        [] => String::new(),
+        [one] => format!(" there is no {one};"),
+        [rest @ .., last] => format!(" there is no {} or {last};", rest.join(", ")),
+    };
     format!(
         "The programs run in the person's web browser (Pyodide): only Python's standard \
-         library{extra} can be imported; there is no numpy, pandas or matplotlib, and no \
-         network."
+         library{extra} can be imported;{missing} no other package can be installed, and \
+         no other web site can be reached."
     )
 }
 
@@ -288,8 +299,19 @@ mod tests {
     fn the_browser_note_names_what_can_be_imported() {
         let note = browser_note(&["six".into(), "sympy".into()]);
         assert!(note.contains("standard library and six, sympy"), "{note}");
-        assert!(note.contains("no numpy"), "{note}");
+        assert!(
+            note.contains("there is no numpy, pandas or matplotlib;"),
+            "{note}"
+        );
+        assert!(note.contains("no other package can be installed"), "{note}");
+        // Programs reach the site itself (the worker's connect-src is
+        // 'self'): the note must not claim there is no network.
+        assert!(!note.contains("no network"), "{note}");
         assert!(browser_note(&[]).contains("standard library can be imported"));
+        // A vendored package is never said to be missing.
+        let note = browser_note(&["numpy".into(), "pandas".into()]);
+        assert!(note.contains("there is no matplotlib;"), "{note}");
+        assert!(!note.contains("no numpy"), "{note}");
     }
 
     /// A notebook of `n` ask turns, each printing a long output.

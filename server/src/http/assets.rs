@@ -1,6 +1,7 @@
 //! Static files with their own caching rules: the hydration bundle (checked
 //! on every load), Pyodide's runtime (its directory is named by its content,
-//! so it is cached for good) and the worker that runs it.
+//! so it is cached for good) and the worker that runs it, under a policy of
+//! its own.
 
 use std::path::Path;
 
@@ -14,6 +15,14 @@ use tower_http::set_header::SetResponseHeaderLayer;
 
 /// The worker that runs Python in a page (the Browser sandbox).
 pub const WORKER_PATH: &str = "/py-worker.mjs";
+
+/// The worker's own policy (a worker takes it from its script's response):
+/// the programs it runs may load scripts and fetch from this site alone, so
+/// that they cannot send what the page can read to another origin; Pyodide
+/// (same-origin, under `/pyodide/`) needs `wasm-unsafe-eval` to compile its
+/// WebAssembly. No JavaScript `eval`, no nested workers, nothing else.
+pub const WORKER_CSP: &str =
+    "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; connect-src 'self'";
 
 /// `/pkg`: the wasm bundle, its script and styles, gzipped when asked.
 pub fn bundle(site_root: &Path) -> Router {
@@ -43,6 +52,10 @@ pub fn worker(site_root: &Path) -> Router {
         .layer(SetResponseHeaderLayer::overriding(
             header::CACHE_CONTROL,
             HeaderValue::from_static("no-cache"),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(WORKER_CSP),
         ))
 }
 

@@ -6,14 +6,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use app::notebook::{Cell, Notebook};
-use app::protocol::{CellKind, CellStatus, EventBody, Output, SessionEvent, TurnStatus};
-use runcell::agent::{Agent, AgentSettings, Kernels, TurnRequest};
+use app::protocol::{
+    CellKind, CellStatus, EventBody, Output, ServerMessage, SessionEvent, TurnStatus,
+};
+use runcell::agent::{Agent, AgentSettings, BrowserOffer, Kernels, TurnRequest};
 use runcell::llm::openai::{OpenAiClient, OpenAiConfig};
 use runcell::llm::scripted::{FAILING_CODE, ScriptedLlm};
 use runcell::llm::{
     Capabilities, ChatRequest, ChatStream, Completion, FinishReason, Llm, LlmError, LlmEvent,
     ModelInfo, ToolChoice,
 };
+use runcell::sandbox::browser::{BrowserSettings, BrowserTabs, Reply};
 use runcell::sandbox::jail::{JailConfig, JailSandbox};
 use runcell::sandbox::sessions::{SessionSettings, Sessions};
 use runcell::sandbox::{Language, Limits};
@@ -31,6 +34,14 @@ struct Harness {
 }
 
 async fn harness_with(llm: Arc<dyn Llm>, max_fixes: u32) -> Harness {
+    harness_offering(llm, max_fixes, None).await
+}
+
+async fn harness_offering(
+    llm: Arc<dyn Llm>,
+    max_fixes: u32,
+    browser: Option<BrowserOffer>,
+) -> Harness {
     let jail = JailSandbox::new(JailConfig::default());
     assert!(jail.unavailable().is_none(), "{:?}", jail.unavailable());
     let sessions = Sessions::new(
@@ -46,7 +57,7 @@ async fn harness_with(llm: Arc<dyn Llm>, max_fixes: u32) -> Harness {
         llm,
         Kernels::new(
             runcell::sandbox::backends::Backends::new(sessions),
-            None,
+            browser,
             runcell::session::uploads::Uploads::new(
                 &std::env::temp_dir().join(format!("runcell-agent-{}", uuid::Uuid::new_v4())),
             ),
@@ -612,4 +623,135 @@ async fn the_model_is_told_the_sessions_files_and_their_first_lines() {
             .unwrap()
             .is_empty()
     );
+}
+
+/// A harness whose session runs its programs in the page (the Browser
+/// sandbox), with short waits for it.
+async fn harness_in_the_page() -> (Harness, Arc<BrowserTabs>) {
+    let tabs = BrowserTabs::new(BrowserSettings {
+        attach_wait: Duration::from_millis(300),
+        gone_grace: Duration::from_millis(300),
+        stop_grace: Duration::from_millis(300),
+    });
+    let offer = BrowserOffer {
+        tabs: Arc::clone(&tabs),
+        imports: Vec::new(),
+    };
+    let h = harness_offering(scripted(), 2, Some(offer)).await;
+    h.agent.kernels().choose(h.channel.id(), "browser").unwrap();
+    (h, tabs)
+}
+
+fn error_code(cell: &Cell) -> Option<&str> {
+    cell.error.as_ref().map(|e| e.code.as_str())
+}
+
+#[tokio::test]
+async fn a_sandbox_that_cannot_run_the_program_ends_the_turn_without_fixes() {
+    let (h, tabs) = harness_in_the_page().await;
+    let session = h.channel.id();
+    let started = std::time::Instant::now();
+    // No page runs the session's Python: one attempt, its error, the end.
+    let turn = h.ask(&fenced("print(1)")).await;
+    assert_eq!(turn.status, TurnStatus::Error);
+    assert_eq!(
+        turn.kinds(),
+        [CellKind::User, CellKind::Code, CellKind::Result],
+        "no fix, no explanation"
+    );
+    let result = &turn.cells()[2];
+    assert_eq!(error_name(result), Some("SandboxError"));
+    assert_eq!(error_code(result), Some("sandbox_unavailable"));
+    assert!(
+        result
+            .error
+            .as_ref()
+            .unwrap()
+            .message
+            .contains("pick Browser"),
+        "{:?}",
+        result.error
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "one wait for a page, not one per attempt"
+    );
+
+    // The page goes away mid-run: the same.
+    let (link, mut frames) = tabs.link();
+    tabs.attach(session, &link, "k").unwrap();
+    let page = tokio::spawn({
+        let tabs = Arc::clone(&tabs);
+        async move {
+            let Some(ServerMessage::BrowserRun { .. }) = frames.recv().await else {
+                panic!("expected a run");
+            };
+            tabs.detach(session, link.conn());
+        }
+    });
+    let turn = h.ask(&fenced("while True: pass")).await;
+    page.await.unwrap();
+    assert_eq!(turn.status, TurnStatus::Error);
+    assert_eq!(
+        turn.kinds(),
+        [CellKind::User, CellKind::Code, CellKind::Result]
+    );
+    let result = &turn.cells()[2];
+    assert_eq!(error_code(result), Some("sandbox_unavailable"));
+    assert!(
+        result.error.as_ref().unwrap().message.contains("went away"),
+        "{:?}",
+        result.error
+    );
+}
+
+#[tokio::test]
+async fn a_program_that_fails_in_the_page_is_still_fixed() {
+    let (h, tabs) = harness_in_the_page().await;
+    let session = h.channel.id();
+    let (link, mut frames) = tabs.link();
+    tabs.attach(session, &link, "k").unwrap();
+    // The page: the first attempt raises, the fix prints.
+    let page = tokio::spawn({
+        let tabs = Arc::clone(&tabs);
+        async move {
+            for output in [
+                Output::Error {
+                    name: "NameError".into(),
+                    value: "name 'x' is not defined".into(),
+                    traceback: Vec::new(),
+                },
+                Output::Stdout {
+                    text: "fixed\n".into(),
+                },
+            ] {
+                let Some(ServerMessage::BrowserRun { run, .. }) = frames.recv().await else {
+                    panic!("expected a run");
+                };
+                let conn = link.conn();
+                tabs.reply(session, conn, run, Reply::Output(output))
+                    .await
+                    .unwrap();
+                tabs.reply(session, conn, run, Reply::Done { kernel: "k".into() })
+                    .await
+                    .unwrap();
+            }
+        }
+    });
+    let turn = h.ask(&fenced("print(x)")).await;
+    page.await.unwrap();
+    assert_eq!(turn.status, TurnStatus::Ok);
+    assert_eq!(
+        turn.kinds(),
+        [
+            CellKind::User,
+            CellKind::Code,
+            CellKind::Result,
+            CellKind::Code,
+            CellKind::Result,
+            CellKind::Explanation
+        ]
+    );
+    assert_eq!(error_name(&turn.cells()[2]), Some("NameError"));
+    assert_eq!(turn.cells()[4].printed(), "fixed\n");
 }

@@ -163,6 +163,13 @@ async fn pyodide_is_served_with_its_types_long_cache_and_isolation() {
     assert_eq!(worker.status(), 200);
     assert_eq!(worker.headers()["content-type"], "text/javascript");
     assert_eq!(worker.headers()["cache-control"], "no-cache");
+    // Its programs may load scripts and fetch from this site alone (and
+    // compile Pyodide's WebAssembly): nothing they read leaves for another
+    // origin.
+    assert_eq!(
+        worker.headers()["content-security-policy"],
+        "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; connect-src 'self'"
+    );
     assert_eq!(
         worker.headers()["cross-origin-embedder-policy"],
         "require-corp"
@@ -366,9 +373,13 @@ async fn a_run_whose_page_is_gone_ends_cleanly() {
     assert!(
         outputs
             .iter()
-            .any(|o| matches!(o, Output::Error { name, .. } if name == "BrowserGone")),
+            .any(|o| matches!(o, Output::Error { value, .. } if value.contains("went away"))),
         "{outputs:?}"
     );
+    // No program is at fault: the turn ends there, with no fix tried and
+    // nothing to explain.
+    assert_eq!(turn_status(&events), TurnStatus::Error);
+    assert_eq!(cell_kinds(&events), [CellKind::Code, CellKind::Result]);
     // With no page at all, the next run says what to do.
     let last = events.last().map_or(0, |e| e.seq);
     let mut page = server.connect(&session, last).await;
@@ -391,6 +402,18 @@ async fn a_run_whose_page_is_gone_ends_cleanly() {
             .is_some_and(|m| m.contains("pick Browser")),
         "{failed:?}"
     );
+    assert_eq!(cell_kinds(&events), [CellKind::Code, CellKind::Result]);
+}
+
+/// The kinds of the cells started (the question is no cell of these).
+fn cell_kinds(events: &[SessionEvent]) -> Vec<CellKind> {
+    events
+        .iter()
+        .filter_map(|e| match &e.event {
+            EventBody::CellStarted { cell_kind, .. } => Some(*cell_kind),
+            _ => None,
+        })
+        .collect()
 }
 
 #[tokio::test]
@@ -424,6 +447,15 @@ async fn frames_from_a_page_that_is_not_the_runner_are_refused() {
             "{bad:?}"
         );
     }
+    // Another tab of the session attaches its own Python: it waits while
+    // the runner is there.
+    send(
+        &mut other,
+        &ClientMessage::BrowserAttach {
+            kernel: "other".into(),
+        },
+    )
+    .await;
     send(&mut page, &ask_on_browser("print(1)")).await;
     let (run, _, _) = next_run(&mut page).await;
     // Another page of the session cannot answer for the runner.
@@ -459,6 +491,32 @@ async fn frames_from_a_page_that_is_not_the_runner_are_refused() {
     assert_eq!(
         result_outputs(&events),
         vec![Output::Stdout { text: "1\n".into() }]
+    );
+
+    // The runner's tab closes: the other one runs the session's programs,
+    // in a Python of its own.
+    drop(page);
+    rest_of_turn(&mut other).await;
+    // No frame says when the server has seen the close: give it a moment.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    send(&mut other, &ask_on_browser("print(2)")).await;
+    let (run, _, fresh) = next_run(&mut other).await;
+    assert!(fresh, "another Python starts from empty globals");
+    answer(
+        &mut other,
+        run,
+        vec![Output::Stdout { text: "2\n".into() }],
+        "other",
+    )
+    .await;
+    let events = rest_of_turn(&mut other).await;
+    assert_eq!(turn_status(&events), TurnStatus::Ok);
+    let outputs = result_outputs(&events);
+    assert!(
+        outputs
+            .iter()
+            .any(|o| matches!(o, Output::Stderr { text } if text.contains("started afresh"))),
+        "{outputs:?}"
     );
 }
 

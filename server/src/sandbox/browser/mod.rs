@@ -133,7 +133,7 @@ impl TabLink {
     }
 }
 
-/// A page attached as a session's runner.
+/// A page that attached for a session, in the Python `kernel`.
 #[derive(Clone, Debug)]
 struct Tab {
     link: TabLink,
@@ -147,11 +147,63 @@ pub enum Reply {
     Done { kernel: String },
 }
 
-#[derive(Default)]
+/// The pages of one notebook session.
+///
+/// Every page that attached and is still connected is a candidate; one of
+/// them is the runner. The runner keeps its place while its connection
+/// lives: a page that attaches meanwhile (another tab of the session) waits
+/// as a standby, and frames from it about runs are refused. When the
+/// runner's connection closes, the standby that attached last takes over
+/// (its Python is another one, so the next run says it started afresh),
+/// unless a run is under way: the runner may come back within the grace,
+/// and a standby is promoted only when the run is over.
 struct SessionTabs {
-    attached: Option<watch::Sender<Option<Tab>>>,
+    /// The runner, as runs see it.
+    runner: watch::Sender<Option<Tab>>,
+    /// The other candidates, the one that attached last at the end.
+    standby: Vec<Tab>,
     /// Runs under way: id → where the page's replies go.
     runs: HashMap<u64, mpsc::Sender<Reply>>,
+}
+
+impl Default for SessionTabs {
+    fn default() -> Self {
+        Self {
+            runner: watch::channel(None).0,
+            standby: Vec::new(),
+            runs: HashMap::new(),
+        }
+    }
+}
+
+impl SessionTabs {
+    fn runner_conn(&self) -> Option<u64> {
+        self.runner.borrow().as_ref().map(|t| t.link.conn)
+    }
+
+    /// With no runner and no run waiting for one to come back, the standby
+    /// that attached last becomes the runner.
+    fn promote(&mut self) {
+        if self.runs.is_empty()
+            && self.runner.borrow().is_none()
+            && let Some(tab) = self.standby.pop()
+        {
+            tracing::debug!(
+                conn = tab.link.conn,
+                "a standby page became the browser runner"
+            );
+            self.runner.send_replace(Some(tab));
+        }
+    }
+
+    /// Nothing attached, nothing under way, nobody waiting but the
+    /// `leaving` watchers.
+    fn is_idle(&self, leaving: usize) -> bool {
+        self.runner.borrow().is_none()
+            && self.standby.is_empty()
+            && self.runs.is_empty()
+            && self.runner.receiver_count() <= leaving
+    }
 }
 
 /// The pages attached as runners, per notebook session, and their runs.
@@ -167,6 +219,32 @@ impl std::fmt::Debug for BrowserTabs {
         f.debug_struct("BrowserTabs")
             .field("sessions", &self.sessions.lock().len())
             .finish_non_exhaustive()
+    }
+}
+
+/// Drops a session's entry once nothing is left in it, so that the map
+/// holds only sessions with a page, a run or someone waiting for a page;
+/// `leaving` watchers are about to go.
+fn tidy(sessions: &mut HashMap<SessionId, SessionTabs>, session: SessionId, leaving: usize) {
+    if sessions
+        .get(&session)
+        .is_some_and(|tabs| tabs.is_idle(leaving))
+    {
+        sessions.remove(&session);
+    }
+}
+
+/// A run's view of its session's runner; the session's entry is tidied
+/// away when it is dropped.
+struct Watching<'a> {
+    tabs: &'a BrowserTabs,
+    session: SessionId,
+    runner: watch::Receiver<Option<Tab>>,
+}
+
+impl Drop for Watching<'_> {
+    fn drop(&mut self) {
+        tidy(&mut self.tabs.sessions.lock(), self.session, 1);
     }
 }
 
@@ -187,18 +265,26 @@ impl BrowserTabs {
         (TabLink { conn, tx }, rx)
     }
 
-    fn watch(&self, session: SessionId) -> watch::Receiver<Option<Tab>> {
-        let mut sessions = self.sessions.lock();
-        sessions
+    fn watch(&self, session: SessionId) -> Watching<'_> {
+        let runner = self
+            .sessions
+            .lock()
             .entry(session)
             .or_default()
-            .attached
-            .get_or_insert_with(|| watch::channel(None).0)
-            .subscribe()
+            .runner
+            .subscribe();
+        Watching {
+            tabs: self,
+            session,
+            runner,
+        }
     }
 
-    /// `link`'s page runs `session`'s browser programs from now on, in the
-    /// Python `kernel`.
+    /// `link`'s page offers to run `session`'s browser programs in the
+    /// Python `kernel`. It is the runner if there is none, if it is the
+    /// runner already (its Python may be a new one), or if its Python is
+    /// the runner's (the same page, reconnected); otherwise it waits as a
+    /// standby.
     pub fn attach(
         &self,
         session: SessionId,
@@ -214,35 +300,50 @@ impl BrowserTabs {
         }
         let mut sessions = self.sessions.lock();
         let tabs = sessions.entry(session).or_default();
+        tabs.standby.retain(|t| t.link.conn != link.conn);
         let tab = Tab {
             link: link.clone(),
             kernel: kernel.to_string(),
         };
-        tabs.attached
-            .get_or_insert_with(|| watch::channel(None).0)
-            .send_replace(Some(tab));
-        tracing::debug!(session.id = %session, conn = link.conn, "page attached as the browser runner");
+        let runner = tabs
+            .runner
+            .borrow()
+            .as_ref()
+            .map(|t| (t.link.conn, t.kernel.clone()));
+        match runner {
+            Some((conn, ref k)) if conn == link.conn && *k == kernel => {}
+            Some((conn, ref k)) if conn == link.conn || *k == kernel => {
+                tabs.runner.send_replace(Some(tab));
+            }
+            None => {
+                tabs.runner.send_replace(Some(tab));
+                tracing::debug!(session.id = %session, conn = link.conn, "page attached as the browser runner");
+            }
+            Some(_) => {
+                tabs.standby.push(tab);
+                tracing::debug!(session.id = %session, conn = link.conn, "page attached as a standby browser runner");
+            }
+        }
         Ok(())
     }
 
-    /// The connection `conn` closed: if it was `session`'s runner, the
-    /// session has none until a page attaches again.
+    /// The connection `conn` closed: it is no candidate any more, and if it
+    /// was `session`'s runner, a standby takes over (see [`SessionTabs`]).
     pub fn detach(&self, session: SessionId, conn: u64) {
-        let sessions = self.sessions.lock();
-        if let Some(sender) = sessions.get(&session).and_then(|t| t.attached.as_ref()) {
-            sender.send_if_modified(|tab| {
-                if tab.as_ref().is_some_and(|t| t.link.conn == conn) {
-                    *tab = None;
-                    true
-                } else {
-                    false
-                }
-            });
+        let mut sessions = self.sessions.lock();
+        let Some(tabs) = sessions.get_mut(&session) else {
+            return;
+        };
+        tabs.standby.retain(|t| t.link.conn != conn);
+        if tabs.runner_conn() == Some(conn) {
+            tabs.runner.send_replace(None);
+            tabs.promote();
         }
+        tidy(&mut sessions, session, 0);
     }
 
     /// A frame about run `run` from connection `conn` of `session`: only the
-    /// attached page may answer, and only about that session's runs.
+    /// runner may answer, and only about that session's runs.
     pub async fn reply(
         &self,
         session: SessionId,
@@ -253,11 +354,7 @@ impl BrowserTabs {
         let to = {
             let sessions = self.sessions.lock();
             let tabs = sessions.get(&session).ok_or(BrowserError::NotAttached)?;
-            let attached = tabs
-                .attached
-                .as_ref()
-                .and_then(|a| a.borrow().as_ref().map(|t| t.link.conn));
-            if attached != Some(conn) {
+            if tabs.runner_conn() != Some(conn) {
                 return Err(BrowserError::NotAttached);
             }
             tabs.runs
@@ -283,9 +380,13 @@ impl BrowserTabs {
     }
 
     fn end_run(&self, session: SessionId, run: u64) {
-        if let Some(tabs) = self.sessions.lock().get_mut(&session) {
+        let mut sessions = self.sessions.lock();
+        if let Some(tabs) = sessions.get_mut(&session) {
             tabs.runs.remove(&run);
+            // A runner that left during the run did not come back in time.
+            tabs.promote();
         }
+        tidy(&mut sessions, session, 0);
     }
 
     /// The Browser sandbox of notebook session `session`: its sessions run

@@ -196,7 +196,7 @@ impl SandboxSession for BrowserSession {
             budget: request.limits.output_bytes,
         };
         let mut attached = self.tabs.watch(self.session);
-        let Some(tab) = self.page(&mut attached, cancel).await? else {
+        let Some(tab) = self.page(&mut attached.runner, cancel).await? else {
             collected.outcome.error = Some(Ending::Cancelled.error(wall));
             return Ok(collected.outcome);
         };
@@ -219,8 +219,10 @@ impl SandboxSession for BrowserSession {
             session: self.session,
             run,
         };
-        let sent = tab
-            .link
+        // Where the run's frames go: the page's connection, or the one it
+        // comes back on.
+        let Tab { mut link, kernel } = tab;
+        let sent = link
             .tx
             .send(ServerMessage::BrowserRun {
                 run,
@@ -238,15 +240,15 @@ impl SandboxSession for BrowserSession {
         let deadline = tokio::time::Instant::now() + wall;
         // Set once the server has asked the page to stop.
         let mut ending: Option<(Ending, tokio::time::Instant)> = None;
+        // A stop not yet handed to `link`: it waits for room on a busy
+        // connection, and goes again on a connection the page comes back on.
+        let mut stop_owed = false;
         // Set while no page is attached.
         let mut gone_since: Option<tokio::time::Instant> = None;
-        let stop = |ending: Ending| {
-            let _ = tab.link.tx.try_send(ServerMessage::BrowserStop { run });
-            Some((
-                ending,
-                tokio::time::Instant::now() + self.tabs.settings.stop_grace,
-            ))
-        };
+        // Why the page can no longer finish the run.
+        let mut lost: Option<&str> = None;
+        let stop_grace = self.tabs.settings.stop_grace;
+        let stop = |ending: Ending| Some((ending, tokio::time::Instant::now() + stop_grace));
         loop {
             let gone_at = gone_since.map(|t| t + self.tabs.settings.gone_grace);
             let ending_at = ending.map(|(_, at)| at);
@@ -259,49 +261,93 @@ impl SandboxSession for BrowserSession {
                         if !collected.take(output, events).await {
                             collected.outcome.truncated = true;
                             ending = stop(Ending::OutputLimit);
+                            stop_owed = true;
                         }
                     }
-                    Some(Reply::Done { kernel }) => {
-                        if kernel != tab.kernel {
+                    Some(Reply::Done { kernel: done_in }) => {
+                        if done_in != kernel {
                             tracing::debug!("a browser run ended in another Python than it began in");
                         }
                         break;
                     }
                     None => break,
                 },
-                () = cancel.cancelled(), if ending.is_none() => ending = stop(Ending::Cancelled),
-                () = tokio::time::sleep_until(deadline), if ending.is_none() => ending = stop(Ending::Timeout),
+                () = cancel.cancelled(), if ending.is_none() => {
+                    ending = stop(Ending::Cancelled);
+                    stop_owed = true;
+                }
+                () = tokio::time::sleep_until(deadline), if ending.is_none() => {
+                    ending = stop(Ending::Timeout);
+                    stop_owed = true;
+                }
+                permit = link.tx.clone().reserve_owned(), if stop_owed => {
+                    stop_owed = false;
+                    // A closed connection: the page is gone, and the stop
+                    // goes again if it comes back.
+                    if let Ok(permit) = permit {
+                        permit.send(ServerMessage::BrowserStop { run });
+                    }
+                }
                 () = sleep_until_some(ending_at) => break,
                 () = sleep_until_some(gone_at) => {
-                    collected.outcome.error = Some(ExecError::new(
-                        "BrowserGone",
-                        "the page running this session's Python went away before the program finished",
-                    ));
+                    lost = Some("the page running this session's Python went away before the program finished");
                     break;
                 }
-                changed = attached.changed() => {
+                changed = attached.runner.changed() => {
                     if changed.is_err() {
-                        continue;
+                        // The session's entry never goes while it is watched.
+                        lost = Some("the session's pages are gone");
+                        break;
                     }
-                    let now = attached.borrow_and_update().clone();
+                    let now = attached.runner.borrow_and_update().clone();
                     match now {
                         None => gone_since = gone_since.or(Some(tokio::time::Instant::now())),
-                        Some(t) if t.kernel == tab.kernel => gone_since = None,
+                        Some(t) if t.kernel == kernel => {
+                            gone_since = None;
+                            if t.link.conn != link.conn {
+                                // The same Python on a new connection: what
+                                // the run sends from now on goes there, a
+                                // stop already asked for too.
+                                link = t.link;
+                                stop_owed = ending.is_some();
+                            }
+                        }
                         Some(_) => {
-                            collected.outcome.error = Some(ExecError::new(
-                                "BrowserGone",
-                                "the page's Python started afresh while the program ran",
-                            ));
+                            lost = Some("the page's Python started afresh while the program ran");
                             break;
                         }
                     }
                 }
             }
         }
-        if let Some((ending, _)) = ending {
-            // The server's reason wins over whatever the page made of the stop
-            // (a KeyboardInterrupt).
-            collected.outcome.error = Some(ending.error(wall));
+        if lost.is_some() {
+            // The page's frames are passed on in order, before it goes or
+            // attaches another Python: those already here still count, and
+            // a run they finish is not lost.
+            while let Ok(reply) = replies.try_recv() {
+                match reply {
+                    Reply::Output(_) if ending.is_some_and(|(e, _)| e == Ending::OutputLimit) => {}
+                    Reply::Output(output) => {
+                        if !collected.take(output, events).await {
+                            collected.outcome.truncated = true;
+                            ending = ending.or(stop(Ending::OutputLimit));
+                        }
+                    }
+                    Reply::Done { .. } => {
+                        lost = None;
+                        break;
+                    }
+                }
+            }
+        }
+        match (ending, lost) {
+            // The server's reason wins over whatever the page made of the
+            // stop (a KeyboardInterrupt), or over a page that went away
+            // while it stopped.
+            (Some((ending, _)), _) => collected.outcome.error = Some(ending.error(wall)),
+            // Not the program's doing: no change to it would help.
+            (None, Some(lost)) => return Err(SandboxError::Unavailable(lost.into())),
+            (None, None) => {}
         }
         collected.outcome.duration_ms = crate::clock::millis(started.elapsed());
         if let Some(error) = &collected.outcome.error {

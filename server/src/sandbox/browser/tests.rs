@@ -12,6 +12,16 @@ fn quick() -> BrowserSettings {
     }
 }
 
+/// Graces long enough that a test's page can come back or drain its
+/// connection before they run out.
+fn patient() -> BrowserSettings {
+    BrowserSettings {
+        attach_wait: Duration::from_secs(5),
+        gone_grace: Duration::from_secs(5),
+        stop_grace: Duration::from_secs(5),
+    }
+}
+
 fn python(code: &str) -> RunRequest {
     RunRequest {
         code: code.into(),
@@ -62,10 +72,18 @@ impl Page {
     }
 
     async fn expect_stop(&mut self, run: u64) {
-        assert_eq!(
-            self.rx.recv().await,
-            Some(ServerMessage::BrowserStop { run })
-        );
+        let next = tokio::time::timeout(Duration::from_secs(5), self.rx.recv()).await;
+        assert_eq!(next, Ok(Some(ServerMessage::BrowserStop { run })));
+    }
+
+    /// The page's connection closes.
+    fn close(&self) {
+        self.tabs.detach(self.session, self.link.conn());
+    }
+
+    /// Another connection of the same session (a tab, or this tab again).
+    fn another(&self) -> Self {
+        Self::open(&self.tabs, self.session)
     }
 
     async fn send(&self, run: u64, reply: Reply) -> Result<(), BrowserError> {
@@ -93,7 +111,11 @@ impl Page {
 /// A session with a page attached in Python `kernel`, and a kernel of
 /// the session's.
 async fn attached(kernel: &str) -> (Page, Box<dyn SandboxSession>) {
-    let tabs = BrowserTabs::new(quick());
+    attached_with(quick(), kernel).await
+}
+
+async fn attached_with(settings: BrowserSettings, kernel: &str) -> (Page, Box<dyn SandboxSession>) {
+    let tabs = BrowserTabs::new(settings);
     let session = SessionId::random();
     let page = Page::open(&tabs, session);
     page.attach(kernel);
@@ -106,6 +128,36 @@ async fn run(kernel: &dyn SandboxSession, request: &RunRequest) -> RunOutcome {
         .run(request, None, &CancellationToken::new())
         .await
         .unwrap()
+}
+
+/// A new kernel of `page`'s session runs a program, and `page` (in Python
+/// `python`) is the one asked to run it: it is the runner.
+async fn runs_in(page: &mut Page, python_id: &str) {
+    let kernel = page
+        .tabs
+        .sandbox(page.session)
+        .open_session()
+        .await
+        .unwrap();
+    let request = python("1");
+    let (outcome, ()) = tokio::join!(run(&*kernel, &request), async {
+        let (run, code) = page.next_run().await;
+        assert_eq!(code, "fresh:1");
+        page.done(run, python_id).await;
+    });
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+}
+
+fn interrupted() -> Output {
+    Output::Error {
+        name: "KeyboardInterrupt".into(),
+        value: String::new(),
+        traceback: Vec::new(),
+    }
+}
+
+fn known_sessions(tabs: &BrowserTabs) -> usize {
+    tabs.sessions.lock().len()
 }
 
 #[tokio::test]
@@ -213,11 +265,51 @@ async fn a_page_that_goes_away_ends_the_run_after_the_grace() {
     let (mut page, kernel) = attached("k").await;
     let page = tokio::spawn(async move {
         let _ = page.next_run().await;
-        page.tabs.detach(page.session, page.link.conn());
+        page.close();
     });
-    let outcome = run(&*kernel, &python("while True: pass")).await;
+    let err = kernel
+        .run(&python("while True: pass"), None, &CancellationToken::new())
+        .await
+        .unwrap_err();
     page.await.unwrap();
-    assert_eq!(outcome.error.unwrap().name, "BrowserGone");
+    // Not the program's failure: the sandbox is unavailable.
+    assert!(matches!(err, SandboxError::Unavailable(_)), "{err}");
+    assert!(err.to_string().contains("went away"), "{err}");
+}
+
+#[tokio::test]
+async fn a_python_that_starts_afresh_mid_run_ends_it_unless_it_was_stopping() {
+    let (mut page, kernel) = attached("k").await;
+    let (tabs, session) = (Arc::clone(&page.tabs), page.session);
+    let cancel = CancellationToken::new();
+    let page = tokio::spawn({
+        let cancel = cancel.clone();
+        async move {
+            // The page's Python restarts under the program.
+            let _ = page.next_run().await;
+            page.attach("k2");
+            // Stopped, a program that would not stop: the page ends its
+            // Python and starts another.
+            let (run, _) = page.next_run().await;
+            cancel.cancel();
+            page.expect_stop(run).await;
+            page.attach("k3");
+        }
+    });
+    let err = kernel
+        .run(&python("while True: pass"), None, &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SandboxError::Unavailable(_)), "{err}");
+    assert!(err.to_string().contains("started afresh"), "{err}");
+    // The next kernel runs in the new Python; its stop is what ends it.
+    let kernel = tabs.sandbox(session).open_session().await.unwrap();
+    let outcome = kernel
+        .run(&python("while True: pass"), None, &cancel)
+        .await
+        .unwrap();
+    page.await.unwrap();
+    assert_eq!(outcome.error.unwrap().name, limit_error::CANCELLED);
 }
 
 #[tokio::test]
@@ -316,6 +408,258 @@ async fn a_restarted_page_python_is_a_new_kernel() {
         .await
         .unwrap_err();
     assert!(matches!(err, SandboxError::InvalidInput(_)), "{err}");
+}
+
+#[tokio::test]
+async fn a_run_the_page_finished_before_its_python_restarted_is_not_lost() {
+    // The page's done and its new Python arrive together; which the run
+    // sees first is up to the scheduler, so try it many times.
+    for _ in 0..20 {
+        let (mut page, kernel) = attached("old").await;
+        let (request, cancel) = (python("print(1)"), CancellationToken::new());
+        let (outcome, ()) = tokio::join!(kernel.run(&request, None, &cancel), async {
+            let (run, _) = page.next_run().await;
+            page.say(run, stdout("1\n")).await;
+            page.done(run, "old").await;
+            page.attach("new");
+        });
+        let outcome = outcome.unwrap();
+        assert!(outcome.error.is_none(), "{:?}", outcome.error);
+        assert_eq!(outcome.stdout, "1\n");
+    }
+}
+
+#[tokio::test]
+async fn a_stop_goes_to_the_connection_the_page_came_back_on() {
+    let (mut first, kernel) = attached_with(patient(), "k").await;
+    let cancel = CancellationToken::new();
+    let page = tokio::spawn({
+        let cancel = cancel.clone();
+        async move {
+            let (run, _) = first.next_run().await;
+            // The socket drops; the same Python comes back on another one.
+            first.close();
+            let mut again = first.another();
+            again.attach("k");
+            cancel.cancel();
+            again.expect_stop(run).await;
+            again.say(run, interrupted()).await;
+            again.done(run, "k").await;
+
+            // The time limit passes while the page is away: the stop goes
+            // to the connection it had...
+            let (run, _) = again.next_run().await;
+            again.close();
+            again.expect_stop(run).await;
+            // ...and again to the one it comes back on.
+            let mut third = again.another();
+            third.attach("k");
+            third.expect_stop(run).await;
+            third.done(run, "k").await;
+        }
+    });
+    let outcome = kernel
+        .run(&python("while True: pass"), None, &cancel)
+        .await
+        .unwrap();
+    assert_eq!(outcome.error.unwrap().name, limit_error::CANCELLED);
+    let mut quick_wall = python("while True: pass");
+    quick_wall.limits.wall = Duration::from_millis(200);
+    let outcome = run(&*kernel, &quick_wall).await;
+    page.await.unwrap();
+    assert_eq!(outcome.error.unwrap().name, limit_error::TIMEOUT);
+}
+
+#[tokio::test]
+async fn a_stop_waits_for_room_on_a_busy_connection() {
+    let (mut page, kernel) = attached_with(patient(), "k").await;
+    let cancel = CancellationToken::new();
+    let page = tokio::spawn({
+        let cancel = cancel.clone();
+        async move {
+            let (run, _) = page.next_run().await;
+            // The connection is full of frames the page has not read yet.
+            let filler = ServerMessage::BrowserStop { run: 0 };
+            let mut queued = 0;
+            while page.link.tx.try_send(filler.clone()).is_ok() {
+                queued += 1;
+            }
+            cancel.cancel();
+            // The run asks for the stop while there is no room for it.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            for _ in 0..queued {
+                assert_eq!(page.rx.recv().await, Some(filler.clone()));
+            }
+            page.expect_stop(run).await;
+            page.done(run, "k").await;
+        }
+    });
+    let outcome = kernel
+        .run(&python("while True: pass"), None, &cancel)
+        .await
+        .unwrap();
+    page.await.unwrap();
+    assert_eq!(outcome.error.unwrap().name, limit_error::CANCELLED);
+}
+
+#[tokio::test]
+async fn another_page_of_the_session_waits_while_the_runner_lives() {
+    let (mut page, kernel) = attached("a").await;
+    let mut other = page.another();
+    let request = python("print('a')");
+    let (outcome, ()) = tokio::join!(run(&*kernel, &request), async {
+        let (run, _) = page.next_run().await;
+        // A second tab opens mid-run: it does not take the runner's place,
+        // nor may it answer for it.
+        other.attach("b");
+        let forged = other.send(run, Reply::Done { kernel: "b".into() }).await;
+        assert_eq!(forged, Err(BrowserError::NotAttached));
+        page.say(run, stdout("a\n")).await;
+        page.done(run, "a").await;
+    });
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    assert_eq!(outcome.stdout, "a\n");
+    // The next run goes to the runner too, in the same Python.
+    let request = python("x");
+    let (outcome, ()) = tokio::join!(run(&*kernel, &request), async {
+        let (run, code) = page.next_run().await;
+        assert_eq!(code, "x");
+        page.done(run, "a").await;
+    });
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    assert!(other.rx.try_recv().is_err(), "the standby was sent nothing");
+}
+
+#[tokio::test]
+async fn when_the_runner_closes_the_standby_that_attached_last_takes_over() {
+    let (mut a, kernel) = attached("a").await;
+    let mut b = a.another();
+    b.attach("b");
+    let mut c = a.another();
+    c.attach("c");
+    let request = python("x = 1");
+    let (outcome, ()) = tokio::join!(run(&*kernel, &request), async {
+        let (run, _) = a.next_run().await;
+        a.done(run, "a").await;
+    });
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    a.close();
+    // Another Python: the session's kernel is gone, as a reaped one is.
+    let err = kernel
+        .run(&python("x"), None, &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SandboxError::NotFound(_)), "{err}");
+    runs_in(&mut c, "c").await;
+    assert!(
+        b.rx.try_recv().is_err(),
+        "the older standby was sent nothing"
+    );
+    c.close();
+    runs_in(&mut b, "b").await;
+}
+
+#[tokio::test]
+async fn a_reloaded_page_is_the_runner_again() {
+    // The old socket closes before the new page attaches...
+    let (first, _) = attached("before").await;
+    first.close();
+    let mut second = first.another();
+    second.attach("after");
+    runs_in(&mut second, "after").await;
+    // ...or after it.
+    let mut third = second.another();
+    third.attach("again");
+    second.close();
+    runs_in(&mut third, "again").await;
+}
+
+#[tokio::test]
+async fn a_runner_that_leaves_mid_run_keeps_its_place_for_the_grace() {
+    let (mut a, kernel) = attached_with(patient(), "a").await;
+    let mut b = a.another();
+    b.attach("b");
+    // Its socket drops and the same Python comes back: the run finishes
+    // there, not in the standby.
+    let request = python("print(1)");
+    let (outcome, _again) = tokio::join!(run(&*kernel, &request), async move {
+        let (run, _) = a.next_run().await;
+        a.close();
+        let again = a.another();
+        again.attach("a");
+        again.say(run, stdout("1\n")).await;
+        again.done(run, "a").await;
+        again
+    });
+    assert_eq!(outcome.stdout, "1\n");
+    assert!(b.rx.try_recv().is_err(), "the standby was sent nothing");
+
+    // It leaves for good: the run fails after the grace, then the standby
+    // runs the session's programs.
+    let tabs = BrowserTabs::new(quick());
+    let session = SessionId::random();
+    let (mut a, mut b) = (Page::open(&tabs, session), Page::open(&tabs, session));
+    a.attach("a");
+    b.attach("b");
+    let kernel = tabs.sandbox(session).open_session().await.unwrap();
+    let (request, cancel) = (python("1"), CancellationToken::new());
+    let (err, ()) = tokio::join!(kernel.run(&request, None, &cancel), async {
+        let _ = a.next_run().await;
+        a.close();
+    });
+    assert!(matches!(err, Err(SandboxError::Unavailable(_))), "{err:?}");
+    runs_in(&mut b, "b").await;
+}
+
+#[tokio::test]
+async fn a_session_is_forgotten_when_nothing_is_left_of_it() {
+    let tabs = BrowserTabs::new(quick());
+    let session = SessionId::random();
+    let a = Page::open(&tabs, session);
+    a.attach("a");
+    let b = a.another();
+    b.attach("b");
+    a.close();
+    assert_eq!(known_sessions(&tabs), 1, "b is the runner now");
+    b.close();
+    assert_eq!(known_sessions(&tabs), 0);
+
+    // A run that waits for a page keeps the session while it waits.
+    let kernel = tabs.sandbox(session).open_session().await.unwrap();
+    let mut late = Page::open(&tabs, session);
+    let request = python("1");
+    let (outcome, ()) = tokio::join!(run(&*kernel, &request), async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        // Another connection of the session closes meanwhile.
+        tabs.detach(session, 9999);
+        late.attach("late");
+        let (run, _) = late.next_run().await;
+        late.done(run, "late").await;
+    });
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    late.close();
+    assert_eq!(known_sessions(&tabs), 0);
+
+    // Neither a run with no page nor one whose page went away leaves
+    // anything behind.
+    let kernel = tabs.sandbox(session).open_session().await.unwrap();
+    assert!(run_err(&*kernel).await.is_some());
+    assert_eq!(known_sessions(&tabs), 0);
+    let mut gone = Page::open(&tabs, session);
+    gone.attach("gone");
+    let (err, ()) = tokio::join!(run_err(&*kernel), async {
+        let _ = gone.next_run().await;
+        gone.close();
+    });
+    assert!(err.is_some());
+    assert_eq!(known_sessions(&tabs), 0);
+}
+
+async fn run_err(kernel: &dyn SandboxSession) -> Option<SandboxError> {
+    kernel
+        .run(&python("1"), None, &CancellationToken::new())
+        .await
+        .err()
 }
 
 #[test]
