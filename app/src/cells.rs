@@ -334,13 +334,52 @@ fn FileOffer(path: String, name: String, size: u64) -> impl IntoView {
     .into_any()
 }
 
+/// How much of a long stream a cell shows: its end (what a program printed
+/// last), so that a page stays quick however much is printed; Download and
+/// Copy output have it all.
+const SHOWN_MAX: usize = 64 * 1024;
+
+/// The end of `text` to show (from a line's start), and a note saying what
+/// was left out, if anything was.
+fn shown_tail(text: &str) -> (Option<String>, &str) {
+    if text.len() <= SHOWN_MAX {
+        return (None, text);
+    }
+    let mut start = text.len() - SHOWN_MAX;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    if let Some(newline) = text[start..].find('\n') {
+        start += newline + 1;
+    }
+    let lines = text[..start].matches('\n').count();
+    (
+        Some(format!(
+            "… {lines} earlier lines not shown: Download or Copy output has all of it."
+        )),
+        &text[start..],
+    )
+}
+
 /// The richest form of a value the page can show safely.
 #[component]
 fn OutputView(output: Output, index: usize, name: String) -> impl IntoView {
     match output {
-        Output::Stdout { text } => view! { <pre class="out out-stdout">{text}</pre> }.into_any(),
+        Output::Stdout { text } => {
+            let (left_out, shown) = shown_tail(&text);
+            view! {
+                {left_out.map(|note| view! { <p class="out-left-out">{note}</p> })}
+                <pre class="out out-stdout">{shown.to_string()}</pre>
+            }
+            .into_any()
+        }
         Output::Stderr { text } => {
-            view! { <pre class="out out-stderr" inner_html=ansi::to_html(&text)></pre> }.into_any()
+            let (left_out, shown) = shown_tail(&text);
+            view! {
+                {left_out.map(|note| view! { <p class="out-left-out">{note}</p> })}
+                <pre class="out out-stderr" inner_html=ansi::to_html(shown)></pre>
+            }
+            .into_any()
         }
         Output::Error {
             name: ename,
@@ -386,5 +425,30 @@ fn OutputView(output: Output, index: usize, name: String) -> impl IntoView {
                     .into_any()
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_streams_show_their_end() {
+        assert_eq!(shown_tail("a\nb\n"), (None, "a\nb\n"));
+        let text: String = (0..100_000).map(|i| format!("{i}\n")).collect();
+        let (note, shown) = shown_tail(&text);
+        assert!(shown.len() <= SHOWN_MAX, "{}", shown.len());
+        assert!(shown.ends_with("99999\n"));
+        let first = shown.lines().next().unwrap();
+        assert!(text.contains(&format!("\n{first}\n")), "starts at a line");
+        let left: usize = first.parse().unwrap();
+        assert_eq!(
+            note.unwrap(),
+            format!("… {left} earlier lines not shown: Download or Copy output has all of it.")
+        );
+        // Never inside a character.
+        let wide = "é".repeat(SHOWN_MAX);
+        let (_, shown) = shown_tail(&wide);
+        assert!(shown.len() <= SHOWN_MAX && shown.chars().all(|c| c == 'é'));
     }
 }
