@@ -128,6 +128,21 @@ pub fn replace(state: SessionState, files: FilesState, id: u64) {
     }
 }
 
+/// An upload refused before anything was sent, shown with why (and, for a
+/// name that is taken, a Replace button).
+fn refused(files: FilesState, id: u64, name: String, error: String, conflict: bool) {
+    files.uploads.update(|u| {
+        u.push(UploadItem {
+            id,
+            name,
+            sent: 0.0,
+            total: 1.0,
+            error: Some(error),
+            conflict,
+        });
+    });
+}
+
 fn upload(state: SessionState, files: FilesState, file: &File, overwrite: bool) {
     let id = NEXT_UPLOAD.with(|n| {
         let id = n.get();
@@ -138,20 +153,12 @@ fn upload(state: SessionState, files: FilesState, file: &File, overwrite: bool) 
     // Too big: said at once rather than after sending it (the server
     // refuses it too).
     if files.limit > 0 && file.size() > files.limit as f64 {
-        files.uploads.update(|u| {
-            u.push(UploadItem {
-                id,
-                name: name.clone(),
-                sent: 0.0,
-                total: 1.0,
-                error: Some(format!(
-                    "{name} is {}: a file may be at most {}.",
-                    crate::files::human_size(file.size() as u64),
-                    crate::files::mib(files.limit)
-                )),
-                conflict: false,
-            });
-        });
+        let error = format!(
+            "{name} is {}: a file may be at most {}.",
+            crate::files::human_size(file.size() as u64),
+            crate::files::mib(files.limit)
+        );
+        refused(files, id, name, error, false);
         return;
     }
     // A name that is taken is asked about before anything is sent (the
@@ -161,16 +168,8 @@ fn upload(state: SessionState, files: FilesState, file: &File, overwrite: bool) 
         .with_untracked(|f| f.iter().any(|x| x.path == format!("/home/user/{name}")));
     if taken && !overwrite {
         REFUSED.with(|r| r.borrow_mut().push((id, file.clone())));
-        files.uploads.update(|u| {
-            u.push(UploadItem {
-                id,
-                name: name.clone(),
-                sent: 0.0,
-                total: 1.0,
-                error: Some(format!("{name} is there already.")),
-                conflict: true,
-            });
-        });
+        let error = format!("{name} is there already.");
+        refused(files, id, name, error, true);
         return;
     }
     files.uploads.update(|u| {

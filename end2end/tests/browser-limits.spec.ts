@@ -15,18 +15,11 @@ test.describe('the Browser sandbox at its limits', () => {
   // Pyodide loads in a few seconds; more on a busy machine.
   test.setTimeout(120_000);
 
-  /** Picks Browser and waits for the page's Python. */
-  async function pickBrowser(notebook: NotebookPage) {
-    await notebook.page.getByRole('combobox', { name: 'Sandbox' }).selectOption({ label: 'Browser (Pyodide)' });
-    const status = notebook.page.getByRole('status', { name: 'Python in this page' });
-    await expect(status).toHaveText('Python ready', { timeout: 60_000 });
-  }
-
   test('a huge result or error is cut, and the run still ends at once', async ({ page }) => {
     const notebook = new NotebookPage(page);
     await notebook.openNew();
     await notebook.waitConnected();
-    await pickBrowser(notebook);
+    await notebook.pickBrowser();
     // 4-byte characters: 100,000 of them are more than a socket frame may hold.
     await notebook.ask(fenced('"\\U0001F600" * 1_000_000'));
     const result = notebook.resultCells.nth(0);
@@ -47,7 +40,7 @@ test.describe('the Browser sandbox at its limits', () => {
     const frames = notebook.recordFrames();
     await notebook.openNew();
     await notebook.waitConnected();
-    await pickBrowser(notebook);
+    await notebook.pickBrowser();
     await notebook.ask(fenced('for i in range(100_000):\n    print(i)'));
     const result = notebook.resultCells.nth(0);
     // The cell shows the end of what was printed, and says what it left out.
@@ -84,7 +77,7 @@ test.describe('the Browser sandbox at its limits', () => {
     const notebook = new NotebookPage(page);
     await notebook.openNew();
     await notebook.waitConnected();
-    await pickBrowser(notebook);
+    await notebook.pickBrowser();
     await notebook.ask(
       fenced('import time\nprint("before")\nt = time.time()\nwhile time.time() - t < 2:\n    pass\nprint("after")'),
     );

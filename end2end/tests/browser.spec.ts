@@ -16,19 +16,12 @@ test.describe('the Browser sandbox', () => {
   // Pyodide loads in a few seconds; more on a busy machine.
   test.setTimeout(120_000);
 
-  /** Picks Browser and waits for the page's Python. */
-  async function pickBrowser(notebook: NotebookPage) {
-    await notebook.page.getByRole('combobox', { name: 'Sandbox' }).selectOption({ label: 'Browser (Pyodide)' });
-    const status = notebook.page.getByRole('status', { name: 'Python in this page' });
-    await expect(status).toHaveText('Python ready', { timeout: 60_000 });
-  }
-
   test('Python runs in the page, which is cross-origin isolated, and keeps its state', async ({ page }) => {
     const notebook = new NotebookPage(page);
     await notebook.openNew();
     await notebook.waitConnected();
     expect(await page.evaluate(() => self.crossOriginIsolated)).toBe(true);
-    await pickBrowser(notebook);
+    await notebook.pickBrowser();
     await notebook.ask(fenced('import sys; print(sys.platform)'));
     await expect(notebook.resultCells.nth(0).locator('.out-stdout')).toHaveText('emscripten\n');
     await expect(notebook.explanationCells.nth(0)).toContainText('emscripten');
@@ -55,7 +48,7 @@ test.describe('the Browser sandbox', () => {
     const notebook = new NotebookPage(page);
     await notebook.openNew();
     await notebook.waitConnected();
-    await pickBrowser(notebook);
+    await notebook.pickBrowser();
     await notebook.ask(fenced('n = 0\nprint("looping")\nwhile True:\n    n += 1'));
     const result = notebook.resultCells.nth(0);
     await expect(result.locator('.out-stdout')).toHaveText('looping\n');
@@ -74,7 +67,7 @@ test.describe('the Browser sandbox', () => {
     const notebook = new NotebookPage(page);
     await notebook.openNew();
     await notebook.waitConnected();
-    await pickBrowser(notebook);
+    await notebook.pickBrowser();
     await notebook.ask(fenced('import sympy\nprint(sympy.factor("x**2 - 1"))'));
     await expect(notebook.resultCells.nth(0).locator('.out-stdout')).toHaveText('(x - 1)*(x + 1)\n', { timeout: 30_000 });
     await notebook.waitTurnEnd();

@@ -35,6 +35,14 @@ export class NotebookPage {
     return this.page.url();
   }
 
+  /** Picks the Browser sandbox and waits for the page's Python (it loads in
+   * a few seconds; more on a busy machine). */
+  async pickBrowser() {
+    await this.page.getByRole('combobox', { name: 'Sandbox' }).selectOption({ label: 'Browser (Pyodide)' });
+    const status = this.page.getByRole('status', { name: 'Python in this page' });
+    await expect(status).toHaveText('Python ready', { timeout: 60_000 });
+  }
+
   async waitConnected() {
     await expect(this.connection).toHaveText('connected');
   }
