@@ -398,21 +398,9 @@ async fn notebook_run(server: &TestServer, id: &str, code: &str) -> String {
         .send()
         .await
         .unwrap();
-    assert_eq!(response.status(), 200);
     // The turn's own lines, to its end; then the whole history, folded.
-    response.text().await.unwrap();
-    let history = crate::support::http()
-        .get(server.url(&format!("/api/sessions/{id}/events?after=0")))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let events: Vec<app::protocol::SessionEvent> = history
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
+    crate::support::ndjson_events(response).await;
+    let events = crate::support::history(server, id).await;
     let notebook = app::notebook::Notebook::from_events(&events);
     notebook
         .cells()

@@ -5,7 +5,7 @@ use app::notebook::Notebook;
 use app::protocol::{CellKind, EventBody, ServerMessage, SessionEvent, TurnStatus};
 use futures::StreamExt;
 
-use crate::support::{ASKED, PATIENCE, TestServer, http, random_session_id};
+use crate::support::{ASKED, PATIENCE, TestServer, http, ndjson_events, random_session_id};
 
 async fn create(server: &TestServer) -> String {
     let response = http()
@@ -20,23 +20,6 @@ async fn create(server: &TestServer) -> String {
     id
 }
 
-/// The lines of an NDJSON answer, each a WebSocket frame.
-async fn lines(response: reqwest::Response) -> Vec<SessionEvent> {
-    assert_eq!(response.status(), 200);
-    assert_eq!(response.headers()["content-type"], "application/x-ndjson");
-    let text = tokio::time::timeout(PATIENCE * 3, response.text())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(text.ends_with('\n'));
-    text.lines()
-        .map(|line| match serde_json::from_str(line).unwrap() {
-            ServerMessage::Event(event) => event,
-            other => panic!("expected an event, got {other:?}"),
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn an_ask_streams_its_turn_as_ndjson_and_a_follow_up_keeps_state() {
     let server = TestServer::start().await;
@@ -47,7 +30,7 @@ async fn an_ask_streams_its_turn_as_ndjson_and_a_follow_up_keeps_state() {
         .send()
         .await
         .unwrap();
-    let events = lines(response).await;
+    let events = ndjson_events(response).await;
     assert!(matches!(
         events.first().map(|e| &e.event),
         Some(EventBody::TurnStarted { .. })
@@ -73,13 +56,13 @@ async fn an_ask_streams_its_turn_as_ndjson_and_a_follow_up_keeps_state() {
         .send()
         .await
         .unwrap();
-    let run = lines(response).await;
+    let run = ndjson_events(response).await;
     assert_eq!(run[0].seq, events.len() as u64 + 1, "no gap, no repeat");
     let both = Notebook::from_events(&[events.clone(), run.clone()].concat());
     assert_eq!(both.cells().last().unwrap().printed(), "43\n");
 
     // The whole history, as a page would replay it.
-    let history = lines(
+    let history = ndjson_events(
         http()
             .get(server.url(&format!("/api/sessions/{id}/events?after=0")))
             .send()
@@ -101,7 +84,7 @@ async fn a_page_on_the_session_sees_an_api_turn_live() {
         .send()
         .await
         .unwrap();
-    let from_api = lines(response).await;
+    let from_api = ndjson_events(response).await;
     let from_page = page.events_until_finished().await;
     assert_eq!(from_api, from_page);
 }

@@ -5,23 +5,9 @@ use app::notebook::Notebook;
 use app::protocol::{CellKind, CellStatus, EventBody, KernelLoss, ServerMessage, SessionEvent};
 use sqlx::Row;
 
-use crate::support::{PATIENCE, TestServer, http, http_as};
+use crate::support::{TestServer, history, http, http_as, ndjson_events};
 
 const STRANGER: &str = "5742a7e0000000000000000000000002";
-
-async fn lines(response: reqwest::Response) -> Vec<SessionEvent> {
-    assert_eq!(response.status(), 200);
-    let text = tokio::time::timeout(PATIENCE * 3, response.text())
-        .await
-        .unwrap()
-        .unwrap();
-    text.lines()
-        .map(|line| match serde_json::from_str(line).unwrap() {
-            ServerMessage::Event(event) => event,
-            other => panic!("expected an event, got {other:?}"),
-        })
-        .collect()
-}
 
 async fn ask(server: &TestServer, id: &str, text: &str) -> Vec<SessionEvent> {
     let response = http()
@@ -30,18 +16,7 @@ async fn ask(server: &TestServer, id: &str, text: &str) -> Vec<SessionEvent> {
         .send()
         .await
         .unwrap();
-    lines(response).await
-}
-
-async fn history(server: &TestServer, id: &str) -> Vec<SessionEvent> {
-    lines(
-        http()
-            .get(server.url(&format!("/api/sessions/{id}/events")))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await
+    ndjson_events(response).await
 }
 
 /// Sends a request and reads its JSON answer.
@@ -122,7 +97,7 @@ async fn a_session_reads_back_identical_after_a_restart_and_re_run_all_rebuilds_
     assert_eq!(last_result.status, CellStatus::Error, "{lost:?}");
 
     // ...until Re-run all rebuilds them in a fresh kernel.
-    let rerun = lines(
+    let rerun = ndjson_events(
         http()
             .post(server.url(&format!("/api/sessions/{id}/rerun")))
             .send()

@@ -385,3 +385,33 @@ pub fn closed_port() -> u16 {
 pub fn printed(text: &str) -> String {
     format!("print({})", serde_json::Value::from(text))
 }
+
+/// The lines of an NDJSON answer of the notebook API, each a WebSocket
+/// frame carrying an event.
+pub async fn ndjson_events(response: reqwest::Response) -> Vec<SessionEvent> {
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "application/x-ndjson");
+    let text = tokio::time::timeout(PATIENCE * 3, response.text())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(text.is_empty() || text.ends_with('\n'));
+    text.lines()
+        .map(|line| match serde_json::from_str(line).unwrap() {
+            ServerMessage::Event(event) => event,
+            other => panic!("expected an event, got {other:?}"),
+        })
+        .collect()
+}
+
+/// A notebook session's whole history, as `/api/sessions/{id}/events` gives it.
+pub async fn history(server: &TestServer, id: &str) -> Vec<SessionEvent> {
+    ndjson_events(
+        http()
+            .get(server.url(&format!("/api/sessions/{id}/events")))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+}
