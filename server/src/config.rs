@@ -392,6 +392,17 @@ pub struct SandboxConfig {
     pub disk_mib: u64,
     /// The largest file uploaded into a session.
     pub upload_mib: u64,
+    /// The first of the host uids jails run as (one per session or run, the
+    /// same number as gid); none may belong to a host user or group.
+    pub uid_base: u32,
+    /// How many uids from `uid_base`: at least the sessions, the warm pool
+    /// and the one-shot runs that may be under way at once.
+    pub uid_count: u32,
+    /// Memory of every jail together, in MiB; 0 is three quarters of the
+    /// host's memory.
+    pub total_memory_mib: u64,
+    /// Processes of every jail together.
+    pub total_pids: u64,
 }
 
 impl SandboxConfig {
@@ -456,6 +467,10 @@ impl Default for SandboxConfig {
             file_mib: 10,
             disk_mib: 256,
             upload_mib: 50,
+            uid_base: 600_000,
+            uid_count: 1024,
+            total_memory_mib: 0,
+            total_pids: 8192,
         }
     }
 }

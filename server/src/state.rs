@@ -75,10 +75,7 @@ impl AppState {
             .site_pkg_dir("pkg")
             .site_addr(config.addr)
             .build();
-        let jail_config = JailConfig {
-            max_limits: config.sandbox.max_limits(),
-            ..JailConfig::default()
-        };
+        let jail_config = JailConfig::from_settings(&config.sandbox);
         let sandbox: Arc<dyn Sandbox> = JailSandbox::new(jail_config.clone());
         let sandbox_sessions = Sessions::new(
             Arc::clone(&sandbox),

@@ -82,8 +82,8 @@ async fn bare(language: Language, dir: &Path) -> Result<Duration, BenchError> {
     Ok(started.elapsed())
 }
 
-/// Resident memory of every process of `uid`, in bytes.
-fn rss_of_uid(uid: u32) -> u64 {
+/// Resident memory of every process of a uid in `uids`, in bytes.
+fn rss_of_uids(uids: &std::ops::Range<u32>) -> u64 {
     let mut total = 0;
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return 0;
@@ -96,7 +96,8 @@ fn rss_of_uid(uid: u32) -> u64 {
             .lines()
             .find(|l| l.starts_with("Uid:"))
             .and_then(|l| l.split_whitespace().nth(1))
-            .is_some_and(|u| u == uid.to_string());
+            .and_then(|u| u.parse::<u32>().ok())
+            .is_some_and(|u| uids.contains(&u));
         if owned {
             total += status
                 .lines()
@@ -112,7 +113,7 @@ fn rss_of_uid(uid: u32) -> u64 {
 
 pub async fn run(iterations: usize, idle_sessions: usize) -> Result<(), BenchError> {
     let config = JailConfig::default();
-    let uid = config.uid;
+    let uids = config.uid_base..config.uid_base + config.uid_count;
     let jail = JailSandbox::new(config);
     if let Some(reason) = jail.unavailable() {
         return Err(BenchError(format!("the jail is unavailable: {reason}")));
@@ -228,7 +229,7 @@ pub async fn run(iterations: usize, idle_sessions: usize) -> Result<(), BenchErr
 
     // Idle sessions' memory.
     if idle_sessions > 0 {
-        let before = rss_of_uid(uid);
+        let before = rss_of_uids(&uids);
         let started = Instant::now();
         let mut open: Vec<Box<dyn SandboxSession>> = Vec::new();
         for _ in 0..idle_sessions {
@@ -236,7 +237,7 @@ pub async fn run(iterations: usize, idle_sessions: usize) -> Result<(), BenchErr
         }
         let took = started.elapsed();
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let used = rss_of_uid(uid).saturating_sub(before);
+        let used = rss_of_uids(&uids).saturating_sub(before);
         println!(
             "{idle_sessions} idle sessions: {:.0} MiB resident in all, {:.1} MiB each (opened in {:.1} s)",
             used as f64 / (1024.0 * 1024.0),

@@ -9,7 +9,7 @@ use super::super::Limits;
 
 const ROOT: &str = "/sys/fs/cgroup";
 /// The folder, under each hierarchy, that holds runcell's groups.
-const PARENT: &str = "runcell";
+pub(crate) const PARENT: &str = "runcell";
 
 /// Which cgroup layout the host offers.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,6 +66,89 @@ pub fn detect() -> Result<CgroupMode, CgroupError> {
         && make_dir(&unified.join(PARENT)).is_ok())
     .then_some(unified);
     Ok(CgroupMode::V1 { unified })
+}
+
+/// Caps on every jail together, held by runcell's parent group: however
+/// many sessions and runs there are, they share this much.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TotalCaps {
+    pub memory_bytes: u64,
+    pub pids: u64,
+}
+
+/// The parent group's directories: (memory, pids).
+fn parent_dirs(mode: &CgroupMode) -> (PathBuf, PathBuf) {
+    let root = Path::new(ROOT);
+    match mode {
+        CgroupMode::V2 => (root.join(PARENT), root.join(PARENT)),
+        CgroupMode::V1 { .. } => (
+            root.join("memory").join(PARENT),
+            root.join("pids").join(PARENT),
+        ),
+    }
+}
+
+/// Writes `caps` to the parent group (every jail's group is below it).
+pub fn set_parent_caps(mode: &CgroupMode, caps: &TotalCaps) -> Result<(), CgroupError> {
+    let (memory_dir, pids_dir) = parent_dirs(mode);
+    let write = |path: PathBuf, value: &str| {
+        fs::write(&path, value).map_err(|e| io_err("cannot write", &path, &e))
+    };
+    let memory = caps.memory_bytes.to_string();
+    match mode {
+        CgroupMode::V2 => {
+            write(memory_dir.join("memory.max"), &memory)?;
+            write(memory_dir.join("memory.swap.max"), "0").ok();
+        }
+        CgroupMode::V1 { .. } => {
+            // A limit only holds for the groups below if it is hierarchical
+            // (always so on recent kernels, where the file cannot be changed).
+            let hierarchy = memory_dir.join("memory.use_hierarchy");
+            if fs::read_to_string(&hierarchy).is_ok_and(|v| v.trim() == "0") {
+                write(hierarchy, "1")?;
+            }
+            let limit = memory_dir.join("memory.limit_in_bytes");
+            let memsw = memory_dir.join("memory.memsw.limit_in_bytes");
+            // memory+swap may never be below memory: raise it first if the
+            // memory limit is going up.
+            if write(limit.clone(), &memory).is_err() {
+                write(memsw.clone(), &memory).ok();
+                write(limit, &memory)?;
+            }
+            // Absent where swap accounting is off.
+            write(memsw, &memory).ok();
+        }
+    }
+    write(pids_dir.join("pids.max"), &caps.pids.to_string())
+}
+
+/// The caps the parent group holds now, as the kernel reports them
+/// (`None` where there is none, or it cannot be read).
+pub fn parent_caps(mode: &CgroupMode) -> (Option<u64>, Option<u64>) {
+    let (memory_dir, pids_dir) = parent_dirs(mode);
+    let read =
+        |path: PathBuf| -> Option<u64> { fs::read_to_string(path).ok()?.trim().parse().ok() };
+    let memory = match mode {
+        CgroupMode::V2 => read(memory_dir.join("memory.max")),
+        // v1 reports "no limit" as a huge page-rounded number.
+        CgroupMode::V1 { .. } => {
+            read(memory_dir.join("memory.limit_in_bytes")).filter(|&m| m < 1 << 62)
+        }
+    };
+    (memory, read(pids_dir.join("pids.max")))
+}
+
+/// Three quarters of the host's memory: the default total for jails.
+pub fn default_total_memory() -> u64 {
+    let kib = fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .unwrap_or(4 * 1024 * 1024);
+    kib * 1024 / 4 * 3
 }
 
 /// Removes runcell's groups that are empty and older than a minute: left by
@@ -225,6 +308,11 @@ impl RunGroup {
             std::thread::sleep(Duration::from_millis(5));
         }
         tracing::warn!(group = ?self.dirs[0], "processes survived the kill-all");
+    }
+
+    /// Whether no process is left in the group.
+    pub fn is_empty(&self) -> bool {
+        self.pids().is_empty()
     }
 
     fn pids(&self) -> Vec<u32> {

@@ -19,7 +19,7 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{JailSandbox, Mounts, PYTHON_ENV, RunGroup, stop_error};
+use super::{HostId, JailSandbox, Mounts, PYTHON_ENV, RunGroup, stop_error};
 use crate::sandbox::{ExecError, Limits, RunEvent, RunOutcome, SandboxError, limit_error, now_ms};
 
 /// How long a kernel may take to come up.
@@ -50,9 +50,11 @@ fn internal(what: &str, e: &dyn std::fmt::Display) -> SandboxError {
 
 impl Kernel {
     /// Starts a kernel whose sockets live in `ipc_dir` and whose working
-    /// directory is the session's `home`; both belong to the jail uid.
+    /// directory is the session's `home`; both belong to `user`, the
+    /// session's host uid, which the kernel runs as.
     pub async fn start(
         jail: &JailSandbox,
+        user: HostId,
         name: &str,
         ipc_dir: &Path,
         home: &Path,
@@ -60,7 +62,7 @@ impl Kernel {
     ) -> Result<Self, SandboxError> {
         let started = Instant::now();
         let cgroups = jail.ready_cgroups()?;
-        let (uid, gid) = (jail.config.uid, jail.config.gid);
+        let HostId { uid, gid } = user;
         // Sockets from an earlier kernel of this session must not linger.
         if let Ok(entries) = std::fs::read_dir(ipc_dir) {
             for entry in entries.flatten() {
@@ -109,7 +111,8 @@ impl Kernel {
             "--HistoryManager.enabled=False".into(),
             "--IPKernelApp.log_level=ERROR".into(),
         ];
-        let mut child = jail.spawn_jail(limits, &group, &mounts, command, super::Code::None)?;
+        let mut child =
+            jail.spawn_jail(user, limits, &group, &mounts, command, super::Code::None)?;
         drain_logs(&mut child);
 
         // The kernel binds its sockets once it is up.

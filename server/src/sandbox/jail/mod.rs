@@ -1,10 +1,15 @@
 //! The local jail: each run in a fresh bubblewrap jail started as an
-//! unprivileged host uid, with namespaces (no network but loopback, its own
-//! pids, a read-only system), a seccomp filter, cgroup limits and rlimits.
-//! If any layer is missing the jail refuses to run anything and says which.
+//! unprivileged host uid of its own (one per session or one-shot run, from a
+//! range kept for runcell; `user`, 1000, inside), with namespaces (no network
+//! but loopback, its own pids, a read-only system and a minimal `/etc`), a
+//! seccomp filter, cgroup limits (each jail's, and a total for all of them)
+//! and rlimits. If any layer is missing the jail refuses to run anything and
+//! says which.
 
 mod cgroup;
 pub mod doctor;
+mod etc;
+mod identity;
 mod kernel;
 mod seccomp;
 mod session;
@@ -19,8 +24,10 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-pub use cgroup::CgroupMode;
 pub(crate) use cgroup::RunGroup;
+pub use cgroup::{CgroupMode, TotalCaps};
+pub use identity::{HostId, JAIL_UID};
+use identity::{Lease, UidPool};
 pub(crate) use session::shell_quote;
 pub use session::{JailSession, remove_stale_sessions};
 
@@ -52,22 +59,48 @@ const LAUNCHER: &str =
 
 #[derive(Clone, Debug)]
 pub struct JailConfig {
-    /// The host uid and gid the jail runs as (never 0).
-    pub uid: u32,
-    pub gid: u32,
+    /// The host uids (and gids of the same numbers) jails run as: one each,
+    /// `uid_base..uid_base + uid_count`, never root's nor a host user's.
+    pub uid_base: u32,
+    pub uid_count: u32,
+    /// What every jail together may use.
+    pub total: TotalCaps,
     /// The largest limits a request may have.
     pub max_limits: Limits,
 }
 
 impl Default for JailConfig {
     fn default() -> Self {
+        let settings = crate::config::SandboxConfig::default();
         Self {
-            uid: 65534,
-            gid: 65534,
+            uid_base: settings.uid_base,
+            uid_count: settings.uid_count,
+            total: TotalCaps {
+                memory_bytes: cgroup::default_total_memory(),
+                pids: settings.total_pids,
+            },
             max_limits: Limits {
                 wall: super::MAX_WALL,
                 ..Limits::default()
             },
+        }
+    }
+}
+
+impl JailConfig {
+    /// The jail's part of the server's settings.
+    pub fn from_settings(settings: &crate::config::SandboxConfig) -> Self {
+        Self {
+            uid_base: settings.uid_base,
+            uid_count: settings.uid_count,
+            total: TotalCaps {
+                memory_bytes: match settings.total_memory_mib {
+                    0 => cgroup::default_total_memory(),
+                    mib => mib.saturating_mul(1024 * 1024),
+                },
+                pids: settings.total_pids,
+            },
+            max_limits: settings.max_limits(),
         }
     }
 }
@@ -77,6 +110,9 @@ impl Default for JailConfig {
 struct Ready {
     cgroups: CgroupMode,
     seccomp: Vec<u8>,
+    /// The minimal `/etc` bound into every jail.
+    etc: &'static std::path::Path,
+    uids: UidPool,
 }
 
 pub struct JailSandbox {
@@ -118,12 +154,32 @@ impl JailSandbox {
     pub fn cgroup_mode(&self) -> Option<&CgroupMode> {
         self.ready.as_ref().ok().map(|r| &r.cgroups)
     }
+
+    /// The host uids jails run as.
+    pub fn uid_range(&self) -> Option<std::ops::Range<u32>> {
+        self.ready.as_ref().ok().map(|r| r.uids.range())
+    }
+
+    /// The caps every jail together runs under, as the parent group holds
+    /// them now: (memory bytes, pids).
+    pub fn total_caps(&self) -> Option<(Option<u64>, Option<u64>)> {
+        self.ready
+            .as_ref()
+            .ok()
+            .map(|r| cgroup::parent_caps(&r.cgroups))
+    }
+
+    /// A host uid for one session or run, held until the lease is dropped;
+    /// drop it only once the uid's groups are empty.
+    pub(crate) fn lease_uid(&self) -> Result<Lease, SandboxError> {
+        self.ready()?
+            .uids
+            .lease()
+            .map_err(|e| SandboxError::Unavailable(e.to_string()))
+    }
 }
 
 fn probe(config: &JailConfig) -> Result<Ready, String> {
-    if config.uid == 0 || config.gid == 0 {
-        return Err("the jail must run as an unprivileged uid and gid, not 0".into());
-    }
     if !running_as_root() {
         return Err("runcell must run as root to create cgroups and drop to the jail uid".into());
     }
@@ -156,10 +212,18 @@ fn probe(config: &JailConfig) -> Result<Ready, String> {
     }
     let seccomp = seccomp::filter_bytes().map_err(|e| e.to_string())?;
     let cgroups = cgroup::detect().map_err(|e| e.to_string())?;
-    Ok(Ready { cgroups, seccomp })
+    cgroup::set_parent_caps(&cgroups, &config.total).map_err(|e| e.to_string())?;
+    let uids = UidPool::new(config.uid_base, config.uid_count).map_err(|e| e.to_string())?;
+    let etc = etc::jail_etc()?;
+    Ok(Ready {
+        cgroups,
+        seccomp,
+        etc,
+        uids,
+    })
 }
 
-fn running_as_root() -> bool {
+pub(crate) fn running_as_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -236,6 +300,8 @@ struct WarmJail {
     child: tokio::process::Child,
     group: RunGroup,
     marker: String,
+    /// Its uid; dropped after the group.
+    lease: Lease,
 }
 
 /// What a jail mounts beyond the read-only system.
@@ -252,12 +318,18 @@ pub(crate) struct Mounts {
     pub env: Vec<(&'static str, &'static str)>,
 }
 
-fn bwrap_args(limits: &Limits, mounts: &Mounts, command: Vec<String>) -> Vec<String> {
+fn bwrap_args(
+    limits: &Limits,
+    mounts: &Mounts,
+    etc: &std::path::Path,
+    command: Vec<String>,
+) -> Vec<String> {
     let home = limits.home_bytes();
     let tmp = limits.disk_bytes - home;
     let mut args: Vec<String> = Vec::new();
     let mut push = |items: &[&str]| args.extend(items.iter().map(|s| (*s).to_string()));
-    push(&["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]);
+    push(&["--ro-bind", "/usr", "/usr"]);
+    push(&["--ro-bind", &etc.to_string_lossy(), "/etc"]);
     // Merged-/usr systems have /bin, /lib… as links into /usr.
     for dir in ["bin", "sbin", "lib", "lib32", "lib64", "libx32"] {
         let host = format!("/{dir}");
@@ -300,6 +372,10 @@ fn bwrap_args(limits: &Limits, mounts: &Mounts, command: Vec<String>) -> Vec<Str
         "--unshare-all",
         "--unshare-user",
         "--disable-userns",
+        "--uid",
+        &JAIL_UID.to_string(),
+        "--gid",
+        &JAIL_UID.to_string(),
         "--die-with-parent",
         "--new-session",
         "--cap-drop",
@@ -331,16 +407,21 @@ fn bwrap_args(limits: &Limits, mounts: &Mounts, command: Vec<String>) -> Vec<Str
 }
 
 impl JailSandbox {
-    /// Starts `command` in a new jail, inside `group`, with `mounts`; `code`
-    /// becomes the file `mounts.code_file` names.
+    /// Starts `command` in a new jail as the host uid `user`, inside
+    /// `group`, with `mounts`; `code` becomes the file `mounts.code_file`
+    /// names.
     pub(crate) fn spawn_jail(
         &self,
+        user: HostId,
         limits: &Limits,
         group: &RunGroup,
         mounts: &Mounts,
         command: Vec<String>,
         code: Code<'_>,
     ) -> Result<tokio::process::Child, SandboxError> {
+        if user.uid == 0 || user.gid == 0 {
+            return Err(SandboxError::Internal("a jail never runs as root".into()));
+        }
         let ready = self.ready()?;
         let internal =
             |what: &str, e: &dyn std::fmt::Display| SandboxError::Internal(format!("{what}: {e}"));
@@ -359,12 +440,12 @@ impl JailSandbox {
             .arg(format!("--nproc={NPROC_BACKSTOP}:{NPROC_BACKSTOP}"))
             .arg("--")
             .arg(SETPRIV)
-            .arg(format!("--reuid={}", self.config.uid))
-            .arg(format!("--regid={}", self.config.gid))
+            .arg(format!("--reuid={}", user.uid))
+            .arg(format!("--regid={}", user.gid))
             .arg("--clear-groups")
             .arg("--")
             .arg(BWRAP)
-            .args(bwrap_args(limits, mounts, command))
+            .args(bwrap_args(limits, mounts, ready.etc, command))
             .stdin(if matches!(code, Code::Stdin) {
                 Stdio::piped()
             } else {
@@ -424,6 +505,13 @@ impl JailSandbox {
                 return;
             }
             let limits = self.config.max_limits.clone();
+            let lease = match self.lease_uid() {
+                Ok(lease) => lease,
+                Err(e) => {
+                    tracing::warn!(%e, "no uid for a warm jail");
+                    return;
+                }
+            };
             let name = format!("warm-{}", uuid::Uuid::new_v4().simple());
             let group = match RunGroup::create(cgroups, &name, &limits) {
                 Ok(group) => group,
@@ -441,7 +529,15 @@ impl JailSandbox {
                 file,
             ];
             argv.extend(command);
-            match self.spawn_jail(&limits, &group, &Mounts::default(), argv, Code::Stdin) {
+            let spawned = self.spawn_jail(
+                lease.id(),
+                &limits,
+                &group,
+                &Mounts::default(),
+                argv,
+                Code::Stdin,
+            );
+            match spawned {
                 Ok(child) => self
                     .warm
                     .lock()
@@ -451,6 +547,7 @@ impl JailSandbox {
                         child,
                         group,
                         marker,
+                        lease,
                     }),
                 Err(e) => {
                     tracing::warn!(%e, "cannot start a warm jail");
@@ -471,12 +568,12 @@ impl JailSandbox {
         self.ready().map(|r| &r.cgroups)
     }
 
-    /// Runs one program in a fresh jail; `home` is the session's home, or a
-    /// throw-away tmpfs when `None`.
+    /// Runs one program in a fresh jail; `home` is the session's home (and
+    /// uid), or a throw-away tmpfs (and a uid of the run's own) when `None`.
     pub(crate) async fn run_process(
         &self,
         request: &RunRequest,
-        home: Option<&std::path::Path>,
+        home: Option<(&std::path::Path, HostId)>,
         events: Option<&mpsc::Sender<RunEvent>>,
         cancel: &CancellationToken,
     ) -> Result<RunOutcome, SandboxError> {
@@ -489,7 +586,7 @@ impl JailSandbox {
             None
         };
         let started = Instant::now();
-        let (mut child, group, marker) = match warm {
+        let (mut child, group, marker, lease) = match warm {
             Some(mut warm) => {
                 let delivered = match warm.child.stdin.take() {
                     Some(mut stdin) => {
@@ -503,9 +600,18 @@ impl JailSandbox {
                         "a warm jail did not take its program".into(),
                     ));
                 }
-                (warm.child, warm.group, warm.marker)
+                (warm.child, warm.group, warm.marker, Some(warm.lease))
             }
             None => {
+                // A session's runs share its uid; a one-shot run has its own.
+                let (lease, user) = match home {
+                    Some((_, user)) => (None, user),
+                    None => {
+                        let lease = self.lease_uid()?;
+                        let user = lease.id();
+                        (Some(lease), user)
+                    }
+                };
                 let name = format!("run-{}", uuid::Uuid::new_v4().simple());
                 let group = RunGroup::create(cgroups, &name, &limits)
                     .map_err(|e| SandboxError::Unavailable(e.to_string()))?;
@@ -516,18 +622,19 @@ impl JailSandbox {
                 let dir = if home.is_some() { "/tmp/" } else { "" };
                 let (file, command) = program(request.language, &marker, dir);
                 let mounts = Mounts {
-                    home: home.map(std::path::Path::to_path_buf),
+                    home: home.map(|(dir, _)| dir.to_path_buf()),
                     code_file: Some(file),
                     ..Mounts::default()
                 };
                 let child = self.spawn_jail(
+                    user,
                     &limits,
                     &group,
                     &mounts,
                     command,
                     Code::File(request.code.as_bytes()),
                 )?;
-                (child, group, marker)
+                (child, group, marker, lease)
             }
         };
         let supervised = supervise(&mut child, &limits, events, cancel).await;
@@ -548,8 +655,14 @@ impl JailSandbox {
             started,
         );
         // Removing the groups can wait on the kernel for a few milliseconds;
-        // the caller need not.
-        tokio::task::spawn_blocking(move || drop(group));
+        // the caller need not. The uid is free again once they are empty.
+        tokio::task::spawn_blocking(move || {
+            let empty = group.is_empty();
+            drop(group);
+            if let Some(lease) = lease {
+                lease.give_back(empty);
+            }
+        });
         tracing::info!(
             duration_ms = outcome.duration_ms,
             exit_code = ?outcome.exit_code,

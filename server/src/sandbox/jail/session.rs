@@ -1,11 +1,20 @@
 //! A sandbox session: a home directory that lasts between runs (a sized tmpfs
-//! owned by the jail uid) and a Python kernel that keeps its variables.
+//! owned by the session's uid) and a Python kernel that keeps its variables.
 //! JavaScript, Bash and C run as one jailed process each in the same home.
 //! More contexts can be opened: a Python context is a kernel of its own in
 //! the same home; other languages' contexts run each program afresh there.
+//!
+//! On the host a session is `/tmp/rc-<id>/`, owned by root, mode 0710 with
+//! the session's gid (its jails, which start as the session's uid, must
+//! reach the mounts below; nobody else can even look): `owner` (the
+//! server's pid), `home/` and each kernel's `ipc*/`, every one a tmpfs of
+//! its own owned by the session's uid, mode 0700. A kernel's socket
+//! directory is tiny (it holds five sockets and a connection file) and is
+//! mounted afresh for each kernel, so nothing a jail left there is ever
+//! seen by the next kernel or by the server.
 
 use std::collections::HashMap;
-use std::os::unix::fs::{PermissionsExt, chown};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt, lchown};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -13,6 +22,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::JailSandbox;
+use super::identity::{HostId, Lease};
 use super::kernel::{Kernel, KernelState};
 use crate::sandbox::files::{Files, HomeDir};
 use crate::sandbox::{
@@ -24,6 +34,9 @@ use crate::sandbox::{
 const SESSIONS_ROOT: &str = "/tmp";
 const PREFIX: &str = "rc-";
 const OWNER: &str = "owner";
+/// A kernel's socket directory: five sockets and the connection file.
+const IPC_BYTES: &str = "256k";
+const IPC_INODES: u32 = 32;
 
 pub struct JailSession {
     id: String,
@@ -35,6 +48,11 @@ pub struct JailSession {
     kernel: tokio::sync::Mutex<Option<Kernel>>,
     files: HomeDir,
     contexts: parking_lot::Mutex<HashMap<String, Arc<Context>>>,
+    /// The host uid of every jail of the session.
+    user: HostId,
+    /// Last, so that it is given back only after the kernels (and their
+    /// groups) were dropped.
+    _lease: Lease,
 }
 
 /// An execution context beyond the session's own kernel.
@@ -58,17 +76,19 @@ impl JailSession {
     /// Makes the session's directories and starts its Python kernel.
     pub async fn open(jail: Arc<JailSandbox>, limits: Limits) -> Result<Self, SandboxError> {
         jail.ready_cgroups()?;
+        let lease = jail.lease_uid()?;
+        let user = lease.id();
         let short = uuid::Uuid::new_v4().simple().to_string();
         let root = Path::new(SESSIONS_ROOT).join(format!("{PREFIX}{}", &short[..12]));
         let home = root.join("home");
         let ipc = root.join("ipc");
-        let (uid, gid) = (jail.config.uid, jail.config.gid);
-        std::fs::create_dir(&root).map_err(|e| internal("session directory", &e))?;
-        // Whose session this is: a later server removes it only once this
-        // process is gone.
-        std::fs::write(root.join(OWNER), std::process::id().to_string())
+        // mkdir never follows a link; /tmp is sticky, so nobody else can
+        // move what root made there.
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&root)
             .map_err(|e| internal("session directory", &e))?;
-        let files = HomeDir::new(home.clone(), uid, gid, limits.disk_bytes);
+        let files = HomeDir::new(home.clone(), user.uid, user.gid, limits.disk_bytes);
         let session = Self {
             id: uuid::Uuid::new_v4().to_string(),
             root,
@@ -79,30 +99,72 @@ impl JailSession {
             kernel: tokio::sync::Mutex::new(None),
             files,
             contexts: parking_lot::Mutex::new(HashMap::new()),
+            user,
+            _lease: lease,
         };
+        // Whose session this is: a later server removes it only once this
+        // process is gone.
+        std::fs::write(session.root.join(OWNER), std::process::id().to_string())
+            .map_err(|e| internal("session directory", &e))?;
+        // Root's, and only the session's jails may pass through.
+        lchown(&session.root, Some(0), Some(user.gid))
+            .and_then(|()| {
+                std::fs::set_permissions(&session.root, std::fs::Permissions::from_mode(0o710))
+            })
+            .map_err(|e| internal("session directory", &e))?;
         for dir in [&session.home, &session.ipc] {
-            std::fs::create_dir(dir).map_err(|e| internal("session directory", &e))?;
-            chown(dir, Some(uid), Some(gid)).map_err(|e| internal("session directory", &e))?;
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(dir)
                 .map_err(|e| internal("session directory", &e))?;
         }
         // The home is a tmpfs of its own: the disk limit holds across runs.
         let size = session.limits.home_bytes();
-        let options = format!("size={size},mode=0700,uid={uid},gid={gid},nosuid,nodev");
-        let mounted = tokio::process::Command::new("/usr/bin/mount")
-            .args(["-t", "tmpfs", "-o", &options, "runcell-home"])
-            .arg(&session.home)
-            .status()
-            .await
-            .map_err(|e| internal("cannot mount the session home", &e))?;
-        if !mounted.success() {
-            return Err(SandboxError::Unavailable(format!(
-                "cannot mount a tmpfs for the session home ({mounted})"
-            )));
-        }
+        session
+            .mount(&session.home, &format!("size={size},nosuid,nodev"))
+            .await?;
         let kernel = session.start_kernel().await?;
         *session.kernel.lock().await = Some(kernel);
         Ok(session)
+    }
+
+    /// Mounts a tmpfs owned by the session's uid, mode 0700, on `dir`.
+    async fn mount(&self, dir: &Path, options: &str) -> Result<(), SandboxError> {
+        let HostId { uid, gid } = self.user;
+        let options = format!("{options},mode=0700,uid={uid},gid={gid}");
+        let mounted = tokio::process::Command::new("/usr/bin/mount")
+            .args([
+                "--no-canonicalize",
+                "-t",
+                "tmpfs",
+                "-o",
+                &options,
+                "runcell",
+            ])
+            .arg(dir)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .await
+            .map_err(|e| internal("cannot mount a session tmpfs", &e))?;
+        if mounted.success() {
+            Ok(())
+        } else {
+            Err(SandboxError::Unavailable(format!(
+                "cannot mount a tmpfs on {} ({mounted})",
+                dir.display()
+            )))
+        }
+    }
+
+    /// An empty socket directory for a new kernel at `ipc`: whatever an
+    /// earlier kernel's jail left there (files, links) goes with the old
+    /// tmpfs.
+    async fn fresh_ipc(&self, ipc: &Path) -> Result<(), SandboxError> {
+        let _ = tokio::process::Command::from(unmount_command(ipc))
+            .status()
+            .await;
+        let options = format!("size={IPC_BYTES},nr_inodes={IPC_INODES},nosuid,nodev,noexec");
+        self.mount(ipc, &options).await
     }
 
     async fn start_kernel(&self) -> Result<Kernel, SandboxError> {
@@ -111,8 +173,10 @@ impl JailSession {
 
     /// A kernel whose sockets are in `ipc`, started in `cwd` if given.
     async fn start_kernel_in(&self, ipc: &Path, cwd: Option<&str>) -> Result<Kernel, SandboxError> {
+        self.fresh_ipc(ipc).await?;
         let name = format!("kernel-{}", uuid::Uuid::new_v4().simple());
-        let mut kernel = Kernel::start(&self.jail, &name, ipc, &self.home, &self.limits).await?;
+        let mut kernel =
+            Kernel::start(&self.jail, self.user, &name, ipc, &self.home, &self.limits).await?;
         if let Some(cwd) = cwd {
             let code = format!("import os as _os; _os.chdir({cwd:?}); del _os");
             let (outcome, _) = kernel
@@ -185,16 +249,41 @@ pub(crate) fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', "'\\''"))
 }
 
+/// Detaches the tmpfs on `dir`, if there is one. `dir` is a path only root
+/// can change (inside a root-owned session directory).
+fn unmount_command(dir: &Path) -> std::process::Command {
+    let mut command = std::process::Command::new("/usr/bin/umount");
+    command
+        .args(["--lazy", "--no-canonicalize"])
+        .arg(dir)
+        .stderr(std::process::Stdio::null());
+    command
+}
+
+fn unmount(dir: &Path) {
+    let _ = unmount_command(dir).status();
+}
+
+/// Unmounts every mount under `root` and removes it. `remove_dir_all` never
+/// follows a link, and only root can write `root` itself.
+fn remove_session_dir(root: &Path) {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    for line in mounts.lines() {
+        if let Some(path) = line.split_whitespace().nth(1).map(Path::new)
+            && path.parent() == Some(root)
+        {
+            unmount(path);
+        }
+    }
+    let _ = std::fs::remove_dir_all(root);
+}
+
 /// A session dropped without `close` (a task cut short, a panic) still
-/// gives back its mount and files; the kernel's processes die with its jail.
+/// gives back its mounts and files; the kernel's processes die with its jail.
 impl Drop for JailSession {
     fn drop(&mut self) {
-        if self.root.exists() {
-            let _ = std::process::Command::new("/usr/bin/umount")
-                .arg("-l")
-                .arg(&self.home)
-                .status();
-            let _ = std::fs::remove_dir_all(&self.root);
+        if std::fs::symlink_metadata(&self.root).is_ok() {
+            remove_session_dir(&self.root);
         }
     }
 }
@@ -217,7 +306,7 @@ impl SandboxSession for JailSession {
             // run_process checks the program itself.
             return self
                 .jail
-                .run_process(request, Some(&self.home), events, cancel)
+                .run_process(request, Some((&self.home, self.user)), events, cancel)
                 .await;
         }
         self.run_in_kernel(&self.kernel, &self.ipc, None, request, events, cancel)
@@ -241,12 +330,18 @@ impl SandboxSession for JailSession {
         let id = uuid::Uuid::new_v4().to_string();
         let ipc = self.root.join(format!("ipc-{}", &id[..8]));
         let kernel = if language == Language::Python {
-            std::fs::create_dir(&ipc).map_err(|e| internal("context directory", &e))?;
-            chown(&ipc, Some(self.jail.config.uid), Some(self.jail.config.gid))
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&ipc)
                 .map_err(|e| internal("context directory", &e))?;
-            std::fs::set_permissions(&ipc, std::fs::Permissions::from_mode(0o700))
-                .map_err(|e| internal("context directory", &e))?;
-            Some(self.start_kernel_in(&ipc, cwd).await?)
+            match self.start_kernel_in(&ipc, cwd).await {
+                Ok(kernel) => Some(kernel),
+                Err(e) => {
+                    unmount(&ipc);
+                    let _ = std::fs::remove_dir(&ipc);
+                    return Err(e);
+                }
+            }
         } else {
             None
         };
@@ -285,7 +380,7 @@ impl SandboxSession for JailSession {
             ..request.clone()
         };
         self.jail
-            .run_process(&request, Some(&self.home), events, cancel)
+            .run_process(&request, Some((&self.home, self.user)), events, cancel)
             .await
     }
 
@@ -309,6 +404,9 @@ impl SandboxSession for JailSession {
         if let Some(kernel) = context.kernel.lock().await.take() {
             kernel.shutdown().await;
         }
+        let _ = tokio::process::Command::from(unmount_command(&context.ipc))
+            .status()
+            .await;
         let _ = std::fs::remove_dir_all(&context.ipc);
         Ok(())
     }
@@ -324,54 +422,42 @@ impl SandboxSession for JailSession {
                 kernel.shutdown().await;
             }
         }
-        let _ = tokio::process::Command::new("/usr/bin/umount")
-            .arg(&self.home)
-            .status()
-            .await;
-        let _ = std::fs::remove_dir_all(&self.root);
+        let root = self.root.clone();
+        let _ = tokio::task::spawn_blocking(move || remove_session_dir(&root)).await;
     }
 }
 
 /// Whether the session directory `root` belongs to a process that is gone.
+/// Only a directory root owns counts (never a link, nor someone else's).
 fn orphaned(root: &Path) -> bool {
-    match std::fs::read_to_string(root.join(OWNER)) {
-        Ok(pid) => !Path::new("/proc").join(pid.trim()).exists(),
+    let ours = std::fs::symlink_metadata(root).is_ok_and(|m| m.is_dir() && m.uid() == 0);
+    if !ours {
+        return false;
+    }
+    let owner = root.join(OWNER);
+    let plain = std::fs::symlink_metadata(&owner).is_ok_and(|m| m.is_file() && m.uid() == 0);
+    match std::fs::read_to_string(&owner) {
+        Ok(pid) if plain => !Path::new("/proc").join(pid.trim()).exists(),
         // Being made right now, or not one of ours: leave it.
-        Err(_) => false,
+        _ => false,
     }
 }
 
-/// Removes what sessions of servers that are gone left behind: their home
-/// mounts and directories. Sessions of live servers are left alone.
+/// Removes what sessions of servers that are gone left behind: their
+/// mounts (homes, socket directories) and directories, and those servers'
+/// `/etc` for jails. Sessions of live servers are left alone.
 pub fn remove_stale_sessions() {
     super::cgroup::remove_stale_groups();
-    let prefix = format!("{SESSIONS_ROOT}/{PREFIX}");
-    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    for line in mounts.lines() {
-        let Some(path) = line.split_whitespace().nth(1) else {
-            continue;
-        };
-        let path = Path::new(path);
-        if path.starts_with(SESSIONS_ROOT)
-            && path.to_string_lossy().starts_with(&prefix)
-            && path.parent().is_some_and(orphaned)
-        {
-            let _ = std::process::Command::new("/usr/bin/umount")
-                .arg("-l")
-                .arg(path)
-                .status();
-        }
-    }
-    if let Ok(entries) = std::fs::read_dir(SESSIONS_ROOT) {
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if entry.file_name().to_string_lossy().starts_with(PREFIX)
-                && path.is_dir()
-                && orphaned(&path)
-            {
-                tracing::info!(dir = %path.display(), "removing a stale sandbox session");
-                let _ = std::fs::remove_dir_all(&path);
-            }
+    super::etc::remove_stale();
+    let Ok(entries) = std::fs::read_dir(SESSIONS_ROOT) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if entry.file_name().to_string_lossy().starts_with(PREFIX) && is_dir && orphaned(&path) {
+            tracing::info!(dir = %path.display(), "removing a stale sandbox session");
+            remove_session_dir(&path);
         }
     }
 }
