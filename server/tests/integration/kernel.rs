@@ -51,7 +51,7 @@ async fn variables_persist_between_runs() {
     let outcome = py(&session, "x + 1").await;
     assert_eq!(plain(&outcome), Some("42"), "{outcome:?}");
     let outcome = py(&session, "import os; print(os.getuid(), os.getcwd())").await;
-    assert_eq!(outcome.stdout, "65534 /home/user\n");
+    assert_eq!(outcome.stdout, "1000 /home/user\n");
     session.close().await;
 }
 

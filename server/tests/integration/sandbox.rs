@@ -5,8 +5,11 @@
 
 use std::time::Duration;
 
+use runcell::sandbox::jail::doctor::{HostProcess, jailed_processes};
 use runcell::sandbox::jail::{JailConfig, JailSandbox};
-use runcell::sandbox::{Language, Limits, RunOutcome, RunRequest, Sandbox, conformance};
+use runcell::sandbox::{
+    Language, Limits, RunOutcome, RunRequest, Sandbox, SandboxSession, conformance,
+};
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
@@ -42,7 +45,7 @@ print("contained", os.getuid())
             )
             .await;
             assert!(
-                outcome.error.is_none() && outcome.stdout.starts_with("contained 65534"),
+                outcome.error.is_none() && outcome.stdout.starts_with("contained 1000"),
                 "CONTAINMENT CHECK FAILED, refusing to run the battery: {outcome:?}"
             );
         })
@@ -138,7 +141,8 @@ async fn python_says_ok(code: &str) {
 #[tokio::test]
 async fn cannot_read_etc_shadow() {
     python_says_ok(
-        "try:\n    open('/etc/shadow').read()\n    print('read it')\nexcept PermissionError:\n    print('ok')",
+        // The jail's /etc has no shadow at all; the host's is root's alone.
+        "try:\n    open('/etc/shadow').read()\n    print('read it')\nexcept (PermissionError, FileNotFoundError):\n    print('ok')",
     )
     .await;
 }
@@ -226,6 +230,49 @@ print("HOME" in os.environ, "CARGO" in text, "RUST" in text, "OPENAI" in text, "
     );
 }
 
+#[tokio::test]
+async fn the_hosts_etc_is_not_in_the_jail() {
+    // A secret in the host's /etc (a drop-in, /etc/environment) never shows.
+    let canary = Canary::new();
+    let code = format!(
+        r#"
+import getpass, os
+seen = os.path.exists({path:?})
+users = sorted(l.split(":")[0] for l in open("/etc/passwd") if l.strip())
+host = [n for n in ["environment", "systemd", "npmrc", "pip.conf", "shadow"] if os.path.lexists("/etc/" + n)]
+me = getpass.getuser()
+ok = not seen and users == ["nobody", "root", "user"] and not host and me == "user"
+print("ok" if ok else (seen, users, host, me))
+"#,
+        path = canary.0
+    );
+    python_says_ok(&code).await;
+    // What programs need from /etc is still there.
+    let outcome = run(
+        "getent hosts localhost sandbox | wc -l; cc --version >/dev/null && echo cc; date +%Z",
+        Language::Bash,
+    )
+    .await;
+    assert_eq!(outcome.stdout, "2\ncc\nUTC\n", "{outcome:?}");
+}
+
+/// A file in the host's `/etc`, removed when dropped.
+struct Canary(String);
+
+impl Canary {
+    fn new() -> Self {
+        let path = format!("/etc/runcell-canary-{}", uuid::Uuid::new_v4().simple());
+        std::fs::write(&path, "OPENAI_API_KEY=sk-canary\n").unwrap();
+        Self(path)
+    }
+}
+
+impl Drop for Canary {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 // ---- the network ----
 
 #[tokio::test]
@@ -271,7 +318,285 @@ print("ok" if all(r == -1 for r in results.values()) else results)
     assert_eq!(outcome.stdout.trim(), "ok", "{outcome:?}");
 }
 
+#[tokio::test]
+async fn odd_socket_families_and_x32_system_calls_are_refused() {
+    python_says_ok(
+        r#"
+import ctypes, errno, socket
+def attempt(*args):
+    try:
+        socket.socket(*args).close()
+        return "created"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, e.errno)
+got = {
+    "vsock": attempt(40, socket.SOCK_STREAM),
+    "alg": attempt(38, socket.SOCK_SEQPACKET),
+    "netfilter": attempt(16, socket.SOCK_RAW, 12),
+    "unix": attempt(socket.AF_UNIX, socket.SOCK_STREAM),
+    "inet6": attempt(socket.AF_INET6, socket.SOCK_DGRAM),
+}
+try:
+    socket.socketpair(40, socket.SOCK_STREAM)
+    got["vsock pair"] = "created"
+except OSError as e:
+    got["vsock pair"] = errno.errorcode.get(e.errno, e.errno)
+libc = ctypes.CDLL(None, use_errno=True)
+got["x32 getpid"] = (libc.syscall(0x40000000 | 39), errno.errorcode.get(ctypes.get_errno()))
+want = {
+    "vsock": "EAFNOSUPPORT", "alg": "EAFNOSUPPORT", "netfilter": "EPROTONOSUPPORT",
+    "unix": "created", "inet6": "created", "vsock pair": "EAFNOSUPPORT",
+    "x32 getpid": (-1, "EPERM"),
+}
+# if_nameindex needs NETLINK_ROUTE, which stays.
+names = [n for _, n in socket.if_nameindex()]
+print("ok" if got == want and names == ["lo"] else (got, names))
+"#,
+    )
+    .await;
+    let outcome = run(
+        r#"
+#include <errno.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(void) {
+    int vsock = socket(40, SOCK_STREAM, 0);
+    int vsock_errno = errno;
+    long x32 = syscall(0x40000000 | SYS_getpid);
+    int x32_errno = errno;
+    printf("%d %d %ld %d\n", vsock, vsock_errno == EAFNOSUPPORT, x32, x32_errno == EPERM);
+    return 0;
+}
+"#,
+        Language::C,
+    )
+    .await;
+    assert_eq!(outcome.stdout, "-1 1 -1 1\n", "{outcome:?}");
+}
+
+#[tokio::test]
+async fn a_foreign_arch_system_call_kills_the_program() {
+    // getpid through the i386 ABI (int 0x80): the filter kills the process.
+    let outcome = run(
+        "#include <stdio.h>\nint main(void){long r; puts(\"before\"); fflush(stdout); __asm__ volatile(\"int $0x80\" : \"=a\"(r) : \"a\"(20L)); printf(\"after %ld\\n\", r); return 0;}",
+        Language::C,
+    )
+    .await;
+    assert_eq!(outcome.stdout, "before\n", "{outcome:?}");
+    let error = outcome.error.expect("killed");
+    assert_eq!(error.name, "Signal", "{error:?}");
+    assert!(error.value.contains(&libc::SIGSYS.to_string()), "{error:?}");
+}
+
+// ---- identities ----
+
+/// The host process whose command line holds `needle`, waiting for it.
+async fn find_process(needle: &str) -> HostProcess {
+    for _ in 0..500 {
+        if let Some(found) = jailed_processes(needle).into_iter().next() {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("no process {needle:?}");
+}
+
+fn python(code: &str) -> RunRequest {
+    RunRequest {
+        code: code.into(),
+        language: Language::Python,
+        limits: quick(),
+    }
+}
+
+/// Runs `script` on the host with `sh -c` as `uid` (and its gid); its
+/// standard output.
+fn as_uid(uid: u32, script: &str) -> String {
+    let output = std::process::Command::new("/usr/bin/setpriv")
+        .arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={uid}"))
+        .args(["--clear-groups", "--", "/bin/sh", "-c", script])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A session's kernel starts a sleeper the host can find, keeps a secret in
+/// its home, and says where its files are on the host.
+async fn marked_session(
+    jail: &JailSandbox,
+    tag: &str,
+) -> (Box<dyn SandboxSession>, HostProcess, std::path::PathBuf) {
+    let session = jail.open_session().await.unwrap();
+    let code = format!(
+        r#"
+import os, subprocess
+sleeper = subprocess.Popen(["sleep", "{tag}"])
+open("secret.txt", "w").write("mine")
+args = open("/proc/self/cmdline", "rb").read().split(b"\0")
+print(os.path.dirname(os.path.dirname(args[args.index(b"-f") + 1].decode())))
+"#
+    );
+    let outcome = session
+        .run(&python(&code), None, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(outcome.error.is_none(), "{outcome:?}");
+    let root = std::path::PathBuf::from(outcome.stdout.trim());
+    let process = find_process(&format!("sleep {tag}")).await;
+    (session, process, root)
+}
+
+#[tokio::test]
+async fn sessions_have_host_uids_of_their_own_and_cannot_reach_each_other() {
+    use std::os::unix::fs::MetadataExt;
+    let jail = jail().await;
+    let range = jail.uid_range().unwrap();
+    let base = 9000 + std::process::id() % 1000;
+    let (a, a_sleeper, a_root) = marked_session(&jail, &format!("{base}.1")).await;
+    let (b, b_sleeper, b_root) = marked_session(&jail, &format!("{base}.2")).await;
+    for sleeper in [&a_sleeper, &b_sleeper] {
+        assert!(range.contains(&sleeper.uid), "{sleeper:?} not in {range:?}");
+        assert!(sleeper.in_runcell_group, "{sleeper:?}");
+    }
+    assert_ne!(a_sleeper.uid, b_sleeper.uid, "two sessions share a uid");
+
+    // On the host: only root enters a session's directory, and its home and
+    // sockets are its uid's alone.
+    let meta = std::fs::symlink_metadata(&a_root).unwrap();
+    assert_eq!((meta.uid(), meta.mode() & 0o7077), (0, 0o010), "{a_root:?}");
+    assert_eq!(meta.gid(), a_sleeper.uid);
+    for dir in ["home", "ipc"] {
+        let meta = std::fs::symlink_metadata(a_root.join(dir)).unwrap();
+        assert_eq!(
+            (meta.uid(), meta.mode() & 0o7777),
+            (a_sleeper.uid, 0o700),
+            "{dir}"
+        );
+    }
+    // B's uid, even outside its jail, can neither read A's files nor signal
+    // or inspect A's processes.
+    let a_secret = a_root.join("home/secret.txt");
+    let b_tries = as_uid(
+        b_sleeper.uid,
+        &format!(
+            "cat {secret} 2>/dev/null && echo read; ls {root} 2>/dev/null && echo listed;              kill -0 {pid} 2>/dev/null && echo signalled; cat /proc/{pid}/environ >/dev/null 2>&1 && echo environ; echo done",
+            secret = a_secret.display(),
+            root = a_root.display(),
+            pid = a_sleeper.pid,
+        ),
+    );
+    assert_eq!(b_tries, "done\n");
+    assert_eq!(
+        as_uid(a_sleeper.uid, &format!("cat {}", a_secret.display())),
+        "mine"
+    );
+    // Inside B's jail, A's directory and processes do not even exist.
+    let inside = b
+        .run(
+            &python(&format!(
+                "import os\nprint(os.path.exists({a:?}), os.path.exists({b:?}), len([p for p in os.listdir('/proc') if p.isdigit()]) < 10)",
+                a = a_root.join("home").display().to_string(),
+                b = b_root.display().to_string(),
+            )),
+            None,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(inside.stdout, "False True True\n", "{inside:?}");
+    a.close().await;
+    b.close().await;
+    assert!(!a_root.exists() && !b_root.exists());
+}
+
+#[tokio::test]
+async fn a_one_shot_run_has_a_host_uid_of_its_own() {
+    let jail = jail().await;
+    let range = jail.uid_range().unwrap();
+    // Sleeps about 2 s; the fraction makes its command line unique.
+    let tag = format!("2.{}", 100_000 + std::process::id() % 900_000);
+    let code = format!("sleep {tag}; echo done");
+    let needle = format!("sleep {tag}");
+    let (outcome, sleeper) = tokio::join!(
+        run_with(&jail, &code, Language::Bash, quick()),
+        find_process(&needle),
+    );
+    assert_eq!(outcome.stdout, "done\n");
+    assert!(
+        range.contains(&sleeper.uid) && sleeper.uid != 65534,
+        "{sleeper:?}"
+    );
+}
+
 // ---- resource exhaustion ----
+
+#[tokio::test]
+async fn filling_the_kernels_socket_directory_stops_at_a_small_cap() {
+    let jail = jail().await;
+    let hostile = async {
+        let session = jail.open_session().await.unwrap();
+        let code = r#"
+import errno, os
+args = open("/proc/self/cmdline", "rb").read().split(b"\0")
+ipc = os.path.dirname(args[args.index(b"-f") + 1].decode())
+def fill():
+    big = os.path.join(ipc, "big")
+    try:
+        with open(big, "wb") as f:
+            for _ in range(64):
+                f.write(b"x" * 65536)
+                f.flush()
+        return "wrote 4 MiB"
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            return f"big: {e}"
+    os.remove(big)
+    try:
+        for i in range(5000):
+            open(os.path.join(ipc, f"junk{i}"), "w").close()
+        return "made 5000 files"
+    except OSError as e:
+        return "ok" if e.errno == errno.ENOSPC else f"files: {e}"
+print(fill(), ipc)
+"#;
+        let token = CancellationToken::new();
+        let outcome = session.run(&python(code), None, &token).await.unwrap();
+        let ipc = outcome
+            .stdout
+            .split_whitespace()
+            .last()
+            .unwrap_or("")
+            .to_string();
+        // On the host: a tmpfs of its own, and what the program left there is small.
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+        assert!(
+            mounts.lines().any(|l| {
+                let fields: Vec<&str> = l.split_whitespace().collect();
+                fields.get(1) == Some(&ipc.as_str()) && fields.get(2) == Some(&"tmpfs")
+            }),
+            "{ipc} is not a tmpfs: {outcome:?}"
+        );
+        let used: u64 = std::fs::read_dir(&ipc)
+            .unwrap()
+            .flatten()
+            .map(|e| e.metadata().map_or(0, |m| m.len()))
+            .sum();
+        assert!(used <= 1024 * 1024, "{used} bytes in {ipc}");
+        // The kernel still answers, over sockets in the full directory.
+        let after = session
+            .run(&python("print(6 * 7)"), None, &token)
+            .await
+            .unwrap();
+        assert_eq!(after.stdout, "42\n", "{after:?}");
+        session.close().await;
+        outcome
+    };
+    let outcome = with_neighbour(hostile).await;
+    assert!(outcome.stdout.starts_with("ok "), "{outcome:?}");
+}
 
 #[tokio::test]
 async fn a_python_fork_bomb_is_bounded() {
@@ -478,18 +803,18 @@ async fn every_language_says_hello_as_an_unprivileged_user() {
         (
             Language::Python,
             "import os; print('hi', os.getuid())",
-            "hi 65534\n",
+            "hi 1000\n",
         ),
         (
             Language::Javascript,
             "console.log('hi', process.getuid())",
-            "hi 65534\n",
+            "hi 1000\n",
         ),
-        (Language::Bash, "echo hi $(id -u)", "hi 65534\n"),
+        (Language::Bash, "echo hi $(id -u)", "hi 1000\n"),
         (
             Language::C,
             "#include <stdio.h>\n#include <unistd.h>\nint main(void){printf(\"hi %d\\n\", getuid());}",
-            "hi 65534\n",
+            "hi 1000\n",
         ),
     ];
     for (language, code, want) in cases {
