@@ -95,7 +95,9 @@ impl UidPool {
                 .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
                 .open(&path)
                 .map_err(|e| UidError::Io(format!("{}: {e}", path.display())))?;
-            if file.try_lock().is_ok() {
+            let locked =
+                rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive);
+            if locked.is_ok() {
                 self.next
                     .store(start.wrapping_add(step).wrapping_add(1), Ordering::Relaxed);
                 return Ok(Lease {
