@@ -8,6 +8,8 @@ pub mod doctor;
 mod kernel;
 mod seccomp;
 mod session;
+mod wire;
+mod zmtp;
 
 use std::io::{Seek, Write};
 use std::os::fd::OwnedFd;
