@@ -232,7 +232,8 @@ mod tests {
             f[i] = Bytes::copy_from_slice(with);
             f
         };
-        let cases: Vec<(&str, Vec<Bytes>, fn(&WireError) -> bool)> = vec![
+        type Check = fn(&WireError) -> bool;
+        let cases: Vec<(&str, Vec<Bytes>, Check)> = vec![
             ("no delimiter", good[1..].to_vec(), |e| {
                 matches!(e, WireError::NoDelimiter)
             }),

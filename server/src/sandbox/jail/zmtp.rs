@@ -291,9 +291,12 @@ fn parse_command(mut body: Bytes) -> Result<Command, ZmtpError> {
     Ok(Command { name, body })
 }
 
-/// The properties of a READY command (`name → value`), each checked against
-/// the body's length.
-fn ready_properties(mut body: &[u8]) -> Result<Vec<(&[u8], &[u8])>, ZmtpError> {
+/// A property of a READY command: its name and value.
+type Property<'a> = (&'a [u8], &'a [u8]);
+
+/// The properties of a READY command, each checked against the body's
+/// length.
+fn ready_properties(mut body: &[u8]) -> Result<Vec<Property<'_>>, ZmtpError> {
     let mut properties = Vec::new();
     while let Some((&name_len, rest)) = body.split_first() {
         let name_len = usize::from(name_len);

@@ -145,7 +145,7 @@ fn the_decoder_takes_what_a_kernel_sends_and_refuses_the_rest() {
         ),
         (
             "truncated: half a frame waits for more",
-            cat(&[hello.clone(), vec![0, 10, b'a', b'b']]),
+            cat(&[hello, vec![0, 10, b'a', b'b']]),
             |items, e| e.is_none() && items.len() == 2,
         ),
         (
@@ -329,7 +329,8 @@ async fn a_client_talks_to_a_well_behaved_peer() {
 #[tokio::test]
 async fn peers_that_are_not_kernels_are_refused() {
     type Script = fn(Vec<u8>) -> Vec<u8>;
-    let cases: Vec<(&str, Script, fn(&ZmtpError) -> bool)> = vec![
+    type Check = fn(&ZmtpError) -> bool;
+    let cases: Vec<(&str, Script, Check)> = vec![
         (
             "a PUB for a DEALER",
             |_| cat(&[peer_greeting(), peer_ready(b"PUB")]),
