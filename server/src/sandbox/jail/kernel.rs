@@ -627,6 +627,46 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_socket_directory_is_used_without_following_links() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(outside.path(), "outside").unwrap();
+        let uid = std::fs::metadata(dir.path()).unwrap().uid();
+        let gid = std::fs::metadata(dir.path()).unwrap().gid();
+        let link =
+            |name: &str, to: &Path| std::os::unix::fs::symlink(to, dir.path().join(name)).unwrap();
+        link(CONNECTION_FILE, outside.path());
+        link("old", outside.path());
+        let ipc = IpcDir::open(dir.path()).unwrap();
+        ipc.write_connection_file(b"{}", uid, gid).unwrap();
+        let written = std::fs::symlink_metadata(dir.path().join(CONNECTION_FILE)).unwrap();
+        assert!(written.is_file());
+        assert_eq!(written.permissions().mode() & 0o777, 0o400);
+        assert_eq!(std::fs::read_to_string(outside.path()).unwrap(), "outside");
+
+        let _socket = std::os::unix::net::UnixListener::bind(dir.path().join(SHELL)).unwrap();
+        link(IOPUB, &dir.path().join(SHELL));
+        std::fs::write(dir.path().join(CONTROL), "").unwrap();
+        assert_eq!(ipc.socket_ready(SHELL, uid), Ok(true));
+        assert!(
+            ipc.socket_ready(SHELL, uid + 1).is_err(),
+            "another uid's socket"
+        );
+        assert!(ipc.socket_ready(IOPUB, uid).is_err(), "a link to a socket");
+        assert!(ipc.socket_ready(CONTROL, uid).is_err(), "a plain file");
+        assert_eq!(ipc.socket_ready("k-9", uid), Ok(false));
+
+        ipc.clear();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        assert_eq!(std::fs::read_to_string(outside.path()).unwrap(), "outside");
+        // A directory handle that is itself a link is refused.
+        let parent = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(dir.path(), parent.path().join("ipc")).unwrap();
+        assert!(IpcDir::open(&parent.path().join("ipc")).is_err());
+    }
+
+    #[test]
     fn the_budget_cuts_at_char_boundaries() {
         let mut budget = 4;
         assert_eq!(take_budget("aé☃", &mut budget), "aé");
