@@ -175,6 +175,9 @@ pub mod limit_error {
     pub const CANCELLED: &str = "Cancelled";
     pub const COMPILE: &str = "CompileError";
     pub const KERNEL_DIED: &str = "KernelDied";
+    /// The kernel sent something outside the wire protocol or its bounds
+    /// (a frame too large, a bad signature…); it was replaced.
+    pub const KERNEL_PROTOCOL: &str = "KernelProtocolError";
 }
 
 /// How a run ended, as the metrics label it.

@@ -888,3 +888,129 @@ async fn a_session_program_leaves_no_file_in_the_home() {
     assert!(listed.iter().all(|e| e.name.starts_with('.')), "{listed:?}");
     session.close().await;
 }
+
+// ---- the kernel's own sockets ----
+
+/// Runs Python cells one after another in a new session of `jail`.
+async fn cells(jail: &JailSandbox, codes: &[&str]) -> Vec<RunOutcome> {
+    let session = jail.open_session().await.unwrap();
+    let token = CancellationToken::new();
+    let mut outcomes = Vec::new();
+    for code in codes {
+        let request = RunRequest {
+            code: (*code).into(),
+            language: Language::Python,
+            limits: quick(),
+        };
+        outcomes.push(session.run(&request, None, &token).await.unwrap());
+    }
+    session.close().await;
+    outcomes
+}
+
+#[tokio::test]
+async fn a_cell_writing_a_huge_frame_into_its_kernels_sockets_loses_only_its_kernel() {
+    // A ZMTP frame header declaring 2^44 bytes, written into every socket
+    // of the kernel process: among them the connections the server reads.
+    let hostile = r#"
+import os, stat
+header = b"\x02" + (1 << 44).to_bytes(8, "big")
+for fd in os.listdir("/proc/self/fd"):
+    try:
+        if stat.S_ISSOCK(os.fstat(int(fd)).st_mode):
+            os.write(int(fd), header)
+    except OSError:
+        pass
+import time
+time.sleep(2)
+"#;
+    let outcome = with_neighbour(async {
+        let jail = jail().await;
+        let outcomes = cells(
+            &jail,
+            &["before = 1", hostile, "print('again', 'before' in dir())"],
+        )
+        .await;
+        assert_eq!(
+            outcomes[2].stdout, "again False\n",
+            "the session's next run needs a new kernel: {:?}",
+            outcomes[2]
+        );
+        outcomes[1].clone()
+    })
+    .await;
+    let error = outcome.error.as_ref().expect("the run must fail");
+    assert_eq!(error.name, "KernelProtocolError", "{outcome:?}");
+    assert!(error.value.contains("restarted"), "{error:?}");
+    // At once, not at the time limit.
+    assert!(
+        u128::from(outcome.duration_ms) < quick().wall.as_millis(),
+        "{outcome:?}"
+    );
+}
+
+#[tokio::test]
+async fn files_in_the_home_do_not_run_when_a_kernel_starts() {
+    let plant = r#"
+import os, site
+def plant(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+mark = lambda name: f"open('/home/user/MARK-{name}', 'w').write('x')\nprint('HIJACKED')\n"
+plant("/home/user/ipykernel_launcher.py", mark("launcher") + "raise SystemExit(3)\n")
+plant("/home/user/.ipython/profile_default/startup/00-x.py", mark("startup"))
+plant("/home/user/.ipython/profile_default/ipython_kernel_config.py", mark("ipython-config"))
+plant("/home/user/.jupyter/jupyter_config.py", mark("jupyter-config"))
+plant(site.getusersitepackages() + "/x.pth", "import os; " + mark("pth").replace("\n", "; "))
+plant("/home/user/mymodule.py", "VALUE = 42\n")
+print("planted")
+"#;
+    let outcomes = cells(
+        &*jail().await,
+        &[
+            plant,
+            "import os\nos._exit(1)",
+            "import os, mymodule\nprint(sorted(f for f in os.listdir('/home/user') if f.startswith('MARK')), mymodule.VALUE)",
+        ],
+    )
+    .await;
+    assert_eq!(outcomes[0].stdout, "planted\n", "{:?}", outcomes[0]);
+    assert_eq!(
+        outcomes[1].error.as_ref().map(|e| e.name.as_str()),
+        Some("KernelDied"),
+        "{:?}",
+        outcomes[1]
+    );
+    assert_eq!(outcomes[2].stdout, "[] 42\n", "{:?}", outcomes[2]);
+    assert!(outcomes[2].error.is_none(), "{:?}", outcomes[2]);
+}
+
+#[tokio::test]
+async fn a_link_left_in_the_socket_directory_is_not_followed() {
+    // A root-owned file on the host, which the jail cannot see; the cell
+    // points the kernel's connection file and a socket name at it.
+    let victim = std::env::temp_dir().join(format!("rc-victim-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::write(&victim, "untouched").unwrap();
+    let code = format!(
+        r#"
+import os, sys
+ipc = os.path.dirname(sys.argv[sys.argv.index("-f") + 1])
+for name in ("connection.json", "k-1", "k-2", "k-4"):
+    try:
+        os.remove(os.path.join(ipc, name))
+    except FileNotFoundError:
+        pass
+    os.symlink({victim:?}, os.path.join(ipc, name))
+os._exit(1)
+"#,
+        victim = victim.to_string_lossy()
+    );
+    let outcomes = cells(&*jail().await, &[&code, "print('fine')"]).await;
+    assert_eq!(outcomes[1].stdout, "fine\n", "{:?}", outcomes[1]);
+    let meta = std::fs::symlink_metadata(&victim).unwrap();
+    assert!(meta.is_file());
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&meta), 0);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched");
+    std::fs::remove_file(&victim).unwrap();
+}

@@ -1,24 +1,24 @@
 //! A stateful Python kernel (ipykernel) in a session's jail, driven over
 //! ZeroMQ `ipc` sockets in a directory bound into the jail at the same path
-//! (TCP cannot cross the jail's network namespace).
+//! (TCP cannot cross the jail's network namespace). The sockets are spoken
+//! to with our own bounded client (`zmtp.rs`, `wire.rs`): the kernel runs the
+//! session's code and is treated as a hostile peer.
 
-use std::os::unix::fs::{PermissionsExt, chown};
-use std::path::{Path, PathBuf};
+use std::os::fd::OwnedFd;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use jupyter_protocol::{
     ConnectionInfo, ExecuteRequest, ExecutionState, InterruptRequest, JupyterMessage,
     JupyterMessageContent, KernelInfoRequest, Stdio, Transport,
 };
-use jupyter_zmq_client::{
-    ClientControlConnection, ClientIoPubConnection, ClientShellConnection,
-    create_client_control_connection, create_client_iopub_connection,
-    create_client_shell_connection_with_identity, peer_identity_for_session,
-};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::wire::{Channel, Signer, WireError};
+use super::zmtp::{SocketType, ZmtpError};
 use super::{HostId, JailSandbox, Mounts, PYTHON_ENV, RunGroup, stop_error};
 use crate::sandbox::{ExecError, Limits, RunEvent, RunOutcome, SandboxError, limit_error, now_ms};
 
@@ -26,14 +26,28 @@ use crate::sandbox::{ExecError, Limits, RunEvent, RunOutcome, SandboxError, limi
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long an interrupted kernel gets to become idle before it is replaced.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(3);
+/// How long a kernel may leave a request unread before it counts as lost
+/// (requests are small: the largest is a program of `MAX_CODE_BYTES`).
+const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long to wait for iopub to show that its subscription is live before
+/// asking again (the kernel may have published before it was).
+const IOPUB_NUDGE: Duration = Duration::from_millis(500);
+/// The socket names in the ipc directory, by port number in the connection
+/// file (`<ip>-<port>`, as ipykernel names ipc endpoints).
+const SHELL: &str = "k-1";
+const IOPUB: &str = "k-2";
+const CONTROL: &str = "k-4";
+const CONNECTION_FILE: &str = "connection.json";
 
 pub(crate) struct Kernel {
     child: tokio::process::Child,
     group: RunGroup,
-    shell: ClientShellConnection,
-    iopub: ClientIoPubConnection,
-    control: ClientControlConnection,
+    shell: Channel,
+    iopub: Channel,
+    control: Channel,
     client_session: String,
+    /// Why the kernel's wire can no longer be trusted, once it broke.
+    broken: Option<WireError>,
 }
 
 /// How an execution ended, beyond its outcome.
@@ -51,7 +65,9 @@ fn internal(what: &str, e: &dyn std::fmt::Display) -> SandboxError {
 impl Kernel {
     /// Starts a kernel whose sockets live in `ipc_dir` and whose working
     /// directory is the session's `home`; both belong to `user`, the
-    /// session's host uid, which the kernel runs as.
+    /// session's host uid, which the kernel runs as, so everything in
+    /// `ipc_dir` is opened beneath its directory handle and never through a
+    /// link the jail made.
     pub async fn start(
         jail: &JailSandbox,
         user: HostId,
@@ -63,12 +79,9 @@ impl Kernel {
         let started = Instant::now();
         let cgroups = jail.ready_cgroups()?;
         let HostId { uid, gid } = user;
+        let dir = IpcDir::open(ipc_dir).map_err(|e| internal("kernel directory", &e))?;
         // Sockets from an earlier kernel of this session must not linger.
-        if let Ok(entries) = std::fs::read_dir(ipc_dir) {
-            for entry in entries.flatten() {
-                let _ = std::fs::remove_file(entry.path());
-            }
-        }
+        dir.clear();
         let info = ConnectionInfo {
             ip: ipc_dir.join("k").to_string_lossy().into_owned(),
             transport: Transport::IPC,
@@ -85,13 +98,10 @@ impl Kernel {
             signature_scheme: "hmac-sha256".into(),
             kernel_name: Some("python3".into()),
         };
-        let connection_file = ipc_dir.join("connection.json");
         let json = serde_json::to_vec(&info).map_err(|e| internal("connection file", &e))?;
-        std::fs::write(&connection_file, json).map_err(|e| internal("connection file", &e))?;
-        std::fs::set_permissions(&connection_file, std::fs::Permissions::from_mode(0o400))
+        dir.write_connection_file(&json, uid, gid)
             .map_err(|e| internal("connection file", &e))?;
-        chown(&connection_file, Some(uid), Some(gid))
-            .map_err(|e| internal("connection file", &e))?;
+        let connection_file = ipc_dir.join(CONNECTION_FILE);
 
         let group = RunGroup::create(cgroups, name, limits)
             .map_err(|e| SandboxError::Unavailable(e.to_string()))?;
@@ -99,26 +109,38 @@ impl Kernel {
             home: Some(home.to_path_buf()),
             code_file: None,
             shared: vec![ipc_dir.to_path_buf()],
-            // Figures are sent to the page as PNG when a cell shows them.
-            env: vec![("MPLBACKEND", "module://matplotlib_inline.backend_inline")],
+            env: KERNEL_ENV.to_vec(),
         };
+        // `-I`: neither the working directory (the session's home) nor
+        // PYTHON* variables nor the user site take part in starting the
+        // kernel, so a planted `ipykernel_launcher.py` or `.pth` file is never
+        // run; IPython's own configuration lives in the jail's private /tmp
+        // (KERNEL_ENV). The home is put back on `sys.path` once the kernel is
+        // up, where IPython would have put it, so cells import from it.
         let command = vec![
             format!("{PYTHON_ENV}/bin/python3"),
+            "-I".into(),
             "-m".into(),
             "ipykernel_launcher".into(),
             "-f".into(),
             connection_file.to_string_lossy().into_owned(),
             "--HistoryManager.enabled=False".into(),
             "--IPKernelApp.log_level=ERROR".into(),
+            format!("--IPKernelApp.exec_lines={HOME_ON_PATH}"),
         ];
         let mut child =
             jail.spawn_jail(user, limits, &group, &mounts, command, super::Code::None)?;
         drain_logs(&mut child);
 
         // The kernel binds its sockets once it is up.
-        let sockets: Vec<PathBuf> = (1..=5).map(|p| ipc_dir.join(format!("k-{p}"))).collect();
         loop {
-            if sockets.iter().all(|s| s.exists()) {
+            let mut ready = true;
+            for socket in [SHELL, IOPUB, CONTROL] {
+                ready &= dir
+                    .socket_ready(socket, uid)
+                    .map_err(|e| internal("kernel socket", &e))?;
+            }
+            if ready {
                 break;
             }
             if let Ok(Some(status)) = child.try_wait() {
@@ -131,17 +153,42 @@ impl Kernel {
         }
 
         let client_session = uuid::Uuid::new_v4().to_string();
-        let identity =
-            peer_identity_for_session(&client_session).map_err(|e| internal("kernel", &e))?;
-        let shell = create_client_shell_connection_with_identity(&info, &client_session, identity)
+        let signer = Signer::new(info.key.as_bytes());
+        let connect = async {
+            // The shell's identity is the session id, as jupyter_client does.
+            let shell = Channel::connect(
+                &ipc_dir.join(SHELL),
+                SocketType::Dealer,
+                Some(client_session.as_bytes()),
+                uid,
+                signer.clone(),
+            )
             .await
             .map_err(|e| internal("kernel shell", &e))?;
-        let iopub = create_client_iopub_connection(&info, "", &client_session)
+            let iopub = Channel::connect(
+                &ipc_dir.join(IOPUB),
+                SocketType::Sub,
+                None,
+                uid,
+                signer.clone(),
+            )
             .await
             .map_err(|e| internal("kernel iopub", &e))?;
-        let control = create_client_control_connection(&info, &client_session)
+            let control = Channel::connect(
+                &ipc_dir.join(CONTROL),
+                SocketType::Dealer,
+                None,
+                uid,
+                signer.clone(),
+            )
             .await
             .map_err(|e| internal("kernel control", &e))?;
+            Ok::<_, SandboxError>((shell, iopub, control))
+        };
+        let remaining = START_TIMEOUT.saturating_sub(started.elapsed());
+        let (shell, iopub, control) = tokio::time::timeout(remaining, connect)
+            .await
+            .map_err(|_| internal("the kernel did not answer", &"timed out"))??;
         let mut kernel = Self {
             child,
             group,
@@ -149,6 +196,7 @@ impl Kernel {
             iopub,
             control,
             client_session,
+            broken: None,
         };
         let remaining = START_TIMEOUT.saturating_sub(started.elapsed());
         tokio::time::timeout(remaining, kernel.handshake())
@@ -164,21 +212,31 @@ impl Kernel {
         message
     }
 
+    /// Asks for the kernel's info until it answers on shell and iopub has
+    /// shown a message, so that iopub's subscription is known to be live
+    /// before the first cell runs (what was published before it is lost).
     async fn handshake(&mut self) -> Result<(), SandboxError> {
-        let request = self.message(KernelInfoRequest {});
-        let id = request.header.msg_id.clone();
-        self.shell
-            .send(request)
-            .await
-            .map_err(|e| internal("kernel", &e))?;
         loop {
-            let reply = self
-                .shell
-                .read()
+            let request = self.message(KernelInfoRequest {});
+            let id = request.header.msg_id.clone();
+            self.shell
+                .send(&request)
                 .await
                 .map_err(|e| internal("kernel", &e))?;
-            if reply.parent_header.as_ref().is_some_and(|h| h.msg_id == id) {
-                return Ok(());
+            loop {
+                let reply = self
+                    .shell
+                    .read()
+                    .await
+                    .map_err(|e| internal("kernel", &e))?;
+                if reply.parent_header.as_ref().is_some_and(|h| h.msg_id == id) {
+                    break;
+                }
+            }
+            match tokio::time::timeout(IOPUB_NUDGE, self.iopub.read()).await {
+                Ok(Ok(_)) => return Ok(()),
+                Ok(Err(e)) => return Err(internal("kernel iopub", &e)),
+                Err(_) => {}
             }
         }
     }
@@ -196,7 +254,7 @@ impl Kernel {
         let mut budget = limits.output_bytes;
         let request = self.message(ExecuteRequest::new(code.to_string()));
         let id = request.header.msg_id.clone();
-        if let Err(e) = self.shell.send(request).await {
+        if let Err(e) = self.send_shell(&request).await {
             outcome.error = Some(ExecError::new(
                 limit_error::KERNEL_DIED,
                 format!("cannot reach the kernel: {e}"),
@@ -213,9 +271,13 @@ impl Kernel {
         loop {
             tokio::select! {
                 message = self.iopub.read() => {
-                    let Ok(message) = message else {
-                        state = KernelState::Lost;
-                        break;
+                    let message = match message {
+                        Ok(message) => message,
+                        Err(e) => {
+                            self.broke(e);
+                            state = KernelState::Lost;
+                            break;
+                        }
                     };
                     if message.parent_header.as_ref().is_none_or(|h| h.msg_id != id) {
                         continue;
@@ -291,17 +353,36 @@ impl Kernel {
             // Take the reply off the shell socket so that it cannot be read as
             // the answer to a later request.
             let _ = tokio::time::timeout(Duration::from_secs(1), async {
-                while let Ok(reply) = self.shell.read().await {
-                    if reply.parent_header.as_ref().is_some_and(|h| h.msg_id == id) {
-                        break;
+                loop {
+                    match self.shell.read().await {
+                        Ok(reply)
+                            if reply.parent_header.as_ref().is_some_and(|h| h.msg_id == id) =>
+                        {
+                            break;
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            self.broke(e);
+                            break;
+                        }
                     }
                 }
             })
             .await;
         }
+        if self.broken.is_some() {
+            state = KernelState::Lost;
+        }
         let lost = matches!(state, KernelState::Lost);
         let oom = self.group.oom_killed();
+        let broken = self.broken.as_ref().map(|e| {
+            ExecError::new(
+                limit_error::KERNEL_PROTOCOL,
+                format!("the kernel broke the wire protocol ({e})"),
+            )
+        });
         outcome.error = match stop_error(stopped_by, limits) {
+            _ if broken.is_some() => broken,
             Some(error) => Some(error),
             _ if lost && oom => Some(ExecError::new(
                 limit_error::MEMORY,
@@ -341,17 +422,24 @@ impl Kernel {
     async fn interrupt(&mut self) {
         let request = self.message(InterruptRequest {});
         let id = request.header.msg_id.clone();
-        if let Err(e) = self.control.send(request).await {
-            tracing::warn!(%e, "cannot interrupt the kernel");
+        let sent = tokio::time::timeout(INTERRUPT_GRACE, self.control.send(&request)).await;
+        if !matches!(sent, Ok(Ok(()))) {
+            tracing::warn!("cannot interrupt the kernel");
             return;
         }
         let confirmed = tokio::time::timeout(INTERRUPT_GRACE, async {
-            while let Ok(reply) = self.control.read().await {
-                if reply.parent_header.as_ref().is_some_and(|h| h.msg_id == id) {
-                    return true;
+            loop {
+                match self.control.read().await {
+                    Ok(reply) if reply.parent_header.as_ref().is_some_and(|h| h.msg_id == id) => {
+                        return true;
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        self.broke(e);
+                        return false;
+                    }
                 }
             }
-            false
         })
         .await;
         if !matches!(confirmed, Ok(true)) {
@@ -359,11 +447,122 @@ impl Kernel {
         }
     }
 
+    /// Sends on shell, giving up on a kernel that does not read.
+    async fn send_shell(&mut self, message: &JupyterMessage) -> Result<(), WireError> {
+        tokio::time::timeout(SEND_TIMEOUT, self.shell.send(message))
+            .await
+            .map_err(|_| WireError::Zmtp(ZmtpError::Io(std::io::ErrorKind::TimedOut.into())))?
+    }
+
+    /// Remembers that the wire broke; a kernel that merely closed its
+    /// sockets died, which the caller sees without this.
+    fn broke(&mut self, error: WireError) {
+        if matches!(
+            error,
+            WireError::Zmtp(ZmtpError::Closed | ZmtpError::Truncated | ZmtpError::Io(_))
+        ) {
+            return;
+        }
+        tracing::warn!(%error, "the kernel broke the wire protocol");
+        self.broken.get_or_insert(error);
+    }
+
     /// Stops the kernel and everything in its jail.
     pub async fn shutdown(mut self) {
         let _ = self.child.start_kill();
         let _ = tokio::time::timeout(Duration::from_secs(2), self.child.wait()).await;
         self.group.kill_all();
+    }
+}
+
+/// The kernel's environment beyond the jail's defaults. IPython's and
+/// Jupyter's configuration and data live in the jail's own /tmp (a fresh
+/// tmpfs each jail), not in the session's home, so no file the session left
+/// runs when a kernel starts.
+const KERNEL_ENV: &[(&str, &str)] = &[
+    // Figures are sent to the page as PNG when a cell shows them.
+    ("MPLBACKEND", "module://matplotlib_inline.backend_inline"),
+    ("IPYTHONDIR", "/tmp/.ipython"),
+    ("JUPYTER_CONFIG_DIR", "/tmp/.jupyter"),
+    ("JUPYTER_DATA_DIR", "/tmp/.jupyter/data"),
+    ("JUPYTER_RUNTIME_DIR", "/tmp/.jupyter/runtime"),
+];
+
+/// Run by the kernel once it is up: the working directory on `sys.path`
+/// after the standard library, where IPython puts it without `-I`.
+const HOME_ON_PATH: &str = "import sys as _s; _s.path.insert(next((i for i, p in enumerate(_s.path) if p.endswith(('site-packages', 'dist-packages'))), 0), ''); del _s";
+
+/// The kernel's socket directory, opened once. The jail uid owns it, so
+/// everything in it is reached beneath this handle, without following links.
+struct IpcDir {
+    fd: OwnedFd,
+}
+
+impl IpcDir {
+    fn open(path: &Path) -> rustix::io::Result<Self> {
+        let fd = rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        Ok(Self { fd })
+    }
+
+    /// Removes what an earlier kernel left (sockets, links: never followed).
+    fn clear(&self) {
+        let Ok(entries) = rustix::fs::Dir::read_from(&self.fd) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if name == c"." || name == c".." {
+                continue;
+            }
+            if rustix::fs::unlinkat(&self.fd, name, AtFlags::empty()).is_err() {
+                // An empty directory the jail made; a full one stays, and
+                // the kernel reports the name it cannot bind.
+                let _ = rustix::fs::unlinkat(&self.fd, name, AtFlags::REMOVEDIR);
+            }
+        }
+    }
+
+    /// Writes the connection file as a new file (never through whatever
+    /// the jail left at its name), readable by the jail uid only.
+    fn write_connection_file(&self, json: &[u8], uid: u32, gid: u32) -> std::io::Result<()> {
+        use std::io::Write;
+        match rustix::fs::unlinkat(&self.fd, CONNECTION_FILE, AtFlags::empty()) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let fd = rustix::fs::openat(
+            &self.fd,
+            CONNECTION_FILE,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::RUSR,
+        )?;
+        rustix::fs::fchmod(&fd, Mode::RUSR)?;
+        rustix::fs::fchown(
+            &fd,
+            Some(rustix::fs::Uid::from_raw(uid)),
+            Some(rustix::fs::Gid::from_raw(gid)),
+        )?;
+        std::fs::File::from(fd).write_all(json)
+    }
+
+    /// Whether the kernel has bound `name`: it must then be a socket of
+    /// the jail uid, not a link or anything else.
+    fn socket_ready(&self, name: &str, uid: u32) -> Result<bool, String> {
+        match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Err(rustix::io::Errno::NOENT) => Ok(false),
+            Err(e) => Err(format!("{name}: {e}")),
+            Ok(stat) if FileType::from_raw_mode(stat.st_mode) != FileType::Socket => {
+                Err(format!("{name} is not a socket"))
+            }
+            Ok(stat) if stat.st_uid != uid => {
+                Err(format!("{name} belongs to uid {}, not {uid}", stat.st_uid))
+            }
+            Ok(_) => Ok(true),
+        }
     }
 }
 
@@ -424,6 +623,46 @@ fn drain_logs(child: &mut tokio::process::Child) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_socket_directory_is_used_without_following_links() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(outside.path(), "outside").unwrap();
+        let uid = std::fs::metadata(dir.path()).unwrap().uid();
+        let gid = std::fs::metadata(dir.path()).unwrap().gid();
+        let link =
+            |name: &str, to: &Path| std::os::unix::fs::symlink(to, dir.path().join(name)).unwrap();
+        link(CONNECTION_FILE, outside.path());
+        link("old", outside.path());
+        let ipc = IpcDir::open(dir.path()).unwrap();
+        ipc.write_connection_file(b"{}", uid, gid).unwrap();
+        let written = std::fs::symlink_metadata(dir.path().join(CONNECTION_FILE)).unwrap();
+        assert!(written.is_file());
+        assert_eq!(written.permissions().mode() & 0o777, 0o400);
+        assert_eq!(std::fs::read_to_string(outside.path()).unwrap(), "outside");
+
+        let _socket = std::os::unix::net::UnixListener::bind(dir.path().join(SHELL)).unwrap();
+        link(IOPUB, &dir.path().join(SHELL));
+        std::fs::write(dir.path().join(CONTROL), "").unwrap();
+        assert_eq!(ipc.socket_ready(SHELL, uid), Ok(true));
+        assert!(
+            ipc.socket_ready(SHELL, uid + 1).is_err(),
+            "another uid's socket"
+        );
+        assert!(ipc.socket_ready(IOPUB, uid).is_err(), "a link to a socket");
+        assert!(ipc.socket_ready(CONTROL, uid).is_err(), "a plain file");
+        assert_eq!(ipc.socket_ready("k-9", uid), Ok(false));
+
+        ipc.clear();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        assert_eq!(std::fs::read_to_string(outside.path()).unwrap(), "outside");
+        // A directory handle that is itself a link is refused.
+        let parent = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(dir.path(), parent.path().join("ipc")).unwrap();
+        assert!(IpcDir::open(&parent.path().join("ipc")).is_err());
+    }
 
     #[test]
     fn the_budget_cuts_at_char_boundaries() {

@@ -13,6 +13,8 @@ mod identity;
 mod kernel;
 mod seccomp;
 mod session;
+mod wire;
+mod zmtp;
 
 use std::io::{Seek, Write};
 use std::os::fd::OwnedFd;
