@@ -380,6 +380,15 @@ impl Client {
                 "Connection to the execution was closed before the execution was finished",
             ));
         }
+        // E2B's stream has no `truncated`: an output limit the other side
+        // hit says so.
+        if outcome
+            .error
+            .as_ref()
+            .is_some_and(|e| e.name == limit_error::OUTPUT)
+        {
+            outcome.truncated = true;
+        }
         if let (Some(events), Some(error)) = (events, &outcome.error) {
             let _ = events
                 .send(RunEvent::Error {
