@@ -266,14 +266,22 @@ pub fn cut_traceback(lines: Vec<String>, max: usize) -> (Vec<String>, bool) {
     let room = max.saturating_sub(NOTE_BYTES);
     let mut head = 0;
     let mut head_bytes = 0;
-    while head < lines.len() && head_bytes + lines[head].len() + 1 <= room / 2 {
-        head_bytes += lines[head].len() + 1;
+    while let Some(line) = lines.get(head) {
+        let cost = line.len() + 1;
+        if head_bytes + cost > room / 2 {
+            break;
+        }
+        head_bytes += cost;
         head += 1;
     }
     let mut tail = lines.len();
     let mut tail_bytes = 0;
-    while tail > head && head_bytes + tail_bytes + lines[tail - 1].len() + 1 <= room {
-        tail_bytes += lines[tail - 1].len() + 1;
+    while tail > head {
+        let cost = lines[tail - 1].len() + 1;
+        if head_bytes + tail_bytes + cost > room {
+            break;
+        }
+        tail_bytes += cost;
         tail -= 1;
     }
     let left_out = tail - head;
@@ -412,7 +420,9 @@ mod tests {
         }
         use Piece::{Plain, Text};
         // `{"text/plain":"…"}` is 17 bytes around its text.
-        let cases: [(usize, Vec<Piece>, Vec<usize>, Option<Dropped>); 6] = [
+        /// (limit, pieces, bytes kept of each, what was refused)
+        type Case = (usize, Vec<Piece>, Vec<usize>, Option<Dropped>);
+        let cases: [Case; 6] = [
             (100, vec![Text("abc"), Plain(10)], vec![3, 27], None),
             (
                 44,
