@@ -79,14 +79,14 @@ pub async fn run_into_cell(
         loop {
             tokio::select! {
                 biased;
-                Some(event) = rx.recv() => publish(event),
+                Some(event) = rx.recv() => publish_queued(event, &mut rx, &mut publish),
                 result = &mut run => break result,
             }
         }
     };
     drop(tx);
-    while let Ok(event) = rx.try_recv() {
-        publish(event);
+    if let Ok(event) = rx.try_recv() {
+        publish_queued(event, &mut rx, &mut publish);
     }
     // Images and tables the program wrote are offered from the cell.
     if result.is_ok() {
@@ -191,6 +191,37 @@ pub async fn run_into_cell(
     }
 }
 
+/// Publishes `event` and whatever is queued behind it, text of one stream
+/// that follows text of the same stream joined into one output: a program
+/// that flushes a byte at a time makes as few `cell_output` events as the
+/// page can take, not one per flush. Nothing waits to be joined.
+fn publish_queued(
+    event: RunEvent,
+    rx: &mut mpsc::Receiver<RunEvent>,
+    publish: &mut impl FnMut(RunEvent),
+) {
+    let mut event = event;
+    while let Ok(next) = rx.try_recv() {
+        if let Some(next) = join(&mut event, next) {
+            publish(std::mem::replace(&mut event, next));
+        }
+    }
+    publish(event);
+}
+
+/// Joins `next` onto `event` if both are text of the same stream; gives
+/// `next` back if not.
+fn join(event: &mut RunEvent, next: RunEvent) -> Option<RunEvent> {
+    match (event, next) {
+        (RunEvent::Stdout { text, .. }, RunEvent::Stdout { text: more, .. })
+        | (RunEvent::Stderr { text, .. }, RunEvent::Stderr { text: more, .. }) => {
+            text.push_str(&more);
+            None
+        }
+        (_, next) => Some(next),
+    }
+}
+
 /// Whether the sandbox itself failed, whatever the program: it is missing
 /// or unreachable (no page attached, the page gone, E2B down), broke while
 /// setting the run up, or has no room for another session. Refusals of the
@@ -233,4 +264,47 @@ fn output_of(event: RunEvent) -> Option<Output> {
             traceback: error.traceback,
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn out(text: &str) -> RunEvent {
+        RunEvent::Stdout {
+            text: text.into(),
+            ts_ms: 1,
+        }
+    }
+
+    fn err(text: &str) -> RunEvent {
+        RunEvent::Stderr {
+            text: text.into(),
+            ts_ms: 1,
+        }
+    }
+
+    /// Queued events → what is published.
+    #[test]
+    fn queued_text_of_one_stream_is_joined() {
+        let cases: [(Vec<RunEvent>, Vec<RunEvent>); 3] = [
+            (vec![out("a"), out("b"), out("c")], vec![out("abc")]),
+            (
+                vec![out("a"), err("b"), err("c"), out("d")],
+                vec![out("a"), err("bc"), out("d")],
+            ),
+            (vec![err("x")], vec![err("x")]),
+        ];
+        for (queued, expect) in cases {
+            let (tx, mut rx) = mpsc::channel(16);
+            let mut queued = queued.into_iter();
+            let first = queued.next().unwrap();
+            for event in queued {
+                tx.try_send(event).unwrap();
+            }
+            let mut published = Vec::new();
+            publish_queued(first, &mut rx, &mut |e| published.push(e));
+            assert_eq!(published, expect);
+        }
+    }
 }

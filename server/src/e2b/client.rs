@@ -14,12 +14,21 @@ use super::protocol::{
 };
 use crate::config::E2bConfig;
 use crate::sandbox::files::{FileEntry, FileKind};
-use crate::sandbox::{ExecError, Limits, RunEvent, RunOutcome, SandboxError, limit_error, now_ms};
+use crate::sandbox::{
+    ExecError, Limits, OutputBudget, RunEvent, RunOutcome, SandboxError, limit_error, now_ms,
+};
 
 /// How long a control-plane call or a file transfer may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a sandbox may take to be created.
 const CREATE_TIMEOUT: Duration = Duration::from_secs(120);
+/// The most bytes of a JSON answer read (a sandbox, a context, a listing).
+const MAX_REPLY_BYTES: usize = 16 * 1024 * 1024;
+/// The most bytes of a refusal's body read (for its message).
+const MAX_REFUSAL_BYTES: usize = 64 * 1024;
+/// Bytes of JSON around a stream line's text, beyond what the output
+/// budget allows.
+const LINE_SLACK_BYTES: usize = 64 * 1024;
 
 /// Where E2B is and how to sign in.
 #[derive(Clone)]
@@ -98,7 +107,10 @@ impl std::fmt::Debug for Client {
 /// to do.
 async fn refusal(what: &str, response: Response) -> SandboxError {
     let status = response.status();
-    let body = response.text().await.unwrap_or_default();
+    let (body, _) = read_at_most(response, MAX_REFUSAL_BYTES)
+        .await
+        .unwrap_or_default();
+    let body = String::from_utf8_lossy(&body).into_owned();
     let message = serde_json::from_str::<serde_json::Value>(&body)
         .ok()
         .and_then(|v| {
@@ -129,6 +141,47 @@ async fn refusal(what: &str, response: Response) -> SandboxError {
         }
         _ => SandboxError::Unavailable(format!("E2B could not {what}: {status} {message}")),
     }
+}
+
+/// At most `max` bytes of a body, and whether that was all of it. A
+/// declared length is only believed when it says the body is too long.
+async fn read_at_most(response: Response, max: usize) -> Result<(Vec<u8>, bool), reqwest::Error> {
+    if response
+        .content_length()
+        .is_some_and(|n| n > u64::try_from(max).unwrap_or(u64::MAX))
+    {
+        return Ok((Vec::new(), false));
+    }
+    let mut bytes = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        let room = max - bytes.len();
+        if chunk.len() > room {
+            bytes.extend_from_slice(&chunk[..room]);
+            return Ok((bytes, false));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok((bytes, true))
+}
+
+/// A JSON answer, read within [`MAX_REPLY_BYTES`].
+async fn json_reply<T: serde::de::DeserializeOwned>(
+    what: &str,
+    response: Response,
+) -> Result<T, SandboxError> {
+    let (bytes, whole) = read_at_most(response, MAX_REPLY_BYTES)
+        .await
+        .map_err(|e| unreachable(what, &e))?;
+    if !whole {
+        return Err(SandboxError::Unavailable(format!(
+            "E2B's answer to {what} is larger than {MAX_REPLY_BYTES} bytes"
+        )));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| {
+        SandboxError::Unavailable(format!("E2B's answer to {what} is not understood: {e}"))
+    })
 }
 
 fn unreachable(what: &str, e: &reqwest::Error) -> SandboxError {
@@ -215,11 +268,7 @@ impl Client {
                 .timeout(CREATE_TIMEOUT),
         )
         .await?;
-        let sandbox: SandboxJson = response.json().await.map_err(|e| {
-            SandboxError::Unavailable(format!(
-                "E2B's answer to create a sandbox is not understood: {e}"
-            ))
-        })?;
+        let sandbox: SandboxJson = json_reply(what, response).await?;
         tracing::info!(sandbox.id = %sandbox.sandbox_id, "E2B sandbox created");
         Ok(Handle {
             id: sandbox.sandbox_id,
@@ -300,7 +349,9 @@ impl Client {
                         let _ = events.send(event).await;
                     }
                 }
-                if reader.ended {
+                // Past the budget the stream is dropped, which stops the
+                // run on E2B's side.
+                if reader.ended || reader.over() {
                     break;
                 }
             }
@@ -318,13 +369,25 @@ impl Client {
             () = cancel.cancelled() => Some(ExecError::new(limit_error::CANCELLED, "the run was cancelled")),
         };
         let mut outcome = reader.outcome;
+        outcome.truncated = reader.budget.truncated();
         if let Some(error) = stopped {
+            outcome.error = Some(error);
+        } else if let Some(error) = reader.budget.limit_error() {
             outcome.error = Some(error);
         } else if !reader.ended && outcome.error.is_none() {
             outcome.error = Some(ExecError::new(
                 "UnexpectedEndOfExecution",
                 "Connection to the execution was closed before the execution was finished",
             ));
+        }
+        // E2B's stream has no `truncated`: an output limit the other side
+        // hit says so.
+        if outcome
+            .error
+            .as_ref()
+            .is_some_and(|e| e.name == limit_error::OUTPUT)
+        {
+            outcome.truncated = true;
         }
         if let (Some(events), Some(error)) = (events, &outcome.error) {
             let _ = events
@@ -360,9 +423,7 @@ impl Client {
             .timeout(CALL_TIMEOUT),
         )
         .await?;
-        let context: ContextJson = response.json().await.map_err(|e| {
-            SandboxError::Unavailable(format!("E2B's context is not understood: {e}"))
-        })?;
+        let context: ContextJson = json_reply("create a code context", response).await?;
         Ok(context.id)
     }
 
@@ -457,10 +518,13 @@ impl Client {
             .await
             .map_err(|e| unreachable(&what, &e))?;
         let status = response.status();
-        let json: serde_json::Value = response.json().await.unwrap_or_default();
         if status.is_success() {
-            return Ok(json);
+            return json_reply(&what, response).await;
         }
+        let json: serde_json::Value = match read_at_most(response, MAX_REFUSAL_BYTES).await {
+            Ok((bytes, true)) => serde_json::from_slice(&bytes).unwrap_or_default(),
+            _ => serde_json::Value::Null,
+        };
         let message = json
             .get("message")
             .and_then(|m| m.as_str())
@@ -500,12 +564,19 @@ pub fn file_entry(entry: EntryInfo) -> FileEntry {
     }
 }
 
-/// Reads an execution's NDJSON stream into events and an outcome.
+/// Reads an execution's NDJSON stream into events and an outcome, within
+/// the run's output budget; a line longer than anything the budget could
+/// keep is refused before it is read whole.
 struct LineReader {
     buffer: Vec<u8>,
     outcome: RunOutcome,
+    budget: OutputBudget,
     ended: bool,
-    output_bytes: usize,
+    /// The longest line read.
+    max_line: usize,
+    /// A line passed `max_line`: the budget refuses it once the lines
+    /// before it are taken.
+    oversized: bool,
 }
 
 impl LineReader {
@@ -513,17 +584,31 @@ impl LineReader {
         Self {
             buffer: Vec::new(),
             outcome: RunOutcome::default(),
+            budget: OutputBudget::new(output_bytes),
             ended: false,
-            output_bytes,
+            // ASCII-only JSON writes a byte of text as up to six.
+            max_line: output_bytes
+                .saturating_mul(6)
+                .saturating_add(LINE_SLACK_BYTES),
+            oversized: false,
         }
     }
 
-    /// The whole lines `bytes` completes.
-    fn push(&mut self, bytes: &[u8]) -> Vec<Line> {
-        self.buffer.extend_from_slice(bytes);
+    /// The whole lines `bytes` completes; none once a line was too long.
+    fn push(&mut self, mut bytes: &[u8]) -> Vec<Line> {
         let mut lines = Vec::new();
-        while let Some(end) = self.buffer.iter().position(|b| *b == b'\n') {
-            let raw: Vec<u8> = self.buffer.drain(..=end).collect();
+        while !bytes.is_empty() && !self.oversized {
+            let end = bytes.iter().position(|b| *b == b'\n');
+            let piece = end.map_or(bytes, |end| &bytes[..end]);
+            if self.buffer.len() + piece.len() > self.max_line {
+                self.oversized = true;
+                self.buffer = Vec::new();
+                break;
+            }
+            self.buffer.extend_from_slice(piece);
+            let Some(end) = end else { break };
+            bytes = &bytes[end + 1..];
+            let raw = std::mem::take(&mut self.buffer);
             let raw = raw.trim_ascii();
             if raw.is_empty() {
                 continue;
@@ -536,71 +621,44 @@ impl LineReader {
         lines
     }
 
+    /// Whether the budget refused something: the run must be stopped.
+    fn over(&mut self) -> bool {
+        if self.oversized {
+            self.budget.refuse_oversized(self.max_line);
+        }
+        self.budget.overflowed()
+    }
+
     /// Takes a line into the outcome; the event to pass on, if any.
     fn apply(&mut self, line: Line) -> Option<RunEvent> {
-        let room = self
-            .output_bytes
-            .saturating_sub(self.outcome.stdout.len() + self.outcome.stderr.len());
-        match line {
-            Line::Stdout { text, .. } => {
-                let text = self.fit(text, room);
-                self.outcome.stdout.push_str(&text);
-                (!text.is_empty()).then(|| RunEvent::Stdout {
-                    text,
-                    ts_ms: now_ms(),
-                })
-            }
-            Line::Stderr { text, .. } => {
-                let text = self.fit(text, room);
-                self.outcome.stderr.push_str(&text);
-                (!text.is_empty()).then(|| RunEvent::Stderr {
-                    text,
-                    ts_ms: now_ms(),
-                })
-            }
-            Line::Result(result) => {
-                let data = result.to_bundle();
-                self.outcome.results.push(data.clone());
-                Some(RunEvent::Result {
-                    data,
-                    main: result.is_main_result,
-                    ts_ms: now_ms(),
-                })
-            }
+        let ts_ms = now_ms();
+        let event = match line {
+            Line::Stdout { text, .. } => RunEvent::Stdout { text, ts_ms },
+            Line::Stderr { text, .. } => RunEvent::Stderr { text, ts_ms },
+            Line::Result(result) => RunEvent::Result {
+                data: result.to_bundle(),
+                main: result.is_main_result,
+                ts_ms,
+            },
             Line::Error {
                 name,
                 value,
                 traceback,
-            } => {
-                if self.outcome.error.is_none() {
-                    self.outcome.error = Some(ExecError {
-                        name,
-                        value,
-                        traceback: traceback.lines().map(str::to_string).collect(),
-                    });
-                }
-                None
-            }
+            } => RunEvent::Error {
+                error: ExecError {
+                    name,
+                    value,
+                    traceback: traceback.lines().map(str::to_string).collect(),
+                },
+                ts_ms,
+            },
             Line::EndOfExecution => {
                 self.ended = true;
-                None
+                return None;
             }
-            Line::NumberOfExecutions { .. } | Line::Keepalive | Line::Unknown => None,
-        }
-    }
-
-    /// `text` cut to `room` bytes (on a character boundary), marking the
-    /// outcome truncated when it was cut.
-    fn fit(&mut self, text: String, room: usize) -> String {
-        if text.len() <= room {
-            return text;
-        }
-        self.outcome.truncated = true;
-        let mut end = room;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text[..end].to_string()
+            Line::NumberOfExecutions { .. } | Line::Keepalive | Line::Unknown => return None,
+        };
+        self.budget.record(&mut self.outcome, event)
     }
 }
 
@@ -646,7 +704,79 @@ mod tests {
             reader.apply(line);
         }
         assert_eq!(reader.outcome.stdout, "abcd");
-        assert!(reader.outcome.truncated);
+        assert!(reader.over());
+        assert!(reader.budget.truncated());
+    }
+
+    fn result_line(bytes: usize) -> Vec<u8> {
+        let line = format!(
+            "{{\"type\": \"result\", \"html\": \"{}\", \"is_main_result\": false}}\n",
+            "x".repeat(bytes)
+        );
+        line.into_bytes()
+    }
+
+    /// A fake E2B stream: results past the budget or past the count stop
+    /// the run, and a line longer than any budget is refused before it is
+    /// read whole, whatever the chunks.
+    #[test]
+    fn results_and_lines_beyond_the_budget_stop_the_run() {
+        // 40 displays of 2 MB with a budget of 1 MiB: none is kept.
+        let mut reader = LineReader::new(1024 * 1024);
+        let mut events = Vec::new();
+        for _ in 0..40 {
+            for line in reader.push(&result_line(2_000_000)) {
+                events.extend(reader.apply(line));
+            }
+            if reader.over() {
+                break;
+            }
+        }
+        assert!(events.is_empty());
+        assert!(reader.outcome.results.is_empty());
+        let error = reader.budget.limit_error().unwrap();
+        assert_eq!(error.name, limit_error::OUTPUT);
+        assert!(error.value.contains("a display of 2000"), "{error:?}");
+
+        // Many small results: 64 are kept.
+        let mut reader = LineReader::new(1024 * 1024);
+        let many: Vec<u8> = (0..100).flat_map(|_| result_line(10)).collect();
+        for line in reader.push(&many) {
+            reader.apply(line);
+        }
+        assert!(reader.over());
+        assert_eq!(reader.outcome.results.len(), crate::sandbox::MAX_RESULTS);
+
+        // One endless line, in chunks: refused once it passes the cap, and
+        // never buffered beyond it.
+        let mut reader = LineReader::new(1000);
+        let chunk = vec![b'x'; 4096];
+        let mut pushed = 0;
+        while !reader.over() {
+            assert!(reader.push(&chunk).is_empty());
+            assert!(reader.buffer.len() <= reader.max_line);
+            pushed += chunk.len();
+            assert!(pushed <= reader.max_line + chunk.len(), "never refused");
+        }
+        assert!(
+            matches!(
+                reader.budget.dropped(),
+                Some(crate::sandbox::Dropped::Oversized { .. })
+            ),
+            "{:?}",
+            reader.budget.dropped()
+        );
+        // The lines before a long one still count.
+        let mut reader = LineReader::new(10);
+        let mut stream = b"{\"type\": \"stdout\", \"text\": \"ok\"}\n".to_vec();
+        stream.extend(std::iter::repeat_n(b'y', 70_000));
+        let lines = reader.push(&stream);
+        assert_eq!(lines.len(), 1);
+        for line in lines {
+            reader.apply(line);
+        }
+        assert!(reader.over());
+        assert_eq!(reader.outcome.stdout, "ok");
     }
 
     #[test]

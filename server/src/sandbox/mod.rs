@@ -20,7 +20,11 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-pub use output::{OutputCollector, fit};
+pub use output::{
+    Dropped, ERROR_FLOOR_BYTES, MAX_ERROR_NAME_BYTES, MAX_ERROR_VALUE_BYTES, MAX_RESULTS,
+    MAX_TRACEBACK_BYTES, OutputBudget, OutputCollector, cut_text, cut_traceback, fit,
+    serialized_len,
+};
 
 /// The largest program accepted, in bytes.
 pub const MAX_CODE_BYTES: usize = 1024 * 1024;
@@ -67,6 +71,14 @@ pub struct Limits {
     pub pids: u32,
     /// CPU quota in thousandths of a core.
     pub cpu_millis: u32,
+    /// What a run may show, in bytes: stdout, stderr, rich results (each
+    /// counted as its serialized MIME bundle, so an image by its base64
+    /// length) and the error together, kept through one
+    /// [`OutputBudget`]. Whatever does not fit is dropped and the run is
+    /// stopped with an `OutputLimit` error; besides, a run keeps at most
+    /// [`MAX_RESULTS`] results and a traceback of at most
+    /// [`MAX_TRACEBACK_BYTES`] (cut in the middle), and its error always
+    /// gets [`ERROR_FLOOR_BYTES`] even when the output used the rest.
     pub output_bytes: usize,
     pub file_bytes: u64,
     /// `/home/user` and `/tmp` together.

@@ -1,7 +1,303 @@
-//! Output of a run: UTF-8 decoding across read boundaries and the byte cap.
+//! Output of a run: UTF-8 decoding across read boundaries, and the one
+//! budget that everything a run shows (printed text, rich results, its
+//! error) draws from, whichever backend ran it.
 
-/// Collects one stream's bytes as text, keeping at most `cap` bytes in total
-/// across all collectors that share the budget.
+use std::io::Write;
+
+use super::{ExecError, RunEvent, RunOutcome, limit_error};
+
+/// The most rich results (displays, the last expression's value) one run
+/// keeps, whatever their size.
+pub const MAX_RESULTS: usize = 64;
+/// The most bytes of one traceback (its lines, a newline after each).
+pub const MAX_TRACEBACK_BYTES: usize = 64 * 1024;
+/// The most bytes of an error's name.
+pub const MAX_ERROR_NAME_BYTES: usize = 256;
+/// The most bytes of an error's value (its message).
+pub const MAX_ERROR_VALUE_BYTES: usize = 16 * 1024;
+/// Room an error always gets, even when the output used the whole budget,
+/// so that a run that failed still says why: the only bytes an outcome
+/// holds beyond `Limits::output_bytes` (with the short notes of what a cut
+/// left out, and the server's own limit errors).
+pub const ERROR_FLOOR_BYTES: usize = 4 * 1024;
+
+/// The first thing a run's budget refused. Once something is refused the
+/// run is stopped, and nothing it shows after is kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dropped {
+    /// Printed text beyond the budget.
+    Text,
+    /// A rich result of this many bytes (its serialized MIME bundle) that
+    /// did not fit.
+    Result { bytes: usize },
+    /// A rich result beyond [`MAX_RESULTS`].
+    TooManyResults,
+    /// A piece of output (a stream line) of more than this many bytes,
+    /// refused before it was read whole.
+    Oversized { at_least: usize },
+}
+
+impl Dropped {
+    /// What the `OutputLimit` error says, with `limit` the run's budget.
+    pub fn message(self, limit: usize) -> String {
+        match self {
+            Self::Text => format!("the output passed {limit} bytes; the rest was dropped"),
+            Self::Result { bytes } => format!(
+                "the output would have passed {limit} bytes: a display of {bytes} bytes was \
+                 dropped, and the run was stopped"
+            ),
+            Self::TooManyResults => format!(
+                "the run displayed more than {MAX_RESULTS} results; the rest was dropped, \
+                 and the run was stopped"
+            ),
+            Self::Oversized { at_least } => format!(
+                "the output would have passed {limit} bytes: a piece of more than {at_least} \
+                 bytes was dropped, and the run was stopped"
+            ),
+        }
+    }
+}
+
+/// What one run may show: stdout, stderr, each rich result (its serialized
+/// MIME bundle, so an image counts by its base64 length) and its error all
+/// draw from `Limits::output_bytes`; at most [`MAX_RESULTS`] results; a
+/// traceback of at most [`MAX_TRACEBACK_BYTES`]. Every backend keeps a run's
+/// outcome and events through one of these.
+#[derive(Debug)]
+pub struct OutputBudget {
+    limit: usize,
+    used: usize,
+    results: usize,
+    dropped: Option<Dropped>,
+    /// An error was cut to fit.
+    cut: bool,
+}
+
+impl OutputBudget {
+    pub fn new(limit: usize) -> Self {
+        Self {
+            limit,
+            used: 0,
+            results: 0,
+            dropped: None,
+            cut: false,
+        }
+    }
+
+    /// Bytes kept so far.
+    pub fn used(&self) -> usize {
+        self.used
+    }
+
+    pub fn remaining(&self) -> usize {
+        self.limit.saturating_sub(self.used)
+    }
+
+    /// Something was refused: the run must be stopped.
+    pub fn overflowed(&self) -> bool {
+        self.dropped.is_some()
+    }
+
+    pub fn dropped(&self) -> Option<Dropped> {
+        self.dropped
+    }
+
+    /// Something was refused or cut: the outcome's `truncated`.
+    pub fn truncated(&self) -> bool {
+        self.dropped.is_some() || self.cut
+    }
+
+    /// The `OutputLimit` error that says what was refused, if anything was.
+    pub fn limit_error(&self) -> Option<ExecError> {
+        self.dropped
+            .map(|d| ExecError::new(limit_error::OUTPUT, d.message(self.limit)))
+    }
+
+    fn refuse(&mut self, dropped: Dropped) {
+        self.dropped.get_or_insert(dropped);
+    }
+
+    /// Refuses a piece of output seen to be too big before it was read.
+    pub fn refuse_oversized(&mut self, at_least: usize) {
+        self.refuse(Dropped::Oversized { at_least });
+    }
+
+    /// How many bytes of `text`'s start fit (a char boundary); the rest is
+    /// refused.
+    pub fn take_text(&mut self, text: &str) -> usize {
+        if self.dropped.is_some() {
+            return 0;
+        }
+        let kept = fit(text, self.remaining()).len();
+        self.used += kept;
+        if kept < text.len() {
+            self.refuse(Dropped::Text);
+        }
+        kept
+    }
+
+    /// Whether a rich result fits; if so its bytes are taken.
+    pub fn take_result(&mut self, data: &serde_json::Map<String, serde_json::Value>) -> bool {
+        if self.dropped.is_some() {
+            return false;
+        }
+        if self.results >= MAX_RESULTS {
+            self.refuse(Dropped::TooManyResults);
+            return false;
+        }
+        let bytes = serialized_len(data);
+        if bytes > self.remaining() {
+            self.refuse(Dropped::Result { bytes });
+            return false;
+        }
+        self.used += bytes;
+        self.results += 1;
+        true
+    }
+
+    /// The error cut to what is left (at least [`ERROR_FLOOR_BYTES`]): its
+    /// name, its value and its traceback (head and last lines) each within
+    /// their own bound too.
+    pub fn take_error(&mut self, error: ExecError) -> ExecError {
+        let room = self.remaining().max(ERROR_FLOOR_BYTES);
+        let (name, name_cut) = cut_text(error.name, MAX_ERROR_NAME_BYTES);
+        let room = room.saturating_sub(name.len());
+        let (value, value_cut) = cut_text(error.value, MAX_ERROR_VALUE_BYTES.min(room / 2));
+        let room = room.saturating_sub(value.len());
+        let (traceback, traceback_cut) =
+            cut_traceback(error.traceback, MAX_TRACEBACK_BYTES.min(room));
+        self.used += name.len() + value.len() + lines_len(&traceback);
+        self.cut |= name_cut || value_cut || traceback_cut;
+        ExecError {
+            name,
+            value,
+            traceback,
+        }
+    }
+
+    /// Takes a streamed event into `outcome` as far as the budget allows and
+    /// gives back what to pass on (the kept part), if anything. An error is
+    /// kept as the outcome's (the first one) and not passed on: backends
+    /// send the final error when the run ends.
+    pub fn record(&mut self, outcome: &mut RunOutcome, event: RunEvent) -> Option<RunEvent> {
+        match event {
+            RunEvent::Stdout { mut text, ts_ms } => {
+                text.truncate(self.take_text(&text));
+                outcome.stdout.push_str(&text);
+                (!text.is_empty()).then_some(RunEvent::Stdout { text, ts_ms })
+            }
+            RunEvent::Stderr { mut text, ts_ms } => {
+                text.truncate(self.take_text(&text));
+                outcome.stderr.push_str(&text);
+                (!text.is_empty()).then_some(RunEvent::Stderr { text, ts_ms })
+            }
+            RunEvent::Result { data, main, ts_ms } => {
+                if !self.take_result(&data) {
+                    return None;
+                }
+                outcome.results.push(data.clone());
+                Some(RunEvent::Result { data, main, ts_ms })
+            }
+            RunEvent::Error { error, .. } => {
+                if outcome.error.is_none() {
+                    outcome.error = Some(self.take_error(error));
+                }
+                None
+            }
+        }
+    }
+}
+
+/// The length of `value` as JSON, without making the JSON.
+pub fn serialized_len(value: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Plain data into a counter cannot fail; an unencodable value counts
+    // as what was written before it.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
+/// Bytes of lines, a newline after each.
+fn lines_len(lines: &[String]) -> usize {
+    lines.iter().map(|l| l.len() + 1).sum()
+}
+
+/// `text` within `max` bytes: its start (at a char boundary) and a note of
+/// how much was left out, which may pass `max` by a few bytes. Whether it
+/// was cut.
+pub fn cut_text(text: String, max: usize) -> (String, bool) {
+    if text.len() <= max {
+        return (text, false);
+    }
+    let head = fit(&text, max.saturating_sub(NOTE_BYTES));
+    let left_out = text.len() - head.len();
+    (format!("{head}… ({left_out} bytes left out)"), true)
+}
+
+/// Room kept for a note of what a cut left out.
+const NOTE_BYTES: usize = 40;
+
+/// A traceback within `max` bytes (a newline after each line): each line at
+/// most a quarter of `max`, then its first lines and its last ones (where
+/// the exception is) with a line between that says how many were left
+/// out. Whether it was cut.
+pub fn cut_traceback(lines: Vec<String>, max: usize) -> (Vec<String>, bool) {
+    if lines_len(&lines) <= max {
+        return (lines, false);
+    }
+    let line_max = max / 4;
+    let lines: Vec<String> = lines
+        .into_iter()
+        .map(|line| cut_text(line, line_max).0)
+        .collect();
+    if lines_len(&lines) <= max {
+        return (lines, true);
+    }
+    let room = max.saturating_sub(NOTE_BYTES);
+    let mut head = 0;
+    let mut head_bytes = 0;
+    while let Some(line) = lines.get(head) {
+        let cost = line.len() + 1;
+        if head_bytes + cost > room / 2 {
+            break;
+        }
+        head_bytes += cost;
+        head += 1;
+    }
+    let mut tail = lines.len();
+    let mut tail_bytes = 0;
+    while tail > head {
+        let cost = lines[tail - 1].len() + 1;
+        if head_bytes + tail_bytes + cost > room {
+            break;
+        }
+        tail_bytes += cost;
+        tail -= 1;
+    }
+    let left_out = tail - head;
+    let mut lines = lines;
+    let rest = lines.split_off(tail);
+    lines.truncate(head);
+    lines.push(format!(
+        "… ({left_out} line{} left out) …",
+        if left_out == 1 { "" } else { "s" }
+    ));
+    lines.extend(rest);
+    (lines, true)
+}
+
+/// Collects one stream's bytes as text, within a budget that other
+/// collectors and results may share.
 #[derive(Debug, Default)]
 pub struct OutputCollector {
     text: String,
@@ -10,35 +306,31 @@ pub struct OutputCollector {
 }
 
 impl OutputCollector {
-    /// Decodes `chunk` (continuing any sequence the last chunk cut), keeping at
-    /// most `budget` more bytes. Returns the text kept (to stream) and how many
-    /// bytes it used; invalid sequences become U+FFFD.
-    pub fn push(&mut self, chunk: &[u8], budget: usize) -> (String, usize) {
+    /// Decodes `chunk` (continuing any sequence the last chunk cut), keeping
+    /// what fits in `budget`. Returns the text kept (to stream); invalid
+    /// sequences become U+FFFD.
+    pub fn push(&mut self, chunk: &[u8], budget: &mut OutputBudget) -> String {
         let mut bytes = std::mem::take(&mut self.carry);
         bytes.extend_from_slice(chunk);
         // Hold back an incomplete sequence at the end for the next chunk.
         let keep = incomplete_tail(&bytes);
         self.carry = bytes.split_off(bytes.len() - keep);
         let mut text = String::from_utf8_lossy(&bytes).into_owned();
-        text.truncate(fit(&text, budget).len());
+        text.truncate(budget.take_text(&text));
         self.text.push_str(&text);
-        let used = text.len();
-        (text, used)
+        text
     }
 
     /// Whatever is left once the stream ends.
-    pub fn finish(&mut self, budget: usize) -> (String, usize) {
+    pub fn finish(&mut self, budget: &mut OutputBudget) -> String {
         if self.carry.is_empty() {
-            return (String::new(), 0);
+            return String::new();
         }
         let rest = std::mem::take(&mut self.carry);
         let mut text = String::from_utf8_lossy(&rest).into_owned();
-        if text.len() > budget {
-            text.clear();
-        }
+        text.truncate(budget.take_text(&text));
         self.text.push_str(&text);
-        let used = text.len();
-        (text, used)
+        text
     }
 
     pub fn text(&self) -> &str {
@@ -88,25 +380,238 @@ mod tests {
     #[test]
     fn sequences_cut_between_reads_are_joined() {
         let mut out = OutputCollector::default();
+        let mut budget = OutputBudget::new(100);
         let snow = "☃".as_bytes();
-        assert_eq!(out.push(&snow[..1], 100).0, "");
-        assert_eq!(out.push(&snow[1..], 100).0, "☃");
+        assert_eq!(out.push(&snow[..1], &mut budget), "");
+        assert_eq!(out.push(&snow[1..], &mut budget), "☃");
         assert_eq!(out.text(), "☃");
     }
 
     #[test]
     fn invalid_bytes_become_replacement_characters() {
         let mut out = OutputCollector::default();
-        let (text, _) = out.push(b"a\xffb", 100);
+        let text = out.push(b"a\xffb", &mut OutputBudget::new(100));
         assert_eq!(text, "a\u{fffd}b");
     }
 
     #[test]
     fn the_budget_is_respected_at_char_boundaries() {
         let mut out = OutputCollector::default();
-        let (text, used) = out.push("aé☃".as_bytes(), 4);
+        let mut budget = OutputBudget::new(4);
+        let text = out.push("aé☃".as_bytes(), &mut budget);
         assert_eq!(text, "aé");
-        assert_eq!(used, 3);
+        assert_eq!(budget.used(), 3);
+        assert_eq!(budget.dropped(), Some(Dropped::Text));
+    }
+
+    fn bundle(mime: &str, bytes: usize) -> serde_json::Map<String, serde_json::Value> {
+        let mut data = serde_json::Map::new();
+        data.insert(mime.into(), "x".repeat(bytes).into());
+        data
+    }
+
+    /// What a budget of `limit` keeps of each piece in turn (bytes), and
+    /// what it refused first.
+    #[test]
+    fn the_budget_keeps_what_fits_and_nothing_after_a_refusal() {
+        enum Piece {
+            Text(&'static str),
+            Plain(usize),
+        }
+        use Piece::{Plain, Text};
+        // `{"text/plain":"…"}` is 17 bytes around its text.
+        /// (limit, pieces, bytes kept of each, what was refused)
+        type Case = (usize, Vec<Piece>, Vec<usize>, Option<Dropped>);
+        let cases: [Case; 6] = [
+            (100, vec![Text("abc"), Plain(10)], vec![3, 27], None),
+            (
+                44,
+                vec![Plain(10), Plain(10)],
+                vec![27, 0],
+                Some(Dropped::Result { bytes: 27 }),
+            ),
+            (
+                40,
+                vec![Plain(30), Text("abc")],
+                vec![0, 0],
+                Some(Dropped::Result { bytes: 47 }),
+            ),
+            (
+                10,
+                vec![Text("abcdefghijkl"), Plain(0)],
+                vec![10, 0],
+                Some(Dropped::Text),
+            ),
+            (2, vec![Text("é☃")], vec![2], Some(Dropped::Text)),
+            (0, vec![Text("")], vec![0], None),
+        ];
+        for (limit, pieces, expect, dropped) in cases {
+            let mut budget = OutputBudget::new(limit);
+            let kept: Vec<usize> = pieces
+                .iter()
+                .map(|piece| {
+                    let before = budget.used();
+                    match piece {
+                        Text(text) => budget.take_text(text),
+                        Plain(bytes) => {
+                            budget.take_result(&bundle("text/plain", *bytes));
+                            budget.used() - before
+                        }
+                    }
+                })
+                .collect();
+            assert_eq!(kept, expect, "limit {limit}");
+            assert_eq!(budget.dropped(), dropped, "limit {limit}");
+            assert!(budget.used() <= limit);
+            assert_eq!(budget.overflowed(), dropped.is_some());
+            assert_eq!(budget.limit_error().is_some(), dropped.is_some());
+        }
+    }
+
+    #[test]
+    fn results_are_counted_as_well_as_measured() {
+        let mut budget = OutputBudget::new(usize::MAX);
+        for _ in 0..MAX_RESULTS {
+            assert!(budget.take_result(&bundle("text/plain", 1)));
+        }
+        assert!(!budget.take_result(&bundle("text/plain", 1)));
+        assert_eq!(budget.dropped(), Some(Dropped::TooManyResults));
+        let error = budget.limit_error().unwrap();
+        assert_eq!(error.name, limit_error::OUTPUT);
+        assert!(error.value.contains("more than 64 results"), "{error:?}");
+    }
+
+    #[test]
+    fn an_image_counts_by_its_base64_length() {
+        let mut budget = OutputBudget::new(1024 * 1024);
+        let png = bundle("image/png", 2 * 1024 * 1024);
+        assert!(!budget.take_result(&png));
+        assert_eq!(budget.used(), 0);
+        let error = budget.limit_error().unwrap();
+        assert!(
+            error
+                .value
+                .contains(&format!("a display of {} bytes", 2 * 1024 * 1024 + 16)),
+            "{error:?}"
+        );
+        // JSON escapes count too: a control character is six bytes.
+        assert_eq!(serialized_len(&bundle("text/plain", 0)), 17);
+        assert_eq!(serialized_len(&"\u{1}"), 8);
+    }
+
+    #[test]
+    fn recorded_events_fill_the_outcome_within_the_budget() {
+        let mut budget = OutputBudget::new(30);
+        let mut outcome = RunOutcome::default();
+        let out = |text: &str| RunEvent::Stdout {
+            text: text.into(),
+            ts_ms: 0,
+        };
+        let result = |bytes| RunEvent::Result {
+            data: bundle("text/plain", bytes),
+            main: false,
+            ts_ms: 0,
+        };
+        assert_eq!(budget.record(&mut outcome, out("hi\n")), Some(out("hi\n")));
+        assert!(budget.record(&mut outcome, result(5)).is_some());
+        assert_eq!(budget.record(&mut outcome, result(50)), None);
+        assert_eq!(budget.record(&mut outcome, out("more")), None);
+        let error = RunEvent::Error {
+            error: ExecError::new("ValueError", "bad"),
+            ts_ms: 0,
+        };
+        assert_eq!(budget.record(&mut outcome, error), None);
+        assert_eq!(outcome.stdout, "hi\n");
+        assert_eq!(outcome.results.len(), 1);
+        assert_eq!(outcome.error.as_ref().unwrap().value, "bad");
+        assert!(budget.truncated());
+    }
+
+    #[test]
+    fn errors_are_cut_but_always_say_what_failed() {
+        let mut budget = OutputBudget::new(1024 * 1024);
+        assert_eq!(budget.take_text(&"o".repeat(1024 * 1024)), 1024 * 1024);
+        let huge = "é".repeat(25 * 1024 * 1024);
+        let error = budget.take_error(ExecError {
+            name: "ValueError".into(),
+            value: huge.clone(),
+            traceback: vec![
+                "Traceback (most recent call last):".into(),
+                "  File \"<stdin>\", line 1".into(),
+                format!("ValueError: {huge}"),
+            ],
+        });
+        assert_eq!(error.name, "ValueError");
+        assert!(error.value.starts_with("éé"), "{}", &error.value[..20]);
+        assert!(error.value.ends_with("bytes left out)"));
+        let size = error.name.len() + error.value.len() + lines_len(&error.traceback);
+        assert!(size <= ERROR_FLOOR_BYTES + 2 * NOTE_BYTES, "{size}");
+        assert_eq!(error.traceback[0], "Traceback (most recent call last):");
+        assert!(error.traceback.last().unwrap().starts_with("ValueError: é"));
+        assert!(budget.truncated());
+        assert!(!budget.overflowed());
+        // A small error is kept whole and counted.
+        let mut budget = OutputBudget::new(100);
+        let small = ExecError {
+            name: "E".into(),
+            value: "v".into(),
+            traceback: vec!["t".into()],
+        };
+        assert_eq!(budget.take_error(small.clone()), small);
+        assert_eq!(budget.used(), 4);
+        assert!(!budget.truncated());
+    }
+
+    /// `cut_traceback(lines, max)`: the lines kept, by their first bytes.
+    #[test]
+    fn tracebacks_keep_their_head_and_their_last_lines() {
+        let numbered: Vec<String> = (0..100).map(|i| format!("line {i:03}")).collect();
+        let cases: [(Vec<String>, usize, Vec<&str>); 4] = [
+            (vec!["a".into(), "b".into()], 4, vec!["a", "b"]),
+            (
+                numbered.clone(),
+                200,
+                vec![
+                    "line 000",
+                    "line 001",
+                    "line 002",
+                    "line 003",
+                    "line 004",
+                    "line 005",
+                    "line 006",
+                    "line 007",
+                    "… (83 lines left out) …",
+                    "line 091",
+                    "line 092",
+                    "line 093",
+                    "line 094",
+                    "line 095",
+                    "line 096",
+                    "line 097",
+                    "line 098",
+                    "line 099",
+                ],
+            ),
+            (numbered, 0, vec!["… (100 lines left out) …"]),
+            (
+                vec!["head".into(), "☃".repeat(400)],
+                400,
+                vec!["head", "☃☃☃"],
+            ),
+        ];
+        for (lines, max, expect) in cases {
+            let whole = lines_len(&lines) <= max;
+            let (kept, cut) = cut_traceback(lines, max);
+            assert_eq!(cut, !whole);
+            assert_eq!(kept.len(), expect.len(), "{kept:?}");
+            for (line, start) in kept.iter().zip(&expect) {
+                assert!(
+                    line.starts_with(start),
+                    "{line:?} does not start with {start:?}"
+                );
+            }
+            assert!(lines_len(&kept) <= max.max(NOTE_BYTES), "{kept:?}");
+        }
     }
 
     proptest! {
@@ -115,10 +620,26 @@ mod tests {
             let bytes = s.as_bytes();
             let cut = cut.min(bytes.len());
             let mut out = OutputCollector::default();
-            out.push(&bytes[..cut], usize::MAX);
-            out.push(&bytes[cut..], usize::MAX);
-            out.finish(usize::MAX);
+            let mut budget = OutputBudget::new(usize::MAX);
+            out.push(&bytes[..cut], &mut budget);
+            out.push(&bytes[cut..], &mut budget);
+            out.finish(&mut budget);
             prop_assert_eq!(out.text(), s.as_str());
+        }
+
+        #[test]
+        fn a_cut_traceback_fits_and_ends_with_its_last_line(
+            lines in proptest::collection::vec("\\PC{0,300}", 0..60),
+            max in 200usize..4000,
+        ) {
+            let whole = lines.clone();
+            let (kept, cut) = cut_traceback(lines, max);
+            prop_assert!(lines_len(&kept) <= max);
+            if !cut {
+                prop_assert_eq!(kept, whole);
+            } else if let Some(last) = whole.last() {
+                prop_assert_eq!(kept.last(), Some(&cut_text(last.clone(), max / 4).0));
+            }
         }
     }
 }

@@ -755,3 +755,43 @@ async fn a_program_that_fails_in_the_page_is_still_fixed() {
     assert_eq!(error_name(&turn.cells()[2]), Some("NameError"));
     assert_eq!(turn.cells()[4].printed(), "fixed\n");
 }
+
+/// The display flood in a notebook: a bounded number and size of
+/// `cell_output` events (each one is kept in memory, in the store and sent
+/// to every page), the output error in the cell, and the kernel goes on.
+#[tokio::test]
+async fn a_display_flood_yields_bounded_cell_outputs() {
+    let h = harness().await;
+    let run = |code: &str| TurnRequest::Run {
+        code: code.into(),
+        language: Language::Python,
+        source: None,
+    };
+    let flood = "from IPython.display import display, HTML\nx = 'x' * 2_000_000\nfor _ in range(40):\n    display(HTML(x))";
+    let turn = h.turn(run(flood), |_| false).await;
+    let outputs: Vec<&Output> = turn
+        .events
+        .iter()
+        .filter_map(|e| match &e.event {
+            EventBody::CellOutput { output, .. } => Some(output),
+            _ => None,
+        })
+        .collect();
+    let bytes: usize = outputs
+        .iter()
+        .map(|o| serde_json::to_string(o).unwrap().len())
+        .sum();
+    assert!(
+        outputs.len() <= runcell::sandbox::MAX_RESULTS + 2,
+        "{}",
+        outputs.len()
+    );
+    assert!(
+        bytes <= Limits::default().output_bytes + 64 * 1024,
+        "{bytes} bytes of cell outputs"
+    );
+    assert_eq!(error_name(&turn.cells()[1]), Some("OutputLimit"));
+
+    let next = h.turn(run("print(len(x))"), |_| false).await;
+    assert_eq!(next.cells()[1].printed(), "2000000\n");
+}

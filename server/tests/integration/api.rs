@@ -761,3 +761,78 @@ async fn when_required_the_pages_ask_for_a_key() {
             .starts_with("/login")
     );
 }
+
+/// The display flood of point 3 of the review, through `/v1` in a session:
+/// JSON and NDJSON answers stay within the output limit (plus the events'
+/// framing), say what was dropped, and the session goes on.
+#[tokio::test]
+async fn a_display_flood_through_v1_comes_back_bounded() {
+    let server = TestServer::start().await;
+    let client = server.api().await;
+    let created: Value = client
+        .post(server.url(SESSIONS))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["session_id"].as_str().unwrap();
+    let flood = "from IPython.display import display, HTML\nx = 'x' * 2_000_000\nfor _ in range(40):\n    display(HTML(x))";
+    let body = json!({"code": flood, "language": "python", "session_id": id});
+    let budget = runcell::sandbox::Limits::default().output_bytes;
+    let slack = 64 * 1024;
+
+    let response = client
+        .post(server.url(RUN))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let bytes = response.bytes().await.unwrap();
+    assert!(bytes.len() <= budget + slack, "{} bytes", bytes.len());
+    let outcome: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(outcome["error"]["name"], "OutputLimit", "{outcome}");
+    assert!(
+        outcome["error"]["value"]
+            .as_str()
+            .unwrap()
+            .contains("a display of 2000"),
+        "{outcome}"
+    );
+    assert_eq!(outcome["truncated"], true);
+
+    // Events and the summary repeat each other: twice the budget at most.
+    let response = client
+        .post(server.url(RUN))
+        .header("accept", "application/x-ndjson")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let bytes = response.bytes().await.unwrap();
+    assert!(bytes.len() <= 2 * (budget + slack), "{} bytes", bytes.len());
+    let last: Value = serde_json::from_slice(
+        bytes
+            .trim_ascii_end()
+            .rsplit(|b| *b == b'\n')
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(last["type"], "summary");
+    assert_eq!(last["error"]["name"], "OutputLimit");
+
+    let after: Value = client
+        .post(server.url(RUN))
+        .json(&json!({"code": "print(len(x))", "language": "python", "session_id": id}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(after["stdout"], "2000000\n", "{after}");
+}

@@ -683,3 +683,44 @@ async fn a_notebook_runs_on_the_backend_its_page_picked() {
         other => panic!("expected a refusal, got {other:?}"),
     }
 }
+
+/// A display flood through the E2B backend: what runcell's served side
+/// lets through (its own output limit) and what the client keeps (the
+/// request's, here lower) both stay bounded, and the session goes on.
+#[tokio::test]
+async fn a_display_flood_through_the_e2b_backend_is_bounded() {
+    use runcell::sandbox::{Language, Limits, RunRequest, Sandbox};
+    let server = TestServer::start().await;
+    let key = server.api_key("e2b-flood").await;
+    let e2b = backend_for(&server, &key);
+    let session = e2b.open_session().await.unwrap();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let flood = "from IPython.display import display, HTML\nx = 'x' * 200_000\nfor _ in range(40):\n    display(HTML(x))";
+    for budget in [Limits::default().output_bytes, 100_000] {
+        let request = RunRequest {
+            code: flood.into(),
+            language: Language::Python,
+            limits: Limits {
+                wall: Duration::from_secs(30),
+                output_bytes: budget,
+                ..Limits::default()
+            },
+        };
+        let outcome = session.run(&request, None, &cancel).await.unwrap();
+        let shown = outcome.stdout.len()
+            + outcome.stderr.len()
+            + runcell::sandbox::serialized_len(&outcome.results);
+        assert!(shown <= budget, "{shown} > {budget}");
+        let error = outcome.error.unwrap();
+        assert_eq!(error.name, "OutputLimit", "{error:?}");
+        assert!(error.value.contains("a display of"), "{error:?}");
+        assert!(outcome.truncated);
+        let next = RunRequest {
+            code: "print(len(x))".into(),
+            ..request
+        };
+        let after = session.run(&next, None, &cancel).await.unwrap();
+        assert_eq!(after.stdout, "200000\n", "{after:?}");
+    }
+    session.close().await;
+}

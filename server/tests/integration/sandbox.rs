@@ -1014,3 +1014,135 @@ os._exit(1)
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched");
     std::fs::remove_file(&victim).unwrap();
 }
+
+/// Everything an outcome shows, in bytes: what the output budget covers.
+fn shown_bytes(outcome: &RunOutcome) -> usize {
+    let error = outcome.error.as_ref().map_or(0, |e| {
+        e.name.len() + e.value.len() + e.traceback.iter().map(|l| l.len() + 1).sum::<usize>()
+    });
+    outcome.stdout.len()
+        + outcome.stderr.len()
+        + runcell::sandbox::serialized_len(&outcome.results)
+        + error
+}
+
+/// What an outcome may hold beyond the budget: the room an error always
+/// gets, and the notes of what was cut.
+const SLACK: usize = runcell::sandbox::ERROR_FLOOR_BYTES + 1024;
+
+/// Runs `code` in a fresh session's kernel, then `after` in the same
+/// kernel, with a neighbour watching.
+async fn in_a_kernel(code: &str, after: &str) -> (RunOutcome, RunOutcome) {
+    let jail = jail().await;
+    let session = jail.open_session().await.unwrap();
+    let token = CancellationToken::new();
+    let python = |code: &str| RunRequest {
+        code: code.into(),
+        language: Language::Python,
+        limits: quick(),
+    };
+    let outcome =
+        with_neighbour(async { session.run(&python(code), None, &token).await.unwrap() }).await;
+    let next = session.run(&python(after), None, &token).await.unwrap();
+    session.close().await;
+    (outcome, next)
+}
+
+#[tokio::test]
+async fn a_display_flood_in_a_kernel_is_cut_at_the_output_limit() {
+    let (outcome, next) = in_a_kernel(
+        "from IPython.display import display, HTML\nx = 'x' * 2_000_000\nfor _ in range(40):\n    display(HTML(x))",
+        "print(len(x))",
+    )
+    .await;
+    let budget = Limits::default().output_bytes;
+    assert!(
+        shown_bytes(&outcome) <= budget + SLACK,
+        "{}",
+        shown_bytes(&outcome)
+    );
+    assert_eq!(error_name(&outcome), "OutputLimit");
+    let value = &outcome.error.as_ref().unwrap().value;
+    assert!(value.contains("a display of 2000"), "{value}");
+    assert!(outcome.results.is_empty());
+    assert!(outcome.truncated);
+    assert_eq!(next.stdout, "2000000\n", "{next:?}");
+}
+
+#[tokio::test]
+async fn many_small_displays_are_cut_at_the_result_count() {
+    let (outcome, next) = in_a_kernel(
+        "from IPython.display import display\nfor i in range(1000):\n    display(i)",
+        "print('after')",
+    )
+    .await;
+    assert_eq!(outcome.results.len(), runcell::sandbox::MAX_RESULTS);
+    assert_eq!(error_name(&outcome), "OutputLimit", "{:?}", outcome.error);
+    assert_eq!(next.stdout, "after\n", "{next:?}");
+}
+
+#[tokio::test]
+async fn a_huge_last_expression_is_dropped() {
+    let (outcome, next) = in_a_kernel("y = 1\n'x' * 50_000_000", "print(y)").await;
+    let budget = Limits::default().output_bytes;
+    assert!(
+        shown_bytes(&outcome) <= budget + SLACK,
+        "{}",
+        shown_bytes(&outcome)
+    );
+    assert_eq!(error_name(&outcome), "OutputLimit", "{:?}", outcome.error);
+    assert!(outcome.results.is_empty());
+    assert_eq!(next.stdout, "1\n", "{next:?}");
+}
+
+#[tokio::test]
+async fn a_huge_traceback_in_a_kernel_is_cut() {
+    let (outcome, next) = in_a_kernel("z = 2\nraise ValueError('x' * 5_000_000)", "print(z)").await;
+    let budget = Limits::default().output_bytes;
+    assert!(
+        shown_bytes(&outcome) <= budget + SLACK,
+        "{}",
+        shown_bytes(&outcome)
+    );
+    // The program's own error, cut: it says what failed.
+    assert_eq!(error_name(&outcome), "ValueError", "{:?}", outcome.error);
+    assert!(outcome.truncated);
+    assert_eq!(next.stdout, "2\n", "{next:?}");
+}
+
+/// Messages over the wire's frame limit (16 MiB) are read past, not kept:
+/// the run is over its output limit, and the kernel keeps its variables.
+#[tokio::test]
+async fn messages_too_big_for_the_wire_are_read_past_and_the_kernel_lives() {
+    for cell in [
+        "print('x' * 50_000_000)",
+        "raise ValueError('x' * 50_000_000)",
+    ] {
+        let (outcome, next) = in_a_kernel(&format!("w = 3\n{cell}"), "print(w)").await;
+        let budget = Limits::default().output_bytes;
+        assert!(
+            shown_bytes(&outcome) <= budget + SLACK,
+            "{}",
+            shown_bytes(&outcome)
+        );
+        assert_eq!(error_name(&outcome), "OutputLimit", "{:?}", outcome.error);
+        assert!(outcome.truncated);
+        assert_eq!(next.stdout, "3\n", "{cell}: {next:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_one_shot_traceback_is_not_kept_twice() {
+    // Its stderr fits the budget; the error read from it draws from what
+    // is left.
+    let outcome = with_neighbour(run("raise ValueError('x' * 900_000)", Language::Python)).await;
+    let budget = Limits::default().output_bytes;
+    assert_eq!(error_name(&outcome), "ValueError", "{:?}", outcome.error);
+    assert!(outcome.stderr.len() > 900_000);
+    assert!(
+        shown_bytes(&outcome) <= budget + SLACK,
+        "{}",
+        shown_bytes(&outcome)
+    );
+    assert!(outcome.truncated);
+}

@@ -12,8 +12,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{BrowserTabs, Reply, Tab};
 use crate::sandbox::{
-    ExecError, Language, RunEvent, RunOutcome, RunRequest, SandboxError, SandboxSession, fit,
-    limit_error, now_ms,
+    ExecError, Language, OutputBudget, RunEvent, RunOutcome, RunRequest, SandboxError,
+    SandboxSession, limit_error, now_ms,
 };
 use crate::session::SessionId;
 
@@ -50,94 +50,66 @@ enum Ending {
 }
 
 impl Ending {
-    fn error(self, wall: Duration) -> ExecError {
+    fn error(self, wall: Duration, budget: &OutputBudget) -> ExecError {
         match self {
             Self::Cancelled => ExecError::new(limit_error::CANCELLED, "stopped"),
             Self::Timeout => ExecError::new(
                 limit_error::TIMEOUT,
                 format!("the program ran longer than {} s", wall.as_secs()),
             ),
-            Self::OutputLimit => ExecError::new(
-                limit_error::OUTPUT,
-                "the program printed more than the output limit; it was stopped",
-            ),
+            Self::OutputLimit => budget.limit_error().unwrap_or_else(|| {
+                ExecError::new(
+                    limit_error::OUTPUT,
+                    "the program printed more than the output limit; it was stopped",
+                )
+            }),
         }
     }
 }
 
-/// A run as it is collected.
+/// A run as it is collected: the page's outputs within the run's budget.
 struct Collected {
     outcome: RunOutcome,
-    budget: usize,
+    budget: OutputBudget,
 }
 
 impl Collected {
     /// Takes one of the page's outputs within the output budget; false when
-    /// the budget ran out with it.
+    /// the budget refused it (the run must stop).
     async fn take(&mut self, output: Output, events: Option<&mpsc::Sender<RunEvent>>) -> bool {
         let ts_ms = now_ms();
         let event = match output {
-            Output::Stdout { text } | Output::Stderr { text } if self.budget == 0 => {
-                let _ = text;
-                return false;
-            }
-            Output::Stdout { text } => {
-                let kept = fit(&text, self.budget).to_string();
-                self.budget -= kept.len();
-                let over = kept.len() < text.len();
-                self.outcome.stdout.push_str(&kept);
-                send(events, RunEvent::Stdout { text: kept, ts_ms }).await;
-                return !over;
-            }
-            Output::Stderr { text } => {
-                let kept = fit(&text, self.budget).to_string();
-                self.budget -= kept.len();
-                let over = kept.len() < text.len();
-                self.outcome.stderr.push_str(&kept);
-                send(events, RunEvent::Stderr { text: kept, ts_ms }).await;
-                return !over;
-            }
+            Output::Stdout { text } => RunEvent::Stdout { text, ts_ms },
+            Output::Stderr { text } => RunEvent::Stderr { text, ts_ms },
             // Files are the server's to offer, never a page's.
             Output::File { .. } => return true,
-            Output::Rich { data } => {
-                let size: usize = data.iter().map(|(k, v)| k.len() + v.len()).sum();
-                if size > self.budget {
-                    self.budget = 0;
-                    return false;
-                }
-                self.budget -= size;
-                let data: serde_json::Map<String, serde_json::Value> = data
+            Output::Rich { data } => RunEvent::Result {
+                data: data
                     .into_iter()
                     .map(|(k, v)| (k, serde_json::Value::String(v)))
-                    .collect();
-                self.outcome.results.push(data.clone());
-                RunEvent::Result {
-                    data,
-                    main: true,
-                    ts_ms,
-                }
-            }
+                    .collect(),
+                main: true,
+                ts_ms,
+            },
+            // Kept, and streamed when the run ends: a stop or a limit may
+            // replace it.
             Output::Error {
                 name,
                 value,
                 traceback,
-            } => {
-                let error = ExecError {
-                    name: fit(&name, 200).to_string(),
-                    value: fit(&value, 64 * 1024).to_string(),
-                    traceback: traceback
-                        .into_iter()
-                        .take(200)
-                        .map(|l| fit(&l, 4096).to_string())
-                        .collect(),
-                };
-                // Streamed when the run ends: a stop or a limit may replace it.
-                self.outcome.error = Some(error);
-                return true;
-            }
+            } => RunEvent::Error {
+                error: ExecError {
+                    name,
+                    value,
+                    traceback,
+                },
+                ts_ms,
+            },
         };
-        send(events, event).await;
-        true
+        if let Some(event) = self.budget.record(&mut self.outcome, event) {
+            send(events, event).await;
+        }
+        !self.budget.overflowed()
     }
 }
 
@@ -193,11 +165,11 @@ impl SandboxSession for BrowserSession {
         let wall = request.limits.wall;
         let mut collected = Collected {
             outcome: RunOutcome::default(),
-            budget: request.limits.output_bytes,
+            budget: OutputBudget::new(request.limits.output_bytes),
         };
         let mut attached = self.tabs.watch(self.session);
         let Some(tab) = self.page(&mut attached.runner, cancel).await? else {
-            collected.outcome.error = Some(Ending::Cancelled.error(wall));
+            collected.outcome.error = Some(Ending::Cancelled.error(wall, &collected.budget));
             return Ok(collected.outcome);
         };
         {
@@ -259,7 +231,6 @@ impl SandboxSession for BrowserSession {
                             continue;
                         }
                         if !collected.take(output, events).await {
-                            collected.outcome.truncated = true;
                             ending = stop(Ending::OutputLimit);
                             stop_owed = true;
                         }
@@ -329,7 +300,6 @@ impl SandboxSession for BrowserSession {
                     Reply::Output(_) if ending.is_some_and(|(e, _)| e == Ending::OutputLimit) => {}
                     Reply::Output(output) => {
                         if !collected.take(output, events).await {
-                            collected.outcome.truncated = true;
                             ending = ending.or(stop(Ending::OutputLimit));
                         }
                     }
@@ -344,11 +314,14 @@ impl SandboxSession for BrowserSession {
             // The server's reason wins over whatever the page made of the
             // stop (a KeyboardInterrupt), or over a page that went away
             // while it stopped.
-            (Some((ending, _)), _) => collected.outcome.error = Some(ending.error(wall)),
+            (Some((ending, _)), _) => {
+                collected.outcome.error = Some(ending.error(wall, &collected.budget));
+            }
             // Not the program's doing: no change to it would help.
             (None, Some(lost)) => return Err(SandboxError::Unavailable(lost.into())),
             (None, None) => {}
         }
+        collected.outcome.truncated = collected.budget.truncated();
         collected.outcome.duration_ms = crate::clock::millis(started.elapsed());
         if let Some(error) = &collected.outcome.error {
             let event = RunEvent::Error {

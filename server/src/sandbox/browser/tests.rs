@@ -384,6 +384,59 @@ async fn output_past_the_limit_is_cut_and_stops_the_run() {
     assert_eq!(outcome.error.unwrap().name, limit_error::OUTPUT);
 }
 
+fn rich(bytes: usize) -> Output {
+    Output::Rich {
+        data: [("text/html".to_string(), "x".repeat(bytes))].into(),
+    }
+}
+
+/// A page that sends more rich results than the budget allows, by size or
+/// by count: what does not fit is dropped, the run is stopped with the
+/// output error, and what is kept stays within the budget.
+#[tokio::test]
+async fn rich_results_past_the_budget_are_dropped_and_stop_the_run() {
+    use crate::sandbox::{MAX_RESULTS, serialized_len};
+    // (sizes the page sends, results kept, what the error says)
+    let cases = [
+        (
+            vec![200_000; 40],
+            5,
+            "a display of 200016 bytes was dropped",
+        ),
+        (vec![10; 100], MAX_RESULTS, "more than 64 results"),
+    ];
+    for (sizes, kept, says) in cases {
+        let (mut page, kernel) = attached_with(patient(), "k").await;
+        let page = tokio::spawn(async move {
+            let (run, _) = page.next_run().await;
+            for size in sizes {
+                page.say(run, rich(size)).await;
+            }
+            page.expect_stop(run).await;
+            page.done(run, "k").await;
+        });
+        let (events, mut received) = mpsc::channel(1024);
+        let request = python("for _ in range(40): display(HTML('x' * 200_000))");
+        let outcome = kernel
+            .run(&request, Some(&events), &CancellationToken::new())
+            .await
+            .unwrap();
+        page.await.unwrap();
+        drop(events);
+        let mut forwarded = 0;
+        while let Some(event) = received.recv().await {
+            forwarded += usize::from(matches!(event, RunEvent::Result { .. }));
+        }
+        assert_eq!(outcome.results.len(), kept);
+        assert_eq!(forwarded, kept);
+        assert!(serialized_len(&outcome.results) <= request.limits.output_bytes);
+        assert!(outcome.truncated);
+        let error = outcome.error.unwrap();
+        assert_eq!(error.name, limit_error::OUTPUT);
+        assert!(error.value.contains(says), "{error:?}");
+    }
+}
+
 #[tokio::test]
 async fn a_restarted_page_python_is_a_new_kernel() {
     let (mut page, kernel) = attached("first").await;

@@ -20,7 +20,9 @@ use tokio_util::sync::CancellationToken;
 use super::wire::{Channel, Signer, WireError};
 use super::zmtp::{SocketType, ZmtpError};
 use super::{HostId, JailSandbox, Mounts, PYTHON_ENV, RunGroup, stop_error};
-use crate::sandbox::{ExecError, Limits, RunEvent, RunOutcome, SandboxError, limit_error, now_ms};
+use crate::sandbox::{
+    ExecError, Limits, OutputBudget, RunEvent, RunOutcome, SandboxError, limit_error, now_ms,
+};
 
 /// How long a kernel may take to come up.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -251,7 +253,7 @@ impl Kernel {
     ) -> (RunOutcome, KernelState) {
         let started = Instant::now();
         let mut outcome = RunOutcome::default();
-        let mut budget = limits.output_bytes;
+        let mut budget = OutputBudget::new(limits.output_bytes);
         let request = self.message(ExecuteRequest::new(code.to_string()));
         let id = request.header.msg_id.clone();
         if let Err(e) = self.send_shell(&request).await {
@@ -273,6 +275,17 @@ impl Kernel {
                 message = self.iopub.read() => {
                     let message = match message {
                         Ok(message) => message,
+                        Err(e) if let Some(bytes) = dropped(&e) => {
+                            // Too big to keep, read past: over this run's
+                            // output, and the kernel goes on.
+                            budget.refuse_oversized(usize::try_from(bytes).unwrap_or(usize::MAX));
+                            if stopped_by.is_none() {
+                                stopped_by = Some(limit_error::OUTPUT);
+                                self.interrupt().await;
+                                grace.as_mut().reset(tokio::time::Instant::now() + INTERRUPT_GRACE);
+                            }
+                            continue;
+                        }
                         Err(e) => {
                             self.broke(e);
                             state = KernelState::Lost;
@@ -282,49 +295,39 @@ impl Kernel {
                     if message.parent_header.as_ref().is_none_or(|h| h.msg_id != id) {
                         continue;
                     }
-                    match message.content {
-                        JupyterMessageContent::StreamContent(stream) => {
-                            let keep = take_budget(&stream.text, &mut budget);
-                            if keep.len() < stream.text.len() {
-                                outcome.truncated = true;
-                                if stopped_by.is_none() {
-                                    stopped_by = Some(limit_error::OUTPUT);
-                                    self.interrupt().await;
-                                    grace.as_mut().reset(tokio::time::Instant::now() + INTERRUPT_GRACE);
-                                }
-                            }
-                            if keep.is_empty() {
-                                continue;
-                            }
-                            let ts_ms = now_ms();
-                            let event = match stream.name {
-                                Stdio::Stdout => {
-                                    outcome.stdout.push_str(keep);
-                                    RunEvent::Stdout { text: keep.to_string(), ts_ms }
-                                }
-                                Stdio::Stderr => {
-                                    outcome.stderr.push_str(keep);
-                                    RunEvent::Stderr { text: keep.to_string(), ts_ms }
-                                }
-                            };
-                            send(events, event).await;
-                        }
+                    let ts_ms = now_ms();
+                    let event = match message.content {
+                        JupyterMessageContent::StreamContent(stream) => match stream.name {
+                            Stdio::Stdout => RunEvent::Stdout { text: stream.text, ts_ms },
+                            Stdio::Stderr => RunEvent::Stderr { text: stream.text, ts_ms },
+                        },
                         JupyterMessageContent::ExecuteResult(result) => {
-                            push_result(&mut outcome, serde_json::to_value(&result.data), true, events).await;
+                            let Some(data) = bundle(&result.data) else { continue };
+                            RunEvent::Result { data, main: true, ts_ms }
                         }
                         JupyterMessageContent::DisplayData(display) => {
-                            push_result(&mut outcome, serde_json::to_value(&display.data), false, events).await;
+                            let Some(data) = bundle(&display.data) else { continue };
+                            RunEvent::Result { data, main: false, ts_ms }
                         }
                         JupyterMessageContent::ErrorOutput(error) if stopped_by.is_none() => {
-                            outcome.error = Some(ExecError {
+                            let error = ExecError {
                                 name: error.ename,
                                 value: error.evalue,
                                 traceback: error.traceback,
-                            });
+                            };
+                            RunEvent::Error { error, ts_ms }
                         }
                         JupyterMessageContent::Status(status)
                             if status.execution_state == ExecutionState::Idle => break,
-                        _ => {}
+                        _ => continue,
+                    };
+                    if let Some(event) = budget.record(&mut outcome, event) {
+                        send(events, event).await;
+                    }
+                    if budget.overflowed() && stopped_by.is_none() {
+                        stopped_by = Some(limit_error::OUTPUT);
+                        self.interrupt().await;
+                        grace.as_mut().reset(tokio::time::Instant::now() + INTERRUPT_GRACE);
                     }
                 }
                 exited = self.child.wait() => {
@@ -361,6 +364,7 @@ impl Kernel {
                             break;
                         }
                         Ok(_) => {}
+                        Err(e) if dropped(&e).is_some() => {}
                         Err(e) => {
                             self.broke(e);
                             break;
@@ -381,7 +385,12 @@ impl Kernel {
                 format!("the kernel broke the wire protocol ({e})"),
             )
         });
-        outcome.error = match stop_error(stopped_by, limits) {
+        outcome.truncated = budget.truncated();
+        let stopped = match stopped_by {
+            Some(limit_error::OUTPUT) => budget.limit_error(),
+            _ => stop_error(stopped_by, limits),
+        };
+        outcome.error = match stopped {
             _ if broken.is_some() => broken,
             Some(error) => Some(error),
             _ if lost && oom => Some(ExecError::new(
@@ -434,6 +443,7 @@ impl Kernel {
                         return true;
                     }
                     Ok(_) => {}
+                    Err(e) if dropped(&e).is_some() => {}
                     Err(e) => {
                         self.broke(e);
                         return false;
@@ -459,7 +469,12 @@ impl Kernel {
     fn broke(&mut self, error: WireError) {
         if matches!(
             error,
-            WireError::Zmtp(ZmtpError::Closed | ZmtpError::Truncated | ZmtpError::Io(_))
+            WireError::Zmtp(
+                ZmtpError::Closed
+                    | ZmtpError::Truncated
+                    | ZmtpError::Io(_)
+                    | ZmtpError::Dropped { .. }
+            )
         ) {
             return;
         }
@@ -566,30 +581,20 @@ impl IpcDir {
     }
 }
 
-/// The part of `text` that fits in `budget` (at a char boundary).
-fn take_budget<'a>(text: &'a str, budget: &mut usize) -> &'a str {
-    let kept = crate::sandbox::fit(text, *budget);
-    *budget -= kept.len();
-    kept
+/// The size of a message that was too big to keep and was read past: not a
+/// broken wire, only output over the run's limit.
+fn dropped(error: &WireError) -> Option<u64> {
+    match error {
+        WireError::Zmtp(ZmtpError::Dropped { bytes }) => Some(*bytes),
+        _ => None,
+    }
 }
 
-async fn push_result(
-    outcome: &mut RunOutcome,
-    data: Result<serde_json::Value, serde_json::Error>,
-    main: bool,
-    events: Option<&mpsc::Sender<RunEvent>>,
-) {
-    if let Ok(serde_json::Value::Object(data)) = data {
-        outcome.results.push(data.clone());
-        send(
-            events,
-            RunEvent::Result {
-                data,
-                main,
-                ts_ms: now_ms(),
-            },
-        )
-        .await;
+/// A MIME bundle as a run's result.
+fn bundle(data: &impl serde::Serialize) -> Option<serde_json::Map<String, serde_json::Value>> {
+    match serde_json::to_value(data) {
+        Ok(serde_json::Value::Object(data)) => Some(data),
+        _ => None,
     }
 }
 
@@ -662,13 +667,5 @@ mod tests {
         let parent = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(dir.path(), parent.path().join("ipc")).unwrap();
         assert!(IpcDir::open(&parent.path().join("ipc")).is_err());
-    }
-
-    #[test]
-    fn the_budget_cuts_at_char_boundaries() {
-        let mut budget = 4;
-        assert_eq!(take_budget("aé☃", &mut budget), "aé");
-        assert_eq!(budget, 1);
-        assert_eq!(take_budget("☃", &mut budget), "");
     }
 }

@@ -34,8 +34,8 @@ pub(crate) use session::shell_quote;
 pub use session::{JailSession, remove_stale_sessions};
 
 use super::{
-    Capabilities, ExecError, Language, Limits, OutputCollector, RunEvent, RunOutcome, RunRequest,
-    Sandbox, SandboxError, limit_error, now_ms, validate_code,
+    Capabilities, ExecError, Language, Limits, OutputBudget, OutputCollector, RunEvent, RunOutcome,
+    RunRequest, Sandbox, SandboxError, limit_error, now_ms, validate_code,
 };
 
 const BWRAP: &str = "/usr/bin/bwrap";
@@ -733,7 +733,8 @@ struct Supervised {
     status: Option<std::process::ExitStatus>,
     /// The limit (or cancel) that made the supervisor kill the jail.
     stopped_by: Option<&'static str>,
-    truncated: bool,
+    /// What the output took of the run's budget; the error takes from it too.
+    budget: OutputBudget,
 }
 
 async fn supervise(
@@ -749,16 +750,16 @@ async fn supervise(
             stderr: String::new(),
             status: None,
             stopped_by: None,
-            truncated: false,
+            budget: OutputBudget::new(limits.output_bytes),
         };
     };
     let mut out = OutputCollector::default();
     let mut err = OutputCollector::default();
-    let mut budget = limits.output_bytes;
+    let mut budget = OutputBudget::new(limits.output_bytes);
     let (mut out_open, mut err_open) = (true, true);
     let mut status = None;
     let mut stopped_by = None;
-    let mut truncated = false;
+    let mut over = false;
     let mut obuf = vec![0u8; 16 * 1024];
     let mut ebuf = vec![0u8; 16 * 1024];
     let deadline = tokio::time::sleep(limits.wall);
@@ -799,9 +800,7 @@ async fn supervise(
         } else {
             (&mut err, &ebuf[..n])
         };
-        let over = n > budget;
-        let (text, used) = collector.push(bytes, budget);
-        budget -= used;
+        let text = collector.push(bytes, &mut budget);
         if !text.is_empty()
             && let Some(events) = events
         {
@@ -813,8 +812,8 @@ async fn supervise(
             };
             let _ = events.send(event).await;
         }
-        if over && !truncated {
-            truncated = true;
+        if budget.overflowed() && !over {
+            over = true;
             if stopped_by.is_none() {
                 stopped_by = Some(limit_error::OUTPUT);
             }
@@ -825,14 +824,14 @@ async fn supervise(
         let _ = child.start_kill();
         status = child.wait().await.ok();
     }
-    let _ = out.finish(budget);
-    let _ = err.finish(budget);
+    let _ = out.finish(&mut budget);
+    let _ = err.finish(&mut budget);
     Supervised {
         stdout: out.into_text(),
         stderr: err.into_text(),
         status,
         stopped_by,
-        truncated,
+        budget,
     }
 }
 
@@ -845,6 +844,7 @@ fn classify(
     started: Instant,
 ) -> RunOutcome {
     let exit_code = run.status.and_then(|s| s.code());
+    let mut budget = run.budget;
     let mut stderr = run.stderr;
     let failed = exit_code != Some(0);
     let error = match stop_error(run.stopped_by, limits) {
@@ -887,6 +887,9 @@ fn classify(
         _ if failed => Some(program_error(language, exit_code, &stderr)),
         _ => None,
     };
+    // A traceback read from stderr repeats it: it draws from what the
+    // output left, so the outcome holds no more than the budget allows.
+    let error = error.map(|e| budget.take_error(e));
     RunOutcome {
         stdout: run.stdout,
         stderr,
@@ -894,7 +897,7 @@ fn classify(
         error,
         exit_code,
         duration_ms: crate::clock::millis(started.elapsed()),
-        truncated: run.truncated,
+        truncated: budget.truncated(),
     }
 }
 
@@ -904,10 +907,7 @@ pub(crate) fn stop_error(stopped_by: Option<&'static str>, limits: &Limits) -> O
         limit_error::TIMEOUT => {
             format!("the run was stopped after {} s", limits.wall.as_secs_f64())
         }
-        limit_error::OUTPUT => format!(
-            "the output passed {} bytes; the rest was dropped",
-            limits.output_bytes
-        ),
+        limit_error::OUTPUT => crate::sandbox::Dropped::Text.message(limits.output_bytes),
         limit_error::CANCELLED => "the run was cancelled".to_string(),
         other => format!("the run was stopped: {other}"),
     };

@@ -12,7 +12,8 @@
 //! NULL mechanism, and framing. So this module is that, and nothing else.
 //!
 //! Every length the peer declares is checked against a constant before
-//! anything is read or allocated for it; nothing reads ahead in the
+//! anything is read or allocated for it (a message too big to keep but
+//! plausible is read past without being kept, and reported as dropped); nothing reads ahead in the
 //! background: bytes are read from the socket only when the caller asks for
 //! the next message, so a kernel that writes faster than runcell reads is
 //! held back by the socket's own buffer. Any violation is a [`ZmtpError`] for
@@ -29,12 +30,19 @@ use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
-/// The largest frame accepted. A frame is one JSON part of a Jupyter
-/// message; the biggest legitimate ones are rich results (a PNG figure is
-/// base64 in one frame, a large HTML table) and a stream flush. 16 MiB is
-/// many times the default output limit (`Limits::output_bytes`, 1 MiB) and
-/// holds a ~12 MiB image; anything larger is treated as a broken kernel.
+/// The largest frame kept. A frame is one JSON part of a Jupyter message;
+/// the biggest legitimate ones are rich results (a PNG figure is base64 in
+/// one frame, a large HTML table) and a stream flush. 16 MiB is many times
+/// the default output limit (`Limits::output_bytes`, 1 MiB) and holds a
+/// ~12 MiB image. A larger message is read past, not kept (see
+/// [`MAX_SKIPPED_BYTES`]).
 pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
+/// The largest message that is read past rather than kept: a cell that
+/// prints 50 MB in one flush, or displays a 50 MB value, is legitimate, and
+/// only that run's output is over its limit, so its bytes are read and
+/// thrown away as they come (nothing grows) and [`Item::Dropped`] says so.
+/// A frame or message that declares more than this is a broken kernel.
+pub const MAX_SKIPPED_BYTES: u64 = 1 << 30;
 /// The most bytes one message may hold, all frames together: one maximal
 /// frame plus room for the header, parent header, metadata and identities.
 pub const MAX_MESSAGE_BYTES: usize = MAX_FRAME_BYTES + 1024 * 1024;
@@ -88,6 +96,10 @@ pub enum ZmtpError {
     Refused(String),
     #[error("unexpected peer: {0}")]
     Peer(String),
+    /// Not a failure of the connection: a message too big to keep
+    /// ([`Item::Dropped`]) was read past, and the connection goes on.
+    #[error("a message of {bytes} bytes was too big to keep and was dropped")]
+    Dropped { bytes: u64 },
 }
 
 /// What this end of a connection is.
@@ -129,6 +141,11 @@ pub enum Item {
     Command(Command),
     /// A whole multipart message.
     Message(Vec<Bytes>),
+    /// A message over [`MAX_FRAME_BYTES`] or [`MAX_MESSAGE_BYTES`] (but
+    /// within [`MAX_SKIPPED_BYTES`]), read past and not kept.
+    Dropped {
+        bytes: u64,
+    },
 }
 
 /// The bytes-to-items half of a connection, without I/O: bytes go in with
@@ -142,6 +159,17 @@ pub struct Decoder {
     /// The frames of the message so far and their total size.
     parts: Vec<Bytes>,
     message_bytes: usize,
+    /// A message being read past: its frames so far, the bytes of the
+    /// current frame still to throw away, and whether more frames follow.
+    skip: Option<Skip>,
+}
+
+#[derive(Debug, Default)]
+struct Skip {
+    total: u64,
+    frames: usize,
+    left: u64,
+    more: bool,
 }
 
 impl Decoder {
@@ -163,7 +191,7 @@ impl Decoder {
 
     /// Whether a frame is begun and not finished (EOF now is a truncation).
     fn mid_stream(&self) -> bool {
-        !self.buf.is_empty() || !self.parts.is_empty()
+        !self.buf.is_empty() || !self.parts.is_empty() || self.skip.is_some()
     }
 
     /// The next complete item, `None` if more bytes are needed.
@@ -172,6 +200,21 @@ impl Decoder {
             return self.greeting();
         }
         loop {
+            if let Some(skip) = self.skip.as_mut() {
+                let n = usize::try_from(skip.left)
+                    .unwrap_or(usize::MAX)
+                    .min(self.buf.len());
+                self.buf.advance(n);
+                skip.left -= n as u64;
+                if skip.left > 0 {
+                    return Ok(None);
+                }
+                if !skip.more {
+                    let bytes = skip.total;
+                    self.skip = None;
+                    return Ok(Some(Item::Dropped { bytes }));
+                }
+            }
             let Some(&flags) = self.buf.first() else {
                 return Ok(None);
             };
@@ -182,7 +225,7 @@ impl Decoder {
             if command && flags & FLAG_MORE != 0 {
                 return Err(ZmtpError::Flags(flags));
             }
-            if command && !self.parts.is_empty() {
+            if command && (!self.parts.is_empty() || self.skip.is_some()) {
                 return Err(ZmtpError::Command("a command inside a multipart message"));
             }
             let (header, len) = if flags & FLAG_LONG != 0 {
@@ -205,17 +248,42 @@ impl Decoder {
                     .filter(|&l| l <= MAX_COMMAND_BYTES)
                     .ok_or(ZmtpError::CommandTooLarge { len })?
             } else {
-                let frame = usize::try_from(len)
-                    .ok()
-                    .filter(|&l| l <= MAX_FRAME_BYTES)
-                    .ok_or(ZmtpError::FrameTooLarge { len })?;
-                if self.parts.len() >= MAX_FRAMES {
+                let more = flags & FLAG_MORE != 0;
+                let frames = self.parts.len() + self.skip.as_ref().map_or(0, |s| s.frames);
+                if frames >= MAX_FRAMES {
                     return Err(ZmtpError::TooManyFrames);
                 }
-                if self.message_bytes + frame > MAX_MESSAGE_BYTES {
+                let so_far = self
+                    .skip
+                    .as_ref()
+                    .map_or(self.message_bytes as u64, |s| s.total);
+                let total = so_far.saturating_add(len);
+                if len > MAX_SKIPPED_BYTES {
+                    return Err(ZmtpError::FrameTooLarge { len });
+                }
+                if total > MAX_SKIPPED_BYTES {
                     return Err(ZmtpError::MessageTooLarge);
                 }
-                frame
+                let keep = self.skip.is_none()
+                    && len <= MAX_FRAME_BYTES as u64
+                    && total <= MAX_MESSAGE_BYTES as u64;
+                if !keep {
+                    // Too big to keep, small enough to read past: what was
+                    // kept of this message goes, the rest is thrown away
+                    // as it arrives.
+                    self.buf.advance(header);
+                    self.parts.clear();
+                    self.message_bytes = 0;
+                    self.skip = Some(Skip {
+                        total,
+                        frames: frames + 1,
+                        left: len,
+                        more,
+                    });
+                    continue;
+                }
+                // `keep` bounds it by MAX_FRAME_BYTES.
+                usize::try_from(len).map_err(|_| ZmtpError::FrameTooLarge { len })?
             };
             if self.buf.len() < header + len {
                 return Ok(None);
@@ -415,7 +483,7 @@ impl Connection {
         }
         let command = match connection.next_item().await? {
             Item::Command(command) => command,
-            Item::Message(_) | Item::Greeting => {
+            Item::Message(_) | Item::Dropped { .. } | Item::Greeting => {
                 return Err(ZmtpError::Command("a message before READY"));
             }
         };
@@ -467,6 +535,7 @@ impl Connection {
         loop {
             match self.next_item().await? {
                 Item::Message(frames) => return Ok(frames),
+                Item::Dropped { bytes } => return Err(ZmtpError::Dropped { bytes }),
                 Item::Command(command) if &command.name[..] == b"ERROR" => {
                     return Err(ZmtpError::Refused(error_reason(&command.body)));
                 }

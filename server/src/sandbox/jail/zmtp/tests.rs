@@ -93,8 +93,23 @@ fn the_decoder_takes_what_a_kernel_sends_and_refuses_the_rest() {
             |_, e| matches!(e, Some(ZmtpError::FrameTooLarge { .. })),
         ),
         (
-            "one byte over the frame limit",
-            cat(&[hello.clone(), long_header(0, MAX_FRAME_BYTES as u64 + 1)]),
+            "one byte over the frame limit is read past, then the next message kept",
+            {
+                let mut bytes = hello.clone();
+                bytes.extend(long_header(0, MAX_FRAME_BYTES as u64 + 1));
+                bytes.extend(vec![7u8; MAX_FRAME_BYTES + 1]);
+                bytes.extend(message(&[b"next"]));
+                bytes
+            },
+            |items, e| {
+                e.is_none()
+                    && matches!(&items[2], Item::Dropped { bytes } if *bytes == MAX_FRAME_BYTES as u64 + 1)
+                    && matches!(&items[3], Item::Message(f) if f[0][..] == b"next"[..])
+            },
+        ),
+        (
+            "a frame beyond what is read past",
+            cat(&[hello.clone(), long_header(0, MAX_SKIPPED_BYTES + 1)]),
             |_, e| matches!(e, Some(ZmtpError::FrameTooLarge { .. })),
         ),
         (
@@ -103,15 +118,46 @@ fn the_decoder_takes_what_a_kernel_sends_and_refuses_the_rest() {
             |_, e| matches!(e, Some(ZmtpError::TooManyFrames)),
         ),
         (
-            "a message over the total limit",
+            "a message over the total limit is read past whole",
             {
                 let mut bytes = hello.clone();
+                bytes.extend([FLAG_MORE, 3]);
+                bytes.extend(b"hdr");
                 bytes.extend(long_header(FLAG_MORE, MAX_FRAME_BYTES as u64));
                 bytes.extend(vec![0u8; MAX_FRAME_BYTES]);
-                bytes.extend(long_header(0, MAX_FRAME_BYTES as u64));
+                bytes.extend(long_header(FLAG_MORE, MAX_FRAME_BYTES as u64));
+                bytes.extend(vec![0u8; MAX_FRAME_BYTES]);
+                bytes.extend([0, 4]);
+                bytes.extend(b"tail");
+                bytes
+            },
+            |items, e| {
+                e.is_none()
+                    && items.len() == 3
+                    && matches!(&items[2], Item::Dropped { bytes } if *bytes == 3 + 2 * MAX_FRAME_BYTES as u64 + 4)
+            },
+        ),
+        (
+            "a message declaring more in all than is read past",
+            {
+                let mut bytes = hello.clone();
+                bytes.extend(long_header(FLAG_MORE, MAX_FRAME_BYTES as u64 + 1));
+                bytes.extend(vec![0u8; MAX_FRAME_BYTES + 1]);
+                bytes.extend(long_header(0, MAX_SKIPPED_BYTES));
                 bytes
             },
             |_, e| matches!(e, Some(ZmtpError::MessageTooLarge)),
+        ),
+        (
+            "a command inside a message being read past",
+            {
+                let mut bytes = hello.clone();
+                bytes.extend(long_header(FLAG_MORE, MAX_FRAME_BYTES as u64 + 1));
+                bytes.extend(vec![0u8; MAX_FRAME_BYTES + 1]);
+                bytes.extend(command(b"PING", b""));
+                bytes
+            },
+            |_, e| matches!(e, Some(ZmtpError::Command(_))),
         ),
         (
             "an oversized command",
@@ -234,6 +280,7 @@ proptest! {
                         prop_assert!(frames.iter().map(Bytes::len).sum::<usize>() <= MAX_MESSAGE_BYTES);
                     }
                     Ok(Some(Item::Command(c))) => prop_assert!(c.body.len() <= MAX_COMMAND_BYTES),
+                    Ok(Some(Item::Dropped { bytes })) => prop_assert!(bytes <= MAX_SKIPPED_BYTES),
                     Ok(Some(Item::Greeting)) => {}
                     Ok(None) => break,
                     Err(_) => break 'feed,
