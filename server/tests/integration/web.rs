@@ -562,18 +562,17 @@ async fn other_sites_cannot_post_with_the_cookie() {
             .unwrap();
         assert_eq!(response.status(), 403, "DELETE with {headers:?}");
     }
-    let listed: serde_json::Value = http()
-        .get(server.url("/api/sessions"))
+    // Neither deleted nor renamed.
+    let page = http()
+        .get(server.url(&format!("/sessions/{id}")))
         .send()
         .await
-        .unwrap()
-        .json()
-        .await
         .unwrap();
-    assert!(listed.to_string().contains(&id), "not deleted: {listed}");
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.unwrap();
     assert!(
-        !listed.to_string().contains("renamed"),
-        "not renamed: {listed}"
+        html.contains("<title>New session · runcell</title>"),
+        "{html}"
     );
     // The page itself, a program without Origin, and a person typing pass.
     for headers in [
