@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::http::uri::Authority;
-use axum::http::{HeaderMap, Uri, header};
+use axum::http::{HeaderMap, Uri, Version, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -133,10 +133,14 @@ pub fn authority_of(uri: &Uri, headers: &HeaderMap) -> Option<String> {
         .or_else(|| uri.authority().map(|a| a.to_string()))
 }
 
-/// Whether every name the request gives is this server's (and it gives one).
-fn is_for_us(hosts: &AllowedHosts, uri: &Uri, headers: &HeaderMap) -> bool {
-    named(uri, headers)
-        .is_some_and(|names| !names.is_empty() && names.iter().all(|name| hosts.allows(name)))
+/// Whether every name the request gives is this server's, and it gives
+/// one; only HTTP/1.0, which has no `Host` (and which no browser speaks),
+/// may give none.
+fn is_for_us(hosts: &AllowedHosts, version: Version, uri: &Uri, headers: &HeaderMap) -> bool {
+    named(uri, headers).is_some_and(|names| {
+        (!names.is_empty() || version <= Version::HTTP_10)
+            && names.iter().all(|name| hosts.allows(name))
+    })
 }
 
 /// Refuses, with 421, a request that names another host than this server.
@@ -145,7 +149,7 @@ pub async fn refuse_other_hosts(
     request: Request,
     next: Next,
 ) -> Response {
-    if is_for_us(&hosts, request.uri(), request.headers()) {
+    if is_for_us(&hosts, request.version(), request.uri(), request.headers()) {
         return next.run(request).await;
     }
     ApiError::Misdirected(
@@ -247,18 +251,56 @@ mod tests {
             headers
         };
         let path: Uri = "/".parse().unwrap();
-        assert!(is_for_us(&hosts, &path, &with_host("localhost:3000")));
-        assert!(!is_for_us(&hosts, &path, &with_host("evil.example")));
-        assert!(!is_for_us(&hosts, &path, &HeaderMap::new()));
+        assert!(is_for_us(
+            &hosts,
+            Version::HTTP_11,
+            &path,
+            &with_host("localhost:3000")
+        ));
+        assert!(!is_for_us(
+            &hosts,
+            Version::HTTP_11,
+            &path,
+            &with_host("evil.example")
+        ));
+        assert!(!is_for_us(
+            &hosts,
+            Version::HTTP_11,
+            &path,
+            &HeaderMap::new()
+        ));
         // HTTP/2: `:authority` alone.
         let h2: Uri = "http://localhost:3000/".parse().unwrap();
-        assert!(is_for_us(&hosts, &h2, &HeaderMap::new()));
+        assert!(is_for_us(&hosts, Version::HTTP_11, &h2, &HeaderMap::new()));
         let h2_other: Uri = "http://evil.example/".parse().unwrap();
-        assert!(!is_for_us(&hosts, &h2_other, &with_host("localhost")));
-        assert!(!is_for_us(&hosts, &h2, &with_host("evil.example")));
+        assert!(!is_for_us(
+            &hosts,
+            Version::HTTP_11,
+            &h2_other,
+            &with_host("localhost")
+        ));
+        assert!(!is_for_us(
+            &hosts,
+            Version::HTTP_11,
+            &h2,
+            &with_host("evil.example")
+        ));
+        // HTTP/1.0 may name no host (no browser speaks it); 1.1 must.
+        assert!(is_for_us(
+            &hosts,
+            Version::HTTP_10,
+            &path,
+            &HeaderMap::new()
+        ));
+        assert!(!is_for_us(
+            &hosts,
+            Version::HTTP_10,
+            &path,
+            &with_host("evil.example")
+        ));
         // A second Host header is looked at too.
         let mut two = with_host("localhost");
         two.append(header::HOST, HeaderValue::from_static("evil.example"));
-        assert!(!is_for_us(&hosts, &path, &two));
+        assert!(!is_for_us(&hosts, Version::HTTP_11, &path, &two));
     }
 }
