@@ -601,3 +601,43 @@ async fn other_sites_cannot_post_with_the_cookie() {
         .unwrap();
     assert_ne!(response.status(), 403);
 }
+
+#[tokio::test]
+async fn an_html_output_is_framed_behind_a_policy_that_loads_nothing() {
+    let server = TestServer::start().await;
+    let id = server.new_session().await;
+    let code = "from IPython.display import HTML\nHTML('<img src=\"http://example.invalid/x.png\"><p>framed</p>')";
+    let response = http()
+        .post(server.url(&format!("/api/sessions/{id}/run")))
+        .json(&serde_json::json!({ "code": code, "language": "python" }))
+        .send()
+        .await
+        .unwrap();
+    assert!(!crate::support::ndjson_events(response).await.is_empty());
+    let html = http()
+        .get(server.url(&format!("/sessions/{id}")))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let frame = html
+        .split("<iframe")
+        .nth(1)
+        .and_then(|rest| rest.split("</iframe>").next())
+        .unwrap_or_else(|| panic!("no output frame: {html}"));
+    assert!(frame.contains("sandbox=\"\""), "{frame}");
+    let srcdoc = frame
+        .split("srcdoc=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap();
+    let policy = srcdoc
+        .find("Content-Security-Policy")
+        .unwrap_or_else(|| panic!("no policy: {srcdoc}"));
+    let image = srcdoc.find("example.invalid").expect("the output");
+    assert!(policy < image, "{srcdoc}");
+    assert!(srcdoc.contains("default-src"), "{srcdoc}");
+    assert!(srcdoc[..policy].find("img").is_none(), "{srcdoc}");
+}
