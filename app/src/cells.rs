@@ -334,6 +334,25 @@ fn FileOffer(path: String, name: String, size: u64) -> impl IntoView {
     .into_any()
 }
 
+/// What an HTML output's frame may load: nothing from another origin, and
+/// nothing over the network at all (no image, font, style sheet, script or
+/// connection), so that showing a result (also to a share link's readers)
+/// never tells another site who is reading it. Inline styles and `data:`
+/// images and fonts still show; the frame's `sandbox` runs no script.
+pub const OUTPUT_FRAME_POLICY: &str = "default-src 'none'; img-src data: blob:; \
+     style-src 'unsafe-inline'; font-src data:; media-src data: blob:; \
+     connect-src 'none'; form-action 'none'; base-uri 'none'";
+
+/// An HTML output as its frame's document: the policy in a head of its
+/// own, before any of the output's markup (a `<meta>` policy governs only
+/// what comes after it, and only in the head; a later policy can only
+/// narrow it).
+pub fn output_document(html: &str) -> String {
+    format!(
+        "<html><head><meta http-equiv=\"Content-Security-Policy\" content=\"{OUTPUT_FRAME_POLICY}\"></head><body>{html}</body></html>"
+    )
+}
+
 /// How much of a long stream a cell shows: its end (what a program printed
 /// last), so that a page stays quick however much is printed; Download and
 /// Copy output have it all.
@@ -411,9 +430,10 @@ fn OutputView(output: Output, index: usize, name: String) -> impl IntoView {
                 view! { <figure class="out out-image"><img src=src alt="A figure"/></figure> }
                     .into_any()
             } else if let Some(html) = data.get("text/html") {
-                // No scripts, no same origin: the frame can only show markup.
+                // No scripts, no same origin: the frame can only show markup,
+                // and its policy lets it load nothing from elsewhere.
                 view! {
-                    <iframe class="out out-html" sandbox="" srcdoc=html.clone() title="HTML output"></iframe>
+                    <iframe class="out out-html" sandbox="" srcdoc=output_document(html) title="HTML output"></iframe>
                 }
                 .into_any()
             } else if let Some(md) = data.get("text/markdown") {
@@ -431,6 +451,67 @@ fn OutputView(output: Output, index: usize, name: String) -> impl IntoView {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_html_output_loads_nothing_from_elsewhere() {
+        let document = output_document("<img src=\"http://example.invalid/x.png\">");
+        let policy = format!(
+            "<html><head><meta http-equiv=\"Content-Security-Policy\" content=\"{OUTPUT_FRAME_POLICY}\"></head>"
+        );
+        assert!(document.starts_with(&policy), "{document}");
+        for directive in [
+            "default-src 'none'",
+            "connect-src 'none'",
+            "img-src data: blob:;",
+        ] {
+            assert!(OUTPUT_FRAME_POLICY.contains(directive), "{directive}");
+        }
+        assert!(!OUTPUT_FRAME_POLICY.contains("http"));
+    }
+
+    #[cfg(feature = "ssr")]
+    #[test]
+    fn the_output_frame_carries_the_policy_first() {
+        use leptos::prelude::*;
+        let html = Owner::new().with(|| {
+            view! {
+                <OutputView
+                    output=Output::Rich {
+                        data: [(
+                            "text/html".to_string(),
+                            "<img src=\"http://example.invalid/x.png\"><p>hi</p>".to_string(),
+                        )]
+                        .into(),
+                    }
+                    index=0
+                    name="c1".to_string()
+                />
+            }
+            .to_html()
+        });
+        assert!(html.contains("<iframe"), "{html}");
+        assert!(html.contains("sandbox=\"\""), "{html}");
+        // The document in `srcdoc`, as the page's HTML escapes it.
+        let escaped = html
+            .split("srcdoc=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .expect("a srcdoc");
+        let srcdoc = escaped
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&quot;", "\"")
+            .replace("&#39;", "'")
+            .replace("&#x27;", "'")
+            .replace("&amp;", "&");
+        assert!(
+            srcdoc.starts_with(&output_document("")[..60]),
+            "the policy comes first: {srcdoc}"
+        );
+        let policy = srcdoc.find(OUTPUT_FRAME_POLICY).expect("the policy");
+        let image = srcdoc.find("example.invalid").expect("the output");
+        assert!(policy < image, "{srcdoc}");
+    }
 
     #[test]
     fn long_streams_show_their_end() {

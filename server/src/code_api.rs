@@ -172,6 +172,16 @@ impl CodeApi {
         })
     }
 
+    /// Admits the start of a kernel of the caller's that is not a session
+    /// of its own (an E2B code context made or restarted): it counts as a
+    /// run, against the key's rate and its runs under way, until the kernel
+    /// is up and the permit dropped. Kernels cost what runs cost (a process,
+    /// its memory, a start-up), and their number per session is bounded by
+    /// the sandbox, so the rate and concurrency are what is left to cap.
+    pub fn admit_kernel_start(&self, caller: &Caller) -> Result<RunPermit, CodeApiError> {
+        Ok(self.limits.start_run(&caller.key_id)?)
+    }
+
     /// Runs an admitted program to its end, in its session or a fresh
     /// throw-away sandbox; events stream to `events` as they happen.
     ///

@@ -15,8 +15,9 @@ pub const CONFIG_FILE: &str = "runcell.toml";
 /// for a dot: `RUNCELL_SANDBOX__POOL_SIZE` is `sandbox.pool_size`).
 const ENV_KEYS: [&str; 4] = ["addr", "data_dir", "site_root", "log"];
 /// Any `RUNCELL_SANDBOX__*` is read too; unknown ones are refused by name.
-const ENV_SECTIONS: [&str; 6] = [
+const ENV_SECTIONS: [&str; 7] = [
     "sandbox__",
+    "notebook__",
     "llm__",
     "auth__",
     "http__",
@@ -24,8 +25,9 @@ const ENV_SECTIONS: [&str; 6] = [
     "browser__",
 ];
 /// Conventional names read without the prefix, and where they go.
-const ENV_ALIASES: [(&str, &str); 10] = [
+const ENV_ALIASES: [(&str, &str); 11] = [
     ("RUNCELL_AUTH", "auth.mode"),
+    ("RUNCELL_ALLOWED_HOSTS", "http.allowed_hosts"),
     ("RUNCELL_LLM", "llm.backend"),
     ("RUNCELL_MODEL", "llm.model"),
     ("RUNCELL_MODEL_PATH", "llm.model_path"),
@@ -52,6 +54,8 @@ pub struct Config {
     #[serde(default)]
     pub sandbox: SandboxConfig,
     #[serde(default)]
+    pub notebook: NotebookConfig,
+    #[serde(default)]
     pub llm: LlmConfig,
     #[serde(default)]
     pub auth: AuthConfig,
@@ -61,6 +65,31 @@ pub struct Config {
     pub e2b: E2bConfig,
     #[serde(default)]
     pub browser: BrowserConfig,
+}
+
+/// What one browser (an owner cookie) may take of the notebook's resources:
+/// new sessions (rows) at a rate, and kernels (memory) at once.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NotebookConfig {
+    /// Sessions one owner may create an hour, on average (`GET /`,
+    /// `POST /api/sessions`, forks)...
+    pub sessions_per_hour: u32,
+    /// ...and at once after a quiet spell.
+    pub session_burst: u32,
+    /// Kernels one owner's sessions may hold at once; a new one closes the
+    /// owner's longest-idle kernel, or is refused while all of them run.
+    pub max_kernels_per_owner: u32,
+}
+
+impl Default for NotebookConfig {
+    fn default() -> Self {
+        Self {
+            sessions_per_hour: 120,
+            session_burst: 30,
+            max_kernels_per_owner: 4,
+        }
+    }
 }
 
 /// The Browser sandbox: Python in the session's own page (offered when the
@@ -152,6 +181,13 @@ pub struct HttpConfig {
     pub request_timeout_secs: u64,
     /// Origins other sites' pages may call the API from (CORS); empty: none.
     pub cors_origins: Vec<String>,
+    /// Host names this server answers to besides its own (`localhost`,
+    /// `127.0.0.1`, `[::1]` and the address it listens on), at any port
+    /// (`RUNCELL_ALLOWED_HOSTS`, comma-separated): the names people and
+    /// proxies reach it by. A request naming another host is refused (421),
+    /// which is what stops DNS rebinding.
+    #[serde(deserialize_with = "names")]
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for HttpConfig {
@@ -159,8 +195,40 @@ impl Default for HttpConfig {
         Self {
             request_timeout_secs: 60,
             cors_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
         }
     }
+}
+
+/// A list of names, as a list or as one comma-separated string (the way an
+/// environment variable gives it).
+fn names<'de, D>(deserializer: D) -> Result<Vec<String>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Names {
+        List(Vec<String>),
+        Joined(String),
+    }
+    let names = match Names::deserialize(deserializer)? {
+        Names::List(list) => list,
+        Names::Joined(joined) => joined.split(',').map(str::to_string).collect(),
+    };
+    Ok(names
+        .into_iter()
+        .map(|name| name.trim().to_string())
+        .filter(|name| !name.is_empty())
+        // `[fd00::5]` in the environment reads as a list of one bare address.
+        .map(|name| {
+            if name.parse::<std::net::Ipv6Addr>().is_ok() {
+                format!("[{name}]")
+            } else {
+                name
+            }
+        })
+        .collect())
 }
 
 /// E2B: the cloud backend (when `api_key` is set) and runcell's own
@@ -483,6 +551,7 @@ impl Default for Config {
             site_root: PathBuf::from("target/site"),
             log: "info".into(),
             sandbox: SandboxConfig::default(),
+            notebook: NotebookConfig::default(),
             llm: LlmConfig::default(),
             auth: AuthConfig::default(),
             http: HttpConfig::default(),
@@ -589,6 +658,18 @@ impl Config {
             ),
             ("browser.attach_wait_secs", self.browser.attach_wait_secs),
             ("browser.gone_grace_secs", self.browser.gone_grace_secs),
+            (
+                "notebook.sessions_per_hour",
+                u64::from(self.notebook.sessions_per_hour),
+            ),
+            (
+                "notebook.session_burst",
+                u64::from(self.notebook.session_burst),
+            ),
+            (
+                "notebook.max_kernels_per_owner",
+                u64::from(self.notebook.max_kernels_per_owner),
+            ),
         ];
         for (setting, value) in positive {
             if value == 0 {
@@ -672,6 +753,16 @@ impl Config {
                     setting: "http.cors_origins",
                     reason: format!(
                         "`{origin}` is not an origin like https://example.org (`*` is not allowed)"
+                    ),
+                });
+            }
+        }
+        for host in &self.http.allowed_hosts {
+            if crate::http::host::configured_name(host).is_none() {
+                return Err(ConfigError::Setting {
+                    setting: "http.allowed_hosts",
+                    reason: format!(
+                        "`{host}` is not a host name like runcell.example.org (no scheme, port or path; IPv6 in brackets)"
                     ),
                 });
             }
@@ -803,6 +894,13 @@ mod tests {
             assert!(config.pages_need_key());
             assert_eq!(config.auth.runs_per_minute, 3);
             assert_eq!(config.http.cors_origins, ["https://a.example"]);
+            jail.set_env("RUNCELL_ALLOWED_HOSTS", "runcell.example, box.lan ,");
+            let config = load_in(jail, Overrides::default()).map_err(|e| e.to_string())?;
+            assert_eq!(config.http.allowed_hosts, ["runcell.example", "box.lan"]);
+            jail.set_env("RUNCELL_ALLOWED_HOSTS", "https://runcell.example/");
+            let err = load_in(jail, Overrides::default()).map(|_| ()).unwrap_err();
+            assert!(err.to_string().contains("http.allowed_hosts"), "{err}");
+            jail.set_env("RUNCELL_ALLOWED_HOSTS", "");
             jail.set_env("RUNCELL_AUTH__JWT_SECRET", "short");
             let err = load_in(jail, Overrides::default()).map(|_| ()).unwrap_err();
             assert!(err.to_string().contains("auth.jwt_secret"), "{err}");

@@ -13,6 +13,7 @@ use crate::auth::{Auth, KeyLimits};
 use crate::code_api::CodeApi;
 use crate::config::Config;
 use crate::e2b::served::{Served, ServedSettings};
+use crate::http::host::AllowedHosts;
 use crate::llm::Llm;
 use crate::llm::catalog::Catalog;
 use crate::sandbox::Sandbox;
@@ -21,12 +22,15 @@ use crate::sandbox::browser::{BrowserSettings, BrowserTabs, Runtime, find_runtim
 use crate::sandbox::jail::{JailConfig, JailSandbox};
 use crate::sandbox::sessions::{SessionSettings, Sessions};
 use crate::session::SessionHub;
+use crate::session::quota::NewSessionRate;
 use crate::session::uploads::Uploads;
 use crate::store::Store;
 
 #[derive(Clone, FromRef)]
 pub struct AppState {
     pub config: Arc<Config>,
+    /// The host names this server answers to.
+    pub hosts: AllowedHosts,
     pub leptos: LeptosOptions,
     pub sessions: Arc<SessionHub>,
     /// Starts and stops turns: the agent behind every way of asking.
@@ -114,7 +118,8 @@ impl AppState {
                 }),
                 Uploads::new(&config.data_dir)
                     .with_quota(config.sandbox.default_limits().home_bytes()),
-            ),
+            )
+            .with_owner_cap(config.notebook.max_kernels_per_owner as usize),
             AgentSettings {
                 max_tokens: config.llm.max_tokens,
                 answer_timeout: std::time::Duration::from_secs(config.llm.answer_timeout_secs),
@@ -144,10 +149,17 @@ impl AppState {
             turns.clone(),
             shutdown.clone(),
         ));
+        let sessions = Arc::new(
+            SessionHub::new(store).with_new_session_rate(NewSessionRate::new(
+                config.notebook.sessions_per_hour,
+                config.notebook.session_burst,
+            )),
+        );
         Self {
+            hosts: AllowedHosts::from_config(&config),
             config: Arc::new(config),
             leptos,
-            sessions: Arc::new(SessionHub::new(store)),
+            sessions,
             runner,
             llm,
             models,

@@ -74,7 +74,7 @@ pub async fn run_into_cell(
         }
     };
     let result = {
-        let run = kernels.run(session.id(), &request, &tx, cancel);
+        let run = kernels.run(session.id(), session.owner(), &request, &tx, cancel);
         tokio::pin!(run);
         loop {
             tokio::select! {
@@ -117,7 +117,7 @@ pub async fn run_into_cell(
                         }
                     ),
                     (None, "browser") => "(This page's Python started afresh (the page was reloaded, or a program that would not stop was ended), so variables from earlier turns are gone.)\n".into(),
-                    (None, _) => "(The session's kernel had stopped after being idle; a new one ran this code, so variables from earlier turns are gone.)\n".into(),
+                    (None, _) => "(The session's kernel had stopped (it sat idle, or your other sessions needed the room); a new one ran this code, so variables from earlier turns are gone.)\n".into(),
                 };
                 let note = Output::Stderr { text };
                 session.publish(EventBody::CellOutput {
@@ -230,6 +230,7 @@ fn is_outage(error: &SessionError) -> bool {
     matches!(
         error,
         SessionError::TooMany(_)
+            | SessionError::OwnerFull(_)
             | SessionError::Sandbox(SandboxError::Unavailable(_) | SandboxError::Internal(_))
     )
 }

@@ -18,8 +18,8 @@ use crate::sandbox::sessions::SessionError;
 use crate::sandbox::{
     Language, RunEvent, RunOutcome, RunRequest, Sandbox, SandboxError, SandboxSession,
 };
-use crate::session::SessionId;
 use crate::session::uploads::Uploads;
+use crate::session::{OwnerId, SessionId};
 
 /// The Browser sandbox, when the site carries Pyodide.
 pub struct BrowserOffer {
@@ -61,6 +61,60 @@ pub struct Kernels {
     /// started, and their times there: not written by a run, and not to be
     /// kept again, while they stay as they were.
     restored: Mutex<HashMap<SessionId, HashMap<String, Option<u64>>>>,
+    /// Whose each notebook's kernel is, and how it is used: one owner's
+    /// notebooks hold at most `max_per_owner` kernels of the shared
+    /// backends (a kernel in the page costs the server nothing).
+    holders: Mutex<Holders>,
+    max_per_owner: usize,
+}
+
+#[derive(Default)]
+struct Holders {
+    by_session: HashMap<SessionId, Holder>,
+    /// Kernels being opened, per owner: counted with the open ones, so
+    /// that runs started at once cannot all pass the cap.
+    opening: HashMap<OwnerId, usize>,
+}
+
+struct Holder {
+    owner: OwnerId,
+    last_used: std::time::Instant,
+    /// Runs under way in it.
+    running: usize,
+}
+
+/// A run under way in a notebook's kernel; when it ends, the kernel was
+/// last used now.
+struct Running<'a> {
+    holders: &'a Mutex<Holders>,
+    session: SessionId,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if let Some(holder) = self.holders.lock().by_session.get_mut(&self.session) {
+            holder.running = holder.running.saturating_sub(1);
+            holder.last_used = std::time::Instant::now();
+        }
+    }
+}
+
+/// A kernel of `owner`'s being opened, counted until it is open or not.
+struct Opening<'a> {
+    holders: &'a Mutex<Holders>,
+    owner: OwnerId,
+}
+
+impl Drop for Opening<'_> {
+    fn drop(&mut self) {
+        let mut holders = self.holders.lock();
+        if let Some(pending) = holders.opening.get_mut(&self.owner) {
+            *pending = pending.saturating_sub(1);
+            if *pending == 0 {
+                holders.opening.remove(&self.owner);
+            }
+        }
+    }
 }
 
 /// A notebook session's kernel.
@@ -182,7 +236,90 @@ impl Kernels {
             chosen: Mutex::new(HashMap::new()),
             file_locks: Mutex::new(HashMap::new()),
             restored: Mutex::new(HashMap::new()),
+            holders: Mutex::new(Holders::default()),
+            max_per_owner: usize::MAX,
         }
+    }
+
+    /// One owner's notebooks hold at most `max` kernels of the shared
+    /// backends at once.
+    pub fn with_owner_cap(mut self, max: usize) -> Self {
+        self.max_per_owner = max.max(1);
+        self
+    }
+
+    /// Counts a run of `owner`'s in `session`'s kernel until it is dropped.
+    fn running(&self, session: SessionId, owner: OwnerId) -> Running<'_> {
+        let mut holders = self.holders.lock();
+        let holder = holders.by_session.entry(session).or_insert(Holder {
+            owner,
+            last_used: std::time::Instant::now(),
+            running: 0,
+        });
+        holder.running += 1;
+        Running {
+            holders: &self.holders,
+            session,
+        }
+    }
+
+    /// Whether a kernel is still open (the idle reaper may have closed it).
+    fn is_live(&self, kernel: &Kernel) -> bool {
+        match kernel {
+            Kernel::Pooled { backend, id } => self
+                .backends
+                .get(Some(backend))
+                .is_ok_and(|sessions| sessions.contains(id)),
+            Kernel::Browser(_) => false,
+        }
+    }
+
+    /// Makes room for one more kernel of `owner`'s (for `session`, on a
+    /// shared backend): while the owner's other live kernels and those
+    /// being opened reach the cap, the longest-idle one is closed (its
+    /// notebook gets a fresh kernel, with its kept files, on its next run,
+    /// and says so); if all of them are running, the run is refused.
+    async fn make_room(
+        &self,
+        session: SessionId,
+        owner: OwnerId,
+    ) -> Result<Opening<'_>, SessionError> {
+        let victims = {
+            let kernels = self.by_session.lock();
+            let mut holders = self.holders.lock();
+            let mut mine: Vec<(std::time::Instant, bool, &Kernel)> = kernels
+                .iter()
+                .filter(|(id, kernel)| **id != session && self.is_live(kernel))
+                .filter_map(|(id, kernel)| {
+                    let holder = holders.by_session.get(id)?;
+                    (holder.owner == owner).then_some((
+                        holder.last_used,
+                        holder.running > 0,
+                        kernel,
+                    ))
+                })
+                .collect();
+            let opening = holders.opening.get(&owner).copied().unwrap_or(0);
+            // Running ones first, then the idle ones, the longest idle last.
+            mine.sort_by_key(|(used, running, _)| (!*running, std::cmp::Reverse(*used)));
+            let mut victims = Vec::new();
+            while mine.len() + opening >= self.max_per_owner {
+                match mine.pop() {
+                    Some((_, false, kernel)) => victims.push(kernel.clone()),
+                    _ => return Err(SessionError::OwnerFull(self.max_per_owner)),
+                }
+            }
+            *holders.opening.entry(owner).or_insert(0) += 1;
+            victims
+        };
+        for kernel in &victims {
+            tracing::info!("closing an owner's longest-idle kernel to make room");
+            self.close(kernel).await;
+        }
+        Ok(Opening {
+            holders: &self.holders,
+            owner,
+        })
     }
 
     /// Whether `entry` is a kept file as the kernel was filled with it.
@@ -255,10 +392,12 @@ impl Kernels {
     pub async fn run(
         &self,
         session: SessionId,
+        owner: OwnerId,
         request: &RunRequest,
         events: &mpsc::Sender<RunEvent>,
         cancel: &CancellationToken,
     ) -> Result<KernelRun, SessionError> {
+        let _running = self.running(session, owner);
         let wanted = self.chosen(session);
         let known = self.by_session.lock().get(&session).cloned();
         match &known {
@@ -283,8 +422,14 @@ impl Kernels {
             Some(kernel) => self.close(kernel).await,
             None => {}
         }
+        let room = if wanted == browser::BACKEND {
+            None
+        } else {
+            Some(self.make_room(session, owner).await?)
+        };
         let kernel = self.open(session, wanted).await?;
         self.by_session.lock().insert(session, kernel.clone());
+        drop(room);
         let outcome = self.run_in(&kernel, request, events, cancel).await?;
         self.keep_files(session, &kernel).await;
         Ok(KernelRun {
@@ -640,6 +785,7 @@ impl Kernels {
         self.reset(session).await;
         self.chosen.lock().remove(&session);
         self.restored.lock().remove(&session);
+        self.holders.lock().by_session.remove(&session);
         let lock = self.file_lock(session);
         let held = lock.lock().await;
         self.uploads.forget(session).await;

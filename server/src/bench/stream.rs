@@ -50,6 +50,10 @@ pub async fn run(options: StreamBenchOptions) -> Result<(), BenchError> {
         ..Config::default()
     };
     config.llm.backend = LlmBackend::Scripted;
+    // One owner opens every session of the bench.
+    config.notebook.session_burst = u32::try_from(options.sessions)
+        .unwrap_or(u32::MAX)
+        .max(config.notebook.session_burst);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(fail)?;

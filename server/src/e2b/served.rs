@@ -128,6 +128,15 @@ impl ServedSandbox {
         same(token, &self.traffic_token)
     }
 
+    /// The key that owns the sandbox, as a caller: its work counts under
+    /// that key's limits.
+    fn caller(&self) -> Caller {
+        Caller {
+            key_id: self.owner.clone(),
+            key_name: String::new(),
+        }
+    }
+
     pub fn contexts(&self) -> Vec<ContextJson> {
         let mut contexts: Vec<ContextJson> = self.contexts.lock().values().cloned().collect();
         contexts.sort_by(|a, b| a.id.cmp(&b.id));
@@ -370,6 +379,8 @@ impl Served {
         let lang = language_of(&name)?;
         let cwd = cwd.unwrap_or(protocol::HOME).to_string();
         let session = self.session(sandbox)?;
+        // A context is a kernel: its start counts as a run of the owner's.
+        let _starting = self.code_api.admit_kernel_start(&sandbox.caller())?;
         let id = session.create_context(lang, Some(&cwd)).await?;
         if lang == Language::Python && !sandbox.env_vars.is_empty() {
             let code = set_env_code(&sandbox.env_vars);
@@ -400,7 +411,9 @@ impl Served {
                 "the default contexts cannot be restarted here".into(),
             ));
         }
-        self.session(sandbox)?.restart_context(id).await?;
+        let session = self.session(sandbox)?;
+        let _starting = self.code_api.admit_kernel_start(&sandbox.caller())?;
+        session.restart_context(id).await?;
         sandbox.executions.lock().remove(id);
         Ok(())
     }
@@ -475,10 +488,7 @@ impl Served {
         events: mpsc::Sender<RunEvent>,
         cancel: CancellationToken,
     ) -> Result<RunOutcome, ServedError> {
-        let caller = Caller {
-            key_id: sandbox.owner.clone(),
-            key_name: String::new(),
-        };
+        let caller = sandbox.caller();
         let env: BTreeMap<String, String> = sandbox
             .env_vars
             .iter()
@@ -562,10 +572,7 @@ impl Served {
         events: mpsc::Sender<RunEvent>,
         cancel: CancellationToken,
     ) -> Result<RunOutcome, ServedError> {
-        let caller = Caller {
-            key_id: sandbox.owner.clone(),
-            key_name: String::new(),
-        };
+        let caller = sandbox.caller();
         let env: BTreeMap<String, String> = sandbox
             .env_vars
             .iter()

@@ -8,6 +8,8 @@ use crate::auth::{AuthError, Limited};
 use crate::code_api::CodeApiError;
 use crate::sandbox::SandboxError;
 use crate::sandbox::sessions::SessionError;
+use crate::session::CreateError;
+use crate::session::quota::TooManySessions;
 
 /// Every error response's body.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -36,6 +38,9 @@ pub enum ApiError {
     /// A per-key limit (429 with `Retry-After` and `X-RateLimit-*`).
     #[error("{}", .0.message())]
     Limited(Limited),
+    /// An owner made too many sessions lately (429 with `Retry-After`).
+    #[error(transparent)]
+    TooManySessions(TooManySessions),
     #[error("{0}")]
     BadRequest(String),
     #[error("{0}")]
@@ -43,6 +48,9 @@ pub enum ApiError {
     /// Refused whoever asks (403), e.g. a socket opened from another site.
     #[error("{0}")]
     Forbidden(String),
+    /// The request names a host this server does not answer to (421).
+    #[error("{0}")]
+    Misdirected(String),
     #[error("{0}")]
     TooLarge(String),
     /// The thing is there already (409).
@@ -63,10 +71,13 @@ impl ApiError {
         match self {
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             Self::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
-            Self::Limited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
+            Self::Limited(_) | Self::TooManySessions(_) => {
+                (StatusCode::TOO_MANY_REQUESTS, "rate_limited")
+            }
             Self::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             Self::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            Self::Misdirected(_) => (StatusCode::MISDIRECTED_REQUEST, "misdirected"),
             Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
             Self::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             Self::Busy(_) => (StatusCode::TOO_MANY_REQUESTS, "busy"),
@@ -121,7 +132,17 @@ impl From<CodeApiError> for ApiError {
             CodeApiError::Session(err @ SessionError::TooMany(_)) => {
                 Self::Unavailable(err.to_string())
             }
+            CodeApiError::Session(err @ SessionError::OwnerFull(_)) => Self::Busy(err.to_string()),
             CodeApiError::Session(err) => Self::Internal(err.to_string()),
+        }
+    }
+}
+
+impl From<CreateError> for ApiError {
+    fn from(err: CreateError) -> Self {
+        match err {
+            CreateError::TooMany(too_many) => Self::TooManySessions(too_many),
+            CreateError::Store(err) => err.into(),
         }
     }
 }
@@ -163,6 +184,12 @@ impl IntoResponse for ApiError {
                 headers.insert("x-ratelimit-limit", HeaderValue::from(limited.limit()));
                 headers.insert("x-ratelimit-remaining", HeaderValue::from(0u32));
                 headers.insert("x-ratelimit-reset", HeaderValue::from(wait));
+            }
+            Self::TooManySessions(too_many) => {
+                headers.insert(
+                    header::RETRY_AFTER,
+                    HeaderValue::from(too_many.retry_after_secs()),
+                );
             }
             _ => {}
         }

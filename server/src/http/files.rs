@@ -40,6 +40,7 @@ impl From<FilesError> for ApiError {
             FilesError::Session(err @ SessionError::TooMany(_)) => {
                 Self::Unavailable(err.to_string())
             }
+            FilesError::Session(err @ SessionError::OwnerFull(_)) => Self::Busy(err.to_string()),
         }
     }
 }

@@ -4,9 +4,12 @@ mod assets;
 mod e2b;
 pub mod error;
 mod files;
+pub mod host;
 mod hygiene;
 mod mcp;
+mod metrics;
 mod notebook;
+mod origin;
 pub mod owner;
 mod sessions;
 mod signin;
@@ -62,7 +65,6 @@ pub fn router(state: AppState) -> Router {
     let leptos = state.leptos.clone();
 
     let pages = Router::new()
-        .route("/healthz", get(healthz))
         .route("/", get(new_session))
         .route("/ws/sessions/{id}", get(ws::session_socket))
         .route("/api/models", get(models))
@@ -96,7 +98,6 @@ pub fn router(state: AppState) -> Router {
         .route("/s/{token}/files", get(files::shared_get))
         .route("/login", get(signin::form).post(signin::sign_in))
         .route("/logout", post(signin::sign_out))
-        .route("/metrics", get(metrics))
         .nest_service("/pkg", assets::bundle(&state.config.site_root))
         .nest_service("/pyodide", assets::pyodide(&state.config.site_root))
         .route_service(assets::WORKER_PATH, assets::worker(&state.config.site_root))
@@ -111,7 +112,13 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             signin::gate,
         ))
-        .layer(axum::middleware::from_fn(owner::owner_layer));
+        .layer(axum::middleware::from_fn(owner::owner_layer))
+        // Before a cookie is read or made: form posts, `/api/sessions` and
+        // server functions come from this server's pages only.
+        .layer(axum::middleware::from_fn_with_state(
+            state.hosts.clone(),
+            origin::refuse_cross_site,
+        ));
     let pages = with_time_limit(pages, state.config.http.request_timeout_secs);
 
     // Programs' routes: bearer credentials, no cookies; a run's own wall
@@ -134,7 +141,15 @@ pub fn router(state: AppState) -> Router {
     // Outermost, so that refusals and time-outs are counted too.
     api = api.layer(axum::middleware::from_fn(hygiene::count));
 
-    let mut all = api.merge(pages);
+    // Scrapers: no cookie is made for them; a key when the pages need one.
+    let scrape = Router::new()
+        .route("/metrics", get(metrics::render))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            metrics::gate,
+        ));
+
+    let mut all = api.merge(pages).merge(scrape);
     if state.config.e2b.serve {
         // Requests that name a sandbox are E2B's data plane, whatever the path.
         all = all.layer(axum::middleware::from_fn_with_state(
@@ -142,6 +157,18 @@ pub fn router(state: AppState) -> Router {
             e2b::dispatch,
         ));
     }
+    // Before anything else: a request for another host name is refused
+    // (DNS rebinding). Only `/healthz` answers whatever the name.
+    if state.config.addr.ip().is_unspecified() && state.config.http.allowed_hosts.is_empty() {
+        tracing::warn!(
+            "listening on every address, but only loopback names are answered: list the names this server is reached by in RUNCELL_ALLOWED_HOSTS"
+        );
+    }
+    let all = all.layer(axum::middleware::from_fn_with_state(
+        state.hosts.clone(),
+        host::refuse_other_hosts,
+    ));
+    let all = Router::new().route("/healthz", get(healthz)).merge(all);
     hygiene::with_security_headers(all)
         .layer(TraceLayer::new_for_http().make_span_with(request_span))
         .with_state(state)
@@ -168,27 +195,6 @@ where
 /// How long an upload (`PUT …/files`) may take: 50 MiB at about half a
 /// megabit a second.
 const UPLOAD_TIME_LIMIT: Duration = Duration::from_secs(15 * 60);
-
-/// `GET /metrics`: Prometheus text format.
-async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    let Some(handle) = crate::metrics::handle() else {
-        return ApiError::Unavailable("another metrics recorder is installed".into())
-            .into_response();
-    };
-    crate::metrics::set_sizes(
-        state.sandbox_sessions.pooled().await,
-        state.sandbox_sessions.live_count(),
-        state.sessions.len(),
-    );
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        handle.render(),
-    )
-        .into_response()
-}
 
 /// One span per request, named by its route rather than its path, so that
 /// session ids do not multiply the span names.

@@ -20,7 +20,8 @@ use crate::state::AppState;
 pub const SIGNIN_COOKIE: &str = "runcell_signin";
 
 /// Whether a request needs a sign-in: everything but the sign-in itself,
-/// health, metrics, the browser bundle and viewing a share link. A path
+/// the browser bundle and viewing a share link (health and metrics are
+/// routes of their own). A path
 /// with `.` or `..` segments (raw or percent-encoded) is always guarded,
 /// since the page fallback would resolve it to another page.
 fn guarded(method: &Method, path: &str) -> bool {
@@ -32,10 +33,8 @@ fn guarded(method: &Method, path: &str) -> bool {
     if dotted {
         return true;
     }
-    let open = matches!(
-        path,
-        "/login" | "/logout" | "/healthz" | "/metrics" | "/favicon.svg"
-    ) || path.starts_with("/pkg/")
+    let open = matches!(path, "/login" | "/logout" | "/favicon.svg")
+        || path.starts_with("/pkg/")
         || (method == Method::GET && share_view(path));
     !open
 }
@@ -233,7 +232,6 @@ mod tests {
         assert!(guarded(&Method::GET, "/s//files"));
         assert!(!guarded(&Method::GET, "/pkg/runcell.js"));
         assert!(!guarded(&Method::GET, "/login"));
-        assert!(!guarded(&Method::GET, "/healthz"));
         // Dot segments would be resolved by the page fallback.
         for path in [
             "/x/../sessions/a",

@@ -7,7 +7,7 @@ use app::protocol::{
 };
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{Path, Query, State, rejection::QueryRejection};
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use futures::{Sink, SinkExt, Stream, StreamExt};
 use serde::Deserialize;
@@ -35,10 +35,13 @@ pub async fn session_socket(
     owner: Owner,
     Path(id): Path<String>,
     query: Result<Query<Resume>, QueryRejection>,
+    uri: Uri,
     headers: HeaderMap,
     State(state): State<AppState>,
 ) -> Result<Response, ApiError> {
-    if !same_origin(&headers) {
+    // Browsers send the cookie with other sites' WebSocket handshakes too,
+    // and no CORS stands in the way: the origin is checked here.
+    if !super::origin::from_this_site(&state.hosts, &uri, &headers) {
         return Err(ApiError::Forbidden(
             "a session's socket opens only from runcell's own pages".into(),
         ));
@@ -55,30 +58,6 @@ pub async fn session_socket(
                 serve_socket(sink, stream, channel, resume.after, state).await;
             }
         }))
-}
-
-/// Whether a socket request comes from a page of this server. Browsers
-/// send the cookie with cross-site WebSocket handshakes too, and only they
-/// send `Origin`: one that names another host and port than `Host` (or
-/// `X-Forwarded-Host`) is refused; programs without an `Origin` are let
-/// through (they hold their own cookie).
-fn same_origin(headers: &HeaderMap) -> bool {
-    let Some(origin) = headers.get(header::ORIGIN) else {
-        return true;
-    };
-    let Some(authority) = origin
-        .to_str()
-        .ok()
-        .and_then(|o| o.split_once("://"))
-        .map(|(_, rest)| rest.trim_end_matches('/'))
-    else {
-        return false;
-    };
-    // Behind a reverse proxy the page's host is the forwarded one.
-    [header::HOST.as_str(), "x-forwarded-host"]
-        .into_iter()
-        .filter_map(|name| headers.get(name).and_then(|h| h.to_str().ok()))
-        .any(|host| authority.eq_ignore_ascii_case(host))
 }
 
 /// Runs one connection until either side closes or the server shuts down.
@@ -289,49 +268,4 @@ async fn send<W: Sink<Message> + Unpin>(sink: &mut W, message: &ServerMessage) -
         tracing::error!(%err, "cannot encode a frame");
     })?;
     sink.send(Message::Text(text.into())).await.map_err(|_| ())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.insert(name.clone(), value.parse().unwrap());
-        }
-        map
-    }
-
-    #[test]
-    fn only_pages_of_this_server_may_open_a_socket() {
-        let host = (header::HOST, "127.0.0.1:3000");
-        assert!(
-            same_origin(&headers(std::slice::from_ref(&host))),
-            "programs send no Origin"
-        );
-        assert!(same_origin(&headers(&[
-            host.clone(),
-            (header::ORIGIN, "http://127.0.0.1:3000")
-        ])));
-        assert!(same_origin(&headers(&[
-            host.clone(),
-            (
-                header::HeaderName::from_static("x-forwarded-host"),
-                "runcell.example"
-            ),
-            (header::ORIGIN, "https://runcell.example")
-        ])));
-        for other in [
-            "http://evil.example",
-            "http://127.0.0.1:3001",
-            "null",
-            "http://127.0.0.1:3000.evil",
-        ] {
-            assert!(
-                !same_origin(&headers(&[host.clone(), (header::ORIGIN, other)])),
-                "{other}"
-            );
-        }
-    }
 }

@@ -51,6 +51,9 @@ pub enum SessionError {
     NotFound(String),
     #[error("{0} sandbox sessions are open already; close one first")]
     TooMany(usize),
+    /// One owner's notebooks hold as many kernels as they may, all running.
+    #[error("your sessions hold {0} kernels, all running; try again when one ends, or stop one")]
+    OwnerFull(usize),
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
 }

@@ -10,6 +10,7 @@ use parking_lot::Mutex;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+use super::quota::{NewSessionRate, TooManySessions};
 use super::writer::EventWriter;
 use super::{OwnerId, SessionId, ShareToken};
 use crate::clock::now_ms;
@@ -35,6 +36,17 @@ pub struct SessionHub {
     /// Sessions let go from memory by this process: their kernels may live
     /// on, so reloading one is not a restart.
     evicted: Mutex<HashSet<SessionId>>,
+    /// How fast one owner may make new sessions.
+    new_sessions: NewSessionRate,
+}
+
+/// Why a new session was not made.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    #[error(transparent)]
+    TooMany(#[from] TooManySessions),
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 /// Sessions kept in memory before idle ones are let go (they reload from
@@ -55,16 +67,24 @@ impl SessionHub {
             writer: EventWriter::spawn(Arc::clone(&store)),
             store,
             loading: tokio::sync::Mutex::new(()),
+            new_sessions: NewSessionRate::unlimited(),
         }
+    }
+
+    /// Each owner may make new sessions at `rate` only.
+    pub fn with_new_session_rate(mut self, rate: NewSessionRate) -> Self {
+        self.new_sessions = rate;
+        self
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
     }
 
-    /// A new, empty session for `owner`.
-    pub async fn create(&self, owner: OwnerId) -> Result<Arc<SessionChannel>, StoreError> {
-        self.insert(owner, "", None, Vec::new()).await
+    /// A new, empty session for `owner`, within the owner's rate.
+    pub async fn create(&self, owner: OwnerId) -> Result<Arc<SessionChannel>, CreateError> {
+        self.new_sessions.admit(owner)?;
+        Ok(self.insert(owner, "", None, Vec::new()).await?)
     }
 
     /// A new session for `owner` holding a copy of `events` (a shared
@@ -76,7 +96,8 @@ impl SessionHub {
         title: &str,
         from: &ShareToken,
         events: Vec<SessionEvent>,
-    ) -> Result<Arc<SessionChannel>, StoreError> {
+    ) -> Result<Arc<SessionChannel>, CreateError> {
+        self.new_sessions.admit(owner)?;
         let channel = self
             .insert(owner, title, Some(from.to_string()), events)
             .await?;

@@ -5,11 +5,12 @@ mod hub;
 mod id;
 mod logs;
 mod owner;
+pub mod quota;
 mod share;
 pub mod uploads;
 mod writer;
 
-pub use hub::{MAX_PENDING_TURNS, SessionChannel, SessionHub, TurnSlot};
+pub use hub::{CreateError, MAX_PENDING_TURNS, SessionChannel, SessionHub, TurnSlot};
 pub use id::{InvalidSessionId, SessionId};
 pub use owner::{InvalidOwnerId, OwnerId};
 pub use share::{InvalidShareToken, ShareToken};

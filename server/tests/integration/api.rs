@@ -836,3 +836,54 @@ async fn a_display_flood_through_v1_comes_back_bounded() {
         .unwrap();
     assert_eq!(after["stdout"], "2000000\n", "{after}");
 }
+
+#[tokio::test]
+async fn when_required_the_metrics_ask_for_a_key_too() {
+    let server = TestServer::start_configured(|config| config.auth.mode = AuthMode::Required).await;
+    let stranger = reqwest::Client::new();
+    let response = stranger.get(server.url("/metrics")).send().await.unwrap();
+    assert_eq!(error_of(response).await.0, 401);
+    let response = stranger
+        .get(server.url("/metrics"))
+        .header("authorization", "Bearer rc_wrong")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(response).await.0, 401);
+    let key = server.api_key("scraper").await;
+    let token = server.token_for(&key).await;
+    for credential in [&key, &token] {
+        let response = stranger
+            .get(server.url("/metrics"))
+            .header("authorization", format!("Bearer {credential}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        assert!(response.text().await.unwrap().contains("runcell_"));
+    }
+    // A page sign-in will do as well.
+    let signed = http_as(None)
+        .post(server.url("/login"))
+        .form(&[("api_key", key.as_str()), ("next", "/")])
+        .send()
+        .await
+        .unwrap();
+    let cookie = signed.headers()["set-cookie"].to_str().unwrap();
+    let signin = cookie.split(';').next().unwrap().to_string();
+    let response = stranger
+        .get(server.url("/metrics"))
+        .header("cookie", signin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    // Open pages, open metrics (loopback by default).
+    let open = TestServer::start().await;
+    let response = stranger.get(open.url("/metrics")).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(
+        response.headers().get("set-cookie").is_none(),
+        "no owner for scrapers"
+    );
+}

@@ -391,6 +391,10 @@ async fn the_data_plane_refuses_paths_and_links_out_of_the_home() {
     );
     let response = get("/home/user/a.txt").send().await.unwrap();
     assert_eq!(response.headers()["content-type"], "text/plain");
+    // Saved as a file, never shown as a page of this origin.
+    let disposition = response.headers()["content-disposition"].to_str().unwrap();
+    assert!(disposition.starts_with("attachment;"), "{disposition}");
+    assert_eq!(response.headers()["x-content-type-options"], "nosniff");
     assert_eq!(response.text().await.unwrap(), "hello world\n");
 }
 
@@ -723,4 +727,54 @@ async fn a_display_flood_through_the_e2b_backend_is_bounded() {
         assert_eq!(after.stdout, "200000\n", "{after:?}");
     }
     session.close().await;
+}
+
+#[tokio::test]
+async fn code_contexts_count_under_the_keys_run_limits() {
+    // One kernel start a minute, after a burst of one.
+    let server = TestServer::start_configured(|config| {
+        config.sandbox.pool_size = 0;
+        config.auth.runs_per_minute = 1;
+        config.auth.run_burst = 1;
+    })
+    .await;
+    let key = server.api_key("contexts").await;
+    let (id, token) = create(
+        &server,
+        &key,
+        "/sandboxes",
+        json!({"templateID": "code-interpreter-v1"}),
+    )
+    .await;
+    let context = data(&server, &id, 49999, "/contexts")
+        .header("X-Access-Token", &token)
+        .json(&json!({"language": "python"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(context.status(), 200);
+    let context: Value = context.json().await.unwrap();
+    let context_id = context["id"].as_str().unwrap().to_string();
+    for path in [
+        "/contexts".to_string(),
+        format!("/contexts/{context_id}/restart"),
+    ] {
+        let response = data(&server, &id, 49999, &path)
+            .header("X-Access-Token", &token)
+            .json(&json!({"language": "python"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 429, "{path}");
+        let wait: u64 = response.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(wait >= 1, "{path}: {wait}");
+        assert!(
+            response.text().await.unwrap().contains("retry in"),
+            "{path}"
+        );
+    }
 }

@@ -611,3 +611,81 @@ async fn a_share_link_offers_the_files_only_when_its_owner_says_so() {
         .unwrap();
     assert_eq!(bad.status(), 400);
 }
+
+#[tokio::test]
+async fn an_owner_makes_sessions_at_a_bounded_rate() {
+    let server = TestServer::start_configured(|config| {
+        config.notebook.sessions_per_hour = 1;
+        config.notebook.session_burst = 2;
+    })
+    .await;
+    let me = http();
+    assert_eq!(
+        me.post(server.url("/api/sessions"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        201
+    );
+    assert_eq!(me.get(server.url("/")).send().await.unwrap().status(), 303);
+    for response in [
+        me.post(server.url("/api/sessions")).send().await.unwrap(),
+        me.get(server.url("/")).send().await.unwrap(),
+    ] {
+        assert_eq!(response.status(), 429);
+        assert!(response.headers().get("location").is_none());
+        let wait: u64 = response.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(wait > 60, "{wait}");
+        let body: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "rate_limited");
+    }
+    // Another browser has its own budget.
+    let other = http_as(Some("7e570000000000000000000000000002"));
+    assert_eq!(
+        other
+            .post(server.url("/api/sessions"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        201
+    );
+}
+
+#[tokio::test]
+async fn an_owner_holds_a_bounded_number_of_kernels() {
+    let server = TestServer::start_configured(|config| {
+        config.notebook.max_kernels_per_owner = 1;
+    })
+    .await;
+    let run = |id: String, code: &'static str| {
+        let server = &server;
+        async move {
+            let response = http()
+                .post(server.url(&format!("/api/sessions/{id}/run")))
+                .json(&serde_json::json!({ "code": code, "language": "python" }))
+                .send()
+                .await
+                .unwrap();
+            assert!(!ndjson_events(response).await.is_empty());
+            Notebook::from_events(&history(server, &id).await)
+        }
+    };
+    let first = server.new_session().await;
+    let second = server.new_session().await;
+    let kept = run(first.clone(), "x = 41\nprint(x + 1)").await;
+    assert_eq!(kept.cells().last().unwrap().printed(), "42\n");
+    // The second session's kernel takes the first one's place...
+    let other = run(second.clone(), "print('second')").await;
+    assert_eq!(other.cells().last().unwrap().printed(), "second\n");
+    // ...so the first starts afresh: its variable is gone.
+    let again = run(first.clone(), "print('x' in globals())").await;
+    let printed = again.cells().last().unwrap().printed();
+    assert!(printed.starts_with("False\n"), "{printed}");
+    assert!(printed.contains("needed the room"), "{printed}");
+}

@@ -97,6 +97,7 @@ impl TestServer {
                 pool_size: 0,
                 ..SandboxConfig::default()
             },
+            notebook: Default::default(),
             llm: scripted(),
             auth: Default::default(),
             http: Default::default(),

@@ -359,3 +359,285 @@ async fn a_request_may_lower_its_limits() {
     assert_eq!(body["error"]["name"], "OutputLimit", "{body}");
     assert_eq!(body["stdout"].as_str().unwrap().len(), 1024);
 }
+
+/// Headers a request carries, as name and value.
+type Headers<'a> = Vec<(&'a str, &'a str)>;
+
+/// What `method path` answers when it names `host` (and `extra` headers).
+async fn as_host(
+    server: &TestServer,
+    method: reqwest::Method,
+    path: &str,
+    host: &str,
+    extra: &[(&str, &str)],
+) -> reqwest::Response {
+    let mut request = http()
+        .request(method, server.url(path))
+        .header("host", host);
+    for (name, value) in extra {
+        request = request.header(*name, *value);
+    }
+    request.send().await.unwrap()
+}
+
+#[tokio::test]
+async fn requests_for_another_host_name_are_refused_everywhere() {
+    let server = TestServer::start().await;
+    let id = server.new_session().await;
+    let key = server.api_key("hosts").await;
+    let port = server.addr.port();
+    let foreign = format!("rebound.example:{port}");
+    let bearer = format!("Bearer {key}");
+    let cases: Vec<(reqwest::Method, String, Headers)> = vec![
+        (reqwest::Method::GET, "/".into(), vec![]),
+        (reqwest::Method::GET, format!("/sessions/{id}"), vec![]),
+        (reqwest::Method::POST, "/api/sessions".into(), vec![]),
+        (
+            reqwest::Method::GET,
+            format!("/api/sessions/{id}/events"),
+            vec![],
+        ),
+        (
+            reqwest::Method::POST,
+            format!("/sessions/{id}/delete"),
+            vec![],
+        ),
+        (reqwest::Method::GET, "/api/models".into(), vec![]),
+        (
+            reqwest::Method::GET,
+            "/v1/code_interpreter/sessions".into(),
+            vec![("authorization", bearer.as_str())],
+        ),
+        (
+            reqwest::Method::POST,
+            "/mcp".into(),
+            vec![("authorization", bearer.as_str())],
+        ),
+        (reqwest::Method::GET, "/metrics".into(), vec![]),
+        (reqwest::Method::GET, "/pkg/runcell.js".into(), vec![]),
+        (reqwest::Method::GET, "/no-such-page".into(), vec![]),
+        (
+            reqwest::Method::POST,
+            "/execute".into(),
+            vec![("e2b-sandbox-id", "x"), ("e2b-sandbox-port", "49999")],
+        ),
+    ];
+    for (method, path, extra) in &cases {
+        for host in [foreign.as_str(), "rebound.example", "127.0.0.1.nip.example"] {
+            // A forwarded host does not make another name this server's.
+            let mut headers = extra.clone();
+            headers.push(("x-forwarded-host", "localhost"));
+            let response = as_host(&server, method.clone(), path, host, &headers).await;
+            assert_eq!(response.status(), 421, "{method} {path} as {host}");
+            assert!(response.headers().get("location").is_none());
+            assert!(response.headers().get("set-cookie").is_none());
+            let body: serde_json::Value = response.json().await.unwrap();
+            assert_eq!(body["error"]["code"], "misdirected");
+        }
+    }
+    // The session is still there: the refused delete did nothing.
+    let page = as_host(
+        &server,
+        reqwest::Method::GET,
+        &format!("/sessions/{id}"),
+        &format!("localhost:{port}"),
+        &[],
+    )
+    .await;
+    assert_eq!(page.status(), 200);
+    // This server's own names, at any port, still work.
+    for host in [
+        format!("localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+        "LOCALHOST".to_string(),
+        format!("[::1]:{port}"),
+    ] {
+        let response = as_host(&server, reqwest::Method::GET, "/", &host, &[]).await;
+        assert_eq!(response.status(), 303, "{host}");
+    }
+    // Health answers whatever the name (probes use odd ones).
+    let health = as_host(&server, reqwest::Method::GET, "/healthz", &foreign, &[]).await;
+    assert_eq!(health.status(), 200);
+}
+
+#[tokio::test]
+async fn a_socket_for_another_host_name_is_refused() {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    use tokio_tungstenite::tungstenite::http::HeaderValue;
+    let server = TestServer::start().await;
+    let id = server.new_session().await;
+    let mut request = server
+        .ws_url(&format!("/ws/sessions/{id}?after=0"))
+        .into_client_request()
+        .unwrap();
+    let headers = request.headers_mut();
+    headers.insert("host", HeaderValue::from_static("rebound.example"));
+    headers.insert(
+        "cookie",
+        HeaderValue::from_str(&crate::support::cookie_of(crate::support::OWNER)).unwrap(),
+    );
+    headers.insert(
+        "sec-websocket-protocol",
+        HeaderValue::from_static(app::protocol::SUBPROTOCOL),
+    );
+    headers.insert("origin", HeaderValue::from_static("http://rebound.example"));
+    match tokio_tungstenite::connect_async(request).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status(), 421);
+        }
+        Ok(_) => panic!("a socket opened for another host name"),
+        Err(err) => panic!("cannot connect: {err}"),
+    }
+    // Its own name still opens it.
+    let mut client = server.connect(&id, 0).await;
+    client.welcome().await;
+}
+
+#[tokio::test]
+async fn configured_host_names_are_answered() {
+    let server = TestServer::start_configured(|config| {
+        config.http.allowed_hosts = vec!["runcell.example".into()];
+    })
+    .await;
+    let port = server.addr.port();
+    for host in ["runcell.example", &format!("runcell.example:{port}")] {
+        let response = as_host(&server, reqwest::Method::GET, "/", host, &[]).await;
+        assert_eq!(response.status(), 303, "{host}");
+    }
+    // Not its subdomains.
+    let response = as_host(&server, reqwest::Method::GET, "/", "a.runcell.example", &[]).await;
+    assert_eq!(response.status(), 421);
+}
+
+#[tokio::test]
+async fn other_sites_cannot_post_with_the_cookie() {
+    let server = TestServer::start().await;
+    let id = server.new_session().await;
+    let own = format!("http://{}", server.addr);
+    let form = [("title", "renamed")];
+    let post = |path: String, headers: Vec<(&'static str, String)>| {
+        let mut request = http().post(server.url(&path)).form(&form);
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        request.send()
+    };
+    let cross_site: Vec<Vec<(&'static str, String)>> = vec![
+        vec![("origin", "http://evil.example".into())],
+        vec![("origin", "null".into())],
+        vec![(
+            "origin",
+            format!("http://localhost:{}", crate::support::closed_port()),
+        )],
+        vec![("sec-fetch-site", "cross-site".into())],
+        vec![("sec-fetch-site", "same-site".into())],
+    ];
+    for headers in &cross_site {
+        for path in [
+            format!("/sessions/{id}/rename"),
+            format!("/sessions/{id}/share"),
+            format!("/sessions/{id}/delete"),
+            "/api/sessions".to_string(),
+            format!("/api/sessions/{id}/stop"),
+            "/logout".to_string(),
+            "/login".to_string(),
+            "/s/not-a-token/fork".to_string(),
+        ] {
+            let response = post(path.clone(), headers.clone()).await.unwrap();
+            assert_eq!(response.status(), 403, "{path} with {headers:?}");
+        }
+        let response = http()
+            .patch(server.url(&format!("/api/sessions/{id}")))
+            .header(headers[0].0, &headers[0].1)
+            .json(&serde_json::json!({"title": "x"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 403, "PATCH with {headers:?}");
+        let response = http()
+            .delete(server.url(&format!("/api/sessions/{id}")))
+            .header(headers[0].0, &headers[0].1)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 403, "DELETE with {headers:?}");
+    }
+    // Neither deleted nor renamed.
+    let page = http()
+        .get(server.url(&format!("/sessions/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.unwrap();
+    assert!(
+        html.contains("<title>New session · runcell</title>"),
+        "{html}"
+    );
+    // The page itself, a program without Origin, and a person typing pass.
+    for headers in [
+        vec![("origin", own.clone())],
+        vec![
+            ("origin", own.clone()),
+            ("sec-fetch-site", "same-origin".into()),
+        ],
+        vec![],
+        vec![("sec-fetch-site", "none".into())],
+    ] {
+        let response = post(format!("/sessions/{id}/rename"), headers.clone())
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 303, "{headers:?}");
+    }
+    // `/v1` takes bearer keys, not cookies: no origin check there.
+    let key = server.api_key("origin").await;
+    let response = reqwest::Client::new()
+        .post(server.url("/v1/code_interpreter/sessions"))
+        .header("authorization", format!("Bearer {key}"))
+        .header("origin", "http://evil.example")
+        .json(&serde_json::json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(response.status(), 403);
+}
+
+#[tokio::test]
+async fn an_html_output_is_framed_behind_a_policy_that_loads_nothing() {
+    let server = TestServer::start().await;
+    let id = server.new_session().await;
+    let code = "from IPython.display import HTML\nHTML('<img src=\"http://example.invalid/x.png\"><p>framed</p>')";
+    let response = http()
+        .post(server.url(&format!("/api/sessions/{id}/run")))
+        .json(&serde_json::json!({ "code": code, "language": "python" }))
+        .send()
+        .await
+        .unwrap();
+    assert!(!crate::support::ndjson_events(response).await.is_empty());
+    let html = http()
+        .get(server.url(&format!("/sessions/{id}")))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let frame = html
+        .split("<iframe")
+        .nth(1)
+        .and_then(|rest| rest.split("</iframe>").next())
+        .unwrap_or_else(|| panic!("no output frame: {html}"));
+    assert!(frame.contains("sandbox=\"\""), "{frame}");
+    let srcdoc = frame
+        .split("srcdoc=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap();
+    let policy = srcdoc
+        .find("Content-Security-Policy")
+        .unwrap_or_else(|| panic!("no policy: {srcdoc}"));
+    let image = srcdoc.find("example.invalid").expect("the output");
+    assert!(policy < image, "{srcdoc}");
+    assert!(srcdoc.contains("default-src"), "{srcdoc}");
+    assert!(srcdoc[..policy].find("img").is_none(), "{srcdoc}");
+}

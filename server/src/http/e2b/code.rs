@@ -21,7 +21,7 @@ use crate::state::AppState;
 
 fn failed(err: &ServedError) -> Response {
     let (status, message) = status_of(err);
-    plain_error(status, &message)
+    super::with_retry_after(plain_error(status, &message), err)
 }
 
 /// A run event as a stream line; errors wait for the outcome (only the

@@ -44,7 +44,7 @@ impl FromRequestParts<AppState> for KeyHolder {
 
 fn failed(err: &ServedError) -> Response {
     let (status, message) = status_of(err);
-    json_error(status, &message)
+    super::with_retry_after(json_error(status, &message), err)
 }
 
 #[expect(

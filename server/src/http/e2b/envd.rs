@@ -26,7 +26,7 @@ use crate::state::AppState;
 
 fn failed(err: &ServedError) -> Response {
     let (status, message) = status_of(err);
-    json_error(status, &message)
+    super::with_retry_after(json_error(status, &message), err)
 }
 
 fn files_of(
@@ -67,20 +67,10 @@ pub(super) async fn download(
         return json_error(StatusCode::BAD_REQUEST, "this sandbox has no files");
     };
     match files.read(&path).await {
+        // Saved, never shown: a sandbox's HTML or SVG must not open as a
+        // page of this origin.
         Ok(bytes) => {
-            let name = path.rsplit('/').next().unwrap_or("file").replace('"', "");
-            let mime = mime_guess::from_path(&path).first_or_octet_stream();
-            (
-                [
-                    (header::CONTENT_TYPE, mime.to_string()),
-                    (
-                        header::CONTENT_DISPOSITION,
-                        format!("inline; filename=\"{name}\""),
-                    ),
-                ],
-                bytes,
-            )
-                .into_response()
+            crate::http::upload::download(path.rsplit('/').next().unwrap_or("file"), bytes)
         }
         Err(e) => failed(&e.into()),
     }

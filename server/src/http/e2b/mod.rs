@@ -112,6 +112,17 @@ pub(super) fn plain_error(status: StatusCode, message: &str) -> Response {
     (status, message.to_string()).into_response()
 }
 
+/// `response`, saying when to try again if `err` is one of the key's limits.
+pub(super) fn with_retry_after(mut response: Response, err: &ServedError) -> Response {
+    if let ServedError::Api(crate::code_api::CodeApiError::Limited(limited)) = err {
+        response.headers_mut().insert(
+            axum::http::header::RETRY_AFTER,
+            axum::http::HeaderValue::from(limited.retry_after_secs()),
+        );
+    }
+    response
+}
+
 /// A served sandbox's error: its status and a message that hides internals.
 pub(super) fn status_of(err: &ServedError) -> (StatusCode, String) {
     use crate::code_api::CodeApiError;
