@@ -60,8 +60,9 @@ pub async fn session_socket(
 /// Whether a socket request comes from a page of this server. Browsers
 /// send the cookie with cross-site WebSocket handshakes too, and only they
 /// send `Origin`: one that names another host and port than `Host` (or
-/// `X-Forwarded-Host`) is refused; programs without an `Origin` are let
-/// through (they hold their own cookie).
+/// `X-Forwarded-Host`) is refused, and so is `null`, which the page's own
+/// Python frame sends (its origin is opaque); programs without an `Origin`
+/// are let through (they hold their own cookie).
 fn same_origin(headers: &HeaderMap) -> bool {
     let Some(origin) = headers.get(header::ORIGIN) else {
         return true;
