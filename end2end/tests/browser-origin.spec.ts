@@ -87,6 +87,9 @@ test.describe("the Browser sandbox's Python holds none of the user's credentials
     const made = await page.request.post('/api/sessions');
     expect(made.status()).toBe(201);
     const victim = (await made.json()).id as string;
+    // Listed once it has a turn.
+    const asked = await page.request.post(`/api/sessions/${victim}/ask`, { data: { text: 'keep me' } });
+    expect(asked.status()).toBe(200);
     const listed = async () =>
       ((await (await page.request.get('/api/sessions')).json()).sessions as { id: string }[]).map((s) => s.id).sort();
     const before = await listed();
@@ -102,9 +105,14 @@ test.describe("the Browser sandbox's Python holds none of the user's credentials
       expect(text, text).toMatch(new RegExp(`^${name}: blocked`, 'm'));
     }
     expect(text).not.toContain('LEAKED');
+    console.log(text);
     await notebook.waitTurnEnd();
-    // Nothing was deleted: the user's sessions are as they were.
-    expect(await listed()).toEqual(before);
+    // Nothing was deleted: the user's sessions are all still there (this
+    // one has joined them, with its turn).
+    const after = await listed();
+    expect(after).toContain(victim);
+    expect(after).toEqual(expect.arrayContaining(before));
+    expect(after).toContain(session);
   });
 
   test('Stop still interrupts a program at once, through the frame', async ({ page }) => {
