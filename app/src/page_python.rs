@@ -362,7 +362,8 @@ fn send(state: SessionState, message: ClientMessage) {
 
 /// Stops `run` if it is still on: interrupts it (running, or about to run
 /// when the page has not yet heard that the run before it ended), or drops
-/// a waiting one; a program that does not stop in time ends the worker.
+/// a waiting one; a program that does not stop in time ends the frame
+/// (and the worker in it).
 fn stop(state: SessionState, run: u64, why: &'static str) {
     enum Action {
         Nothing,
@@ -422,13 +423,13 @@ fn stop(state: SessionState, run: u64, why: &'static str) {
     }
 }
 
-/// Ends the worker and starts another: every run it had ends, the running
-/// one with `note`.
+/// Ends the frame (and its worker) and starts another: every run it had
+/// ends, the running one with `note`.
 fn restart(state: SessionState, note: &str) {
     let Some(old) = ENGINE.with(|e| e.borrow_mut().take()) else {
         return;
     };
-    // Its worker ends when it is dropped, below.
+    // Its frame is removed when it is dropped, below, which ends its worker.
     for (i, run) in old.runs.iter().enumerate() {
         if i == 0 {
             output(
