@@ -137,6 +137,31 @@ test.describe("the Browser sandbox's Python holds none of the user's credentials
     await notebook.waitTurnEnd();
   });
 
+  test('without shared memory in the frame, Stop ends its Python and a new one answers', async ({ page }) => {
+    // The frame as it would be where the browser does not isolate it.
+    await page.context().route('**/py-frame.js', async (route) => {
+      const real = await route.fetch();
+      const body = (await real.text()).replace('self.crossOriginIsolated &&', 'false &&');
+      await route.fulfill({ response: real, body });
+    });
+    const notebook = new NotebookPage(page);
+    await notebook.openNew();
+    await notebook.waitConnected();
+    await notebook.pickBrowser();
+    await notebook.ask(fenced('n = 0\nprint("looping")\nwhile True:\n    n += 1'));
+    const result = notebook.resultCells.nth(0);
+    await expect(result.locator('.out-stdout')).toHaveText('looping\n');
+    await notebook.stop.click();
+    await expect(result).toHaveAttribute('data-status', 'cancelled', { timeout: 5_000 });
+    await expect(result).toContainText('cannot be interrupted');
+    await notebook.waitTurnEnd();
+    // A new Python answers the next ask.
+    await expect(page.getByRole('status', { name: 'Python in this page' })).toHaveText('Python ready', { timeout: 60_000 });
+    await notebook.ask(fenced('print("n" in globals())'));
+    await expect(notebook.resultCells.nth(1).locator('.out-stdout')).toHaveText('False\n');
+    await notebook.waitTurnEnd();
+  });
+
   test('the frame, opened on its own, still has an opaque origin', async ({ page }) => {
     // The browser asks for a favicon, which this site does not have there.
     await page.route('**/favicon.ico', (route) => route.fulfill({ status: 204 }));
