@@ -1,11 +1,15 @@
-// The Browser sandbox's Python: Pyodide in a module worker of the page.
+// The Browser sandbox's Python: Pyodide in a worker of the page's Python
+// frame (py-frame.js), whose origin is opaque. The frame starts it as a
+// classic worker from a blob: URL (so `indexURL` is absolute, and Pyodide is
+// loaded with a dynamic import()); the file keeps its .mjs name.
 //
-// The page posts JSON strings: {cmd:"init", indexURL}, then {cmd:"run", run,
-// code, fresh} and {cmd:"cancel", run} (drops a waiting run, cancels the
-// running one if it awaits something); and once an object {cmd:"irq", buf} whose
-// buffer (a SharedArrayBuffer of 16 bytes) interrupts a computing program:
-// the page writes the run's id as a float64 at byte 8, then 2 into the int32
-// at byte 0, so that a stop never reaches another run than the one meant.
+// The page posts JSON strings (through the frame): {cmd:"init", indexURL},
+// then {cmd:"run", run, code, fresh} and {cmd:"cancel", run} (drops a
+// waiting run, cancels the running one if it awaits something); and the
+// frame, once, an object {cmd:"irq", buf} whose buffer (a SharedArrayBuffer
+// of 16 bytes) interrupts a computing program: the frame writes the run's id
+// as a float64 at byte 8, then 2 into the int32 at byte 0, so that a stop
+// never reaches another run than the one meant.
 // The worker posts JSON strings back: {t:"loading", stage}, {t:"ready",
 // ms, packages}, {t:"failed", message}, and for a run {t:"out", run, stream,
 // text}, {t:"result", run, data}, {t:"error", run, name, value, traceback},
@@ -17,6 +21,8 @@
 // where needed with a visible mark, and output is split into pieces.
 // Output is also gathered into fewer, bigger pieces (each one becomes a
 // stored event), yet it still shows while a long program computes.
+
+'use strict';
 
 let pyodide = null;
 let runCell = null;

@@ -1,12 +1,20 @@
 //! The Browser sandbox's page side (hydrate only): Python (Pyodide) in a
-//! module worker (`/py-worker.mjs`), which runs what the server sends in
+//! worker of a frame (`/py-frame.html`) that runs what the server sends in
 //! `browser_run` frames and streams the output back as `browser_output`
 //! frames, so the agent's turn goes on as with any sandbox.
 //!
-//! Stop writes the run's id and a flag into a `SharedArrayBuffer` the
-//! worker's Python polls (`KeyboardInterrupt` for that run only); a program
-//! that does not stop, or a page that is not cross-origin isolated, gets the
-//! worker ended and a new Python started, said plainly in the result.
+//! The frame is sandboxed without `allow-same-origin`: its origin is opaque,
+//! so the programs carry none of the user's credentials (cookies) to
+//! runcell, whose answers CORS keeps from them. The page and the frame talk
+//! over a `MessageChannel` whose end the frame hands over in its first
+//! message; what comes back is untrusted (the programs can post anything):
+//! its size and shape are checked before it is read.
+//!
+//! Stop asks the frame, which writes the run's id and a flag into a
+//! `SharedArrayBuffer` it shares with its worker, whose Python polls it
+//! (`KeyboardInterrupt` for that run only); a program that does not stop,
+//! or a frame that is not cross-origin isolated, gets the frame (and its
+//! worker) removed and a new Python started, said plainly in the result.
 //!
 //! Frames that cannot go out while the socket reconnects wait, in order, and
 //! go out after the page attaches again: a run that ends during a blip still
@@ -20,13 +28,23 @@ use leptos::prelude::*;
 use serde::Deserialize;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::closure::Closure;
-use web_sys::{MessageEvent, Worker, WorkerOptions, WorkerType};
+use web_sys::{HtmlIFrameElement, MessageEvent, MessagePort};
 
 use crate::components::{PyStatus, SessionState};
 use crate::protocol::{ClientMessage, Output, ServerMessage};
 
-/// The worker script the server serves.
-const WORKER_URL: &str = "/py-worker.mjs";
+/// The frame's document, which the server serves.
+const FRAME_URL: &str = "/py-frame.html";
+/// What the frame's first message says (with its end of the channel).
+const FRAME_HELLO: &str = "runcell-py-frame";
+/// The frame's origin, as the page sees it: opaque.
+const OPAQUE_ORIGIN: &str = "null";
+/// How long the frame has to say hello before it counts as failed.
+const FRAME_WAIT: Duration = Duration::from_secs(20);
+/// A message from the frame longer than this (in UTF-16 units) is dropped
+/// unread: the worker keeps every message about a run far smaller, and the
+/// server closes the socket on a frame over 256 KiB.
+const MAX_MESSAGE_UNITS: u32 = 256 * 1024;
 /// How long an interrupted program has to stop before its Python is ended.
 const INTERRUPT_GRACE: Duration = Duration::from_millis(1500);
 /// Added to the server's time limit before the page stops a run itself (the
@@ -41,10 +59,19 @@ const LOST_NOTE: &str =
 /// Why the worker failed to start, when the browser does not say.
 const WORKER_FAILED: &str = "the Python worker failed to load (see the browser console)";
 
-/// What the worker posts.
+/// What the frame posts: its own messages, then its worker's.
 #[derive(Debug, Deserialize)]
 #[serde(tag = "t", rename_all = "snake_case")]
 enum FromWorker {
+    /// The frame is there; whether Stop can interrupt its Python.
+    Frame {
+        interruptible: bool,
+    },
+    /// The worker could not be loaded, or raised an error.
+    Broken {
+        #[serde(default)]
+        message: String,
+    },
     Loading {
         stage: String,
     },
@@ -75,58 +102,46 @@ enum FromWorker {
     },
 }
 
-/// The page's Python.
+/// The page's Python: a frame and the worker in it.
 struct Engine {
-    worker: Worker,
-    /// New with every worker: the server tells a reloaded Python by it.
+    frame: HtmlIFrameElement,
+    /// The page's end of the channel, once the frame said hello.
+    port: Option<MessagePort>,
+    /// Messages for the frame posted before it said hello.
+    waiting: Vec<String>,
+    /// New with every frame: the server tells a reloaded Python by it.
     kernel: String,
-    /// Interrupts a run; absent when the page is not isolated.
-    interrupt: Option<Interrupt>,
+    /// The frame can interrupt a run (it is cross-origin isolated); false
+    /// until it says so.
+    interruptible: bool,
     /// Runs posted to the worker, the running one first.
     runs: VecDeque<u64>,
     /// The worker said it is ready.
     ready: bool,
     /// Why the worker could not start: every run is answered with it.
     failed: Option<String>,
-    _on_message: Closure<dyn FnMut(MessageEvent)>,
-    _on_error: Closure<dyn FnMut(web_sys::Event)>,
+    /// The window's listener for the frame's hello.
+    on_hello: Closure<dyn FnMut(MessageEvent)>,
+    /// The port's listener, set on the port once there is one.
+    on_message: Closure<dyn FnMut(MessageEvent)>,
 }
 
 impl Drop for Engine {
-    /// Ends the worker; its handlers are taken off first, so that a message
-    /// still queued never calls a dropped closure.
+    /// Removes the frame, which ends its worker; the listeners are taken
+    /// off first, so that a message still queued never calls a dropped
+    /// closure.
     fn drop(&mut self) {
-        self.worker.set_onmessage(None);
-        self.worker.set_onerror(None);
-        self.worker.terminate();
-    }
-}
-
-/// The words the page shares with the worker: the run to stop (a float64
-/// at byte 8), then 2 in the flag (an int32 at byte 0). A stop names its
-/// run, so it cannot reach a run that started since.
-struct Interrupt {
-    buffer: js_sys::SharedArrayBuffer,
-    flag: js_sys::Int32Array,
-    run: js_sys::Float64Array,
-}
-
-impl Interrupt {
-    fn new() -> Self {
-        let buffer = js_sys::SharedArrayBuffer::new(16);
-        Self {
-            flag: js_sys::Int32Array::new_with_byte_offset_and_length(&buffer, 0, 1),
-            run: js_sys::Float64Array::new_with_byte_offset_and_length(&buffer, 8, 1),
-            buffer,
+        if let Some(window) = web_sys::window() {
+            let _ = window.remove_event_listener_with_callback(
+                "message",
+                self.on_hello.as_ref().unchecked_ref(),
+            );
         }
-    }
-
-    fn raise(&self, run: u64) {
-        // Run ids are counted from 1: far below 2^53, exact as a float64.
-        #[expect(clippy::cast_precision_loss, reason = "run ids stay below 2^53")]
-        self.run.set_index(0, run as f64);
-        // The atomic store publishes the id written before it.
-        let _ = js_sys::Atomics::store(&self.flag, 0, 2);
+        if let Some(port) = self.port.take() {
+            port.set_onmessage(None);
+            port.close();
+        }
+        self.frame.remove();
     }
 }
 
@@ -347,7 +362,8 @@ fn send(state: SessionState, message: ClientMessage) {
 
 /// Stops `run` if it is still on: interrupts it (running, or about to run
 /// when the page has not yet heard that the run before it ended), or drops
-/// a waiting one; a program that does not stop in time ends the worker.
+/// a waiting one; a program that does not stop in time ends the frame
+/// (and the worker in it).
 fn stop(state: SessionState, run: u64, why: &'static str) {
     enum Action {
         Nothing,
@@ -362,16 +378,19 @@ fn stop(state: SessionState, run: u64, why: &'static str) {
         let Some(position) = engine.runs.iter().position(|r| *r == run) else {
             return Action::Nothing;
         };
-        // The worker cancels a waiting run, or one that awaits something.
-        let _ = engine.post_json(&serde_json::json!({"cmd": "cancel", "run": run}));
-        match (&engine.interrupt, position) {
-            // The flag names the run: harmless if it has not begun.
-            (Some(interrupt), _) => {
-                interrupt.raise(run);
-                Action::Interrupted
-            }
-            (None, 0) => Action::Restart,
-            (None, _) => Action::Nothing,
+        // The worker cancels a waiting run, or one that awaits something;
+        // a stop also raises the frame's interrupt, which names the run:
+        // harmless if it has not begun.
+        let command = if engine.interruptible {
+            "stop"
+        } else {
+            "cancel"
+        };
+        let _ = engine.post_json(&serde_json::json!({"cmd": command, "run": run}));
+        match (engine.interruptible, position) {
+            (true, _) => Action::Interrupted,
+            (false, 0) => Action::Restart,
+            (false, _) => Action::Nothing,
         }
     });
     match action {
@@ -398,19 +417,19 @@ fn stop(state: SessionState, run: u64, why: &'static str) {
         Action::Restart => restart(
             state,
             &format!(
-                "(This page is not cross-origin isolated, so its Python cannot be interrupted: on {why} it was ended and is starting again, and its variables are gone.)\n"
+                "(This page's Python cannot be interrupted (its frame is not cross-origin isolated): on {why} it was ended and is starting again, and its variables are gone.)\n"
             ),
         ),
     }
 }
 
-/// Ends the worker and starts another: every run it had ends, the running
-/// one with `note`.
+/// Ends the frame (and its worker) and starts another: every run it had
+/// ends, the running one with `note`.
 fn restart(state: SessionState, note: &str) {
     let Some(old) = ENGINE.with(|e| e.borrow_mut().take()) else {
         return;
     };
-    // Its worker ends when it is dropped, below.
+    // Its frame is removed when it is dropped, below, which ends its worker.
     for (i, run) in old.runs.iter().enumerate() {
         if i == 0 {
             output(
@@ -438,67 +457,131 @@ fn restart(state: SessionState, note: &str) {
 
 impl Engine {
     fn spawn(state: SessionState, url: &str) -> Result<Self, String> {
-        let options = WorkerOptions::new();
-        options.set_type(WorkerType::Module);
-        let worker = Worker::new_with_options(WORKER_URL, &options)
-            .map_err(|e| format!("the browser cannot start a worker: {e:?}"))?;
-        let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
-            if let Some(text) = ev.data().as_string() {
-                match serde_json::from_str::<FromWorker>(&text) {
-                    Ok(message) => from_worker(state, message),
-                    Err(err) => leptos::logging::warn!("unreadable message from Python: {err}"),
+        let window = web_sys::window().ok_or("no window")?;
+        let document = window.document().ok_or("no document")?;
+        let body = document.body().ok_or("no body")?;
+        let cannot =
+            |e: wasm_bindgen::JsValue| format!("the browser cannot make Python's frame: {e:?}");
+        let frame: HtmlIFrameElement = document
+            .create_element("iframe")
+            .map_err(cannot)?
+            .unchecked_into();
+        // Scripts, and nothing else: no allow-same-origin (an opaque
+        // origin), no forms, popups or navigation of the page.
+        frame
+            .set_attribute("sandbox", "allow-scripts")
+            .map_err(cannot)?;
+        // Isolated itself, so that it can share memory with its worker.
+        frame
+            .set_attribute("allow", "cross-origin-isolated")
+            .map_err(cannot)?;
+        frame.set_attribute("aria-hidden", "true").map_err(cannot)?;
+        frame.set_attribute("tabindex", "-1").map_err(cannot)?;
+        frame.set_title("Python in this page");
+        frame.set_class_name("py-frame");
+        let kernel = new_kernel_id();
+        let hello_kernel = kernel.clone();
+        let on_hello = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
+            ENGINE.with(|e| {
+                if let Some(engine) = e.borrow_mut().as_mut()
+                    && engine.kernel == hello_kernel
+                {
+                    engine.accept(&ev);
                 }
+            });
+        });
+        let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
+            if let Some(message) = read_message(&ev.data()) {
+                from_worker(state, message);
             }
         });
-        let on_error = Closure::<dyn FnMut(web_sys::Event)>::new(move |ev: web_sys::Event| {
-            // An `ErrorEvent` says what went wrong; a script that did not
-            // load gives a bare `Event`.
-            let why = js_sys::Reflect::get(&ev, &"message".into())
-                .ok()
-                .and_then(|m| m.as_string())
-                .filter(|m| !m.is_empty());
-            worker_failed(state, why);
-        });
-        worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
-        worker.set_onerror(Some(on_error.as_ref().unchecked_ref()));
-        let kernel = new_kernel_id();
+        window
+            .add_event_listener_with_callback("message", on_hello.as_ref().unchecked_ref())
+            .map_err(cannot)?;
         let mut engine = Self {
-            worker,
+            frame,
+            port: None,
+            waiting: Vec::new(),
             kernel,
-            interrupt: None,
+            interruptible: false,
             runs: VecDeque::new(),
             ready: false,
             failed: None,
-            _on_message: on_message,
-            _on_error: on_error,
+            on_hello,
+            on_message,
         };
-        engine.post_json(&serde_json::json!({"cmd": "init", "indexURL": url}))?;
-        engine.interrupt = engine.share_interrupt();
+        // Absolute: the worker's own address is a blob: URL.
+        let origin = window.location().origin().map_err(cannot)?;
+        let index_url = if url.starts_with('/') {
+            format!("{origin}{url}")
+        } else {
+            url.to_string()
+        };
+        engine.post_json(&serde_json::json!({"cmd": "init", "indexURL": index_url}))?;
+        engine.frame.set_src(FRAME_URL);
+        body.append_child(&engine.frame).map_err(cannot)?;
+        // A frame that never says hello (it did not load) fails the runs
+        // at once rather than at the time limit.
+        let kernel = engine.kernel.clone();
+        set_timeout(
+            move || {
+                let silent = ENGINE.with(|e| {
+                    e.borrow()
+                        .as_ref()
+                        .is_some_and(|engine| engine.kernel == kernel && engine.port.is_none())
+                });
+                if silent {
+                    worker_failed(state, Some("Python's frame did not load".into()));
+                }
+            },
+            FRAME_WAIT,
+        );
         Ok(engine)
     }
 
-    /// Gives the worker the words it can be interrupted through, when the
-    /// page may share memory (it is cross-origin isolated).
-    fn share_interrupt(&self) -> Option<Interrupt> {
-        let isolated = js_sys::Reflect::get(&js_sys::global(), &"crossOriginIsolated".into())
-            .ok()
-            .and_then(|v| v.as_bool())
-            .unwrap_or(false);
-        if !isolated {
-            return None;
+    /// Takes the channel the frame hands over in its first message: only
+    /// from this engine's frame (its window, its opaque origin), only once.
+    fn accept(&mut self, ev: &MessageEvent) {
+        if self.port.is_some() {
+            return;
         }
-        let interrupt = Interrupt::new();
-        let message = js_sys::Object::new();
-        js_sys::Reflect::set(&message, &"cmd".into(), &"irq".into()).ok()?;
-        js_sys::Reflect::set(&message, &"buf".into(), &interrupt.buffer).ok()?;
-        self.worker.post_message(&message).ok()?;
-        Some(interrupt)
+        let from_frame = match (ev.source(), self.frame.content_window()) {
+            (Some(source), Some(window)) => js_sys::Object::is(&source, &window),
+            _ => false,
+        };
+        if !from_frame
+            || ev.origin() != OPAQUE_ORIGIN
+            || ev.data().as_string().as_deref() != Some(FRAME_HELLO)
+        {
+            return;
+        }
+        let ports = ev.ports();
+        if ports.length() != 1 {
+            return;
+        }
+        let Ok(port) = ports.get(0).dyn_into::<MessagePort>() else {
+            return;
+        };
+        port.set_onmessage(Some(self.on_message.as_ref().unchecked_ref()));
+        for message in std::mem::take(&mut self.waiting) {
+            if port.post_message(&message.into()).is_err() {
+                leptos::logging::warn!("a message for the page's Python could not be posted");
+            }
+        }
+        self.port = Some(port);
     }
 
-    fn post_json(&self, message: &serde_json::Value) -> Result<(), String> {
-        self.worker
-            .post_message(&message.to_string().into())
-            .map_err(|e| format!("cannot reach the page's Python: {e:?}"))
+    fn post_json(&mut self, message: &serde_json::Value) -> Result<(), String> {
+        let text = message.to_string();
+        match &self.port {
+            Some(port) => port
+                .post_message(&text.into())
+                .map_err(|e| format!("cannot reach the page's Python: {e:?}")),
+            None => {
+                self.waiting.push(text);
+                Ok(())
+            }
+        }
     }
 
     fn post_run(&mut self, run: u64, code: &str, fresh: bool) -> Result<(), String> {
@@ -510,8 +593,39 @@ impl Engine {
     }
 }
 
+/// A message from the frame, if it is a string of a readable size and
+/// shape; anything else is dropped with a warning.
+fn read_message(data: &wasm_bindgen::JsValue) -> Option<FromWorker> {
+    let Some(text) = data.dyn_ref::<js_sys::JsString>() else {
+        leptos::logging::warn!("a message from Python that is not text was dropped");
+        return None;
+    };
+    if text.length() > MAX_MESSAGE_UNITS {
+        leptos::logging::warn!(
+            "a message from Python of {} characters was dropped",
+            text.length()
+        );
+        return None;
+    }
+    match serde_json::from_str::<FromWorker>(&String::from(text)) {
+        Ok(message) => Some(message),
+        Err(err) => {
+            leptos::logging::warn!("unreadable message from Python: {err}");
+            None
+        }
+    }
+}
+
 fn from_worker(state: SessionState, message: FromWorker) {
     match message {
+        FromWorker::Frame { interruptible } => ENGINE.with(|e| {
+            if let Some(engine) = e.borrow_mut().as_mut() {
+                engine.interruptible = interruptible;
+            }
+        }),
+        FromWorker::Broken { message } => {
+            worker_failed(state, Some(message).filter(|m| !m.is_empty()));
+        }
         FromWorker::Loading { stage } => state.python.set(PyStatus::Loading(stage)),
         FromWorker::Ready { ms } => {
             leptos::logging::log!("the page's Python is ready in {ms} ms");

@@ -107,7 +107,8 @@ test.describe('the Browser sandbox at its limits', () => {
     await page.context().route('**/py-worker.mjs', (route) =>
       route.fulfill({
         contentType: 'text/javascript',
-        headers: { 'Cross-Origin-Embedder-Policy': 'require-corp', 'Cross-Origin-Resource-Policy': 'same-origin' },
+        // Readable by the page's Python frame, whose origin is opaque.
+        headers: { 'Access-Control-Allow-Origin': '*', 'Cross-Origin-Resource-Policy': 'cross-origin' },
         body: 'throw new Error("no Python in this test");',
       }),
     );

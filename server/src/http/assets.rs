@@ -1,7 +1,16 @@
 //! Static files with their own caching rules: the hydration bundle (checked
 //! on every load), Pyodide's runtime (its directory is named by its content,
-//! so it is cached for good) and the worker that runs it, under a policy of
-//! its own.
+//! so it is cached for good), and the frame and worker that run it, under a
+//! policy of their own.
+//!
+//! The page's Python runs in a frame whose origin is opaque (sandboxed
+//! without `allow-same-origin`), so that it holds none of the user's
+//! credentials: for it every file it loads from here is cross-origin. The
+//! public Python files (the runtime, the worker, the frame's script) are
+//! therefore served with `Access-Control-Allow-Origin: *` and
+//! `Cross-Origin-Resource-Policy: cross-origin`: they are the same for
+//! everyone and carry no cookie. Nothing else is: the API stays unreadable
+//! to the frame.
 
 use std::path::Path;
 
@@ -15,14 +24,26 @@ use tower_http::set_header::SetResponseHeaderLayer;
 
 /// The worker that runs Python in a page (the Browser sandbox).
 pub const WORKER_PATH: &str = "/py-worker.mjs";
+/// The document the page frames to run its Python in.
+pub const FRAME_PATH: &str = "/py-frame.html";
+/// That document's script.
+pub const FRAME_SCRIPT_PATH: &str = "/py-frame.js";
 
-/// The worker's own policy (a worker takes it from its script's response):
-/// the programs it runs may load scripts and fetch from this site alone, so
-/// that they cannot send what the page can read to another origin; Pyodide
-/// (same-origin, under `/pyodide/`) needs `wasm-unsafe-eval` to compile its
-/// WebAssembly. No JavaScript `eval`, no nested workers, nothing else.
-pub const WORKER_CSP: &str =
-    "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; connect-src 'self'";
+/// The policy the page's Python lives under: the frame's, which its worker
+/// (started from a blob: URL) inherits. The programs may load scripts and
+/// fetch from this site alone (without credentials: the frame's origin is
+/// opaque), so that they cannot send anything to another origin; Pyodide
+/// needs `wasm-unsafe-eval` to compile its WebAssembly; the frame starts
+/// its worker from a blob: URL. No JavaScript `eval`, nothing else.
+pub const PYTHON_CSP: &str = "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; \
+     worker-src blob:; connect-src 'self'; base-uri 'none'; form-action 'none'";
+
+/// The frame document's policy: [`PYTHON_CSP`], framed by this site's
+/// pages alone, and sandboxed however it is loaded (opened on its own, it
+/// still gets an opaque origin).
+pub const FRAME_CSP: &str = "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; \
+     worker-src blob:; connect-src 'self'; base-uri 'none'; form-action 'none'; \
+     frame-ancestors 'self'; sandbox allow-scripts";
 
 /// `/pkg`: the wasm bundle, its script and styles, gzipped when asked.
 pub fn bundle(site_root: &Path) -> Router {
@@ -37,25 +58,71 @@ pub fn bundle(site_root: &Path) -> Router {
 /// `/pyodide`: the Pyodide runtime and vendored wheels the build put under
 /// `<site>/pyodide/<version>-<hash>/`.
 pub fn pyodide(site_root: &Path) -> Router {
-    Router::new()
-        .fallback_service(ServeDir::new(site_root.join("pyodide")).precompressed_gzip())
-        .layer(axum::middleware::from_fn(runtime_headers))
+    public_to_python(
+        Router::new()
+            .fallback_service(ServeDir::new(site_root.join("pyodide")).precompressed_gzip())
+            .layer(axum::middleware::from_fn(runtime_headers)),
+    )
 }
 
-/// [`WORKER_PATH`]: checked on every load, like the bundle it goes with.
-pub fn worker(site_root: &Path) -> Router {
+/// [`WORKER_PATH`] and [`FRAME_SCRIPT_PATH`]: scripts checked on every
+/// load, like the bundle they go with.
+pub fn python_script(site_root: &Path, path: &str) -> Router {
+    public_to_python(
+        Router::new()
+            .fallback_service(ServeFile::new(site_root.join(path.trim_start_matches('/'))))
+            .layer(axum::middleware::from_fn(script_type))
+            .layer(SetResponseHeaderLayer::overriding(
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("no-cache"),
+            ))
+            .layer(SetResponseHeaderLayer::overriding(
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static(PYTHON_CSP),
+            )),
+    )
+}
+
+/// [`FRAME_PATH`]: the frame's document, under [`FRAME_CSP`], which this
+/// site's pages alone may frame (the security headers' `DENY` is for every
+/// other page).
+pub fn frame(site_root: &Path) -> Router {
     Router::new()
         .fallback_service(ServeFile::new(
-            site_root.join(WORKER_PATH.trim_start_matches('/')),
+            site_root.join(FRAME_PATH.trim_start_matches('/')),
         ))
-        .layer(axum::middleware::from_fn(script_type))
         .layer(SetResponseHeaderLayer::overriding(
             header::CACHE_CONTROL,
             HeaderValue::from_static("no-cache"),
         ))
         .layer(SetResponseHeaderLayer::overriding(
             header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static(WORKER_CSP),
+            HeaderValue::from_static(FRAME_CSP),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_FRAME_OPTIONS,
+            HeaderValue::from_static("SAMEORIGIN"),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            CROSS_ORIGIN_RESOURCE_POLICY,
+            HeaderValue::from_static("same-origin"),
+        ))
+}
+
+const CROSS_ORIGIN_RESOURCE_POLICY: header::HeaderName =
+    header::HeaderName::from_static("cross-origin-resource-policy");
+
+/// Readable from any origin, the page's opaque-origin frame among them:
+/// for the public Python files only.
+fn public_to_python(router: Router) -> Router {
+    router
+        .layer(SetResponseHeaderLayer::overriding(
+            header::ACCESS_CONTROL_ALLOW_ORIGIN,
+            HeaderValue::from_static("*"),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            CROSS_ORIGIN_RESOURCE_POLICY,
+            HeaderValue::from_static("cross-origin"),
         ))
 }
 
@@ -96,10 +163,6 @@ async fn runtime_headers(request: Request, next: Next) -> Response {
     headers.insert(
         header::CACHE_CONTROL,
         HeaderValue::from_static("public, max-age=31536000, immutable"),
-    );
-    headers.insert(
-        header::HeaderName::from_static("cross-origin-resource-policy"),
-        HeaderValue::from_static("same-origin"),
     );
     response
 }

@@ -98,9 +98,6 @@ pub fn router(state: AppState) -> Router {
         .route("/s/{token}/files", get(files::shared_get))
         .route("/login", get(signin::form).post(signin::sign_in))
         .route("/logout", post(signin::sign_out))
-        .nest_service("/pkg", assets::bundle(&state.config.site_root))
-        .nest_service("/pyodide", assets::pyodide(&state.config.site_root))
-        .route_service(assets::WORKER_PATH, assets::worker(&state.config.site_root))
         .leptos_routes_with_context(&state, routes, context.clone(), move || {
             shell(leptos.clone())
         })
@@ -120,6 +117,24 @@ pub fn router(state: AppState) -> Router {
             origin::refuse_cross_site,
         ));
     let pages = with_time_limit(pages, state.config.http.request_timeout_secs);
+
+    // Static files, the same for everyone: outside the sign-in gate and the
+    // owner cookie, since the page's Python frame (an opaque origin) loads
+    // them without cookies.
+    let site = &state.config.site_root;
+    let statics = Router::new()
+        .nest_service("/pkg", assets::bundle(site))
+        .nest_service("/pyodide", assets::pyodide(site))
+        .route_service(
+            assets::WORKER_PATH,
+            assets::python_script(site, assets::WORKER_PATH),
+        )
+        .route_service(
+            assets::FRAME_SCRIPT_PATH,
+            assets::python_script(site, assets::FRAME_SCRIPT_PATH),
+        )
+        .route_service(assets::FRAME_PATH, assets::frame(site));
+    let statics = with_time_limit(statics, state.config.http.request_timeout_secs);
 
     // Programs' routes: bearer credentials, no cookies; a run's own wall
     // time on top of the time limit.
@@ -149,7 +164,7 @@ pub fn router(state: AppState) -> Router {
             metrics::gate,
         ));
 
-    let mut all = api.merge(pages).merge(scrape);
+    let mut all = api.merge(pages).merge(scrape).merge(statics);
     if state.config.e2b.serve {
         // Requests that name a sandbox are E2B's data plane, whatever the path.
         all = all.layer(axum::middleware::from_fn_with_state(

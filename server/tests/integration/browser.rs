@@ -152,7 +152,10 @@ async fn pyodide_is_served_with_its_types_long_cache_and_isolation() {
         );
         assert_eq!(headers["cross-origin-embedder-policy"], "require-corp");
         assert_eq!(headers["cross-origin-opener-policy"], "same-origin");
-        assert_eq!(headers["cross-origin-resource-policy"], "same-origin");
+        // The page's Python frame has an opaque origin: it reads them
+        // cross-origin.
+        assert_eq!(headers["cross-origin-resource-policy"], "cross-origin");
+        assert_eq!(headers["access-control-allow-origin"], "*");
     }
     // The worker goes with the bundle: checked on every load.
     let worker = client
@@ -165,11 +168,13 @@ async fn pyodide_is_served_with_its_types_long_cache_and_isolation() {
     assert_eq!(worker.headers()["cache-control"], "no-cache");
     // Its programs may load scripts and fetch from this site alone (and
     // compile Pyodide's WebAssembly): nothing they read leaves for another
-    // origin.
+    // origin. (The frame's policy, which the worker inherits, says the same.)
     assert_eq!(
         worker.headers()["content-security-policy"],
-        "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; connect-src 'self'"
+        "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; \
+         worker-src blob:; connect-src 'self'; base-uri 'none'; form-action 'none'"
     );
+    assert_eq!(worker.headers()["access-control-allow-origin"], "*");
     assert_eq!(
         worker.headers()["cross-origin-embedder-policy"],
         "require-corp"

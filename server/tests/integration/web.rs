@@ -641,3 +641,181 @@ async fn an_html_output_is_framed_behind_a_policy_that_loads_nothing() {
     assert!(srcdoc.contains("default-src"), "{srcdoc}");
     assert!(srcdoc[..policy].find("img").is_none(), "{srcdoc}");
 }
+
+/// A server whose site has the Browser sandbox's public files (small
+/// stand-ins: the server only serves them).
+async fn server_with_python_files(required: bool) -> TestServer {
+    TestServer::start_configured(|config| {
+        if required {
+            config.auth.mode = runcell::config::AuthMode::Required;
+        }
+        let runtime = config.site_root.join("pyodide").join("314.0.7-0123456789");
+        std::fs::create_dir_all(&runtime).unwrap();
+        std::fs::write(runtime.join("pyodide.mjs"), "export {};").unwrap();
+        std::fs::write(runtime.join("pyodide.asm.wasm"), "\0asm\x01\0\0\0").unwrap();
+        for (name, body) in [
+            ("py-worker.mjs", "onmessage = () => {};"),
+            ("py-frame.js", "parent.postMessage('hi', '*');"),
+            (
+                "py-frame.html",
+                "<!doctype html><script src=/py-frame.js></script>",
+            ),
+        ] {
+            std::fs::write(config.site_root.join(name), body).unwrap();
+        }
+    })
+    .await
+}
+
+const PYTHON_FILES: [&str; 4] = [
+    "/pyodide/314.0.7-0123456789/pyodide.mjs",
+    "/pyodide/314.0.7-0123456789/pyodide.asm.wasm",
+    "/py-worker.mjs",
+    "/py-frame.js",
+];
+
+/// The page's Python runs in a frame whose origin is opaque: it reads the
+/// public Python files cross-origin (CORS `*`, CORP `cross-origin`), and
+/// nothing else of this site: no API route, page or socket says either.
+#[tokio::test]
+async fn only_the_public_python_files_are_readable_cross_origin() {
+    let server = server_with_python_files(false).await;
+    // The frame's requests carry no cookie, and `Origin: null`.
+    let frame = crate::support::http_as(None);
+    for path in PYTHON_FILES {
+        let response = frame
+            .get(server.url(path))
+            .header("origin", "null")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+        let headers = response.headers();
+        assert_eq!(headers["access-control-allow-origin"], "*", "{path}");
+        assert_eq!(
+            headers["cross-origin-resource-policy"], "cross-origin",
+            "{path}"
+        );
+        assert!(!headers.contains_key("set-cookie"), "{path}");
+    }
+
+    let session = server.new_session().await;
+    let client = http();
+    let socket = format!("/ws/sessions/{session}");
+    let session_page = format!("/sessions/{session}");
+    let files = format!("/api/sessions/{session}/files");
+    for path in [
+        "/api/sessions",
+        "/api/models",
+        files.as_str(),
+        session_page.as_str(),
+        socket.as_str(),
+        "/v1/openapi.json",
+        "/v1/code_interpreter/sessions",
+        "/healthz",
+        "/nowhere",
+    ] {
+        let response = client
+            .get(server.url(path))
+            .header("origin", "null")
+            .send()
+            .await
+            .unwrap();
+        let headers = response.headers();
+        assert!(
+            !headers.contains_key("access-control-allow-origin"),
+            "{path}"
+        );
+        assert_ne!(
+            headers
+                .get("cross-origin-resource-policy")
+                .map(|v| v.to_str().unwrap()),
+            Some("cross-origin"),
+            "{path}"
+        );
+        // Nor may the frame ask to send what a form cannot.
+        let preflight = client
+            .request(reqwest::Method::OPTIONS, server.url(path))
+            .header("origin", "null")
+            .header("access-control-request-method", "DELETE")
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            !preflight
+                .headers()
+                .contains_key("access-control-allow-origin"),
+            "{path}"
+        );
+    }
+
+    // The session's socket refuses the frame's `Origin: null`, even with the
+    // owner's cookie (which the frame does not have).
+    let response = client
+        .get(server.url(&socket))
+        .header("origin", "null")
+        .header("connection", "upgrade")
+        .header("upgrade", "websocket")
+        .header("sec-websocket-version", "13")
+        .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 403);
+}
+
+/// The frame's document: framed by this site's pages alone, sandboxed
+/// however it is loaded, under the Python policy; every other page keeps
+/// `DENY`.
+#[tokio::test]
+async fn the_python_frame_may_be_framed_by_this_site_alone() {
+    let server = server_with_python_files(false).await;
+    let client = http();
+    let response = client
+        .get(server.url("/py-frame.html"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let headers = response.headers();
+    assert_eq!(headers["x-frame-options"], "SAMEORIGIN");
+    let csp = headers["content-security-policy"].to_str().unwrap();
+    for part in [
+        "frame-ancestors 'self'",
+        "sandbox allow-scripts",
+        "default-src 'none'",
+        "connect-src 'self'",
+        "worker-src blob:",
+    ] {
+        assert!(csp.contains(part), "{csp} lacks {part}");
+    }
+    assert!(!csp.contains("allow-same-origin"), "{csp}");
+    assert_eq!(headers["cross-origin-embedder-policy"], "require-corp");
+    assert!(!headers.contains_key("access-control-allow-origin"));
+    let page = client.get(server.url("/healthz")).send().await.unwrap();
+    assert_eq!(page.headers()["x-frame-options"], "DENY");
+    assert!(
+        page.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("frame-ancestors 'none'")
+    );
+}
+
+/// Where the pages ask for a key, the public Python files stay open: the
+/// frame loads them without the sign-in cookie.
+#[tokio::test]
+async fn the_python_files_need_no_sign_in() {
+    let server = server_with_python_files(true).await;
+    let stranger = crate::support::http_as(None);
+    for path in PYTHON_FILES {
+        let response = stranger.get(server.url(path)).send().await.unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+    }
+    let response = stranger
+        .get(server.url("/api/sessions"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 401);
+}
