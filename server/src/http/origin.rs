@@ -15,12 +15,19 @@ use super::host::{AllowedHosts, authority_of};
 /// Whether a request was sent by a page of this server, or by no page at
 /// all. With an `Origin` (every browser sends one with a POST, and with a
 /// WebSocket handshake), it must be the origin the request was sent to, or
-/// a configured host name (the public name of a proxy in front); `null`
-/// (a sandboxed frame, such as an HTML output) is not. Without one,
-/// `Sec-Fetch-Site`, if sent, must say `same-origin` or `none` (typed by
-/// the person).
+/// a configured host name (the public name of a proxy in front). `null`
+/// says only that the browser would not tell: a sandboxed frame (an HTML
+/// output, the page's Python) sends it, and so does Chromium for this
+/// site's own form posts, since its pages ask for no referrer. Then
+/// `Sec-Fetch-Site` decides, which a page cannot forge: it must be sent
+/// and say `same-origin`. Without an `Origin`, `Sec-Fetch-Site`, if sent,
+/// must say `same-origin` or `none` (typed by the person).
 pub fn from_this_site(hosts: &AllowedHosts, uri: &Uri, headers: &HeaderMap) -> bool {
+    let fetch_site = headers.get("sec-fetch-site");
     if let Some(origin) = headers.get(header::ORIGIN) {
+        if origin == "null" {
+            return fetch_site.is_some_and(|site| site == "same-origin");
+        }
         let Some(authority) = origin
             .to_str()
             .ok()
@@ -37,9 +44,7 @@ pub fn from_this_site(hosts: &AllowedHosts, uri: &Uri, headers: &HeaderMap) -> b
         return sent_to.is_some_and(|to| to.eq_ignore_ascii_case(authority))
             || hosts.is_configured(authority);
     }
-    headers
-        .get("sec-fetch-site")
-        .is_none_or(|site| site == "same-origin" || site == "none")
+    fetch_site.is_none_or(|site| site == "same-origin" || site == "none")
 }
 
 /// Whether `method` may change something.
@@ -115,6 +120,33 @@ mod tests {
                 false,
             ),
             (&[("host", "localhost:3000"), ("origin", "null")], false),
+            // `null` from a sandboxed frame: the browser says cross-site.
+            (
+                &[
+                    ("host", "localhost:3000"),
+                    ("origin", "null"),
+                    ("sec-fetch-site", "cross-site"),
+                ],
+                false,
+            ),
+            // `null` from this site's own form (its pages ask for no
+            // referrer): the browser says same-origin.
+            (
+                &[
+                    ("host", "localhost:3000"),
+                    ("origin", "null"),
+                    ("sec-fetch-site", "same-origin"),
+                ],
+                true,
+            ),
+            (
+                &[
+                    ("host", "localhost:3000"),
+                    ("origin", "null"),
+                    ("sec-fetch-site", "none"),
+                ],
+                false,
+            ),
             (
                 &[
                     ("host", "localhost:3000"),
