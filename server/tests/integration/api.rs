@@ -33,6 +33,20 @@ async fn run(client: &reqwest::Client, server: &TestServer, code: &str) -> reqwe
         .unwrap()
 }
 
+/// A new `/v1` session of `client`'s key; its id.
+async fn new_v1_session(client: &reqwest::Client, server: &TestServer) -> String {
+    let created: Value = client
+        .post(server.url(SESSIONS))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    created["session_id"].as_str().unwrap().to_string()
+}
+
 /// A JSON-RPC message to `/mcp` as `client`, in MCP session `session`.
 async fn mcp(
     client: &reqwest::Client,
@@ -260,16 +274,7 @@ async fn a_key_sees_only_its_own_sessions() {
     let server = TestServer::start().await;
     let alice = server.api().await;
     let bob = server.api().await;
-    let created: Value = alice
-        .post(server.url(SESSIONS))
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = created["session_id"].as_str().unwrap().to_string();
+    let id = new_v1_session(&alice, &server).await;
     let one = format!("{SESSIONS}/{id}");
 
     let listed: Value = bob
@@ -769,16 +774,7 @@ async fn when_required_the_pages_ask_for_a_key() {
 async fn a_display_flood_through_v1_comes_back_bounded() {
     let server = TestServer::start().await;
     let client = server.api().await;
-    let created: Value = client
-        .post(server.url(SESSIONS))
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = created["session_id"].as_str().unwrap();
+    let id = new_v1_session(&client, &server).await;
     let flood = "from IPython.display import display, HTML\nx = 'x' * 2_000_000\nfor _ in range(40):\n    display(HTML(x))";
     let body = json!({"code": flood, "language": "python", "session_id": id});
     let budget = runcell::sandbox::Limits::default().output_bytes;

@@ -1030,6 +1030,13 @@ fn shown_bytes(outcome: &RunOutcome) -> usize {
 /// gets, and the notes of what was cut.
 const SLACK: usize = runcell::sandbox::ERROR_FLOOR_BYTES + 1024;
 
+/// The outcome shows no more than the default output limit allows.
+fn assert_within_budget(outcome: &RunOutcome) {
+    let budget = Limits::default().output_bytes;
+    let shown = shown_bytes(outcome);
+    assert!(shown <= budget + SLACK, "{shown} bytes shown");
+}
+
 /// Runs `code` in a fresh session's kernel, then `after` in the same
 /// kernel, with a neighbour watching.
 async fn in_a_kernel(code: &str, after: &str) -> (RunOutcome, RunOutcome) {
@@ -1055,12 +1062,7 @@ async fn a_display_flood_in_a_kernel_is_cut_at_the_output_limit() {
         "print(len(x))",
     )
     .await;
-    let budget = Limits::default().output_bytes;
-    assert!(
-        shown_bytes(&outcome) <= budget + SLACK,
-        "{}",
-        shown_bytes(&outcome)
-    );
+    assert_within_budget(&outcome);
     assert_eq!(error_name(&outcome), "OutputLimit");
     let value = &outcome.error.as_ref().unwrap().value;
     assert!(value.contains("a display of 2000"), "{value}");
@@ -1084,12 +1086,7 @@ async fn many_small_displays_are_cut_at_the_result_count() {
 #[tokio::test]
 async fn a_huge_last_expression_is_dropped() {
     let (outcome, next) = in_a_kernel("y = 1\n'x' * 50_000_000", "print(y)").await;
-    let budget = Limits::default().output_bytes;
-    assert!(
-        shown_bytes(&outcome) <= budget + SLACK,
-        "{}",
-        shown_bytes(&outcome)
-    );
+    assert_within_budget(&outcome);
     assert_eq!(error_name(&outcome), "OutputLimit", "{:?}", outcome.error);
     assert!(outcome.results.is_empty());
     assert_eq!(next.stdout, "1\n", "{next:?}");
@@ -1098,12 +1095,7 @@ async fn a_huge_last_expression_is_dropped() {
 #[tokio::test]
 async fn a_huge_traceback_in_a_kernel_is_cut() {
     let (outcome, next) = in_a_kernel("z = 2\nraise ValueError('x' * 5_000_000)", "print(z)").await;
-    let budget = Limits::default().output_bytes;
-    assert!(
-        shown_bytes(&outcome) <= budget + SLACK,
-        "{}",
-        shown_bytes(&outcome)
-    );
+    assert_within_budget(&outcome);
     // The program's own error, cut: it says what failed.
     assert_eq!(error_name(&outcome), "ValueError", "{:?}", outcome.error);
     assert!(outcome.truncated);
@@ -1119,12 +1111,7 @@ async fn messages_too_big_for_the_wire_are_read_past_and_the_kernel_lives() {
         "raise ValueError('x' * 50_000_000)",
     ] {
         let (outcome, next) = in_a_kernel(&format!("w = 3\n{cell}"), "print(w)").await;
-        let budget = Limits::default().output_bytes;
-        assert!(
-            shown_bytes(&outcome) <= budget + SLACK,
-            "{}",
-            shown_bytes(&outcome)
-        );
+        assert_within_budget(&outcome);
         assert_eq!(error_name(&outcome), "OutputLimit", "{:?}", outcome.error);
         assert!(outcome.truncated);
         assert_eq!(next.stdout, "3\n", "{cell}: {next:?}");
@@ -1136,13 +1123,8 @@ async fn a_one_shot_traceback_is_not_kept_twice() {
     // Its stderr fits the budget; the error read from it draws from what
     // is left.
     let outcome = with_neighbour(run("raise ValueError('x' * 900_000)", Language::Python)).await;
-    let budget = Limits::default().output_bytes;
     assert_eq!(error_name(&outcome), "ValueError", "{:?}", outcome.error);
     assert!(outcome.stderr.len() > 900_000);
-    assert!(
-        shown_bytes(&outcome) <= budget + SLACK,
-        "{}",
-        shown_bytes(&outcome)
-    );
+    assert_within_budget(&outcome);
     assert!(outcome.truncated);
 }
