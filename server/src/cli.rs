@@ -31,7 +31,9 @@ pub enum Command {
     },
     /// Check every sandbox isolation layer and run hello-world in each
     /// language inside the jail; exits non-zero if anything is missing.
-    Doctor,
+    /// Takes the same settings as `serve` (the uid range, the caps on all
+    /// jails together).
+    Doctor(Settings),
     /// Measure and print a table beside the targets: the sandbox (latency
     /// percentiles, idle memory), the language models, or the event stream
     /// to pages (added latency, lost events).

@@ -8,9 +8,10 @@ use runcell::{Config, telemetry};
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     let settings = match &cli.command {
-        Command::Serve(settings) | Command::Config(settings) => settings,
+        Command::Serve(settings) | Command::Config(settings) | Command::Doctor(settings) => {
+            settings
+        }
         Command::Keys { action } => action.settings(),
-        Command::Doctor => return doctor().await,
         Command::Bench {
             target,
             iterations,
@@ -84,7 +85,8 @@ async fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Doctor | Command::Bench { .. } => ExitCode::SUCCESS,
+        Command::Doctor(_) => doctor(&config).await,
+        Command::Bench { .. } => ExitCode::SUCCESS,
         Command::Serve(_) => {
             telemetry::init(&config.log);
             match runcell::serve(config).await {
@@ -99,8 +101,9 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn doctor() -> ExitCode {
-    let checks = runcell::sandbox::jail::doctor::run_checks().await;
+async fn doctor(config: &Config) -> ExitCode {
+    let jail = runcell::sandbox::jail::JailConfig::from_settings(&config.sandbox);
+    let checks = runcell::sandbox::jail::doctor::run_checks(jail).await;
     let width = checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
     for check in &checks {
         let mark = if check.ok { "ok  " } else { "FAIL" };

@@ -91,8 +91,8 @@ print("ok" if ok else f"wrong: host files {present}, users {users}", len(os.list
 "#;
 
 /// Runs every check; the report passes when every line is ok.
-pub async fn run_checks() -> Vec<Check> {
-    let jail = JailSandbox::new(JailConfig::default());
+pub async fn run_checks(config: JailConfig) -> Vec<Check> {
+    let jail = JailSandbox::new(config);
     let jail = jail.as_ref();
     let mut checks = vec![match jail.unavailable() {
         None => Check::new(
