@@ -21,9 +21,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 pub use output::{
-    Dropped, ERROR_FLOOR_BYTES, MAX_ERROR_NAME_BYTES, MAX_ERROR_VALUE_BYTES, MAX_RESULTS,
-    MAX_TRACEBACK_BYTES, OutputBudget, OutputCollector, cut_text, cut_traceback, fit,
-    serialized_len,
+    Dropped, ERROR_FLOOR_BYTES, MAX_RESULTS, MAX_TRACEBACK_BYTES, OutputBudget, OutputCollector,
+    fit, serialized_len,
 };
 
 /// The largest program accepted, in bytes.

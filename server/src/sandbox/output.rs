@@ -321,16 +321,15 @@ impl OutputCollector {
         text
     }
 
-    /// Whatever is left once the stream ends.
-    pub fn finish(&mut self, budget: &mut OutputBudget) -> String {
+    /// Keeps whatever is left once the stream ends.
+    pub fn finish(&mut self, budget: &mut OutputBudget) {
         if self.carry.is_empty() {
-            return String::new();
+            return;
         }
         let rest = std::mem::take(&mut self.carry);
         let mut text = String::from_utf8_lossy(&rest).into_owned();
         text.truncate(budget.take_text(&text));
         self.text.push_str(&text);
-        text
     }
 
     pub fn text(&self) -> &str {

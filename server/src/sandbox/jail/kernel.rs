@@ -273,18 +273,39 @@ impl Kernel {
         loop {
             tokio::select! {
                 message = self.iopub.read() => {
-                    let message = match message {
-                        Ok(message) => message,
-                        Err(e) if let Some(bytes) = dropped(&e) => {
-                            // Too big to keep, read past: over this run's
-                            // output, and the kernel goes on.
-                            budget.refuse_oversized(usize::try_from(bytes).unwrap_or(usize::MAX));
-                            if stopped_by.is_none() {
-                                stopped_by = Some(limit_error::OUTPUT);
-                                self.interrupt().await;
-                                grace.as_mut().reset(tokio::time::Instant::now() + INTERRUPT_GRACE);
+                    let event = match message {
+                        Ok(message)
+                            if message.parent_header.as_ref().is_some_and(|h| h.msg_id == id) =>
+                        {
+                            let ts_ms = now_ms();
+                            match message.content {
+                                JupyterMessageContent::StreamContent(stream) => Some(match stream.name {
+                                    Stdio::Stdout => RunEvent::Stdout { text: stream.text, ts_ms },
+                                    Stdio::Stderr => RunEvent::Stderr { text: stream.text, ts_ms },
+                                }),
+                                JupyterMessageContent::ExecuteResult(result) => bundle(&result.data)
+                                    .map(|data| RunEvent::Result { data, main: true, ts_ms }),
+                                JupyterMessageContent::DisplayData(display) => bundle(&display.data)
+                                    .map(|data| RunEvent::Result { data, main: false, ts_ms }),
+                                JupyterMessageContent::ErrorOutput(error) if stopped_by.is_none() => {
+                                    let error = ExecError {
+                                        name: error.ename,
+                                        value: error.evalue,
+                                        traceback: error.traceback,
+                                    };
+                                    Some(RunEvent::Error { error, ts_ms })
+                                }
+                                JupyterMessageContent::Status(status)
+                                    if status.execution_state == ExecutionState::Idle => break,
+                                _ => None,
                             }
-                            continue;
+                        }
+                        Ok(_) => None,
+                        // Too big to keep, read past: over this run's output,
+                        // and the kernel goes on.
+                        Err(e) if let Some(bytes) = dropped(&e) => {
+                            budget.refuse_oversized(usize::try_from(bytes).unwrap_or(usize::MAX));
+                            None
                         }
                         Err(e) => {
                             self.broke(e);
@@ -292,36 +313,9 @@ impl Kernel {
                             break;
                         }
                     };
-                    if message.parent_header.as_ref().is_none_or(|h| h.msg_id != id) {
-                        continue;
-                    }
-                    let ts_ms = now_ms();
-                    let event = match message.content {
-                        JupyterMessageContent::StreamContent(stream) => match stream.name {
-                            Stdio::Stdout => RunEvent::Stdout { text: stream.text, ts_ms },
-                            Stdio::Stderr => RunEvent::Stderr { text: stream.text, ts_ms },
-                        },
-                        JupyterMessageContent::ExecuteResult(result) => {
-                            let Some(data) = bundle(&result.data) else { continue };
-                            RunEvent::Result { data, main: true, ts_ms }
-                        }
-                        JupyterMessageContent::DisplayData(display) => {
-                            let Some(data) = bundle(&display.data) else { continue };
-                            RunEvent::Result { data, main: false, ts_ms }
-                        }
-                        JupyterMessageContent::ErrorOutput(error) if stopped_by.is_none() => {
-                            let error = ExecError {
-                                name: error.ename,
-                                value: error.evalue,
-                                traceback: error.traceback,
-                            };
-                            RunEvent::Error { error, ts_ms }
-                        }
-                        JupyterMessageContent::Status(status)
-                            if status.execution_state == ExecutionState::Idle => break,
-                        _ => continue,
-                    };
-                    if let Some(event) = budget.record(&mut outcome, event) {
+                    if let Some(event) = event
+                        && let Some(event) = budget.record(&mut outcome, event)
+                    {
                         send(events, event).await;
                     }
                     if budget.overflowed() && stopped_by.is_none() {
@@ -386,11 +380,7 @@ impl Kernel {
             )
         });
         outcome.truncated = budget.truncated();
-        let stopped = match stopped_by {
-            Some(limit_error::OUTPUT) => budget.limit_error(),
-            _ => stop_error(stopped_by, limits),
-        };
-        outcome.error = match stopped {
+        outcome.error = match stop_error(stopped_by, limits, &budget) {
             _ if broken.is_some() => broken,
             Some(error) => Some(error),
             _ if lost && oom => Some(ExecError::new(

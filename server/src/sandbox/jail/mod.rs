@@ -759,7 +759,6 @@ async fn supervise(
     let (mut out_open, mut err_open) = (true, true);
     let mut status = None;
     let mut stopped_by = None;
-    let mut over = false;
     let mut obuf = vec![0u8; 16 * 1024];
     let mut ebuf = vec![0u8; 16 * 1024];
     let deadline = tokio::time::sleep(limits.wall);
@@ -812,11 +811,8 @@ async fn supervise(
             };
             let _ = events.send(event).await;
         }
-        if budget.overflowed() && !over {
-            over = true;
-            if stopped_by.is_none() {
-                stopped_by = Some(limit_error::OUTPUT);
-            }
+        if budget.overflowed() && stopped_by.is_none() {
+            stopped_by = Some(limit_error::OUTPUT);
             let _ = child.start_kill();
         }
     }
@@ -824,8 +820,8 @@ async fn supervise(
         let _ = child.start_kill();
         status = child.wait().await.ok();
     }
-    let _ = out.finish(&mut budget);
-    let _ = err.finish(&mut budget);
+    out.finish(&mut budget);
+    err.finish(&mut budget);
     Supervised {
         stdout: out.into_text(),
         stderr: err.into_text(),
@@ -847,7 +843,7 @@ fn classify(
     let mut budget = run.budget;
     let mut stderr = run.stderr;
     let failed = exit_code != Some(0);
-    let error = match stop_error(run.stopped_by, limits) {
+    let error = match stop_error(run.stopped_by, limits, &budget) {
         Some(error) => Some(error),
         _ if group.oom_killed() => Some(ExecError::new(
             limit_error::MEMORY,
@@ -901,13 +897,18 @@ fn classify(
     }
 }
 
-/// The error for a run the supervisor stopped (a limit, or a cancel).
-pub(crate) fn stop_error(stopped_by: Option<&'static str>, limits: &Limits) -> Option<ExecError> {
+/// The error for a run the supervisor stopped (a limit, or a cancel); for
+/// the output limit, the run's budget says what it refused.
+pub(crate) fn stop_error(
+    stopped_by: Option<&'static str>,
+    limits: &Limits,
+    budget: &OutputBudget,
+) -> Option<ExecError> {
     let value = match stopped_by? {
         limit_error::TIMEOUT => {
             format!("the run was stopped after {} s", limits.wall.as_secs_f64())
         }
-        limit_error::OUTPUT => crate::sandbox::Dropped::Text.message(limits.output_bytes),
+        limit_error::OUTPUT => return budget.limit_error(),
         limit_error::CANCELLED => "the run was cancelled".to_string(),
         other => format!("the run was stopped: {other}"),
     };
