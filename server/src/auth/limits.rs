@@ -42,7 +42,7 @@ impl Limited {
     /// Whole seconds to wait before trying again (at least 1).
     pub fn retry_after_secs(&self) -> u64 {
         match self {
-            Self::Rate { retry_after, .. } => retry_after.as_secs_f64().ceil().max(1.0) as u64,
+            Self::Rate { retry_after, .. } => retry_after_secs(*retry_after),
             Self::Concurrency { .. } => 1,
             // A session frees up only when one is closed or idles out.
             Self::Sessions { .. } => 10,
@@ -155,6 +155,11 @@ impl KeyLimits {
     pub fn max_sessions(&self) -> u32 {
         self.sessions
     }
+}
+
+/// A wait as the whole seconds of a `Retry-After` (rounded up, at least 1).
+pub fn retry_after_secs(wait: Duration) -> u64 {
+    wait.as_secs_f64().ceil().max(1.0) as u64
 }
 
 #[cfg(test)]

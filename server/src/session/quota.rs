@@ -39,7 +39,7 @@ impl std::error::Error for TooManySessions {}
 impl TooManySessions {
     /// Whole seconds to wait (at least 1).
     pub fn retry_after_secs(&self) -> u64 {
-        self.retry_after.as_secs_f64().ceil().max(1.0) as u64
+        crate::auth::limits::retry_after_secs(self.retry_after)
     }
 }
 
