@@ -34,16 +34,40 @@ pub const FRAME_SCRIPT_PATH: &str = "/py-frame.js";
 /// fetch from this site alone (without credentials: the frame's origin is
 /// opaque), so that they cannot send anything to another origin; Pyodide
 /// needs `wasm-unsafe-eval` to compile its WebAssembly; the frame starts
-/// its worker from a blob: URL. No JavaScript `eval`, nothing else.
-pub const PYTHON_CSP: &str = "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; \
-     worker-src blob:; connect-src 'self'; base-uri 'none'; form-action 'none'";
+/// its worker from a blob: URL. No JavaScript `eval`, nothing else. A macro,
+/// so that [`FRAME_CSP`] is built from the same words.
+macro_rules! python_csp {
+    () => {
+        "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; \
+         worker-src blob:; connect-src 'self'; base-uri 'none'; form-action 'none'"
+    };
+}
+pub const PYTHON_CSP: &str = python_csp!();
 
 /// The frame document's policy: [`PYTHON_CSP`], framed by this site's
 /// pages alone, and sandboxed however it is loaded (opened on its own, it
 /// still gets an opaque origin).
-pub const FRAME_CSP: &str = "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; \
-     worker-src blob:; connect-src 'self'; base-uri 'none'; form-action 'none'; \
-     frame-ancestors 'self'; sandbox allow-scripts";
+pub const FRAME_CSP: &str = concat!(
+    python_csp!(),
+    "; frame-ancestors 'self'; sandbox allow-scripts"
+);
+
+/// The static files, the same for everyone: the bundle, and what the
+/// page's Python frame loads (without cookies, from an opaque origin).
+pub fn site<S>(site_root: &Path) -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    Router::new()
+        .nest_service("/pkg", bundle(site_root))
+        .nest_service("/pyodide", pyodide(site_root))
+        .route_service(WORKER_PATH, python_script(site_root, WORKER_PATH))
+        .route_service(
+            FRAME_SCRIPT_PATH,
+            python_script(site_root, FRAME_SCRIPT_PATH),
+        )
+        .route_service(FRAME_PATH, frame(site_root))
+}
 
 /// `/pkg`: the wasm bundle, its script and styles, gzipped when asked.
 pub fn bundle(site_root: &Path) -> Router {
@@ -67,38 +91,17 @@ pub fn pyodide(site_root: &Path) -> Router {
 
 /// [`WORKER_PATH`] and [`FRAME_SCRIPT_PATH`]: scripts checked on every
 /// load, like the bundle they go with.
-pub fn python_script(site_root: &Path, path: &str) -> Router {
+fn python_script(site_root: &Path, path: &str) -> Router {
     public_to_python(
-        Router::new()
-            .fallback_service(ServeFile::new(site_root.join(path.trim_start_matches('/'))))
-            .layer(axum::middleware::from_fn(script_type))
-            .layer(SetResponseHeaderLayer::overriding(
-                header::CACHE_CONTROL,
-                HeaderValue::from_static("no-cache"),
-            ))
-            .layer(SetResponseHeaderLayer::overriding(
-                header::CONTENT_SECURITY_POLICY,
-                HeaderValue::from_static(PYTHON_CSP),
-            )),
+        no_cache_file(site_root, path, PYTHON_CSP).layer(axum::middleware::from_fn(script_type)),
     )
 }
 
 /// [`FRAME_PATH`]: the frame's document, under [`FRAME_CSP`], which this
 /// site's pages alone may frame (the security headers' `DENY` is for every
 /// other page).
-pub fn frame(site_root: &Path) -> Router {
-    Router::new()
-        .fallback_service(ServeFile::new(
-            site_root.join(FRAME_PATH.trim_start_matches('/')),
-        ))
-        .layer(SetResponseHeaderLayer::overriding(
-            header::CACHE_CONTROL,
-            HeaderValue::from_static("no-cache"),
-        ))
-        .layer(SetResponseHeaderLayer::overriding(
-            header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static(FRAME_CSP),
-        ))
+fn frame(site_root: &Path) -> Router {
+    no_cache_file(site_root, FRAME_PATH, FRAME_CSP)
         .layer(SetResponseHeaderLayer::overriding(
             header::X_FRAME_OPTIONS,
             HeaderValue::from_static("SAMEORIGIN"),
@@ -106,6 +109,20 @@ pub fn frame(site_root: &Path) -> Router {
         .layer(SetResponseHeaderLayer::overriding(
             CROSS_ORIGIN_RESOURCE_POLICY,
             HeaderValue::from_static("same-origin"),
+        ))
+}
+
+/// The site's file at `path`, checked on every load, under `csp`.
+fn no_cache_file(site_root: &Path, path: &str, csp: &'static str) -> Router {
+    Router::new()
+        .fallback_service(ServeFile::new(site_root.join(path.trim_start_matches('/'))))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("no-cache"),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(csp),
         ))
 }
 

@@ -121,19 +121,7 @@ pub fn router(state: AppState) -> Router {
     // Static files, the same for everyone: outside the sign-in gate and the
     // owner cookie, since the page's Python frame (an opaque origin) loads
     // them without cookies.
-    let site = &state.config.site_root;
-    let statics = Router::new()
-        .nest_service("/pkg", assets::bundle(site))
-        .nest_service("/pyodide", assets::pyodide(site))
-        .route_service(
-            assets::WORKER_PATH,
-            assets::python_script(site, assets::WORKER_PATH),
-        )
-        .route_service(
-            assets::FRAME_SCRIPT_PATH,
-            assets::python_script(site, assets::FRAME_SCRIPT_PATH),
-        )
-        .route_service(assets::FRAME_PATH, assets::frame(site));
+    let statics = assets::site(&state.config.site_root);
     let statics = with_time_limit(statics, state.config.http.request_timeout_secs);
 
     // Programs' routes: bearer credentials, no cookies; a run's own wall
