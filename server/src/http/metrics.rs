@@ -9,10 +9,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::ApiError;
-use super::owner::cookie_in;
-use super::signin::SIGNIN_COOKIE;
+use crate::auth::Audience;
 use crate::auth::token::bearer;
-use crate::auth::{Audience, AuthError};
 use crate::state::AppState;
 
 /// Lets a request through if the pages are open or it carries a credential
@@ -26,10 +24,9 @@ pub async fn gate(State(state): State<AppState>, request: Request, next: Next) -
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(bearer);
-    let checked = match (bearer, cookie_in(headers, SIGNIN_COOKIE)) {
-        (Some(credential), _) => state.auth.authenticate(credential, Audience::Api).await,
-        (None, Some(token)) => state.auth.authenticate(&token, Audience::Pages).await,
-        (None, None) => Err(AuthError::Missing),
+    let checked = match bearer {
+        Some(credential) => state.auth.authenticate(credential, Audience::Api).await,
+        None => super::signin::signed_in(&state, headers).await,
     };
     match checked {
         Ok(_) => next.run(request).await,

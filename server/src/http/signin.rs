@@ -7,14 +7,14 @@
 use app::markdown::escape;
 use axum::Form;
 use axum::extract::{Query, Request, State};
-use axum::http::{Method, StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::ApiError;
 use super::owner::{cookie_in, secure_context, set_cookie, site_cookie};
-use crate::auth::{Audience, AuthError};
+use crate::auth::{Audience, AuthError, Caller};
 use crate::state::AppState;
 
 pub const SIGNIN_COOKIE: &str = "runcell_signin";
@@ -68,17 +68,22 @@ fn local_path(next: Option<&str>) -> &str {
     }
 }
 
+/// Who the sign-in cookie in `headers` says is signed in: a valid token of
+/// a live key.
+pub async fn signed_in(state: &AppState, headers: &HeaderMap) -> Result<Caller, AuthError> {
+    match cookie_in(headers, SIGNIN_COOKIE) {
+        Some(token) => state.auth.authenticate(&token, Audience::Pages).await,
+        None => Err(AuthError::Missing),
+    }
+}
+
 /// Lets a request through if the pages are open, the path is not guarded,
 /// or the sign-in cookie holds a valid token of a live key.
 pub async fn gate(State(state): State<AppState>, request: Request, next: Next) -> Response {
     if !state.config.pages_need_key() || !guarded(request.method(), request.uri().path()) {
         return next.run(request).await;
     }
-    let signed_in = match cookie_in(request.headers(), SIGNIN_COOKIE) {
-        Some(token) => state.auth.authenticate(&token, Audience::Pages).await,
-        None => Err(AuthError::Missing),
-    };
-    match signed_in {
+    match signed_in(&state, request.headers()).await {
         Ok(_) => next.run(request).await,
         Err(AuthError::Store(err)) => ApiError::from(err).into_response(),
         Err(_) if request.method() == Method::GET && !request.uri().path().starts_with("/api/") => {
@@ -133,7 +138,7 @@ pub async fn form(State(state): State<AppState>, Query(query): Query<LoginQuery>
 /// `POST /login`: signs in with an API key and goes back where it came from.
 pub async fn sign_in(
     State(state): State<AppState>,
-    headers: axum::http::HeaderMap,
+    headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
     let next = local_path(form.next.as_deref()).to_string();
