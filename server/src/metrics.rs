@@ -79,6 +79,25 @@ fn describe() {
         "runcell_rate_limited_total",
         "Requests refused by a per-key limit, by which limit"
     );
+    describe_counter!(
+        "runcell_explanations_total",
+        "Explanations written, by outcome: grounded (every figure in the output or the question), regrounded (after one withdrawn for an invented figure), fallback (a plain statement quoting the output stood instead)"
+    );
+    describe_counter!(
+        "runcell_unanswered_total",
+        "Programs that ran but did not answer (printed nothing, only empty values, or never grouped for a per-group question), by reason and whether a fix was asked"
+    );
+}
+
+/// An explanation stood (`grounded`, `regrounded` or `fallback`).
+pub fn explained(outcome: &'static str) {
+    counter!("runcell_explanations_total", "outcome" => outcome).increment(1);
+}
+
+/// A program ran but did not answer; `retried`: it went back as a fix.
+pub fn unanswered(reason: &'static str, retried: bool) {
+    counter!("runcell_unanswered_total", "reason" => reason, "fixed" => if retried { "asked" } else { "no_attempts_left" })
+        .increment(1);
 }
 
 /// A program ended (or could not start).

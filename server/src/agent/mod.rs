@@ -7,8 +7,10 @@
 //! Plain Rust: it publishes events to a [`SessionChannel`] and knows nothing
 //! of HTTP or WebSockets.
 
+pub mod answered;
 mod code;
 mod execute;
+pub mod grounding;
 mod kernels;
 pub mod prompt;
 mod runner;
@@ -32,7 +34,7 @@ use crate::highlight::Highlighter;
 use crate::llm::tools::{EXECUTE_CODE, ExecuteCode, execute_code_spec, program_of, result_message};
 use crate::llm::{
     ChatRequest, Completion, FinishReason, Llm, LlmError, LlmEvent, Message, ResponseSchema,
-    ToolCall, ToolChoice,
+    ToolChoice,
 };
 use crate::sandbox::{Language, Limits, validate_code};
 use crate::session::SessionChannel;
@@ -266,8 +268,13 @@ impl Agent {
         let budget = (self.settings.context_tokens as usize)
             .saturating_sub(self.settings.max_tokens as usize)
             .saturating_sub(prompt::approx_tokens(&system) + prompt::approx_tokens(&text) + 256);
+        let channel = self.code_channel();
+        let form = match channel {
+            CodeChannel::Tool => prompt::CodeForm::Call,
+            CodeChannel::Structured | CodeChannel::Fenced => prompt::CodeForm::Fenced,
+        };
         let mut messages = vec![Message::system(system)];
-        messages.extend(prompt::history(history, budget));
+        messages.extend(prompt::history(history, budget, form));
         messages.push(Message::user(match history.kernel_lost() {
             // The earlier programs' variables are gone: say so, or the
             // model would use them.
@@ -275,7 +282,6 @@ impl Agent {
             None => text.clone(),
         }));
 
-        let channel = self.code_channel();
         let attempts = 1 + self.settings.max_fixes;
         let mut last: Option<(ExecuteCode, Ran, CellId)> = None;
         for attempt in 1..=attempts {
@@ -343,29 +349,52 @@ impl Agent {
                     final_cell: Some(cell),
                 };
             }
-            let failed = ran.failed;
+            let retry = attempt < attempts;
+            // Ran but did not answer: sent back like a failure.
+            let doubt = (!ran.failed)
+                .then(|| answered::doubt(&text, &program.language, &program.code, &ran.report))
+                .flatten();
+            if let Some(note) = doubt {
+                tracing::info!(
+                    attempt,
+                    reason = answered::reason(note),
+                    retry,
+                    "the program ran but did not answer"
+                );
+                crate::metrics::unanswered(answered::reason(note), retry);
+            }
+            let instruction = match (ran.failed, doubt) {
+                (true, _) if retry => prompt::FIX_REQUEST.to_string(),
+                (false, Some(note)) if retry => note.to_string(),
+                _ => prompt::EXPLAIN_REQUEST.to_string(),
+            };
+            let again = retry && (ran.failed || doubt.is_some());
             feed_back(
                 &mut messages,
                 channel,
                 &program,
                 &completion,
                 &ran.report,
-                failed && attempt < attempts,
+                &instruction,
             );
             last = Some((program, ran, cell));
-            if !failed {
+            if !again {
                 break;
             }
-            tracing::info!(attempt, "the program failed");
+            tracing::info!(attempt, "asking for a fix");
         }
-        let Some((program, ran, cell)) = last else {
+        let Some((_, ran, cell)) = last else {
             return Ended {
                 status: TurnStatus::Error,
                 final_cell: None,
             };
         };
+        let tools = match channel {
+            CodeChannel::Tool => vec![execute_code_spec()],
+            CodeChannel::Structured | CodeChannel::Fenced => Vec::new(),
+        };
         let explained = self
-            .explain(session, &text, &program, &ran, model, cancel)
+            .explain(session, &text, messages, tools, &ran, model, cancel)
             .await;
         Ended {
             status: match explained {
@@ -534,30 +563,113 @@ impl Agent {
         ))
     }
 
-    /// Streams the explanation cell; false if it could not be written.
+    /// Writes the explanation: it continues the conversation the program
+    /// was written in (whose last message is the result with the request
+    /// for an explanation). Its figures must all appear in the output or
+    /// the question: when one does not, the cell is withdrawn and the model
+    /// is asked once more, saying which; if it still invents one, a plain
+    /// statement quoting the output stands instead. False if no explanation
+    /// could be written at all.
+    #[allow(clippy::too_many_arguments)]
     async fn explain(
         &self,
         session: &SessionChannel,
         question: &str,
-        program: &ExecuteCode,
+        mut messages: Vec<Message>,
+        tools: Vec<crate::llm::ToolSpec>,
         ran: &Ran,
         model: Option<String>,
         cancel: &CancellationToken,
     ) -> bool {
-        let request = ChatRequest {
-            model,
-            messages: vec![
-                Message::system(prompt::EXPLAIN_PROMPT),
-                Message::user(question),
-                Message::assistant(format!("```{}\n{}\n```", program.language, program.code)),
-                Message::user(result_message(&ran.report, prompt::EXPLAIN_REQUEST)),
-            ],
-            tools: Vec::new(),
-            tool_choice: ToolChoice::None,
-            response_schema: None,
-            max_tokens: Some(self.settings.max_tokens.min(400)),
-            temperature: Some(0.0),
-        };
+        let sources = [ran.report.as_str(), question];
+        for round in 0..2 {
+            let request = ChatRequest {
+                model: model.clone(),
+                messages: messages.clone(),
+                tools: tools.clone(),
+                tool_choice: ToolChoice::None,
+                response_schema: None,
+                max_tokens: Some(self.settings.max_tokens.min(400)),
+                temperature: Some(0.0),
+            };
+            let (cell_id, started, outcome) =
+                self.stream_explanation(session, request, cancel).await;
+            let text = match outcome {
+                Ok(completion) if !completion.text.trim().is_empty() => completion.text,
+                Ok(_) => {
+                    self.finish_explanation(
+                        session,
+                        cell_id,
+                        started,
+                        CellStatus::Error,
+                        Some(CellError {
+                            code: "llm_no_answer".into(),
+                            message: "the model wrote no explanation".into(),
+                        }),
+                    );
+                    return false;
+                }
+                Err(None) => {
+                    self.finish_explanation(session, cell_id, started, CellStatus::Cancelled, None);
+                    return false;
+                }
+                Err(Some(e)) => {
+                    tracing::warn!(code = e.code(), error = %e, "the model failed to explain");
+                    self.finish_explanation(
+                        session,
+                        cell_id,
+                        started,
+                        CellStatus::Error,
+                        Some(llm_cell_error(&e)),
+                    );
+                    return false;
+                }
+            };
+            let invented = grounding::invented(&text, &sources);
+            if invented.is_empty() {
+                self.finish_explanation(session, cell_id, started, CellStatus::Ok, None);
+                crate::metrics::explained(if round == 0 { "grounded" } else { "regrounded" });
+                return true;
+            }
+            tracing::info!(round, invented = ?invented, "the explanation names figures the output does not show");
+            self.finish_explanation(
+                session,
+                cell_id,
+                started,
+                CellStatus::Error,
+                Some(CellError {
+                    code: UNGROUNDED.into(),
+                    message: format!(
+                        "withdrawn: it names {}, which the output does not show",
+                        invented
+                            .iter()
+                            .take(5)
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                }),
+            );
+            messages.push(Message::assistant(text));
+            messages.push(Message::user(prompt::regrounding_request(&invented)));
+        }
+        crate::metrics::explained("fallback");
+        self.publish_text(
+            session,
+            CellKind::Explanation,
+            &grounding::fallback(&ran.report),
+        );
+        true
+    }
+
+    /// Opens an explanation cell and streams the model's reply into it; the
+    /// cell is left open for [`Self::finish_explanation`].
+    async fn stream_explanation(
+        &self,
+        session: &SessionChannel,
+        request: ChatRequest,
+        cancel: &CancellationToken,
+    ) -> (CellId, Instant, Result<Completion, Option<LlmError>>) {
         let started = Instant::now();
         let cell_id = session.next_cell_id();
         session.publish(EventBody::CellStarted {
@@ -594,29 +706,23 @@ impl Agent {
                 _ => break,
             }
         }
-        let (status, error) = match outcome {
-            Ok(completion) if completion.text.trim().is_empty() => (
-                CellStatus::Error,
-                Some(CellError {
-                    code: "llm_no_answer".into(),
-                    message: "the model wrote no explanation".into(),
-                }),
-            ),
-            Ok(_) => (CellStatus::Ok, None),
-            Err(None) => (CellStatus::Cancelled, None),
-            Err(Some(e)) => {
-                tracing::warn!(code = e.code(), error = %e, "the model failed to explain");
-                (CellStatus::Error, Some(llm_cell_error(&e)))
-            }
-        };
-        let ok = status == CellStatus::Ok;
+        (cell_id, started, outcome)
+    }
+
+    fn finish_explanation(
+        &self,
+        session: &SessionChannel,
+        cell_id: CellId,
+        started: Instant,
+        status: CellStatus,
+        error: Option<CellError>,
+    ) {
         session.publish(EventBody::CellFinished {
             cell_id,
             status,
             elapsed_ms: crate::clock::millis(started.elapsed()),
             error,
         });
-        ok
     }
 
     /// A cell holding `text`, complete.
@@ -697,35 +803,42 @@ fn checked_language(program: &ExecuteCode) -> Result<Language, String> {
     Ok(language)
 }
 
-/// Adds the attempt and its result to the conversation; when `fix` is set,
-/// asks for a corrected program.
+/// The error code of an explanation withdrawn for naming figures the
+/// output does not show.
+pub const UNGROUNDED: &str = "ungrounded";
+
+/// Adds the attempt and its result, with what to do next, to the
+/// conversation.
 fn feed_back(
     messages: &mut Vec<Message>,
     channel: CodeChannel,
     program: &ExecuteCode,
     completion: &Completion,
     report: &str,
-    fix: bool,
+    instruction: &str,
 ) {
-    let instruction = if fix { prompt::FIX_REQUEST } else { "" };
     match completion
         .tool_calls
         .first()
         .filter(|_| channel == CodeChannel::Tool)
     {
         Some(call) => {
+            // Laid out as `prompt::answered_turn` lays out earlier turns, so
+            // that the next question's prompt starts with this one's.
+            let [_, call_message, result, _] = prompt::answered_turn(
+                prompt::CodeForm::Call,
+                &call.id,
+                "",
+                &program.language,
+                &program.code,
+                report,
+                "",
+            );
+            messages.push(call_message);
             messages.push(Message {
-                tool_calls: vec![ToolCall {
-                    id: call.id.clone(),
-                    name: call.name.clone(),
-                    arguments: call.arguments.clone(),
-                }],
-                ..Message::assistant(completion.text.clone())
+                content: result_message(report, instruction),
+                ..result
             });
-            messages.push(Message::tool(
-                call.id.clone(),
-                result_message(report, instruction),
-            ));
         }
         None => {
             messages.push(Message::assistant(format!(

@@ -4,7 +4,58 @@
 use app::notebook::{Cell, Notebook};
 use app::protocol::{CellKind, Output, TurnKind};
 
-use crate::llm::Message;
+use crate::llm::tools::{EXECUTE_CODE, result_message};
+use crate::llm::{Message, ToolCall};
+
+/// How the live conversation handed programs over, so that earlier turns
+/// are laid out the same way: as `execute_code` calls with tool results, or
+/// as fenced blocks with the results in user messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CodeForm {
+    Call,
+    Fenced,
+}
+
+/// The messages of one answered turn, laid out exactly as the live
+/// conversation had them when the explanation was written: the question,
+/// the program, its result with the request for an explanation, the
+/// explanation. A model that keeps the state of a prompt's prefix then
+/// reads only what is new in a follow-up.
+pub fn answered_turn(
+    form: CodeForm,
+    call_id: &str,
+    question: &str,
+    language: &str,
+    code: &str,
+    report: &str,
+    explanation: &str,
+) -> [Message; 4] {
+    let result = result_message(report, EXPLAIN_REQUEST);
+    let (program, result) = match form {
+        CodeForm::Call => (
+            Message {
+                tool_calls: vec![ToolCall {
+                    id: call_id.to_string(),
+                    name: EXECUTE_CODE.into(),
+                    arguments: serde_json::json!({ "language": language, "code": code })
+                        .to_string(),
+                }],
+                ..Message::assistant(String::new())
+            },
+            Message::tool(call_id.to_string(), result),
+        ),
+        CodeForm::Fenced => (
+            Message::assistant(format!("```{language}\n{code}\n```")),
+            Message::user(result),
+        ),
+    };
+    [
+        Message::user(question.to_string()),
+        program,
+        result,
+        Message::assistant(explanation.to_string()),
+    ]
+}
 
 /// What the model is told it is.
 /// Asking for a labelled answer made the small default model compute rather
@@ -71,12 +122,6 @@ pub fn files_note(files: &[(String, u64, Option<String>)]) -> Option<String> {
     Some(note)
 }
 
-/// What the model is told when it explains a result.
-pub const EXPLAIN_PROMPT: &str = "You explain the result of a program to the person who \
-asked for it. The program's output is correct: state the answer exactly as the output \
-gives it, never recount or recompute it yourself. Then say in one sentence how the program \
-got it; if it failed, say why instead. At most three short sentences. Do not write code.";
-
 /// Put before a question when the kernel was lost since the earlier turns.
 pub const KERNEL_LOST_NOTE: &str = "(The Python session was restarted since the programs \
 above ran: their variables and imports are gone, so define everything the program uses.)";
@@ -84,8 +129,32 @@ above ran: their variables and imports are gone, so define everything the progra
 /// Sent after a failed program, asking for a fix.
 pub const FIX_REQUEST: &str = "The program failed. Write the complete corrected program.";
 
-/// Sent after the last program, asking for the explanation.
-pub const EXPLAIN_REQUEST: &str = "Answer my question in one sentence with the exact numbers and words of this output, then say in one sentence how the program got it.";
+/// Sent with the last program's result, asking for the explanation. The
+/// explanation continues the conversation the program was written in (the
+/// same system prompt, the same messages), so that a model that keeps its
+/// state for a prefix reads only the result; the rules of a good
+/// explanation therefore travel here, not in a system prompt of their own.
+pub const EXPLAIN_REQUEST: &str = "Now answer my question in words, in at most three short \
+sentences: first the answer, with the exact numbers and words of the output above (never a \
+number the output does not show, never recount or recompute it yourself), then how the \
+program got it; if it failed, say why instead. Do not write code.";
+
+/// How a request to explain again without invented figures starts.
+pub const REGROUNDING_OPEN: &str = "Your answer names ";
+
+/// Sent when an explanation named figures the output does not show.
+pub fn regrounding_request(invented: &[String]) -> String {
+    format!(
+        "{REGROUNDING_OPEN}{}, which the program's output does not show. Answer again, \
+         using only numbers that appear in the output above or in my question.",
+        invented
+            .iter()
+            .take(5)
+            .map(|f| format!("`{f}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
 
 /// The longest piece of a program's output the model is shown, in bytes.
 pub const MAX_REPORT_BYTES: usize = 2000;
@@ -123,8 +192,8 @@ pub fn cut(text: &str, max: usize) -> String {
 /// The messages before the new question: a user/assistant pair for each
 /// earlier turn, newest kept whole, older ones summarised (code and the start
 /// of the output), the oldest dropped once `budget` tokens are used.
-pub fn history(notebook: &Notebook, budget: usize) -> Vec<Message> {
-    let mut pairs: Vec<[Message; 2]> = Vec::new();
+pub fn history(notebook: &Notebook, budget: usize, form: CodeForm) -> Vec<Message> {
+    let mut turns: Vec<Vec<Message>> = Vec::new();
     let mut used = 0;
     for turn in notebook.turns().iter().rev() {
         let cells: Vec<&Cell> = notebook.cells_of(turn.id).collect();
@@ -155,13 +224,47 @@ pub fn history(notebook: &Notebook, budget: usize) -> Vec<Message> {
             .iter()
             .rev()
             .find(|c| c.kind == CellKind::Explanation)
-            .map(|c| c.text.as_str());
-        let whole = answer(turn.kind, code, result, explanation, MAX_REPORT_BYTES);
-        let cost = approx_tokens(&question) + approx_tokens(&whole);
-        if used + cost <= budget {
-            used += cost;
-            pairs.push([Message::user(question), Message::assistant(whole)]);
-            continue;
+            .map(|c| c.text.as_str())
+            .filter(|e| !e.trim().is_empty());
+        // An answered question, as it was asked: the same messages again.
+        if let (TurnKind::Ask, Some(code), Some(result), Some(explanation)) =
+            (turn.kind, code, result, explanation)
+            && code.text.len() <= MAX_MEMORY_CODE_BYTES
+        {
+            let messages = answered_turn(
+                form,
+                &format!("call_{}", turn.id.0),
+                &question,
+                code.language.as_deref().unwrap_or("python"),
+                &code.text,
+                &cut(&report_of_cell(result), MAX_REPORT_BYTES),
+                explanation,
+            );
+            let cost: usize = messages
+                .iter()
+                .map(|m| {
+                    approx_tokens(&m.content)
+                        + approx_tokens(
+                            &m.tool_calls
+                                .first()
+                                .map(|c| c.arguments.as_str())
+                                .unwrap_or_default(),
+                        )
+                })
+                .sum();
+            if used + cost <= budget {
+                used += cost;
+                turns.push(messages.to_vec());
+                continue;
+            }
+        } else {
+            let whole = answer(turn.kind, code, result, explanation, MAX_REPORT_BYTES);
+            let cost = approx_tokens(&question) + approx_tokens(&whole);
+            if used + cost <= budget {
+                used += cost;
+                turns.push(vec![Message::user(question), Message::assistant(whole)]);
+                continue;
+            }
         }
         let short = answer(turn.kind, code, result, None, SUMMARY_OUTPUT_BYTES);
         let question = cut(&question, 400);
@@ -170,9 +273,9 @@ pub fn history(notebook: &Notebook, budget: usize) -> Vec<Message> {
             break;
         }
         used += cost;
-        pairs.push([Message::user(question), Message::assistant(short)]);
+        turns.push(vec![Message::user(question), Message::assistant(short)]);
     }
-    pairs.into_iter().rev().flatten().collect()
+    turns.into_iter().rev().flatten().collect()
 }
 
 fn fenced(code: &Cell, max: usize) -> String {
@@ -381,31 +484,48 @@ mod tests {
     }
 
     #[test]
-    fn earlier_turns_become_question_and_answer_pairs() {
-        let messages = history(&notebook(2, 10), 10_000);
-        assert_eq!(messages.len(), 4);
+    fn earlier_turns_are_laid_out_as_they_were_asked() {
+        let messages = history(&notebook(2, 10), 10_000, CodeForm::Fenced);
+        assert_eq!(messages.len(), 8);
         assert_eq!(messages[0].content, "question 1");
         assert!(
             messages[1].content.contains("```python\nx1 = 1"),
             "{}",
             messages[1].content
         );
-        assert!(messages[1].content.contains("oooooooooo"));
-        assert!(messages[1].content.ends_with("explanation 1"));
-        assert_eq!(messages[2].content, "question 2");
+        assert!(messages[2].content.contains("oooooooooo"));
+        assert!(messages[2].content.ends_with(EXPLAIN_REQUEST));
+        assert_eq!(messages[3].content, "explanation 1");
+        assert_eq!(messages[4].content, "question 2");
+
+        // As calls: the program is the call's arguments, its result a tool
+        // message, exactly what the live conversation sent.
+        let messages = history(&notebook(1, 10), 10_000, CodeForm::Call);
+        let live = answered_turn(
+            CodeForm::Call,
+            "call_1",
+            "question 1",
+            "python",
+            "x1 = 1\nprint('o' * 10)",
+            "oooooooooo",
+            "explanation 1",
+        );
+        assert_eq!(messages, live.to_vec());
+        assert_eq!(messages[1].tool_calls[0].name, EXECUTE_CODE);
+        assert_eq!(messages[2].role, crate::llm::Role::Tool);
     }
 
     #[test]
     fn old_turns_are_summarised_then_dropped_to_fit_the_budget() {
         let notebook = notebook(30, 5000);
         let budget = 3000;
-        let messages = history(&notebook, budget);
+        let messages = history(&notebook, budget, CodeForm::Fenced);
         let used: usize = messages.iter().map(|m| approx_tokens(&m.content)).sum();
         assert!(used <= budget, "{used} tokens");
         // The newest turn is whole (its explanation kept), older ones are not.
         let last = &messages[messages.len() - 1].content;
         assert!(last.ends_with("explanation 30"), "{last}");
-        assert_eq!(messages[messages.len() - 2].content, "question 30");
+        assert_eq!(messages[messages.len() - 4].content, "question 30");
         let first = &messages[1].content;
         assert!(!first.contains("explanation"), "{first}");
         assert!(first.len() < 600, "{first}");

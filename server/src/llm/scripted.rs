@@ -10,6 +10,10 @@
 //! - `fail_first`: the first attempt's code raises; the fix is the code as
 //!   written.
 //! - `slow`: everything streams slowly, for Stop tests.
+//! - `invent`: every explanation names a figure the output does not show;
+//!   `invent_once`: only the first, asked again it quotes the output.
+//! - `silent_first`: the first attempt prints nothing; the fix is the code
+//!   as written.
 //! - Anything else is answered by streaming the message back.
 //!
 //! A message may pick its own mode with a first line `#scripted: MODE`.
@@ -27,6 +31,7 @@ use super::{
     Capabilities, ChatRequest, ChatStream, Completion, FinishReason, Llm, LlmError, LlmEvent,
     Message, ModelInfo, Role, ToolCall, ToolChoice, Usage,
 };
+use crate::agent::prompt;
 
 /// The one model the scripted backend serves.
 pub const MODEL: &str = "scripted";
@@ -47,7 +52,19 @@ pub enum ScriptedMode {
     FailFirst,
     /// Like `tool`, streamed slowly.
     Slow,
+    /// Every explanation names a figure the output does not show.
+    Invent,
+    /// The first explanation invents a figure; asked again, it quotes.
+    InventOnce,
+    /// The first attempt runs but prints nothing; the fix is right.
+    SilentFirst,
 }
+
+/// The figure the `invent` modes make up.
+pub const INVENTED: &str = "12,345";
+
+/// The code the first attempt runs in `silent_first` mode.
+pub const SILENT_CODE: &str = "silent = True";
 
 impl FromStr for ScriptedMode {
     type Err = String;
@@ -57,8 +74,12 @@ impl FromStr for ScriptedMode {
             "fenced" => Ok(Self::Fenced),
             "fail_first" => Ok(Self::FailFirst),
             "slow" => Ok(Self::Slow),
+            "invent" => Ok(Self::Invent),
+            "invent_once" => Ok(Self::InventOnce),
+            "silent_first" => Ok(Self::SilentFirst),
             other => Err(format!(
-                "unknown scripted mode `{other}` (tool, fenced, fail_first, slow)"
+                "unknown scripted mode `{other}` (tool, fenced, fail_first, slow, invent, \
+                 invent_once, silent_first)"
             )),
         }
     }
@@ -102,10 +123,11 @@ impl ScriptedLlm {
                 _ => None,
             }
         }
-        let question = request
-            .messages
-            .iter()
-            .rposition(|m| m.role == Role::User && result_in(m).is_none());
+        let question = request.messages.iter().rposition(|m| {
+            m.role == Role::User
+                && result_in(m).is_none()
+                && !m.content.starts_with(prompt::REGROUNDING_OPEN)
+        });
         let user_text = question.map_or("", |i| request.messages[i].content.as_str());
         let (mode, user_text) = mode_directive(user_text).unwrap_or((self.mode, user_text));
         let since_question = question.map_or(&request.messages[..], |i| &request.messages[i + 1..]);
@@ -115,16 +137,32 @@ impl ScriptedLlm {
 
         if let Some(result) = since_question.iter().rev().find_map(result_in) {
             let failed = looks_failed(result);
-            let fixing = request.tool_choice != ToolChoice::None;
-            if let Some(code) = wants_code.filter(|_| failed && fixing) {
+            // A fix is asked for in the message that carries the result;
+            // an explanation is asked for with the tools put away.
+            let fixing = request.tool_choice != ToolChoice::None
+                && since_question
+                    .last()
+                    .is_some_and(|m| !m.content.ends_with(prompt::EXPLAIN_REQUEST));
+            if let Some(code) = wants_code.filter(|_| fixing) {
                 return (self.code_reply(code, tools_offered, mode), mode);
             }
-            return (Reply::Text(explanation(result, failed)), mode);
+            let asked_again = since_question
+                .iter()
+                .any(|m| m.content.starts_with(prompt::REGROUNDING_OPEN));
+            let mut text = explanation(result, failed);
+            if mode == ScriptedMode::Invent || (mode == ScriptedMode::InventOnce && !asked_again) {
+                text.push_str(&format!(" The total is {INVENTED}."));
+            }
+            return (Reply::Text(text), mode);
         }
         match wants_code {
             Some(mut code) => {
                 if mode == ScriptedMode::FailFirst {
                     code.code = FAILING_CODE.into();
+                    code.language = "python".into();
+                }
+                if mode == ScriptedMode::SilentFirst {
+                    code.code = SILENT_CODE.into();
                     code.language = "python".into();
                 }
                 (self.code_reply(code, tools_offered, mode), mode)
@@ -173,7 +211,14 @@ fn looks_failed(result: &str) -> bool {
 }
 
 fn explanation(result: &str, failed: bool) -> String {
-    let quoted: String = result.trim().chars().take(200).collect();
+    let result = result.trim();
+    let mut quoted: String = result.chars().take(200).collect();
+    // Never a number cut in half: that would be a figure the output lacks.
+    if quoted.len() < result.len()
+        && let Some(space) = quoted.rfind(char::is_whitespace)
+    {
+        quoted.truncate(space);
+    }
     if failed {
         format!("The code failed. The error was: «{quoted}»")
     } else if quoted.is_empty() {
@@ -373,8 +418,31 @@ mod tests {
             "Traceback ...\nRuntimeError: scripted failure",
         ));
         assert_eq!(llm.decide(&request).0, Reply::Call(code));
-        request.messages.push(Message::tool("call_1", "42\n"));
+        request.messages.push(Message::tool(
+            "call_1",
+            crate::llm::tools::result_message("42\n", prompt::EXPLAIN_REQUEST),
+        ));
         assert!(matches!(llm.decide(&request).0, Reply::Text(t) if t.contains("«42»")));
+
+        // invent_once: a made-up figure, then, asked again, none.
+        let mut request = ask(&format!("#scripted: invent_once\n{asked}"));
+        request.messages.push(Message::tool(
+            "call_0",
+            crate::llm::tools::result_message("42\n", prompt::EXPLAIN_REQUEST),
+        ));
+        request.tool_choice = ToolChoice::None;
+        assert!(matches!(llm.decide(&request).0, Reply::Text(t) if t.contains(INVENTED)));
+        request
+            .messages
+            .push(Message::assistant("The total is 12,345."));
+        request
+            .messages
+            .push(Message::user(prompt::regrounding_request(&[
+                INVENTED.into()
+            ])));
+        assert!(
+            matches!(llm.decide(&request).0, Reply::Text(t) if t.contains("«42»") && !t.contains(INVENTED))
+        );
     }
 
     #[tokio::test]

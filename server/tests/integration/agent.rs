@@ -11,7 +11,7 @@ use app::protocol::{
 };
 use runcell::agent::{Agent, AgentSettings, BrowserOffer, Kernels, TurnRequest};
 use runcell::llm::openai::{OpenAiClient, OpenAiConfig};
-use runcell::llm::scripted::{FAILING_CODE, ScriptedLlm};
+use runcell::llm::scripted::{FAILING_CODE, INVENTED, SILENT_CODE, ScriptedLlm};
 use runcell::llm::{
     Capabilities, ChatRequest, ChatStream, Completion, FinishReason, Llm, LlmError, LlmEvent,
     ModelInfo, ToolChoice,
@@ -794,4 +794,92 @@ async fn a_display_flood_yields_bounded_cell_outputs() {
 
     let next = h.turn(run("print(len(x))"), |_| false).await;
     assert_eq!(next.cells()[1].printed(), "2000000\n");
+}
+
+#[tokio::test]
+async fn an_explanation_with_an_invented_figure_is_withdrawn_and_asked_again() {
+    let h = harness().await;
+    let turn = h
+        .ask(&format!(
+            "#scripted: invent_once\n{}",
+            fenced("print(6 * 7)")
+        ))
+        .await;
+    assert_eq!(turn.status, TurnStatus::Ok);
+    assert_eq!(
+        turn.kinds(),
+        [
+            CellKind::User,
+            CellKind::Code,
+            CellKind::Result,
+            CellKind::Explanation,
+            CellKind::Explanation
+        ]
+    );
+    let cells = turn.cells();
+    // The first names 12,345, which nothing printed: withdrawn, saying so.
+    assert!(cells[3].text.contains(INVENTED), "{}", cells[3].text);
+    assert_eq!(cells[3].status, CellStatus::Error);
+    let error = cells[3].error.as_ref().unwrap();
+    assert_eq!(error.code, "ungrounded");
+    assert!(error.message.contains(INVENTED), "{}", error.message);
+    // Asked again, the model quotes the output.
+    assert_eq!(cells[4].status, CellStatus::Ok);
+    assert!(cells[4].text.contains("42") && !cells[4].text.contains(INVENTED));
+}
+
+#[tokio::test]
+async fn a_model_that_keeps_inventing_figures_is_replaced_by_the_output_quoted() {
+    let h = harness().await;
+    let turn = h
+        .ask(&format!(
+            "#scripted: invent\n{}",
+            fenced("print('total:', 6 * 7)")
+        ))
+        .await;
+    assert_eq!(turn.status, TurnStatus::Ok);
+    let explanations: Vec<&Cell> = turn
+        .cells()
+        .iter()
+        .filter(|c| c.kind == CellKind::Explanation)
+        .collect();
+    assert_eq!(explanations.len(), 3, "two withdrawn, then the fallback");
+    for withdrawn in &explanations[..2] {
+        assert_eq!(withdrawn.status, CellStatus::Error);
+        assert_eq!(withdrawn.error.as_ref().unwrap().code, "ungrounded");
+    }
+    let standing = explanations[2];
+    assert_eq!(standing.status, CellStatus::Ok);
+    assert!(standing.text.contains("total: 42"), "{}", standing.text);
+    assert!(!standing.text.contains(INVENTED));
+}
+
+#[tokio::test]
+async fn a_program_that_printed_nothing_goes_back_as_a_fix() {
+    let h = harness().await;
+    let turn = h
+        .ask(&format!(
+            "#scripted: silent_first\n{}",
+            fenced("print('answer:', 6 * 7)")
+        ))
+        .await;
+    assert_eq!(turn.status, TurnStatus::Ok);
+    let cells = turn.cells();
+    assert_eq!(
+        turn.kinds(),
+        [
+            CellKind::User,
+            CellKind::Code,
+            CellKind::Result,
+            CellKind::Code,
+            CellKind::Result,
+            CellKind::Explanation
+        ]
+    );
+    assert_eq!(cells[1].text, SILENT_CODE);
+    // It ran: the cell is not an error, yet it did not answer.
+    assert_eq!(cells[2].status, CellStatus::Ok);
+    assert_eq!(cells[2].printed(), "");
+    assert_eq!(cells[4].printed(), "answer: 42\n");
+    assert!(cells[5].text.contains("42"), "{}", cells[5].text);
 }

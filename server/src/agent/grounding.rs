@@ -1,0 +1,283 @@
+//! Whether an explanation's figures are grounded: every number it names must
+//! appear in what the program printed or in the question, compared as
+//! numbers (`5,200.25`, `5200.25`, and `5200` or `5200.3` for a rounded
+//! mention of it; `45%` for `0.45`). A number that appears nowhere was made
+//! up by the model, and an explanation that invents figures turns a wrong
+//! answer into a believable one.
+
+/// A number as written: its value and how many decimals it was given with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Figure {
+    /// As written in the text.
+    pub text: String,
+    /// Its magnitude (signs are left out: "fell by 5" names `-5`).
+    pub value: f64,
+    /// Digits after the decimal point (0 for integers); for scientific
+    /// notation, the precision of the mantissa scaled by the exponent.
+    pub decimals: i32,
+    pub percent: bool,
+}
+
+/// The most figures read from one text: outputs can be long.
+const MAX_FIGURES: usize = 20_000;
+
+/// The numbers in `text`. Digits inside a word or a name (`df2`, `Q4_K`,
+/// `utf-8`'s `8` counts: it follows a dash, not a letter) are not figures,
+/// nor are the markers of a numbered list.
+pub fn figures(text: &str) -> Vec<Figure> {
+    let bytes = text.as_bytes();
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() && found.len() < MAX_FIGURES {
+        if !bytes[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        // Part of an identifier or a word: skip the whole run.
+        let glued =
+            start > 0 && (bytes[start - 1].is_ascii_alphabetic() || bytes[start - 1] == b'_');
+        let mut end = i;
+        let mut digits = String::new();
+        // Integer part, with thousands separators only in groups of three.
+        while end < bytes.len() {
+            let c = bytes[end];
+            if c.is_ascii_digit() {
+                digits.push(c as char);
+                end += 1;
+            } else if c == b','
+                && bytes
+                    .get(end + 1..end + 4)
+                    .is_some_and(|g| g.iter().all(u8::is_ascii_digit))
+                && !bytes.get(end + 4).is_some_and(u8::is_ascii_digit)
+                && !digits.is_empty()
+            {
+                end += 1;
+            } else {
+                break;
+            }
+        }
+        let mut decimals = 0;
+        if bytes.get(end) == Some(&b'.') && bytes.get(end + 1).is_some_and(u8::is_ascii_digit) {
+            digits.push('.');
+            end += 1;
+            while end < bytes.len() && bytes[end].is_ascii_digit() {
+                digits.push(bytes[end] as char);
+                decimals += 1;
+                end += 1;
+            }
+        }
+        // Scientific notation: 1.234568e+05.
+        let mut exponent = 0i32;
+        if matches!(bytes.get(end), Some(b'e' | b'E')) {
+            let mut j = end + 1;
+            let negative = bytes.get(j) == Some(&b'-');
+            if matches!(bytes.get(j), Some(b'+' | b'-')) {
+                j += 1;
+            }
+            let exp_start = j;
+            while j < bytes.len() && bytes[j].is_ascii_digit() && j - exp_start < 4 {
+                j += 1;
+            }
+            if j > exp_start && !bytes.get(j).is_some_and(u8::is_ascii_alphanumeric) {
+                exponent = text[exp_start..j].parse().unwrap_or(0);
+                if negative {
+                    exponent = -exponent;
+                }
+                end = j;
+            }
+        }
+        let followed_by_letter = bytes
+            .get(end)
+            .is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_')
+            // "10x", "3rd", "5th", "2nd", "1st", "100k" and units are still figures.
+            && !unit_suffix(&text[end..]);
+        i = end.max(start + 1);
+        if glued || followed_by_letter || list_marker(text, start, end) {
+            continue;
+        }
+        let Ok(value) = format!("{digits}e{exponent}").parse::<f64>() else {
+            continue;
+        };
+        if !value.is_finite() {
+            continue;
+        }
+        let percent = bytes.get(end) == Some(&b'%');
+        found.push(Figure {
+            text: text[start..end].to_string(),
+            value,
+            decimals: decimals - exponent,
+            percent,
+        });
+    }
+    found
+}
+
+/// Whether what follows a number is a unit or an ordinal, not a name.
+fn unit_suffix(rest: &str) -> bool {
+    let word: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_alphabetic())
+        .collect::<String>()
+        .to_ascii_lowercase();
+    matches!(
+        word.as_str(),
+        "st" | "nd"
+            | "rd"
+            | "th"
+            | "x"
+            | "k"
+            | "m"
+            | "b"
+            | "s"
+            | "ms"
+            | "kb"
+            | "mb"
+            | "gb"
+            | "px"
+            | "cm"
+            | "mm"
+            | "km"
+            | "kg"
+            | "g"
+            | "h"
+            | "min"
+            | "d"
+    )
+}
+
+/// `1.` or `2)` opening a line: a numbered list, not a figure.
+fn list_marker(text: &str, start: usize, end: usize) -> bool {
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    let before = text[line_start..start].trim();
+    let after = &text[end..];
+    before.is_empty()
+        && (after.starts_with(". ") || after.starts_with(") "))
+        && text[start..end].len() <= 2
+}
+
+/// Whether `mention` names `source`: the same number, or `source` rounded
+/// to the decimals the mention is given with, or a percentage of it.
+pub fn names(mention: &Figure, source: &Figure) -> bool {
+    let candidates: &[f64] = if mention.percent && !source.percent {
+        &[source.value, source.value * 100.0]
+    } else {
+        &[source.value]
+    };
+    candidates.iter().any(|&s| {
+        let half = 0.5 * 10f64.powi(-mention.decimals);
+        (mention.value - s).abs() <= half * (1.0 + 1e-9) + f64::EPSILON * s.abs()
+    })
+}
+
+/// The figures of `explanation` that appear in none of `sources`.
+pub fn invented(explanation: &str, sources: &[&str]) -> Vec<String> {
+    let known: Vec<Figure> = sources.iter().flat_map(|s| figures(s)).collect();
+    let mut missing: Vec<String> = Vec::new();
+    for mention in figures(explanation) {
+        if !known.iter().any(|source| names(&mention, source)) && !missing.contains(&mention.text) {
+            missing.push(mention.text);
+        }
+    }
+    missing
+}
+
+/// A plain statement of the answer, quoting the output: what stands when
+/// the model cannot explain it without inventing figures.
+pub fn fallback(output: &str) -> String {
+    let output = output.trim();
+    if output.is_empty() || output == "(the program printed nothing)" {
+        return "The program ran and printed nothing.".into();
+    }
+    let lines: Vec<&str> = output.lines().filter(|l| !l.trim().is_empty()).collect();
+    let shown: Vec<&str> = if lines.len() <= 6 {
+        lines
+    } else {
+        lines[lines.len() - 6..].to_vec()
+    };
+    let quoted = shown
+        .iter()
+        .map(|l| crate::sandbox::fit(l.trim_end(), 300))
+        .collect::<Vec<_>>()
+        .join("\n");
+    format!("The program printed:\n\n```text\n{quoted}\n```")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(text: &str) -> Vec<f64> {
+        figures(text).into_iter().map(|f| f.value).collect()
+    }
+
+    #[test]
+    fn numbers_are_read_as_written() {
+        assert_eq!(
+            values("a total of $5,200.25 in 2024"),
+            vec![5200.25, 2024.0]
+        );
+        assert_eq!(
+            values("1,234,567 rows; 12,34 is two"),
+            vec![1234567.0, 12.0, 34.0]
+        );
+        assert_eq!(values("growth 1.234568e+05 and 3e-2"), vec![123456.8, 0.03]);
+        assert_eq!(values("df2 has Q4_K columns and x_3"), Vec::<f64>::new());
+        assert_eq!(
+            values("on 2024-03-15 at 12:30"),
+            vec![2024.0, 3.0, 15.0, 12.0, 30.0]
+        );
+        assert_eq!(values("1. first\n2. second 7"), vec![7.0]);
+        assert_eq!(values("the 3rd of 10x and 45%"), vec![3.0, 10.0, 45.0]);
+        assert!(figures("45%")[0].percent);
+        // Sign is left out: "fell by 5" names -5.
+        assert_eq!(values("change: -5"), vec![5.0]);
+    }
+
+    #[test]
+    fn rounded_mentions_and_separators_are_the_same_figure() {
+        let out = "East    5200.25\nWest    4100.5\nshare 0.4523";
+        assert!(invented("East had 5,200.25.", &[out]).is_empty());
+        assert!(invented("East had 5200.", &[out]).is_empty());
+        assert!(invented("East had about 5,200.3", &[out]).is_empty());
+        assert!(invented("West had 4,100.50", &[out]).is_empty());
+        assert!(invented("a share of 45.2% or 45%", &[out]).is_empty());
+        assert_eq!(invented("East had 5201.", &[out]), vec!["5201"]);
+        assert_eq!(invented("East had 5200.31", &[out]), vec!["5200.31"]);
+        assert_eq!(
+            invented(
+                "The total revenue is $12,345 in 3 regions.",
+                &[out, "which region?"]
+            ),
+            vec!["12,345", "3"]
+        );
+        // The question's figures count as known.
+        assert!(invented("Below 1000 there are 168.", &["168\n", "primes below 1000"]).is_empty());
+    }
+
+    #[test]
+    fn hostile_text_is_bounded() {
+        let long = "9,".repeat(200_000);
+        assert!(figures(&long).len() <= MAX_FIGURES);
+        let huge = format!("{}e9999 and 1e-9999", "9".repeat(400));
+        for f in figures(&huge) {
+            assert!(f.value.is_finite());
+        }
+        assert!(invented("", &[]).is_empty());
+        assert!(invented("1e5", &["100000"]).is_empty());
+    }
+
+    #[test]
+    fn the_fallback_quotes_the_output() {
+        assert_eq!(fallback(""), "The program ran and printed nothing.");
+        let text = fallback("Total: 42\n");
+        assert!(text.contains("Total: 42"), "{text}");
+        assert!(invented(&text, &["Total: 42\n"]).is_empty());
+        let many: String = (0..50).map(|i| format!("line {i}\n")).collect();
+        let text = fallback(&many);
+        assert!(
+            text.contains("line 49") && !text.contains("line 10\n"),
+            "{text}"
+        );
+    }
+}
