@@ -9,7 +9,7 @@ use leptos::prelude::*;
 
 use crate::components::SessionState;
 use crate::notebook::Cell;
-use crate::protocol::{CellId, CellKind, CellStatus, ClientMessage, Output};
+use crate::protocol::{CellId, CellKind, CellStatus, ClientMessage, Output, UNGROUNDED};
 use crate::{ansi, markdown};
 
 /// One cell, by id; it follows the notebook as the cell streams.
@@ -56,6 +56,7 @@ pub fn CellView(id: CellId) -> impl IntoView {
             data-cell-id=id.to_string()
             data-status=move || status().map(status_name)
             data-final=move || cell.with(|c| c.as_ref().is_some_and(|c| c.is_final).to_string())
+            data-withdrawn=move || cell.with(|c| c.as_ref().is_some_and(withdrawn).then_some("true"))
         >
             <div class="cell-head">
                 <span class="cell-kind">{label}</span>
@@ -94,6 +95,12 @@ pub fn CellView(id: CellId) -> impl IntoView {
     }
 }
 
+/// An explanation withdrawn for an invented figure: shown struck through,
+/// with the reason, above the one that stands.
+fn withdrawn(cell: &Cell) -> bool {
+    cell.kind == CellKind::Explanation && cell.error.as_ref().is_some_and(|e| e.code == UNGROUNDED)
+}
+
 fn text_of(cell: Memo<Option<Cell>>) -> String {
     cell.with(|c| c.as_ref().map(|c| c.text.clone()).unwrap_or_default())
 }
@@ -116,6 +123,7 @@ fn status_label(cell: &Cell) -> String {
         .unwrap_or_default();
     match (cell.status, cell.kind) {
         (_, CellKind::User) => String::new(),
+        _ if withdrawn(cell) => "withdrawn".into(),
         (CellStatus::Streaming, CellKind::Result) => "running".into(),
         (CellStatus::Streaming, _) => "writing".into(),
         (CellStatus::Ok, _) => format!("ok{seconds}"),

@@ -121,6 +121,10 @@ pub enum Output {
     },
 }
 
+/// The error code of an explanation withdrawn because it named figures that
+/// neither the program's output nor the question shows.
+pub const UNGROUNDED: &str = "ungrounded";
+
 /// Why a cell failed, for the page to show.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CellError {

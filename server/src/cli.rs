@@ -35,8 +35,9 @@ pub enum Command {
     /// jails together).
     Doctor(Settings),
     /// Measure and print a table beside the targets: the sandbox (latency
-    /// percentiles, idle memory), the language models, or the event stream
-    /// to pages (added latency, lost events).
+    /// percentiles, idle memory), the language models, the event stream
+    /// to pages (added latency, lost events), or the agent's answers (how
+    /// many are right, through a running runcell's API).
     Bench {
         #[arg(value_enum, default_value_t = BenchTarget::Sandbox)]
         target: BenchTarget,
@@ -46,9 +47,23 @@ pub enum Command {
         /// Idle sessions to open for the memory measure (0 skips it).
         #[arg(long, default_value_t = 100)]
         idle_sessions: usize,
-        /// `llm`: the GGUF to measure [default: ./data/models/<default model>]
+        /// `llm`: the GGUF to measure [default: ./data/models/<default model>];
+        /// `agent`: the model to ask for [default: the server's]
         #[arg(long)]
         model: Option<PathBuf>,
+        /// `agent`: the runcell to ask.
+        #[arg(long, default_value = "http://127.0.0.1:3000")]
+        url: String,
+        /// `agent`: only the tasks whose id contains this (repeatable).
+        #[arg(long)]
+        only: Vec<String>,
+        /// `agent`: write every turn's details (code, output, explanation,
+        /// verdicts) to this JSON file.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// `agent`: the longest one turn may take, in seconds.
+        #[arg(long, default_value_t = 300)]
+        turn_timeout: u64,
         /// `llm`: threads for both engines.
         #[arg(long, default_value_t = 2)]
         threads: usize,
@@ -115,6 +130,7 @@ pub enum BenchTarget {
     Sandbox,
     Llm,
     Stream,
+    Agent,
 }
 
 /// Settings that may be given as flags; they win over the environment

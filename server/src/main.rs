@@ -24,6 +24,10 @@ async fn main() -> ExitCode {
             sessions,
             events,
             interval_ms,
+            url,
+            only,
+            out,
+            turn_timeout,
         } => {
             let result = match target {
                 BenchTarget::Sandbox => {
@@ -44,6 +48,16 @@ async fn main() -> ExitCode {
                         eval: *eval,
                     };
                     runcell::bench::llm::run(options).await
+                }
+                BenchTarget::Agent => {
+                    runcell::bench::agent::run(runcell::bench::agent::AgentBenchOptions {
+                        url: url.clone(),
+                        model: model.as_ref().map(|m| m.to_string_lossy().into_owned()),
+                        only: only.clone(),
+                        out: out.clone(),
+                        turn_timeout: std::time::Duration::from_secs(*turn_timeout),
+                    })
+                    .await
                 }
                 BenchTarget::Stream => {
                     runcell::bench::stream::run(runcell::bench::stream::StreamBenchOptions {

@@ -803,9 +803,7 @@ fn checked_language(program: &ExecuteCode) -> Result<Language, String> {
     Ok(language)
 }
 
-/// The error code of an explanation withdrawn for naming figures the
-/// output does not show.
-pub const UNGROUNDED: &str = "ungrounded";
+pub use app::protocol::UNGROUNDED;
 
 /// Adds the attempt and its result, with what to do next, to the
 /// conversation.

@@ -2,6 +2,7 @@
 //! side by side with the targets. A command, not a test: these machines are
 //! too noisy for timed assertions.
 
+pub mod agent;
 pub mod llm;
 pub mod sandbox;
 pub mod stream;

@@ -8,6 +8,7 @@
 
 mod agent;
 mod api;
+mod bench_agent;
 mod binary;
 mod browser;
 mod e2b;

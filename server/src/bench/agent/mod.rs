@@ -1,0 +1,663 @@
+//! `runcell bench agent`: how often the agent's answers are right, through
+//! a running runcell's own API, the way a person's questions go. Each task
+//! opens a fresh session, uploads the files it is about, asks its questions
+//! in order (follow-ups in the same session), reads the turn's events as
+//! they stream, and checks:
+//!
+//! - right: the final program ran, and the known answer appears in what it
+//!   printed
+//!   (a number as a figure of the output; a name on the answer line; an
+//!   image shown), never only in the explanation;
+//! - ran: the final program ran without an error;
+//! - invented: the explanation that stands names a figure that neither the
+//!   output nor the question shows (and how many were withdrawn for that
+//!   before it, and how many turns fell back to quoting the output);
+//! - the turn's time, and the time to the first token of code.
+//!
+//! The server is whatever `--url` names, so the same tasks measure the
+//! embedded model, another embedded model, or an OpenAI-compatible server.
+
+pub mod tasks;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use app::notebook::{Cell, Notebook};
+use app::protocol::{CellKind, CellStatus, EventBody, Output, ServerMessage, SessionEvent};
+use futures::StreamExt;
+use serde::Serialize;
+
+use self::tasks::{Expect, Task};
+use super::{BenchError, fail};
+use crate::agent::{UNGROUNDED, grounding, prompt};
+
+pub struct AgentBenchOptions {
+    /// The runcell to ask, e.g. `http://127.0.0.1:3000`.
+    pub url: String,
+    /// The model to ask for; `None`: the server's default.
+    pub model: Option<String>,
+    /// Only the tasks whose id contains one of these.
+    pub only: Vec<String>,
+    /// Where to write every turn's details as JSON.
+    pub out: Option<PathBuf>,
+    /// The longest one turn may take before it is stopped.
+    pub turn_timeout: Duration,
+}
+
+/// What one turn gave.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct TurnResult {
+    pub question: String,
+    pub right: bool,
+    pub ran: bool,
+    /// Figures of the standing explanation found in neither the output nor
+    /// the question.
+    pub invented: Vec<String>,
+    /// Explanations withdrawn for invented figures before one stood.
+    pub withdrawn: usize,
+    /// The standing explanation is the plain statement quoting the output.
+    pub fallback: bool,
+    /// Programs written (1 + fixes).
+    pub attempts: usize,
+    pub seconds: f64,
+    /// From the question to the first token of code.
+    pub first_code_seconds: Option<f64>,
+    pub code: String,
+    pub output: String,
+    pub explanation: String,
+    pub problem: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TaskResult {
+    pub id: String,
+    pub category: String,
+    pub turns: Vec<TurnResult>,
+}
+
+impl TaskResult {
+    pub fn right(&self) -> bool {
+        !self.turns.is_empty() && self.turns.iter().all(|t| t.right)
+    }
+    pub fn ran(&self) -> bool {
+        !self.turns.is_empty() && self.turns.iter().all(|t| t.ran)
+    }
+    pub fn invented(&self) -> bool {
+        self.turns.iter().any(|t| !t.invented.is_empty())
+    }
+}
+
+/// A client for one task: one owner (cookie), one session.
+struct Client {
+    http: reqwest::Client,
+    base: String,
+    cookie: Option<String>,
+}
+
+impl Client {
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let builder = self.http.request(method, format!("{}{path}", self.base));
+        match &self.cookie {
+            Some(cookie) => builder.header(reqwest::header::COOKIE, cookie),
+            None => builder,
+        }
+    }
+
+    /// A new session; the first call also takes the owner cookie it sets.
+    async fn create(&mut self) -> Result<String, BenchError> {
+        let response = self
+            .request(reqwest::Method::POST, "/api/sessions")
+            .send()
+            .await
+            .map_err(fail)?;
+        if let Some(cookie) = response
+            .headers()
+            .get(reqwest::header::SET_COOKIE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+        {
+            self.cookie = Some(cookie.to_string());
+        }
+        let status = response.status();
+        let body: serde_json::Value = response.json().await.map_err(fail)?;
+        if !status.is_success() {
+            return Err(fail(format!("creating a session: {status} {body}")));
+        }
+        body["id"]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| fail("no session id in the answer"))
+    }
+
+    async fn upload(&self, id: &str, name: &str, bytes: &[u8]) -> Result<(), BenchError> {
+        let response = self
+            .request(reqwest::Method::PUT, &format!("/api/sessions/{id}/files"))
+            .query(&[("path", name)])
+            .body(bytes.to_vec())
+            .send()
+            .await
+            .map_err(fail)?;
+        if !response.status().is_success() {
+            let status = response.status();
+            let body = response.text().await.unwrap_or_default();
+            return Err(fail(format!("uploading {name}: {status} {body}")));
+        }
+        Ok(())
+    }
+
+    /// Asks `question` and reads the turn's events until it finishes:
+    /// (events, seconds to the first code token).
+    async fn ask(
+        &self,
+        id: &str,
+        question: &str,
+        model: Option<&str>,
+        timeout: Duration,
+    ) -> Result<(Vec<SessionEvent>, Option<f64>), BenchError> {
+        let started = Instant::now();
+        let response = self
+            .request(reqwest::Method::POST, &format!("/api/sessions/{id}/ask"))
+            .json(&serde_json::json!({ "text": question, "model": model }))
+            .send()
+            .await
+            .map_err(fail)?;
+        if !response.status().is_success() {
+            let status = response.status();
+            let body = response.text().await.unwrap_or_default();
+            return Err(fail(format!("asking: {status} {body}")));
+        }
+        let mut events = Vec::new();
+        let mut kinds = std::collections::HashMap::new();
+        let mut first_code = None;
+        let mut pending = Vec::new();
+        let mut body = response.bytes_stream();
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        loop {
+            let chunk = tokio::select! {
+                () = &mut deadline => {
+                    let _ = self.request(reqwest::Method::POST, &format!("/api/sessions/{id}/stop")).send().await;
+                    return Err(fail(format!("the turn took more than {}s; stopped", timeout.as_secs())));
+                }
+                chunk = body.next() => chunk,
+            };
+            let Some(chunk) = chunk else { break };
+            pending.extend_from_slice(&chunk.map_err(fail)?);
+            while let Some(newline) = pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=newline).collect();
+                let Ok(ServerMessage::Event(event)) = serde_json::from_slice(&line) else {
+                    continue;
+                };
+                match &event.event {
+                    EventBody::CellStarted {
+                        cell_id, cell_kind, ..
+                    } => {
+                        kinds.insert(*cell_id, *cell_kind);
+                    }
+                    EventBody::CellDelta { cell_id, .. }
+                        if kinds.get(cell_id) == Some(&CellKind::Code) =>
+                    {
+                        first_code.get_or_insert_with(|| started.elapsed().as_secs_f64());
+                    }
+                    _ => {}
+                }
+                let finished = matches!(event.event, EventBody::TurnFinished { .. });
+                events.push(event);
+                if finished {
+                    return Ok((events, first_code));
+                }
+            }
+        }
+        Err(fail("the answer ended before its turn did"))
+    }
+
+    async fn delete(&self, id: &str) {
+        let _ = self
+            .request(reqwest::Method::DELETE, &format!("/api/sessions/{id}"))
+            .send()
+            .await;
+    }
+}
+
+/// Runs every task against `options.url` and prints the report.
+pub async fn run(options: AgentBenchOptions) -> Result<(), BenchError> {
+    let http = reqwest::Client::builder()
+        .timeout(options.turn_timeout + Duration::from_secs(30))
+        .build()
+        .map_err(fail)?;
+    let base = options.url.trim_end_matches('/').to_string();
+    let models: serde_json::Value = http
+        .get(format!("{base}/api/models"))
+        .send()
+        .await
+        .map_err(|e| fail(format!("is runcell serving at {base}? {e}")))?
+        .json()
+        .await
+        .map_err(fail)?;
+    let backend = models["backend"].as_str().unwrap_or("?").to_string();
+    let model = options
+        .model
+        .clone()
+        .or_else(|| models["default_model"].as_str().map(str::to_string))
+        .unwrap_or_default();
+    let tasks: Vec<Task> = tasks::all()
+        .into_iter()
+        .filter(|t| {
+            options.only.is_empty() || options.only.iter().any(|o| t.id.contains(o.as_str()))
+        })
+        .collect();
+    println!(
+        "agent bench: {} tasks against {base} ({backend}, model {model})",
+        tasks.len()
+    );
+    let started = Instant::now();
+    let mut results = Vec::new();
+    for task in &tasks {
+        let result = run_task(
+            &http,
+            &base,
+            task,
+            options.model.as_deref(),
+            options.turn_timeout,
+        )
+        .await;
+        print_task(&result);
+        results.push(result);
+    }
+    let report = Report::of(&results);
+    println!();
+    println!("{}", Report::header());
+    println!("{}", report.row(&format!("{backend} · {model}")));
+    println!(
+        "({} tasks, {} turns, {:.1} min; right: the known answer appears in the final program's output)",
+        results.len(),
+        report.turns,
+        started.elapsed().as_secs_f64() / 60.0
+    );
+    if let Some(out) = &options.out {
+        let json = serde_json::json!({
+            "backend": backend, "model": model, "summary": report, "tasks": results,
+        });
+        std::fs::write(out, serde_json::to_vec_pretty(&json).map_err(fail)?).map_err(fail)?;
+        println!("details: {}", out.display());
+    }
+    Ok(())
+}
+
+/// Runs one task in a session of its own; a failure is recorded, not fatal.
+pub async fn run_task(
+    http: &reqwest::Client,
+    base: &str,
+    task: &Task,
+    model: Option<&str>,
+    timeout: Duration,
+) -> TaskResult {
+    let mut client = Client {
+        http: http.clone(),
+        base: base.to_string(),
+        cookie: None,
+    };
+    let mut result = TaskResult {
+        id: task.id.clone(),
+        category: task.category.to_string(),
+        turns: Vec::new(),
+    };
+    let id = match client.create().await {
+        Ok(id) => id,
+        Err(e) => {
+            result.turns.push(TurnResult {
+                problem: Some(e.to_string()),
+                ..TurnResult::default()
+            });
+            return result;
+        }
+    };
+    for (name, bytes) in &task.files {
+        if let Err(e) = client.upload(&id, name, bytes).await {
+            result.turns.push(TurnResult {
+                problem: Some(e.to_string()),
+                ..TurnResult::default()
+            });
+            client.delete(&id).await;
+            return result;
+        }
+    }
+    // The whole history: the notebook is folded from its first event.
+    let mut history = Vec::new();
+    for turn in &task.turns {
+        let started = Instant::now();
+        let outcome = client.ask(&id, &turn.question, model, timeout).await;
+        let seconds = started.elapsed().as_secs_f64();
+        let judged = match outcome {
+            Ok((events, first_code)) => {
+                history.extend(events);
+                TurnResult {
+                    seconds,
+                    first_code_seconds: first_code,
+                    ..judge(&turn.question, &turn.expect, &history)
+                }
+            }
+            Err(e) => TurnResult {
+                question: turn.question.clone(),
+                seconds,
+                problem: Some(e.to_string()),
+                ..TurnResult::default()
+            },
+        };
+        result.turns.push(judged);
+    }
+    client.delete(&id).await;
+    result
+}
+
+/// The verdicts on the last turn of a session's history.
+pub fn judge(question: &str, expect: &Expect, history: &[SessionEvent]) -> TurnResult {
+    let notebook = Notebook::from_events(history);
+    let (turn, final_cell) = history
+        .iter()
+        .rev()
+        .find_map(|e| match e.event {
+            EventBody::TurnFinished {
+                turn, final_cell, ..
+            } => Some((Some(turn), final_cell)),
+            _ => None,
+        })
+        .unwrap_or((None, None));
+    let cells: Vec<&Cell> = notebook
+        .cells()
+        .iter()
+        .filter(|c| c.turn.is_some() && c.turn == turn)
+        .collect();
+    let code = final_cell.and_then(|id| cells.iter().copied().find(|c| c.id == id));
+    let result = code.and_then(|code| {
+        cells
+            .iter()
+            .copied()
+            .rev()
+            .find(|c| c.kind == CellKind::Result && c.source == Some(code.id))
+    });
+    let output = result.map(prompt::report_of_cell).unwrap_or_default();
+    let explanations: Vec<&Cell> = cells
+        .iter()
+        .copied()
+        .filter(|c| c.kind == CellKind::Explanation)
+        .collect();
+    let standing = explanations
+        .iter()
+        .rev()
+        .find(|c| c.status == CellStatus::Ok)
+        .map(|c| c.text.clone())
+        .unwrap_or_default();
+    let withdrawn = explanations
+        .iter()
+        .filter(|c| c.error.as_ref().is_some_and(|e| e.code == UNGROUNDED))
+        .count();
+    TurnResult {
+        question: question.to_string(),
+        // A program that failed answered nothing, whatever its error says.
+        right: result.is_some_and(|r| r.status == CellStatus::Ok && is_right(expect, r, &output)),
+        ran: result.is_some_and(|r| r.status == CellStatus::Ok),
+        invented: grounding::invented(&standing, &[&output, question]),
+        withdrawn,
+        fallback: standing.starts_with("The program printed"),
+        attempts: cells.iter().filter(|c| c.kind == CellKind::Code).count(),
+        code: code.map(|c| c.text.clone()).unwrap_or_default(),
+        output: crate::sandbox::fit(&output, 4000).to_string(),
+        explanation: standing,
+        ..TurnResult::default()
+    }
+}
+
+/// Whether the result shows the expected answer.
+pub fn is_right(expect: &Expect, result: &Cell, output: &str) -> bool {
+    match expect {
+        Expect::Image => result.outputs.iter().any(|o| match o {
+            Output::Rich { data } => {
+                data.contains_key("image/png") || data.contains_key("image/svg+xml")
+            }
+            _ => false,
+        }),
+        Expect::Number(want) => {
+            let want_decimals = decimals_of(*want);
+            // Both rounded to the lesser precision of the two agree.
+            grounding::figures(output).iter().any(|got| {
+                let scale = 10f64.powi(got.decimals.min(want_decimals).clamp(0, 12));
+                (got.value * scale).round() == (want * scale).round()
+            })
+        }
+        Expect::Text { right, wrong } => {
+            let answer_line = output.lines().rev().map(str::to_lowercase).find(|line| {
+                right
+                    .iter()
+                    .chain(wrong)
+                    .any(|c| mentions(line, &c.to_lowercase()))
+            });
+            answer_line.is_some_and(|line| {
+                right.iter().any(|c| mentions(&line, &c.to_lowercase()))
+                    && !wrong.iter().any(|c| mentions(&line, &c.to_lowercase()))
+            })
+        }
+    }
+}
+
+/// Digits after the point in `x`'s shortest form.
+fn decimals_of(x: f64) -> i32 {
+    let shown = format!("{x}");
+    shown.split_once('.').map_or(0, |(_, d)| d.len() as i32)
+}
+
+/// `needle` in `line` as a whole word (at the edges that are letters or
+/// digits): "no" is not in "not", "e" is not in "keeper".
+fn mentions(line: &str, needle: &str) -> bool {
+    if needle.is_empty() {
+        return false;
+    }
+    let word = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+    let starts_word = needle.chars().next().is_some_and(char::is_alphanumeric);
+    let ends_word = needle.chars().last().is_some_and(char::is_alphanumeric);
+    line.match_indices(needle).any(|(at, _)| {
+        let before = line[..at].chars().next_back();
+        let after = line[at + needle.len()..].chars().next();
+        !(starts_word && word(before)) && !(ends_word && word(after))
+    })
+}
+
+fn print_task(result: &TaskResult) {
+    for (i, turn) in result.turns.iter().enumerate() {
+        let mark = if turn.right { "right" } else { "WRONG" };
+        let invented = if turn.invented.is_empty() {
+            String::new()
+        } else {
+            format!(" INVENTED {:?}", turn.invented)
+        };
+        let fixes = turn.attempts.saturating_sub(1);
+        println!(
+            "{:<22} {:>1} {mark:<5} {:<4} {:>5.1}s first code {:>5}{}{}{}{}",
+            result.id,
+            i + 1,
+            if turn.ran { "ran" } else { "fail" },
+            turn.seconds,
+            turn.first_code_seconds
+                .map_or("-".into(), |s| format!("{s:.1}s")),
+            if fixes > 0 {
+                format!(" fixes {fixes}")
+            } else {
+                String::new()
+            },
+            if turn.withdrawn > 0 {
+                format!(" withdrawn {}", turn.withdrawn)
+            } else {
+                String::new()
+            },
+            if turn.fallback { " fallback" } else { "" },
+            invented,
+        );
+        if let Some(problem) = &turn.problem {
+            println!("    problem: {problem}");
+        }
+    }
+}
+
+/// The summary of a run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Report {
+    pub tasks: usize,
+    pub right: usize,
+    pub ran: usize,
+    pub invented: usize,
+    pub turns: usize,
+    pub withdrawn: usize,
+    pub fallbacks: usize,
+    pub median_turn_s: f64,
+    pub first_code_p50_s: f64,
+    pub follow_up_first_code_p50_s: f64,
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+impl Report {
+    pub fn of(results: &[TaskResult]) -> Self {
+        let turns: Vec<&TurnResult> = results.iter().flat_map(|r| &r.turns).collect();
+        let first_turns: Vec<f64> = results
+            .iter()
+            .filter_map(|r| r.turns.first().and_then(|t| t.first_code_seconds))
+            .collect();
+        let follow_ups: Vec<f64> = results
+            .iter()
+            .flat_map(|r| r.turns.iter().skip(1).filter_map(|t| t.first_code_seconds))
+            .collect();
+        Self {
+            tasks: results.len(),
+            right: results.iter().filter(|r| r.right()).count(),
+            ran: results.iter().filter(|r| r.ran()).count(),
+            invented: results.iter().filter(|r| r.invented()).count(),
+            turns: turns.len(),
+            withdrawn: turns.iter().map(|t| t.withdrawn).sum(),
+            fallbacks: turns.iter().filter(|t| t.fallback).count(),
+            median_turn_s: median(turns.iter().map(|t| t.seconds).collect()),
+            first_code_p50_s: median(first_turns),
+            follow_up_first_code_p50_s: median(follow_ups),
+        }
+    }
+
+    pub fn header() -> String {
+        "| model | right | program ran | invented figure | withdrawn / fallback | median turn | first code p50 (first turns / follow-ups) |\n|---|---|---|---|---|---|---|".into()
+    }
+
+    pub fn row(&self, label: &str) -> String {
+        let pct = |n: usize| 100.0 * n as f64 / self.tasks.max(1) as f64;
+        format!(
+            "| {label} | {}/{} ({:.0}%) | {}/{} ({:.0}%) | {} | {} / {} | {:.1} s | {:.1} s / {:.1} s |",
+            self.right,
+            self.tasks,
+            pct(self.right),
+            self.ran,
+            self.tasks,
+            pct(self.ran),
+            self.invented,
+            self.withdrawn,
+            self.fallbacks,
+            self.median_turn_s,
+            self.first_code_p50_s,
+            self.follow_up_first_code_p50_s,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result_cell(outputs: Vec<Output>) -> Cell {
+        Cell {
+            id: app::protocol::CellId(1),
+            kind: CellKind::Result,
+            turn: None,
+            text: String::new(),
+            html: String::new(),
+            highlighted: 0,
+            language: None,
+            attempt: None,
+            source: None,
+            outputs,
+            is_final: true,
+            status: CellStatus::Ok,
+            elapsed_ms: None,
+            error: None,
+        }
+    }
+
+    fn stdout(text: &str) -> Cell {
+        result_cell(vec![Output::Stdout { text: text.into() }])
+    }
+
+    fn right(expect: &Expect, text: &str) -> bool {
+        is_right(expect, &stdout(text), text)
+    }
+
+    #[test]
+    fn numbers_count_when_printed_as_given_or_rounded() {
+        let e = Expect::Number(1628.89);
+        assert!(right(&e, "After 10 years: 1628.894626777442\n"));
+        assert!(right(&e, "Balance: $1,628.89\n"));
+        assert!(right(&e, "Balance: 1629\n"), "a rounded answer");
+        assert!(!right(&e, "Balance: 1628.90\n"));
+        assert!(!right(&e, "Balance: 1638.89\n"));
+        let e = Expect::Number(168.0);
+        assert!(right(&e, "Primes below 1000: 168\n"));
+        assert!(right(&e, "168.0\n"));
+        assert!(!right(&e, "169\n"));
+        assert!(right(
+            &Expect::Number(355_687_428_096_000.0),
+            "17! = 355687428096000\n"
+        ));
+        assert!(right(&Expect::Number(0.45), "share 4.5e-01\n"));
+    }
+
+    #[test]
+    fn names_count_on_the_answer_line_only() {
+        let e = Expect::Text {
+            right: vec!["West".into()],
+            wrong: vec!["North".into(), "East".into()],
+        };
+        let table = "region\nEast     100\nNorth    200\nWest     300\n";
+        assert!(right(&e, &format!("{table}Largest: West\n")));
+        assert!(!right(&e, &format!("{table}Largest: North\n")));
+        // A table with no answer line after it: its last line decides.
+        assert!(!right(&e, "West 300\nNorth 200\n"));
+        let leap = Expect::Text {
+            right: vec!["false".into(), "no".into()],
+            wrong: vec!["true".into(), "yes".into()],
+        };
+        assert!(right(&leap, "Is 2100 a leap year? False\n"));
+        assert!(!right(&leap, "not sure: True\n"), "`no` is not in `not`");
+    }
+
+    #[test]
+    fn an_image_is_a_rich_output_with_a_picture() {
+        let png = result_cell(vec![Output::Rich {
+            data: [("image/png".to_string(), "iVBOR".to_string())].into(),
+        }]);
+        assert!(is_right(&Expect::Image, &png, ""));
+        assert!(!is_right(&Expect::Image, &stdout("plotted"), "plotted"));
+    }
+
+    #[test]
+    fn mentions_are_whole_words() {
+        assert!(mentions("the answer is: e", ": e"));
+        assert!(!mentions("bookkeeper", "e"));
+        assert!(mentions("10.0.0.5 made 40", "10.0.0.5"));
+        assert!(!mentions("10.0.0.50", "10.0.0.5"));
+    }
+}
