@@ -19,7 +19,7 @@ shift 2 || die "usage: scripts/bench-agent.sh embedded|peer MODEL.gguf [bench fl
 [ -f "$model" ] || model="$ROOT/data/models/$model"
 [ -f "$model" ] || die "no model file $model"
 model=$(realpath "$model")
-bin=${CARGO_TARGET_DIR:-$ROOT/target}/release/runcell
+bin=${RUNCELL_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/runcell}
 [ -x "$bin" ] || die "no release build at $bin (run scripts/build.sh)"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }

@@ -170,16 +170,41 @@ pub fn names(mention: &Figure, source: &Figure) -> bool {
     })
 }
 
-/// The figures of `explanation` that appear in none of `sources`.
-pub fn invented(explanation: &str, sources: &[&str]) -> Vec<String> {
+/// The figures of `explanation` that appear in none of `sources`. Inline
+/// code that quotes the program (`range(1, 51)`) is the program's, which the
+/// person sees beside it, not a figure of the answer.
+pub fn invented(explanation: &str, sources: &[&str], code: &str) -> Vec<String> {
     let known: Vec<Figure> = sources.iter().flat_map(|s| figures(s)).collect();
     let mut missing: Vec<String> = Vec::new();
-    for mention in figures(explanation) {
+    for mention in figures(&without_quoted_code(explanation, code)) {
         if !known.iter().any(|source| names(&mention, source)) && !missing.contains(&mention.text) {
             missing.push(mention.text);
         }
     }
     missing
+}
+
+/// `text` with each `inline code` span that appears verbatim in `code`
+/// blanked out.
+fn without_quoted_code(text: &str, code: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('`') {
+        let after = &rest[open + 1..];
+        let Some(close) = after.find('`') else { break };
+        let span = &after[..close];
+        out.push_str(&rest[..open]);
+        if !span.trim().is_empty() && !code.is_empty() && code.contains(span.trim()) {
+            out.push_str(&" ".repeat(span.len() + 2));
+        } else {
+            out.push('`');
+            out.push_str(span);
+            out.push('`');
+        }
+        rest = &after[close + 1..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// A plain statement of the answer, quoting the output: what stands when
@@ -237,22 +262,52 @@ mod tests {
     #[test]
     fn rounded_mentions_and_separators_are_the_same_figure() {
         let out = "East    5200.25\nWest    4100.5\nshare 0.4523";
-        assert!(invented("East had 5,200.25.", &[out]).is_empty());
-        assert!(invented("East had 5200.", &[out]).is_empty());
-        assert!(invented("East had about 5,200.3", &[out]).is_empty());
-        assert!(invented("West had 4,100.50", &[out]).is_empty());
-        assert!(invented("a share of 45.2% or 45%", &[out]).is_empty());
-        assert_eq!(invented("East had 5201.", &[out]), vec!["5201"]);
-        assert_eq!(invented("East had 5200.31", &[out]), vec!["5200.31"]);
+        assert!(invented("East had 5,200.25.", &[out], "").is_empty());
+        assert!(invented("East had 5200.", &[out], "").is_empty());
+        assert!(invented("East had about 5,200.3", &[out], "").is_empty());
+        assert!(invented("West had 4,100.50", &[out], "").is_empty());
+        assert!(invented("a share of 45.2% or 45%", &[out], "").is_empty());
+        assert_eq!(invented("East had 5201.", &[out], ""), vec!["5201"]);
+        assert_eq!(invented("East had 5200.31", &[out], ""), vec!["5200.31"]);
         assert_eq!(
             invented(
                 "The total revenue is $12,345 in 3 regions.",
-                &[out, "which region?"]
+                &[out, "which region?"],
+                ""
             ),
             vec!["12,345", "3"]
         );
         // The question's figures count as known.
-        assert!(invented("Below 1000 there are 168.", &["168\n", "primes below 1000"]).is_empty());
+        assert!(
+            invented(
+                "Below 1000 there are 168.",
+                &["168\n", "primes below 1000"],
+                ""
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn inline_code_quoting_the_program_is_not_a_figure() {
+        let code = "print(sum(i * i for i in range(1, 51)))";
+        let out = "42925\n";
+        let q = "the sum of squares up to 50";
+        assert!(
+            invented(
+                "It is 42925, summing `i * i` over `range(1, 51)`.",
+                &[out, q],
+                code
+            )
+            .is_empty()
+        );
+        // Not in the program: still a figure.
+        assert_eq!(invented("It is `12,345`.", &[out, q], code), vec!["12,345"]);
+        // Prose about the program's numbers is held to the rule.
+        assert_eq!(
+            invented("It loops from 1 to 51.", &[out, q], code),
+            vec!["1", "51"]
+        );
     }
 
     #[test]
@@ -263,8 +318,8 @@ mod tests {
         for f in figures(&huge) {
             assert!(f.value.is_finite());
         }
-        assert!(invented("", &[]).is_empty());
-        assert!(invented("1e5", &["100000"]).is_empty());
+        assert!(invented("", &[], "").is_empty());
+        assert!(invented("1e5", &["100000"], "").is_empty());
     }
 
     #[test]
@@ -272,7 +327,7 @@ mod tests {
         assert_eq!(fallback(""), "The program ran and printed nothing.");
         let text = fallback("Total: 42\n");
         assert!(text.contains("Total: 42"), "{text}");
-        assert!(invented(&text, &["Total: 42\n"]).is_empty());
+        assert!(invented(&text, &["Total: 42\n"], "").is_empty());
         let many: String = (0..50).map(|i| format!("line {i}\n")).collect();
         let text = fallback(&many);
         assert!(

@@ -92,10 +92,12 @@ enum Reply {
     Program {
         program: ExecuteCode,
         cell: CellId,
-        completion: Completion,
     },
     /// The model answered in words only.
     Prose(String),
+    /// The reply should have been a program and none could be read from it
+    /// (a malformed call, a program cut at the token limit).
+    NoProgram,
     Cancelled,
     Failed,
 }
@@ -269,12 +271,8 @@ impl Agent {
             .saturating_sub(self.settings.max_tokens as usize)
             .saturating_sub(prompt::approx_tokens(&system) + prompt::approx_tokens(&text) + 256);
         let channel = self.code_channel();
-        let form = match channel {
-            CodeChannel::Tool => prompt::CodeForm::Call,
-            CodeChannel::Structured | CodeChannel::Fenced => prompt::CodeForm::Fenced,
-        };
         let mut messages = vec![Message::system(system)];
-        messages.extend(prompt::history(history, budget, form));
+        messages.extend(prompt::history(history, budget));
         messages.push(Message::user(match history.kernel_lost() {
             // The earlier programs' variables are gone: say so, or the
             // model would use them.
@@ -288,12 +286,8 @@ impl Agent {
             let reply = self
                 .write_code(session, &messages, model.clone(), attempt, channel, cancel)
                 .await;
-            let (program, cell, completion) = match reply {
-                Reply::Program {
-                    program,
-                    cell,
-                    completion,
-                } => (program, cell, completion),
+            let (program, cell) = match reply {
+                Reply::Program { program, cell } => (program, cell),
                 Reply::Prose(text) => {
                     // Words without a program: they are the answer.
                     self.publish_text(session, CellKind::Explanation, &text);
@@ -308,7 +302,13 @@ impl Agent {
                         final_cell: last.map(|(_, _, cell)| cell),
                     };
                 }
-                Reply::Failed => {
+                // Asked again, like a program that failed.
+                Reply::NoProgram if attempt < attempts => {
+                    tracing::info!(attempt, "the reply held no program; asking again");
+                    messages.push(Message::user(prompt::NO_PROGRAM_REQUEST));
+                    continue;
+                }
+                Reply::NoProgram | Reply::Failed => {
                     return Ended {
                         status: TurnStatus::Error,
                         final_cell: last.map(|(_, _, cell)| cell),
@@ -369,21 +369,14 @@ impl Agent {
                 _ => prompt::EXPLAIN_REQUEST.to_string(),
             };
             let again = retry && (ran.failed || doubt.is_some());
-            feed_back(
-                &mut messages,
-                channel,
-                &program,
-                &completion,
-                &ran.report,
-                &instruction,
-            );
+            feed_back(&mut messages, &program, &ran.report, &instruction);
             last = Some((program, ran, cell));
             if !again {
                 break;
             }
             tracing::info!(attempt, "asking for a fix");
         }
-        let Some((_, ran, cell)) = last else {
+        let Some((program, ran, cell)) = last else {
             return Ended {
                 status: TurnStatus::Error,
                 final_cell: None,
@@ -394,7 +387,16 @@ impl Agent {
             CodeChannel::Structured | CodeChannel::Fenced => Vec::new(),
         };
         let explained = self
-            .explain(session, &text, messages, tools, &ran, model, cancel)
+            .explain(
+                session,
+                &text,
+                &program.code,
+                messages,
+                tools,
+                &ran,
+                model,
+                cancel,
+            )
             .await;
         Ended {
             status: match explained {
@@ -505,11 +507,7 @@ impl Agent {
                 if completion.finish_reason == FinishReason::Length {
                     tracing::info!("the program was cut at the token limit");
                 }
-                Reply::Program {
-                    program,
-                    cell: id,
-                    completion,
-                }
+                Reply::Program { program, cell: id }
             }
             None if !prose.trim().is_empty() && !cell.is_open() => Reply::Prose(prose),
             None => {
@@ -527,7 +525,7 @@ impl Agent {
                         message: error.to_string(),
                     }),
                 );
-                Reply::Failed
+                Reply::NoProgram
             }
         }
     }
@@ -575,6 +573,7 @@ impl Agent {
         &self,
         session: &SessionChannel,
         question: &str,
+        code: &str,
         mut messages: Vec<Message>,
         tools: Vec<crate::llm::ToolSpec>,
         ran: &Ran,
@@ -625,7 +624,7 @@ impl Agent {
                     return false;
                 }
             };
-            let invented = grounding::invented(&text, &sources);
+            let invented = grounding::invented(&text, &sources, code);
             if invented.is_empty() {
                 self.finish_explanation(session, cell_id, started, CellStatus::Ok, None);
                 crate::metrics::explained(if round == 0 { "grounded" } else { "regrounded" });
@@ -806,46 +805,11 @@ fn checked_language(program: &ExecuteCode) -> Result<Language, String> {
 pub use app::protocol::UNGROUNDED;
 
 /// Adds the attempt and its result, with what to do next, to the
-/// conversation.
-fn feed_back(
-    messages: &mut Vec<Message>,
-    channel: CodeChannel,
-    program: &ExecuteCode,
-    completion: &Completion,
-    report: &str,
-    instruction: &str,
-) {
-    match completion
-        .tool_calls
-        .first()
-        .filter(|_| channel == CodeChannel::Tool)
-    {
-        Some(call) => {
-            // Laid out as `prompt::answered_turn` lays out earlier turns, so
-            // that the next question's prompt starts with this one's.
-            let [_, call_message, result, _] = prompt::answered_turn(
-                prompt::CodeForm::Call,
-                &call.id,
-                "",
-                &program.language,
-                &program.code,
-                report,
-                "",
-            );
-            messages.push(call_message);
-            messages.push(Message {
-                content: result_message(report, instruction),
-                ..result
-            });
-        }
-        None => {
-            messages.push(Message::assistant(format!(
-                "```{}\n{}\n```",
-                program.language, program.code
-            )));
-            messages.push(Message::user(result_message(report, instruction)));
-        }
-    }
+/// conversation, laid out as [`prompt::answered_turn`] lays out earlier
+/// turns, so that the next question's prompt starts with this one's.
+fn feed_back(messages: &mut Vec<Message>, program: &ExecuteCode, report: &str, instruction: &str) {
+    messages.push(prompt::program_message(&program.language, &program.code));
+    messages.push(Message::user(result_message(report, instruction)));
 }
 
 fn status_of(ran: &Ran) -> TurnStatus {

@@ -4,57 +4,38 @@
 use app::notebook::{Cell, Notebook};
 use app::protocol::{CellKind, Output, TurnKind};
 
-use crate::llm::tools::{EXECUTE_CODE, result_message};
-use crate::llm::{Message, ToolCall};
-
-/// How the live conversation handed programs over, so that earlier turns
-/// are laid out the same way: as `execute_code` calls with tool results, or
-/// as fenced blocks with the results in user messages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CodeForm {
-    Call,
-    Fenced,
-}
+use crate::llm::Message;
+use crate::llm::tools::result_message;
 
 /// The messages of one answered turn, laid out exactly as the live
 /// conversation had them when the explanation was written: the question,
-/// the program, its result with the request for an explanation, the
-/// explanation. A model that keeps the state of a prompt's prefix then
-/// reads only what is new in a follow-up.
+/// the program as a fenced block, its result with the request for an
+/// explanation, the explanation. A model that keeps the state of a prompt's
+/// prefix then reads only what is new in a follow-up.
+///
+/// Programs and results are plain assistant and user messages even when the
+/// model hands programs over as tool calls: some servers' chat templates
+/// drop tool messages (llama-cpp-python's `chatml-function-calling` renders
+/// a tool message's role and not its content), and a model that never sees
+/// the output invents one.
 pub fn answered_turn(
-    form: CodeForm,
-    call_id: &str,
     question: &str,
     language: &str,
     code: &str,
     report: &str,
     explanation: &str,
 ) -> [Message; 4] {
-    let result = result_message(report, EXPLAIN_REQUEST);
-    let (program, result) = match form {
-        CodeForm::Call => (
-            Message {
-                tool_calls: vec![ToolCall {
-                    id: call_id.to_string(),
-                    name: EXECUTE_CODE.into(),
-                    arguments: serde_json::json!({ "language": language, "code": code })
-                        .to_string(),
-                }],
-                ..Message::assistant(String::new())
-            },
-            Message::tool(call_id.to_string(), result),
-        ),
-        CodeForm::Fenced => (
-            Message::assistant(format!("```{language}\n{code}\n```")),
-            Message::user(result),
-        ),
-    };
     [
         Message::user(question.to_string()),
-        program,
-        result,
+        program_message(language, code),
+        Message::user(result_message(report, EXPLAIN_REQUEST)),
         Message::assistant(explanation.to_string()),
     ]
+}
+
+/// A program the model wrote, as the conversation shows it.
+pub fn program_message(language: &str, code: &str) -> Message {
+    Message::assistant(format!("```{language}\n{code}\n```"))
 }
 
 /// What the model is told it is.
@@ -126,6 +107,10 @@ pub fn files_note(files: &[(String, u64, Option<String>)]) -> Option<String> {
 pub const KERNEL_LOST_NOTE: &str = "(The Python session was restarted since the programs \
 above ran: their variables and imports are gone, so define everything the program uses.)";
 
+/// Sent when a reply held no program that could be read.
+pub const NO_PROGRAM_REQUEST: &str = "Your reply held no complete program. Write the \
+complete program that answers my question.";
+
 /// Sent after a failed program, asking for a fix.
 pub const FIX_REQUEST: &str = "The program failed. Write the complete corrected program.";
 
@@ -192,7 +177,7 @@ pub fn cut(text: &str, max: usize) -> String {
 /// The messages before the new question: a user/assistant pair for each
 /// earlier turn, newest kept whole, older ones summarised (code and the start
 /// of the output), the oldest dropped once `budget` tokens are used.
-pub fn history(notebook: &Notebook, budget: usize, form: CodeForm) -> Vec<Message> {
+pub fn history(notebook: &Notebook, budget: usize) -> Vec<Message> {
     let mut turns: Vec<Vec<Message>> = Vec::new();
     let mut used = 0;
     for turn in notebook.turns().iter().rev() {
@@ -232,8 +217,6 @@ pub fn history(notebook: &Notebook, budget: usize, form: CodeForm) -> Vec<Messag
             && code.text.len() <= MAX_MEMORY_CODE_BYTES
         {
             let messages = answered_turn(
-                form,
-                &format!("call_{}", turn.id.0),
                 &question,
                 code.language.as_deref().unwrap_or("python"),
                 &code.text,
@@ -485,7 +468,7 @@ mod tests {
 
     #[test]
     fn earlier_turns_are_laid_out_as_they_were_asked() {
-        let messages = history(&notebook(2, 10), 10_000, CodeForm::Fenced);
+        let messages = history(&notebook(2, 10), 10_000);
         assert_eq!(messages.len(), 8);
         assert_eq!(messages[0].content, "question 1");
         assert!(
@@ -498,12 +481,9 @@ mod tests {
         assert_eq!(messages[3].content, "explanation 1");
         assert_eq!(messages[4].content, "question 2");
 
-        // As calls: the program is the call's arguments, its result a tool
-        // message, exactly what the live conversation sent.
-        let messages = history(&notebook(1, 10), 10_000, CodeForm::Call);
+        // Exactly what the live conversation sent.
+        let messages = history(&notebook(1, 10), 10_000);
         let live = answered_turn(
-            CodeForm::Call,
-            "call_1",
             "question 1",
             "python",
             "x1 = 1\nprint('o' * 10)",
@@ -511,15 +491,13 @@ mod tests {
             "explanation 1",
         );
         assert_eq!(messages, live.to_vec());
-        assert_eq!(messages[1].tool_calls[0].name, EXECUTE_CODE);
-        assert_eq!(messages[2].role, crate::llm::Role::Tool);
     }
 
     #[test]
     fn old_turns_are_summarised_then_dropped_to_fit_the_budget() {
         let notebook = notebook(30, 5000);
         let budget = 3000;
-        let messages = history(&notebook, budget, CodeForm::Fenced);
+        let messages = history(&notebook, budget);
         let used: usize = messages.iter().map(|m| approx_tokens(&m.content)).sum();
         assert!(used <= budget, "{used} tokens");
         // The newest turn is whole (its explanation kept), older ones are not.

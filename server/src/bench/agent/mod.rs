@@ -65,6 +65,8 @@ pub struct TurnResult {
     pub code: String,
     pub output: String,
     pub explanation: String,
+    /// The explanations withdrawn before it, as written.
+    pub withdrawn_texts: Vec<String>,
     pub problem: Option<String>,
 }
 
@@ -388,17 +390,31 @@ pub fn judge(question: &str, expect: &Expect, history: &[SessionEvent]) -> TurnR
         .find(|c| c.status == CellStatus::Ok)
         .map(|c| c.text.clone())
         .unwrap_or_default();
-    let withdrawn = explanations
+    let withdrawn_texts: Vec<String> = explanations
         .iter()
         .filter(|c| c.error.as_ref().is_some_and(|e| e.code == UNGROUNDED))
-        .count();
+        .map(|c| c.text.clone())
+        .collect();
+    // Why there is no result: the last cell that failed says.
+    let problem = cells
+        .iter()
+        .rev()
+        .find_map(|c| c.error.as_ref().filter(|e| e.code != UNGROUNDED))
+        .filter(|_| result.is_none_or(|r| r.status != CellStatus::Ok))
+        .map(|e| format!("{}: {}", e.code, e.message));
     TurnResult {
         question: question.to_string(),
         // A program that failed answered nothing, whatever its error says.
         right: result.is_some_and(|r| r.status == CellStatus::Ok && is_right(expect, r, &output)),
         ran: result.is_some_and(|r| r.status == CellStatus::Ok),
-        invented: grounding::invented(&standing, &[&output, question]),
-        withdrawn,
+        invented: grounding::invented(
+            &standing,
+            &[&output, question],
+            code.map_or("", |c| c.text.as_str()),
+        ),
+        withdrawn: withdrawn_texts.len(),
+        withdrawn_texts,
+        problem,
         fallback: standing.starts_with("The program printed"),
         attempts: cells.iter().filter(|c| c.kind == CellKind::Code).count(),
         code: code.map(|c| c.text.clone()).unwrap_or_default(),
