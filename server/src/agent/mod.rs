@@ -10,6 +10,7 @@
 mod code;
 mod execute;
 mod kernels;
+mod profile;
 pub mod prompt;
 mod runner;
 
@@ -260,7 +261,7 @@ impl Agent {
             system = format!("{system} {note}");
         }
         // The person's files, so that "summarise the uploaded CSV" reads it.
-        if let Some(note) = self.kernels.files_note(session.id()).await {
+        if let Some(note) = self.kernels.files_note(session.id(), session.owner()).await {
             system = format!("{system}\n\n{note}");
         }
         let budget = (self.settings.context_tokens as usize)
