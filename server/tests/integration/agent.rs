@@ -931,3 +931,31 @@ async fn the_model_is_told_each_files_profile_computed_in_the_kernel() {
         "{system}"
     );
 }
+
+#[tokio::test]
+async fn a_big_tables_rows_are_counted_not_read() {
+    let model = Recording::new();
+    let h = harness_with(model.clone(), 0).await;
+    // Over the 8 MiB the profiler reads whole: its dtypes come from the
+    // first rows, and its rows are its lines.
+    let mut csv = b"id,score\n".to_vec();
+    let rows = 1_000_000;
+    for i in 0..rows {
+        csv.extend_from_slice(format!("{i:06},{}.5\n", i % 97).as_bytes());
+    }
+    let size = csv.len();
+    assert!(size > 8 * 1024 * 1024, "{size}");
+    h.agent
+        .kernels()
+        .upload(h.channel.id(), "big.csv", csv, false)
+        .await
+        .unwrap();
+    let (turn, system) = model.system_of(&h, &fenced("print('ok')")).await;
+    assert_eq!(turn.status, TurnStatus::Ok);
+    assert!(
+        system.contains(&format!(
+            "- /home/user/big.csv ({size} bytes): a table of about {rows} rows and 2 columns\n    columns: id (int64), score (float64)\n    first rows:\n      0 | 0.5"
+        )),
+        "{system}"
+    );
+}
