@@ -53,7 +53,9 @@ if ! cmp -s "$py_req" "$py_env/runcell-requirements.txt" 2>/dev/null; then
   as_root /usr/bin/python3 -m venv "$py_env.new"
   # pip as a module: the venv is built beside its final place and moved, so
   # its console scripts' first lines name the old path.
-  as_root "$py_env.new/bin/python3" -m pip install -q --disable-pip-version-check -r "$py_req"
+  # Wheels only: nothing is compiled here.
+  as_root "$py_env.new/bin/python3" -m pip install -q --disable-pip-version-check \
+    --only-binary=:all: -r "$py_req"
   as_root cp "$py_req" "$py_env.new/runcell-requirements.txt"
   as_root rm -rf "$py_env"
   as_root mv "$py_env.new" "$py_env"

@@ -11,12 +11,13 @@ use tokio::sync::Mutex as AsyncMutex;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::profile::{self, Format, NoteFile, Profile, ProfileCache};
 use crate::sandbox::backends::Backends;
 use crate::sandbox::browser::{self, BrowserTabs};
 use crate::sandbox::files::{FileEntry, FileKind, Files, HOME};
 use crate::sandbox::sessions::SessionError;
 use crate::sandbox::{
-    Language, RunEvent, RunOutcome, RunRequest, Sandbox, SandboxError, SandboxSession,
+    Language, Limits, RunEvent, RunOutcome, RunRequest, Sandbox, SandboxError, SandboxSession,
 };
 use crate::session::uploads::Uploads;
 use crate::session::{OwnerId, SessionId};
@@ -66,6 +67,14 @@ pub struct Kernels {
     /// backends (a kernel in the page costs the server nothing).
     holders: Mutex<Holders>,
     max_per_owner: usize,
+    /// The files' profiles the model was told, while the files are as
+    /// they were.
+    profiles: ProfileCache,
+    /// Sessions whose kernel was replaced by work of the server's own (a
+    /// profile of the files) since their last run, and the backend it
+    /// moved to if it moved: their next run says so, as if it had
+    /// replaced it itself.
+    reopened: Mutex<HashMap<SessionId, Option<&'static str>>>,
 }
 
 #[derive(Default)]
@@ -238,6 +247,8 @@ impl Kernels {
             restored: Mutex::new(HashMap::new()),
             holders: Mutex::new(Holders::default()),
             max_per_owner: usize::MAX,
+            profiles: ProfileCache::default(),
+            reopened: Mutex::new(HashMap::new()),
         }
     }
 
@@ -381,6 +392,7 @@ impl Kernels {
     /// Closes the session's sandbox session, if it has one: the next run
     /// starts a fresh kernel (and is not reported as a restart).
     pub async fn reset(&self, session: SessionId) {
+        self.reopened.lock().remove(&session);
         let known = self.by_session.lock().remove(&session);
         if let Some(kernel) = known {
             self.close(&kernel).await;
@@ -402,18 +414,19 @@ impl Kernels {
         let known = self.by_session.lock().get(&session).cloned();
         match &known {
             Some(kernel) if kernel.backend() == wanted => {
-                match self.run_in(kernel, request, events, cancel).await {
+                match self.run_in(kernel, request, Some(events), cancel).await {
                     Err(
                         SessionError::NotFound(_)
                         | SessionError::Sandbox(SandboxError::NotFound(_)),
                     ) => {}
                     other => {
                         self.keep_files(session, kernel).await;
+                        let reopened = self.reopened.lock().remove(&session);
                         return other.map(|outcome| KernelRun {
                             outcome,
                             backend: wanted,
-                            restarted: false,
-                            moved_to: None,
+                            restarted: reopened.is_some(),
+                            moved_to: reopened.flatten(),
                         });
                     }
                 }
@@ -422,6 +435,29 @@ impl Kernels {
             Some(kernel) => self.close(kernel).await,
             None => {}
         }
+        let reopened = self.reopened.lock().remove(&session);
+        let kernel = self.start(session, owner, wanted).await?;
+        let outcome = self.run_in(&kernel, request, Some(events), cancel).await?;
+        self.keep_files(session, &kernel).await;
+        Ok(KernelRun {
+            outcome,
+            backend: wanted,
+            restarted: known.is_some(),
+            moved_to: known
+                .filter(|kernel| kernel.backend() != wanted)
+                .map(|_| wanted)
+                .or(reopened.flatten()),
+        })
+    }
+
+    /// Opens the session's kernel on `wanted`, making room for it among
+    /// the owner's, and makes it the session's.
+    async fn start(
+        &self,
+        session: SessionId,
+        owner: OwnerId,
+        wanted: &'static str,
+    ) -> Result<Kernel, SessionError> {
         let room = if wanted == browser::BACKEND {
             None
         } else {
@@ -430,16 +466,64 @@ impl Kernels {
         let kernel = self.open(session, wanted).await?;
         self.by_session.lock().insert(session, kernel.clone());
         drop(room);
-        let outcome = self.run_in(&kernel, request, events, cancel).await?;
-        self.keep_files(session, &kernel).await;
-        Ok(KernelRun {
-            outcome,
-            backend: wanted,
-            restarted: known.is_some(),
-            moved_to: known
-                .filter(|kernel| kernel.backend() != wanted)
-                .map(|_| wanted),
-        })
+        Ok(kernel)
+    }
+
+    /// The session's live kernel on one of the shared backends, opened as
+    /// its next run would open it when it has none; `None` on the Browser
+    /// sandbox, which has no files.
+    async fn attach(
+        &self,
+        session: SessionId,
+        owner: OwnerId,
+    ) -> Result<Option<Kernel>, SessionError> {
+        let wanted = self.chosen(session);
+        if wanted == browser::BACKEND {
+            return Ok(None);
+        }
+        let known = self.by_session.lock().get(&session).cloned();
+        if let Some(kernel) = &known {
+            if kernel.backend() == wanted && self.is_live(kernel) {
+                return Ok(Some(kernel.clone()));
+            }
+            self.close(kernel).await;
+        }
+        let kernel = self.start(session, owner, wanted).await?;
+        if let Some(old) = known {
+            // Its next run tells the person what this cost them.
+            let moved_to = (old.backend() != wanted).then_some(wanted);
+            self.reopened.lock().entry(session).or_insert(moved_to);
+        }
+        Ok(Some(kernel))
+    }
+
+    /// Runs `request` in the session's kernel (opened if it has none) for
+    /// the server's own use: nothing of it reaches the notebook, and the
+    /// files are not kept after it. `None` when it could not run.
+    async fn run_quietly(
+        &self,
+        session: SessionId,
+        owner: OwnerId,
+        request: &RunRequest,
+    ) -> Option<RunOutcome> {
+        let _running = self.running(session, owner);
+        let kernel = match self.attach(session, owner).await {
+            Ok(kernel) => kernel?,
+            Err(err) => {
+                tracing::debug!(%err, "no kernel for a quiet run");
+                return None;
+            }
+        };
+        match self
+            .run_in(&kernel, request, None, &CancellationToken::new())
+            .await
+        {
+            Ok(outcome) => Some(outcome),
+            Err(err) => {
+                tracing::debug!(%err, "a quiet run failed");
+                None
+            }
+        }
     }
 
     async fn open(
@@ -616,12 +700,114 @@ impl Kernels {
         Ok(())
     }
 
-    /// What the model is told about the session's files: each file's path
-    /// and size, and the first lines of small text files. `None` when the
-    /// session has no files.
-    pub async fn files_note(&self, session: SessionId) -> Option<String> {
+    /// What the model is told about the session's files: a profile of
+    /// each data file (columns, dtypes, rows; JSON's shape; text's lines),
+    /// computed in the session's kernel, which is opened for it if it has
+    /// none, as the question's program would; each other file's path and
+    /// size. When no profile can be had (the kernel cannot run it, or it
+    /// failed), the first lines of small text files instead. `None` when
+    /// the session has no files.
+    pub async fn files_note(&self, session: SessionId, owner: OwnerId) -> Option<String> {
+        let mut entries = self.list_files(session).await.ok()?;
+        let is_profiled = |entries: &[FileEntry]| {
+            entries
+                .iter()
+                .any(|e| e.kind == FileKind::File && Format::of(&e.name).is_some())
+        };
+        // The profiles are the kernel's view of the files: with their times
+        // there, a profile is kept while its kernel is.
+        if is_profiled(&entries) && !matches!(self.live_files(session), Ok(Some(_))) {
+            if self.attach(session, owner).await.ok().flatten().is_none() {
+                return self.first_lines_note(session, &entries).await;
+            }
+            entries = self.list_files(session).await.ok()?;
+        }
+        let files: Vec<&FileEntry> = entries
+            .iter()
+            .filter(|e| e.kind == FileKind::File)
+            .collect();
+        if files.is_empty() {
+            return None;
+        }
+        let mut known: HashMap<&str, Profile> = HashMap::new();
+        let mut missing = Vec::new();
+        for entry in files.iter().filter(|e| Format::of(&e.name).is_some()) {
+            if known.len() + missing.len() == profile::MAX_PROFILED {
+                break;
+            }
+            match self.profiles.get(session, entry) {
+                Some(found) => {
+                    known.insert(&entry.path, found);
+                }
+                None => missing.push(*entry),
+            }
+        }
+        if !missing.is_empty() {
+            match self.profile_files(session, owner, &missing).await {
+                Some(found) => {
+                    let present: Vec<&str> = files.iter().map(|e| e.path.as_str()).collect();
+                    for (entry, found) in missing.iter().zip(found) {
+                        if let Some(found) = found {
+                            self.profiles.put(session, entry, found.clone(), &present);
+                            known.insert(&entry.path, found);
+                        }
+                    }
+                }
+                // The profile could not run: today's note, for all of them.
+                None => return self.first_lines_note(session, &entries).await,
+            }
+        }
+        let shown: Vec<NoteFile> = files
+            .iter()
+            .map(|e| NoteFile {
+                path: &e.path,
+                size: e.size,
+                profile: known.get(e.path.as_str()),
+            })
+            .collect();
+        profile::note(&shown)
+    }
+
+    /// Profiles `files` in the session's kernel: one for each, in order
+    /// (`None` for one it did not get to); `None` when the run failed.
+    async fn profile_files(
+        &self,
+        session: SessionId,
+        owner: OwnerId,
+        files: &[&FileEntry],
+    ) -> Option<Vec<Option<Profile>>> {
+        let asked: Vec<(String, Format)> = files
+            .iter()
+            .filter_map(|e| Some((e.path.clone(), Format::of(&e.name)?)))
+            .collect();
+        let request = RunRequest {
+            code: profile::program(&asked),
+            language: Language::Python,
+            limits: Limits {
+                wall: profile::WALL,
+                output_bytes: profile::MAX_OUTPUT_BYTES,
+                ..Limits::default()
+            },
+        };
+        let started = std::time::Instant::now();
+        let outcome = self.run_quietly(session, owner, &request).await?;
+        let ms = crate::clock::millis(started.elapsed());
+        if let Some(error) = &outcome.error {
+            tracing::info!(error = %error.name, ms, "the files could not be profiled");
+            return None;
+        }
+        let profiles = profile::parse(&outcome.stdout, asked.len());
+        if profiles.is_none() {
+            tracing::info!(ms, "the files' profiler said nothing readable");
+        }
+        tracing::debug!(ms, files = asked.len(), "files profiled");
+        profiles
+    }
+
+    /// Today's note without a kernel: each file's path and size, and the
+    /// first lines of small text files.
+    async fn first_lines_note(&self, session: SessionId, entries: &[FileEntry]) -> Option<String> {
         let live = self.live_files(session).ok()?;
-        let entries = self.list_files(session).await.ok()?;
         let mut peeks = Vec::new();
         let mut peeked = 0;
         for entry in entries.iter().filter(|e| e.kind == FileKind::File) {
@@ -642,7 +828,8 @@ impl Kernels {
                 };
             peeks.push((entry.path.clone(), entry.size, head));
         }
-        super::prompt::files_note(&peeks)
+        let note = super::prompt::files_note(&peeks)?;
+        Some(format!("{note}\n\n{}", profile::SHOW_THE_TABLE))
     }
 
     /// What a run wrote that the person may want: images and tables
@@ -785,6 +972,8 @@ impl Kernels {
         self.reset(session).await;
         self.chosen.lock().remove(&session);
         self.restored.lock().remove(&session);
+        self.reopened.lock().remove(&session);
+        self.profiles.forget(session);
         self.holders.lock().by_session.remove(&session);
         let lock = self.file_lock(session);
         let held = lock.lock().await;
@@ -798,17 +987,17 @@ impl Kernels {
         &self,
         kernel: &Kernel,
         request: &RunRequest,
-        events: &mpsc::Sender<RunEvent>,
+        events: Option<&mpsc::Sender<RunEvent>>,
         cancel: &CancellationToken,
     ) -> Result<RunOutcome, SessionError> {
         match kernel {
             Kernel::Pooled { backend, id } => {
                 self.backends
                     .get(Some(backend))?
-                    .run(id, request, Some(events), cancel)
+                    .run(id, request, events, cancel)
                     .await
             }
-            Kernel::Browser(session) => Ok(session.run(request, Some(events), cancel).await?),
+            Kernel::Browser(session) => Ok(session.run(request, events, cancel).await?),
         }
     }
 

@@ -12,6 +12,7 @@ mod code;
 mod execute;
 pub mod grounding;
 mod kernels;
+mod profile;
 pub mod prompt;
 mod runner;
 
@@ -264,7 +265,7 @@ impl Agent {
             system = format!("{system} {note}");
         }
         // The person's files, so that "summarise the uploaded CSV" reads it.
-        if let Some(note) = self.kernels.files_note(session.id()).await {
+        if let Some(note) = self.kernels.files_note(session.id(), session.owner()).await {
             system = format!("{system}\n\n{note}");
         }
         let budget = (self.settings.context_tokens as usize)

@@ -537,7 +537,7 @@ impl Llm for Recording {
 }
 
 #[tokio::test]
-async fn the_model_is_told_the_sessions_files_and_their_first_lines() {
+async fn the_model_is_told_the_sessions_files_and_what_they_hold() {
     let model = Arc::new(Recording {
         inner: scripted(),
         asked: std::sync::Mutex::new(Vec::new()),
@@ -572,7 +572,7 @@ async fn the_model_is_told_the_sessions_files_and_their_first_lines() {
     let system = model.asked.lock().unwrap()[0].messages[0].content.clone();
     assert!(
         system.contains(
-            "- /home/user/sales.csv (39 bytes), first lines:\n    region,amount\n    north,10"
+            "- /home/user/sales.csv (39 bytes): a table of 3 rows and 2 columns\n    columns: region (str), amount (int64)\n    first rows:\n      north | 10"
         ),
         "{system}"
     );
@@ -882,4 +882,168 @@ async fn a_program_that_printed_nothing_goes_back_as_a_fix() {
     assert_eq!(cells[2].printed(), "");
     assert_eq!(cells[4].printed(), "answer: 42\n");
     assert!(cells[5].text.contains("42"), "{}", cells[5].text);
+}
+
+impl Recording {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            inner: scripted(),
+            asked: std::sync::Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The system prompt of the first request of the turn `ask` runs.
+    async fn system_of(&self, h: &Harness, question: &str) -> (Turn, String) {
+        let before = self.asked.lock().unwrap().len();
+        let turn = h.ask(question).await;
+        let system = self.asked.lock().unwrap()[before].messages[0]
+            .content
+            .clone();
+        (turn, system)
+    }
+}
+
+#[tokio::test]
+async fn the_model_is_told_each_files_profile_computed_in_the_kernel() {
+    let model = Recording::new();
+    let h = harness_with(model.clone(), 0).await;
+    let kernels = h.agent.kernels();
+    let id = h.channel.id();
+    let files: [(&str, &[u8]); 5] = [
+        (
+            "sales.csv",
+            b"region,amount,day\nnorth,10,2024-01-01\nsouth,32.5,2024-01-02\neast,7,2024-01-03\nnorth,1,2024-01-04\n",
+        ),
+        (
+            "people.json",
+            br#"[{"name": "Ada", "age": 36}, {"name": "Alan", "age": 41}, {"name": "Grace", "age": 85}]"#,
+        ),
+        ("config.json", br#"{"name": "x", "items": [1, 2, 3]}"#),
+        (
+            "app.log",
+            b"2024-01-01 INFO start\n2024-01-01 WARN slow\n2024-01-01 INFO stop\n",
+        ),
+        ("broken.csv", b"a,b\n\"unterminated\n"),
+    ];
+    for (name, bytes) in files {
+        kernels
+            .upload(id, name, bytes.to_vec(), false)
+            .await
+            .unwrap();
+    }
+    // The person's variables are theirs: the profile leaves none behind.
+    let (turn, system) = model
+        .system_of(
+            &h,
+            &fenced("import sys\nprint(sorted(globals()), 'pandas' in sys.modules)"),
+        )
+        .await;
+    assert_eq!(turn.status, TurnStatus::Ok);
+    for expected in [
+        "- /home/user/sales.csv (97 bytes): a table of 4 rows and 3 columns\n    columns: region (str), amount (float64), day (str)\n    first rows:\n      north | 10.0 | 2024-01-01",
+        "- /home/user/people.json (87 bytes): JSON, a list of 3 records (objects); as a DataFrame:\n    columns: name (str), age (int64)\n    first rows:\n      Ada | 36",
+        "- /home/user/config.json (33 bytes): JSON, an object with keys: name (str), items (list of 3)",
+        "- /home/user/app.log (64 bytes): text, 3 lines\n    first lines:\n      2024-01-01 INFO start",
+        "print that table before the answer",
+    ] {
+        assert!(system.contains(expected), "{expected}\n---\n{system}");
+    }
+    assert!(
+        system.contains("- /home/user/broken.csv (18 bytes): could not be read ("),
+        "{system}"
+    );
+    let names = turn
+        .cells()
+        .iter()
+        .flat_map(|c| &c.outputs)
+        .find_map(|o| match o {
+            Output::Stdout { text } => Some(text.clone()),
+            _ => None,
+        });
+    // It ran in this kernel (pandas is loaded) and left no name behind.
+    let names = names.unwrap_or_default();
+    assert!(names.ends_with(" True\n"), "{names}");
+    for name in [
+        "'REQUEST'",
+        "'_main'",
+        "'pd'",
+        "'json'",
+        "'profiles'",
+        "'__runcell",
+    ] {
+        assert!(!names.contains(name), "{name} in {names}");
+    }
+    // Nothing of the profile was published as a cell.
+    assert_eq!(turn.kinds(), ASKED);
+
+    // A file as it was is not profiled again: one rewritten behind the
+    // profile's back (same size, same time) still shows the old profile.
+    let (_, system) = model
+        .system_of(
+            &h,
+            &fenced(
+                "import os\np = '/home/user/sales.csv'\nt = os.stat(p).st_mtime_ns\ntext = open(p).read()\nopen(p, 'w').write(text.replace('region', 'REGION'))\nos.utime(p, ns=(t, t))",
+            ),
+        )
+        .await;
+    assert!(system.contains("columns: region (str)"), "{system}");
+    let (_, system) = model.system_of(&h, &fenced("print(1)")).await;
+    assert!(system.contains("columns: region (str)"), "{system}");
+    // A changed one is.
+    h.ask(&fenced(
+        "open('/home/user/sales.csv', 'a').write('west,3,2024-01-05\\n')",
+    ))
+    .await;
+    let (_, system) = model.system_of(&h, &fenced("print(2)")).await;
+    assert!(
+        system.contains(
+            "sales.csv (115 bytes): a table of 5 rows and 3 columns\n    columns: REGION (str)"
+        ),
+        "{system}"
+    );
+
+    // When the kernel cannot run the profile, the model gets the first
+    // lines of the files instead.
+    h.ask(&fenced("__import__ = None")).await;
+    h.ask(&fenced(
+        "open('/home/user/app.log', 'a').write('one more\\n')",
+    ))
+    .await;
+    let (_, system) = model.system_of(&h, &fenced("print(3)")).await;
+    assert!(
+        system.contains("- /home/user/app.log (73 bytes), first lines:\n    2024-01-01 INFO start"),
+        "{system}"
+    );
+    assert!(
+        system.contains("print that table before the answer"),
+        "{system}"
+    );
+}
+
+#[tokio::test]
+async fn a_big_tables_rows_are_counted_not_read() {
+    let model = Recording::new();
+    let h = harness_with(model.clone(), 0).await;
+    // Over the 8 MiB the profiler reads whole: its dtypes come from the
+    // first rows, and its rows are its lines.
+    let mut csv = b"id,score\n".to_vec();
+    let rows = 1_000_000;
+    for i in 0..rows {
+        csv.extend_from_slice(format!("{i:06},{}.5\n", i % 97).as_bytes());
+    }
+    let size = csv.len();
+    assert!(size > 8 * 1024 * 1024, "{size}");
+    h.agent
+        .kernels()
+        .upload(h.channel.id(), "big.csv", csv, false)
+        .await
+        .unwrap();
+    let (turn, system) = model.system_of(&h, &fenced("print('ok')")).await;
+    assert_eq!(turn.status, TurnStatus::Ok);
+    assert!(
+        system.contains(&format!(
+            "- /home/user/big.csv ({size} bytes): a table of about {rows} rows and 2 columns\n    columns: id (int64), score (float64)\n    first rows:\n      0 | 0.5"
+        )),
+        "{system}"
+    );
 }

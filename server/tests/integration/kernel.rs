@@ -186,3 +186,88 @@ async fn a_kernel_that_ignores_interrupts_is_replaced_and_says_so() {
     assert_eq!(plain(&py(&session, "'fresh'").await), Some("'fresh'"));
     session.close().await;
 }
+
+/// The packages `scripts/sandbox-requirements.txt` pins, as `(name, version)`.
+fn pinned() -> Vec<(&'static str, &'static str)> {
+    include_str!("../../../scripts/sandbox-requirements.txt")
+        .lines()
+        .filter(|line| !line.trim_start().starts_with('#'))
+        .filter_map(|line| line.trim().split_once("=="))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_data_stack_imports_and_works_in_the_jail() {
+    let session = session().await;
+    // Each pinned package is there at its pinned version.
+    let outcome = py(
+        &session,
+        "import importlib.metadata as m\nfor name in ['ipykernel', 'numpy', 'pandas', 'matplotlib', 'openpyxl', 'pyarrow', 'scipy', 'statsmodels', 'scikit-learn', 'seaborn', 'sympy', 'tabulate']:\n    print(name, m.version(name))",
+    )
+    .await;
+    assert!(outcome.error.is_none(), "{outcome:?}");
+    let pins = pinned();
+    assert!(pins.len() >= 12, "{pins:?}");
+    for (name, version) in pins {
+        assert!(
+            outcome.stdout.contains(&format!("{name} {version}\n")),
+            "{name}=={version} is not what the jail has:\n{}",
+            outcome.stdout
+        );
+    }
+    // Each one does its job, all in one kernel, under the default memory
+    // limit.
+    let code = r#"
+import pandas as pd
+df = pd.DataFrame({'x': [1, 2, 3, 4], 'y': [2.0, 4.1, 5.9, 8.2], 'g': ['a', 'b', 'a', 'b']})
+df.to_excel('t.xlsx', index=False)
+print('xlsx', pd.read_excel('t.xlsx').equals(df))
+df.to_parquet('t.parquet')
+print('parquet', pd.read_parquet('t.parquet').equals(df))
+from scipy import stats
+print('scipy', round(stats.linregress(df.x, df.y).slope, 2))
+import statsmodels.formula.api as smf
+print('statsmodels', round(smf.ols('y ~ x', df).fit().params['x'], 2))
+from sklearn.linear_model import LinearRegression
+print('sklearn', round(float(LinearRegression().fit(df[['x']], df.y).coef_[0]), 2))
+import sympy
+t = sympy.Symbol('t')
+print('sympy', sympy.integrate(t**2, t))
+from tabulate import tabulate
+print(tabulate(df.groupby('g').y.sum().reset_index(), headers='keys', tablefmt='github').splitlines()[0])
+import seaborn as sns, matplotlib.pyplot as plt
+sns.barplot(data=df, x='g', y='y')
+plt.show()
+"#;
+    let outcome = py(&session, code).await;
+    assert!(outcome.error.is_none(), "{outcome:?}");
+    for line in [
+        "xlsx True\n",
+        "parquet True\n",
+        "scipy 2.04\n",
+        "statsmodels 2.04\n",
+        "sklearn 2.04\n",
+        "sympy t**3/3\n",
+        "|    | g   |",
+    ] {
+        assert!(outcome.stdout.contains(line), "{line}\n{}", outcome.stdout);
+    }
+    let png = outcome
+        .results
+        .iter()
+        .find_map(|r| r.get("image/png")?.as_str());
+    assert!(png.is_some_and(|p| p.starts_with("iVBOR")), "{outcome:?}");
+    session.close().await;
+}
+
+#[tokio::test]
+async fn a_fresh_kernel_imports_none_of_the_data_stack() {
+    let session = session().await;
+    let outcome = py(
+        &session,
+        "import sys\nprint(sorted(m for m in ['numpy', 'pandas', 'matplotlib', 'openpyxl', 'pyarrow', 'scipy', 'statsmodels', 'sklearn', 'seaborn', 'sympy', 'tabulate'] if m in sys.modules))",
+    )
+    .await;
+    assert_eq!(outcome.stdout, "[]\n", "{outcome:?}");
+    session.close().await;
+}
