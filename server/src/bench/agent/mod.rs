@@ -237,10 +237,17 @@ pub async fn run(options: AgentBenchOptions) -> Result<(), BenchError> {
         .await
         .map_err(fail)?;
     let backend = models["backend"].as_str().unwrap_or("?").to_string();
+    // "default" stands for the backend's first model until it is listed.
     let model = options
         .model
         .clone()
-        .or_else(|| models["default_model"].as_str().map(str::to_string))
+        .or_else(|| {
+            models["default_model"]
+                .as_str()
+                .filter(|m| *m != "default")
+                .map(str::to_string)
+        })
+        .or_else(|| models["models"][0].as_str().map(str::to_string))
         .unwrap_or_default();
     let tasks: Vec<Task> = tasks::all()
         .into_iter()
