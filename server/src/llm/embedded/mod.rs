@@ -10,6 +10,7 @@
 //!   and run one at a time, never on the async runtime's workers. The KV
 //!   cache is kept between requests: a follow-up computes only its new tokens.
 //! - [`qwen2`]: candle's quantized Qwen2 with a cache that can be cut back.
+//! - [`shelf`]: every GGUF in the models folder, one loaded at a time.
 //!
 //! Invariant: the weights are loaded once and owned by the worker thread;
 //! dropping a [`ChatStream`] stops its generation before the next token.
@@ -18,6 +19,7 @@ pub mod constrain;
 pub mod generate;
 pub mod model;
 pub mod qwen2;
+pub mod shelf;
 pub mod template;
 pub mod tokenizer;
 
