@@ -64,6 +64,7 @@ pub async fn run(options: LlmBenchOptions) -> Result<(), BenchError> {
     );
 
     let rss_before = own_rss_mib();
+    let mut memory = format!("RSS before load {rss_before} MiB");
     let config = EmbeddedConfig {
         path: options.model.clone(),
         threads: options.threads,
@@ -76,20 +77,24 @@ pub async fn run(options: LlmBenchOptions) -> Result<(), BenchError> {
         .map_err(fail)?
         .map_err(fail)?;
     let load = started.elapsed();
+    memory.push_str(&format!(", after load {} MiB", own_rss_mib()));
     let request = ChatRequest {
         messages: messages(),
         max_tokens: Some(options.max_tokens),
         temperature: Some(0.0),
         ..ChatRequest::default()
     };
-    let mut stream = model.chat(request).await.map_err(fail)?;
-    while let Some(event) = stream.next().await {
-        event.map_err(fail)?;
-    }
+    // Cold: the first request, from an empty cache.
+    let answer = complete(&model, request).await?;
     let embedded = model
         .last_stats()
         .ok_or_else(|| fail("no timings recorded"))?;
     let rss = own_rss_mib().saturating_sub(rss_before);
+    memory.push_str(&format!(
+        ", after the first answer {} MiB, peak {} MiB",
+        own_rss_mib(),
+        own_peak_rss_mib()
+    ));
     println!(
         "{:<28} {:>8.2} {:>8} {:>11.1} {:>10.1} {:>9}",
         "runcell embedded (candle)",
@@ -99,6 +104,8 @@ pub async fn run(options: LlmBenchOptions) -> Result<(), BenchError> {
         embedded.generated_tokens_per_s(),
         rss
     );
+    println!("{memory}");
+    follow_up(&model, &answer).await?;
     if options.eval {
         runnable_rates(&model).await?;
     }
@@ -127,9 +134,122 @@ pub async fn run(options: LlmBenchOptions) -> Result<(), BenchError> {
         if ratio >= 0.5 { "ok" } else { "MISSED" }
     );
 
+    llama_follow_up(python, &options, &answer).await?;
     if options.ttft_samples > 0 {
         time_to_first_token(python, &options).await?;
     }
+    Ok(())
+}
+
+/// Runs `request` to the end; the reply's text.
+async fn complete(model: &dyn Llm, request: ChatRequest) -> Result<String, BenchError> {
+    let mut stream = model.chat(request).await.map_err(fail)?;
+    let mut text = String::new();
+    while let Some(event) = stream.next().await {
+        match event.map_err(fail)? {
+            LlmEvent::Text(t) => text.push_str(&t),
+            LlmEvent::Done(done) if text.is_empty() => text = done.text,
+            _ => {}
+        }
+    }
+    Ok(text)
+}
+
+/// The next question of the conversation that got `answer`.
+fn follow_up_request(model: Option<String>, answer: &str) -> ChatRequest {
+    let mut messages = messages();
+    messages.push(Message::assistant(answer));
+    messages.push(Message::user(
+        "Now change it to print the first 40 primes, ten per line.",
+    ));
+    ChatRequest {
+        model,
+        messages,
+        max_tokens: Some(1),
+        temperature: Some(0.0),
+        ..ChatRequest::default()
+    }
+}
+
+/// Time until the first streamed event of `request`.
+async fn first_token(model: &dyn Llm, request: ChatRequest) -> Result<Duration, BenchError> {
+    let started = Instant::now();
+    let mut stream = model.chat(request).await.map_err(fail)?;
+    let first = stream.next().await;
+    let elapsed = started.elapsed();
+    first.transpose().map_err(fail)?;
+    while let Some(event) = stream.next().await {
+        event.map_err(fail)?;
+    }
+    Ok(elapsed)
+}
+
+/// Time to first token of a follow-up question, with the conversation so far
+/// in the KV cache (warm) and from an empty cache (cold).
+async fn follow_up(model: &EmbeddedModel, answer: &str) -> Result<(), BenchError> {
+    let warm = first_token(model, follow_up_request(None, answer)).await?;
+    let warm_stats = model.last_stats().unwrap_or_default();
+    model.set_prefix_cache(false);
+    let cold = first_token(model, follow_up_request(None, answer)).await;
+    model.set_prefix_cache(true);
+    let cold = cold?;
+    println!(
+        "follow-up of {} prompt tokens ({} shared with the last request): first token cold {:.0} ms, warm {:.0} ms",
+        warm_stats.prompt_tokens,
+        warm_stats.cached_tokens,
+        cold.as_secs_f64() * 1000.0,
+        warm.as_secs_f64() * 1000.0
+    );
+    Ok(())
+}
+
+/// The same through llama-cpp-python's server, which keeps the last prompt's
+/// cache: warm right after the conversation's first request, cold after an
+/// unrelated one.
+async fn llama_follow_up(
+    python: &Path,
+    options: &LlmBenchOptions,
+    answer: &str,
+) -> Result<(), BenchError> {
+    let server = LlamaCppServer::start(
+        python,
+        &options.model,
+        &[
+            "--n_threads",
+            &options.threads.to_string(),
+            "--n_ctx",
+            "4096",
+        ],
+    )
+    .await?;
+    let client = OpenAiClient::new(OpenAiConfig::new(&server.base_url)).map_err(fail)?;
+    let model = client
+        .models()
+        .await
+        .map_err(fail)?
+        .first()
+        .map(|m| m.id.clone());
+    // The conversation so far, with the embedded model's answer as the last
+    // message: its prompt is the follow-up's but for the last question.
+    let mut so_far = follow_up_request(model.clone(), answer);
+    so_far.messages = messages();
+    so_far.messages.push(Message::assistant(answer));
+    first_token(&client, so_far).await?;
+    let warm = first_token(&client, follow_up_request(model.clone(), answer)).await?;
+    let unrelated = ChatRequest {
+        model: model.clone(),
+        messages: vec![Message::user("Name three colours.")],
+        max_tokens: Some(1),
+        ..ChatRequest::default()
+    };
+    first_token(&client, unrelated).await?;
+    let cold = first_token(&client, follow_up_request(model, answer)).await?;
+    drop(server);
+    println!(
+        "llama.cpp follow-up: first token cold {:.0} ms, warm {:.0} ms",
+        cold.as_secs_f64() * 1000.0,
+        warm.as_secs_f64() * 1000.0
+    );
     Ok(())
 }
 
@@ -344,6 +464,18 @@ pub fn default_llama_python() -> Option<PathBuf> {
         PathBuf::from,
     );
     Some(cache.join("llama-cpp-python-0.3.36/bin/python")).filter(|p| p.is_file())
+}
+
+/// This process's peak resident memory so far, in MiB.
+fn own_peak_rss_mib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kib| kib / 1024)
 }
 
 /// This process's resident memory, in MiB.

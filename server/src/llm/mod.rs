@@ -89,14 +89,9 @@ fn backend_of(config: &Config) -> Arc<dyn Llm> {
                 context_tokens: llm.context_tokens,
                 max_tokens: llm.max_tokens,
             };
-            tracing::info!(path = %settings.path.display(), "loading the embedded model");
-            Arc::new(lazy::Lazy::spawn(
-                "embedded",
-                embedded::CAPABILITIES,
-                move || {
-                    embedded::EmbeddedModel::load(settings).map(|m| Arc::new(m) as Arc<dyn Llm>)
-                },
-            ))
+            let shelf = embedded::shelf::Shelf::new(config.data_dir.join("models"), settings);
+            shelf.preload();
+            shelf
         }
     }
 }

@@ -2,6 +2,10 @@
 //! jobs queue on a channel and run one at a time; tokens go back to the
 //! async side through a bounded tokio channel, and a closed channel (the
 //! `ChatStream` was dropped) stops the job before its next token.
+//!
+//! The KV cache outlives a job: the worker remembers which tokens it holds
+//! (the last prompt and what was generated after it), and the next job
+//! computes only what follows the longest prefix it shares with them.
 
 use std::sync::Arc;
 use std::sync::mpsc::Receiver;
@@ -55,6 +59,9 @@ pub struct Job {
     pub temperature: Option<f64>,
     pub seed: u64,
     pub mode: Mode,
+    /// Whether the prompt may start from what the KV cache holds (false:
+    /// the cache is emptied first; benchmarks measure a cold start so).
+    pub reuse_cache: bool,
     pub tx: Sender<Result<LlmEvent, LlmError>>,
 }
 
@@ -62,6 +69,8 @@ pub struct Job {
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct GenStats {
     pub prompt_tokens: usize,
+    /// Leading prompt tokens found in the KV cache (not computed again).
+    pub cached_tokens: usize,
     pub prefill: Duration,
     pub generated_tokens: usize,
     pub generation: Duration,
@@ -69,8 +78,10 @@ pub struct GenStats {
 }
 
 impl GenStats {
+    /// Prompt tokens computed (not found in the cache) per second.
     pub fn prefill_tokens_per_s(&self) -> f64 {
-        self.prompt_tokens as f64 / self.prefill.as_secs_f64().max(1e-9)
+        self.prompt_tokens.saturating_sub(self.cached_tokens) as f64
+            / self.prefill.as_secs_f64().max(1e-9)
     }
     pub fn generated_tokens_per_s(&self) -> f64 {
         self.generated_tokens as f64 / self.generation.as_secs_f64().max(1e-9)
@@ -83,6 +94,20 @@ pub struct Worker {
     pub tokenizer: Arc<GgufTokenizer>,
     pub constrainer: Arc<Constrainer>,
     pub stats: Arc<Mutex<Option<GenStats>>>,
+    /// The tokens whose keys and values the cache holds, in order.
+    pub cached: Vec<u32>,
+}
+
+/// How many leading tokens of `prompt` can be kept from a cache that holds
+/// `cached`: their common prefix, short of the whole prompt (its last token
+/// is computed again, for the logits of what comes next).
+pub fn reusable_prefix(cached: &[u32], prompt: &[u32]) -> usize {
+    let common = cached
+        .iter()
+        .zip(prompt)
+        .take_while(|(a, b)| a == b)
+        .count();
+    common.min(prompt.len().saturating_sub(1))
 }
 
 impl Worker {
@@ -97,8 +122,10 @@ impl Worker {
             // answer, not the worker: every later request still has a model.
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 pool.install(|| self.generate(&job))
-            }))
-            .unwrap_or_else(|_| {
+            }));
+            let result = result.unwrap_or_else(|_| {
+                // The cache may be half-written: start the next job afresh.
+                self.forget();
                 Err(LlmError::Backend(
                     "the embedded model failed unexpectedly on this request".into(),
                 ))
@@ -107,6 +134,7 @@ impl Worker {
                 Ok(stats) => {
                     tracing::debug!(
                         prompt_tokens = stats.prompt_tokens,
+                        cached_tokens = stats.cached_tokens,
                         prefill_tok_s = stats.prefill_tokens_per_s(),
                         generated_tokens = stats.generated_tokens,
                         gen_tok_s = stats.generated_tokens_per_s(),
@@ -119,6 +147,42 @@ impl Worker {
                     tracing::warn!(error = %e, "embedded generation failed");
                     let _ = tx.blocking_send(Err(e));
                 }
+            }
+        }
+    }
+
+    /// Empties the KV cache.
+    fn forget(&mut self) {
+        self.weights.clear_kv_cache();
+        self.cached.clear();
+    }
+
+    /// Runs `tokens` at `pos` (which must be `self.cached.len()`) and records
+    /// them as cached; a failure empties the cache, which may be half-written.
+    fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, LlmError> {
+        match self.weights.forward(tokens, pos) {
+            Ok(logits) => {
+                self.cached.extend_from_slice(tokens);
+                Ok(logits)
+            }
+            Err(e) => {
+                self.forget();
+                Err(LlmError::Backend(e.to_string()))
+            }
+        }
+    }
+
+    /// Cuts the cache back to what `prompt` can reuse; how many tokens that is.
+    fn reuse_prefix(&mut self, prompt: &[u32]) -> Result<usize, LlmError> {
+        let wanted = reusable_prefix(&self.cached, prompt);
+        match self.weights.keep_kv_cache(wanted) {
+            Ok(kept) => {
+                self.cached.truncate(kept);
+                Ok(kept)
+            }
+            Err(e) => {
+                self.forget();
+                Err(LlmError::Backend(e.to_string()))
             }
         }
     }
@@ -146,15 +210,31 @@ impl Worker {
 
         // Read the prompt.
         let started = Instant::now();
-        self.weights.clear_kv_cache();
+        let cached = if job.reuse_cache {
+            self.reuse_prefix(&job.prompt)?
+        } else {
+            self.forget();
+            0
+        };
+        stats.cached_tokens = cached;
+        tracing::debug!(
+            cached_tokens = cached,
+            prompt_tokens = job.prompt.len(),
+            "prefix cache"
+        );
         let mut logits = Vec::new();
-        let mut pos = 0;
-        for chunk in job.prompt.chunks(PREFILL_CHUNK) {
+        let mut pos = cached;
+        for chunk in job
+            .prompt
+            .get(cached..)
+            .unwrap_or_default()
+            .chunks(PREFILL_CHUNK)
+        {
             if job.tx.is_closed() {
                 stats.cancelled = true;
                 return Ok(stats);
             }
-            logits = self.weights.forward(chunk, pos).map_err(backend)?;
+            logits = self.forward(chunk, pos)?;
             pos += chunk.len();
         }
         stats.prefill = started.elapsed();
@@ -218,7 +298,7 @@ impl Worker {
                     stats.cancelled = true;
                     break;
                 }
-                logits = self.weights.forward(&[token], pos).map_err(backend)?;
+                logits = self.forward(&[token], pos)?;
                 pos += 1;
             }
         }
@@ -515,6 +595,31 @@ fn partial_suffix(text: &str, tag: &str) -> usize {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reusable_prefix_is_the_common_one_short_of_the_whole_prompt() {
+        // (cached, prompt, tokens kept)
+        let cases: &[(&[u32], &[u32], usize)] = &[
+            (&[], &[1, 2, 3], 0),
+            (&[1, 2, 3], &[4, 5], 0),
+            (&[1, 2, 3, 4], &[1, 2, 9, 9], 2),
+            // A follow-up: everything cached is reused.
+            (&[1, 2, 3], &[1, 2, 3, 4, 5], 3),
+            // The same prompt again: its last token is computed again.
+            (&[1, 2, 3], &[1, 2, 3], 2),
+            // A shorter prompt inside the cache: the same.
+            (&[1, 2, 3, 4, 5], &[1, 2, 3], 2),
+            (&[1], &[1], 0),
+            (&[1, 2], &[], 0),
+        ];
+        for &(cached, prompt, kept) in cases {
+            assert_eq!(
+                reusable_prefix(cached, prompt),
+                kept,
+                "{cached:?} then {prompt:?}"
+            );
+        }
+    }
 
     #[test]
     fn json_ends() {

@@ -7,7 +7,10 @@
 //! - [`template`]: the GGUF's own chat template (Jinja, via minijinja).
 //! - [`constrain`]: llguidance masks for tool calls and JSON schemas.
 //! - [`generate`]: the sampling loop on one dedicated thread; requests queue
-//!   and run one at a time, never on the async runtime's workers.
+//!   and run one at a time, never on the async runtime's workers. The KV
+//!   cache is kept between requests: a follow-up computes only its new tokens.
+//! - [`qwen2`]: candle's quantized Qwen2 with a cache that can be cut back.
+//! - [`shelf`]: every GGUF in the models folder, one loaded at a time.
 //!
 //! Invariant: the weights are loaded once and owned by the worker thread;
 //! dropping a [`ChatStream`] stops its generation before the next token.
@@ -15,6 +18,8 @@
 pub mod constrain;
 pub mod generate;
 pub mod model;
+pub mod qwen2;
+pub mod shelf;
 pub mod template;
 pub mod tokenizer;
 
@@ -31,7 +36,8 @@ use self::model::Gguf;
 use self::template::ChatTemplate;
 use self::tokenizer::GgufTokenizer;
 use crate::llm::{
-    Capabilities, ChatRequest, ChatStream, Llm, LlmError, ModelInfo, ToolChoice, ToolSpec,
+    Capabilities, ChatRequest, ChatStream, Llm, LlmError, Message, ModelInfo, Role, ToolChoice,
+    ToolSpec,
 };
 
 /// The default model's file, as `scripts/fetch-model.sh` installs it under
@@ -73,6 +79,42 @@ fn defuse_control_tokens(mut request: ChatRequest) -> ChatRequest {
     request
 }
 
+/// The history as the model wrote it in fenced-code mode: an assistant turn
+/// that called `tool` (the `execute_code`-shaped tool generated as a fenced
+/// block) becomes that block again, so the prompt repeats the generated
+/// tokens and the next request finds them in the KV cache. Other messages
+/// are left as they are.
+fn fenced_history(messages: &[Message], tool: &str) -> Vec<Message> {
+    messages
+        .iter()
+        .map(|m| {
+            let [call] = m.tool_calls.as_slice() else {
+                return m.clone();
+            };
+            if m.role != Role::Assistant || call.name != tool {
+                return m.clone();
+            }
+            let Ok(args) = serde_json::from_str::<serde_json::Value>(&call.arguments) else {
+                return m.clone();
+            };
+            let (Some(language), Some(code)) = (args["language"].as_str(), args["code"].as_str())
+            else {
+                return m.clone();
+            };
+            let mut content = m.content.clone();
+            if !content.is_empty() && !content.ends_with('\n') {
+                content.push('\n');
+            }
+            content.push_str(&format!("```{language}\n{code}```"));
+            Message {
+                content,
+                tool_calls: Vec::new(),
+                ..m.clone()
+            }
+        })
+        .collect()
+}
+
 /// How to load the embedded model.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EmbeddedConfig {
@@ -110,6 +152,10 @@ struct Inner {
     stats: Arc<Mutex<Option<GenStats>>>,
     seed: AtomicU64,
     fenced_code_calls: AtomicBool,
+    prefix_cache: AtomicBool,
+    /// The worker thread, which ends (dropping the weights) once `jobs` is
+    /// dropped and the queued jobs are done.
+    worker: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 /// The embedded model. Cheap to clone: clones share the weights and the
@@ -193,9 +239,10 @@ impl EmbeddedModel {
             tokenizer: tokenizer.clone(),
             constrainer,
             stats: stats.clone(),
+            cached: Vec::new(),
         };
         let (jobs, queue) = std::sync::mpsc::channel();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("runcell-llm".into())
             .spawn(move || worker.run(&pool, &queue))
             .map_err(|e| LlmError::Backend(format!("cannot start the model thread: {e}")))?;
@@ -226,8 +273,23 @@ impl EmbeddedModel {
                 stats,
                 seed: AtomicU64::new(299_792_458),
                 fenced_code_calls: AtomicBool::new(FENCED_CODE_CALLS),
+                prefix_cache: AtomicBool::new(true),
+                worker: Mutex::new(Some(thread)),
             }),
         })
+    }
+
+    /// Lets go of this handle and, when it was the last one, waits (blocking)
+    /// until the worker has finished its queued jobs and freed the weights.
+    pub fn unload(self) {
+        let worker = self.inner.worker.lock().take();
+        let last = Arc::strong_count(&self.inner) == 1;
+        drop(self);
+        if let Some(worker) = worker.filter(|_| last)
+            && worker.join().is_err()
+        {
+            tracing::warn!("the model thread panicked");
+        }
     }
 
     /// The model's id (the file's stem).
@@ -239,6 +301,13 @@ impl EmbeddedModel {
     /// as a constrained fenced code block (`true`) or as constrained JSON.
     pub fn set_fenced_code_calls(&self, on: bool) {
         self.inner.fenced_code_calls.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether a request starts from the prefix it shares with the tokens
+    /// the KV cache holds (on by default; off empties the cache before each
+    /// request, for cold-start measurements).
+    pub fn set_prefix_cache(&self, on: bool) {
+        self.inner.prefix_cache.store(on, Ordering::Relaxed);
     }
 
     /// Timings of the last generation that finished.
@@ -295,19 +364,18 @@ impl EmbeddedModel {
         };
         // A fenced block is what the model writes when no tools are listed;
         // listing them makes small models write tool JSON inside the block.
-        let listed = if matches!(mode, Mode::FencedCode { .. }) {
-            &[]
-        } else {
-            tools
+        let (listed, messages) = match &mode {
+            Mode::FencedCode { tool, .. } => (&[][..], fenced_history(&request.messages, tool)),
+            _ => (tools, request.messages.clone()),
         };
-        let mut prompt = self
-            .inner
-            .template
-            .render(&request.messages, listed)
-            .map_err(|e| LlmError::BadRequest {
-                status: 400,
-                message: e,
-            })?;
+        let mut prompt =
+            self.inner
+                .template
+                .render(&messages, listed)
+                .map_err(|e| LlmError::BadRequest {
+                    status: 400,
+                    message: e,
+                })?;
         if matches!(mode, Mode::ToolCall { .. }) && tags {
             // The model's own format; the grammar takes it from here.
             prompt.push_str(crate::llm::fenced::TOOL_OPEN);
@@ -369,6 +437,7 @@ impl Llm for EmbeddedModel {
             temperature: request.temperature.map(f64::from),
             seed: self.inner.seed.fetch_add(1, Ordering::Relaxed),
             mode,
+            reuse_cache: self.inner.prefix_cache.load(Ordering::Relaxed),
             tx,
         };
         self.inner
@@ -405,14 +474,18 @@ pub(crate) mod tests {
             PathBuf::from,
         );
         if path.is_file() {
-            Some(path)
-        } else {
-            println!(
-                "skipped: no model at {} (run `scripts/fetch-model.sh data` or set RUNCELL_TEST_MODEL)",
-                path.display()
-            );
-            None
+            return Some(path);
         }
+        let why = format!(
+            "no model at {} (run `scripts/fetch-model.sh data` or set RUNCELL_TEST_MODEL)",
+            path.display()
+        );
+        // As the integration tests' peers: a missing model fails the test
+        // when peers are required (scripts/test.sh).
+        let required = std::env::var("RUNCELL_TEST_REQUIRE_PEERS").is_ok_and(|v| v == "1");
+        assert!(!required, "{why} and RUNCELL_TEST_REQUIRE_PEERS=1");
+        println!("skipped: {why}");
+        None
     }
 
     /// One model for the whole test binary.
@@ -611,6 +684,76 @@ pub(crate) mod tests {
         assert!(stats.generated_tokens <= 4);
     }
 
+    /// A follow-up in the same conversation computes only its new tokens
+    /// (the prompt and the fenced block generated before are in the KV
+    /// cache) and answers exactly as from an empty cache. Its own model, so
+    /// that other tests' requests do not evict the cache in between.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_warm_cache_answers_exactly_as_a_cold_one() {
+        let Some(path) = test_model_path() else {
+            return;
+        };
+        let model = EmbeddedModel::load(EmbeddedConfig {
+            path,
+            ..EmbeddedConfig::default()
+        })
+        .unwrap();
+        let first = ChatRequest {
+            messages: vec![
+                Message::system("You write short Python programs."),
+                Message::user("Write Python that prints the factorial of 5"),
+            ],
+            tools: vec![crate::llm::tools::execute_code_spec()],
+            tool_choice: ToolChoice::Named("execute_code".into()),
+            max_tokens: Some(120),
+            temperature: Some(0.0),
+            ..ChatRequest::default()
+        };
+        let (_, done) = collect(&model, first.clone()).await;
+        let first_prompt = model.last_stats().unwrap().prompt_tokens;
+        let call = done.tool_calls.first().cloned().expect("a tool call");
+        let mut messages = first.messages.clone();
+        messages.push(Message {
+            tool_calls: vec![call.clone()],
+            ..Message::assistant("")
+        });
+        messages.push(Message::tool(
+            call.id.clone(),
+            "120\n\nNow change it to print the factorials of 1 to 6.",
+        ));
+        let follow_up = ChatRequest {
+            messages,
+            ..first.clone()
+        };
+
+        let (_, warm) = collect(&model, follow_up.clone()).await;
+        let warm_stats = model.last_stats().unwrap();
+        model.set_prefix_cache(false);
+        let (_, cold) = collect(&model, follow_up.clone()).await;
+        let cold_stats = model.last_stats().unwrap();
+        model.set_prefix_cache(true);
+        // The same prompt once more, warm: all but its last token cached.
+        let (_, again) = collect(&model, follow_up).await;
+        let again_stats = model.last_stats().unwrap();
+        println!(
+            "first prompt {first_prompt} tokens; follow-up {} tokens: warm {} cached, prefill {:?}; cold prefill {:?}",
+            warm_stats.prompt_tokens,
+            warm_stats.cached_tokens,
+            warm_stats.prefill,
+            cold_stats.prefill
+        );
+        assert!(
+            warm_stats.cached_tokens > first_prompt,
+            "the generated block is reused too: {warm_stats:?}"
+        );
+        assert_eq!(cold_stats.cached_tokens, 0);
+        assert_eq!(again_stats.cached_tokens, again_stats.prompt_tokens - 1);
+        assert_eq!(warm.tool_calls, cold.tool_calls);
+        assert_eq!(warm.text, cold.text);
+        assert_eq!(again.tool_calls, cold.tool_calls);
+        assert_eq!(warm.finish_reason, FinishReason::ToolCalls);
+    }
+
     /// Structured output: the reply parses against the schema.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn real_model_follows_a_response_schema() {
@@ -654,7 +797,35 @@ pub(crate) mod tests {
 #[cfg(test)]
 mod control_token_tests {
     use super::*;
-    use crate::llm::Message;
+    use crate::llm::ToolCall;
+
+    #[test]
+    fn fenced_history_repeats_the_generated_block() {
+        let mut call = Message::assistant("");
+        call.tool_calls.push(ToolCall {
+            id: "call_0".into(),
+            name: "execute_code".into(),
+            arguments: r#"{"language": "python", "code": "print(1)\n"}"#.into(),
+        });
+        let mut other = Message::assistant("Running it.");
+        other.tool_calls.push(ToolCall {
+            id: "call_1".into(),
+            name: "search".into(),
+            arguments: "{}".into(),
+        });
+        let history = vec![
+            Message::user("Run it"),
+            call,
+            Message::tool("call_0", "1\n"),
+            other.clone(),
+        ];
+        let got = fenced_history(&history, "execute_code");
+        assert_eq!(got[0], history[0]);
+        assert_eq!(got[1].content, "```python\nprint(1)\n```");
+        assert!(got[1].tool_calls.is_empty());
+        assert_eq!(got[2], history[2]);
+        assert_eq!(got[3], other);
+    }
 
     #[test]
     fn typed_control_tokens_stay_text() {

@@ -1,20 +1,25 @@
 //! The weights: a GGUF file read once into memory, with the tensor types
 //! candle only has slow scalar kernels for (Q4_1, Q5_0, Q5_1) requantised to
-//! Q8_0, then handed to candle-transformers' quantized Qwen2 or Llama.
+//! Q8_0, then handed to our Qwen2 ([`super::qwen2`], whose KV cache can be
+//! cut back to a shared prefix) or candle-transformers' quantized Llama.
 //!
-//! The file is read, not memory-mapped: mapping needs `unsafe`.
+//! The file is read, not memory-mapped (mapping needs `unsafe`), and read
+//! where it lies: each tensor is copied out once, so loading holds the
+//! weights once, not twice.
 
-use std::io::Cursor;
+use std::io::{Cursor, Read, Seek, SeekFrom};
 use std::path::Path;
 
 use candle_core::quantized::gguf_file::Content;
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
-use candle_transformers::models::{quantized_llama, quantized_qwen2};
+use candle_transformers::models::quantized_llama;
+
+use super::qwen2;
 
 /// One of the architectures candle-transformers can run from a GGUF.
 pub enum Weights {
-    Qwen2(quantized_qwen2::ModelWeights),
+    Qwen2(qwen2::ModelWeights),
     Llama(quantized_llama::ModelWeights),
 }
 
@@ -38,6 +43,19 @@ impl Weights {
             Self::Llama(m) => m.clear_kv_cache(),
         }
     }
+
+    /// Keeps at most the first `n` cached positions and says how many were
+    /// kept: `n` for Qwen2, 0 for Llama (whose cache can only be cleared).
+    /// On an error the cache is empty.
+    pub fn keep_kv_cache(&mut self, n: usize) -> candle_core::Result<usize> {
+        match self {
+            Self::Qwen2(m) => m.truncate_kv_cache(n).map(|()| n),
+            Self::Llama(m) => {
+                m.clear_kv_cache();
+                Ok(0)
+            }
+        }
+    }
 }
 
 /// Whether candle runs `dtype` through a scalar (slow) kernel.
@@ -51,10 +69,57 @@ pub fn requant_q8_0(t: &QTensor) -> candle_core::Result<QTensor> {
     QTensor::quantize(&dense, GgmlDType::Q8_0)
 }
 
-/// A parsed GGUF whose tensors can be read from `data`.
+/// Anything candle's tensor reader can read from.
+trait ReadSeek: Read + Seek + Send {}
+impl<T: Read + Seek + Send> ReadSeek for T {}
+
+/// The GGUF file, read where it lies (not held in memory: the weights are
+/// copied out of it once), followed by the requantised tensors' bytes, as
+/// one seekable stream.
+struct Source {
+    file: Box<dyn ReadSeek>,
+    file_len: u64,
+    extra: Vec<u8>,
+    pos: u64,
+}
+
+impl Read for Source {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.pos < self.file_len {
+            let n = buf.len().min((self.file_len - self.pos) as usize);
+            self.file.seek(SeekFrom::Start(self.pos))?;
+            let got = self.file.read(&mut buf[..n])?;
+            self.pos += got as u64;
+            return Ok(got);
+        }
+        let at = (self.pos - self.file_len) as usize;
+        let rest = self.extra.get(at..).unwrap_or_default();
+        let n = buf.len().min(rest.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl Seek for Source {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        let len = self.file_len + self.extra.len() as u64;
+        let target = match to {
+            SeekFrom::Start(n) => Some(n),
+            SeekFrom::End(d) => len.checked_add_signed(d),
+            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+        };
+        self.pos = target.ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "seek before the start")
+        })?;
+        Ok(self.pos)
+    }
+}
+
+/// A parsed GGUF whose tensors can be read.
 pub struct Gguf {
     pub content: Content,
-    pub data: Vec<u8>,
+    source: Source,
     /// How many tensors were requantised to Q8_0.
     pub requantised: usize,
 }
@@ -62,7 +127,7 @@ pub struct Gguf {
 impl std::fmt::Debug for Gguf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Gguf")
-            .field("bytes", &self.data.len())
+            .field("bytes", &self.source.file_len)
             .field("tensors", &self.content.tensor_infos.len())
             .field("requantised", &self.requantised)
             .finish()
@@ -70,18 +135,34 @@ impl std::fmt::Debug for Gguf {
 }
 
 impl Gguf {
-    /// Reads `path` and requantises the slow tensor types. Errors are plain
+    /// Opens `path` and requantises the slow tensor types. Errors are plain
     /// text for [`crate::llm::LlmError::ModelFile`].
     pub fn read(path: &Path) -> Result<Self, String> {
-        let data = std::fs::read(path).map_err(|e| e.to_string())?;
-        Self::from_bytes(data)
+        let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+        let file_len = file.metadata().map_err(|e| e.to_string())?.len();
+        Self::from_source(Source {
+            file: Box::new(std::io::BufReader::new(file)),
+            file_len,
+            extra: Vec::new(),
+            pos: 0,
+        })
     }
 
-    pub fn from_bytes(mut data: Vec<u8>) -> Result<Self, String> {
-        let mut content = Content::read(&mut Cursor::new(&data))
-            .map_err(|e| format!("not a readable GGUF file: {e}"))?;
-        // Append the Q8_0 copies after the original data and point the
-        // tensor table at them; the originals' bytes are simply unused.
+    pub fn from_bytes(data: Vec<u8>) -> Result<Self, String> {
+        let file_len = data.len() as u64;
+        Self::from_source(Source {
+            file: Box::new(Cursor::new(data)),
+            file_len,
+            extra: Vec::new(),
+            pos: 0,
+        })
+    }
+
+    fn from_source(mut source: Source) -> Result<Self, String> {
+        let mut content =
+            Content::read(&mut source).map_err(|e| format!("not a readable GGUF file: {e}"))?;
+        // Append the Q8_0 copies after the file's data and point the tensor
+        // table at them; the originals' bytes are simply not read.
         let mut names: Vec<String> = content
             .tensor_infos
             .iter()
@@ -92,9 +173,8 @@ impl Gguf {
         let mut requantised = 0;
         for name in names {
             let q8 = {
-                let mut cursor = Cursor::new(&data);
                 let t = content
-                    .tensor(&mut cursor, &name, &Device::Cpu)
+                    .tensor(&mut source, &name, &Device::Cpu)
                     .map_err(|e| format!("tensor {name}: {e}"))?;
                 // Row lengths that are not a multiple of 32 stay as they are.
                 match requant_q8_0(&t) {
@@ -103,19 +183,20 @@ impl Gguf {
                 }
             };
             let bytes = q8.data().map_err(|e| format!("tensor {name}: {e}"))?;
-            let base = content.tensor_data_offset as usize;
-            let start = data.len().div_ceil(32) * 32;
-            data.resize(start, 0);
-            data.extend_from_slice(&bytes);
+            let base = content.tensor_data_offset;
+            let end = source.file_len + source.extra.len() as u64;
+            let start = end.div_ceil(32) * 32;
+            source.extra.resize((start - source.file_len) as usize, 0);
+            source.extra.extend_from_slice(&bytes);
             if let Some(info) = content.tensor_infos.get_mut(&name) {
                 info.ggml_dtype = GgmlDType::Q8_0;
-                info.offset = (start - base) as u64;
+                info.offset = start - base;
             }
             requantised += 1;
         }
         Ok(Self {
             content,
-            data,
+            source,
             requantised,
         })
     }
@@ -144,10 +225,10 @@ impl Gguf {
     /// The model, by `general.architecture`. Consumes the file's bytes.
     pub fn into_weights(self) -> Result<Weights, String> {
         let arch = self.architecture();
-        let mut reader = Cursor::new(self.data);
+        let mut reader = self.source;
         let device = Device::Cpu;
         match arch.as_str() {
-            "qwen2" => quantized_qwen2::ModelWeights::from_gguf(self.content, &mut reader, &device)
+            "qwen2" => qwen2::ModelWeights::from_gguf(&self.content, &mut reader, &device)
                 .map(Weights::Qwen2),
             "llama" => quantized_llama::ModelWeights::from_gguf(self.content, &mut reader, &device)
                 .map(Weights::Llama),
@@ -190,6 +271,63 @@ mod tests {
         }
         assert!(!needs_requant(GgmlDType::Q8_0));
         assert!(!needs_requant(GgmlDType::Q4K));
+    }
+
+    #[test]
+    fn the_source_reads_the_file_then_the_extra_bytes() {
+        let mut source = Source {
+            file: Box::new(Cursor::new(b"abcdef".to_vec())),
+            file_len: 6,
+            extra: b"XYZ".to_vec(),
+            pos: 0,
+        };
+        let mut all = Vec::new();
+        source.read_to_end(&mut all).unwrap();
+        assert_eq!(all, b"abcdefXYZ");
+        source.seek(SeekFrom::Start(4)).unwrap();
+        let mut buf = [0u8; 4];
+        source.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"efXY");
+        assert_eq!(source.seek(SeekFrom::End(-1)).unwrap(), 8);
+        assert!(source.seek(SeekFrom::Current(-20)).is_err());
+    }
+
+    #[test]
+    fn slow_tensors_are_read_back_as_q8_0() {
+        let values: Vec<f32> = (0..64 * 4).map(|i| ((i as f32) * 0.37).sin()).collect();
+        let dense = Tensor::from_vec(values, (4, 64), &Device::Cpu).unwrap();
+        let slow = QTensor::quantize(&dense, GgmlDType::Q5_0).unwrap();
+        let fast = QTensor::quantize(&dense, GgmlDType::Q8_0).unwrap();
+        let mut file = Vec::new();
+        let arch = candle_core::quantized::gguf_file::Value::String("qwen2".to_string());
+        candle_core::quantized::gguf_file::write(
+            &mut Cursor::new(&mut file),
+            &[("general.architecture", &arch)],
+            &[("slow", &slow), ("fast", &fast)],
+        )
+        .unwrap();
+        let mut gguf = Gguf::from_bytes(file).unwrap();
+        assert_eq!(gguf.requantised, 1);
+        assert_eq!(gguf.architecture(), "qwen2");
+        for name in ["slow", "fast"] {
+            let t = gguf
+                .content
+                .tensor(&mut gguf.source, name, &Device::Cpu)
+                .unwrap();
+            assert_eq!(t.dtype(), GgmlDType::Q8_0, "{name}");
+            // Against what the file held: the requantisation adds little.
+            let held = if name == "slow" { &slow } else { &fast };
+            let held = held.dequantize(&Device::Cpu).unwrap();
+            let err: f32 = (t.dequantize(&Device::Cpu).unwrap() - &held)
+                .unwrap()
+                .abs()
+                .unwrap()
+                .max_all()
+                .unwrap()
+                .to_scalar()
+                .unwrap();
+            assert!(err < 0.02, "{name}: {err}");
+        }
     }
 
     #[test]
