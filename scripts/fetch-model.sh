@@ -5,7 +5,7 @@
 # them in numeric order, checks the pinned sha256 and installs the file as
 # <data-dir>/models/<file>.
 #
-#   scripts/fetch-model.sh [data-dir] [0.5b|1.5b|all]   (default: ./data 0.5b)
+#   scripts/fetch-model.sh [data-dir] [0.5b|1.5b|all]   (default: ./data 1.5b)
 #
 #   0.5b  Qwen2.5-Coder-0.5B-Instruct   491 MB  qwen2.5-coder-0.5b-instruct.gguf
 #   1.5b  Qwen2.5-Coder-1.5B-Instruct   1.1 GB  qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
@@ -16,7 +16,7 @@
 set -euo pipefail
 
 # The model fetched when none is named.
-default_model=0.5b
+default_model=1.5b
 
 data_dir=${1:-./data}
 which=${2:-$default_model}

@@ -159,10 +159,11 @@ fn list_marker(text: &str, start: usize, end: usize) -> bool {
 /// Whether `mention` names `source`: the same number, or `source` rounded
 /// to the decimals the mention is given with, or a percentage of it.
 pub fn names(mention: &Figure, source: &Figure) -> bool {
-    let candidates: &[f64] = if mention.percent && !source.percent {
-        &[source.value, source.value * 100.0]
-    } else {
-        &[source.value]
+    // `45%` names 0.45, and `0.15` names the question's `15%`.
+    let candidates: &[f64] = match (mention.percent, source.percent) {
+        (true, false) => &[source.value, source.value * 100.0],
+        (false, true) => &[source.value, source.value / 100.0],
+        _ => &[source.value],
     };
     candidates.iter().any(|&s| {
         let half = 0.5 * 10f64.powi(-mention.decimals);
@@ -267,6 +268,14 @@ mod tests {
         assert!(invented("East had about 5,200.3", &[out], "").is_empty());
         assert!(invented("West had 4,100.50", &[out], "").is_empty());
         assert!(invented("a share of 45.2% or 45%", &[out], "").is_empty());
+        assert!(
+            invented(
+                "It multiplied 2480 by 0.15.",
+                &["372.0", "What is 15% of 2480?"],
+                ""
+            )
+            .is_empty()
+        );
         assert_eq!(invented("East had 5201.", &[out], ""), vec!["5201"]);
         assert_eq!(invented("East had 5200.31", &[out], ""), vec!["5200.31"]);
         assert_eq!(

@@ -223,18 +223,7 @@ pub fn history(notebook: &Notebook, budget: usize) -> Vec<Message> {
                 &cut(&report_of_cell(result), MAX_REPORT_BYTES),
                 explanation,
             );
-            let cost: usize = messages
-                .iter()
-                .map(|m| {
-                    approx_tokens(&m.content)
-                        + approx_tokens(
-                            &m.tool_calls
-                                .first()
-                                .map(|c| c.arguments.as_str())
-                                .unwrap_or_default(),
-                        )
-                })
-                .sum();
+            let cost: usize = messages.iter().map(|m| approx_tokens(&m.content)).sum();
             if used + cost <= budget {
                 used += cost;
                 turns.push(messages.to_vec());

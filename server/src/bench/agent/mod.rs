@@ -481,7 +481,7 @@ fn mentions(line: &str, needle: &str) -> bool {
     line.match_indices(needle).any(|(at, _)| {
         let before = line[..at].chars().next_back();
         let after = line[at + needle.len()..].chars().next();
-        !(starts_word && word(before)) && !(ends_word && word(after))
+        !(starts_word && word(before) || ends_word && word(after))
     })
 }
 
@@ -665,6 +665,16 @@ mod tests {
         };
         assert!(right(&leap, "Is 2100 a leap year? False\n"));
         assert!(!right(&leap, "not sure: True\n"), "`no` is not in `not`");
+    }
+
+    #[test]
+    fn a_lone_name_is_right_on_its_line() {
+        let e = Expect::Text {
+            right: vec!["llecnur".into()],
+            wrong: Vec::new(),
+        };
+        assert!(right(&e, "llecnur\n"));
+        assert!(right(&e, "Reversed: llecnur\n"));
     }
 
     #[test]

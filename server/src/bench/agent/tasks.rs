@@ -415,7 +415,7 @@ pub fn all() -> Vec<Task> {
         none(),
         vec![turn(
             "What is the square root of 2, to 6 decimal places?",
-            number(1.414214),
+            number(round(std::f64::consts::SQRT_2, 6)),
         )],
     );
 

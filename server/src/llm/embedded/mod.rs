@@ -41,11 +41,12 @@ use crate::llm::{
 };
 
 /// The default model's file, as `scripts/fetch-model.sh` installs it under
-/// `<data-dir>/models/`: Qwen2.5-Coder-0.5B-Instruct (Apache-2.0).
-pub const DEFAULT_MODEL_FILE: &str = "qwen2.5-coder-0.5b-instruct.gguf";
+/// `<data-dir>/models/`: Qwen2.5-Coder-1.5B-Instruct Q4_K_M (Apache-2.0),
+/// chosen over the 0.5B by `runcell bench agent` (see the README's table).
+pub const DEFAULT_MODEL_FILE: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
 /// Its sha256, pinned by `scripts/fetch-model.sh`.
 pub const DEFAULT_MODEL_SHA256: &str =
-    "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32";
+    "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046";
 
 /// Whether forced calls of an `execute_code`-shaped tool are generated as a
 /// constrained fenced code block (streamed as the JSON arguments) rather than
@@ -578,7 +579,7 @@ pub(crate) mod tests {
         let Some(model) = test_model() else { return };
         assert_eq!(model.backend(), "embedded");
         let models = model.models().await.unwrap();
-        assert_eq!(models[0].id, "qwen2.5-coder-0.5b-instruct");
+        assert_eq!(models[0].id, DEFAULT_MODEL_FILE.trim_end_matches(".gguf"));
 
         // A required tool call.
         let started = Instant::now();
