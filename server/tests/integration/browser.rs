@@ -288,10 +288,20 @@ async fn the_page_runs_the_programs_and_keeps_their_state() {
         "k2",
     )
     .await;
-    // The scripted model tries its fix: the same code, again in the page.
+    // The scripted model tries its fix: the same code, again in the page
+    // (which prints something: a fix that printed nothing would not have
+    // answered, and would be sent back once more).
     let mut events = Vec::new();
     let (run, _, _) = next_run_after(&mut page, &mut events).await;
-    answer(&mut page, run, Vec::new(), "k2").await;
+    answer(
+        &mut page,
+        run,
+        vec![Output::Stdout {
+            text: "x is back\n".into(),
+        }],
+        "k2",
+    )
+    .await;
     events.extend(rest_of_turn(&mut page).await);
     let outputs = result_outputs(&events);
     assert!(
