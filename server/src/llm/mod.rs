@@ -10,7 +10,6 @@ pub mod conformance;
 pub mod embedded;
 pub mod eval;
 pub mod fenced;
-pub mod lazy;
 mod metered;
 pub mod openai;
 pub mod scripted;
