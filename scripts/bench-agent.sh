@@ -8,6 +8,7 @@
 #       llama-cpp-python's OpenAI-compatible server on the same GGUF, which
 #       runcell talks to as to any OpenAI-compatible server
 #
+# RUNCELL_BENCH_LOG=FILE keeps the server's log.
 # Needs a release build (scripts/build.sh). Prints the bench's table; pass
 # `--out FILE.json` to keep every turn's details.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -26,6 +27,10 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 data=$(mktemp -d)
 pids=()
 cleanup() {
+  # RUNCELL_BENCH_LOG=FILE keeps the server's log (why a turn went as it did).
+  if [ -n "${RUNCELL_BENCH_LOG:-}" ] && [ -f "$data/runcell.log" ]; then
+    cp "$data/runcell.log" "$RUNCELL_BENCH_LOG"
+  fi
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$data"

@@ -81,15 +81,16 @@ fn describe() {
     );
     describe_counter!(
         "runcell_explanations_total",
-        "Explanations written, by outcome: grounded (every figure in the output or the question), regrounded (after one withdrawn for an invented figure), fallback (a plain statement quoting the output stood instead)"
+        "Explanations written, by outcome: grounded (every figure in the output or the question), regrounded (after one withdrawn for an invented figure), pruned (the second still invented one: its grounded sentences stood), fallback (a plain statement quoting the output stood instead)"
     );
     describe_counter!(
         "runcell_unanswered_total",
-        "Programs that ran but did not answer (printed nothing, only empty values, or never grouped for a per-group question), by reason and whether a fix was asked"
+        "Programs that ran but did not answer (printed nothing, only empty values or only an unasked chart, never grouped for a per-group question, or printed a whole column for one value), by reason and whether a fix was asked"
     );
 }
 
-/// An explanation stood (`grounded`, `regrounded` or `fallback`).
+/// An explanation stood (`grounded`, `regrounded`, `pruned` to its grounded
+/// sentences, or a `fallback` quoting the output).
 pub fn explained(outcome: &'static str) {
     counter!("runcell_explanations_total", "outcome" => outcome).increment(1);
 }

@@ -5,42 +5,160 @@
 //! of totals per region). Such a program goes back to the model as a fix,
 //! like one that failed.
 
-/// Why the result does not answer `question`, as a note for the model;
-/// `None` when nothing is wrong that can be told from the outside.
-pub fn doubt(question: &str, language: &str, code: &str, report: &str) -> Option<&'static str> {
+/// What is wrong with a program that ran, told from the outside.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Doubt {
+    /// It printed nothing at all.
+    Nothing,
+    /// It printed only `None`, `NaN`, an empty frame and the like.
+    Empty,
+    /// The question asks per group; the pandas program never groups.
+    Ungrouped,
+    /// It only drew a chart, and the question asked for none.
+    OnlyFigure,
+    /// The question asks for one value; the program printed a whole
+    /// column (a pandas Series), as `df.a * df.b.sum()` does.
+    WholeColumn,
+}
+
+impl Doubt {
+    /// What the model is told, in place of an explanation request.
+    pub fn note(self) -> &'static str {
+        match self {
+            Doubt::Nothing => NOTHING,
+            Doubt::Empty => EMPTY,
+            Doubt::Ungrouped => UNGROUPED,
+            Doubt::OnlyFigure => ONLY_FIGURE,
+            Doubt::WholeColumn => WHOLE_COLUMN,
+        }
+    }
+
+    /// Its name in metrics and logs.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Doubt::Nothing => "printed_nothing",
+            Doubt::Empty => "empty_value",
+            Doubt::Ungrouped => "never_grouped",
+            Doubt::OnlyFigure => "only_a_chart",
+            Doubt::WholeColumn => "whole_column",
+        }
+    }
+}
+
+/// Why the result does not answer `question`; `None` when nothing is wrong
+/// that can be told from the outside.
+pub fn doubt(question: &str, language: &str, code: &str, report: &str) -> Option<Doubt> {
     if printed_nothing(report) {
-        return Some(NOTHING);
+        return Some(Doubt::Nothing);
     }
     if only_empty_values(report) {
-        return Some(EMPTY);
+        return Some(Doubt::Empty);
     }
-    if language == "python" && uses_pandas(code) && asks_per_group(question) && !groups(code) {
-        return Some(UNGROUPED);
+    if only_figures(report) && !asks_for_chart(question) {
+        return Some(Doubt::OnlyFigure);
+    }
+    if language != "python" || !uses_pandas(code) {
+        return None;
+    }
+    let per_group = asks_per_group(question);
+    if per_group && !groups(code) {
+        return Some(Doubt::Ungrouped);
+    }
+    if !per_group && asks_one_value(question) && prints_series(report) {
+        return Some(Doubt::WholeColumn);
     }
     None
 }
 
-/// Which of the doubts it was, for metrics and logs.
-pub fn reason(note: &str) -> &'static str {
-    match note {
-        NOTHING => "printed_nothing",
-        EMPTY => "empty_value",
-        UNGROUPED => "never_grouped",
-        _ => "other",
-    }
-}
-
-pub const NOTHING: &str = "The program ran but printed nothing, so it did not answer the \
+const NOTHING: &str = "The program ran but printed nothing, so it did not answer the \
 question. Write the complete program again so that it prints the answer with a short label.";
 
-pub const EMPTY: &str = "The program ran but printed only an empty value (None, NaN or an \
+const EMPTY: &str = "The program ran but printed only an empty value (None, NaN or an \
 empty table), which does not answer the question. Find why the value is empty (a wrong \
 column name, a filter that matches nothing, a function that returns nothing) and write the \
 complete corrected program.";
 
-pub const UNGROUPED: &str = "The question asks for figures per group, but the program never \
+const UNGROUPED: &str = "The question asks for figures per group, but the program never \
 groups its rows. Write the complete program again: group the rows first (for example with \
 groupby), print the grouped table, then print the answer taken from it.";
+
+const ONLY_FIGURE: &str = "The program only drew a chart, which the question did not ask \
+for, and printed no answer. Write the complete program again without a chart: compute the \
+answer and print it with a short label.";
+
+const WHOLE_COLUMN: &str = "The question asks for one value, but the program printed a \
+whole column of values (a pandas Series). Write the complete program again so that it \
+reduces the column to the one value asked for; mind the parentheses: the total of a product \
+is `(df['a'] * df['b']).sum()`, while `df['a'] * df['b'].sum()` multiplies every row by a \
+total.";
+
+/// The figure markers of a program that drew and printed nothing else.
+fn only_figures(report: &str) -> bool {
+    let mut lines = report.lines().map(str::trim).filter(|l| !l.is_empty());
+    let mut any = false;
+    for line in lines.by_ref() {
+        if line != "[a figure was shown]" {
+            return false;
+        }
+        any = true;
+    }
+    any
+}
+
+/// "plot", "chart", "draw", "histogram"...: a chart is what was asked for.
+fn asks_for_chart(question: &str) -> bool {
+    let q = question.to_lowercase();
+    [
+        "plot",
+        "chart",
+        "graph",
+        "draw",
+        "histogram",
+        "visual",
+        "figure",
+        "image",
+        "picture",
+        "diagram",
+        "scatter",
+        "heatmap",
+        "show me",
+    ]
+    .iter()
+    .any(|w| q.contains(w))
+}
+
+/// "What is the total revenue...", "the average price", "how many rows":
+/// one figure, unless the question lists or compares ("each", "per" are
+/// caught before this).
+fn asks_one_value(question: &str) -> bool {
+    let q = question.to_lowercase();
+    let one = [
+        "what is the total",
+        "what's the total",
+        "the total ",
+        "what is the sum",
+        "what is the average",
+        "what is the mean",
+        "what is the median",
+        "the average ",
+        "the mean ",
+        "how many ",
+        "how much ",
+    ];
+    one.iter().any(|p| q.contains(p)) && !q.contains(" list ") && !q.starts_with("list ")
+}
+
+/// A pandas Series printed whole: a `Name: x, dtype: y` or `dtype: y` footer
+/// after more than a handful of index/value rows.
+fn prints_series(report: &str) -> bool {
+    let lines: Vec<&str> = report.lines().collect();
+    lines.iter().enumerate().any(|(i, line)| {
+        let footer = line.trim_start();
+        (footer.starts_with("Name: ") && footer.contains(", dtype: ")
+            || footer.starts_with("dtype: "))
+            && i >= 5
+    })
+}
 
 fn printed_nothing(report: &str) -> bool {
     let report = report.trim();
@@ -178,11 +296,14 @@ mod tests {
     fn a_program_that_printed_nothing_or_only_empty_values_did_not_answer() {
         assert_eq!(
             doubt("q", "python", "x = 1", "(the program printed nothing)"),
-            Some(NOTHING)
+            Some(Doubt::Nothing)
         );
-        assert_eq!(doubt("q", "python", "x = 1", "  \n"), Some(NOTHING));
-        assert_eq!(doubt("q", "python", "", "None\n"), Some(EMPTY));
-        assert_eq!(doubt("q", "python", "", "Average: nan\n"), Some(EMPTY));
+        assert_eq!(doubt("q", "python", "x = 1", "  \n"), Some(Doubt::Nothing));
+        assert_eq!(doubt("q", "python", "", "None\n"), Some(Doubt::Empty));
+        assert_eq!(
+            doubt("q", "python", "", "Average: nan\n"),
+            Some(Doubt::Empty)
+        );
         assert_eq!(
             doubt(
                 "q",
@@ -190,10 +311,13 @@ mod tests {
                 "",
                 "Empty DataFrame\nColumns: [region, units]\nIndex: []\n"
             ),
-            Some(EMPTY)
+            Some(Doubt::Empty)
         );
         assert_eq!(doubt("q", "python", "", "Total: 42\n"), None);
-        assert_eq!(doubt("q", "python", "", "[a figure was shown]\n"), None);
+        assert_eq!(
+            doubt("plot it", "python", "", "[a figure was shown]\n"),
+            None
+        );
         assert_eq!(doubt("q", "python", "", "None\n42\n"), None);
     }
 
@@ -211,7 +335,7 @@ mod tests {
         ] {
             assert_eq!(
                 doubt(q, "python", &per_row, "West\n"),
-                Some(UNGROUPED),
+                Some(Doubt::Ungrouped),
                 "{q}"
             );
             assert_eq!(doubt(q, "python", &grouped, "West 10\n"), None, "{q}");
@@ -230,9 +354,57 @@ mod tests {
     }
 
     #[test]
+    fn a_chart_nobody_asked_for_is_not_an_answer() {
+        let drew = "[a figure was shown]\n";
+        assert_eq!(
+            doubt("List the prime numbers below 50.", "python", "", drew),
+            Some(Doubt::OnlyFigure)
+        );
+        assert_eq!(doubt("Plot the primes below 50.", "python", "", drew), None);
+        assert_eq!(doubt("Draw a sine wave", "python", "", drew), None);
+        assert_eq!(
+            doubt(
+                "List the primes below 50.",
+                "python",
+                "",
+                "Primes: [2, 3]\n[a figure was shown]\n"
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn one_value_asked_and_a_whole_column_printed_is_not_an_answer() {
+        let column = "Total: 0     28269.72\n1      2355.81\n2     29054.99\n3     43975.12\n4     20417.02\n5      6282.16\nName: units, dtype: float64\n";
+        let q = "What is the total revenue (units times price) over all of sales.csv?";
+        let code = format!("{PANDAS}print(df['units'] * df['price'].sum())");
+        assert_eq!(doubt(q, "python", &code, column), Some(Doubt::WholeColumn));
+        assert_eq!(doubt(q, "python", &code, "Total: 28269.72\n"), None);
+        // Asked for a list, or per group: a column is the answer.
+        let grouped = format!("{PANDAS}print(df.groupby('region').units.sum())");
+        assert_eq!(
+            doubt("What is the total per region?", "python", &grouped, column),
+            None
+        );
+        assert_eq!(
+            doubt("Show the prices of all rows.", "python", &code, column),
+            None
+        );
+        // Not pandas: not judged.
+        assert_eq!(doubt(q, "python", "print(1)", column), None);
+    }
+
+    #[test]
     fn reasons_name_the_doubt() {
-        assert_eq!(reason(NOTHING), "printed_nothing");
-        assert_eq!(reason(EMPTY), "empty_value");
-        assert_eq!(reason(UNGROUPED), "never_grouped");
+        assert_eq!(Doubt::Nothing.reason(), "printed_nothing");
+        assert_eq!(Doubt::Empty.reason(), "empty_value");
+        assert_eq!(Doubt::Ungrouped.reason(), "never_grouped");
+        assert_eq!(Doubt::OnlyFigure.reason(), "only_a_chart");
+        assert_eq!(Doubt::WholeColumn.reason(), "whole_column");
+        assert!(
+            Doubt::WholeColumn
+                .note()
+                .contains("(df['a'] * df['b']).sum()")
+        );
     }
 }

@@ -208,6 +208,76 @@ fn without_quoted_code(text: &str, code: &str) -> String {
     out
 }
 
+/// The sentences of `explanation` that name no invented figure, when the
+/// first of them (the answer) does not: what stands of a model's second
+/// explanation that still invented a figure in how the program got it
+/// ("iterating from 2 to 49"). `None` when the answer itself is
+/// ungrounded, when nothing would be left, or when the text holds a code
+/// block (not cut into sentences).
+pub fn grounded_sentences(explanation: &str, sources: &[&str], code: &str) -> Option<String> {
+    if explanation.contains("```") {
+        return None;
+    }
+    let sentences = sentences(explanation);
+    let first = sentences.first()?;
+    if !invented(first, sources, code).is_empty() {
+        return None;
+    }
+    let kept: Vec<&str> = sentences
+        .iter()
+        .copied()
+        .filter(|s| invented(s, sources, code).is_empty())
+        .collect();
+    let text = kept.join(" ");
+    (!text.trim().is_empty()).then_some(text)
+}
+
+/// `text` cut after each `.`, `!` or `?` that ends a sentence (followed by
+/// a space or the end: a decimal point is not) and at each line break.
+fn sentences(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let mut start = 0;
+        let bytes = line.as_bytes();
+        for (i, &b) in bytes.iter().enumerate() {
+            let ends = matches!(b, b'.' | b'!' | b'?')
+                && bytes.get(i + 1).is_none_or(|c| c.is_ascii_whitespace());
+            if ends {
+                let sentence = line[start..=i].trim();
+                if !sentence.is_empty() {
+                    out.push(sentence);
+                }
+                start = i + 1;
+            }
+        }
+        let rest = line[start..].trim();
+        if !rest.is_empty() {
+            out.push(rest);
+        }
+    }
+    out
+}
+
+/// What stands when both of the model's explanations invented a figure:
+/// the second's grounded sentences, followed by the output quoted unless
+/// they already name one of its figures; or the output quoted alone. The
+/// flag says whether any of the model's sentences stood.
+pub fn stand_in(last: Option<&str>, output: &str, sources: &[&str], code: &str) -> (String, bool) {
+    let Some(kept) = last.and_then(|text| grounded_sentences(text, sources, code)) else {
+        return (fallback(output), false);
+    };
+    let shown = figures(output);
+    let quotes_output = shown.is_empty()
+        || figures(&kept)
+            .iter()
+            .any(|mention| shown.iter().any(|source| names(mention, source)));
+    if quotes_output {
+        (kept, true)
+    } else {
+        (format!("{kept}\n\n{}", fallback(output)), true)
+    }
+}
+
 /// A plain statement of the answer, quoting the output: what stands when
 /// the model cannot explain it without inventing figures.
 pub fn fallback(output: &str) -> String {
@@ -343,5 +413,49 @@ mod tests {
             text.contains("line 49") && !text.contains("line 10\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn what_stands_of_an_explanation_is_its_grounded_sentences() {
+        let out = "There are 15 prime numbers below 50: [2, 3, 5, 47]\n";
+        let q = "List the prime numbers below 50.";
+        let expl = "There are 15 primes below 50. The program checked the numbers from 2 to 49 \
+                    one by one. Each was divided by smaller numbers!";
+        assert_eq!(
+            grounded_sentences(expl, &[out, q], "").as_deref(),
+            Some("There are 15 primes below 50. Each was divided by smaller numbers!")
+        );
+        // The answer itself invented: nothing stands.
+        assert_eq!(
+            grounded_sentences("There are 16 primes. Fine.", &[out, q], ""),
+            None
+        );
+        // Decimals are not sentence ends; lines are.
+        assert_eq!(
+            sentences("It is 372.0 in total.\nDone"),
+            vec!["It is 372.0 in total.", "Done"]
+        );
+        assert_eq!(grounded_sentences("```\n15\n```", &[out], ""), None);
+        assert_eq!(grounded_sentences("", &[out], ""), None);
+    }
+
+    #[test]
+    fn a_stand_in_always_shows_the_output_or_its_figures() {
+        let out = "total: 42\n";
+        let sources = [out, "what is 6 times 7?"];
+        // Grounded sentences that name the output's figure stand alone.
+        let (text, pruned) = stand_in(Some("It is 42. Made of 12,345 parts."), out, &sources, "");
+        assert_eq!((text.as_str(), pruned), ("It is 42.", true));
+        // Ones that name none of it come with the output quoted.
+        let (text, pruned) = stand_in(Some("The code ran. Total 12,345."), out, &sources, "");
+        assert!(
+            pruned && text.starts_with("The code ran.") && text.contains("total: 42"),
+            "{text}"
+        );
+        assert!(!text.contains("12,345"));
+        // Nothing grounded, or nothing at all: the output quoted.
+        let (text, pruned) = stand_in(Some("It is 43."), out, &sources, "");
+        assert!(!pruned && text.starts_with("The program printed") && text.contains("total: 42"));
+        assert!(!stand_in(None, out, &sources, "").1);
     }
 }

@@ -10,6 +10,7 @@
 pub mod answered;
 mod code;
 mod execute;
+mod fix_hints;
 pub mod grounding;
 mod kernels;
 mod profile;
@@ -355,18 +356,18 @@ impl Agent {
             let doubt = (!ran.failed)
                 .then(|| answered::doubt(&text, &program.language, &program.code, &ran.report))
                 .flatten();
-            if let Some(note) = doubt {
+            if let Some(doubt) = doubt {
                 tracing::info!(
                     attempt,
-                    reason = answered::reason(note),
+                    reason = doubt.reason(),
                     retry,
                     "the program ran but did not answer"
                 );
-                crate::metrics::unanswered(answered::reason(note), retry);
+                crate::metrics::unanswered(doubt.reason(), retry);
             }
             let instruction = match (ran.failed, doubt) {
-                (true, _) if retry => prompt::FIX_REQUEST.to_string(),
-                (false, Some(note)) if retry => note.to_string(),
+                (true, _) if retry => prompt::fix_request(&ran.report),
+                (false, Some(doubt)) if retry => doubt.note().to_string(),
                 _ => prompt::EXPLAIN_REQUEST.to_string(),
             };
             let again = retry && (ran.failed || doubt.is_some());
@@ -582,6 +583,7 @@ impl Agent {
         cancel: &CancellationToken,
     ) -> bool {
         let sources = [ran.report.as_str(), question];
+        let mut last_text = None;
         for round in 0..2 {
             let request = ChatRequest {
                 model: model.clone(),
@@ -650,15 +652,15 @@ impl Agent {
                     ),
                 }),
             );
-            messages.push(Message::assistant(text));
+            messages.push(Message::assistant(text.clone()));
             messages.push(Message::user(prompt::regrounding_request(&invented)));
+            last_text = Some(text);
         }
-        crate::metrics::explained("fallback");
-        self.publish_text(
-            session,
-            CellKind::Explanation,
-            &grounding::fallback(&ran.report),
-        );
+        // What stands: the grounded sentences of the second explanation when
+        // its first (the answer) is grounded, with the output quoted.
+        let (text, pruned) = grounding::stand_in(last_text.as_deref(), &ran.report, &sources, code);
+        crate::metrics::explained(if pruned { "pruned" } else { "fallback" });
+        self.publish_text(session, CellKind::Explanation, &text);
         true
     }
 

@@ -51,7 +51,9 @@ const MAX_ERROR_BYTES: usize = 200;
 /// its conclusion.
 pub const SHOW_THE_TABLE: &str = "When the answer rests on a table computed from these files \
 (totals per group, counts, a filtered list), print that table before the answer, not only \
-the winning row or the final number, so that the person can see why.";
+the winning row or the final number, so that the person can see why. The sandbox has \
+pandas 3: select several columns with a list (`df[['a', 'b']]`), and for a total of a \
+product per group add the product as a column first, then group and sum that column.";
 
 /// How the profiler reads a file, by its name's extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -48,7 +48,9 @@ request, write one complete Python program that computes the answer and prints i
 short label. Include the imports it needs. Put the values from the request in the code: \
 never read input() or command-line arguments. The program runs in the same Python session \
 as the earlier programs of this conversation, so their variables and imports can be used. \
-Only when a chart is asked for, use matplotlib and call plt.show().";
+Compute every result in the program, never type one in yourself, and use exact integer \
+arithmetic (`**`, `//`) rather than floats for whole numbers. Only when a chart is asked \
+for, use matplotlib and call plt.show().";
 
 /// Added to the system prompt when the programs run in the person's page
 /// (the Browser sandbox), where most of the jail's packages are missing.
@@ -113,6 +115,15 @@ complete program that answers my question.";
 
 /// Sent after a failed program, asking for a fix.
 pub const FIX_REQUEST: &str = "The program failed. Write the complete corrected program.";
+
+/// The fix request for a failed program whose result is `report`: with the
+/// remedy for a known error when there is one.
+pub fn fix_request(report: &str) -> String {
+    match super::fix_hints::hint(report) {
+        Some(hint) => format!("{FIX_REQUEST} Hint: {hint}"),
+        None => FIX_REQUEST.to_string(),
+    }
+}
 
 /// Sent with the last program's result, asking for the explanation. The
 /// explanation continues the conversation the program was written in (the

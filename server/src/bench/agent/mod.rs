@@ -55,8 +55,12 @@ pub struct TurnResult {
     pub invented: Vec<String>,
     /// Explanations withdrawn for invented figures before one stood.
     pub withdrawn: usize,
-    /// The standing explanation is the plain statement quoting the output.
+    /// The standing explanation is the server's, not the model's: both of
+    /// the model's were withdrawn (or it is the plain statement quoting the
+    /// output).
     pub fallback: bool,
+    /// Of a fallback: the second explanation's grounded sentences stood.
+    pub pruned: bool,
     /// Programs written (1 + fixes).
     pub attempts: usize,
     pub seconds: f64,
@@ -420,13 +424,16 @@ pub fn judge(question: &str, expect: &Expect, history: &[SessionEvent]) -> TurnR
             code.map_or("", |c| c.text.as_str()),
         ),
         withdrawn: withdrawn_texts.len(),
-        withdrawn_texts,
         problem,
-        fallback: standing.starts_with("The program printed"),
+        // Two withdrawn: what stands is the server's, the second's grounded
+        // sentences (pruned) or a quote of the output.
+        fallback: withdrawn_texts.len() >= 2 || standing.starts_with("The program printed"),
+        pruned: withdrawn_texts.len() >= 2 && !standing.starts_with("The program printed"),
         attempts: cells.iter().filter(|c| c.kind == CellKind::Code).count(),
         code: code.map(|c| c.text.clone()).unwrap_or_default(),
         output: crate::sandbox::fit(&output, 4000).to_string(),
         explanation: standing,
+        withdrawn_texts,
         ..TurnResult::default()
     }
 }
@@ -512,7 +519,11 @@ fn print_task(result: &TaskResult) {
             } else {
                 String::new()
             },
-            if turn.fallback { " fallback" } else { "" },
+            match (turn.fallback, turn.pruned) {
+                (true, true) => " pruned",
+                (true, false) => " fallback",
+                _ => "",
+            },
             invented,
         );
         if let Some(problem) = &turn.problem {
@@ -531,6 +542,7 @@ pub struct Report {
     pub turns: usize,
     pub withdrawn: usize,
     pub fallbacks: usize,
+    pub pruned: usize,
     pub median_turn_s: f64,
     pub first_code_p50_s: f64,
     pub follow_up_first_code_p50_s: f64,
@@ -568,6 +580,7 @@ impl Report {
             turns: turns.len(),
             withdrawn: turns.iter().map(|t| t.withdrawn).sum(),
             fallbacks: turns.iter().filter(|t| t.fallback).count(),
+            pruned: turns.iter().filter(|t| t.pruned).count(),
             median_turn_s: median(turns.iter().map(|t| t.seconds).collect()),
             first_code_p50_s: median(first_turns),
             follow_up_first_code_p50_s: median(follow_ups),
@@ -575,13 +588,13 @@ impl Report {
     }
 
     pub fn header() -> String {
-        "| model | right | program ran | invented figure | withdrawn / fallback | median turn | first code p50 (first turns / follow-ups) |\n|---|---|---|---|---|---|---|".into()
+        "| model | right | program ran | invented figure | withdrawn / fallback (pruned) | median turn | first code p50 (first turns / follow-ups) |\n|---|---|---|---|---|---|---|".into()
     }
 
     pub fn row(&self, label: &str) -> String {
         let pct = |n: usize| 100.0 * n as f64 / self.tasks.max(1) as f64;
         format!(
-            "| {label} | {}/{} ({:.0}%) | {}/{} ({:.0}%) | {} | {} / {} | {:.1} s | {:.1} s / {:.1} s |",
+            "| {label} | {}/{} ({:.0}%) | {}/{} ({:.0}%) | {} | {} / {} ({}) | {:.1} s | {:.1} s / {:.1} s |",
             self.right,
             self.tasks,
             pct(self.right),
@@ -591,6 +604,7 @@ impl Report {
             self.invented,
             self.withdrawn,
             self.fallbacks,
+            self.pruned,
             self.median_turn_s,
             self.first_code_p50_s,
             self.follow_up_first_code_p50_s,
