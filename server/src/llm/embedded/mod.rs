@@ -17,6 +17,7 @@
 
 pub mod constrain;
 pub mod generate;
+pub mod lean_matmul;
 pub mod model;
 pub mod qwen2;
 pub mod shelf;

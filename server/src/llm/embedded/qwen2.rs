@@ -7,24 +7,27 @@
 //!   with the previous one only computes its new tokens;
 //! - the token embedding stays quantized (candle expands the whole
 //!   vocab × width table to f32: ~0.9 GB for the 1.5B); the rows a step
-//!   looks up are dequantized as they are needed.
+//!   looks up are dequantized as they are needed;
+//! - every weight is a [`LeanMatMul`], which holds the file's blocks alone
+//!   (candle's `QMatMul` adds a repacked copy of most of them).
 //!
 //! The tied output matrix and the embedding share one copy of the tensor.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use candle_core::quantized::{QMatMul, QStorage, QTensor, gguf_file};
+use candle_core::quantized::gguf_file;
 use candle_core::{DType, Device, IndexOp, Module, Result, Tensor};
 use candle_transformers::quantized_nn::RmsNorm;
 use candle_transformers::utils::repeat_kv;
 
-#[derive(Debug, Clone)]
+use super::lean_matmul::LeanMatMul;
+
+#[derive(Debug)]
 struct Mlp {
-    feed_forward_w1: QMatMul,
-    feed_forward_w2: QMatMul,
-    feed_forward_w3: QMatMul,
+    feed_forward_w1: LeanMatMul,
+    feed_forward_w2: LeanMatMul,
+    feed_forward_w3: LeanMatMul,
 }
 
 impl Module for Mlp {
@@ -36,15 +39,15 @@ impl Module for Mlp {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct LayerWeights {
-    attention_wq: QMatMul,
-    attention_wk: QMatMul,
-    attention_wv: QMatMul,
+    attention_wq: LeanMatMul,
+    attention_wk: LeanMatMul,
+    attention_wv: LeanMatMul,
     attention_bq: Tensor,
     attention_bk: Tensor,
     attention_bv: Tensor,
-    attention_wo: QMatMul,
+    attention_wo: LeanMatMul,
     attention_norm: RmsNorm,
     mlp: Mlp,
     ffn_norm: RmsNorm,
@@ -148,44 +151,17 @@ impl LayerWeights {
 /// The token embedding, kept quantized: rows are dequantized on lookup.
 #[derive(Debug)]
 struct QEmbedding {
-    table: Arc<QTensor>,
-    vocab: usize,
-    width: usize,
+    table: Arc<LeanMatMul>,
 }
 
 impl QEmbedding {
-    fn new(table: Arc<QTensor>) -> Result<Self> {
-        let (vocab, width) = table.shape().dims2()?;
-        Ok(Self {
-            table,
-            vocab,
-            width,
-        })
-    }
-
     /// `(batch, seq)` token ids to `(batch, seq, width)` f32.
     fn forward(&self, ids: &Tensor) -> Result<Tensor> {
         let (b_sz, seq_len) = ids.dims2()?;
         let ids = ids.flatten_all()?.to_vec1::<u32>()?;
-        let dtype = self.table.dtype();
-        let row_bytes = self.width / dtype.block_size() * dtype.type_size();
-        let data = self.table.data()?;
-        let mut rows = Vec::with_capacity(ids.len() * row_bytes);
-        for &id in &ids {
-            let id = id as usize;
-            if id >= self.vocab {
-                candle_core::bail!("token id {id} is outside the vocabulary of {}", self.vocab);
-            }
-            let start = id * row_bytes;
-            match data.get(start..start + row_bytes) {
-                Some(row) => rows.extend_from_slice(row),
-                None => candle_core::bail!("the embedding table is shorter than its shape"),
-            }
-        }
-        let storage = QStorage::from_data(Cow::Owned(rows), &Device::Cpu, dtype)?;
-        QTensor::new(storage, (ids.len(), self.width))?
-            .dequantize(&Device::Cpu)?
-            .reshape((b_sz, seq_len, self.width))
+        let rows = self.table.rows(&ids)?;
+        let width = rows.dim(1)?;
+        rows.reshape((b_sz, seq_len, width))
     }
 }
 
@@ -193,7 +169,7 @@ pub struct ModelWeights {
     tok_embeddings: QEmbedding,
     layers: Vec<LayerWeights>,
     norm: RmsNorm,
-    output: QMatMul,
+    output: Arc<LeanMatMul>,
     masks: HashMap<(usize, usize), Tensor>,
 }
 
@@ -245,17 +221,23 @@ impl ModelWeights {
 
         let neg_inf = Tensor::new(f32::NEG_INFINITY, device)?;
 
-        let tok_embeddings = Arc::new(ct.tensor(reader, "token_embd.weight", device)?);
+        let tok_embeddings = Arc::new(LeanMatMul::new(ct.tensor(
+            reader,
+            "token_embd.weight",
+            device,
+        )?)?);
         let norm = RmsNorm::from_qtensor(
             ct.tensor(reader, "output_norm.weight", device)?,
             rms_norm_eps,
         )?;
         let output = match ct.tensor(reader, "output.weight", device) {
-            Ok(v) => QMatMul::from_qtensor(v)?,
+            Ok(v) => Arc::new(LeanMatMul::new(v)?),
             // Tied embeddings: one copy serves both.
-            _ => QMatMul::from_arc(tok_embeddings.clone())?,
+            _ => tok_embeddings.clone(),
         };
-        let tok_embeddings = QEmbedding::new(tok_embeddings)?;
+        let tok_embeddings = QEmbedding {
+            table: tok_embeddings,
+        };
 
         let (cos, sin) = precomput_freqs_cis(head_dim, rope_freq_base, context_length, device)?;
 
@@ -282,9 +264,9 @@ impl ModelWeights {
                 let feed_forward_w3 =
                     ct.tensor(reader, &format!("{prefix}.ffn_up.weight"), device)?;
                 Mlp {
-                    feed_forward_w1: QMatMul::from_qtensor(feed_forward_w1)?,
-                    feed_forward_w2: QMatMul::from_qtensor(feed_forward_w2)?,
-                    feed_forward_w3: QMatMul::from_qtensor(feed_forward_w3)?,
+                    feed_forward_w1: LeanMatMul::new(feed_forward_w1)?,
+                    feed_forward_w2: LeanMatMul::new(feed_forward_w2)?,
+                    feed_forward_w3: LeanMatMul::new(feed_forward_w3)?,
                 }
             };
 
@@ -293,13 +275,13 @@ impl ModelWeights {
             let ffn_norm = ct.tensor(reader, &format!("{prefix}.ffn_norm.weight"), device)?;
 
             layers.push(LayerWeights {
-                attention_wq: QMatMul::from_qtensor(attention_wq)?,
-                attention_wk: QMatMul::from_qtensor(attention_wk)?,
-                attention_wv: QMatMul::from_qtensor(attention_wv)?,
+                attention_wq: LeanMatMul::new(attention_wq)?,
+                attention_wk: LeanMatMul::new(attention_wk)?,
+                attention_wv: LeanMatMul::new(attention_wv)?,
                 attention_bq: attention_bq.dequantize(device)?,
                 attention_bk: attention_bk.dequantize(device)?,
                 attention_bv: attention_bv.dequantize(device)?,
-                attention_wo: QMatMul::from_qtensor(attention_wo)?,
+                attention_wo: LeanMatMul::new(attention_wo)?,
                 attention_norm: RmsNorm::from_qtensor(attention_norm, rms_norm_eps)?,
                 cos: cos.clone(),
                 sin: sin.clone(),
