@@ -51,9 +51,17 @@ const MAX_ERROR_BYTES: usize = 200;
 /// its conclusion.
 pub const SHOW_THE_TABLE: &str = "When the answer rests on a table computed from these files \
 (totals per group, counts, a filtered list), print that table before the answer, not only \
-the winning row or the final number, so that the person can see why. The sandbox has \
-pandas 3: select several columns with a list (`df[['a', 'b']]`), and for a total of a \
-product per group add the product as a column first, then group and sum that column.";
+the winning row or the final number, so that the person can see why.";
+
+/// Added when a file is a table: the pandas-2 idiom the small models write
+/// most and pandas 3 refuses.
+pub const PANDAS_NOTE: &str = "The sandbox has pandas 3: select several columns with a list \
+(`df[['a', 'b']]`), never a tuple.";
+
+/// Added when a file is plain text: a small model reaches for `read_csv`
+/// on a log file and invents its columns.
+pub const TEXT_NOTE: &str = "Read a text or log file line by line (split each line, or match \
+it with a regular expression), not with pandas.read_csv.";
 
 /// How the profiler reads a file, by its name's extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -456,7 +464,8 @@ fn part(file: &NoteFile) -> String {
 }
 
 /// What the model is told about the session's files; `None` when there
-/// are none. At most [`MAX_NOTE_BYTES`] besides [`SHOW_THE_TABLE`]: the
+/// are none. At most [`MAX_NOTE_BYTES`] besides the hints ([`SHOW_THE_TABLE`],
+/// and [`PANDAS_NOTE`] or [`TEXT_NOTE`] for the kinds of file there are): the
 /// files that do not fit are counted.
 pub fn note(files: &[NoteFile]) -> Option<String> {
     if files.is_empty() {
@@ -477,6 +486,15 @@ pub fn note(files: &[NoteFile]) -> Option<String> {
     }
     note.push_str("\n\n");
     note.push_str(SHOW_THE_TABLE);
+    let has = |wanted: fn(&Profile) -> bool| files.iter().any(|f| f.profile.is_some_and(wanted));
+    if has(|p| matches!(p, Profile::Table(_) | Profile::Records(_))) {
+        note.push(' ');
+        note.push_str(PANDAS_NOTE);
+    }
+    if has(|p| matches!(p, Profile::Text { .. })) {
+        note.push(' ');
+        note.push_str(TEXT_NOTE);
+    }
     Some(note)
 }
 
@@ -741,10 +759,17 @@ mod tests {
             "- e.csv (10 bytes): could not be read (ParserError: bad)",
             "- photo.png (9000 bytes)\n\n",
             SHOW_THE_TABLE,
+            PANDAS_NOTE,
+            TEXT_NOTE,
         ] {
             assert!(note.contains(expected), "{expected}\n---\n{note}");
         }
         assert_eq!(super::note(&[]), None);
+        // Each hint only where its kind of file is.
+        let text_only = super::note(&shown[3..4]).unwrap();
+        assert!(text_only.contains(TEXT_NOTE) && !text_only.contains(PANDAS_NOTE));
+        let table_only = super::note(&shown[..1]).unwrap();
+        assert!(table_only.contains(PANDAS_NOTE) && !table_only.contains(TEXT_NOTE));
     }
 
     #[test]
@@ -764,7 +789,7 @@ mod tests {
             .collect();
         let note = note(&files).unwrap();
         assert!(
-            note.len() <= MAX_NOTE_BYTES + SHOW_THE_TABLE.len() + 2,
+            note.len() <= MAX_NOTE_BYTES + SHOW_THE_TABLE.len() + TEXT_NOTE.len() + 3,
             "{}",
             note.len()
         );

@@ -48,9 +48,9 @@ request, write one complete Python program that computes the answer and prints i
 short label. Include the imports it needs. Put the values from the request in the code: \
 never read input() or command-line arguments. The program runs in the same Python session \
 as the earlier programs of this conversation, so their variables and imports can be used. \
-Compute every result in the program, never type one in yourself, and use exact integer \
-arithmetic (`**`, `//`) rather than floats for whole numbers. Only when a chart is asked \
-for, use matplotlib and call plt.show().";
+Compute every result in the program, never type one in yourself, and keep whole numbers \
+exact (`2 ** 100`, not math.pow). Only when a chart is asked for, use matplotlib and call \
+plt.show().";
 
 /// Added to the system prompt when the programs run in the person's page
 /// (the Browser sandbox), where most of the jail's packages are missing.
