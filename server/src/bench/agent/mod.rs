@@ -124,11 +124,11 @@ impl Client {
         {
             self.cookie = Some(cookie.to_string());
         }
-        let status = response.status();
-        let body: serde_json::Value = response.json().await.map_err(fail)?;
-        if !status.is_success() {
-            return Err(fail(format!("creating a session: {status} {body}")));
-        }
+        let body: serde_json::Value = ok(response, "creating a session")
+            .await?
+            .json()
+            .await
+            .map_err(fail)?;
         body["id"]
             .as_str()
             .map(str::to_string)
@@ -143,12 +143,7 @@ impl Client {
             .send()
             .await
             .map_err(fail)?;
-        if !response.status().is_success() {
-            let status = response.status();
-            let body = response.text().await.unwrap_or_default();
-            return Err(fail(format!("uploading {name}: {status} {body}")));
-        }
-        Ok(())
+        ok(response, &format!("uploading {name}")).await.map(drop)
     }
 
     /// Asks `question` and reads the turn's events until it finishes:
@@ -167,11 +162,7 @@ impl Client {
             .send()
             .await
             .map_err(fail)?;
-        if !response.status().is_success() {
-            let status = response.status();
-            let body = response.text().await.unwrap_or_default();
-            return Err(fail(format!("asking: {status} {body}")));
-        }
+        let response = ok(response, "asking").await?;
         let mut events = Vec::new();
         let mut kinds = std::collections::HashMap::new();
         let mut first_code = None;
@@ -223,6 +214,20 @@ impl Client {
             .send()
             .await;
     }
+}
+
+/// `response` when it succeeded, else an error naming `what` failed, with
+/// the status and the start of the body.
+async fn ok(response: reqwest::Response, what: &str) -> Result<reqwest::Response, BenchError> {
+    let status = response.status();
+    if status.is_success() {
+        return Ok(response);
+    }
+    let body = response.text().await.unwrap_or_default();
+    Err(fail(format!(
+        "{what}: {status} {}",
+        crate::sandbox::fit(&body, 500)
+    )))
 }
 
 /// Runs every task against `options.url` and prints the report.
