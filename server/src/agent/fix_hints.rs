@@ -50,12 +50,46 @@ const HINTS: &[(&str, &str)] = &[
     ),
 ];
 
-/// The hint for a failed program's `report`, if its error is a known one.
-pub fn hint(report: &str) -> Option<&'static str> {
-    HINTS
-        .iter()
-        .find(|(needle, _)| report.contains(needle))
-        .map(|(_, hint)| *hint)
+/// The hint for a failed program's `report`, if its error is a known one:
+/// with the exact rewrite of the failing selection when the error is a
+/// pandas-2 tuple of columns and `code` shows where.
+pub fn hint(report: &str, code: &str) -> Option<String> {
+    let (needle, hint) = HINTS.iter().find(|(needle, _)| report.contains(needle))?;
+    let mut hint = hint.to_string();
+    if *needle == HINTS[0].0
+        && let Some(tuple) = tuple_selection(code)
+    {
+        hint.push_str(&format!(" Here: write `[{tuple}]` for `{tuple}`."));
+    }
+    Some(hint)
+}
+
+/// The first column selection written as a tuple, `['units', 'price']`
+/// right after a call or a name (`df.groupby(k)['a', 'b']`), as written.
+fn tuple_selection(code: &str) -> Option<&str> {
+    let bytes = code.as_bytes();
+    let mut from = 0;
+    let next = |from: usize| {
+        let rest = &code[from..];
+        [rest.find("['"), rest.find("[\"")]
+            .into_iter()
+            .flatten()
+            .min()
+            .map(|i| i + from)
+    };
+    while let Some(open) = next(from) {
+        from = open + 1;
+        let after_call = open > 0
+            && (matches!(bytes[open - 1], b')' | b'_') || bytes[open - 1].is_ascii_alphanumeric());
+        let Some(close) = code[open..].find(']').map(|i| i + open) else {
+            break;
+        };
+        let inside = &code[open + 1..close];
+        if after_call && inside.contains(',') && !inside.contains('\n') && !inside.contains('[') {
+            return Some(&code[open..=close]);
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -66,12 +100,29 @@ mod tests {
     fn known_errors_get_their_remedy_and_others_none() {
         let tuple = "ValueError: Cannot subset columns with a tuple with more than one \
                      element. Use a list instead.";
-        assert!(hint(tuple).is_some_and(|h| h.contains("[['a', 'b']]")));
+        assert!(hint(tuple, "").is_some_and(|h| h.contains("[['a', 'b']]") && !h.contains("Here")));
         let join = "IndexingError: Unalignable boolean Series provided as indexer";
-        assert!(hint(join).is_some_and(|h| h.contains("merged[merged[")));
+        assert!(hint(join, "").is_some_and(|h| h.contains("merged[merged[")));
         let field = "ValueError: invalid literal for int() with base 10: '/api/item/7'";
-        assert!(hint(field).is_some_and(|h| h.contains("first lines")));
-        assert_eq!(hint("ZeroDivisionError: division by zero"), None);
-        assert_eq!(hint(""), None);
+        assert!(hint(field, "").is_some_and(|h| h.contains("first lines")));
+        assert_eq!(hint("ZeroDivisionError: division by zero", ""), None);
+        assert_eq!(hint("", ""), None);
+    }
+
+    #[test]
+    fn a_tuple_of_columns_gets_its_rewrite() {
+        let tuple = "ValueError: Cannot subset columns with a tuple with more than one element.";
+        let code = "x = df['a']\nt = df.groupby('region')['units', 'price'].sum()\nprint(t)";
+        let h = hint(tuple, code).unwrap();
+        assert!(
+            h.ends_with("Here: write `[['units', 'price']]` for `['units', 'price']`."),
+            "{h}"
+        );
+        // A list, a dict literal or a lone column is not it.
+        assert_eq!(
+            tuple_selection("df[['a', 'b']]\nx = ['a', 'b']\ndf['a']"),
+            None
+        );
+        assert_eq!(tuple_selection("g[\"a\", \"b\"]"), Some("[\"a\", \"b\"]"));
     }
 }

@@ -366,7 +366,7 @@ impl Agent {
                 crate::metrics::unanswered(doubt.reason(), retry);
             }
             let instruction = match (ran.failed, doubt) {
-                (true, _) if retry => prompt::fix_request(&ran.report),
+                (true, _) if retry => prompt::fix_request(&ran.report, &program.code),
                 (false, Some(doubt)) if retry => doubt.note().to_string(),
                 _ => prompt::EXPLAIN_REQUEST.to_string(),
             };

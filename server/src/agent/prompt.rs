@@ -49,8 +49,7 @@ short label. Include the imports it needs. Put the values from the request in th
 never read input() or command-line arguments. The program runs in the same Python session \
 as the earlier programs of this conversation, so their variables and imports can be used. \
 Compute every result in the program, never type one in yourself, and keep whole numbers \
-exact (`2 ** 100`, not math.pow). Only when a chart is asked for, use matplotlib and call \
-plt.show().";
+exact (`2 ** 100`, not math.pow). Draw a chart only when the request asks for one.";
 
 /// Added to the system prompt when the programs run in the person's page
 /// (the Browser sandbox), where most of the jail's packages are missing.
@@ -116,10 +115,10 @@ complete program that answers my question.";
 /// Sent after a failed program, asking for a fix.
 pub const FIX_REQUEST: &str = "The program failed. Write the complete corrected program.";
 
-/// The fix request for a failed program whose result is `report`: with the
-/// remedy for a known error when there is one.
-pub fn fix_request(report: &str) -> String {
-    match super::fix_hints::hint(report) {
+/// The fix request for a failed program `code` whose result is `report`:
+/// with the remedy for a known error when there is one.
+pub fn fix_request(report: &str, code: &str) -> String {
+    match super::fix_hints::hint(report, code) {
         Some(hint) => format!("{FIX_REQUEST} Hint: {hint}"),
         None => FIX_REQUEST.to_string(),
     }

@@ -63,6 +63,8 @@ pub struct TurnResult {
     pub pruned: bool,
     /// Programs written (1 + fixes).
     pub attempts: usize,
+    /// The programs before the final one (in `--out` only).
+    pub earlier_attempts: Vec<String>,
     pub seconds: f64,
     /// From the question to the first token of code.
     pub first_code_seconds: Option<f64>,
@@ -435,6 +437,11 @@ pub fn judge(question: &str, expect: &Expect, history: &[SessionEvent]) -> TurnR
         fallback: withdrawn_texts.len() >= 2 || standing.starts_with("The program printed"),
         pruned: withdrawn_texts.len() >= 2 && !standing.starts_with("The program printed"),
         attempts: cells.iter().filter(|c| c.kind == CellKind::Code).count(),
+        earlier_attempts: cells
+            .iter()
+            .filter(|c| c.kind == CellKind::Code && Some(c.id) != code.map(|c| c.id))
+            .map(|c| c.text.clone())
+            .collect(),
         code: code.map(|c| c.text.clone()).unwrap_or_default(),
         output: crate::sandbox::fit(&output, 4000).to_string(),
         explanation: standing,
