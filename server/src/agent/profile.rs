@@ -54,12 +54,10 @@ pub const SHOW_THE_TABLE: &str = "When the answer rests on a table computed from
 the winning row or the final number, so that the person can see why.";
 
 /// Added when a file is a table: the pandas-2 idiom the small models write
-/// most and pandas 3 refuses, and the wrong total it usually serves (the
-/// 1.5B summed units and prices per region, then multiplied the sums).
+/// most and pandas 3 refuses. (Adding "total a product per group as a new
+/// column" here cost four other data tasks in the agent bench: 33 of 47.)
 pub const PANDAS_NOTE: &str = "The sandbox has pandas 3: select several columns with a list \
-(`df[['a', 'b']]`), never a tuple. When a question asks for the total of a product of two \
-columns (such as units times price) per group, first add that product as a new column, then \
-group and sum the new column (the sum of products is not the product of sums).";
+(`df[['a', 'b']]`), never a tuple.";
 
 /// Added when a file is plain text: a small model reaches for `read_csv`
 /// on a log file and invents its columns.
