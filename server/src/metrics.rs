@@ -81,7 +81,7 @@ fn describe() {
     );
     describe_counter!(
         "runcell_explanations_total",
-        "Explanations written, by outcome: grounded (every figure in the output or the question), regrounded (after one withdrawn for an invented figure), pruned (the second still invented one: its grounded sentences stood), fallback (a plain statement quoting the output stood instead)"
+        "Explanations written, by outcome: grounded (every figure in the output or the question), regrounded (after one withdrawn for an invented figure), pruned (the second still invented one: its grounded sentences stood), fallback (a plain statement quoting the output stood instead), uncomputed (a reply without a program named figures nothing computed and was withdrawn)"
     );
     describe_counter!(
         "runcell_unanswered_total",
@@ -90,7 +90,8 @@ fn describe() {
 }
 
 /// An explanation stood (`grounded`, `regrounded`, `pruned` to its grounded
-/// sentences, or a `fallback` quoting the output).
+/// sentences, or a `fallback` quoting the output), or a reply without a
+/// program was withdrawn (`uncomputed`).
 pub fn explained(outcome: &'static str) {
     counter!("runcell_explanations_total", "outcome" => outcome).increment(1);
 }

@@ -290,11 +290,30 @@ impl Agent {
                 .await;
             let (program, cell) = match reply {
                 Reply::Program { program, cell } => (program, cell),
-                Reply::Prose(text) => {
-                    // Words without a program: they are the answer.
-                    self.publish_text(session, CellKind::Explanation, &text);
+                Reply::Prose(prose) => {
+                    // Words without a program are the answer only when
+                    // every figure they name is the question's: a number no
+                    // program computed was made up ("x divided by 5 is
+                    // 1676204", from memory and wrong).
+                    let invented = grounding::invented(&prose, &[text.as_str()], "");
+                    if invented.is_empty() {
+                        self.publish_text(session, CellKind::Explanation, &prose);
+                        return Ended {
+                            status: TurnStatus::Ok,
+                            final_cell: last.map(|(_, _, cell)| cell),
+                        };
+                    }
+                    tracing::info!(attempt, invented = ?invented, "a reply without a program names figures nothing computed");
+                    crate::metrics::explained("uncomputed");
+                    self.publish_withdrawn(session, &prose, &invented, "which no program computed");
+                    if attempt < attempts {
+                        messages.push(Message::assistant(prose));
+                        messages.push(Message::user(prompt::compute_request(&invented)));
+                        continue;
+                    }
+                    self.publish_text(session, CellKind::Explanation, prompt::UNCOMPUTED);
                     return Ended {
-                        status: TurnStatus::Ok,
+                        status: TurnStatus::Error,
                         final_cell: last.map(|(_, _, cell)| cell),
                     };
                 }
@@ -643,12 +662,7 @@ impl Agent {
                     code: UNGROUNDED.into(),
                     message: format!(
                         "withdrawn: it names {}, which the output does not show",
-                        invented
-                            .iter()
-                            .take(5)
-                            .cloned()
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        withdrawn_figures(&invented)
                     ),
                 }),
             );
@@ -724,6 +738,39 @@ impl Agent {
             status,
             elapsed_ms: crate::clock::millis(started.elapsed()),
             error,
+        });
+    }
+
+    /// An explanation cell holding `text`, withdrawn at once for naming
+    /// `invented` figures (`why`: "which the output does not show").
+    fn publish_withdrawn(
+        &self,
+        session: &SessionChannel,
+        text: &str,
+        invented: &[String],
+        why: &str,
+    ) {
+        let cell_id = session.next_cell_id();
+        session.publish(EventBody::CellStarted {
+            cell_id,
+            cell_kind: CellKind::Explanation,
+            language: None,
+            attempt: None,
+            source: None,
+        });
+        session.publish(EventBody::CellDelta {
+            cell_id,
+            text: text.to_string(),
+            highlight: None,
+        });
+        session.publish(EventBody::CellFinished {
+            cell_id,
+            status: CellStatus::Error,
+            elapsed_ms: 0,
+            error: Some(CellError {
+                code: UNGROUNDED.into(),
+                message: format!("withdrawn: it names {}, {why}", withdrawn_figures(invented)),
+            }),
         });
     }
 
@@ -806,6 +853,16 @@ fn checked_language(program: &ExecuteCode) -> Result<Language, String> {
 }
 
 pub use app::protocol::UNGROUNDED;
+
+/// The first few invented figures, for a withdrawn cell's reason.
+fn withdrawn_figures(invented: &[String]) -> String {
+    invented
+        .iter()
+        .take(5)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// Adds the attempt and its result, with what to do next, to the
 /// conversation, laid out as [`prompt::answered_turn`] lays out earlier

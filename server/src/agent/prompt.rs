@@ -112,6 +112,25 @@ above ran: their variables and imports are gone, so define everything the progra
 pub const NO_PROGRAM_REQUEST: &str = "Your reply held no complete program. Write the \
 complete program that answers my question.";
 
+/// Sent when a reply without a program named figures nothing computed.
+pub fn compute_request(invented: &[String]) -> String {
+    format!(
+        "{REGROUNDING_OPEN}{}, which no program computed. Write the complete program that \
+         computes the answer and prints it.",
+        invented
+            .iter()
+            .take(5)
+            .map(|f| format!("`{f}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// What stands when every reply answered from memory with made-up figures.
+pub const UNCOMPUTED: &str = "No program computed an answer to this question: the model \
+answered from memory, with figures nothing computed, so its answers were withdrawn. Ask again, \
+or say what to compute.";
+
 /// Sent after a failed program, asking for a fix.
 pub const FIX_REQUEST: &str = "The program failed. Write the complete corrected program.";
 

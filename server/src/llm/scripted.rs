@@ -14,6 +14,8 @@
 //!   `invent_once`: only the first, asked again it quotes the output.
 //! - `silent_first`: the first attempt prints nothing; the fix is the code
 //!   as written.
+//! - `prose_invent`: never a program: every reply is an answer from memory
+//!   naming a figure nothing computed.
 //! - Anything else is answered by streaming the message back.
 //!
 //! A message may pick its own mode with a first line `#scripted: MODE`.
@@ -58,6 +60,8 @@ pub enum ScriptedMode {
     InventOnce,
     /// The first attempt runs but prints nothing; the fix is right.
     SilentFirst,
+    /// No program, ever: answers from memory with a made-up figure.
+    ProseInvent,
 }
 
 /// The figure the `invent` modes make up.
@@ -76,10 +80,11 @@ impl FromStr for ScriptedMode {
             "slow" => Ok(Self::Slow),
             "invent" => Ok(Self::Invent),
             "invent_once" => Ok(Self::InventOnce),
+            "prose_invent" => Ok(Self::ProseInvent),
             "silent_first" => Ok(Self::SilentFirst),
             other => Err(format!(
                 "unknown scripted mode `{other}` (tool, fenced, fail_first, slow, invent, \
-                 invent_once, silent_first)"
+                 invent_once, silent_first, prose_invent)"
             )),
         }
     }
@@ -134,6 +139,9 @@ impl ScriptedLlm {
         let tools_offered = request.tools.iter().any(|t| t.name == EXECUTE_CODE)
             && request.tool_choice != ToolChoice::None;
         let wants_code = extract_code(user_text);
+        if mode == ScriptedMode::ProseInvent {
+            return (Reply::Text(format!("The answer is {INVENTED}.")), mode);
+        }
 
         if let Some(result) = since_question.iter().rev().find_map(result_in) {
             let failed = looks_failed(result);

@@ -795,7 +795,11 @@ async fn a_display_flood_yields_bounded_cell_outputs() {
     // The session goes on. Its variables usually do too; on a loaded
     // machine the kernel may still be busy with the flood when the limit
     // stops it, and is then replaced, its variables gone.
-    let next = h.turn(run("print('after', len(globals().get('x', '')))"), |_| false).await;
+    let next = h
+        .turn(run("print('after', len(globals().get('x', '')))"), |_| {
+            false
+        })
+        .await;
     let printed = next.cells()[1].printed();
     assert!(
         printed == "after 2000000\n" || printed == "after 0\n",
@@ -859,6 +863,54 @@ async fn a_model_that_keeps_inventing_figures_is_replaced_by_the_output_quoted()
     assert_eq!(standing.status, CellStatus::Ok);
     assert!(standing.text.contains("total: 42"), "{}", standing.text);
     assert!(!standing.text.contains(INVENTED));
+}
+
+#[tokio::test]
+async fn an_answer_from_memory_with_made_up_figures_is_withdrawn_and_a_program_asked_for() {
+    let h = harness().await;
+    let turn = h
+        .ask("#scripted: prose_invent\nWhat is x divided by 5?")
+        .await;
+    assert_eq!(turn.status, TurnStatus::Error);
+    let cells = turn.cells();
+    assert!(
+        cells.iter().all(|c| c.kind != CellKind::Code),
+        "{:?}",
+        turn.kinds()
+    );
+    let explanations: Vec<&Cell> = cells
+        .iter()
+        .filter(|c| c.kind == CellKind::Explanation)
+        .collect();
+    // One withdrawn reply per attempt, then the statement that stands.
+    let (standing, withdrawn) = explanations.split_last().unwrap();
+    assert!(
+        withdrawn.len() >= 2,
+        "asked again at least once: {}",
+        withdrawn.len()
+    );
+    for cell in withdrawn {
+        assert_eq!(cell.status, CellStatus::Error);
+        let error = cell.error.as_ref().unwrap();
+        assert_eq!(error.code, "ungrounded");
+        assert!(error.message.contains("12,345") && error.message.contains("no program computed"));
+    }
+    assert_eq!(standing.status, CellStatus::Ok);
+    assert!(!standing.text.contains(INVENTED), "{}", standing.text);
+    assert!(
+        standing.text.contains("No program computed"),
+        "{}",
+        standing.text
+    );
+
+    // Words without figures (or with the question's) still answer.
+    let turn = h.ask("hello 7").await;
+    assert_eq!(turn.status, TurnStatus::Ok);
+    assert!(
+        turn.cells()
+            .iter()
+            .any(|c| c.kind == CellKind::Explanation && c.status == CellStatus::Ok)
+    );
 }
 
 #[tokio::test]
