@@ -94,15 +94,12 @@ total.";
 
 /// The figure markers of a program that drew and printed nothing else.
 fn only_figures(report: &str) -> bool {
-    let mut lines = report.lines().map(str::trim).filter(|l| !l.is_empty());
-    let mut any = false;
-    for line in lines.by_ref() {
-        if line != "[a figure was shown]" {
-            return false;
-        }
-        any = true;
-    }
-    any
+    let mut lines = report
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .peekable();
+    lines.peek().is_some() && lines.all(|line| line == super::prompt::FIGURE_SHOWN)
 }
 
 /// "plot", "chart", "draw", "histogram"...: a chart is what was asked for.

@@ -5,11 +5,15 @@
 //! `df.groupby(k)['a', 'b']`). A hint names the remedy; the model still
 //! writes the program.
 
+/// pandas' refusal of `df.groupby(k)['a', 'b']`, whose hint also gets the
+/// rewrite of the program's own selection.
+const TUPLE_OF_COLUMNS: &str = "Cannot subset columns with a tuple";
+
 /// `(what the error says, what to do)`, checked in order; the first match
 /// is the hint.
 const HINTS: &[(&str, &str)] = &[
     (
-        "Cannot subset columns with a tuple",
+        TUPLE_OF_COLUMNS,
         "In pandas 3, select several columns with a list: `df.groupby(key)[['a', 'b']]`. \
          For a total of a product per group, add the product as a column first \
          (`df['revenue'] = df['units'] * df['price']`), then `df.groupby(key)['revenue'].sum()`.",
@@ -56,7 +60,7 @@ const HINTS: &[(&str, &str)] = &[
 pub fn hint(report: &str, code: &str) -> Option<String> {
     let (needle, hint) = HINTS.iter().find(|(needle, _)| report.contains(needle))?;
     let mut hint = hint.to_string();
-    if *needle == HINTS[0].0
+    if *needle == TUPLE_OF_COLUMNS
         && let Some(tuple) = tuple_selection(code)
     {
         hint.push_str(&format!(" Here: write `[{tuple}]` for `{tuple}`."));

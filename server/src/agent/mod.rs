@@ -750,51 +750,22 @@ impl Agent {
         invented: &[String],
         why: &str,
     ) {
-        let cell_id = session.next_cell_id();
-        session.publish(EventBody::CellStarted {
-            cell_id,
-            cell_kind: CellKind::Explanation,
-            language: None,
-            attempt: None,
-            source: None,
-        });
-        session.publish(EventBody::CellDelta {
-            cell_id,
-            text: text.to_string(),
-            highlight: None,
-        });
-        session.publish(EventBody::CellFinished {
-            cell_id,
-            status: CellStatus::Error,
-            elapsed_ms: 0,
-            error: Some(CellError {
-                code: UNGROUNDED.into(),
-                message: format!("withdrawn: it names {}, {why}", withdrawn_figures(invented)),
-            }),
-        });
+        let error = CellError {
+            code: UNGROUNDED.into(),
+            message: format!("withdrawn: it names {}, {why}", withdrawn_figures(invented)),
+        };
+        publish_cell(
+            session,
+            CellKind::Explanation,
+            text,
+            CellStatus::Error,
+            Some(error),
+        );
     }
 
     /// A cell holding `text`, complete.
     fn publish_text(&self, session: &SessionChannel, kind: CellKind, text: &str) {
-        let cell_id = session.next_cell_id();
-        session.publish(EventBody::CellStarted {
-            cell_id,
-            cell_kind: kind,
-            language: None,
-            attempt: None,
-            source: None,
-        });
-        session.publish(EventBody::CellDelta {
-            cell_id,
-            text: text.to_string(),
-            highlight: None,
-        });
-        session.publish(EventBody::CellFinished {
-            cell_id,
-            status: CellStatus::Ok,
-            elapsed_ms: 0,
-            error: None,
-        });
+        publish_cell(session, kind, text, CellStatus::Ok, None);
     }
 
     /// A result cell saying why a program was not run.
@@ -853,6 +824,35 @@ fn checked_language(program: &ExecuteCode) -> Result<Language, String> {
 }
 
 pub use app::protocol::UNGROUNDED;
+
+/// A whole cell, `text` in one piece, finished as `status`.
+fn publish_cell(
+    session: &SessionChannel,
+    kind: CellKind,
+    text: &str,
+    status: CellStatus,
+    error: Option<CellError>,
+) {
+    let cell_id = session.next_cell_id();
+    session.publish(EventBody::CellStarted {
+        cell_id,
+        cell_kind: kind,
+        language: None,
+        attempt: None,
+        source: None,
+    });
+    session.publish(EventBody::CellDelta {
+        cell_id,
+        text: text.to_string(),
+        highlight: None,
+    });
+    session.publish(EventBody::CellFinished {
+        cell_id,
+        status,
+        elapsed_ms: 0,
+        error,
+    });
+}
 
 /// The first few invented figures, for a withdrawn cell's reason.
 fn withdrawn_figures(invented: &[String]) -> String {

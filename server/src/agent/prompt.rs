@@ -117,13 +117,18 @@ pub fn compute_request(invented: &[String]) -> String {
     format!(
         "{REGROUNDING_OPEN}{}, which no program computed. Write the complete program that \
          computes the answer and prints it.",
-        invented
-            .iter()
-            .take(5)
-            .map(|f| format!("`{f}`"))
-            .collect::<Vec<_>>()
-            .join(", ")
+        quoted_figures(invented)
     )
+}
+
+/// The first few invented figures, each as inline code.
+fn quoted_figures(invented: &[String]) -> String {
+    invented
+        .iter()
+        .take(5)
+        .map(|f| format!("`{f}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// What stands when every reply answered from memory with made-up figures.
@@ -161,12 +166,7 @@ pub fn regrounding_request(invented: &[String]) -> String {
     format!(
         "{REGROUNDING_OPEN}{}, which the program's output does not show. Answer again, \
          using only numbers that appear in the output above or in my question.",
-        invented
-            .iter()
-            .take(5)
-            .map(|f| format!("`{f}`"))
-            .collect::<Vec<_>>()
-            .join(", ")
+        quoted_figures(invented)
     )
 }
 
@@ -318,6 +318,9 @@ pub fn report_of_cell(cell: &Cell) -> String {
     report(&cell.outputs)
 }
 
+/// What a report says for each image a program showed.
+pub const FIGURE_SHOWN: &str = "[a figure was shown]";
+
 /// Outputs as text for the model: printed text, values, a note for each
 /// image, and errors without their colours.
 pub fn report(outputs: &[Output]) -> String {
@@ -328,7 +331,8 @@ pub fn report(outputs: &[Output]) -> String {
             Output::Stderr { text: t } => text.push_str(&app::ansi::strip(t)),
             Output::Rich { data } => {
                 if data.contains_key("image/png") || data.contains_key("image/svg+xml") {
-                    text.push_str("[a figure was shown]\n");
+                    text.push_str(FIGURE_SHOWN);
+                    text.push('\n');
                 } else if data.contains_key("text/html") && !data.contains_key("text/plain") {
                     text.push_str("[an HTML table was shown]\n");
                 }
