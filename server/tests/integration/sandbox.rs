@@ -1068,7 +1068,13 @@ async fn a_display_flood_in_a_kernel_is_cut_at_the_output_limit() {
     assert!(value.contains("a display of 2000"), "{value}");
     assert!(outcome.results.is_empty());
     assert!(outcome.truncated);
-    assert_eq!(next.stdout, "2000000\n", "{next:?}");
+    // The kernel keeps its variables unless it did not come back from the
+    // interrupt within its grace (a loaded machine), and then it says so.
+    if value.contains("the kernel was restarted") {
+        assert_eq!(error_name(&next), "NameError", "{next:?}");
+    } else {
+        assert_eq!(next.stdout, "2000000\n", "{next:?}");
+    }
 }
 
 #[tokio::test]
