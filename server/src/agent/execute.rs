@@ -14,15 +14,32 @@ use crate::sandbox::sessions::SessionError;
 use crate::sandbox::{Language, Limits, RunEvent, RunRequest, SandboxError, limit_error};
 use crate::session::SessionChannel;
 
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunEnd {
+    /// It ran to the end without an error.
+    Ok,
+    /// It raised an error or exited non-zero (a fix may help).
+    Failed,
+    /// It was stopped.
+    Cancelled,
+    /// The sandbox could not run the program at all (it is unavailable,
+    /// its page went away): no change to the program can help.
+    Unavailable,
+}
+
 /// What a run left for the next step.
 pub struct Ran {
     /// The outputs as text for the model.
     pub report: String,
-    pub failed: bool,
-    pub cancelled: bool,
-    /// The sandbox could not run the program at all (it is unavailable,
-    /// its page went away): no change to the program can help.
-    pub unavailable: bool,
+    pub end: RunEnd,
+}
+
+impl Ran {
+    /// It ended in an error of the program's or of the sandbox's.
+    pub fn failed(&self) -> bool {
+        matches!(self.end, RunEnd::Failed | RunEnd::Unavailable)
+    }
 }
 
 /// A program to run, and the code cell that shows it.
@@ -172,7 +189,12 @@ pub async fn run_into_cell(
             )
         }
     };
-    let failed = status == CellStatus::Error;
+    let end = match status {
+        _ if unavailable => RunEnd::Unavailable,
+        CellStatus::Error => RunEnd::Failed,
+        _ if cancelled => RunEnd::Cancelled,
+        _ => RunEnd::Ok,
+    };
     let mut report = prompt::report(&outputs);
     if let Some(CellError { message, .. }) = error.as_ref().filter(|e| e.code == "exit_code") {
         report.push_str(&format!("({message})\n"));
@@ -185,9 +207,7 @@ pub async fn run_into_cell(
     });
     Ran {
         report: prompt::cut(&report, prompt::MAX_REPORT_BYTES),
-        failed,
-        cancelled,
-        unavailable,
+        end,
     }
 }
 

@@ -28,7 +28,7 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use self::code::{CodeCell, CodeChannel, publish_complete};
-use self::execute::{Program, Ran, run_into_cell};
+use self::execute::{Program, Ran, RunEnd, run_into_cell};
 pub use self::kernels::{BrowserOffer, FilesError, Kernels};
 pub use self::prompt::SYSTEM_PROMPT;
 pub use self::runner::{TurnRefusal, TurnRunner, parse_language};
@@ -350,19 +350,17 @@ impl Agent {
                     self.publish_refusal(session, cell, attempt, &problem);
                     Ran {
                         report: problem,
-                        failed: true,
-                        cancelled: false,
-                        unavailable: false,
+                        end: RunEnd::Failed,
                     }
                 }
             };
-            if ran.cancelled || cancel.is_cancelled() {
+            if ran.end == RunEnd::Cancelled || cancel.is_cancelled() {
                 return Ended {
                     status: TurnStatus::Cancelled,
                     final_cell: Some(cell),
                 };
             }
-            if ran.unavailable {
+            if ran.end == RunEnd::Unavailable {
                 // The program never ran: the result cell says why, and
                 // neither a fix nor an explanation would help.
                 return Ended {
@@ -372,7 +370,7 @@ impl Agent {
             }
             let retry = attempt < attempts;
             // Ran but did not answer: sent back like a failure.
-            let doubt = (!ran.failed)
+            let doubt = (!ran.failed())
                 .then(|| answered::doubt(&text, &program.language, &program.code, &ran.report))
                 .flatten();
             if let Some(doubt) = doubt {
@@ -384,12 +382,12 @@ impl Agent {
                 );
                 crate::metrics::unanswered(doubt.reason(), retry);
             }
-            let instruction = match (ran.failed, doubt) {
+            let instruction = match (ran.failed(), doubt) {
                 (true, _) if retry => prompt::fix_request(&ran.report, &program.code),
                 (false, Some(doubt)) if retry => doubt.note().to_string(),
                 _ => prompt::EXPLAIN_REQUEST.to_string(),
             };
-            let again = retry && (ran.failed || doubt.is_some());
+            let again = retry && (ran.failed() || doubt.is_some());
             feed_back(&mut messages, &program, &ran.report, &instruction);
             last = Some((program, ran, cell));
             if !again {
@@ -422,7 +420,7 @@ impl Agent {
         Ended {
             status: match explained {
                 _ if cancel.is_cancelled() => TurnStatus::Cancelled,
-                _ if ran.failed => TurnStatus::Error,
+                _ if ran.failed() => TurnStatus::Error,
                 false => TurnStatus::Error,
                 true => TurnStatus::Ok,
             },
@@ -873,12 +871,10 @@ fn feed_back(messages: &mut Vec<Message>, program: &ExecuteCode, report: &str, i
 }
 
 fn status_of(ran: &Ran) -> TurnStatus {
-    if ran.cancelled {
-        TurnStatus::Cancelled
-    } else if ran.failed {
-        TurnStatus::Error
-    } else {
-        TurnStatus::Ok
+    match ran.end {
+        RunEnd::Ok => TurnStatus::Ok,
+        RunEnd::Failed | RunEnd::Unavailable => TurnStatus::Error,
+        RunEnd::Cancelled => TurnStatus::Cancelled,
     }
 }
 
