@@ -1,0 +1,130 @@
+//! How many kernels of the shared backends one owner's notebooks hold: a
+//! cap, with the longest-idle kernel closed to make room.
+
+use std::collections::HashMap;
+
+use parking_lot::Mutex;
+
+use super::{Kernel, Kernels};
+use crate::sandbox::sessions::SessionError;
+use crate::session::{OwnerId, SessionId};
+
+#[derive(Default)]
+pub(super) struct Holders {
+    by_session: HashMap<SessionId, Holder>,
+    /// Kernels being opened, per owner: counted with the open ones, so
+    /// that runs started at once cannot all pass the cap.
+    opening: HashMap<OwnerId, usize>,
+}
+
+struct Holder {
+    owner: OwnerId,
+    last_used: std::time::Instant,
+    /// Runs under way in it.
+    running: usize,
+}
+
+/// A run under way in a notebook's kernel; when it ends, the kernel was
+/// last used now.
+pub(super) struct Running<'a> {
+    holders: &'a Mutex<Holders>,
+    session: SessionId,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if let Some(holder) = self.holders.lock().by_session.get_mut(&self.session) {
+            holder.running = holder.running.saturating_sub(1);
+            holder.last_used = std::time::Instant::now();
+        }
+    }
+}
+
+/// A kernel of `owner`'s being opened, counted until it is open or not.
+pub(super) struct Opening<'a> {
+    holders: &'a Mutex<Holders>,
+    owner: OwnerId,
+}
+
+impl Drop for Opening<'_> {
+    fn drop(&mut self) {
+        let mut holders = self.holders.lock();
+        if let Some(pending) = holders.opening.get_mut(&self.owner) {
+            *pending = pending.saturating_sub(1);
+            if *pending == 0 {
+                holders.opening.remove(&self.owner);
+            }
+        }
+    }
+}
+
+impl Kernels {
+    /// Forgets whose the session's kernel was (the session was deleted).
+    pub(super) fn forget_holder(&self, session: SessionId) {
+        self.holders.lock().by_session.remove(&session);
+    }
+
+    /// Counts a run of `owner`'s in `session`'s kernel until it is dropped.
+    pub(super) fn running(&self, session: SessionId, owner: OwnerId) -> Running<'_> {
+        let mut holders = self.holders.lock();
+        let holder = holders.by_session.entry(session).or_insert(Holder {
+            owner,
+            last_used: std::time::Instant::now(),
+            running: 0,
+        });
+        holder.running += 1;
+        Running {
+            holders: &self.holders,
+            session,
+        }
+    }
+
+    /// Makes room for one more kernel of `owner`'s (for `session`, on a
+    /// shared backend): while the owner's other live kernels and those
+    /// being opened reach the cap, the longest-idle one is closed (its
+    /// notebook gets a fresh kernel, with its kept files, on its next run,
+    /// and says so); if all of them are running, the run is refused.
+    pub(super) async fn make_room(
+        &self,
+        session: SessionId,
+        owner: OwnerId,
+    ) -> Result<Opening<'_>, SessionError> {
+        let victims = {
+            let sessions = self.sessions.lock();
+            let mut holders = self.holders.lock();
+            let mut mine: Vec<(std::time::Instant, bool, &Kernel)> = sessions
+                .iter()
+                .filter_map(|(id, s)| Some((id, s.kernel.as_ref()?)))
+                .filter(|(id, kernel)| **id != session && self.is_live(kernel))
+                .filter_map(|(id, kernel)| {
+                    let holder = holders.by_session.get(id)?;
+                    (holder.owner == owner).then_some((
+                        holder.last_used,
+                        holder.running > 0,
+                        kernel,
+                    ))
+                })
+                .collect();
+            let opening = holders.opening.get(&owner).copied().unwrap_or(0);
+            // Running ones first, then the idle ones, the longest idle last.
+            mine.sort_by_key(|(used, running, _)| (!*running, std::cmp::Reverse(*used)));
+            let mut victims = Vec::new();
+            while mine.len() + opening >= self.max_per_owner {
+                match mine.pop() {
+                    Some((_, false, kernel)) => victims.push(kernel.clone()),
+                    _ => return Err(SessionError::OwnerFull(self.max_per_owner)),
+                }
+            }
+            *holders.opening.entry(owner).or_insert(0) += 1;
+            victims
+        };
+        for kernel in &victims {
+            tracing::info!("closing an owner's longest-idle kernel to make room");
+            self.close(kernel).await;
+        }
+        Ok(Opening {
+            holders: &self.holders,
+            owner,
+        })
+    }
+}
