@@ -17,6 +17,7 @@ pub mod highlight;
 pub mod http;
 pub mod llm;
 pub mod metrics;
+pub mod notebook;
 pub mod sandbox;
 pub mod server;
 pub mod session;

@@ -99,7 +99,7 @@ pub async fn launch_with_listener(
         tracing::warn!("some turns did not finish in time");
     }
     // What the turns published on their way out is stored before we go.
-    state.sessions.flush().await;
+    state.notebooks.flush().await;
     store.close().await;
     tracing::info!("runcell stopped");
     Ok(())

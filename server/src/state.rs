@@ -16,6 +16,7 @@ use crate::e2b::served::{Served, ServedSettings};
 use crate::http::host::AllowedHosts;
 use crate::llm::Llm;
 use crate::llm::catalog::Catalog;
+use crate::notebook::Notebooks;
 use crate::sandbox::Sandbox;
 use crate::sandbox::backends::Backends;
 use crate::sandbox::browser::{BrowserSettings, BrowserTabs, Runtime, find_runtime};
@@ -32,9 +33,10 @@ pub struct AppState {
     /// The host names this server answers to.
     pub hosts: AllowedHosts,
     pub leptos: LeptosOptions,
-    pub sessions: Arc<SessionHub>,
-    /// Starts and stops turns: the agent behind every way of asking.
-    pub runner: Arc<TurnRunner>,
+    /// The notebook service: what every way of using a notebook session
+    /// calls (the page's socket and forms, the NDJSON routes, the server
+    /// functions).
+    pub notebooks: Arc<Notebooks>,
     /// The language model that answers.
     pub llm: Arc<dyn Llm>,
     /// The models on offer, kept fresh in the background.
@@ -155,12 +157,17 @@ impl AppState {
                 config.notebook.session_burst,
             )),
         );
+        let notebooks = Arc::new(Notebooks::new(
+            sessions,
+            runner,
+            shutdown.clone(),
+            pyodide.as_ref().map(|runtime| runtime.url.clone()),
+        ));
         Self {
             hosts: AllowedHosts::from_config(&config),
             config: Arc::new(config),
             leptos,
-            sessions,
-            runner,
+            notebooks,
             llm,
             models,
             sandbox,
@@ -199,4 +206,30 @@ fn e2b_sessions(config: &Config) -> Option<Arc<Sessions>> {
             None
         }
     }
+}
+
+/// A whole [`AppState`] for unit tests: a temporary data directory, a real
+/// SQLite store, the scripted model, no warm jails.
+#[cfg(test)]
+pub(crate) async fn for_tests(
+    configure: impl FnOnce(&mut Config),
+) -> (AppState, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let mut config = Config {
+        data_dir: dir.path().join("data"),
+        site_root: dir.path().join("site"),
+        ..Config::default()
+    };
+    config.sandbox.pool_size = 0;
+    config.llm.backend = crate::config::LlmBackend::Scripted;
+    configure(&mut config);
+    std::fs::create_dir_all(&config.data_dir).expect("the data directory");
+    let store = Arc::new(
+        crate::store::SqliteStore::open_in(&config.data_dir)
+            .await
+            .expect("the store"),
+    );
+    let auth = Arc::new(Auth::open(&config, store.clone()).expect("the key store"));
+    let state = AppState::new(config, CancellationToken::new(), store, auth);
+    (state, dir)
 }

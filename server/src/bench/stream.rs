@@ -22,6 +22,7 @@ use super::sandbox::stats;
 use super::{BenchError, fail};
 use crate::config::{Config, LlmBackend, SandboxConfig};
 use crate::state::AppState;
+use crate::store::Store;
 
 /// What one client saw.
 struct Seen {
@@ -68,7 +69,7 @@ pub async fn run(options: StreamBenchOptions) -> Result<(), BenchError> {
             .map_err(fail)?,
     );
     let auth = std::sync::Arc::new(crate::auth::Auth::open(&config, store.clone()).map_err(fail)?);
-    let state = AppState::new(config, shutdown.clone(), store, auth);
+    let state = AppState::new(config, shutdown.clone(), store.clone(), auth);
     let owner = crate::session::OwnerId::random();
     let cookie = crate::http::owner::owner_cookie(owner, false);
     let cookie = cookie.split(';').next().unwrap_or_default().to_string();
@@ -90,7 +91,7 @@ pub async fn run(options: StreamBenchOptions) -> Result<(), BenchError> {
     let mut channels = Vec::new();
     let mut ids = Vec::new();
     for _ in 0..options.sessions {
-        let channel = state.sessions.create(owner).await.map_err(fail)?;
+        let channel = state.notebooks.create(owner).await.map_err(fail)?;
         let id = channel.id();
         let url = format!("ws://{addr}/ws/sessions/{id}?after=0");
         let mut request = url.into_client_request().map_err(fail)?;
@@ -139,17 +140,11 @@ pub async fn run(options: StreamBenchOptions) -> Result<(), BenchError> {
     let wall = started.elapsed();
     // Every event was also written to SQLite: wait for the writer, count.
     let flushing = Instant::now();
-    state.sessions.flush().await;
+    state.notebooks.flush().await;
     let flush_wait = flushing.elapsed();
     let mut stored = 0;
     for id in &ids {
-        stored += state
-            .sessions
-            .store()
-            .events(*id)
-            .await
-            .map_err(fail)?
-            .len();
+        stored += store.events(*id).await.map_err(fail)?.len();
     }
     let published = ids.len() * (options.events_per_session + 2);
     shutdown.cancel();

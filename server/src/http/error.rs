@@ -4,8 +4,10 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::json;
 
+use crate::agent::{FilesError, TurnRefusal};
 use crate::auth::{AuthError, Limited};
 use crate::code_api::CodeApiError;
+use crate::notebook::NotebookError;
 use crate::sandbox::SandboxError;
 use crate::sandbox::sessions::SessionError;
 use crate::session::CreateError;
@@ -143,6 +145,57 @@ impl From<CreateError> for ApiError {
         match err {
             CreateError::TooMany(too_many) => Self::TooManySessions(too_many),
             CreateError::Store(err) => err.into(),
+        }
+    }
+}
+
+impl From<TurnRefusal> for ApiError {
+    fn from(refusal: TurnRefusal) -> Self {
+        let message = refusal.to_string();
+        match refusal {
+            TurnRefusal::Empty | TurnRefusal::InvalidCode(_) | TurnRefusal::Backend(_) => {
+                Self::BadRequest(message)
+            }
+            TurnRefusal::TooLong => Self::TooLarge(message),
+            TurnRefusal::Busy => Self::Busy(message),
+            TurnRefusal::ShuttingDown => Self::Unavailable(message),
+            TurnRefusal::Deleted => Self::NotFound(message),
+        }
+    }
+}
+
+impl From<FilesError> for ApiError {
+    fn from(err: FilesError) -> Self {
+        match err {
+            FilesError::Exists(path) => Self::Conflict(format!(
+                "{path} exists already: upload it again with overwrite to replace it"
+            )),
+            FilesError::Session(SessionError::Sandbox(err)) | FilesError::Sandbox(err) => {
+                err.into()
+            }
+            FilesError::Session(SessionError::NotFound(_)) => {
+                Self::NotFound("the session's kernel is gone; try again".into())
+            }
+            FilesError::Session(err @ SessionError::TooMany(_)) => {
+                Self::Unavailable(err.to_string())
+            }
+            FilesError::Session(err @ SessionError::OwnerFull(_)) => Self::Busy(err.to_string()),
+        }
+    }
+}
+
+impl From<NotebookError> for ApiError {
+    fn from(err: NotebookError) -> Self {
+        match err {
+            NotebookError::NotFound(_) | NotebookError::LinkGone | NotebookError::NoSharedFiles => {
+                Self::NotFound(err.to_string())
+            }
+            NotebookError::EmptyTitle => Self::BadRequest(err.to_string()),
+            NotebookError::ShuttingDown => Self::Unavailable(err.to_string()),
+            NotebookError::Refused(refusal) => refusal.into(),
+            NotebookError::Create(err) => err.into(),
+            NotebookError::Store(err) => err.into(),
+            NotebookError::Files(err) => err.into(),
         }
     }
 }

@@ -43,7 +43,7 @@ pub async fn render(State(state): State<AppState>) -> Response {
     crate::metrics::set_sizes(
         state.sandbox_sessions.pooled().await,
         state.sandbox_sessions.live_count(),
-        state.sessions.len(),
+        state.notebooks.open_count(),
     );
     (
         [(

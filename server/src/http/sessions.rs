@@ -1,22 +1,22 @@
 //! Keeping sessions: the list, rename, delete, share links and forks. Each
 //! action has a JSON route under `/api` for programs and a form route the
 //! page posts to (answered with a redirect), so it works without JavaScript.
+//! Each parses, calls the notebook service and maps its answer.
+
+use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::rejection::{FormRejection, JsonRejection, QueryRejection};
 use axum::extract::{Form, Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use serde_json::json;
 
 use super::ApiError;
-use super::notebook::owned;
 use super::owner::Owner;
-use crate::clock::now_ms;
-use crate::session::{SessionChannel, ShareToken};
-use crate::state::AppState;
-use crate::store::ShareRecord;
+use super::request_origin::RequestOrigin;
+use crate::notebook::Notebooks;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -24,16 +24,38 @@ pub struct TitleBody {
     title: String,
 }
 
+/// `/` opens a new, empty session of the visitor's.
+pub async fn new_session(
+    State(notebooks): State<Arc<Notebooks>>,
+    Owner(owner): Owner,
+) -> Result<Response, ApiError> {
+    let channel = notebooks.create(owner).await?;
+    Ok(see_other(&format!("/sessions/{}", channel.id())))
+}
+
+/// `POST /api/sessions`: a new, empty session of the caller's.
+pub async fn create(
+    State(notebooks): State<Arc<Notebooks>>,
+    Owner(owner): Owner,
+) -> Result<Response, ApiError> {
+    let id = notebooks.create(owner).await?.id();
+    let url = format!("/sessions/{id}");
+    Ok((
+        StatusCode::CREATED,
+        [(header::LOCATION, url.clone())],
+        Json(json!({ "id": id.to_string(), "url": url })),
+    )
+        .into_response())
+}
+
 /// `GET /api/sessions`: the caller's sessions that have begun, most recent
 /// first.
 pub async fn list(
-    State(state): State<AppState>,
+    State(notebooks): State<Arc<Notebooks>>,
     Owner(owner): Owner,
 ) -> Result<Response, ApiError> {
-    let sessions: Vec<_> = state
-        .sessions
-        .store()
-        .sessions_of(owner)
+    let sessions: Vec<_> = notebooks
+        .list(owner)
         .await?
         .into_iter()
         .map(|s| {
@@ -51,25 +73,25 @@ pub async fn list(
 
 /// `PATCH /api/sessions/{id} {"title"}`.
 pub async fn rename(
-    State(state): State<AppState>,
-    owner: Owner,
+    State(notebooks): State<Arc<Notebooks>>,
+    Owner(owner): Owner,
     Path(id): Path<String>,
     body: Result<Json<TitleBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let channel = owned(&state, owner, &id).await?;
+    let channel = notebooks.open_owned(owner, &id).await?;
     let Json(body) = body?;
-    let title = rename_to(&state, &channel, &body.title).await?;
+    let title = notebooks.rename(&channel, &body.title).await?;
     Ok(Json(json!({ "id": channel.id().to_string(), "title": title })).into_response())
 }
 
 /// `DELETE /api/sessions/{id}`: the session, its events, outputs and links.
 pub async fn delete(
-    State(state): State<AppState>,
-    owner: Owner,
+    State(notebooks): State<Arc<Notebooks>>,
+    Owner(owner): Owner,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let channel = owned(&state, owner, &id).await?;
-    delete_session(&state, &channel).await?;
+    let channel = notebooks.open_owned(owner, &id).await?;
+    notebooks.delete(&channel).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -97,18 +119,18 @@ impl ShareOptions {
 /// "upto_seq", "files"}`: the session's link (made, or moved on to include
 /// what happened since), with a copy of the session's files if asked.
 pub async fn share(
-    State(state): State<AppState>,
-    owner: Owner,
+    State(notebooks): State<Arc<Notebooks>>,
+    Owner(owner): Owner,
     Path(id): Path<String>,
     options: Result<Query<ShareOptions>, QueryRejection>,
-    headers: HeaderMap,
+    origin: RequestOrigin,
 ) -> Result<Response, ApiError> {
     let Query(options) = options.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let files = options.files()?;
-    let channel = owned(&state, owner, &id).await?;
-    let link = share_session(&state, &channel, files).await?;
+    let channel = notebooks.open_owned(owner, &id).await?;
+    let link = notebooks.share(&channel, files).await?;
     Ok(Json(json!({
-        "url": format!("{}{}", origin(&headers), link.token.path()),
+        "url": format!("{}{}", origin.base_url(), link.token.path()),
         "path": link.token.path(),
         "token": link.token.to_string(),
         "upto_seq": link.upto_seq,
@@ -119,49 +141,23 @@ pub async fn share(
 
 /// `DELETE /api/sessions/{id}/share`: revokes the link; it 404s from now on.
 pub async fn unshare(
-    State(state): State<AppState>,
-    owner: Owner,
+    State(notebooks): State<Arc<Notebooks>>,
+    Owner(owner): Owner,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let channel = owned(&state, owner, &id).await?;
-    unshare_session(&state, &channel).await?;
+    let channel = notebooks.open_owned(owner, &id).await?;
+    notebooks.unshare(&channel).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// `POST /s/{token}/fork`: a new session of the caller's with the shared
 /// cells copied; answered with a redirect to it.
 pub async fn fork(
-    State(state): State<AppState>,
+    State(notebooks): State<Arc<Notebooks>>,
     Owner(owner): Owner,
     Path(token): Path<String>,
 ) -> Result<Response, ApiError> {
-    let gone = || ApiError::NotFound("this link does not exist or was revoked".into());
-    let token: ShareToken = token.parse().map_err(|_| gone())?;
-    let (record, events) = state
-        .sessions
-        .shared_events(&token)
-        .await?
-        .ok_or_else(gone)?;
-    let link = state
-        .sessions
-        .store()
-        .shared(&token)
-        .await?
-        .ok_or_else(gone)?;
-    let channel = state
-        .sessions
-        .fork(owner, &record.title, &token, events)
-        .await?;
-    if link.files {
-        // The fork starts with the files the link offers.
-        state
-            .runner
-            .agent()
-            .kernels()
-            .fork_files(link.session_id, channel.id())
-            .await?;
-    }
-    tracing::info!(from = ?token, to = %channel.id(), files = link.files, "session forked");
+    let channel = notebooks.fork(owner, &token).await?;
     Ok(see_other(&format!("/sessions/{}", channel.id())))
 }
 
@@ -174,124 +170,52 @@ pub struct TitleForm {
 
 /// `POST /sessions/{id}/rename` (form).
 pub async fn rename_form(
-    State(state): State<AppState>,
-    owner: Owner,
+    State(notebooks): State<Arc<Notebooks>>,
+    Owner(owner): Owner,
     Path(id): Path<String>,
     form: Result<Form<TitleForm>, FormRejection>,
 ) -> Result<Response, ApiError> {
-    let channel = owned(&state, owner, &id).await?;
+    let channel = notebooks.open_owned(owner, &id).await?;
     let Form(form) = form.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    rename_to(&state, &channel, &form.title).await?;
+    notebooks.rename(&channel, &form.title).await?;
     Ok(see_other(&format!("/sessions/{}", channel.id())))
 }
 
 /// `POST /sessions/{id}/delete` (form): back to a new session.
 pub async fn delete_form(
-    State(state): State<AppState>,
-    owner: Owner,
+    State(notebooks): State<Arc<Notebooks>>,
+    Owner(owner): Owner,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let channel = owned(&state, owner, &id).await?;
-    delete_session(&state, &channel).await?;
+    let channel = notebooks.open_owned(owner, &id).await?;
+    notebooks.delete(&channel).await?;
     Ok(see_other("/"))
 }
 
 /// `POST /sessions/{id}/share` (form): back to the session, which now shows
 /// its link.
 pub async fn share_form(
-    State(state): State<AppState>,
-    owner: Owner,
+    State(notebooks): State<Arc<Notebooks>>,
+    Owner(owner): Owner,
     Path(id): Path<String>,
     form: Result<Form<ShareOptions>, FormRejection>,
 ) -> Result<Response, ApiError> {
     let Form(options) = form.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let files = options.files()?;
-    let channel = owned(&state, owner, &id).await?;
-    share_session(&state, &channel, files).await?;
+    let channel = notebooks.open_owned(owner, &id).await?;
+    notebooks.share(&channel, files).await?;
     Ok(see_other(&format!("/sessions/{}#share", channel.id())))
 }
 
 /// `POST /sessions/{id}/unshare` (form).
 pub async fn unshare_form(
-    State(state): State<AppState>,
-    owner: Owner,
+    State(notebooks): State<Arc<Notebooks>>,
+    Owner(owner): Owner,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let channel = owned(&state, owner, &id).await?;
-    unshare_session(&state, &channel).await?;
+    let channel = notebooks.open_owned(owner, &id).await?;
+    notebooks.unshare(&channel).await?;
     Ok(see_other(&format!("/sessions/{}", channel.id())))
-}
-
-async fn rename_to(
-    state: &AppState,
-    channel: &SessionChannel,
-    title: &str,
-) -> Result<String, ApiError> {
-    let title = crate::store::title_from(title);
-    if title.is_empty() {
-        return Err(ApiError::BadRequest("the title is empty".into()));
-    }
-    state
-        .sessions
-        .store()
-        .rename_session(channel.id(), &title)
-        .await?;
-    Ok(title)
-}
-
-async fn delete_session(state: &AppState, channel: &SessionChannel) -> Result<(), ApiError> {
-    state.sessions.delete(channel.id()).await?;
-    state.runner.agent().drop_kernel(channel.id()).await;
-    tracing::info!(session = %channel.id(), "session deleted");
-    Ok(())
-}
-
-async fn share_session(
-    state: &AppState,
-    channel: &SessionChannel,
-    files: bool,
-) -> Result<ShareRecord, ApiError> {
-    // The link must show what the owner sees: what is queued is stored first.
-    state.sessions.flush().await;
-    // The copy of the files is made before the link says it has one.
-    state
-        .runner
-        .agent()
-        .kernels()
-        .share_files(channel.id(), files)
-        .await?;
-    let link = state
-        .sessions
-        .store()
-        .share(channel.id(), channel.settled_seq(), files, now_ms())
-        .await?;
-    tracing::info!(session = %channel.id(), upto = link.upto_seq, files, "session shared");
-    Ok(link)
-}
-
-async fn unshare_session(state: &AppState, channel: &SessionChannel) -> Result<(), ApiError> {
-    state.sessions.store().revoke_shares(channel.id()).await?;
-    state
-        .runner
-        .agent()
-        .kernels()
-        .share_files(channel.id(), false)
-        .await?;
-    Ok(())
-}
-
-/// The origin the client reached us at, for absolute links.
-fn origin(headers: &HeaderMap) -> String {
-    let host = headers
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic()))
-        .unwrap_or("localhost");
-    let https = headers
-        .get("x-forwarded-proto")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.eq_ignore_ascii_case("https"));
-    format!("{}://{host}", if https { "https" } else { "http" })
 }
 
 fn see_other(path: &str) -> Response {

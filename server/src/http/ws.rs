@@ -6,17 +6,21 @@ use app::protocol::{
     ClientMessage, ErrorCode, PROTOCOL_VERSION, SUBPROTOCOL, ServerMessage, SessionEvent,
 };
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code};
-use axum::extract::{Path, Query, State, rejection::QueryRejection};
+use axum::extract::{FromRef, Path, Query, State, rejection::QueryRejection};
 use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use futures::{Sink, SinkExt, Stream, StreamExt};
 use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
 
+use tokio_util::sync::CancellationToken;
+
 use super::ApiError;
+use super::host::AllowedHosts;
 use super::owner::Owner;
-use crate::agent::{TurnRefusal, TurnRequest, parse_language};
-use crate::sandbox::browser::{BrowserError, Reply, TabLink};
+use crate::agent::TurnRefusal;
+use crate::notebook::{Notebooks, Turn};
+use crate::sandbox::browser::{BrowserError, BrowserTabs, Reply, TabLink};
 use crate::session::SessionChannel;
 use crate::state::AppState;
 
@@ -30,14 +34,35 @@ pub struct Resume {
     after: u64,
 }
 
+/// What a page's socket works with.
+#[derive(Clone)]
+pub struct SocketState {
+    hosts: AllowedHosts,
+    notebooks: Arc<Notebooks>,
+    /// The pages that run their sessions' Python (the Browser sandbox).
+    browser: Arc<BrowserTabs>,
+    shutdown: CancellationToken,
+}
+
+impl FromRef<AppState> for SocketState {
+    fn from_ref(state: &AppState) -> Self {
+        Self {
+            hosts: state.hosts.clone(),
+            notebooks: Arc::clone(&state.notebooks),
+            browser: Arc::clone(&state.browser),
+            shutdown: state.shutdown.clone(),
+        }
+    }
+}
+
 pub async fn session_socket(
     ws: WebSocketUpgrade,
-    owner: Owner,
+    Owner(owner): Owner,
     Path(id): Path<String>,
     query: Result<Query<Resume>, QueryRejection>,
     uri: Uri,
     headers: HeaderMap,
-    State(state): State<AppState>,
+    State(state): State<SocketState>,
 ) -> Result<Response, ApiError> {
     // Browsers send the cookie with other sites' WebSocket handshakes too,
     // and no CORS stands in the way: the origin is checked here.
@@ -47,7 +72,7 @@ pub async fn session_socket(
         ));
     }
     let Query(resume) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    let channel = super::notebook::owned(&state, owner, &id).await?;
+    let channel = state.notebooks.open_owned(owner, &id).await?;
     Ok(ws
         .protocols([SUBPROTOCOL])
         .max_message_size(MAX_FRAME_BYTES)
@@ -68,7 +93,7 @@ pub async fn serve_socket<W, R>(
     mut stream: R,
     channel: Arc<SessionChannel>,
     after: u64,
-    state: AppState,
+    state: SocketState,
 ) where
     W: Sink<Message> + Unpin,
     R: Stream<Item = Result<Message, axum::Error>> + Unpin,
@@ -151,7 +176,7 @@ pub async fn serve_socket<W, R>(
 async fn handle_text(
     text: &str,
     channel: &Arc<SessionChannel>,
-    state: &AppState,
+    state: &SocketState,
     link: &TabLink,
 ) -> Option<ServerMessage> {
     let message = match serde_json::from_str::<ClientMessage>(text) {
@@ -163,40 +188,32 @@ async fn handle_text(
             ));
         }
     };
-    let request = match message {
+    let turn = match message {
         ClientMessage::Ask {
             text,
             model,
             backend,
-        } => {
-            if let Err(refusal) = state.runner.choose_backend(channel, backend.as_deref()) {
-                return Some(refused(&refusal));
-            }
-            TurnRequest::Ask { text, model }
-        }
+        } => Turn::Ask {
+            text,
+            model,
+            backend,
+        },
         ClientMessage::Run {
             code,
             language,
             source,
             backend,
-        } => match parse_language(&language).and_then(|language| {
-            state
-                .runner
-                .choose_backend(channel, backend.as_deref())
-                .map(|()| language)
-        }) {
-            Ok(language) => TurnRequest::Run {
-                code,
-                language,
-                source,
-            },
-            Err(refusal) => return Some(refused(&refusal)),
+        } => Turn::Run {
+            code,
+            language,
+            source,
+            backend,
         },
         ClientMessage::Stop => {
-            state.runner.stop(channel);
+            state.notebooks.stop(channel);
             return None;
         }
-        ClientMessage::RerunAll => TurnRequest::RerunAll,
+        ClientMessage::RerunAll => Turn::RerunAll,
         ClientMessage::BrowserAttach { kernel } => {
             return state
                 .browser
@@ -211,14 +228,14 @@ async fn handle_text(
             return browser_reply(state, channel, link, run, Reply::Done { kernel }).await;
         }
     };
-    match state.runner.start(channel, request) {
+    match state.notebooks.start(channel, turn) {
         Ok(_) => None,
         Err(refusal) => Some(refused(&refusal)),
     }
 }
 
 async fn browser_reply(
-    state: &AppState,
+    state: &SocketState,
     channel: &SessionChannel,
     link: &TabLink,
     run: u64,

@@ -3,7 +3,6 @@
 
 mod hub;
 mod id;
-mod logs;
 mod owner;
 pub mod quota;
 mod share;

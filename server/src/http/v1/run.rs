@@ -3,30 +3,31 @@
 //! JSON event a line with `Accept: application/x-ndjson`, ending with a
 //! `summary` line.
 
-use std::convert::Infallible;
+use std::sync::Arc;
 
 use axum::Json;
-use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::body::Bytes;
 use axum::extract::rejection::JsonRejection;
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::extract::{FromRef, State};
+use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde::Deserialize;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
 
 use crate::auth::Caller;
 use crate::auth::limits::RateState;
-use crate::code_api::Admitted;
-use crate::http::ApiError;
+use crate::code_api::{Admitted, CodeApi};
+use crate::config::Config;
 use crate::http::error::ErrorBody;
+use crate::http::{ApiError, ndjson};
 use crate::sandbox::{Language, Limits, RunEvent, RunOutcome, RunRequest};
 use crate::state::AppState;
 
 /// Bodies above this are refused: the largest program plus JSON escaping.
 pub const MAX_RUN_BODY: usize = 8 * 1024 * 1024;
-const NDJSON: &str = "application/x-ndjson";
 
 /// A program to run.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -150,7 +151,7 @@ fn limits_for(body: &RunBody, server: &crate::config::SandboxConfig) -> Result<L
     )
 )]
 pub async fn run(
-    State(state): State<AppState>,
+    State(state): State<RunState>,
     caller: Caller,
     headers: HeaderMap,
     body: Result<Json<RunBody>, JsonRejection>,
@@ -168,11 +169,7 @@ pub async fn run(
             .admit(&caller, request, body.session_id, body.backend.as_deref())?;
     let rate = admitted.permit.rate;
 
-    let wants_ndjson = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.contains(NDJSON));
-    let mut response = if wants_ndjson {
+    let mut response = if ndjson::wanted(&headers) {
         stream(&state, admitted)
     } else {
         let outcome = state
@@ -185,6 +182,24 @@ pub async fn run(
     Ok(response)
 }
 
+/// What a run needs of the server.
+#[derive(Clone)]
+pub struct RunState {
+    code_api: Arc<CodeApi>,
+    config: Arc<Config>,
+    shutdown: CancellationToken,
+}
+
+impl FromRef<AppState> for RunState {
+    fn from_ref(state: &AppState) -> Self {
+        Self {
+            code_api: Arc::clone(&state.code_api),
+            config: Arc::clone(&state.config),
+            shutdown: state.shutdown.clone(),
+        }
+    }
+}
+
 fn rate_headers(response: &mut Response, rate: RateState) {
     let headers = response.headers_mut();
     headers.insert("x-ratelimit-limit", HeaderValue::from(rate.limit));
@@ -192,14 +207,14 @@ fn rate_headers(response: &mut Response, rate: RateState) {
 }
 
 /// Streams events as they happen. A client that goes away cancels the run.
-fn stream(state: &AppState, admitted: Admitted) -> Response {
+fn stream(state: &RunState, admitted: Admitted) -> Response {
     let (events, receiver) = mpsc::channel::<RunEvent>(64);
     let cancel = state.shutdown.child_token();
     let guard = cancel.clone().drop_guard();
-    let api = std::sync::Arc::clone(&state.code_api);
+    let api = Arc::clone(&state.code_api);
     let finished = tokio::spawn(async move { api.run(admitted, Some(events), cancel).await });
 
-    let lines = tokio_stream_from(receiver)
+    let lines = ndjson::received(receiver)
         .map(|event| line(&event))
         .chain(futures::stream::once(async move {
             let summary = match finished.await {
@@ -212,29 +227,15 @@ fn stream(state: &AppState, admitted: Admitted) -> Response {
             };
             drop(guard);
             summary
-        }))
-        .map(Ok::<Bytes, Infallible>);
-    let mut response = Response::new(Body::from_stream(lines));
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(NDJSON));
-    response
-}
-
-fn tokio_stream_from<T: Send + 'static>(
-    mut receiver: mpsc::Receiver<T>,
-) -> impl futures::Stream<Item = T> {
-    futures::stream::poll_fn(move |cx| receiver.poll_recv(cx))
+        }));
+    ndjson::response(lines)
 }
 
 fn line(value: &impl serde::Serialize) -> Bytes {
-    let mut text = serde_json::to_string(value).unwrap_or_else(|e| {
-        tracing::error!(%e, "cannot encode an event");
-        r#"{"type":"error","error":{"name":"Internal","value":"unencodable event","traceback":[]}}"#
-            .into()
-    });
-    text.push('\n');
-    Bytes::from(text)
+    ndjson::line(
+        value,
+        r#"{"type":"error","error":{"name":"Internal","value":"unencodable event","traceback":[]}}"#,
+    )
 }
 
 fn summary_line(outcome: &RunOutcome) -> Bytes {

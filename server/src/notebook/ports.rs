@@ -1,10 +1,13 @@
-//! The page's read port ([`SessionLogs`]) over the hub and its store.
+//! The page's ports (`app::api::ports`), which its server functions call:
+//! each answered by the notebook service.
 
-use app::api::ports::{LogError, OwnedSession, SessionLogs};
+use app::api::ports::{LogError, OwnedSession, SandboxChoices, SessionLogs, SharedFiles};
 use app::api::{SessionSummary, SharedLog};
+use app::files::FileItem;
 use async_trait::async_trait;
 
-use super::{OwnerId, SessionHub, SessionId, ShareToken};
+use super::Notebooks;
+use crate::session::{OwnerId, SessionId, ShareToken};
 use crate::store::StoreError;
 
 #[expect(
@@ -17,11 +20,12 @@ fn unavailable(err: StoreError) -> LogError {
 }
 
 #[async_trait]
-impl SessionLogs for SessionHub {
+impl SessionLogs for Notebooks {
     async fn session(&self, viewer: &str, session_id: &str) -> Result<OwnedSession, LogError> {
         let id: SessionId = session_id.parse().map_err(|_| LogError::InvalidId)?;
         let owner: OwnerId = viewer.parse().map_err(|_| LogError::NotFound)?;
         let channel = self
+            .hub
             .open_owned(id, owner)
             .await
             .map_err(unavailable)?
@@ -57,6 +61,7 @@ impl SessionLogs for SessionHub {
     async fn shared(&self, token: &str) -> Result<SharedLog, LogError> {
         let token: ShareToken = token.parse().map_err(|_| LogError::NotFound)?;
         let (record, events) = self
+            .hub
             .shared_events(&token)
             .await
             .map_err(unavailable)?
@@ -67,5 +72,41 @@ impl SessionLogs for SessionHub {
             events,
             files: Vec::new(),
         })
+    }
+}
+
+impl SandboxChoices for Notebooks {
+    fn backends(&self) -> Vec<String> {
+        self.kernels()
+            .backends()
+            .into_iter()
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn chosen(&self, session_id: &str) -> Option<String> {
+        let id = session_id.parse().ok()?;
+        Some(self.kernels().chosen(id).to_string())
+    }
+
+    fn pyodide_url(&self) -> Option<String> {
+        self.pyodide_url.clone()
+    }
+}
+
+#[async_trait]
+impl SharedFiles for Notebooks {
+    async fn files(&self, token: &str) -> Vec<FileItem> {
+        self.shared_files(token)
+            .await
+            .into_iter()
+            .map(|entry| FileItem {
+                path: entry.path,
+                name: entry.name,
+                kind: "file".into(),
+                size: entry.size,
+                modified_ms: entry.modified_ms,
+            })
+            .collect()
     }
 }

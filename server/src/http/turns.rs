@@ -1,0 +1,141 @@
+//! `/api/sessions/{id}/…`: the notebook without a browser. A turn asked
+//! here runs through the same notebook service as one asked from the page,
+//! and its events stream back as NDJSON: one WebSocket frame
+//! (`ServerMessage`) a line, from `turn_started` to `turn_finished`. A page
+//! open on the session sees the same turn live.
+
+use std::sync::Arc;
+
+use app::protocol::{CellId, ServerMessage};
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use futures::StreamExt;
+use serde::Deserialize;
+
+use super::owner::Owner;
+use super::{ApiError, ndjson};
+use crate::notebook::{Notebooks, Turn};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AskBody {
+    text: String,
+    model: Option<String>,
+    /// The sandbox backend (`jail`, `e2b`) from now on.
+    backend: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunBody {
+    code: String,
+    language: String,
+    source: Option<CellId>,
+    backend: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct After {
+    #[serde(default)]
+    after: u64,
+}
+
+/// `POST /api/sessions/{id}/ask {"text", "model"?, "backend"?}`: a
+/// question; its turn streams back.
+pub async fn ask(
+    State(notebooks): State<Arc<Notebooks>>,
+    Owner(owner): Owner,
+    Path(id): Path<String>,
+    body: Result<Json<AskBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let channel = notebooks.open_owned(owner, &id).await?;
+    let Json(body) = body?;
+    let turn = Turn::Ask {
+        text: body.text,
+        model: body.model,
+        backend: body.backend,
+    };
+    stream(&notebooks, channel, turn)
+}
+
+/// `POST /api/sessions/{id}/run {"code", "language", "source"?,
+/// "backend"?}`: code run as written, no model; its turn streams back.
+pub async fn run(
+    State(notebooks): State<Arc<Notebooks>>,
+    Owner(owner): Owner,
+    Path(id): Path<String>,
+    body: Result<Json<RunBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let channel = notebooks.open_owned(owner, &id).await?;
+    let Json(body) = body?;
+    let turn = Turn::Run {
+        code: body.code,
+        language: body.language,
+        source: body.source,
+        backend: body.backend,
+    };
+    stream(&notebooks, channel, turn)
+}
+
+/// `POST /api/sessions/{id}/rerun`: a fresh kernel runs the session's code
+/// cells again; the turn streams back.
+pub async fn rerun(
+    State(notebooks): State<Arc<Notebooks>>,
+    Owner(owner): Owner,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let channel = notebooks.open_owned(owner, &id).await?;
+    stream(&notebooks, channel, Turn::RerunAll)
+}
+
+/// `POST /api/sessions/{id}/stop`: stops the running turn and those waiting.
+pub async fn stop(
+    State(notebooks): State<Arc<Notebooks>>,
+    Owner(owner): Owner,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let channel = notebooks.open_owned(owner, &id).await?;
+    notebooks.stop(&channel);
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `GET /api/sessions/{id}/events?after=N`: the history after `N`, as NDJSON.
+pub async fn events(
+    State(notebooks): State<Arc<Notebooks>>,
+    Owner(owner): Owner,
+    Path(id): Path<String>,
+    query: Result<Query<After>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let channel = notebooks.open_owned(owner, &id).await?;
+    let Query(After { after }) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let lines: Vec<Bytes> = channel
+        .events_after(after)
+        .into_iter()
+        .map(|event| line(&ServerMessage::Event(event)))
+        .collect();
+    Ok(ndjson::response(futures::stream::iter(lines)))
+}
+
+/// Starts the turn and answers with its events as they happen. The turn
+/// runs on if the client goes away (`/stop` stops it).
+fn stream(
+    notebooks: &Notebooks,
+    channel: Arc<crate::session::SessionChannel>,
+    turn: Turn,
+) -> Result<Response, ApiError> {
+    let events = notebooks.start_followed(channel, turn)?;
+    Ok(ndjson::response(
+        events.map(|event| line(&ServerMessage::Event(event))),
+    ))
+}
+
+fn line(message: &ServerMessage) -> Bytes {
+    ndjson::line(
+        message,
+        r#"{"type":"error","code":"unavailable","message":"unencodable event"}"#,
+    )
+}

@@ -1,0 +1,41 @@
+//! Why a notebook action was refused or failed.
+
+use crate::agent::{FilesError, TurnRefusal};
+use crate::session::CreateError;
+use crate::store::StoreError;
+
+/// The one error of the notebook service; the HTTP layer maps each variant
+/// to a status once (`http::error`).
+#[derive(Debug, thiserror::Error)]
+pub enum NotebookError {
+    /// No such session, or someone else's: the two look the same, so that
+    /// ids cannot be probed.
+    #[error("no session `{0}`")]
+    NotFound(String),
+    /// A share link that does not exist or was revoked.
+    #[error("this link does not exist or was revoked")]
+    LinkGone,
+    /// A share link that offers no files (or is gone).
+    #[error("this link offers no files")]
+    NoSharedFiles,
+    #[error("the title is empty")]
+    EmptyTitle,
+    #[error("the server is shutting down")]
+    ShuttingDown,
+    /// A turn that was not started.
+    #[error(transparent)]
+    Refused(#[from] TurnRefusal),
+    #[error(transparent)]
+    Create(#[from] CreateError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Files(#[from] FilesError),
+}
+
+impl NotebookError {
+    /// "Not found", quoting at most 40 characters of what was asked for.
+    pub(super) fn not_found(id: &str) -> Self {
+        Self::NotFound(id.chars().take(40).collect())
+    }
+}

@@ -1,0 +1,50 @@
+//! A session's files in `/home/user`, for its owner: list, read, upload,
+//! delete.
+
+use super::{NotebookError, Notebooks};
+use crate::sandbox::files::FileEntry;
+use crate::session::SessionChannel;
+
+impl Notebooks {
+    /// The files in the session's home (its kernel's, or the kept ones
+    /// while it has none).
+    pub async fn list_files(
+        &self,
+        channel: &SessionChannel,
+    ) -> Result<Vec<FileEntry>, NotebookError> {
+        Ok(self.kernels().list_files(channel.id()).await?)
+    }
+
+    /// One file's entry and bytes.
+    pub async fn read_file(
+        &self,
+        channel: &SessionChannel,
+        path: &str,
+    ) -> Result<(FileEntry, Vec<u8>), NotebookError> {
+        Ok(self.kernels().read_file(channel.id(), path).await?)
+    }
+
+    /// Puts an uploaded file into the session (kept for every kernel it
+    /// will have); an existing file is replaced only when `overwrite`.
+    pub async fn upload(
+        &self,
+        channel: &SessionChannel,
+        path: &str,
+        bytes: Vec<u8>,
+        overwrite: bool,
+    ) -> Result<FileEntry, NotebookError> {
+        Ok(self
+            .kernels()
+            .upload(channel.id(), path, bytes, overwrite)
+            .await?)
+    }
+
+    /// Removes a file or a directory.
+    pub async fn delete_file(
+        &self,
+        channel: &SessionChannel,
+        path: &str,
+    ) -> Result<(), NotebookError> {
+        Ok(self.kernels().delete_file(channel.id(), path).await?)
+    }
+}

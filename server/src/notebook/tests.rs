@@ -1,0 +1,291 @@
+//! The notebook service's stories: what share, fork, unshare and delete do,
+//! and in which order, as plain Rust over a real SQLite store and the
+//! session files on disk (no kernel is started: files are kept files).
+
+use std::sync::Arc;
+
+use app::protocol::{CellId, EventBody};
+use tokio_util::sync::CancellationToken;
+
+use super::{NotebookError, Notebooks, Turn};
+use crate::agent::TurnRefusal;
+use crate::session::OwnerId;
+
+struct Fixture {
+    notebooks: Arc<Notebooks>,
+    shutdown: CancellationToken,
+    _dir: tempfile::TempDir,
+}
+
+async fn fixture() -> Fixture {
+    let (state, dir) = crate::state::for_tests(|_| {}).await;
+    Fixture {
+        notebooks: state.notebooks,
+        shutdown: state.shutdown,
+        _dir: dir,
+    }
+}
+
+fn asked(text: &str) -> EventBody {
+    EventBody::UserMessage {
+        cell_id: CellId(1),
+        text: text.into(),
+    }
+}
+
+async fn read(
+    notebooks: &Notebooks,
+    channel: &crate::session::SessionChannel,
+    path: &str,
+) -> String {
+    let (_, bytes) = notebooks.read_file(channel, path).await.unwrap();
+    String::from_utf8(bytes).unwrap()
+}
+
+#[tokio::test]
+async fn a_fork_gets_the_cells_and_the_files_as_they_were_shared() {
+    let f = fixture().await;
+    let (alice, bob) = (OwnerId::random(), OwnerId::random());
+    let session = f.notebooks.create(alice).await.unwrap();
+    session.publish(asked("how many rows?"));
+    f.notebooks
+        .upload(&session, "data.csv", b"a,b\n1,2\n".to_vec(), false)
+        .await
+        .unwrap();
+    let link = f.notebooks.share(&session, true).await.unwrap();
+    assert!(link.files);
+    assert_eq!(link.upto_seq, session.last_seq());
+
+    // What happens after the link was made is not in it.
+    session.publish(asked("and the mean?"));
+    f.notebooks
+        .upload(&session, "data.csv", b"changed".to_vec(), true)
+        .await
+        .unwrap();
+    let (_, shared) = f
+        .notebooks
+        .read_shared_file(&link.token.to_string(), "data.csv")
+        .await
+        .unwrap();
+    assert_eq!(shared, b"a,b\n1,2\n");
+
+    let fork = f
+        .notebooks
+        .fork(bob, &link.token.to_string())
+        .await
+        .unwrap();
+    assert_eq!(fork.owner(), bob);
+    let questions: Vec<_> = fork
+        .events_after(0)
+        .into_iter()
+        .filter_map(|e| match e.event {
+            EventBody::UserMessage { text, .. } => Some(text),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(questions, ["how many rows?"]);
+    assert_eq!(read(&f.notebooks, &fork, "data.csv").await, "a,b\n1,2\n");
+    // The fork is bob's own: a change there leaves alice's alone.
+    f.notebooks
+        .upload(&fork, "data.csv", b"bob's".to_vec(), true)
+        .await
+        .unwrap();
+    assert_eq!(read(&f.notebooks, &session, "data.csv").await, "changed");
+    // ... and it is not alice's to open.
+    let id = fork.id().to_string();
+    assert!(matches!(
+        f.notebooks.open_owned(alice, &id).await,
+        Err(NotebookError::NotFound(_))
+    ));
+}
+
+#[tokio::test]
+async fn a_link_without_files_offers_none_and_forks_without_them() {
+    let f = fixture().await;
+    let session = f.notebooks.create(OwnerId::random()).await.unwrap();
+    session.publish(asked("hi"));
+    f.notebooks
+        .upload(&session, "secret.txt", b"mine".to_vec(), false)
+        .await
+        .unwrap();
+    let link = f.notebooks.share(&session, false).await.unwrap();
+    let token = link.token.to_string();
+    assert!(f.notebooks.shared_files(&token).await.is_empty());
+    assert!(matches!(
+        f.notebooks.read_shared_file(&token, "secret.txt").await,
+        Err(NotebookError::NoSharedFiles)
+    ));
+    let fork = f.notebooks.fork(OwnerId::random(), &token).await.unwrap();
+    assert!(f.notebooks.list_files(&fork).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn sharing_again_without_files_drops_the_copy_and_keeps_the_link() {
+    let f = fixture().await;
+    let session = f.notebooks.create(OwnerId::random()).await.unwrap();
+    f.notebooks
+        .upload(&session, "a.txt", b"1".to_vec(), false)
+        .await
+        .unwrap();
+    let with = f.notebooks.share(&session, true).await.unwrap();
+    assert_eq!(
+        f.notebooks
+            .shared_files(&with.token.to_string())
+            .await
+            .len(),
+        1
+    );
+    let without = f.notebooks.share(&session, false).await.unwrap();
+    assert_eq!(without.token, with.token);
+    assert!(
+        f.notebooks
+            .shared_files(&with.token.to_string())
+            .await
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn unsharing_revokes_the_link_then_drops_its_files() {
+    let f = fixture().await;
+    let session = f.notebooks.create(OwnerId::random()).await.unwrap();
+    f.notebooks
+        .upload(&session, "a.txt", b"1".to_vec(), false)
+        .await
+        .unwrap();
+    let link = f.notebooks.share(&session, true).await.unwrap();
+    let token = link.token.to_string();
+    f.notebooks.unshare(&session).await.unwrap();
+    assert!(matches!(
+        f.notebooks.fork(OwnerId::random(), &token).await,
+        Err(NotebookError::LinkGone)
+    ));
+    assert!(f.notebooks.shared_files(&token).await.is_empty());
+    // The session's own files stay.
+    assert_eq!(read(&f.notebooks, &session, "a.txt").await, "1");
+    // A link made again is a new one.
+    let again = f.notebooks.share(&session, false).await.unwrap();
+    assert_ne!(again.token, link.token);
+}
+
+#[tokio::test]
+async fn deleting_ends_the_session_its_link_and_its_files() {
+    let f = fixture().await;
+    let owner = OwnerId::random();
+    let session = f.notebooks.create(owner).await.unwrap();
+    session.publish(asked("hi"));
+    f.notebooks
+        .upload(&session, "a.txt", b"1".to_vec(), false)
+        .await
+        .unwrap();
+    let link = f.notebooks.share(&session, true).await.unwrap();
+    let stop = session.stop_token();
+    f.notebooks.delete(&session).await.unwrap();
+
+    assert!(stop.is_cancelled(), "its turns were stopped");
+    let id = session.id().to_string();
+    assert!(matches!(
+        f.notebooks.open_owned(owner, &id).await,
+        Err(NotebookError::NotFound(_))
+    ));
+    // A page or request that still holds it can start nothing more.
+    assert_eq!(
+        f.notebooks.start(&session, Turn::RerunAll),
+        Err(TurnRefusal::Deleted)
+    );
+    let token = link.token.to_string();
+    assert!(matches!(
+        f.notebooks.fork(OwnerId::random(), &token).await,
+        Err(NotebookError::LinkGone)
+    ));
+    assert!(f.notebooks.shared_files(&token).await.is_empty());
+    assert!(f.notebooks.list_files(&session).await.unwrap().is_empty());
+    assert!(f.notebooks.list(owner).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn ids_and_tokens_that_are_not_ours_look_the_same_as_missing_ones() {
+    let f = fixture().await;
+    let owner = OwnerId::random();
+    let theirs = f.notebooks.create(OwnerId::random()).await.unwrap();
+    for id in [theirs.id().to_string(), "nonsense".into(), "x".repeat(500)] {
+        match f.notebooks.open_owned(owner, &id).await {
+            Err(NotebookError::NotFound(shown)) => assert!(shown.chars().count() <= 40),
+            other => panic!("{id}: {:?}", other.map(|c| c.id())),
+        }
+    }
+    for token in ["", "nope", "s_0000"] {
+        assert!(matches!(
+            f.notebooks.fork(owner, token).await,
+            Err(NotebookError::LinkGone)
+        ));
+    }
+}
+
+#[tokio::test]
+async fn renaming_keeps_a_cut_title_and_refuses_an_empty_one() {
+    let f = fixture().await;
+    let owner = OwnerId::random();
+    let session = f.notebooks.create(owner).await.unwrap();
+    session.publish(asked("hi"));
+    f.notebooks.flush().await;
+    assert!(matches!(
+        f.notebooks.rename(&session, "  \n ").await,
+        Err(NotebookError::EmptyTitle)
+    ));
+    let kept = f
+        .notebooks
+        .rename(&session, &format!("{}\nsecond line", "t".repeat(200)))
+        .await
+        .unwrap();
+    assert_eq!(kept.chars().count(), app::api::MAX_TITLE_CHARS);
+    let listed = f.notebooks.list(owner).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].title, kept);
+}
+
+#[tokio::test]
+async fn turns_are_checked_before_they_start() {
+    let f = fixture().await;
+    let session = f.notebooks.create(OwnerId::random()).await.unwrap();
+    let ask = |text: &str| Turn::Ask {
+        text: text.into(),
+        model: None,
+        backend: None,
+    };
+    assert_eq!(
+        f.notebooks.start(&session, ask("  ")),
+        Err(TurnRefusal::Empty)
+    );
+    let cobol = Turn::Run {
+        code: "DISPLAY 'HI'".into(),
+        language: "cobol".into(),
+        source: None,
+        backend: None,
+    };
+    assert!(matches!(
+        f.notebooks.start(&session, cobol),
+        Err(TurnRefusal::InvalidCode(_))
+    ));
+    let elsewhere = Turn::Ask {
+        text: "hi".into(),
+        model: None,
+        backend: Some("mars".into()),
+    };
+    assert!(matches!(
+        f.notebooks.start(&session, elsewhere),
+        Err(TurnRefusal::Backend(_))
+    ));
+    // Nothing was started by any of them.
+    assert_eq!(session.last_seq(), 0);
+}
+
+#[tokio::test]
+async fn nothing_new_is_made_once_the_server_shuts_down() {
+    let f = fixture().await;
+    f.shutdown.cancel();
+    assert!(matches!(
+        f.notebooks.create(OwnerId::random()).await,
+        Err(NotebookError::ShuttingDown)
+    ));
+}

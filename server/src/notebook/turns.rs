@@ -1,0 +1,160 @@
+//! Asking, running, re-running and stopping: a session's turns.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use app::protocol::{CellId, EventBody, SessionEvent, TurnId};
+use futures::Stream;
+use tokio::sync::broadcast::{self, error::RecvError};
+use tokio::sync::mpsc;
+
+use super::Notebooks;
+use crate::agent::{TurnRefusal, TurnRequest, parse_language};
+use crate::session::SessionChannel;
+
+/// A turn as a page or a program asks for it, before it is checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Turn {
+    /// A question for the model.
+    Ask {
+        text: String,
+        model: Option<String>,
+        /// The sandbox backend the session's programs run on from now on.
+        backend: Option<String>,
+    },
+    /// Code run as written, with no model.
+    Run {
+        code: String,
+        /// `python`, `javascript`, `bash` or `c`, in any case.
+        language: String,
+        /// The cell it was edited from.
+        source: Option<CellId>,
+        backend: Option<String>,
+    },
+    /// "Re-run all": a fresh kernel runs the code cells that stood.
+    RerunAll,
+}
+
+/// The live events of one turn, from its `turn_started` to its
+/// `turn_finished`, in order and without gaps; ends early when the server
+/// shuts down.
+pub struct TurnEvents {
+    receiver: mpsc::Receiver<SessionEvent>,
+}
+
+impl Stream for TurnEvents {
+    type Item = SessionEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<SessionEvent>> {
+        self.receiver.poll_recv(cx)
+    }
+}
+
+/// Events buffered for a slow follower of a turn before the turn's
+/// forwarder waits for it.
+const FOLLOW_BUFFER: usize = 64;
+
+impl Notebooks {
+    /// Checks `turn` and queues it as the session's next.
+    pub fn start(&self, channel: &Arc<SessionChannel>, turn: Turn) -> Result<TurnId, TurnRefusal> {
+        let request = self.prepare(channel, turn)?;
+        self.runner.start(channel, request)
+    }
+
+    /// Starts `turn` and follows it: the events of that turn alone, as they
+    /// happen. The turn runs on if the follower goes away (a Stop stops it).
+    pub fn start_followed(
+        &self,
+        channel: Arc<SessionChannel>,
+        turn: Turn,
+    ) -> Result<TurnEvents, TurnRefusal> {
+        let request = self.prepare(&channel, turn)?;
+        // Listen before starting, so that nothing of the turn is missed.
+        let (_, listening_from, live) = channel.subscribe(u64::MAX);
+        let turn = self.runner.start(&channel, request)?;
+        let (sender, receiver) = mpsc::channel(FOLLOW_BUFFER);
+        let shutdown = self.shutdown.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = forward_turn(&channel, turn, listening_from, live, &sender) => {}
+                () = shutdown.cancelled() => {}
+            }
+        });
+        Ok(TurnEvents { receiver })
+    }
+
+    /// Stops the session's running turn and the turns waiting behind it.
+    pub fn stop(&self, channel: &SessionChannel) {
+        self.runner.stop(channel);
+    }
+
+    /// The request the agent runs for `turn`: the language known, the
+    /// backend picked (a pick stays for the session's later turns).
+    fn prepare(&self, channel: &SessionChannel, turn: Turn) -> Result<TurnRequest, TurnRefusal> {
+        match turn {
+            Turn::Ask {
+                text,
+                model,
+                backend,
+            } => {
+                self.runner.choose_backend(channel, backend.as_deref())?;
+                Ok(TurnRequest::Ask { text, model })
+            }
+            Turn::Run {
+                code,
+                language,
+                source,
+                backend,
+            } => {
+                let language = parse_language(&language)?;
+                self.runner.choose_backend(channel, backend.as_deref())?;
+                Ok(TurnRequest::Run {
+                    code,
+                    language,
+                    source,
+                })
+            }
+            Turn::RerunAll => Ok(TurnRequest::RerunAll),
+        }
+    }
+}
+
+/// Sends the events of `turn`, in order and without gaps, until it finishes
+/// or the follower goes away.
+async fn forward_turn(
+    channel: &SessionChannel,
+    turn: TurnId,
+    mut sent: u64,
+    mut live: broadcast::Receiver<SessionEvent>,
+    follower: &mpsc::Sender<SessionEvent>,
+) {
+    let mut started = false;
+    loop {
+        let events = match live.recv().await {
+            Ok(event) => vec![event],
+            // Fell behind the live buffer: catch up from the history.
+            Err(RecvError::Lagged(_)) => channel.events_after(sent),
+            Err(RecvError::Closed) => return,
+        };
+        for event in events {
+            if event.seq <= sent {
+                continue;
+            }
+            sent = event.seq;
+            let (first, last) = match &event.event {
+                EventBody::TurnStarted { turn: t, .. } => (*t == turn, false),
+                EventBody::TurnFinished { turn: t, .. } => (false, *t == turn),
+                _ => (false, false),
+            };
+            started |= first;
+            if !started {
+                // An earlier turn of the session, still running.
+                continue;
+            }
+            if follower.send(event).await.is_err() || last {
+                return;
+            }
+        }
+    }
+}
