@@ -188,6 +188,11 @@ pub struct HttpConfig {
     /// which is what stops DNS rebinding.
     #[serde(deserialize_with = "names")]
     pub allowed_hosts: Vec<String>,
+    /// A proxy in front ends TLS and says so in `X-Forwarded-Proto`
+    /// (`RUNCELL_HTTP__TRUST_FORWARDED=true`): believed only then, for the
+    /// scheme of share links and whether cookies are `Secure`. Off by
+    /// default, since any client can send the header.
+    pub trust_forwarded: bool,
 }
 
 impl Default for HttpConfig {
@@ -196,6 +201,7 @@ impl Default for HttpConfig {
             request_timeout_secs: 60,
             cors_origins: Vec::new(),
             allowed_hosts: Vec::new(),
+            trust_forwarded: false,
         }
     }
 }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::Request;
+use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderName, HeaderValue, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -91,37 +91,31 @@ pub fn cors(origins: &[String]) -> Option<CorsLayer> {
     )
 }
 
-/// Counts each API request by route (its pattern, so that ids do not
-/// multiply the series) and status.
+/// Counts each API request by route (the pattern it matched, so that ids
+/// do not multiply the series) and status.
 pub async fn count(request: Request, next: Next) -> Response {
-    let route = route_label(request.uri().path());
+    let route = route_label(
+        request.extensions().get::<MatchedPath>(),
+        request.uri().path(),
+    );
     let response = next.run(request).await;
-    crate::metrics::api_request(route, response.status().as_u16());
+    crate::metrics::api_request(&route, response.status().as_u16());
     response
 }
 
-/// The route a path of the API belongs to.
-fn route_label(path: &str) -> &'static str {
-    const EXACT: [&str; 4] = [
-        "/v1/auth/token",
-        "/v1/code_interpreter/run",
-        "/v1/code_interpreter/sessions",
-        "/v1/openapi.json",
-    ];
-    if let Some(route) = EXACT.iter().find(|route| **route == path) {
-        return route;
+/// The label of the route a request to `path` matched: its pattern, with
+/// the services mounted under a prefix (`/mcp`, the docs), which may match
+/// no pattern of ours, named by the prefix.
+fn route_label(matched: Option<&MatchedPath>, path: &str) -> String {
+    let pattern = matched.map_or(path, MatchedPath::as_str);
+    for prefix in ["/mcp", "/v1/docs"] {
+        if pattern == prefix || pattern.starts_with(&format!("{prefix}/")) {
+            return prefix.into();
+        }
     }
-    if path == "/mcp" || path.starts_with("/mcp/") {
-        "/mcp"
-    } else if path
-        .strip_prefix("/v1/code_interpreter/sessions/")
-        .is_some_and(|id| !id.is_empty() && !id.contains('/'))
-    {
-        "/v1/code_interpreter/sessions/{id}"
-    } else if path.starts_with("/v1/docs") {
-        "/v1/docs"
-    } else {
-        "other"
+    match matched {
+        Some(matched) => matched.as_str().into(),
+        None => "other".into(),
     }
 }
 
@@ -168,18 +162,56 @@ mod tests {
         assert_eq!(response.status(), 200);
     }
 
-    #[test]
-    fn api_routes_are_labelled_by_pattern() {
+    /// What `count` labels a request to `path` with, through real routing.
+    async fn label_of(router: Router, path: &str) -> String {
+        let router = router.layer(axum::middleware::from_fn(
+            |request: Request, next: Next| async move {
+                let label = route_label(
+                    request.extensions().get::<MatchedPath>(),
+                    request.uri().path(),
+                );
+                let mut response = next.run(request).await;
+                response.headers_mut().insert(
+                    "x-label",
+                    HeaderValue::from_str(&label).expect("a label is a header value"),
+                );
+                response
+            },
+        ));
+        let response = router
+            .oneshot(Request::get(path).body(Body::empty()).expect("request"))
+            .await
+            .expect("response");
+        response.headers()["x-label"]
+            .to_str()
+            .expect("text")
+            .to_string()
+    }
+
+    #[tokio::test]
+    async fn api_routes_are_labelled_by_pattern() {
+        let api = || {
+            Router::new()
+                .route("/v1/code_interpreter/run", get(|| async { "" }))
+                .route("/v1/code_interpreter/sessions/{id}", get(|| async { "" }))
+                .route("/v1/whatever/{*rest}", get(|| async { "" }))
+                .nest_service("/mcp", get(|| async { "" }))
+        };
         assert_eq!(
-            route_label("/v1/code_interpreter/run"),
+            label_of(api(), "/v1/code_interpreter/run").await,
             "/v1/code_interpreter/run"
         );
         assert_eq!(
-            route_label("/v1/code_interpreter/sessions/abc"),
+            label_of(api(), "/v1/code_interpreter/sessions/abc").await,
             "/v1/code_interpreter/sessions/{id}"
         );
-        assert_eq!(route_label("/mcp"), "/mcp");
-        assert_eq!(route_label("/v1/whatever/else"), "other");
+        assert_eq!(label_of(api(), "/mcp").await, "/mcp");
+        assert_eq!(label_of(api(), "/mcp/x").await, "/mcp");
+        assert_eq!(
+            label_of(api(), "/v1/whatever/else").await,
+            "/v1/whatever/{*rest}"
+        );
+        assert_eq!(route_label(None, "/v1/whatever/else"), "other");
     }
 
     #[test]

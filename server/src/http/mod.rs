@@ -8,11 +8,13 @@ pub mod host;
 mod hygiene;
 mod mcp;
 mod metrics;
-mod notebook;
+mod ndjson;
 mod origin;
 pub mod owner;
+mod request_origin;
 mod sessions;
 mod signin;
+mod turns;
 mod upload;
 mod v1;
 mod ws;
@@ -22,9 +24,8 @@ use std::sync::Arc;
 use app::api::ports::{SharedModelCatalog, SharedSessionLogs};
 use app::{App, shell};
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, MatchedPath, State};
-use axum::http::header;
-use axum::response::{IntoResponse, Redirect};
+use axum::extract::{DefaultBodyLimit, FromRef, MatchedPath, State};
+use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use leptos::prelude::provide_context;
 use leptos_axum::{LeptosRoutes, file_and_error_handler_with_context, generate_route_list};
@@ -35,124 +36,49 @@ pub use error::ApiError;
 pub use v1::openapi;
 
 use crate::state::AppState;
-use owner::Owner;
 
 /// Request bodies (server-function calls) above this are refused.
 const MAX_BODY_BYTES: usize = 1024 * 1024;
 
-/// The whole HTTP surface.
+/// The whole HTTP surface: one router per area, each with its own layers,
+/// composed here.
 pub fn router(state: AppState) -> Router {
     // Install the recorder before anything is recorded.
     if crate::metrics::handle().is_none() {
         tracing::warn!("another metrics recorder is installed: /metrics will be empty");
     }
-    let routes = generate_route_list(App);
-    let logs: SharedSessionLogs = state.sessions.clone();
-    let catalog: SharedModelCatalog = state.models.clone();
-    let sandboxes: app::api::ports::SharedSandboxChoices = Arc::new(SandboxPicks {
-        runner: Arc::clone(&state.runner),
-        pyodide: state.pyodide.as_ref().map(|runtime| runtime.url.clone()),
-    });
-    let upload_limit = app::api::ports::UploadLimit(state.config.sandbox.upload_bytes() as u64);
-    let link_files: app::api::ports::SharedFileLists = Arc::new(files::LinkFiles(state.clone()));
-    let context = move || {
-        provide_context(Arc::clone(&logs));
-        provide_context(Arc::clone(&catalog));
-        provide_context(Arc::clone(&sandboxes));
-        provide_context(upload_limit);
-        provide_context(Arc::clone(&link_files));
-    };
-    let leptos = state.leptos.clone();
+    let request_limit = Duration::from_secs(state.config.http.request_timeout_secs);
+    let context = page_context(&state);
 
-    let pages = Router::new()
-        .route("/", get(new_session))
-        .route("/ws/sessions/{id}", get(ws::session_socket))
-        .route("/api/models", get(models))
-        .route("/api/sessions", post(notebook::create).get(sessions::list))
-        .route(
-            "/api/sessions/{id}",
-            axum::routing::patch(sessions::rename).delete(sessions::delete),
-        )
-        .route("/api/sessions/{id}/ask", post(notebook::ask))
-        .route("/api/sessions/{id}/run", post(notebook::run))
-        .route("/api/sessions/{id}/rerun", post(notebook::rerun))
-        .route("/api/sessions/{id}/stop", post(notebook::stop))
-        .route("/api/sessions/{id}/events", get(notebook::events))
-        .route(
-            "/api/sessions/{id}/files",
-            get(files::get)
-                .put(files::put)
-                .delete(files::delete)
-                // Uploads keep their own limit (`sandbox.upload_mib`).
-                .layer(DefaultBodyLimit::disable()),
-        )
-        .route(
-            "/api/sessions/{id}/share",
-            post(sessions::share).delete(sessions::unshare),
-        )
-        .route("/sessions/{id}/rename", post(sessions::rename_form))
-        .route("/sessions/{id}/delete", post(sessions::delete_form))
-        .route("/sessions/{id}/share", post(sessions::share_form))
-        .route("/sessions/{id}/unshare", post(sessions::unshare_form))
-        .route("/s/{token}/fork", post(sessions::fork))
-        .route("/s/{token}/files", get(files::shared_get))
-        .route("/login", get(signin::form).post(signin::sign_in))
-        .route("/logout", post(signin::sign_out))
-        .leptos_routes_with_context(&state, routes, context.clone(), move || {
-            shell(leptos.clone())
-        })
-        .fallback(file_and_error_handler_with_context::<AppState, _>(
-            context, shell,
-        ))
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+    // The pages and their routes: behind the sign-in gate, except signing
+    // in and viewing a share link.
+    let pages = with_time_limit(pages(&state, context.clone()), request_limit)
+        .merge(uploads(request_limit.max(UPLOAD_TIME_LIMIT)))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             signin::gate,
         ))
-        .layer(axum::middleware::from_fn(owner::owner_layer))
+        .merge(with_time_limit(open_pages(&state, context), request_limit))
+        .layer(axum::middleware::from_fn_with_state(
+            request_origin::TrustForwarded::from_ref(&state),
+            owner::owner_layer,
+        ))
         // Before a cookie is read or made: form posts, `/api/sessions` and
         // server functions come from this server's pages only.
         .layer(axum::middleware::from_fn_with_state(
             state.hosts.clone(),
             origin::refuse_cross_site,
         ));
-    let pages = with_time_limit(pages, state.config.http.request_timeout_secs);
 
     // Static files, the same for everyone: outside the sign-in gate and the
     // owner cookie, since the page's Python frame (an opaque origin) loads
     // them without cookies.
-    let statics = assets::site(&state.config.site_root);
-    let statics = with_time_limit(statics, state.config.http.request_timeout_secs);
+    let statics = with_time_limit(assets::site(&state.config.site_root), request_limit);
 
-    // Programs' routes: bearer credentials, no cookies; a run's own wall
-    // time on top of the time limit.
-    let api_limit = state.config.http.request_timeout_secs + state.config.sandbox.max_timeout_secs;
-    let mut api = v1::router(&state.config).nest_service("/mcp", mcp::service(state.clone()));
-    if state.config.e2b.serve {
-        api = api.merge(e2b::control_plane());
-    }
-    let mut api = with_time_limit(api, api_limit);
-    // `/mcp` is not a handler of ours: it is authenticated here, and each
-    // MCP session is bound to the key that opened it.
-    api = api.layer(axum::middleware::from_fn_with_state(
-        (state.clone(), mcp::Bindings::default()),
-        mcp::authenticate,
-    ));
-    if let Some(cors) = hygiene::cors(&state.config.http.cors_origins) {
-        api = api.layer(cors);
-    }
-    // Outermost, so that refusals and time-outs are counted too.
-    api = api.layer(axum::middleware::from_fn(hygiene::count));
-
-    // Scrapers: no cookie is made for them; a key when the pages need one.
-    let scrape = Router::new()
-        .route("/metrics", get(metrics::render))
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            metrics::gate,
-        ));
-
-    let mut all = api.merge(pages).merge(scrape).merge(statics);
+    let mut all = api(&state)
+        .merge(pages)
+        .merge(scrape(&state))
+        .merge(statics);
     if state.config.e2b.serve {
         // Requests that name a sandbox are E2B's data plane, whatever the path.
         all = all.layer(axum::middleware::from_fn_with_state(
@@ -177,26 +103,162 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Answers 503 when a request has no answer within `secs`.
-fn with_time_limit<S>(router: Router<S>, secs: u64) -> Router<S>
+/// What the page's server functions and renders find in their context:
+/// the ports, all but the model list answered by the notebook service.
+fn page_context(state: &AppState) -> impl Fn() + Clone + Send + Sync + 'static {
+    let logs: SharedSessionLogs = state.notebooks.clone();
+    let catalog: SharedModelCatalog = state.models.clone();
+    let sandboxes: app::api::ports::SharedSandboxChoices = state.notebooks.clone();
+    let upload_limit = app::api::ports::UploadLimit(state.config.sandbox.upload_bytes() as u64);
+    let link_files: app::api::ports::SharedFileLists = state.notebooks.clone();
+    move || {
+        provide_context(Arc::clone(&logs));
+        provide_context(Arc::clone(&catalog));
+        provide_context(Arc::clone(&sandboxes));
+        provide_context(upload_limit);
+        provide_context(Arc::clone(&link_files));
+    }
+}
+
+/// The path of the shared page, `/s/{token}`, as Leptos lists it.
+const SHARED_PAGE: &str = "/s/{token}";
+
+/// The pages, their forms and JSON routes, the session socket and the
+/// server functions; the fallback renders the page's "not found" or a file
+/// of the site. All behind the sign-in gate (a layer the caller adds).
+fn pages(state: &AppState, context: impl Fn() + Clone + Send + Sync + 'static) -> Router<AppState> {
+    let leptos = state.leptos.clone();
+    let routes = generate_route_list(App)
+        .into_iter()
+        .filter(|route| route.path() != SHARED_PAGE)
+        .collect();
+    Router::new()
+        .route("/", get(sessions::new_session))
+        .route("/ws/sessions/{id}", get(ws::session_socket))
+        .route("/api/models", get(models))
+        .route("/api/sessions", post(sessions::create).get(sessions::list))
+        .route(
+            "/api/sessions/{id}",
+            axum::routing::patch(sessions::rename).delete(sessions::delete),
+        )
+        .route("/api/sessions/{id}/ask", post(turns::ask))
+        .route("/api/sessions/{id}/run", post(turns::run))
+        .route("/api/sessions/{id}/rerun", post(turns::rerun))
+        .route("/api/sessions/{id}/stop", post(turns::stop))
+        .route("/api/sessions/{id}/events", get(turns::events))
+        .route(
+            "/api/sessions/{id}/share",
+            post(sessions::share).delete(sessions::unshare),
+        )
+        .route("/sessions/{id}/rename", post(sessions::rename_form))
+        .route("/sessions/{id}/delete", post(sessions::delete_form))
+        .route("/sessions/{id}/share", post(sessions::share_form))
+        .route("/sessions/{id}/unshare", post(sessions::unshare_form))
+        .route("/s/{token}/fork", post(sessions::fork))
+        .leptos_routes_with_context(state, routes, context.clone(), move || {
+            shell(leptos.clone())
+        })
+        .fallback(file_and_error_handler_with_context::<AppState, _>(
+            context, shell,
+        ))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+}
+
+/// What needs no sign-in: signing in and out, and a share link's page and
+/// files (the link is the permission). An unusual path (dot or empty
+/// segments) is still gated, since the page renderer would resolve it to
+/// another page.
+fn open_pages(
+    state: &AppState,
+    context: impl Fn() + Clone + Send + Sync + 'static,
+) -> Router<AppState> {
+    let leptos = state.leptos.clone();
+    let with_state = {
+        let state = state.clone();
+        move || {
+            provide_context(state.clone());
+            context();
+        }
+    };
+    Router::new()
+        .route("/login", get(signin::form).post(signin::sign_in))
+        .route("/logout", post(signin::sign_out))
+        .route(
+            SHARED_PAGE,
+            get(leptos_axum::render_app_async_with_context(
+                with_state,
+                move || shell(leptos.clone()),
+            )),
+        )
+        .route("/s/{token}/files", get(files::shared_get))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            signin::gate_unusual,
+        ))
+}
+
+/// Programs' routes: `/v1`, `/mcp` and E2B's control plane, with bearer
+/// credentials and no cookies; a run's own wall time on top of the time
+/// limit.
+fn api(state: &AppState) -> Router<AppState> {
+    let limit = state.config.http.request_timeout_secs + state.config.sandbox.max_timeout_secs;
+    let mut api = v1::router(&state.config).nest_service("/mcp", mcp::service(state.clone()));
+    if state.config.e2b.serve {
+        api = api.merge(e2b::control_plane());
+    }
+    let mut api = with_time_limit(api, Duration::from_secs(limit));
+    // `/mcp` is not a handler of ours: it is authenticated here, and each
+    // MCP session is bound to the key that opened it.
+    api = api.layer(axum::middleware::from_fn_with_state(
+        (state.clone(), mcp::Bindings::default()),
+        mcp::authenticate,
+    ));
+    if let Some(cors) = hygiene::cors(&state.config.http.cors_origins) {
+        api = api.layer(cors);
+    }
+    // Outermost, so that refusals and time-outs are counted too.
+    api.layer(axum::middleware::from_fn(hygiene::count))
+}
+
+/// Scrapers: no cookie is made for them; a key when the pages need one.
+fn scrape(state: &AppState) -> Router<AppState> {
+    Router::new()
+        .route("/metrics", get(metrics::render))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            metrics::gate,
+        ))
+}
+
+/// A session's files: uploads are not held to the page's body limit
+/// (`sandbox.upload_mib` bounds them as they stream in), and have `limit`
+/// to arrive, since an upload's answer begins only once its body is in.
+fn uploads(limit: Duration) -> Router<AppState> {
+    let files = Router::new().route(
+        "/api/sessions/{id}/files",
+        get(files::get)
+            .put(files::put)
+            .delete(files::delete)
+            .layer(DefaultBodyLimit::disable()),
+    );
+    with_time_limit(files, limit)
+}
+
+/// Answers 503 when a request has no answer within `limit`.
+fn with_time_limit<S>(router: Router<S>, limit: Duration) -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
 {
-    let limit = Duration::from_secs(secs);
-    let upload_limit = limit.max(UPLOAD_TIME_LIMIT);
     router.layer(axum::middleware::from_fn(
         move |request: axum::extract::Request, next: axum::middleware::Next| {
-            // An upload's answer begins only once its body is in, which on
-            // a slow link takes longer than any other request.
-            let upload = request.method() == axum::http::Method::PUT
-                && request.uri().path().ends_with("/files");
-            hygiene::time_limit(if upload { upload_limit } else { limit }, request, next)
+            hygiene::time_limit(limit, request, next)
         },
     ))
 }
 
-/// How long an upload (`PUT …/files`) may take: 50 MiB at about half a
-/// megabit a second.
+/// How long a session's files request may take to be answered: an upload
+/// of 50 MiB at about half a megabit a second.
 const UPLOAD_TIME_LIMIT: Duration = Duration::from_secs(15 * 60);
 
 /// One span per request, named by its route rather than its path, so that
@@ -209,33 +271,10 @@ fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Spa
     tracing::info_span!("http", method = %request.method(), route)
 }
 
-/// The page's view of where code may run: the notebook's backends, each
-/// session's pick, and where Pyodide is.
-struct SandboxPicks {
-    runner: Arc<crate::agent::TurnRunner>,
-    pyodide: Option<String>,
-}
-
-impl app::api::ports::SandboxChoices for SandboxPicks {
-    fn backends(&self) -> Vec<String> {
-        let kernels = self.runner.agent().kernels();
-        kernels.backends().into_iter().map(str::to_string).collect()
-    }
-
-    fn chosen(&self, session_id: &str) -> Option<String> {
-        let id = session_id.parse().ok()?;
-        Some(self.runner.agent().kernels().chosen(id).to_string())
-    }
-
-    fn pyodide_url(&self) -> Option<String> {
-        self.pyodide.clone()
-    }
-}
-
 async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
     axum::Json(serde_json::json!({
         "status": "ok",
-        "sessions": state.sessions.len(),
+        "sessions": state.notebooks.open_count(),
     }))
 }
 
@@ -245,14 +284,77 @@ async fn models(State(state): State<AppState>) -> impl IntoResponse {
     axum::Json(state.models.choices())
 }
 
-/// `/` opens a new, empty session of the visitor's.
-async fn new_session(
-    State(state): State<AppState>,
-    Owner(owner): Owner,
-) -> Result<impl IntoResponse, ApiError> {
-    let channel = state.sessions.create(owner).await?;
-    Ok((
-        [(header::CACHE_CONTROL, "no-store")],
-        Redirect::to(&format!("/sessions/{}", channel.id())),
-    ))
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::{Method, Request, StatusCode};
+    use tower::ServiceExt;
+
+    use super::*;
+    use crate::config::AuthMode;
+
+    /// Whether a request from a stranger (no cookie) was sent to sign in.
+    async fn gated(app: &Router, method: Method, path: &str) -> bool {
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", "localhost:3000")
+            .body(Body::empty())
+            .expect("a request");
+        let response = app.clone().oneshot(request).await.expect("a response");
+        let to_login = response
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|l| l.starts_with("/login"));
+        response.status() == StatusCode::UNAUTHORIZED
+            || (response.status() == StatusCode::SEE_OTHER && to_login)
+    }
+
+    #[tokio::test]
+    async fn session_routes_are_gated_and_share_views_are_not() {
+        let (state, _dir) =
+            crate::state::for_tests(|config| config.auth.mode = AuthMode::Required).await;
+        let app = router(state);
+        for (method, path) in [
+            (Method::GET, "/"),
+            (Method::GET, "/sessions/x"),
+            (Method::POST, "/api/sessions"),
+            (Method::GET, "/api/sessions/x/files"),
+            (Method::GET, "/ws/sessions/x"),
+            (Method::POST, "/s/token/fork"),
+            (Method::GET, "/s/token/other"),
+            (Method::GET, "/s//files"),
+            (Method::POST, "/api/load_session"),
+            (Method::GET, "/anything-else"),
+            // Dot segments would be resolved by the page renderer.
+            (Method::GET, "/x/../sessions/a"),
+            (Method::GET, "/x/%2e%2e/sessions/a"),
+            (Method::GET, "/%2E/sessions/a"),
+            (Method::GET, "/./sessions/a"),
+            (Method::GET, "/s/%2e%2e/sessions/a"),
+            (Method::GET, "/s/a/../../sessions/b"),
+            (Method::GET, "/s/%2e%2e"),
+        ] {
+            assert!(gated(&app, method.clone(), path).await, "{method} {path}");
+        }
+        for (method, path) in [
+            (Method::GET, "/s/token"),
+            (Method::GET, "/s/token/files"),
+            (Method::GET, "/login"),
+            (Method::GET, "/pkg/runcell.js"),
+            (Method::GET, "/healthz"),
+        ] {
+            assert!(!gated(&app, method.clone(), path).await, "{method} {path}");
+        }
+    }
+
+    #[test]
+    fn the_shared_page_is_a_route_of_the_app() {
+        assert!(
+            generate_route_list(App)
+                .iter()
+                .any(|route| route.path() == SHARED_PAGE)
+        );
+    }
 }

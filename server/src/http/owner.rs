@@ -4,7 +4,7 @@
 //! [`Viewer`](app::api::ports::Viewer) in the request's extensions.
 
 use app::api::ports::Viewer;
-use axum::extract::{FromRequestParts, Request};
+use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::middleware::Next;
@@ -12,6 +12,7 @@ use axum::response::Response;
 use cookie::{Cookie, SameSite};
 
 use super::ApiError;
+use super::request_origin::{RequestOrigin, TrustForwarded};
 use crate::session::OwnerId;
 
 /// The cookie's name.
@@ -51,28 +52,6 @@ pub(super) fn cookie_in(headers: &HeaderMap, name: &str) -> Option<String> {
         .filter_map(Result::ok)
         .find(|c| c.name() == name)
         .map(|c| c.value().to_string())
-}
-
-/// Whether the browser will keep a `Secure` cookie from this request: over
-/// HTTPS (directly or behind a proxy that says so), or on a loopback host,
-/// which browsers treat as secure. Elsewhere plain HTTP would drop it.
-pub(super) fn secure_context(headers: &HeaderMap) -> bool {
-    let forwarded_https = headers
-        .get("x-forwarded-proto")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.eq_ignore_ascii_case("https"));
-    let host = headers
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    let hostname = match host.rsplit_once(':') {
-        Some((name, port)) if !name.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => name,
-        _ => host,
-    };
-    forwarded_https
-        || matches!(hostname, "localhost" | "[::1]")
-        || hostname.starts_with("127.")
-        || hostname.ends_with(".localhost")
 }
 
 /// The `Set-Cookie` value that gives a browser `owner`.
@@ -115,10 +94,14 @@ pub(super) fn set_cookie(response: &mut Response, cookie: &str) {
 }
 
 /// Finds the request's owner, or makes one and sets its cookie.
-pub async fn owner_layer(mut request: Request, next: Next) -> Response {
+pub async fn owner_layer(
+    State(trust): State<TrustForwarded>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let found = owner_in(request.headers());
     let owner = found.unwrap_or_else(OwnerId::random);
-    let secure = secure_context(request.headers());
+    let secure = RequestOrigin::read(request.uri(), request.headers(), trust).secure_context();
     request.extensions_mut().insert(Owner(owner));
     request.extensions_mut().insert(Viewer(owner.to_string()));
     let mut response = next.run(request).await;
@@ -131,6 +114,11 @@ pub async fn owner_layer(mut request: Request, next: Next) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Behind a proxy that is trusted to say the scheme.
+    fn secure_context(headers: &HeaderMap) -> bool {
+        RequestOrigin::read(&"/".parse().unwrap(), headers, TrustForwarded(true)).secure_context()
+    }
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut map = HeaderMap::new();

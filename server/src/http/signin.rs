@@ -13,42 +13,22 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::ApiError;
-use super::owner::{cookie_in, secure_context, set_cookie, site_cookie};
+use super::owner::{cookie_in, set_cookie, site_cookie};
+use super::request_origin::RequestOrigin;
 use crate::auth::{Audience, AuthError, Caller};
 use crate::state::AppState;
 
 pub const SIGNIN_COOKIE: &str = "runcell_signin";
 
-/// Whether a request needs a sign-in: everything but the sign-in itself,
-/// the browser bundle and viewing a share link (health and metrics are
-/// routes of their own). A path
-/// with `.` or `..` segments (raw or percent-encoded) is always guarded,
-/// since the page fallback would resolve it to another page.
-fn guarded(method: &Method, path: &str) -> bool {
-    let lowered = path.to_ascii_lowercase();
-    let dotted = lowered.contains("%2e")
+/// Whether a path is not in its one plain form: `.` or `..` segments, raw
+/// or percent-encoded (the page renderer would resolve such a path to
+/// another page), or an empty segment.
+fn unusual(path: &str) -> bool {
+    path.to_ascii_lowercase().contains("%2e")
+        || path.contains("//")
         || path
             .split('/')
-            .any(|segment| segment == "." || segment == "..");
-    if dotted {
-        return true;
-    }
-    let open = matches!(path, "/login" | "/logout" | "/favicon.svg")
-        || path.starts_with("/pkg/")
-        || (method == Method::GET && share_view(path));
-    !open
-}
-
-/// `/s/{token}`: a share link's page, or `/s/{token}/files`, the files it
-/// offers.
-fn share_view(path: &str) -> bool {
-    let path = path.strip_suffix("/files").unwrap_or(path);
-    path.strip_prefix("/s/").is_some_and(|token| {
-        !token.is_empty()
-            && token
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-    })
+            .any(|segment| segment == "." || segment == "..")
 }
 
 /// Where to come back to after signing in: a path of this site only (no
@@ -77,10 +57,11 @@ pub async fn signed_in(state: &AppState, headers: &HeaderMap) -> Result<Caller, 
     }
 }
 
-/// Lets a request through if the pages are open, the path is not guarded,
-/// or the sign-in cookie holds a valid token of a live key.
+/// Lets a request through if the pages are open or the sign-in cookie
+/// holds a valid token of a live key. A layer on the routes that need a
+/// sign-in (every page route but signing in and share links).
 pub async fn gate(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if !state.config.pages_need_key() || !guarded(request.method(), request.uri().path()) {
+    if !state.config.pages_need_key() {
         return next.run(request).await;
     }
     match signed_in(&state, request.headers()).await {
@@ -98,6 +79,16 @@ pub async fn gate(State(state): State<AppState>, request: Request, next: Next) -
         Err(_) => {
             ApiError::Unauthorized("sign in at /login with an API key".into()).into_response()
         }
+    }
+}
+
+/// On the routes open to everyone: an unusual path (dot or empty
+/// segments) goes through the [`gate`] all the same.
+pub async fn gate_unusual(state: State<AppState>, request: Request, next: Next) -> Response {
+    if unusual(request.uri().path()) {
+        gate(state, request, next).await
+    } else {
+        next.run(request).await
     }
 }
 
@@ -138,7 +129,7 @@ pub async fn form(State(state): State<AppState>, Query(query): Query<LoginQuery>
 /// `POST /login`: signs in with an API key and goes back where it came from.
 pub async fn sign_in(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    origin: RequestOrigin,
     Form(form): Form<LoginForm>,
 ) -> Response {
     let next = local_path(form.next.as_deref()).to_string();
@@ -148,7 +139,7 @@ pub async fn sign_in(
             let cookie = site_cookie(
                 SIGNIN_COOKIE,
                 &issued.token,
-                secure_context(&headers),
+                origin.secure_context(),
                 cookie::time::Duration::seconds(i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX)),
             );
             let mut response = Redirect::to(&next).into_response();
@@ -225,30 +216,20 @@ mod tests {
     }
 
     #[test]
-    fn session_routes_are_guarded_and_share_views_are_not() {
-        assert!(guarded(&Method::GET, "/"));
-        assert!(guarded(&Method::GET, "/sessions/x"));
-        assert!(guarded(&Method::POST, "/api/sessions"));
-        assert!(guarded(&Method::GET, "/ws/sessions/x"));
-        assert!(guarded(&Method::POST, "/s/token/fork"));
-        assert!(!guarded(&Method::GET, "/s/token"));
-        assert!(!guarded(&Method::GET, "/s/token/files"));
-        assert!(guarded(&Method::GET, "/s/token/other"));
-        assert!(guarded(&Method::GET, "/s//files"));
-        assert!(!guarded(&Method::GET, "/pkg/runcell.js"));
-        assert!(!guarded(&Method::GET, "/login"));
-        // Dot segments would be resolved by the page fallback.
+    fn dot_and_empty_segments_are_unusual() {
         for path in [
             "/x/../sessions/a",
             "/x/%2e%2e/sessions/a",
             "/%2E/sessions/a",
             "/./sessions/a",
-            "/pkg/../sessions/a",
             "/s/%2e%2e/sessions/a",
             "/s/a/../../sessions/b",
-            "/anything-else",
+            "/s//files",
         ] {
-            assert!(guarded(&Method::GET, path), "{path}");
+            assert!(unusual(path), "{path}");
+        }
+        for path in ["/s/token", "/s/token/files", "/login", "/s/a.b"] {
+            assert!(!unusual(path), "{path}");
         }
     }
 

@@ -2,6 +2,8 @@
 //! `/home/user`: upload, list, download, delete. Paths are confined to the
 //! home; links made by code that lead out of it are refused both ways.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, Request, State};
@@ -11,11 +13,12 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::auth::Caller;
+use crate::code_api::CodeApi;
+use crate::config::Config;
 use crate::http::ApiError;
 use crate::http::error::ErrorBody;
 use crate::http::upload::{download, uploads};
 use crate::sandbox::files::FileEntry;
-use crate::state::AppState;
 
 #[derive(Debug, Deserialize)]
 pub struct FileQuery {
@@ -63,7 +66,7 @@ fn query(query: Result<Query<FileQuery>, QueryRejection>) -> Result<FileQuery, A
     )
 )]
 pub async fn get_files(
-    State(state): State<AppState>,
+    State(api): State<Arc<CodeApi>>,
     caller: Caller,
     Path(id): Path<String>,
     params: Result<Query<FileQuery>, QueryRejection>,
@@ -71,11 +74,11 @@ pub async fn get_files(
     let params = query(params)?;
     match params.path {
         None => {
-            let files = state.code_api.list_files(&caller, &id).await?;
+            let files = api.list_files(&caller, &id).await?;
             Ok(Json(FileList { files }).into_response())
         }
         Some(path) => {
-            let (entry, bytes) = state.code_api.read_file(&caller, &id, &path).await?;
+            let (entry, bytes) = api.read_file(&caller, &id, &path).await?;
             Ok(download(&entry.name, bytes))
         }
     }
@@ -104,7 +107,8 @@ pub async fn get_files(
     )
 )]
 pub async fn put_files(
-    State(state): State<AppState>,
+    State(api): State<Arc<CodeApi>>,
+    State(config): State<Arc<Config>>,
     caller: Caller,
     Path(id): Path<String>,
     params: Result<Query<FileQuery>, QueryRejection>,
@@ -112,12 +116,11 @@ pub async fn put_files(
 ) -> Result<Response, ApiError> {
     let params = query(params)?;
     // Nothing is read from a session that is not the caller's.
-    state.code_api.session(&caller, &id)?;
-    let max = state.config.sandbox.upload_bytes();
+    api.session(&caller, &id)?;
+    let max = config.sandbox.upload_bytes();
     let mut written = Vec::new();
     for upload in uploads(request, params.path.as_deref(), max).await? {
-        let (entry, _) = state
-            .code_api
+        let (entry, _) = api
             .write_file(&caller, &id, &upload.path, upload.bytes, params.overwrite)
             .await?;
         written.push(entry);
@@ -144,7 +147,7 @@ pub async fn put_files(
     )
 )]
 pub async fn delete_file(
-    State(state): State<AppState>,
+    State(api): State<Arc<CodeApi>>,
     caller: Caller,
     Path(id): Path<String>,
     params: Result<Query<FileQuery>, QueryRejection>,
@@ -152,6 +155,6 @@ pub async fn delete_file(
     let path = query(params)?
         .path
         .ok_or_else(|| ApiError::BadRequest("say which file: ?path=".into()))?;
-    state.code_api.delete_file(&caller, &id, &path).await?;
+    api.delete_file(&caller, &id, &path).await?;
     Ok(StatusCode::NO_CONTENT)
 }

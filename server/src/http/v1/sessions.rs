@@ -1,6 +1,8 @@
 //! `/v1/code_interpreter/sessions`: stateful sandbox sessions of the
 //! caller's key (variables and files persist between runs).
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
@@ -10,11 +12,11 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::auth::Caller;
+use crate::code_api::CodeApi;
 use crate::http::ApiError;
 use crate::http::error::ErrorBody;
 use crate::sandbox::Language;
 use crate::sandbox::sessions::SessionInfo;
-use crate::state::AppState;
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -54,13 +56,12 @@ pub struct SessionList {
     )
 )]
 pub async fn create_session(
-    State(state): State<AppState>,
+    State(api): State<Arc<CodeApi>>,
     caller: Caller,
     body: Result<Json<NewSession>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(body) = body?;
-    let info = state
-        .code_api
+    let info = api
         .create_session(&caller, body.language, body.backend.as_deref())
         .await?;
     Ok((StatusCode::CREATED, Json(info)).into_response())
@@ -77,9 +78,9 @@ pub async fn create_session(
         (status = 401, description = "Missing, invalid, expired or revoked credentials", body = ErrorBody),
     )
 )]
-pub async fn list_sessions(State(state): State<AppState>, caller: Caller) -> Json<SessionList> {
+pub async fn list_sessions(State(api): State<Arc<CodeApi>>, caller: Caller) -> Json<SessionList> {
     Json(SessionList {
-        sessions: state.code_api.sessions(&caller),
+        sessions: api.sessions(&caller),
     })
 }
 
@@ -97,11 +98,11 @@ pub async fn list_sessions(State(state): State<AppState>, caller: Caller) -> Jso
     )
 )]
 pub async fn get_session(
-    State(state): State<AppState>,
+    State(api): State<Arc<CodeApi>>,
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<SessionInfo>, ApiError> {
-    Ok(Json(state.code_api.session(&caller, &id)?))
+    Ok(Json(api.session(&caller, &id)?))
 }
 
 /// Close a session, stopping whatever runs in it.
@@ -118,10 +119,10 @@ pub async fn get_session(
     )
 )]
 pub async fn delete_session(
-    State(state): State<AppState>,
+    State(api): State<Arc<CodeApi>>,
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    state.code_api.delete_session(&caller, &id).await?;
+    api.delete_session(&caller, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -1,14 +1,16 @@
 //! `POST /v1/auth/token`: an API key for a short-lived access token.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::auth::Auth;
 use crate::http::ApiError;
 use crate::http::error::ErrorBody;
-use crate::state::AppState;
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -42,11 +44,11 @@ pub struct TokenResponse {
     )
 )]
 pub async fn token(
-    State(state): State<AppState>,
+    State(auth): State<Arc<Auth>>,
     body: Result<Json<TokenRequest>, JsonRejection>,
 ) -> Result<Json<TokenResponse>, ApiError> {
     let Json(body) = body?;
-    let issued = state.auth.exchange(&body.api_key).await?;
+    let issued = auth.exchange(&body.api_key).await?;
     Ok(Json(TokenResponse {
         access_token: issued.token,
         token_type: "bearer".into(),

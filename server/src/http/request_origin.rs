@@ -1,0 +1,148 @@
+//! Where a request was sent: its scheme and host, read in one place. A
+//! proxy in front that ends TLS says `X-Forwarded-Proto: https`; that is
+//! believed only when `http.trust_forwarded` says such a proxy is there,
+//! since anyone can send the header. `X-Forwarded-Host` is never believed:
+//! the names this server answers to are `http.allowed_hosts`.
+
+use axum::extract::{FromRef, FromRequestParts};
+use axum::http::request::Parts;
+use axum::http::uri::Scheme;
+use axum::http::{HeaderMap, Uri};
+
+use super::host::authority_of;
+use crate::state::AppState;
+
+/// Whether a proxy in front says which scheme the client used.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TrustForwarded(pub bool);
+
+impl FromRef<AppState> for TrustForwarded {
+    fn from_ref(state: &AppState) -> Self {
+        Self(state.config.http.trust_forwarded)
+    }
+}
+
+/// The scheme and host a request was sent to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestOrigin {
+    https: bool,
+    /// The authority (`host[:port]`) the request names, if it names one
+    /// that is plain printable text.
+    host: Option<String>,
+}
+
+impl RequestOrigin {
+    pub fn read(uri: &Uri, headers: &HeaderMap, trust: TrustForwarded) -> Self {
+        let forwarded_https = trust.0
+            && headers
+                .get("x-forwarded-proto")
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("https"));
+        let host = authority_of(uri, headers)
+            .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic()));
+        Self {
+            https: uri.scheme() == Some(&Scheme::HTTPS) || forwarded_https,
+            host,
+        }
+    }
+
+    /// `scheme://host`, for absolute links (`localhost` when the request
+    /// names no host).
+    pub fn base_url(&self) -> String {
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}", self.host.as_deref().unwrap_or("localhost"))
+    }
+
+    /// Whether the browser will keep a `Secure` cookie from this request:
+    /// over HTTPS, or on a loopback host, which browsers treat as secure.
+    /// Elsewhere plain HTTP would drop it.
+    pub fn secure_context(&self) -> bool {
+        let host = self.host.as_deref().unwrap_or_default();
+        let hostname = match host.rsplit_once(':') {
+            Some((name, port)) if !name.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => {
+                name
+            }
+            _ => host,
+        };
+        self.https
+            || matches!(hostname, "localhost" | "[::1]")
+            || hostname.starts_with("127.")
+            || hostname.ends_with(".localhost")
+    }
+}
+
+impl<S> FromRequestParts<S> for RequestOrigin
+where
+    TrustForwarded: FromRef<S>,
+    S: Send + Sync,
+{
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self::read(
+            &parts.uri,
+            &parts.headers,
+            TrustForwarded::from_ref(state),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    fn origin(pairs: &[(&str, &str)], trust: bool) -> RequestOrigin {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.append(
+                axum::http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        RequestOrigin::read(&"/x".parse().unwrap(), &headers, TrustForwarded(trust))
+    }
+
+    #[test]
+    fn links_use_the_host_and_a_trusted_proxys_scheme() {
+        let proxied = [("host", "runcell.example"), ("x-forwarded-proto", "https")];
+        assert_eq!(origin(&proxied, true).base_url(), "https://runcell.example");
+        assert_eq!(origin(&proxied, false).base_url(), "http://runcell.example");
+        assert_eq!(origin(&[], true).base_url(), "http://localhost");
+        assert_eq!(
+            origin(&[("host", "a b")], false).base_url(),
+            "http://localhost"
+        );
+        // A forwarded host is never believed.
+        assert_eq!(
+            origin(
+                &[
+                    ("host", "localhost:3000"),
+                    ("x-forwarded-host", "evil.example")
+                ],
+                true
+            )
+            .base_url(),
+            "http://localhost:3000"
+        );
+    }
+
+    #[test]
+    fn secure_cookies_on_https_and_loopback_only() {
+        let secure = |pairs: &[(&str, &str)], trust| origin(pairs, trust).secure_context();
+        assert!(secure(&[("host", "127.0.0.1:3000")], false));
+        assert!(secure(&[("host", "localhost")], false));
+        assert!(secure(&[("host", "[::1]:3000")], false));
+        assert!(secure(&[("host", "app.localhost:3000")], false));
+        assert!(secure(
+            &[("host", "runcell.example"), ("x-forwarded-proto", "https")],
+            true
+        ));
+        assert!(!secure(
+            &[("host", "runcell.example"), ("x-forwarded-proto", "https")],
+            false
+        ));
+        assert!(!secure(&[("host", "192.168.1.5:3000")], false));
+    }
+}
