@@ -6,6 +6,7 @@
 //! `MemoryLimit`, `OutputLimit`, `ProcessLimit`, `DiskLimit`), not as failures of
 //! the sandbox itself; [`SandboxError`] is for runs that could not happen.
 
+pub mod asked;
 pub mod backends;
 pub mod browser;
 pub mod conformance;

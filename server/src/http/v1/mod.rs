@@ -23,6 +23,7 @@ use serde_json::json;
 
 use crate::auth::{Audience, Caller, token::bearer};
 use crate::config::Config;
+use crate::sandbox::asked::Limit;
 use crate::state::AppState;
 
 pub use run::MAX_RUN_BODY;
@@ -105,19 +106,10 @@ pub fn document(config: &Config) -> serde_json::Value {
     run["timeout"]["maximum"] = json!(config.sandbox.max_timeout_secs);
     run["code"]["maxLength"] = json!(crate::sandbox::MAX_CODE_BYTES);
     run["code"]["pattern"] = json!("^[^\\x00]*$");
-    let sandbox = &config.sandbox;
-    let most = [
-        ("memory_mib", sandbox.memory_mib),
-        ("pids", u64::from(sandbox.pids)),
-        ("cpu_millis", u64::from(sandbox.cpu_millis)),
-        ("output_kib", sandbox.output_kib),
-        ("file_mib", sandbox.file_mib),
-        ("disk_mib", sandbox.disk_mib),
-    ];
-    for (name, most) in most {
-        let limit = &mut schemas["RequestLimits"]["properties"][name];
-        limit["minimum"] = json!(run::least_of(name));
-        limit["maximum"] = json!(most);
+    for limit in Limit::ALL {
+        let schema = &mut schemas["RequestLimits"]["properties"][limit.name()];
+        schema["minimum"] = json!(limit.least());
+        schema["maximum"] = json!(limit.most(&config.sandbox));
     }
     doc
 }

@@ -23,7 +23,8 @@ use crate::code_api::{Admitted, CodeApi};
 use crate::config::Config;
 use crate::http::error::ErrorBody;
 use crate::http::{ApiError, ndjson};
-use crate::sandbox::{Language, Limits, RunEvent, RunOutcome, RunRequest};
+use crate::sandbox::asked::{Limit, lowered};
+use crate::sandbox::{Language, RunEvent, RunOutcome, RunRequest};
 use crate::state::AppState;
 
 /// Bodies above this are refused: the largest program plus JSON escaping.
@@ -64,61 +65,18 @@ pub struct RequestLimits {
     disk_mib: Option<u64>,
 }
 
-/// The least a limit may be: 1, but a tenth of a percent of a core cannot be
-/// given (the kernel's smallest CPU quota is 1% of a core).
-pub fn least_of(name: &str) -> u64 {
-    if name == "cpu_millis" { 10 } else { 1 }
-}
-
-/// The limits for one run: the server's defaults, lowered where the request
-/// asks; asking for more than the server allows is an error, not a clamp.
-fn limits_for(body: &RunBody, server: &crate::config::SandboxConfig) -> Result<Limits, ApiError> {
-    let mut limits = server
-        .limits_with_timeout(body.timeout)
-        .map_err(ApiError::BadRequest)?;
-    let asked = &body.limits;
-    let checks: [(&str, Option<u64>, u64); 6] = [
-        ("memory_mib", asked.memory_mib, server.memory_mib),
-        ("pids", asked.pids.map(u64::from), u64::from(server.pids)),
-        (
-            "cpu_millis",
-            asked.cpu_millis.map(u64::from),
-            u64::from(server.cpu_millis),
-        ),
-        ("output_kib", asked.output_kib, server.output_kib),
-        ("file_mib", asked.file_mib, server.file_mib),
-        ("disk_mib", asked.disk_mib, server.disk_mib),
-    ];
-    for (name, value, most) in checks {
-        let least = least_of(name);
-        if let Some(value) = value
-            && (value < least || value > most)
-        {
-            return Err(ApiError::BadRequest(format!(
-                "limits.{name} must be at least {least} and at most {most}"
-            )));
-        }
+impl RequestLimits {
+    /// Each limit the request may lower, with what it asked for.
+    fn asked(&self) -> [(Limit, Option<u64>); 6] {
+        [
+            (Limit::MemoryMib, self.memory_mib),
+            (Limit::Pids, self.pids.map(u64::from)),
+            (Limit::CpuMillis, self.cpu_millis.map(u64::from)),
+            (Limit::OutputKib, self.output_kib),
+            (Limit::FileMib, self.file_mib),
+            (Limit::DiskMib, self.disk_mib),
+        ]
     }
-    let mib = 1024 * 1024;
-    if let Some(v) = asked.memory_mib {
-        limits.memory_bytes = v * mib;
-    }
-    if let Some(v) = asked.pids {
-        limits.pids = v;
-    }
-    if let Some(v) = asked.cpu_millis {
-        limits.cpu_millis = v;
-    }
-    if let Some(v) = asked.output_kib {
-        limits.output_bytes = usize::try_from(v * 1024).unwrap_or(usize::MAX);
-    }
-    if let Some(v) = asked.file_mib {
-        limits.file_bytes = v * mib;
-    }
-    if let Some(v) = asked.disk_mib {
-        limits.disk_bytes = v * mib;
-    }
-    Ok(limits)
 }
 
 /// Run a program.
@@ -157,7 +115,8 @@ pub async fn run(
     body: Result<Json<RunBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(body) = body?;
-    let limits = limits_for(&body, &state.config.sandbox)?;
+    let limits = lowered(&state.config.sandbox, body.timeout, &body.limits.asked())
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let request = RunRequest {
         code: body.code,
         language: body.language,
