@@ -63,7 +63,7 @@ impl E2bSettings {
             trim(&config.api_url)
         };
         Self {
-            api_key: config.api_key.clone(),
+            api_key: config.api_key.expose().to_owned(),
             api_url,
             sandbox_url: Some(trim(&config.sandbox_url)).filter(|u| !u.is_empty()),
             domain: config.domain.clone(),

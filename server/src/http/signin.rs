@@ -149,7 +149,7 @@ pub async fn sign_in(
                 SIGNIN_COOKIE,
                 &issued.token,
                 secure_context(&headers),
-                cookie::time::Duration::seconds(i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX)),
+                time::Duration::seconds(i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX)),
             );
             let mut response = Redirect::to(&next).into_response();
             set_cookie(&mut response, &cookie);
@@ -170,7 +170,7 @@ pub async fn sign_out() -> Response {
     let mut response = Redirect::to("/login").into_response();
     set_cookie(
         &mut response,
-        &site_cookie(SIGNIN_COOKIE, "", false, cookie::time::Duration::ZERO),
+        &site_cookie(SIGNIN_COOKIE, "", false, time::Duration::ZERO),
     );
     response
 }

@@ -402,7 +402,7 @@ async fn the_data_plane_refuses_paths_and_links_out_of_the_home() {
 fn backend_for(server: &TestServer, key: &str) -> Arc<E2bSandbox> {
     let base = server.url("");
     let config = E2bConfig {
-        api_key: key.to_string(),
+        api_key: key.into(),
         api_url: base.clone(),
         sandbox_url: base,
         sandbox_timeout_secs: 60,
@@ -493,7 +493,7 @@ async fn the_e2b_backend_passes_the_conformance_suite_against_e2b_cloud() {
         return;
     }
     let config = E2bConfig {
-        api_key: key,
+        api_key: key.into(),
         domain: std::env::var("E2B_DOMAIN").unwrap_or_else(|_| "e2b.app".into()),
         ..E2bConfig::default()
     };
@@ -512,7 +512,7 @@ async fn with_e2b_behind(provider: &TestServer) -> TestServer {
     let key = provider.api_key("upstream").await;
     let base = provider.url("");
     TestServer::start_configured(move |config| {
-        config.e2b.api_key = key;
+        config.e2b.api_key = key.into();
         config.e2b.api_url = base.clone();
         config.e2b.sandbox_url = base;
     })
