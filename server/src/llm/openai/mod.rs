@@ -270,7 +270,7 @@ impl OpenAiClient {
             .retry_base_delay
             .saturating_mul(1 << retry.min(16))
             .min(MAX_BACKOFF);
-        exp.mul_f64(0.5 + 0.5 * random_unit())
+        exp.mul_f64(0.5 + 0.5 * rand::random::<f64>())
     }
 
     /// Runs `attempt` until it succeeds, fails for good, or runs out of
@@ -835,11 +835,4 @@ pub(crate) fn display_url(url: &str) -> String {
         }
         Err(_) => "(an invalid URL)".to_owned(),
     }
-}
-
-/// A number in `[0, 1)`, different each call: jitter for backoffs.
-fn random_unit() -> f64 {
-    use std::hash::BuildHasher;
-    let bits = std::collections::hash_map::RandomState::new().hash_one(std::time::Instant::now());
-    (bits >> 11) as f64 / (1u64 << 53) as f64
 }
