@@ -328,43 +328,29 @@ impl serde_json::ser::Formatter for PythonFormatter {
     }
 }
 
-/// The ISO-8601 time a stream line carries, from milliseconds since the epoch.
+/// The ISO-8601 time a stream line carries, from milliseconds since the
+/// epoch, as Python's `isoformat()` writes it (microseconds, `+00:00`).
 pub fn timestamp(ms: u64) -> String {
-    let secs = i64::try_from(ms / 1000).unwrap_or(i64::MAX);
-    let micros = (ms % 1000) * 1000;
-    let (date, time) = civil(secs);
-    format!("{date}T{time}.{micros:06}+00:00")
+    const PYTHON: &[time::format_description::BorrowedFormatItem<'_>] = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:6]+00:00"
+    );
+    utc(ms).format(PYTHON).unwrap_or_default()
 }
 
 /// RFC 3339 (seconds), for the control plane's times.
 pub fn rfc3339(ms: u64) -> String {
-    let (date, time) = civil(i64::try_from(ms / 1000).unwrap_or(i64::MAX));
-    format!("{date}T{time}Z")
+    utc(ms - ms % 1000)
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
 }
 
-/// Days-from-civil inverted (Howard Hinnant's algorithm): `YYYY-MM-DD` and
-/// `HH:MM:SS` of a Unix time.
-fn civil(secs: i64) -> (String, String) {
-    let days = secs.div_euclid(86_400);
-    let rest = secs.rem_euclid(86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (
-        format!("{year:04}-{month:02}-{day:02}"),
-        format!(
-            "{:02}:{:02}:{:02}",
-            rest / 3600,
-            (rest % 3600) / 60,
-            rest % 60
-        ),
-    )
+/// A Unix time in milliseconds as a UTC date, at most the last second of
+/// year 9999 (the formats have four-digit years).
+fn utc(ms: u64) -> time::OffsetDateTime {
+    const LAST_MS: u64 = 253_402_300_799_000;
+    let nanos = i128::from(ms.min(LAST_MS)) * 1_000_000;
+    time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
 }
 
 // ---------------------------------------------------------------------------
@@ -689,6 +675,10 @@ mod tests {
             "2026-11-21T23:10:00.123000+00:00"
         );
         assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(951_782_400_999), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(1_795_302_600_123), "2026-11-21T23:10:00Z");
+        assert_eq!(timestamp(999), "1970-01-01T00:00:00.999000+00:00");
+        assert_eq!(rfc3339(u64::MAX), "9999-12-31T23:59:59Z");
     }
 
     #[test]
