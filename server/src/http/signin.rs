@@ -101,17 +101,20 @@ pub async fn gate(State(state): State<AppState>, request: Request, next: Next) -
     }
 }
 
+/// What the way back escapes in a query value: everything but letters,
+/// digits, `-._~` and `/`.
+const NEXT_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~')
+    .remove(b'/');
+
 fn next_query(back: &str) -> String {
-    let encoded: String = back
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect();
-    format!("next={encoded}")
+    format!(
+        "next={}",
+        percent_encoding::utf8_percent_encode(back, NEXT_VALUE)
+    )
 }
 
 #[derive(Debug, Deserialize)]
@@ -258,5 +261,6 @@ mod tests {
             next_query("/sessions/a?b=c&d"),
             "next=/sessions/a%3Fb%3Dc%26d"
         );
+        assert_eq!(next_query("/s/é x+%~._-"), "next=/s/%C3%A9%20x%2B%25~._-");
     }
 }

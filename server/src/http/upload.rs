@@ -138,6 +138,14 @@ pub fn download(name: &str, bytes: Vec<u8>) -> Response {
         .into_response()
 }
 
+/// What RFC 8187's `ext-value` escapes: everything but letters, digits and
+/// `-._~` (a subset of its `attr-char`, as before).
+const EXT_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
 /// `attachment; filename="…"; filename*=UTF-8''…` (RFC 6266): an ASCII
 /// name for old clients, the exact one for the rest.
 fn attachment(name: &str) -> String {
@@ -151,16 +159,7 @@ fn attachment(name: &str) -> String {
             }
         })
         .collect();
-    let exact: String = name
-        .bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect();
+    let exact = percent_encoding::utf8_percent_encode(name, EXT_VALUE);
     format!("attachment; filename=\"{ascii}\"; filename*=UTF-8''{exact}")
 }
 
@@ -177,5 +176,6 @@ mod tests {
         let odd = attachment("été \"q\"\r\n.txt");
         assert!(axum::http::HeaderValue::from_str(&odd).is_ok(), "{odd}");
         assert!(odd.contains("filename*=UTF-8''%C3%A9t%C3%A9%20%22q%22%0D%0A.txt"));
+        assert!(attachment("a-b_c.~d/e%f").ends_with("''a-b_c.~d%2Fe%25f"));
     }
 }
