@@ -199,11 +199,7 @@ fn start_streaming(
             () = shutdown.cancelled() => {}
         }
     });
-    let body = futures::stream::poll_fn({
-        let mut receiver = receiver;
-        move |cx| receiver.poll_recv(cx)
-    })
-    .map(Ok::<Bytes, Infallible>);
+    let body = tokio_stream::wrappers::ReceiverStream::new(receiver).map(Ok::<Bytes, Infallible>);
     Ok(ndjson(Body::from_stream(body)))
 }
 

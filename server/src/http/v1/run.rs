@@ -199,7 +199,7 @@ fn stream(state: &AppState, admitted: Admitted) -> Response {
     let api = std::sync::Arc::clone(&state.code_api);
     let finished = tokio::spawn(async move { api.run(admitted, Some(events), cancel).await });
 
-    let lines = tokio_stream_from(receiver)
+    let lines = tokio_stream::wrappers::ReceiverStream::new(receiver)
         .map(|event| line(&event))
         .chain(futures::stream::once(async move {
             let summary = match finished.await {
@@ -219,12 +219,6 @@ fn stream(state: &AppState, admitted: Admitted) -> Response {
         .headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(NDJSON));
     response
-}
-
-fn tokio_stream_from<T: Send + 'static>(
-    mut receiver: mpsc::Receiver<T>,
-) -> impl futures::Stream<Item = T> {
-    futures::stream::poll_fn(move |cx| receiver.poll_recv(cx))
 }
 
 fn line(value: &impl serde::Serialize) -> Bytes {
