@@ -14,8 +14,11 @@ use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
+use super::models::parse_models;
 use super::*;
-use crate::llm::{Completion, FinishReason, Message, ResponseSchema, ToolCall, ToolSpec, Usage};
+use crate::llm::{
+    Completion, FinishReason, Message, ResponseSchema, ToolCall, ToolChoice, ToolSpec, Usage,
+};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/llm");
 const KEY: &str = "sk-test-0123456789secret";
