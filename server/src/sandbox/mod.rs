@@ -9,6 +9,7 @@
 pub mod backends;
 pub mod browser;
 pub mod conformance;
+pub mod e2b;
 pub mod files;
 pub mod jail;
 mod output;

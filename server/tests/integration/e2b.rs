@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use runcell::config::E2bConfig;
-use runcell::e2b::backend::E2bSandbox;
-use runcell::e2b::client::E2bSettings;
 use runcell::e2b::protocol::{self, Envelopes, FLAG_END_STREAM, FLAG_MESSAGE};
 use runcell::sandbox::conformance;
+use runcell::sandbox::e2b::E2bSandbox;
+use runcell::sandbox::e2b::client::E2bSettings;
 use serde_json::{Value, json};
 
 use crate::support::TestServer;

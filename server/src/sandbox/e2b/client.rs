@@ -9,10 +9,10 @@ use reqwest::{RequestBuilder, Response, StatusCode};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::protocol::{
+use crate::config::E2bConfig;
+use crate::e2b::protocol::{
     self, ContextJson, EntryInfo, Line, NewContext, NewSandbox, SandboxJson, TimeoutBody,
 };
-use crate::config::E2bConfig;
 use crate::sandbox::files::{FileEntry, FileKind};
 use crate::sandbox::{
     ExecError, Limits, OutputBudget, RunEvent, RunOutcome, SandboxError, limit_error, now_ms,
