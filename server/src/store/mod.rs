@@ -4,8 +4,11 @@
 //! and outputs are folded from the log by `app::notebook::Notebook`, the same
 //! fold the page uses, so what was stored is exactly what was shown. Share
 //! links are rows of their own. [`story`] is the behaviour every
-//! implementation must have, written once.
+//! implementation must have, written once; [`key_story`] the same for
+//! [`KeyStore`].
 
+#[cfg(test)]
+pub mod key_story;
 pub mod keys;
 mod sqlite;
 mod sqlite_keys;
