@@ -6,6 +6,7 @@
 //! configuration, by [`from_config`].
 
 pub mod catalog;
+#[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 pub mod embedded;
 pub mod eval;

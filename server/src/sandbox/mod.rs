@@ -8,6 +8,7 @@
 
 pub mod backends;
 pub mod browser;
+#[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 pub mod e2b;
 pub mod files;

@@ -7,12 +7,22 @@
 //! implementation must have, written once; [`key_story`] the same for
 //! [`KeyStore`].
 
-#[cfg(test)]
+#[cfg(any(test, feature = "conformance"))]
+#[allow(
+    clippy::expect_used,
+    reason = "a story is test code: a failed step panics where it happened \
+              (allow, not expect: clippy sees it as test code in some builds only)"
+)]
 pub mod key_story;
 pub mod keys;
 mod sqlite;
 mod sqlite_keys;
-#[cfg(test)]
+#[cfg(any(test, feature = "conformance"))]
+#[allow(
+    clippy::expect_used,
+    reason = "a story is test code: a failed step panics where it happened \
+              (allow, not expect: clippy sees it as test code in some builds only)"
+)]
 pub mod story;
 
 use app::protocol::SessionEvent;
