@@ -17,7 +17,8 @@ use crate::auth::Caller;
 use crate::code_api::{CodeApi, CodeApiError};
 use crate::sandbox::sessions::Sessions;
 use crate::sandbox::{
-    Language, Limits, RunEvent, RunOutcome, RunRequest, SandboxError, SandboxSession, now_ms,
+    Language, Limits, RunEvent, RunOutcome, RunRequest, SandboxError, SandboxSession,
+    SandboxSessionExt, now_ms,
 };
 
 /// Templates this server offers: all are the local jail's one environment.

@@ -15,7 +15,7 @@ use self::client::{Client, E2bSettings, Handle, Place, file_entry};
 use crate::e2b::protocol::EntryInfo;
 use crate::sandbox::files::{FileEntry, Files, confine, sandbox_path};
 use crate::sandbox::{
-    Capabilities, Language, RunEvent, RunOutcome, RunRequest, Sandbox, SandboxError,
+    Capabilities, Contexts, Language, RunEvent, RunOutcome, RunRequest, Sandbox, SandboxError,
     SandboxSession, validate_code,
 };
 
@@ -163,6 +163,13 @@ impl SandboxSession for E2bSession {
         Some(self)
     }
 
+    fn contexts(&self) -> Option<&dyn Contexts> {
+        Some(self)
+    }
+}
+
+#[async_trait::async_trait]
+impl Contexts for E2bSession {
     async fn create_context(
         &self,
         language: Language,
