@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
+use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 
 /// The file, inside the data directory, that settings may come from.
@@ -113,7 +114,7 @@ impl Default for BrowserConfig {
 }
 
 /// Who may use the API and the pages, and how much.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
     /// Whether the pages ask for an API key (`RUNCELL_AUTH`): `auto` (only
@@ -122,7 +123,7 @@ pub struct AuthConfig {
     pub mode: AuthMode,
     /// The secret access tokens are signed with (HS256, at least 32 bytes);
     /// empty: one is generated into `<data_dir>/auth-secret` on first start.
-    pub jwt_secret: String,
+    pub jwt_secret: Secret,
     /// Seconds an access token from `POST /v1/auth/token` lasts.
     pub token_ttl_secs: u64,
     /// Seconds a page sign-in lasts (when the pages ask for a key).
@@ -151,7 +152,7 @@ impl Default for AuthConfig {
     fn default() -> Self {
         Self {
             mode: AuthMode::Auto,
-            jwt_secret: String::new(),
+            jwt_secret: Secret::default(),
             token_ttl_secs: 3600,
             ui_session_secs: 7 * 24 * 3600,
             runs_per_minute: 600,
@@ -159,16 +160,6 @@ impl Default for AuthConfig {
             max_concurrent_runs: 4,
             max_live_sessions: 20,
         }
-    }
-}
-
-impl std::fmt::Debug for AuthConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AuthConfig")
-            .field("mode", &self.mode)
-            .field("jwt_secret", &redacted(&self.jwt_secret))
-            .field("token_ttl_secs", &self.token_ttl_secs)
-            .finish_non_exhaustive()
     }
 }
 
@@ -239,12 +230,12 @@ where
 
 /// E2B: the cloud backend (when `api_key` is set) and runcell's own
 /// E2B-compatible endpoints.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct E2bConfig {
     /// An E2B API key (`E2B_API_KEY`): when set, E2B is offered as a
     /// backend. Never printed.
-    pub api_key: String,
+    pub api_key: Secret,
     /// E2B's domain (`E2B_DOMAIN`): the API is `https://api.{domain}`.
     pub domain: String,
     /// The control plane's base URL (`E2B_API_URL`), instead of the domain's.
@@ -266,7 +257,7 @@ pub struct E2bConfig {
 impl Default for E2bConfig {
     fn default() -> Self {
         Self {
-            api_key: String::new(),
+            api_key: Secret::default(),
             domain: "e2b.app".into(),
             api_url: String::new(),
             sandbox_url: String::new(),
@@ -275,21 +266,6 @@ impl Default for E2bConfig {
             serve: true,
             max_sandbox_timeout_secs: 3600,
         }
-    }
-}
-
-impl std::fmt::Debug for E2bConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("E2bConfig")
-            .field("api_key", &redacted(&self.api_key))
-            .field("domain", &self.domain)
-            .field("api_url", &self.api_url)
-            .field("sandbox_url", &self.sandbox_url)
-            .field("template", &self.template)
-            .field("sandbox_timeout_secs", &self.sandbox_timeout_secs)
-            .field("serve", &self.serve)
-            .field("max_sandbox_timeout_secs", &self.max_sandbox_timeout_secs)
-            .finish()
     }
 }
 
@@ -321,7 +297,7 @@ pub struct LlmConfig {
     /// The OpenAI-compatible API base, `/v1` included (`OPENAI_BASE_URL`).
     pub base_url: String,
     /// Sent as a bearer token (`OPENAI_API_KEY`); never printed.
-    pub api_key: String,
+    pub api_key: Secret,
     /// The model to ask for (`RUNCELL_MODEL`); empty: the server's first.
     pub model: String,
     /// The embedded model's GGUF file (`RUNCELL_MODEL_PATH`); empty: the
@@ -391,7 +367,7 @@ impl Default for LlmConfig {
         Self {
             backend: LlmBackend::Auto,
             base_url: String::new(),
-            api_key: String::new(),
+            api_key: Secret::default(),
             model: String::new(),
             model_path: PathBuf::new(),
             threads: 2,
@@ -414,7 +390,7 @@ impl std::fmt::Debug for LlmConfig {
         f.debug_struct("LlmConfig")
             .field("backend", &self.backend)
             .field("base_url", &shown_url(&self.base_url))
-            .field("api_key", &redacted(&self.api_key))
+            .field("api_key", &self.api_key)
             .field("model", &self.model)
             .field("model_path", &self.model_path)
             .field("threads", &self.threads)
@@ -436,9 +412,60 @@ fn shown_url(url: &str) -> String {
 /// What `runcell config` prints for a secret that is set.
 const REDACTED: &str = "<redacted>";
 
-/// How a secret is shown: whether it is set, never what it is.
-fn redacted(secret: &str) -> &'static str {
-    if secret.is_empty() { "" } else { REDACTED }
+/// A secret setting (a key, a signing secret): read like any string, shown
+/// only as whether it is set (`Debug` is secrecy's `[REDACTED]`; serialized,
+/// as `runcell config` prints it, it is empty or [`REDACTED`]), and read in
+/// full only where it is used, through [`Secret::expose`].
+///
+/// A newtype over [`SecretString`] rather than the bare type because a
+/// setting also needs what secrecy leaves out on purpose for `str`:
+/// `Serialize` (here, never the secret itself) and equality (here, in
+/// constant time).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(from = "String")]
+pub struct Secret(SecretString);
+
+impl Secret {
+    /// The secret itself, for the one place that uses it.
+    pub fn expose(&self) -> &str {
+        self.0.expose_secret()
+    }
+
+    /// Whether no secret is set.
+    pub fn is_empty(&self) -> bool {
+        self.expose().is_empty()
+    }
+}
+
+impl From<String> for Secret {
+    fn from(secret: String) -> Self {
+        Self(secret.into())
+    }
+}
+
+impl From<&str> for Secret {
+    fn from(secret: &str) -> Self {
+        Self(secret.into())
+    }
+}
+
+impl PartialEq for Secret {
+    fn eq(&self, other: &Self) -> bool {
+        use subtle::ConstantTimeEq;
+        self.expose()
+            .as_bytes()
+            .ct_eq(other.expose().as_bytes())
+            .into()
+    }
+}
+
+impl Eq for Secret {}
+
+/// Whether it is set, never what it is: what a printed configuration holds.
+impl Serialize for Secret {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(if self.is_empty() { "" } else { REDACTED })
+    }
 }
 
 /// The local sandbox's sessions.
@@ -704,7 +731,7 @@ impl Config {
                 reason: "the openai backend needs a server address (OPENAI_BASE_URL)".into(),
             });
         }
-        if llm.api_key == REDACTED {
+        if llm.api_key.expose() == REDACTED {
             return Err(ConfigError::Setting {
                 setting: "llm.api_key",
                 reason: "is the placeholder `runcell config` prints; put the real key here".into(),
@@ -740,14 +767,14 @@ impl Config {
             setting: "log",
             reason: e.to_string(),
         })?;
-        if self.auth.jwt_secret == REDACTED {
+        if self.auth.jwt_secret.expose() == REDACTED {
             return Err(ConfigError::Setting {
                 setting: "auth.jwt_secret",
                 reason: "is the placeholder `runcell config` prints; put the real secret here"
                     .into(),
             });
         }
-        if !self.auth.jwt_secret.is_empty() && self.auth.jwt_secret.len() < 32 {
+        if !self.auth.jwt_secret.is_empty() && self.auth.jwt_secret.expose().len() < 32 {
             return Err(ConfigError::Setting {
                 setting: "auth.jwt_secret",
                 reason: "must be at least 32 bytes (or empty, to generate one)".into(),
@@ -782,12 +809,11 @@ impl Config {
         Ok(())
     }
 
-    /// The configuration as `runcell config` prints it, secrets redacted.
+    /// The configuration as `runcell config` prints it, secrets redacted
+    /// (every [`Secret`] serializes as whether it is set).
     pub fn to_toml(&self) -> String {
         let mut shown = self.clone();
-        shown.llm.api_key = redacted(&self.llm.api_key).into();
         shown.llm.base_url = shown_url(&self.llm.base_url);
-        shown.auth.jwt_secret = redacted(&self.auth.jwt_secret).into();
         toml::to_string_pretty(&shown).unwrap_or_else(|e| format!("# cannot print: {e}\n"))
     }
 
@@ -1108,6 +1134,28 @@ mod tests {
             assert!(err.contains("llm.max_fixes"), "{err}");
             Ok(())
         });
+    }
+
+    #[test]
+    fn no_secret_is_printed_or_shown() {
+        let mut config = Config::default();
+        config.llm.api_key = "sk-llm-secret".into();
+        config.e2b.api_key = "e2b_secret".into();
+        config.auth.jwt_secret = "j".repeat(40).as_str().into();
+        for shown in [config.to_toml(), format!("{config:?}")] {
+            for secret in ["sk-llm-secret", "e2b_secret", "jjjjjjjj"] {
+                assert!(!shown.contains(secret), "{secret} in {shown}");
+            }
+        }
+        let printed: toml::Value = toml::from_str(&config.to_toml()).unwrap();
+        assert_eq!(printed["e2b"]["api_key"].as_str(), Some(REDACTED));
+        assert_eq!(printed["llm"]["api_key"].as_str(), Some(REDACTED));
+        assert_eq!(printed["auth"]["jwt_secret"].as_str(), Some(REDACTED));
+        assert_eq!(config.e2b.api_key.expose(), "e2b_secret");
+        assert!(config.e2b.enabled());
+        assert_eq!(Secret::from("a"), Secret::from("a"));
+        assert_ne!(Secret::from("a"), Secret::from("b"));
+        assert_ne!(Secret::from("a"), Secret::from("ab"));
     }
 
     #[test]

@@ -190,8 +190,8 @@ fn e2b_sessions(config: &Config) -> Option<Arc<Sessions>> {
     if !config.e2b.enabled() {
         return None;
     }
-    let settings = crate::e2b::client::E2bSettings::from_config(&config.e2b);
-    match crate::e2b::backend::E2bSandbox::new(settings) {
+    let settings = crate::sandbox::e2b::client::E2bSettings::from_config(&config.e2b);
+    match crate::sandbox::e2b::E2bSandbox::new(settings) {
         Ok(e2b) => Some(Sessions::new(
             e2b,
             SessionSettings {

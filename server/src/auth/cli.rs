@@ -56,7 +56,7 @@ fn when(ms: Option<u64>) -> String {
         || "-".to_string(),
         |ms| {
             let secs = i64::try_from(ms / 1000).unwrap_or(i64::MAX);
-            cookie::time::OffsetDateTime::from_unix_timestamp(secs).map_or_else(
+            time::OffsetDateTime::from_unix_timestamp(secs).map_or_else(
                 |_| ms.to_string(),
                 |t| {
                     format!(

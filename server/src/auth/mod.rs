@@ -81,7 +81,7 @@ impl Auth {
         config: &crate::config::Config,
         keys: Arc<dyn KeyStore>,
     ) -> Result<Self, token::SecretError> {
-        let secret = token::load_secret(&config.auth.jwt_secret, &config.data_dir)?;
+        let secret = token::load_secret(config.auth.jwt_secret.expose(), &config.data_dir)?;
         Ok(Self::new(
             keys,
             &secret,

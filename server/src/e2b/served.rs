@@ -17,7 +17,8 @@ use crate::auth::Caller;
 use crate::code_api::{CodeApi, CodeApiError};
 use crate::sandbox::sessions::Sessions;
 use crate::sandbox::{
-    Language, Limits, RunEvent, RunOutcome, RunRequest, SandboxError, SandboxSession, now_ms,
+    Language, Limits, RunEvent, RunOutcome, RunRequest, SandboxError, SandboxSession,
+    SandboxSessionExt, now_ms,
 };
 
 /// Templates this server offers: all are the local jail's one environment.
@@ -152,12 +153,10 @@ impl ServedSandbox {
     }
 }
 
+/// Whether two tokens are the same, in time that does not depend on where
+/// they differ (only on their lengths).
 fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
+    subtle::ConstantTimeEq::ct_eq(a.as_bytes(), b.as_bytes()).into()
 }
 
 /// runcell's language for a code interpreter language name.
@@ -649,6 +648,8 @@ mod tests {
         assert!(!same("abc", "abd"));
         assert!(!same("abc", "ab"));
         assert!(!same("", "a"));
+        assert!(same("", ""));
+        assert!(!same("abc", "abcd"));
     }
 
     #[test]

@@ -10,7 +10,6 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::Response;
 use futures::{Stream, StreamExt};
 use serde::Serialize;
-use tokio::sync::mpsc;
 
 pub const CONTENT_TYPE: &str = "application/x-ndjson";
 
@@ -43,11 +42,6 @@ where
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
-}
-
-/// What a channel receives, as a stream.
-pub fn received<T: Send + 'static>(mut receiver: mpsc::Receiver<T>) -> impl Stream<Item = T> {
-    futures::stream::poll_fn(move |cx| receiver.poll_recv(cx))
 }
 
 #[cfg(test)]

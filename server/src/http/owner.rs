@@ -60,7 +60,7 @@ pub fn owner_cookie(owner: OwnerId, secure: bool) -> String {
         OWNER_COOKIE,
         &owner.to_string(),
         secure,
-        cookie::time::Duration::days(MAX_AGE_DAYS),
+        time::Duration::days(MAX_AGE_DAYS),
     )
 }
 
@@ -71,7 +71,7 @@ pub(super) fn site_cookie(
     name: &str,
     value: &str,
     secure: bool,
-    max_age: cookie::time::Duration,
+    max_age: time::Duration,
 ) -> String {
     Cookie::build((name, value))
         .path("/")

@@ -92,17 +92,20 @@ pub async fn gate_unusual(state: State<AppState>, request: Request, next: Next) 
     }
 }
 
+/// What the way back escapes in a query value: everything but letters,
+/// digits, `-._~` and `/`.
+const NEXT_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~')
+    .remove(b'/');
+
 fn next_query(back: &str) -> String {
-    let encoded: String = back
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect();
-    format!("next={encoded}")
+    format!(
+        "next={}",
+        percent_encoding::utf8_percent_encode(back, NEXT_VALUE)
+    )
 }
 
 #[derive(Debug, Deserialize)]
@@ -140,7 +143,7 @@ pub async fn sign_in(
                 SIGNIN_COOKIE,
                 &issued.token,
                 origin.secure_context(),
-                cookie::time::Duration::seconds(i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX)),
+                time::Duration::seconds(i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX)),
             );
             let mut response = Redirect::to(&next).into_response();
             set_cookie(&mut response, &cookie);
@@ -161,7 +164,7 @@ pub async fn sign_out() -> Response {
     let mut response = Redirect::to("/login").into_response();
     set_cookie(
         &mut response,
-        &site_cookie(SIGNIN_COOKIE, "", false, cookie::time::Duration::ZERO),
+        &site_cookie(SIGNIN_COOKIE, "", false, time::Duration::ZERO),
     );
     response
 }
@@ -239,5 +242,6 @@ mod tests {
             next_query("/sessions/a?b=c&d"),
             "next=/sessions/a%3Fb%3Dc%26d"
         );
+        assert_eq!(next_query("/s/é x+%~._-"), "next=/s/%C3%A9%20x%2B%25~._-");
     }
 }

@@ -111,17 +111,18 @@ fn too_large(max_bytes: usize) -> ApiError {
     ))
 }
 
+/// The body, if it is at most `max_bytes` (413 as soon as it is more).
 async fn read_at_most(body: Body, max_bytes: usize) -> Result<Vec<u8>, ApiError> {
-    let mut body = body.into_data_stream();
-    let mut bytes = Vec::new();
-    while let Some(chunk) = futures::StreamExt::next(&mut body).await {
-        let chunk = chunk.map_err(|e| ApiError::BadRequest(format!("the body broke off: {e}")))?;
-        if bytes.len() + chunk.len() > max_bytes {
-            return Err(too_large(max_bytes));
-        }
-        bytes.extend_from_slice(&chunk);
+    match axum::body::to_bytes(body, max_bytes).await {
+        Ok(bytes) => Ok(bytes.into()),
+        Err(e) if over_limit(&e) => Err(too_large(max_bytes)),
+        Err(e) => Err(ApiError::BadRequest(format!("the body broke off: {e}"))),
     }
-    Ok(bytes)
+}
+
+/// Whether `to_bytes` stopped at its limit (rather than a broken body).
+fn over_limit(error: &axum::Error) -> bool {
+    std::error::Error::source(error).is_some_and(|e| e.is::<http_body_util::LengthLimitError>())
 }
 
 /// A file to download: its type from its name, and the name to save it as.
@@ -138,6 +139,14 @@ pub fn download(name: &str, bytes: Vec<u8>) -> Response {
         .into_response()
 }
 
+/// What RFC 8187's `ext-value` escapes: everything but letters, digits and
+/// `-._~` (a subset of its `attr-char`, as before).
+const EXT_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
 /// `attachment; filename="…"; filename*=UTF-8''…` (RFC 6266): an ASCII
 /// name for old clients, the exact one for the rest.
 fn attachment(name: &str) -> String {
@@ -151,16 +160,7 @@ fn attachment(name: &str) -> String {
             }
         })
         .collect();
-    let exact: String = name
-        .bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect();
+    let exact = percent_encoding::utf8_percent_encode(name, EXT_VALUE);
     format!("attachment; filename=\"{ascii}\"; filename*=UTF-8''{exact}")
 }
 
@@ -177,5 +177,19 @@ mod tests {
         let odd = attachment("été \"q\"\r\n.txt");
         assert!(axum::http::HeaderValue::from_str(&odd).is_ok(), "{odd}");
         assert!(odd.contains("filename*=UTF-8''%C3%A9t%C3%A9%20%22q%22%0D%0A.txt"));
+        assert!(attachment("a-b_c.~d/e%f").ends_with("''a-b_c.~d%2Fe%25f"));
+    }
+
+    #[tokio::test]
+    async fn a_body_is_read_up_to_its_limit_and_no_further() {
+        let read = read_at_most(Body::from(vec![7u8; 10]), 10).await;
+        assert_eq!(read.ok(), Some(vec![7u8; 10]));
+        let chunks =
+            futures::stream::iter([vec![1u8; 6], vec![2u8; 6]].map(Ok::<_, std::io::Error>));
+        let read = read_at_most(Body::from_stream(chunks), 10).await;
+        assert!(matches!(read, Err(ApiError::TooLarge(_))));
+        let broken = futures::stream::iter([Ok(vec![1u8; 2]), Err(std::io::Error::other("cut"))]);
+        let read = read_at_most(Body::from_stream(broken), 10).await;
+        assert!(matches!(read, Err(ApiError::BadRequest(m)) if m.contains("broke off")));
     }
 }

@@ -6,6 +6,7 @@
 //! configuration, by [`from_config`].
 
 pub mod catalog;
+#[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 pub mod embedded;
 pub mod eval;
@@ -63,7 +64,7 @@ fn backend_of(config: &Config) -> Arc<dyn Llm> {
         }),
         LlmBackend::Auto | LlmBackend::Openai => {
             let settings = openai::OpenAiConfig {
-                api_key: Some(llm.api_key.clone()).filter(|k| !k.trim().is_empty()),
+                api_key: Some(llm.api_key.expose().to_owned()).filter(|k| !k.trim().is_empty()),
                 model: Some(llm.model.clone()).filter(|m| !m.trim().is_empty()),
                 request_timeout: Duration::from_secs(llm.timeout_secs),
                 max_retries: llm.max_retries,

@@ -7,7 +7,9 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Language, Limits, RunEvent, RunOutcome, RunRequest, Sandbox, SandboxError};
+use super::{
+    Language, Limits, RunEvent, RunOutcome, RunRequest, Sandbox, SandboxError, SandboxSessionExt,
+};
 
 fn request(code: &str, language: Language, wall: Duration) -> RunRequest {
     RunRequest {

@@ -9,7 +9,9 @@
 pub mod asked;
 pub mod backends;
 pub mod browser;
+#[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
+pub mod e2b;
 pub mod files;
 pub mod jail;
 mod output;
@@ -303,6 +305,46 @@ pub trait SandboxSession: Send + Sync {
         None
     }
 
+    /// The session's execution contexts beyond its own, where the backend
+    /// has them; callers go through [`SandboxSessionExt`], which says
+    /// `NotSupported` (or `NotFound`) for a backend without.
+    fn contexts(&self) -> Option<&dyn Contexts> {
+        None
+    }
+}
+
+/// Execution contexts: kernels of their own beside a session's, sharing its
+/// files. What a backend that has them implements (the jail, E2B).
+#[async_trait::async_trait]
+pub trait Contexts: Send + Sync {
+    /// Opens another execution context and gives its id.
+    async fn create_context(
+        &self,
+        language: Language,
+        cwd: Option<&str>,
+    ) -> Result<String, SandboxError>;
+
+    /// Runs in a context `create_context` made.
+    async fn run_in_context(
+        &self,
+        context: &str,
+        request: &RunRequest,
+        events: Option<&mpsc::Sender<RunEvent>>,
+        cancel: &CancellationToken,
+    ) -> Result<RunOutcome, SandboxError>;
+
+    /// Starts a context afresh (its variables are lost).
+    async fn restart_context(&self, context: &str) -> Result<(), SandboxError>;
+
+    async fn delete_context(&self, context: &str) -> Result<(), SandboxError>;
+}
+
+/// What every session offers on top of [`SandboxSession`]'s small core
+/// (object_store's `ObjectStore` and its extension): the context calls,
+/// answered by [`SandboxSession::contexts`] where the backend has contexts,
+/// refused where it has none.
+#[async_trait::async_trait]
+pub trait SandboxSessionExt: SandboxSession {
     /// Opens another execution context (a kernel of its own, sharing the
     /// session's files) and gives its id.
     async fn create_context(
@@ -310,10 +352,12 @@ pub trait SandboxSession: Send + Sync {
         language: Language,
         cwd: Option<&str>,
     ) -> Result<String, SandboxError> {
-        let _ = (language, cwd);
-        Err(SandboxError::NotSupported(
-            "this sandbox has no execution contexts".into(),
-        ))
+        match self.contexts() {
+            Some(contexts) => contexts.create_context(language, cwd).await,
+            None => Err(SandboxError::NotSupported(
+                "this sandbox has no execution contexts".into(),
+            )),
+        }
     }
 
     /// Runs in a context `create_context` made.
@@ -324,18 +368,36 @@ pub trait SandboxSession: Send + Sync {
         events: Option<&mpsc::Sender<RunEvent>>,
         cancel: &CancellationToken,
     ) -> Result<RunOutcome, SandboxError> {
-        let _ = (request, events, cancel);
-        Err(SandboxError::NotFound(format!("no context {context}")))
+        match self.contexts() {
+            Some(contexts) => {
+                contexts
+                    .run_in_context(context, request, events, cancel)
+                    .await
+            }
+            None => Err(no_context(context)),
+        }
     }
 
     /// Starts a context afresh (its variables are lost).
     async fn restart_context(&self, context: &str) -> Result<(), SandboxError> {
-        Err(SandboxError::NotFound(format!("no context {context}")))
+        match self.contexts() {
+            Some(contexts) => contexts.restart_context(context).await,
+            None => Err(no_context(context)),
+        }
     }
 
     async fn delete_context(&self, context: &str) -> Result<(), SandboxError> {
-        Err(SandboxError::NotFound(format!("no context {context}")))
+        match self.contexts() {
+            Some(contexts) => contexts.delete_context(context).await,
+            None => Err(no_context(context)),
+        }
     }
+}
+
+impl<S: SandboxSession + ?Sized> SandboxSessionExt for S {}
+
+fn no_context(context: &str) -> SandboxError {
+    SandboxError::NotFound(format!("no context {context}"))
 }
 
 pub(crate) use crate::clock::now_ms;

@@ -13,7 +13,7 @@ use tokio_util::task::TaskTracker;
 
 use super::{
     Language, Limits, RunEvent, RunOutcome, RunRequest, Sandbox, SandboxError, SandboxSession,
-    now_ms,
+    SandboxSessionExt, now_ms,
 };
 
 /// How often idle sessions are looked for.
@@ -296,7 +296,7 @@ impl Sessions {
         self.live.lock().contains_key(id)
     }
 
-    /// Runs in a context of the session (see [`SandboxSession::create_context`]).
+    /// Runs in a context of the session (see [`SandboxSessionExt::create_context`]).
     pub async fn run_in_context(
         &self,
         id: &str,

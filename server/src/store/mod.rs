@@ -4,12 +4,25 @@
 //! and outputs are folded from the log by `app::notebook::Notebook`, the same
 //! fold the page uses, so what was stored is exactly what was shown. Share
 //! links are rows of their own. [`story`] is the behaviour every
-//! implementation must have, written once.
+//! implementation must have, written once; [`key_story`] the same for
+//! [`KeyStore`].
 
+#[cfg(any(test, feature = "conformance"))]
+#[allow(
+    clippy::expect_used,
+    reason = "a story is test code: a failed step panics where it happened \
+              (allow, not expect: clippy sees it as test code in some builds only)"
+)]
+pub mod key_story;
 pub mod keys;
 mod sqlite;
 mod sqlite_keys;
-#[cfg(test)]
+#[cfg(any(test, feature = "conformance"))]
+#[allow(
+    clippy::expect_used,
+    reason = "a story is test code: a failed step panics where it happened \
+              (allow, not expect: clippy sees it as test code in some builds only)"
+)]
 pub mod story;
 
 use app::protocol::SessionEvent;

@@ -114,6 +114,16 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_key_story_holds_for_sqlite() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = SqliteStore::open_in(dir.path()).await.expect("store");
+        super::super::key_story::run(&store).await;
+        store.close().await;
+        let reopened = SqliteStore::open_in(dir.path()).await.expect("reopen");
+        super::super::key_story::after_reopen(&reopened).await;
+    }
+
+    #[tokio::test]
     async fn keys_are_found_by_digest_revoked_by_name_and_names_are_reusable() {
         let dir = tempfile::tempdir().expect("temp dir");
         let store = SqliteStore::open_in(dir.path()).await.expect("store");

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use runcell::config::E2bConfig;
-use runcell::e2b::backend::E2bSandbox;
-use runcell::e2b::client::E2bSettings;
 use runcell::e2b::protocol::{self, Envelopes, FLAG_END_STREAM, FLAG_MESSAGE};
 use runcell::sandbox::conformance;
+use runcell::sandbox::e2b::E2bSandbox;
+use runcell::sandbox::e2b::client::E2bSettings;
 use serde_json::{Value, json};
 
 use crate::support::TestServer;
@@ -402,7 +402,7 @@ async fn the_data_plane_refuses_paths_and_links_out_of_the_home() {
 fn backend_for(server: &TestServer, key: &str) -> Arc<E2bSandbox> {
     let base = server.url("");
     let config = E2bConfig {
-        api_key: key.to_string(),
+        api_key: key.into(),
         api_url: base.clone(),
         sandbox_url: base,
         sandbox_timeout_secs: 60,
@@ -493,7 +493,7 @@ async fn the_e2b_backend_passes_the_conformance_suite_against_e2b_cloud() {
         return;
     }
     let config = E2bConfig {
-        api_key: key,
+        api_key: key.into(),
         domain: std::env::var("E2B_DOMAIN").unwrap_or_else(|_| "e2b.app".into()),
         ..E2bConfig::default()
     };
@@ -512,7 +512,7 @@ async fn with_e2b_behind(provider: &TestServer) -> TestServer {
     let key = provider.api_key("upstream").await;
     let base = provider.url("");
     TestServer::start_configured(move |config| {
-        config.e2b.api_key = key;
+        config.e2b.api_key = key.into();
         config.e2b.api_url = base.clone();
         config.e2b.sandbox_url = base;
     })

@@ -173,7 +173,7 @@ fn stream(state: &RunState, admitted: Admitted) -> Response {
     let api = Arc::clone(&state.code_api);
     let finished = tokio::spawn(async move { api.run(admitted, Some(events), cancel).await });
 
-    let lines = ndjson::received(receiver)
+    let lines = tokio_stream::wrappers::ReceiverStream::new(receiver)
         .map(|event| line(&event))
         .chain(futures::stream::once(async move {
             let summary = match finished.await {

@@ -432,7 +432,7 @@ impl Llm for EmbeddedModel {
             });
         }
         let wanted = request.max_tokens.unwrap_or(self.inner.max_tokens) as usize;
-        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+        let (tx, rx) = tokio::sync::mpsc::channel(64);
         let job = Job {
             max_new: wanted.min(context - ids.len()),
             prompt: ids,
@@ -446,9 +446,7 @@ impl Llm for EmbeddedModel {
             .jobs
             .send(job)
             .map_err(|_| LlmError::Backend("the model thread has stopped".into()))?;
-        Ok(Box::pin(futures::stream::poll_fn(move |cx| {
-            rx.poll_recv(cx)
-        })))
+        Ok(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx)))
     }
 }
 

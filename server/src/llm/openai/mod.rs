@@ -2,9 +2,13 @@
 //! `llama-server`, `llama_cpp.server`...): an API base URL, an optional key,
 //! and one parser for the streamed `chat.completion.chunk` format.
 //!
-//! - [`sse`] frames the byte stream into events, [`delta`] turns each
-//!   payload into [`LlmEvent`]s and assembles the [`Completion`], [`error`]
-//!   maps statuses, bodies and transport failures to [`LlmError`].
+//! - [`config`] says where the server is; [`request`] builds what is sent;
+//!   [`models`] picks the model from the server's list; [`reader`] reads a
+//!   reply, with [`sse`] framing the byte stream into events, [`delta`]
+//!   turning each payload into [`LlmEvent`]s and assembling the
+//!   [`Completion`]; [`error`] maps statuses, bodies and transport failures
+//!   to [`LlmError`]; this file is the client: attempts, retries, the `Llm`
+//!   impl.
 //! - Failures before the first event are retried (429, 5xx, refused or reset
 //!   connections, timeouts) with exponential backoff and jitter; once an
 //!   event has been yielded nothing is retried: the error ends the stream.
@@ -16,110 +20,35 @@
 //! Invariant: the API key travels only in the `Authorization` header; it
 //! never appears in an error, a log line or `Debug` output.
 
+mod config;
 mod delta;
 mod error;
+mod models;
+mod reader;
+mod request;
 mod sse;
 #[cfg(test)]
 mod tests;
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::pin::Pin;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::Duration;
 
-use bytes::Bytes;
-use futures::{Stream, StreamExt};
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use futures::StreamExt;
 use tracing::Instrument;
 
-use self::delta::{Assembler, Fed};
+pub use self::config::{OpenAiConfig, StructuredOutputMode};
+use self::delta::Assembler;
 use self::error::{RETRY_AFTER_CAP, is_retryable, redact};
+use self::reader::Reader;
+use self::request::request_body;
 use self::sse::SseParser;
-use crate::llm::{
-    Capabilities, ChatRequest, ChatStream, Llm, LlmError, LlmEvent, ModelInfo, Role, ToolChoice,
-};
+use crate::llm::{Capabilities, ChatRequest, ChatStream, Llm, LlmError, LlmEvent, ModelInfo};
 
 /// The longest pause between two attempts, unless `Retry-After` asks.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
-
-/// How to ask for structured output (`ChatRequest::response_schema`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StructuredOutputMode {
-    /// `json_schema` first; `json_object` with the schema if the server
-    /// refuses it (remembered for later requests).
-    #[default]
-    Auto,
-    /// `{"type":"json_schema","json_schema":{name,schema,strict}}` (OpenAI, vLLM).
-    JsonSchema,
-    /// `{"type":"json_object","schema":...}` (`llama_cpp.server`, llama.cpp).
-    JsonObject,
-    /// Never send `response_format`.
-    Off,
-}
-
-/// Where the server is and how to talk to it.
-#[derive(Clone)]
-pub struct OpenAiConfig {
-    /// The API base, `/v1` included, as `OPENAI_BASE_URL` conventionally
-    /// is: `http://127.0.0.1:8080/v1`, `https://api.openai.com/v1`.
-    pub base_url: String,
-    /// Sent as `Authorization: Bearer`; redacted in `Debug`.
-    pub api_key: Option<String>,
-    /// The model when a request names none; when this is `None` too, the
-    /// first model the server lists.
-    pub model: Option<String>,
-    /// The longest wait for response headers, and for each next piece of
-    /// a streamed reply (not for the whole reply).
-    pub request_timeout: Duration,
-    /// Extra attempts after a failure that may pass.
-    pub max_retries: u32,
-    /// The first backoff; it doubles with each retry.
-    pub retry_base_delay: Duration,
-    /// The server takes `tools` (most do).
-    pub tools: bool,
-    pub structured_output: StructuredOutputMode,
-}
-
-impl OpenAiConfig {
-    /// The defaults, for the server at `base_url`.
-    pub fn new(base_url: impl Into<String>) -> Self {
-        Self {
-            base_url: base_url.into(),
-            api_key: None,
-            model: None,
-            request_timeout: Duration::from_secs(120),
-            max_retries: 2,
-            retry_base_delay: Duration::from_millis(500),
-            tools: true,
-            structured_output: StructuredOutputMode::Auto,
-        }
-    }
-}
-
-impl Default for OpenAiConfig {
-    fn default() -> Self {
-        Self::new("https://api.openai.com/v1")
-    }
-}
-
-impl fmt::Debug for OpenAiConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OpenAiConfig")
-            .field("base_url", &display_url(&self.base_url))
-            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
-            .field("model", &self.model)
-            .field("request_timeout", &self.request_timeout)
-            .field("max_retries", &self.max_retries)
-            .field("retry_base_delay", &self.retry_base_delay)
-            .field("tools", &self.tools)
-            .field("structured_output", &self.structured_output)
-            .finish()
-    }
-}
 
 /// `response_format` shapes, as learnt in `Auto` mode.
 const FORMAT_SCHEMA: u8 = 0;
@@ -145,9 +74,6 @@ pub struct OpenAiClient {
 
 /// The longest wait for a TCP connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How long a read model list is trusted.
-const MODEL_LIST_TTL: Duration = Duration::from_secs(60);
 
 impl fmt::Debug for OpenAiClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -270,7 +196,7 @@ impl OpenAiClient {
             .retry_base_delay
             .saturating_mul(1 << retry.min(16))
             .min(MAX_BACKOFF);
-        exp.mul_f64(0.5 + 0.5 * random_unit())
+        exp.mul_f64(0.5 + 0.5 * rand::random::<f64>())
     }
 
     /// Runs `attempt` until it succeeds, fails for good, or runs out of
@@ -301,136 +227,6 @@ impl OpenAiClient {
                 }
             }
         }
-    }
-
-    async fn list_models(&self) -> Result<Vec<ModelInfo>, Failure> {
-        let url = format!("{}/models", self.base);
-        let response = self.send(self.authorized(self.http.get(&url))).await?;
-        let status = response.status();
-        if !status.is_success() {
-            let retry_after = error::retry_after(response.headers());
-            let body = self.error_body(response).await;
-            let err = if status.as_u16() == 404 {
-                LlmError::BadRequest {
-                    status: 404,
-                    message: format!(
-                        "{}/models does not exist; does the base URL end in /v1?",
-                        self.shown_url
-                    ),
-                }
-            } else {
-                error::from_status(status.as_u16(), &body, retry_after, "")
-            };
-            let err = self.redact(err);
-            return Err(if is_retryable(&err) {
-                Failure::Retry(err, retry_after)
-            } else {
-                Failure::Fatal(err)
-            });
-        }
-        let body = tokio::time::timeout(self.config.request_timeout, response.bytes())
-            .await
-            .map_err(|_| Failure::Retry(LlmError::Timeout(self.config.request_timeout), None))?
-            .map_err(|e| Failure::Retry(self.transport(&e), None))?;
-        let value: Value = serde_json::from_slice(&body).map_err(|e| {
-            Failure::Fatal(LlmError::MalformedStream(format!(
-                "the model list is not JSON: {e}"
-            )))
-        })?;
-        Ok(parse_models(&value))
-    }
-
-    /// The request's model, the configured one, or the first listed.
-    async fn model_for(&self, request: &ChatRequest) -> Result<String, LlmError> {
-        if let Some(model) = request.model.as_ref().filter(|m| !m.is_empty()) {
-            if self.config.model.as_ref() != Some(model) {
-                self.check_listed(model).await?;
-            }
-            return Ok(model.clone());
-        }
-        if let Some(model) = self.config.model.as_ref().filter(|m| !m.is_empty()) {
-            return Ok(model.clone());
-        }
-        self.listed_ids()
-            .await?
-            .into_iter()
-            .next()
-            .ok_or_else(|| LlmError::ModelNotFound {
-                model: String::new(),
-                message: "no model is configured and the server lists none".to_owned(),
-            })
-    }
-
-    /// The ids the server lists, read at most once per [`MODEL_LIST_TTL`].
-    async fn listed_ids(&self) -> Result<Vec<String>, LlmError> {
-        let cached = self
-            .known_models
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .filter(|(read, _)| read.elapsed() < MODEL_LIST_TTL)
-            .map(|(_, ids)| ids);
-        if let Some(ids) = cached {
-            return Ok(ids);
-        }
-        let ids: Vec<String> = self.models().await?.into_iter().map(|m| m.id).collect();
-        *self.known_models.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some((std::time::Instant::now(), ids.clone()));
-        Ok(ids)
-    }
-
-    /// Refuses a model the server does not list. A list that cannot be read
-    /// (some servers have no `/models`) or is empty lets every name through;
-    /// Ollama's `name` for `name:latest` passes.
-    async fn check_listed(&self, model: &str) -> Result<(), LlmError> {
-        let ids = match self.listed_ids().await {
-            Ok(ids) => ids,
-            // The server is not there: say so now rather than retry it.
-            Err(
-                e @ (LlmError::Unreachable { .. } | LlmError::Timeout(_) | LlmError::Auth { .. }),
-            ) => {
-                return Err(e);
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "cannot list models; not checking the name");
-                return Ok(());
-            }
-        };
-        let served = ids.is_empty()
-            || ids
-                .iter()
-                .any(|id| id == model || id.strip_suffix(":latest") == Some(model));
-        if served {
-            return Ok(());
-        }
-        let mut listed: Vec<&str> = ids.iter().map(String::as_str).take(10).collect();
-        if ids.len() > listed.len() {
-            listed.push("...");
-        }
-        Err(LlmError::ModelNotFound {
-            model: model.chars().take(100).collect(),
-            message: format!("the server lists {}", listed.join(", ")),
-        })
-    }
-
-    /// The `response_format` to send now, if any.
-    fn response_format(&self, request: &ChatRequest) -> Option<Value> {
-        let schema = request.response_schema.as_ref()?;
-        let object = match self.config.structured_output {
-            StructuredOutputMode::Off => return None,
-            StructuredOutputMode::JsonSchema => false,
-            StructuredOutputMode::JsonObject => true,
-            StructuredOutputMode::Auto => self.format.load(Ordering::Relaxed) == FORMAT_OBJECT,
-        };
-        Some(if object {
-            json!({"type": "json_object", "schema": schema.schema})
-        } else {
-            json!({"type": "json_schema", "json_schema": {
-                "name": schema_name(&schema.name),
-                "schema": schema.schema,
-                "strict": true,
-            }})
-        })
     }
 
     /// One POST to `/chat/completions`, read up to its first event.
@@ -580,250 +376,6 @@ impl Llm for OpenAiClient {
     }
 }
 
-type ByteStream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
-
-/// Reads one streamed reply into events.
-struct Reader {
-    body: ByteStream,
-    idle: Duration,
-    parser: SseParser,
-    /// The whole body, when the server answered with plain JSON.
-    json_body: Option<Vec<u8>>,
-    /// `None` once `Done` is queued.
-    assembler: Option<Assembler>,
-    queue: VecDeque<LlmEvent>,
-    /// Yielded after the queued events.
-    pending_error: Option<LlmError>,
-    ended: bool,
-    /// The connection failed (rather than the server saying something).
-    broken: bool,
-    /// Body bytes read so far, against [`MAX_REPLY_BYTES`].
-    received: usize,
-}
-
-/// The most a reply's body may hold. It bounds every buffer the reader keeps
-/// (a line without an end, a JSON body, the assembled answer) against a
-/// server that streams without stopping.
-const MAX_REPLY_BYTES: usize = 16 * 1024 * 1024;
-
-impl Reader {
-    /// The next event, an error (then nothing), or `None` after `Done`.
-    async fn next(&mut self) -> Option<Result<LlmEvent, LlmError>> {
-        loop {
-            if let Some(event) = self.queue.pop_front() {
-                return Some(Ok(event));
-            }
-            if let Some(err) = self.pending_error.take() {
-                return Some(Err(err));
-            }
-            if self.ended {
-                return None;
-            }
-            match tokio::time::timeout(self.idle, self.body.next()).await {
-                Err(_) => self.fail(LlmError::Timeout(self.idle)),
-                Ok(Some(Ok(bytes))) if self.received + bytes.len() > MAX_REPLY_BYTES => {
-                    self.fail(LlmError::MalformedStream(format!(
-                        "the reply is larger than {} MiB",
-                        MAX_REPLY_BYTES / (1024 * 1024)
-                    )));
-                }
-                Ok(Some(Ok(bytes))) => {
-                    self.received += bytes.len();
-                    match &mut self.json_body {
-                        Some(whole) => whole.extend_from_slice(&bytes),
-                        None => {
-                            let mut events = Vec::new();
-                            self.parser.feed(&bytes, &mut events);
-                            self.payloads(events);
-                        }
-                    }
-                }
-                Ok(Some(Err(e))) => {
-                    self.broken = true;
-                    self.fail(LlmError::MalformedStream(format!(
-                        "the connection closed mid-reply ({})",
-                        error::transport_detail(&e)
-                    )));
-                }
-                Ok(None) => self.end_of_body(),
-            }
-        }
-    }
-
-    fn fail(&mut self, err: LlmError) {
-        self.ended = true;
-        self.assembler = None;
-        self.pending_error = Some(err);
-    }
-
-    fn payloads(&mut self, events: Vec<sse::SseEvent>) {
-        for event in events {
-            let Some(assembler) = self.assembler.as_mut() else {
-                return;
-            };
-            let mut out = Vec::new();
-            let fed = assembler.feed(event.event.as_deref(), &event.data, &mut out);
-            self.queue.extend(out);
-            match fed {
-                Ok(Fed::More) => {}
-                Ok(Fed::Done) => return self.done(),
-                Err(err) => return self.fail(err),
-            }
-        }
-    }
-
-    fn end_of_body(&mut self) {
-        if let Some(whole) = self.json_body.take() {
-            let text = String::from_utf8_lossy(&whole);
-            self.payloads(vec![sse::SseEvent {
-                event: None,
-                data: text.into_owned(),
-            }]);
-        } else {
-            let mut events = Vec::new();
-            self.parser.finish(&mut events);
-            self.payloads(events);
-        }
-        match &self.assembler {
-            Some(assembler) if assembler.finished() => self.done(),
-            Some(_) => self.fail(LlmError::MalformedStream(
-                "the stream ended before the reply was complete".to_owned(),
-            )),
-            None => self.ended = true,
-        }
-    }
-
-    fn done(&mut self) {
-        self.ended = true;
-        if let Some(assembler) = self.assembler.take() {
-            self.queue.push_back(LlmEvent::Done(assembler.completion()));
-        }
-    }
-}
-
-/// The JSON body of a streamed chat request.
-fn request_body(
-    request: &ChatRequest,
-    model: &str,
-    tools: bool,
-    stream_options: bool,
-    response_format: Option<Value>,
-) -> Value {
-    let messages: Vec<Value> = request
-        .messages
-        .iter()
-        .map(|m| {
-            let role = match m.role {
-                Role::System => "system",
-                Role::User => "user",
-                Role::Assistant => "assistant",
-                Role::Tool => "tool",
-            };
-            // Never `null`: llama_cpp.server refuses it.
-            let mut message = json!({"role": role, "content": m.content});
-            if !m.tool_calls.is_empty() {
-                message["tool_calls"] = m
-                    .tool_calls
-                    .iter()
-                    .map(|c| {
-                        json!({"id": c.id, "type": "function",
-                               "function": {"name": c.name, "arguments": c.arguments}})
-                    })
-                    .collect();
-            }
-            if let Some(id) = &m.tool_call_id {
-                message["tool_call_id"] = json!(id);
-            }
-            message
-        })
-        .collect();
-    let mut body = json!({"model": model, "messages": messages, "stream": true});
-    if stream_options {
-        body["stream_options"] = json!({"include_usage": true});
-    }
-    if tools && !request.tools.is_empty() {
-        body["tools"] = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.parameters}})
-            })
-            .collect();
-        body["tool_choice"] = match &request.tool_choice {
-            ToolChoice::Auto => json!("auto"),
-            ToolChoice::Required => json!("required"),
-            ToolChoice::None => json!("none"),
-            ToolChoice::Named(name) => json!({"type": "function", "function": {"name": name}}),
-        };
-    }
-    if let Some(t) = request.temperature {
-        body["temperature"] = json!(t);
-    }
-    if let Some(n) = request.max_tokens {
-        body["max_tokens"] = json!(n);
-    }
-    if let Some(format) = response_format {
-        body["response_format"] = format;
-    }
-    body
-}
-
-/// OpenAI wants `^[a-zA-Z0-9_-]{1,64}$`.
-fn schema_name(name: &str) -> String {
-    let clean: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
-        .collect();
-    if clean.is_empty() {
-        "reply".to_owned()
-    } else {
-        clean
-    }
-}
-
-/// Models from `{"data":[{"id","owned_by"}]}` (OpenAI, vLLM, llama.cpp,
-/// Ollama's `/v1`), `{"models":[{"name"|"model"}]}` (Ollama's and
-/// llama-server's native lists) or a bare array.
-fn parse_models(value: &Value) -> Vec<ModelInfo> {
-    let lists = [value.get("data"), value.get("models"), Some(value)];
-    let mut models: Vec<ModelInfo> = Vec::new();
-    for item in lists
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_array)
-        .flatten()
-    {
-        let id = match item {
-            Value::String(s) => Some(s.as_str()),
-            _ => ["id", "model", "name"]
-                .iter()
-                .find_map(|k| item.get(k).and_then(Value::as_str)),
-        };
-        let Some(id) = id.filter(|id| !id.is_empty()) else {
-            continue;
-        };
-        if models.iter().any(|m| m.id == id) {
-            continue;
-        }
-        models.push(ModelInfo {
-            id: id.to_owned(),
-            owned_by: item
-                .get("owned_by")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-        });
-    }
-    models
-}
-
 /// The URL without credentials or query, for errors and logs.
 pub(crate) fn display_url(url: &str) -> String {
     match reqwest::Url::parse(url) {
@@ -835,11 +387,4 @@ pub(crate) fn display_url(url: &str) -> String {
         }
         Err(_) => "(an invalid URL)".to_owned(),
     }
-}
-
-/// A number in `[0, 1)`, different each call: jitter for backoffs.
-fn random_unit() -> f64 {
-    use std::hash::BuildHasher;
-    let bits = std::collections::hash_map::RandomState::new().hash_one(std::time::Instant::now());
-    (bits >> 11) as f64 / (1u64 << 53) as f64
 }

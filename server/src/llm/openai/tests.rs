@@ -14,8 +14,11 @@ use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
+use super::models::parse_models;
 use super::*;
-use crate::llm::{Completion, FinishReason, Message, ResponseSchema, ToolCall, ToolSpec, Usage};
+use crate::llm::{
+    Completion, FinishReason, Message, ResponseSchema, ToolCall, ToolChoice, ToolSpec, Usage,
+};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/llm");
 const KEY: &str = "sk-test-0123456789secret";
@@ -920,5 +923,32 @@ async fn an_endless_line_is_cut_off_at_the_reply_limit() {
     assert!(
         matches!(&error, LlmError::MalformedStream(m) if m.contains("larger than")),
         "{error:?}"
+    );
+}
+
+/// The pause before a retry is the doubled base delay with jitter: between
+/// half of it and all of it, capped; a server's `Retry-After` wins, capped.
+#[test]
+fn backoffs_double_with_jitter_and_are_capped() {
+    let client = OpenAiClient::new(OpenAiConfig {
+        retry_base_delay: Duration::from_millis(100),
+        ..OpenAiConfig::new("http://127.0.0.1:9/v1")
+    })
+    .unwrap();
+    for retry in 0..6 {
+        let full = Duration::from_millis(100 * (1 << retry)).min(MAX_BACKOFF);
+        for _ in 0..50 {
+            let wait = client.backoff(retry, None);
+            assert!(wait >= full / 2 && wait <= full, "retry {retry}: {wait:?}");
+        }
+    }
+    assert_eq!(client.backoff(40, None).max(MAX_BACKOFF), MAX_BACKOFF);
+    assert_eq!(
+        client.backoff(0, Some(Duration::from_secs(3))),
+        Duration::from_secs(3)
+    );
+    assert_eq!(
+        client.backoff(0, Some(Duration::from_secs(3600))),
+        RETRY_AFTER_CAP
     );
 }

@@ -26,7 +26,8 @@ use super::identity::{HostId, Lease};
 use super::kernel::{Kernel, KernelState};
 use crate::sandbox::files::{Files, HomeDir};
 use crate::sandbox::{
-    Language, Limits, RunEvent, RunOutcome, RunRequest, SandboxError, SandboxSession, validate_code,
+    Contexts, Language, Limits, RunEvent, RunOutcome, RunRequest, SandboxError, SandboxSession,
+    validate_code,
 };
 
 /// Where sessions' directories live on the host. Kernel socket paths must stay
@@ -317,6 +318,28 @@ impl SandboxSession for JailSession {
         Some(&self.files)
     }
 
+    fn contexts(&self) -> Option<&dyn Contexts> {
+        Some(self)
+    }
+
+    /// Stops everything in the session and removes its files.
+    async fn close(&self) {
+        if let Some(kernel) = self.kernel.lock().await.take() {
+            kernel.shutdown().await;
+        }
+        let contexts: Vec<Arc<Context>> = self.contexts.lock().drain().map(|(_, c)| c).collect();
+        for context in contexts {
+            if let Some(kernel) = context.kernel.lock().await.take() {
+                kernel.shutdown().await;
+            }
+        }
+        let root = self.root.clone();
+        let _ = tokio::task::spawn_blocking(move || remove_session_dir(&root)).await;
+    }
+}
+
+#[async_trait::async_trait]
+impl Contexts for JailSession {
     async fn create_context(
         &self,
         language: Language,
@@ -409,21 +432,6 @@ impl SandboxSession for JailSession {
             .await;
         let _ = std::fs::remove_dir_all(&context.ipc);
         Ok(())
-    }
-
-    /// Stops everything in the session and removes its files.
-    async fn close(&self) {
-        if let Some(kernel) = self.kernel.lock().await.take() {
-            kernel.shutdown().await;
-        }
-        let contexts: Vec<Arc<Context>> = self.contexts.lock().drain().map(|(_, c)| c).collect();
-        for context in contexts {
-            if let Some(kernel) = context.kernel.lock().await.take() {
-                kernel.shutdown().await;
-            }
-        }
-        let root = self.root.clone();
-        let _ = tokio::task::spawn_blocking(move || remove_session_dir(&root)).await;
     }
 }
 

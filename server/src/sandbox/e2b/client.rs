@@ -6,13 +6,14 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use reqwest::{RequestBuilder, Response, StatusCode};
+use secrecy::{ExposeSecret, SecretString};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::protocol::{
+use crate::config::E2bConfig;
+use crate::e2b::protocol::{
     self, ContextJson, EntryInfo, Line, NewContext, NewSandbox, SandboxJson, TimeoutBody,
 };
-use crate::config::E2bConfig;
 use crate::sandbox::files::{FileEntry, FileKind};
 use crate::sandbox::{
     ExecError, Limits, OutputBudget, RunEvent, RunOutcome, SandboxError, limit_error, now_ms,
@@ -31,9 +32,10 @@ const MAX_REFUSAL_BYTES: usize = 64 * 1024;
 const LINE_SLACK_BYTES: usize = 64 * 1024;
 
 /// Where E2B is and how to sign in.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct E2bSettings {
-    pub api_key: String,
+    /// Sent in E2B's key header only; `Debug` shows `[REDACTED]`.
+    pub api_key: SecretString,
     /// The control plane's base URL.
     pub api_url: String,
     /// One base URL for every sandbox port (routed by headers), if set.
@@ -42,16 +44,6 @@ pub struct E2bSettings {
     pub template: String,
     /// What new sandboxes live for unless renewed.
     pub sandbox_timeout: Duration,
-}
-
-impl std::fmt::Debug for E2bSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("E2bSettings")
-            .field("api_url", &self.api_url)
-            .field("sandbox_url", &self.sandbox_url)
-            .field("template", &self.template)
-            .finish_non_exhaustive()
-    }
 }
 
 impl E2bSettings {
@@ -63,7 +55,7 @@ impl E2bSettings {
             trim(&config.api_url)
         };
         Self {
-            api_key: config.api_key.clone(),
+            api_key: config.api_key.expose().into(),
             api_url,
             sandbox_url: Some(trim(&config.sandbox_url)).filter(|u| !u.is_empty()),
             domain: config.domain.clone(),
@@ -208,7 +200,10 @@ impl Client {
     fn api(&self, method: reqwest::Method, path: &str) -> RequestBuilder {
         self.http
             .request(method, format!("{}{path}", self.settings.api_url))
-            .header(protocol::API_KEY_HEADER, &self.settings.api_key)
+            .header(
+                protocol::API_KEY_HEADER,
+                self.settings.api_key.expose_secret(),
+            )
             .timeout(CALL_TIMEOUT)
     }
 
@@ -786,6 +781,8 @@ mod tests {
             ..E2bConfig::default()
         };
         let settings = E2bSettings::from_config(&config);
+        assert_eq!(settings.api_key.expose_secret(), "e2b_1");
+        assert!(!format!("{settings:?}").contains("e2b_1"));
         assert_eq!(settings.api_url, "https://api.e2b.app");
         assert_eq!(settings.sandbox_url, None);
         let config = E2bConfig {

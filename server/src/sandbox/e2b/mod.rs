@@ -3,17 +3,19 @@
 //! alive (its timeout renewed) while the session lasts and killed when it
 //! ends. Each language's default context keeps its state, as in E2B.
 
+pub mod client;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::client::{Client, E2bSettings, Handle, Place, file_entry};
-use super::protocol::EntryInfo;
+use self::client::{Client, E2bSettings, Handle, Place, file_entry};
+use crate::e2b::protocol::EntryInfo;
 use crate::sandbox::files::{FileEntry, Files, confine, sandbox_path};
 use crate::sandbox::{
-    Capabilities, Language, RunEvent, RunOutcome, RunRequest, Sandbox, SandboxError,
+    Capabilities, Contexts, Language, RunEvent, RunOutcome, RunRequest, Sandbox, SandboxError,
     SandboxSession, validate_code,
 };
 
@@ -161,6 +163,13 @@ impl SandboxSession for E2bSession {
         Some(self)
     }
 
+    fn contexts(&self) -> Option<&dyn Contexts> {
+        Some(self)
+    }
+}
+
+#[async_trait::async_trait]
+impl Contexts for E2bSession {
     async fn create_context(
         &self,
         language: Language,

@@ -1,0 +1,253 @@
+//! How a jail is started: the launcher chain `sh` (joins the run's
+//! cgroups) → `prlimit` → `setpriv` (the host uid) → `bwrap` (namespaces,
+//! mounts, seccomp), and what each language's program is.
+
+use std::io::{Seek, Write};
+use std::os::fd::OwnedFd;
+use std::process::Stdio;
+
+use command_fds::{CommandFdExt, FdMapping};
+
+use super::identity::{HostId, JAIL_UID};
+use super::{JailSandbox, PYTHON_ENV, RunGroup};
+use crate::sandbox::{Language, Limits, SandboxError};
+
+pub(super) const BWRAP: &str = "/usr/bin/bwrap";
+pub(super) const SETPRIV: &str = "/usr/bin/setpriv";
+pub(super) const PRLIMIT: &str = "/usr/bin/prlimit";
+/// The descriptors bubblewrap reads the filter and the program from.
+const SECCOMP_FD: i32 = 10;
+const CODE_FD: i32 = 11;
+/// A host-wide backstop on processes of the jail uid, should a cgroup fail.
+const NPROC_BACKSTOP: u32 = 4096;
+
+/// Joins the run's cgroups, then becomes the rest of its arguments.
+const LAUNCHER: &str =
+    r#"while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@""#;
+
+/// A file holding `bytes`, unlinked, opened for reading from the start.
+fn memory_file(bytes: &[u8]) -> std::io::Result<OwnedFd> {
+    let mut file = tempfile::tempfile()?;
+    file.write_all(bytes)?;
+    file.rewind()?;
+    Ok(file.into())
+}
+
+/// The program for each language, run in `/home/user`. C is compiled first; a
+/// failed compile prints `marker` so that it cannot be mistaken for the
+/// program's own failure (the program never sees the marker).
+pub(super) fn program(language: Language, marker: &str, dir: &str) -> (String, Vec<String>) {
+    let file = |name: &str| format!("{dir}{name}");
+    match language {
+        Language::Python => (
+            file("main.py"),
+            vec![
+                format!("{PYTHON_ENV}/bin/python3"),
+                "-u".into(),
+                file("main.py"),
+            ],
+        ),
+        Language::Javascript => (
+            file("main.js"),
+            vec!["/usr/bin/node".into(), file("main.js")],
+        ),
+        Language::Bash => (file("main.sh"), vec!["/bin/bash".into(), file("main.sh")]),
+        Language::C => {
+            // A path with a slash, so that exec does not search the PATH.
+            let binary = if dir.is_empty() {
+                "./.main".to_string()
+            } else {
+                file(".main")
+            };
+            (
+                file("main.c"),
+                vec![
+                    "/bin/sh".into(),
+                    "-c".into(),
+                    format!(
+                        r#"gcc -O2 -std=gnu17 -o {binary} {dir}main.c -lm || {{ printf '\n%s\n' "$0" >&2; exit 1; }}; exec {binary}"#
+                    ),
+                    marker.into(),
+                ],
+            )
+        }
+    }
+}
+
+/// How a jailed program gets its code.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Code<'a> {
+    /// It has none (a kernel).
+    None,
+    /// Copied into `Mounts::code_file` as the jail is made.
+    File(&'a [u8]),
+    /// Written later to the jail's standard input (a warm jail).
+    Stdin,
+}
+
+/// What a jail mounts beyond the read-only system.
+#[derive(Debug, Default)]
+pub(crate) struct Mounts {
+    /// A host directory to use as `/home/user`; a fresh sized tmpfs if `None`.
+    pub home: Option<std::path::PathBuf>,
+    /// The program's file, copied from [`CODE_FD`]: a name in `/home/user`
+    /// or an absolute path in the jail.
+    pub code_file: Option<String>,
+    /// Host directories bound read-write at the same path (kernel sockets).
+    pub shared: Vec<std::path::PathBuf>,
+    /// Environment variables beyond (or replacing) the defaults.
+    pub env: Vec<(&'static str, &'static str)>,
+}
+
+fn bwrap_args(
+    limits: &Limits,
+    mounts: &Mounts,
+    etc: &std::path::Path,
+    command: Vec<String>,
+) -> Vec<String> {
+    let home = limits.home_bytes();
+    let tmp = limits.disk_bytes - home;
+    let mut args: Vec<String> = Vec::new();
+    let mut push = |items: &[&str]| args.extend(items.iter().map(|s| (*s).to_string()));
+    push(&["--ro-bind", "/usr", "/usr"]);
+    push(&["--ro-bind", &etc.to_string_lossy(), "/etc"]);
+    // Merged-/usr systems have /bin, /lib… as links into /usr.
+    for dir in ["bin", "sbin", "lib", "lib32", "lib64", "libx32"] {
+        let host = format!("/{dir}");
+        match std::fs::read_link(&host) {
+            Ok(target) => push(&["--symlink", &target.to_string_lossy(), &host]),
+            Err(_) if std::path::Path::new(&host).is_dir() => push(&["--ro-bind", &host, &host]),
+            Err(_) => {}
+        }
+    }
+    push(&[
+        "--ro-bind",
+        PYTHON_ENV,
+        PYTHON_ENV,
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+    ]);
+    push(&["--size", &tmp.to_string(), "--tmpfs", "/tmp"]);
+    // After the /tmp tmpfs, or it would hide binds below /tmp.
+    for dir in &mounts.shared {
+        let dir = dir.to_string_lossy();
+        push(&["--bind", &dir, &dir]);
+    }
+    match &mounts.home {
+        Some(host) => push(&["--bind", &host.to_string_lossy(), "/home/user"]),
+        None => push(&["--size", &home.to_string(), "--tmpfs", "/home/user"]),
+    }
+    if let Some(file) = &mounts.code_file {
+        let path = if file.starts_with('/') {
+            file.clone()
+        } else {
+            format!("/home/user/{file}")
+        };
+        push(&["--file", &CODE_FD.to_string(), &path]);
+    }
+    push(&[
+        "--chdir",
+        "/home/user",
+        "--unshare-all",
+        "--unshare-user",
+        "--disable-userns",
+        "--uid",
+        &JAIL_UID.to_string(),
+        "--gid",
+        &JAIL_UID.to_string(),
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--hostname",
+        "sandbox",
+        "--clearenv",
+        "--setenv",
+        "PATH",
+        &format!("{PYTHON_ENV}/bin:/usr/local/bin:/usr/bin:/bin"),
+        "--setenv",
+        "HOME",
+        "/home/user",
+        "--setenv",
+        "LANG",
+        "C.UTF-8",
+        "--setenv",
+        "MPLBACKEND",
+        "Agg",
+        "--seccomp",
+        &SECCOMP_FD.to_string(),
+    ]);
+    for (key, value) in &mounts.env {
+        push(&["--setenv", key, value]);
+    }
+    push(&["--"]);
+    args.extend(command);
+    args
+}
+
+impl JailSandbox {
+    /// Starts `command` in a new jail as the host uid `user`, inside
+    /// `group`, with `mounts`; `code` becomes the file `mounts.code_file`
+    /// names.
+    pub(crate) fn spawn_jail(
+        &self,
+        user: HostId,
+        limits: &Limits,
+        group: &RunGroup,
+        mounts: &Mounts,
+        command: Vec<String>,
+        code: Code<'_>,
+    ) -> Result<tokio::process::Child, SandboxError> {
+        if user.uid == 0 || user.gid == 0 {
+            return Err(SandboxError::Internal("a jail never runs as root".into()));
+        }
+        let ready = self.ready()?;
+        let internal =
+            |what: &str, e: &dyn std::fmt::Display| SandboxError::Internal(format!("{what}: {e}"));
+        let mut cmd = tokio::process::Command::new("/bin/sh");
+        cmd.env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .arg("-c")
+            .arg(LAUNCHER)
+            .arg("runcell-jail")
+            .args(group.procs_files())
+            .arg("--")
+            .arg(PRLIMIT)
+            .arg(format!("--fsize={0}:{0}", limits.file_bytes))
+            .arg("--nofile=256:256")
+            .arg("--core=0:0")
+            .arg(format!("--nproc={NPROC_BACKSTOP}:{NPROC_BACKSTOP}"))
+            .arg("--")
+            .arg(SETPRIV)
+            .arg(format!("--reuid={}", user.uid))
+            .arg(format!("--regid={}", user.gid))
+            .arg("--clear-groups")
+            .arg("--")
+            .arg(BWRAP)
+            .args(bwrap_args(limits, mounts, ready.etc, command))
+            .stdin(if matches!(code, Code::Stdin) {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut fds = vec![FdMapping {
+            parent_fd: memory_file(&ready.seccomp).map_err(|e| internal("seccomp file", &e))?,
+            child_fd: SECCOMP_FD,
+        }];
+        if let Code::File(code) = code {
+            fds.push(FdMapping {
+                parent_fd: memory_file(code).map_err(|e| internal("code file", &e))?,
+                child_fd: CODE_FD,
+            });
+        }
+        cmd.fd_mappings(fds)
+            .map_err(|e| internal("descriptors", &e))?;
+        cmd.spawn()
+            .map_err(|e| internal("cannot start the jail", &e))
+    }
+}
