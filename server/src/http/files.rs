@@ -158,8 +158,8 @@ pub async fn shared_get(
 pub struct LinkFiles(pub AppState);
 
 #[async_trait::async_trait]
-impl app::api::ports::SharedFiles for LinkFiles {
-    async fn files(&self, token: &str) -> Vec<app::files::FileItem> {
+impl app::api::ports::ShareLinkFiles for LinkFiles {
+    async fn files(&self, token: &str) -> Vec<app::api::FileItem> {
         let Some(link) = files_link(&self.0, token).await else {
             return Vec::new();
         };
@@ -170,7 +170,7 @@ impl app::api::ports::SharedFiles for LinkFiles {
             .shared_files(link.session_id)
             .await
             .into_iter()
-            .map(|entry| app::files::FileItem {
+            .map(|entry| app::api::FileItem {
                 path: entry.path,
                 name: entry.name,
                 kind: "file".into(),

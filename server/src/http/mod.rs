@@ -19,7 +19,7 @@ mod ws;
 
 use std::sync::Arc;
 
-use app::api::ports::{SharedModelCatalog, SharedSessionLogs};
+use app::api::ports::{ArcModelCatalog, ArcSessionLogs};
 use app::{App, shell};
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, State};
@@ -47,14 +47,14 @@ pub fn router(state: AppState) -> Router {
         tracing::warn!("another metrics recorder is installed: /metrics will be empty");
     }
     let routes = generate_route_list(App);
-    let logs: SharedSessionLogs = state.sessions.clone();
-    let catalog: SharedModelCatalog = state.models.clone();
-    let sandboxes: app::api::ports::SharedSandboxChoices = Arc::new(SandboxPicks {
+    let logs: ArcSessionLogs = state.sessions.clone();
+    let catalog: ArcModelCatalog = state.models.clone();
+    let sandboxes: app::api::ports::ArcSandboxChoices = Arc::new(SandboxPicks {
         runner: Arc::clone(&state.runner),
         pyodide: state.pyodide.as_ref().map(|runtime| runtime.url.clone()),
     });
     let upload_limit = app::api::ports::UploadLimit(state.config.sandbox.upload_bytes() as u64);
-    let link_files: app::api::ports::SharedFileLists = Arc::new(files::LinkFiles(state.clone()));
+    let link_files: app::api::ports::ArcShareLinkFiles = Arc::new(files::LinkFiles(state.clone()));
     let context = move || {
         provide_context(Arc::clone(&logs));
         provide_context(Arc::clone(&catalog));

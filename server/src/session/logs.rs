@@ -1,7 +1,7 @@
 //! The page's read port ([`SessionLogs`]) over the hub and its store.
 
 use app::api::ports::{LogError, OwnedSession, SessionLogs};
-use app::api::{SessionSummary, SharedLog};
+use app::api::{SessionSummary, ShareLinkLog};
 use async_trait::async_trait;
 
 use super::{OwnerId, SessionHub, SessionId, ShareToken};
@@ -54,14 +54,14 @@ impl SessionLogs for SessionHub {
             .collect())
     }
 
-    async fn shared(&self, token: &str) -> Result<SharedLog, LogError> {
+    async fn shared(&self, token: &str) -> Result<ShareLinkLog, LogError> {
         let token: ShareToken = token.parse().map_err(|_| LogError::NotFound)?;
         let (record, events) = self
             .shared_events(&token)
             .await
             .map_err(unavailable)?
             .ok_or(LogError::NotFound)?;
-        Ok(SharedLog {
+        Ok(ShareLinkLog {
             token: token.to_string(),
             title: record.title,
             events,
