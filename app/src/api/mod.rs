@@ -5,6 +5,7 @@
 //! The server crate provides an implementation of each port as context; the
 //! functions here only parse, call the port and map the result.
 
+mod error;
 #[cfg(feature = "ssr")]
 pub mod ports;
 mod session;
@@ -12,6 +13,7 @@ mod share_link;
 
 use serde::{Deserialize, Serialize};
 
+pub use error::{LoadError, UNREACHABLE};
 pub use session::{LoadSession, load_session};
 pub use share_link::{LoadShareLink, load_share_link};
 

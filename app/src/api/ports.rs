@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{FileItem, ModelChoices, SessionSummary, ShareLinkLog};
+use super::{FileItem, LoadError, ModelChoices, SessionSummary, ShareLinkLog};
 use crate::protocol::SessionEvent;
 
 /// Who is asking: the owner id the server put in the request's
@@ -22,6 +22,16 @@ pub enum LogError {
     NotFound,
     #[error("the session store is unavailable")]
     Unavailable,
+}
+
+impl From<LogError> for LoadError {
+    fn from(err: LogError) -> Self {
+        match err {
+            LogError::InvalidId => Self::InvalidId,
+            LogError::NotFound => Self::NotFound,
+            LogError::Unavailable => Self::Unavailable,
+        }
+    }
 }
 
 /// One of the viewer's sessions, as its page needs it.

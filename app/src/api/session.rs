@@ -2,18 +2,17 @@
 
 use leptos::prelude::*;
 
-use super::SessionLog;
+use super::{LoadError, SessionLog};
 
 /// A session's history, for the first render and for pages that load it later.
 #[server(prefix = "/api", endpoint = "load_session")]
-pub async fn load_session(session_id: String) -> Result<SessionLog, ServerFnError> {
+pub async fn load_session(session_id: String) -> Result<SessionLog, LoadError> {
     use super::ports::{
         ArcModelCatalog, ArcSandboxChoices, ArcSessionLogs, LogError, UploadLimit, set_status,
         viewer,
     };
 
-    let logs = use_context::<ArcSessionLogs>()
-        .ok_or_else(|| ServerFnError::new("the session store is not configured"))?;
+    let logs = use_context::<ArcSessionLogs>().ok_or(LoadError::NotConfigured)?;
     let models = use_context::<ArcModelCatalog>()
         .map(|catalog| catalog.choices())
         .unwrap_or_default();
@@ -47,7 +46,7 @@ pub async fn load_session(session_id: String) -> Result<SessionLog, ServerFnErro
         }),
         Err(err) => {
             set_status(&err);
-            Err(ServerFnError::new(err.to_string()))
+            Err(err.into())
         }
     }
 }

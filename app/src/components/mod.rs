@@ -10,6 +10,7 @@ mod header;
 mod indicators;
 mod kernel_notice;
 mod pickers;
+mod problem;
 mod share;
 mod sidebar;
 
@@ -20,6 +21,7 @@ pub use header::Header;
 pub use indicators::{ConnectionIndicator, PythonIndicator};
 pub use kernel_notice::KernelNotice;
 pub use pickers::{BackendPicker, ModelPicker};
+pub use problem::LoadProblem;
 pub use share::ShareControls;
 pub use sidebar::Sidebar;
 

@@ -6,12 +6,11 @@ use leptos_router::hooks::use_params_map;
 
 use crate::api::{SessionLog, display_title, load_session, title_from};
 use crate::components::{
-    BackendPicker, Cells, ConnectionIndicator, FilesPanel, Header, KernelNotice, ModelPicker,
-    Prompt, PythonIndicator, ShareControls, Sidebar,
+    BackendPicker, Cells, ConnectionIndicator, FilesPanel, Header, KernelNotice, LoadProblem,
+    ModelPicker, Prompt, PythonIndicator, ShareControls, Sidebar,
 };
 use crate::contexts::{SessionState, provide_files, provide_session};
 use crate::protocol::CellKind;
-use crate::routes::Problem;
 
 /// `/sessions/{id}`: one conversation.
 #[component]
@@ -22,14 +21,13 @@ pub fn SessionPage() -> impl IntoView {
 
     view! {
         <Suspense fallback=|| view! { <p class="loading">"Loading the session…"</p> }>
-            {move || Suspend::new(async move {
-                match log.await {
-                    Ok(log) => view! { <SessionView log/> }.into_any(),
-                    Err(err) => {
-                        view! { <Problem heading="This session cannot be opened" err/> }.into_any()
-                    }
-                }
-            })}
+            <ErrorBoundary fallback=|errors| {
+                view! { <LoadProblem heading="This session cannot be opened" errors/> }
+            }>
+                {move || Suspend::new(async move {
+                    log.await.map(|log| view! { <SessionView log/> })
+                })}
+            </ErrorBoundary>
         </Suspense>
     }
 }

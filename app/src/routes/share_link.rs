@@ -5,9 +5,8 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
 
 use crate::api::{ShareLinkLog, display_title, load_share_link};
-use crate::components::{Cells, Header, ShareLinkFiles};
+use crate::components::{Cells, Header, LoadProblem, ShareLinkFiles};
 use crate::contexts::{SessionState, ShareLinkOffer, provide_session, provide_share_link_offer};
-use crate::routes::Problem;
 
 /// `/s/{token}`: a shared session, read-only.
 #[component]
@@ -18,12 +17,13 @@ pub fn ShareLinkPage() -> impl IntoView {
 
     view! {
         <Suspense fallback=|| view! { <p class="loading">"Loading the shared session…"</p> }>
-            {move || Suspend::new(async move {
-                match log.await {
-                    Ok(log) => view! { <ShareLinkView log/> }.into_any(),
-                    Err(err) => view! { <Problem heading="This link does not work" err/> }.into_any(),
-                }
-            })}
+            <ErrorBoundary fallback=|errors| {
+                view! { <LoadProblem heading="This link does not work" errors/> }
+            }>
+                {move || Suspend::new(async move {
+                    log.await.map(|log| view! { <ShareLinkView log/> })
+                })}
+            </ErrorBoundary>
         </Suspense>
     }
 }
