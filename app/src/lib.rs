@@ -1,28 +1,30 @@
 //! runcell's user interface (Leptos, rendered on the server and hydrated in the
-//! browser) and the types both sides share.
+//! browser) and the wire types server and browser both use.
 //!
+//! Shared with the server crate (the wire and the domain):
 //! - [`protocol`]: the WebSocket frames, one serde definition for both sides.
 //! - [`notebook`]: the pure fold from events to cells that both sides render.
-//! - [`api`]: server functions and the server-side ports they call.
-//! - [`components`], [`routes`]: the page.
+//! - [`api`]: server functions, the types they return, and the server-side
+//!   ports they call.
+//! - [`render`]: markdown and ANSI to safe HTML.
+//!
+//! The page, by role (each depends only on those above it):
+//! - [`contexts`]: the page's state and its `provide_*`/`use_*` functions.
+//! - `browser` (hydrate only): socket, uploads, the page's Python, scrolling.
+//! - [`components`]: the notebook's parts, taking state from context.
+//! - [`routes`]: the page bodies (session, share link, not found).
 
 #![recursion_limit = "256"]
 
-pub mod ansi;
 pub mod api;
-mod cells;
+#[cfg(feature = "hydrate")]
+mod browser;
 pub mod components;
-pub mod files;
-#[cfg(feature = "hydrate")]
-mod files_client;
-pub mod markdown;
+pub mod contexts;
 pub mod notebook;
-#[cfg(feature = "hydrate")]
-mod page_python;
 pub mod protocol;
+pub mod render;
 pub mod routes;
-#[cfg(feature = "hydrate")]
-mod ws_client;
 
 use leptos::prelude::*;
 use leptos_meta::{Meta, MetaTags, Stylesheet, Title, provide_meta_context};
@@ -75,7 +77,7 @@ pub fn App() -> impl IntoView {
                 />
                 <Route
                     path=(StaticSegment("s"), ParamSegment("token"))
-                    view=routes::SharedPage
+                    view=routes::ShareLinkPage
                     ssr=SsrMode::Async
                 />
             </Routes>

@@ -113,7 +113,7 @@ impl CellHighlighter<'_> {
         }
         // Give up on markup for the rest of the cell, but keep the text.
         self.state = ParseState::new(self.syntax);
-        app::markdown::escape(line)
+        app::render::markdown::escape(line)
     }
 }
 

@@ -328,7 +328,7 @@ pub fn report(outputs: &[Output]) -> String {
     for output in outputs {
         match output {
             Output::Stdout { text: t } => text.push_str(t),
-            Output::Stderr { text: t } => text.push_str(&app::ansi::strip(t)),
+            Output::Stderr { text: t } => text.push_str(&app::render::ansi::strip(t)),
             Output::Rich { data } => {
                 if data.contains_key("image/png") || data.contains_key("image/svg+xml") {
                     text.push_str(FIGURE_SHOWN);
@@ -352,7 +352,7 @@ pub fn report(outputs: &[Output]) -> String {
                 value,
                 traceback,
             } => {
-                let trace = app::ansi::strip(&traceback.join("\n"));
+                let trace = app::render::ansi::strip(&traceback.join("\n"));
                 if trace.trim().is_empty() {
                     text.push_str(&format!("{name}: {value}\n"));
                 } else {

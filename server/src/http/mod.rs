@@ -21,7 +21,7 @@ mod ws;
 
 use std::sync::Arc;
 
-use app::api::ports::{SharedModelCatalog, SharedSessionLogs};
+use app::api::ports::{ArcModelCatalog, ArcSessionLogs};
 use app::{App, shell};
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, FromRef, MatchedPath, State};
@@ -106,11 +106,11 @@ pub fn router(state: AppState) -> Router {
 /// What the page's server functions and renders find in their context:
 /// the ports, all but the model list answered by the notebook service.
 fn page_context(state: &AppState) -> impl Fn() + Clone + Send + Sync + 'static {
-    let logs: SharedSessionLogs = state.notebooks.clone();
-    let catalog: SharedModelCatalog = state.models.clone();
-    let sandboxes: app::api::ports::SharedSandboxChoices = state.notebooks.clone();
+    let logs: ArcSessionLogs = state.notebooks.clone();
+    let catalog: ArcModelCatalog = state.models.clone();
+    let sandboxes: app::api::ports::ArcSandboxChoices = state.notebooks.clone();
     let upload_limit = app::api::ports::UploadLimit(state.config.sandbox.upload_bytes() as u64);
-    let link_files: app::api::ports::SharedFileLists = state.notebooks.clone();
+    let link_files: app::api::ports::ArcShareLinkFiles = state.notebooks.clone();
     move || {
         provide_context(Arc::clone(&logs));
         provide_context(Arc::clone(&catalog));

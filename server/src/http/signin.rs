@@ -4,7 +4,7 @@
 //! sends requests without one there. Share links stay viewable by whoever
 //! has them (the link is the permission); forking one needs a sign-in.
 
-use app::markdown::escape;
+use app::render::markdown::escape;
 use axum::Form;
 use axum::extract::{Query, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};

@@ -1,9 +1,8 @@
 //! The page's ports (`app::api::ports`), which its server functions call:
 //! each answered by the notebook service.
 
-use app::api::ports::{LogError, OwnedSession, SandboxChoices, SessionLogs, SharedFiles};
-use app::api::{SessionSummary, SharedLog};
-use app::files::FileItem;
+use app::api::ports::{LogError, OwnedSession, SandboxChoices, SessionLogs, ShareLinkFiles};
+use app::api::{FileItem, SessionSummary, ShareLinkLog};
 use async_trait::async_trait;
 
 use super::Notebooks;
@@ -58,7 +57,7 @@ impl SessionLogs for Notebooks {
             .collect())
     }
 
-    async fn shared(&self, token: &str) -> Result<SharedLog, LogError> {
+    async fn shared(&self, token: &str) -> Result<ShareLinkLog, LogError> {
         let token: ShareToken = token.parse().map_err(|_| LogError::NotFound)?;
         let (record, events) = self
             .hub
@@ -66,7 +65,7 @@ impl SessionLogs for Notebooks {
             .await
             .map_err(unavailable)?
             .ok_or(LogError::NotFound)?;
-        Ok(SharedLog {
+        Ok(ShareLinkLog {
             token: token.to_string(),
             title: record.title,
             events,
@@ -95,7 +94,7 @@ impl SandboxChoices for Notebooks {
 }
 
 #[async_trait]
-impl SharedFiles for Notebooks {
+impl ShareLinkFiles for Notebooks {
     async fn files(&self, token: &str) -> Vec<FileItem> {
         self.shared_files(token)
             .await

@@ -11,7 +11,8 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen::closure::Closure;
 use web_sys::{CloseEvent, MessageEvent, WebSocket};
 
-use crate::components::{ConnState, SessionState};
+use super::page_python::PagePython;
+use crate::contexts::{ConnState, SessionState};
 use crate::notebook::Applied;
 use crate::protocol::{ClientMessage, PROTOCOL_VERSION, SUBPROTOCOL, ServerMessage};
 
@@ -25,6 +26,9 @@ pub struct WsClient {
 
 struct Live {
     state: SessionState,
+    /// The page's own Python, told when the socket opens and closes and
+    /// handed the frames meant for it.
+    python: PagePython,
     socket: Option<WebSocket>,
     handlers: Option<Handlers>,
     failures: u32,
@@ -40,9 +44,10 @@ struct Handlers {
 
 impl WsClient {
     /// Connects once the page is hydrated (effects run only in the browser).
-    pub fn start(state: SessionState) -> Self {
+    pub fn start(state: SessionState, python: PagePython) -> Self {
         let live = Rc::new(RefCell::new(Live {
             state,
+            python,
             socket: None,
             handlers: None,
             failures: 0,
@@ -106,7 +111,7 @@ fn url(session_id: &str, after: u64) -> Option<String> {
 }
 
 fn connect(live: &Rc<RefCell<Live>>) {
-    let (state, url) = {
+    let (state, python, url) = {
         let mut this = live.borrow_mut();
         if this.closed_for_good {
             return;
@@ -119,7 +124,7 @@ fn connect(live: &Rc<RefCell<Live>>) {
         let state = this.state;
         let after = state.notebook.with_untracked(|n| n.last_seq());
         let id = state.session_id.get_value();
-        (state, url(&id, after))
+        (state, this.python, url(&id, after))
     };
     state.conn.set(ConnState::Connecting);
     let Some(socket) = url.and_then(|url| WebSocket::new_with_str(&url, SUBPROTOCOL).ok()) else {
@@ -136,16 +141,16 @@ fn connect(live: &Rc<RefCell<Live>>) {
                 live.borrow_mut().failures = 0;
             }
             state.conn.set(ConnState::Connected);
-            crate::page_python::on_connected(state);
+            python.on_connected();
         }
     });
     let on_message = Closure::<dyn FnMut(MessageEvent)>::new({
         let socket = socket.clone();
-        move |ev: MessageEvent| on_frame(state, &socket, &ev)
+        move |ev: MessageEvent| on_frame(state, python, &socket, &ev)
     });
     let on_close = Closure::<dyn FnMut(CloseEvent)>::new(move |_ev: CloseEvent| {
         state.conn.set(ConnState::Offline);
-        crate::page_python::on_disconnected();
+        python.on_disconnected();
         retry_later(weak.clone());
     });
     socket.set_onopen(Some(on_open.as_ref().unchecked_ref()));
@@ -161,7 +166,7 @@ fn connect(live: &Rc<RefCell<Live>>) {
     });
 }
 
-fn on_frame(state: SessionState, socket: &WebSocket, ev: &MessageEvent) {
+fn on_frame(state: SessionState, python: PagePython, socket: &WebSocket, ev: &MessageEvent) {
     let Some(text) = ev.data().as_string() else {
         return;
     };
@@ -172,7 +177,7 @@ fn on_frame(state: SessionState, socket: &WebSocket, ev: &MessageEvent) {
             return;
         }
     };
-    if crate::page_python::on_server(state, &message) {
+    if python.on_server(&message) {
         return;
     }
     match message {
@@ -229,47 +234,4 @@ fn retry_later(weak: Weak<RefCell<Live>>) {
         },
         Duration::from_millis(delay),
     );
-}
-
-thread_local! {
-    /// Whether the reader is at the bottom of the page (and so wants to follow
-    /// new output); scrolling up turns following off until they come back.
-    static PINNED: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
-}
-
-/// How close to the bottom counts as "at the bottom", in CSS pixels.
-const PIN_SLACK: f64 = 80.0;
-
-fn at_bottom() -> bool {
-    let window = window();
-    let Some(body) = window.document().and_then(|d| d.body()) else {
-        return true;
-    };
-    let viewport = window
-        .inner_height()
-        .ok()
-        .and_then(|v| v.as_f64())
-        .unwrap_or(0.0);
-    let scrolled = window.scroll_y().unwrap_or(0.0);
-    scrolled + viewport >= f64::from(body.scroll_height()) - PIN_SLACK
-}
-
-/// Follows the reader's scrolling: up stops auto-scroll, back down resumes it.
-pub fn watch_scrolling() {
-    let on_scroll = Closure::<dyn FnMut()>::new(|| PINNED.with(|p| p.set(at_bottom())));
-    let _ = window().add_event_listener_with_callback("scroll", on_scroll.as_ref().unchecked_ref());
-    // The listener lives as long as the page.
-    on_scroll.forget();
-}
-
-/// Keeps the newest cell in view while the reader is at the bottom.
-pub fn follow_bottom() {
-    if !PINNED.with(std::cell::Cell::get) {
-        return;
-    }
-    let window = window();
-    let Some(body) = window.document().and_then(|d| d.body()) else {
-        return;
-    };
-    window.scroll_to_with_x_and_y(0.0, f64::from(body.scroll_height()));
 }

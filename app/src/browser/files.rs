@@ -1,4 +1,4 @@
-//! The Files panel's requests (hydrate only), made with `XMLHttpRequest`
+//! The Files panel's requests, made with `XMLHttpRequest`
 //! because only it reports an upload's progress.
 
 use std::cell::Cell;
@@ -8,15 +8,9 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen::closure::Closure;
 use web_sys::{File, ProgressEvent, XmlHttpRequest};
 
-use crate::components::SessionState;
-use crate::files::{FileItem, FilesState, UploadItem};
-
-thread_local! {
-    static NEXT_UPLOAD: Cell<u64> = const { Cell::new(1) };
-    /// Files whose upload was refused because the name is taken, kept so
-    /// that "Replace" can send them again.
-    static REFUSED: std::cell::RefCell<Vec<(u64, File)>> = const { std::cell::RefCell::new(Vec::new()) };
-}
+use crate::api::FileItem;
+use crate::contexts::{FilesState, SessionState, UploadItem};
+use crate::render::sizes::{human_size, mib};
 
 fn files_url(state: SessionState, query: &str) -> String {
     format!(
@@ -117,11 +111,7 @@ pub fn upload_all(state: SessionState, files: FilesState, list: &web_sys::FileLi
 
 /// Uploads the refused file `id` again, replacing the one of its name.
 pub fn replace(state: SessionState, files: FilesState, id: u64) {
-    let file = REFUSED.with(|r| {
-        let mut refused = r.borrow_mut();
-        let at = refused.iter().position(|(i, _)| *i == id)?;
-        Some(refused.remove(at).1)
-    });
+    let file = files.take_refused(id);
     files.uploads.update(|u| u.retain(|x| x.id != id));
     if let Some(file) = file {
         upload(state, files, &file, true);
@@ -144,19 +134,15 @@ fn refused(files: FilesState, id: u64, name: String, error: String, conflict: bo
 }
 
 fn upload(state: SessionState, files: FilesState, file: &File, overwrite: bool) {
-    let id = NEXT_UPLOAD.with(|n| {
-        let id = n.get();
-        n.set(id + 1);
-        id
-    });
+    let id = files.next_upload_id();
     let name = file.name();
     // Too big: said at once rather than after sending it (the server
     // refuses it too).
     if files.limit > 0 && file.size() > files.limit as f64 {
         let error = format!(
             "{name} is {}: a file may be at most {}.",
-            crate::files::human_size(file.size() as u64),
-            crate::files::mib(files.limit)
+            human_size(file.size() as u64),
+            mib(files.limit)
         );
         refused(files, id, name, error, false);
         return;
@@ -167,7 +153,7 @@ fn upload(state: SessionState, files: FilesState, file: &File, overwrite: bool) 
         .files
         .with_untracked(|f| f.iter().any(|x| x.path == format!("/home/user/{name}")));
     if taken && !overwrite {
-        REFUSED.with(|r| r.borrow_mut().push((id, file.clone())));
+        files.keep_refused(id, file.clone());
         let error = format!("{name} is there already.");
         refused(files, id, name, error, true);
         return;
@@ -224,7 +210,7 @@ fn upload(state: SessionState, files: FilesState, file: &File, overwrite: bool) 
             refresh(state, files);
         }
         409 => {
-            REFUSED.with(|r| r.borrow_mut().push((id, kept)));
+            files.keep_refused(id, kept);
             fail(format!("{name} is there already."), true);
         }
         0 => fail("the upload broke off (is the server up?)".into(), false),

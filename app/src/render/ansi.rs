@@ -2,7 +2,7 @@
 
 use cansi::v3::{CategorisedSlice, Color, Intensity, categorise_text};
 
-use crate::markdown::escape;
+use super::markdown::escape;
 
 /// Escaped HTML for `text`, its coloured parts in `<span class="ansi-…">`.
 pub fn to_html(text: &str) -> String {

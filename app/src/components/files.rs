@@ -1,91 +1,13 @@
 //! The Files panel: what is in the session's `/home/user` (uploads and what
 //! the code wrote), with upload (button or drop), progress, download and
-//! delete. The list is read after hydration and after every turn.
+//! delete. The list is read after hydration and after every turn (by
+//! `browser::files`). And a share link's files, read-only.
 
 use leptos::prelude::*;
-use serde::{Deserialize, Serialize};
 
-use crate::components::SessionState;
-
-/// A file or directory in the session's home, as the server lists it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FileItem {
-    /// `/home/user/…`
-    pub path: String,
-    pub name: String,
-    /// `file`, `directory` or `symlink`.
-    pub kind: String,
-    pub size: u64,
-    #[serde(default)]
-    pub modified_ms: Option<u64>,
-}
-
-/// An upload under way, or one that failed.
-#[derive(Clone, Debug, PartialEq)]
-pub struct UploadItem {
-    pub id: u64,
-    pub name: String,
-    pub sent: f64,
-    pub total: f64,
-    /// Why it failed.
-    pub error: Option<String>,
-    /// It failed because a file of that name is there: it may be replaced.
-    pub conflict: bool,
-}
-
-/// The panel's state.
-#[derive(Clone, Copy)]
-pub struct FilesState {
-    pub files: RwSignal<Vec<FileItem>>,
-    pub uploads: RwSignal<Vec<UploadItem>>,
-    /// Something is being dragged over the page.
-    pub dragging: RwSignal<bool>,
-    /// Why the list could not be read, if it could not.
-    pub problem: RwSignal<Option<String>>,
-    /// The largest file that may be uploaded, in bytes (0: not known).
-    pub limit: u64,
-}
-
-impl FilesState {
-    pub fn new(limit: u64) -> Self {
-        Self {
-            files: RwSignal::new(Vec::new()),
-            uploads: RwSignal::new(Vec::new()),
-            dragging: RwSignal::new(false),
-            problem: RwSignal::new(None),
-            limit,
-        }
-    }
-}
-
-/// `text` as a URL query value.
-pub fn query_value(text: &str) -> String {
-    text.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
-/// `1.2 KB`, `3.4 MB`: sizes as people read them.
-pub fn human_size(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["B", "KB", "MB", "GB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1000.0 && unit < UNITS.len() - 1 {
-        value /= 1000.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
-}
+use crate::api::{FileItem, session_file_url};
+use crate::contexts::{UploadItem, use_files, use_session, use_share_link_offer};
+use crate::render::sizes::human_size;
 
 /// When a file last changed, in the reader's own time (in the browser; the
 /// list is only ever filled there).
@@ -105,21 +27,11 @@ fn modified_label(ms: Option<u64>) -> String {
     }
 }
 
-/// A limit as the server states it (`50 MiB`).
-pub fn mib(bytes: u64) -> String {
-    let mib = bytes as f64 / (1024.0 * 1024.0);
-    if mib.fract() == 0.0 {
-        format!("{mib:.0} MiB")
-    } else {
-        format!("{mib:.1} MiB")
-    }
-}
-
 /// The panel.
 #[component]
 pub fn FilesPanel() -> impl IntoView {
-    let state = expect_context::<SessionState>();
-    let files = expect_context::<FilesState>();
+    let state = use_session();
+    let files = use_files();
     let session_for_rows = state.session_id.get_value();
     let shown = move || {
         files
@@ -145,7 +57,7 @@ pub fn FilesPanel() -> impl IntoView {
                         aria-label="Upload files"
                         on:change=move |ev| {
                             #[cfg(feature = "hydrate")]
-                            crate::files_client::upload_from_input(state, files, &ev);
+                            crate::browser::files::upload_from_input(state, files, &ev);
                             #[cfg(not(feature = "hydrate"))]
                             let _ = ev;
                         }
@@ -175,21 +87,18 @@ pub fn FilesPanel() -> impl IntoView {
 
 #[component]
 fn FileRow(file: FileItem, session: String) -> impl IntoView {
-    let state = expect_context::<SessionState>();
-    let files = expect_context::<FilesState>();
+    let state = use_session();
+    let files = use_files();
     let shown = file
         .path
         .strip_prefix("/home/user/")
         .unwrap_or(&file.path)
         .to_string();
-    let href = format!(
-        "/api/sessions/{session}/files?path={}",
-        query_value(&file.path)
-    );
+    let href = session_file_url(&session, &file.path);
     let path = file.path.clone();
     let delete = move |_| {
         #[cfg(feature = "hydrate")]
-        crate::files_client::delete(state, files, &path);
+        crate::browser::files::delete(state, files, &path);
         #[cfg(not(feature = "hydrate"))]
         let _ = (&path, state, files);
     };
@@ -209,8 +118,8 @@ fn FileRow(file: FileItem, session: String) -> impl IntoView {
 
 #[component]
 fn UploadRow(upload: UploadItem) -> impl IntoView {
-    let state = expect_context::<SessionState>();
-    let files = expect_context::<FilesState>();
+    let state = use_session();
+    let files = use_files();
     let UploadItem {
         id,
         name,
@@ -229,7 +138,7 @@ fn UploadRow(upload: UploadItem) -> impl IntoView {
     };
     let replace = move |_| {
         #[cfg(feature = "hydrate")]
-        crate::files_client::replace(state, files, id);
+        crate::browser::files::replace(state, files, id);
         #[cfg(not(feature = "hydrate"))]
         let _ = (id, state, files);
     };
@@ -259,21 +168,39 @@ fn UploadRow(upload: UploadItem) -> impl IntoView {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes_and_query_values() {
-        assert_eq!(human_size(41), "41 B");
-        assert_eq!(human_size(1_250), "1.2 KB");
-        assert_eq!(human_size(52_428_800), "52.4 MB");
-        assert_eq!(mib(52_428_800), "50 MiB");
-        assert_eq!(mib(1_572_864), "1.5 MiB");
-        assert_eq!(
-            query_value("/home/user/a b&c.csv"),
-            "/home/user/a%20b%26c.csv"
-        );
-        assert_eq!(query_value("é"), "%C3%A9");
+/// The files a share link offers, as they were when it was shared.
+#[component]
+pub fn ShareLinkFiles(files: Vec<FileItem>) -> impl IntoView {
+    let offer = use_share_link_offer();
+    let rows = files
+        .into_iter()
+        .map(|file| {
+            let shown = file
+                .path
+                .strip_prefix("/home/user/")
+                .unwrap_or(&file.path)
+                .to_string();
+            let href = offer
+                .as_ref()
+                .and_then(|offer| offer.href(&file.path))
+                .unwrap_or_default();
+            view! {
+                <li class="file-row">
+                    <a class="file-name" href=href download=file.name.clone() title=format!("Download {shown}")>
+                        {shown.clone()}
+                    </a>
+                    <span class="file-size">{human_size(file.size)}</span>
+                </li>
+            }
+        })
+        .collect_view();
+    view! {
+        <section class="files shared-files" aria-label="Files">
+            <div class="files-head">
+                <h2>"Files"</h2>
+                <span class="files-where">"as they were when the session was shared"</span>
+            </div>
+            <ul class="file-list">{rows}</ul>
+        </section>
     }
 }

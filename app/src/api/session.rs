@@ -1,0 +1,52 @@
+//! `load_session`: a session's page.
+
+use leptos::prelude::*;
+
+use super::{LoadError, SessionLog};
+
+/// A session's history, for the first render and for pages that load it later.
+#[server(prefix = "/api", endpoint = "load_session")]
+pub async fn load_session(session_id: String) -> Result<SessionLog, LoadError> {
+    use super::ports::{
+        ArcModelCatalog, ArcSandboxChoices, ArcSessionLogs, LogError, UploadLimit, set_status,
+        viewer,
+    };
+
+    let logs = use_context::<ArcSessionLogs>().ok_or(LoadError::NotConfigured)?;
+    let models = use_context::<ArcModelCatalog>()
+        .map(|catalog| catalog.choices())
+        .unwrap_or_default();
+    let sandboxes = use_context::<ArcSandboxChoices>();
+    let backends = sandboxes.as_ref().map(|s| s.backends()).unwrap_or_default();
+    let backend = sandboxes
+        .as_ref()
+        .and_then(|s| s.chosen(&session_id))
+        .unwrap_or_default();
+    let pyodide_url = sandboxes.as_ref().and_then(|s| s.pyodide_url());
+    let upload_limit = use_context::<UploadLimit>().map_or(0, |l| l.0);
+    let viewer = viewer();
+    let read = async {
+        let session = logs.session(&viewer, &session_id).await?;
+        let sessions = logs.sessions(&viewer).await?;
+        Ok::<_, LogError>((session, sessions))
+    };
+    match read.await {
+        Ok((session, sessions)) => Ok(SessionLog {
+            session_id,
+            title: session.title,
+            events: session.events,
+            models,
+            backends,
+            backend,
+            pyodide_url,
+            upload_limit,
+            share_path: session.share_path,
+            share_files: session.share_files,
+            sessions,
+        }),
+        Err(err) => {
+            set_status(&err);
+            Err(err.into())
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! What only a browser does (compiled with the `hydrate` feature alone):
+//! the session's WebSocket, the Files panel's requests, the page's own
+//! Python (Pyodide in a sandboxed frame), auto-scroll and the clipboard.
+//! Everything here works on the state in `crate::contexts`; nothing here
+//! renders.
+
+pub mod clipboard;
+pub mod files;
+mod page_python;
+mod scroll;
+mod socket;
+
+use leptos::prelude::*;
+
+use crate::contexts::{FilesState, Sender, SessionState};
+use page_python::PagePython;
+use socket::WsClient;
+
+/// Brings a hydrated session page to life: the socket and the sender the
+/// controls use, the page's Python (started as soon as Browser is picked),
+/// auto-scroll, and the Files panel's list.
+pub fn connect(state: SessionState, files: FilesState) {
+    let python = PagePython::new(state);
+    let client = WsClient::start(state, python);
+    let sender: Sender = std::sync::Arc::new(move |message| client.send(&message));
+    state.send.set_value(Some(sender));
+    // The page's Python loads in the background as soon as Browser is
+    // picked, so that it is ready when the first program comes.
+    Effect::new(move |_| {
+        if state.backend.get() == "browser" {
+            python.start();
+        }
+    });
+    on_cleanup(move || python.shut());
+    scroll::follow_bottom(state.notebook);
+    files::watch(state, files);
+}

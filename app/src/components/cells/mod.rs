@@ -1,0 +1,260 @@
+//! The notebook's cells: the question, the code (highlighted, with Copy and
+//! "Edit & run"), its result (text, images, tables, tracebacks) and the
+//! explanation (markdown). Each renders the same on the server and in the
+//! browser, so a page without JavaScript shows the whole session.
+
+mod outputs;
+
+use leptos::prelude::*;
+
+pub use outputs::{OUTPUT_FRAME_POLICY, output_document};
+
+use crate::components::copy_text;
+use crate::contexts::use_session;
+use crate::notebook::Cell;
+use crate::protocol::{CellId, CellKind, CellStatus, ClientMessage, Output, UNGROUNDED};
+use crate::render::markdown;
+use outputs::ResultBody;
+
+/// The conversation: every cell, in order, each following the notebook.
+#[component]
+pub fn Cells() -> impl IntoView {
+    let state = use_session();
+    let notebook = state.notebook;
+    let ids = move || notebook.with(|n| n.cells().iter().map(|c| c.id).collect::<Vec<_>>());
+    let empty = move || notebook.with(|n| n.cells().is_empty());
+
+    view! {
+        <section class="cells" aria-label="Conversation">
+            <Show when=empty>
+                <p class="empty">
+                    {if state.read_only {
+                        "Nothing had been asked yet when this session was shared."
+                    } else {
+                        "Ask something to start: the answer streams in here."
+                    }}
+                </p>
+            </Show>
+            <For each=ids key=|id| *id let:id>
+                <CellView id/>
+            </For>
+        </section>
+    }
+}
+
+/// One cell, by id; it follows the notebook as the cell streams.
+#[component]
+pub fn CellView(id: CellId) -> impl IntoView {
+    let state = use_session();
+    let notebook = state.notebook;
+    let cell = Memo::new(move |_| notebook.with(|n| n.cell(id).cloned()));
+    let kind = notebook
+        .with_untracked(|n| n.cell(id).map(|c| c.kind))
+        .unwrap_or(CellKind::Explanation);
+    let (class, label) = match kind {
+        CellKind::User => ("cell cell-user", "You"),
+        CellKind::Code => ("cell cell-code", "Code"),
+        CellKind::Result => ("cell cell-result", "Result"),
+        CellKind::Explanation => ("cell cell-explanation", "Explanation"),
+    };
+    let status = move || cell.with(|c| c.as_ref().map(|c| c.status));
+    let badges = move || {
+        cell.with(|c| {
+            let c = c.as_ref()?;
+            let mut badges = Vec::new();
+            if let Some(language) = c.language.as_ref().filter(|_| c.kind == CellKind::Code) {
+                badges.push(language.clone());
+            }
+            match c.attempt {
+                Some(n) if n > 1 => badges.push(format!("attempt {n}")),
+                _ => {}
+            }
+            if c.is_final && c.attempt.is_some_and(|n| n > 1) {
+                badges.push("final".into());
+            }
+            if c.source.is_some() && c.kind == CellKind::Code {
+                badges.push("edited".into());
+            }
+            Some(badges.join(" · "))
+        })
+    };
+
+    view! {
+        <article
+            class=class
+            aria-label=label
+            data-cell-id=id.to_string()
+            data-status=move || status().map(status_name)
+            data-final=move || cell.with(|c| c.as_ref().is_some_and(|c| c.is_final).to_string())
+            data-withdrawn=move || cell.with(|c| c.as_ref().is_some_and(withdrawn).then_some("true"))
+        >
+            <div class="cell-head">
+                <span class="cell-kind">{label}</span>
+                <span class="cell-badges">{badges}</span>
+                <span class="cell-status">{move || cell.with(|c| c.as_ref().map(status_label))}</span>
+            </div>
+            {match kind {
+                CellKind::User => {
+                    view! { <div class="cell-body">{move || text_of(cell)}</div> }.into_any()
+                }
+                CellKind::Code => view! { <CodeBody id cell/> }.into_any(),
+                CellKind::Result => view! { <ResultBody cell/> }.into_any(),
+                CellKind::Explanation => {
+                    view! {
+                        <div class="cell-body markdown" inner_html=move || markdown::to_html(&text_of(cell))></div>
+                    }
+                        .into_any()
+                }
+            }}
+            {move || {
+                // A result's traceback already says what went wrong.
+                cell.with(|c| {
+                    c.as_ref()
+                        .filter(|c| !c.outputs.iter().any(|o| matches!(o, Output::Error { .. })))
+                        .and_then(|c| c.error.clone())
+                })
+                    .map(|e| {
+                        view! {
+                            <p class="cell-error" role="alert" data-code=e.code>
+                                {e.message}
+                            </p>
+                        }
+                    })
+            }}
+        </article>
+    }
+}
+
+/// An explanation withdrawn for an invented figure: shown struck through,
+/// with the reason, above the one that stands.
+fn withdrawn(cell: &Cell) -> bool {
+    cell.kind == CellKind::Explanation && cell.error.as_ref().is_some_and(|e| e.code == UNGROUNDED)
+}
+
+fn text_of(cell: Memo<Option<Cell>>) -> String {
+    cell.with(|c| c.as_ref().map(|c| c.text.clone()).unwrap_or_default())
+}
+
+fn status_name(status: CellStatus) -> String {
+    match status {
+        CellStatus::Streaming => "streaming",
+        CellStatus::Ok => "ok",
+        CellStatus::Error => "error",
+        CellStatus::Cancelled => "cancelled",
+    }
+    .to_string()
+}
+
+/// "writing", "running", "ok · 1.2 s", "error · 0.3 s", "stopped".
+fn status_label(cell: &Cell) -> String {
+    let seconds = cell
+        .elapsed_ms
+        .map(|ms| format!(" · {:.1} s", ms as f64 / 1000.0))
+        .unwrap_or_default();
+    match (cell.status, cell.kind) {
+        (_, CellKind::User) => String::new(),
+        _ if withdrawn(cell) => "withdrawn".into(),
+        (CellStatus::Streaming, CellKind::Result) => "running".into(),
+        (CellStatus::Streaming, _) => "writing".into(),
+        (CellStatus::Ok, _) => format!("ok{seconds}"),
+        (CellStatus::Error, _) => format!("error{seconds}"),
+        (CellStatus::Cancelled, _) => "stopped".into(),
+    }
+}
+
+#[component]
+fn CodeBody(id: CellId, cell: Memo<Option<Cell>>) -> impl IntoView {
+    let state = use_session();
+    let editing = RwSignal::new(false);
+    let draft = RwSignal::new(String::new());
+    let copied = RwSignal::new(false);
+    let html = move || {
+        cell.with(|c| {
+            c.as_ref()
+                .map(|c| format!("{}{}", c.html, markdown::escape(c.unhighlighted())))
+                .unwrap_or_default()
+        })
+    };
+    let language = move || {
+        cell.with(|c| {
+            c.as_ref()
+                .and_then(|c| c.language.clone())
+                .unwrap_or_else(|| "python".into())
+        })
+    };
+    let streaming = move || {
+        cell.with(|c| {
+            c.as_ref()
+                .is_some_and(|c| c.status == CellStatus::Streaming)
+        })
+    };
+    let run = move || {
+        let code = draft.get_untracked();
+        let message = ClientMessage::Run {
+            code,
+            language: language(),
+            source: Some(id),
+            backend: state.picked_backend(),
+        };
+        if state.send_frame(message) {
+            editing.set(false);
+            state.problem.set(None);
+        } else {
+            state
+                .problem
+                .set(Some("Not run: the server is not connected.".into()));
+        }
+    };
+
+    view! {
+        <div class="cell-body">
+            <pre class="code" hidden=move || editing.get()><code inner_html=html></code></pre>
+            <Show when=move || editing.get()>
+                <textarea
+                    class="code-editor"
+                    aria-label="Edit code"
+                    spellcheck="false"
+                    rows=move || draft.with(|d| d.lines().count().clamp(3, 30))
+                    prop:value=move || draft.get()
+                    on:input=move |ev| draft.set(event_target_value(&ev))
+                ></textarea>
+            </Show>
+            <div class="cell-actions js-only">
+                <Show
+                    when=move || editing.get()
+                    fallback=move || {
+                        view! {
+                            <button
+                                type="button"
+                                on:click=move |_| {
+                                    copy_text(&text_of(cell));
+                                    copied.set(true);
+                                }
+                            >
+                                {move || if copied.get() { "Copied" } else { "Copy" }}
+                            </button>
+                            <button
+                                type="button"
+                                hidden=state.read_only
+                                disabled=streaming
+                                on:click=move |_| {
+                                    draft.set(text_of(cell));
+                                    editing.set(true);
+                                }
+                            >
+                                "Edit & run"
+                            </button>
+                        }
+                    }
+                >
+                    <button type="button" class="primary" on:click=move |_| run()>
+                        "Run"
+                    </button>
+                    <button type="button" on:click=move |_| editing.set(false)>
+                        "Cancel"
+                    </button>
+                </Show>
+            </div>
+        </div>
+    }
+}

@@ -1,0 +1,43 @@
+//! The notebook's parts, one file per cohesive group. Each takes the page's
+//! state from context (`crate::contexts`) and renders the same on the server
+//! and in the browser; what only a browser can do (uploads, the clipboard)
+//! is called from event handlers into `crate::browser`.
+
+mod cells;
+mod composer;
+mod files;
+mod header;
+mod indicators;
+mod kernel_notice;
+mod pickers;
+mod problem;
+mod share;
+mod sidebar;
+
+pub use cells::{CellView, Cells, OUTPUT_FRAME_POLICY, output_document};
+pub use composer::Prompt;
+pub use files::{FilesPanel, ShareLinkFiles};
+pub use header::Header;
+pub use indicators::{ConnectionIndicator, PythonIndicator};
+pub use kernel_notice::KernelNotice;
+pub use pickers::{BackendPicker, ModelPicker};
+pub use problem::LoadProblem;
+pub use share::ShareControls;
+pub use sidebar::Sidebar;
+
+/// Copies `text` to the clipboard (in the browser; on the server nothing
+/// is clicked).
+pub(crate) fn copy_text(text: &str) {
+    #[cfg(feature = "hydrate")]
+    crate::browser::clipboard::copy_text(text);
+    #[cfg(not(feature = "hydrate"))]
+    let _ = text;
+}
+
+/// Copies the absolute address of `path` on this site (in the browser).
+pub(crate) fn copy_link(path: &str) {
+    #[cfg(feature = "hydrate")]
+    crate::browser::clipboard::copy_link(path);
+    #[cfg(not(feature = "hydrate"))]
+    let _ = path;
+}

@@ -1,0 +1,130 @@
+//! `/sessions/{id}`: one conversation, live.
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_params_map;
+
+use crate::api::{SessionLog, display_title, load_session, title_from};
+use crate::components::{
+    BackendPicker, Cells, ConnectionIndicator, FilesPanel, Header, KernelNotice, LoadProblem,
+    ModelPicker, Prompt, PythonIndicator, ShareControls, Sidebar,
+};
+use crate::contexts::{SessionState, provide_files, provide_session};
+use crate::protocol::CellKind;
+
+/// `/sessions/{id}`: one conversation.
+#[component]
+pub fn SessionPage() -> impl IntoView {
+    let params = use_params_map();
+    let session_id = move || params.read().get("id").unwrap_or_default();
+    let log = Resource::new(session_id, load_session);
+
+    view! {
+        <Suspense fallback=|| view! { <p class="loading">"Loading the session…"</p> }>
+            <ErrorBoundary fallback=|errors| {
+                view! { <LoadProblem heading="This session cannot be opened" errors/> }
+            }>
+                {move || Suspend::new(async move {
+                    log.await.map(|log| view! { <SessionView log/> })
+                })}
+            </ErrorBoundary>
+        </Suspense>
+    }
+}
+
+/// A live notebook: the cells so far, then whatever the WebSocket brings.
+#[component]
+pub fn SessionView(log: SessionLog) -> impl IntoView {
+    let SessionLog {
+        session_id,
+        title,
+        events,
+        models,
+        backends,
+        backend,
+        pyodide_url,
+        upload_limit,
+        share_path,
+        share_files,
+        sessions,
+    } = log;
+    let state = provide_session(SessionState::live(
+        session_id.clone(),
+        &events,
+        &backends,
+        backend,
+        pyodide_url,
+    ));
+    let files = provide_files(upload_limit);
+
+    #[cfg(feature = "hydrate")]
+    crate::browser::connect(state, files);
+
+    // The stored title; until the list is read again, a new session is
+    // named by its first question as soon as it is asked.
+    let title = StoredValue::new(title);
+    let heading = move || {
+        state.notebook.with(|n| {
+            let stored = title.get_value();
+            if !stored.trim().is_empty() {
+                return stored;
+            }
+            let first = n.cells().iter().find(|c| c.kind == CellKind::User);
+            match first {
+                Some(cell) => display_title(&title_from(&cell.text)).to_string(),
+                None if n.last_seq() > 0 => display_title("").to_string(),
+                None => "New session".to_string(),
+            }
+        })
+    };
+    view! {
+        <Title text=move || format!("{} · runcell", heading())/>
+        // Files dropped anywhere on the page are uploaded (never opened
+        // by the browser in place of the page).
+        <div
+            class="page with-sidebar"
+            on:dragover=move |ev| {
+                #[cfg(feature = "hydrate")]
+                crate::browser::files::on_drag_over(files, &ev);
+                #[cfg(not(feature = "hydrate"))]
+                let _ = ev;
+            }
+            on:dragleave=move |_| files.dragging.set(false)
+            on:drop=move |ev| {
+                #[cfg(feature = "hydrate")]
+                crate::browser::files::on_drop(state, files, &ev);
+                #[cfg(not(feature = "hydrate"))]
+                let _ = ev;
+            }
+        >
+            <Header>
+                <ModelPicker models/>
+                <BackendPicker backends/>
+                <PythonIndicator/>
+                <ConnectionIndicator/>
+            </Header>
+            <Sidebar sessions current=session_id.clone()/>
+            <div class="column">
+                <div class="session-bar">
+                    <h1 class="session-title">{heading}</h1>
+                    // Shown once there is something to share, also when the
+                    // first question was asked on this page.
+                    <Show when=move || state.notebook.with(|n| n.last_seq() > 0)>
+                        <ShareControls
+                            session_id=session_id.clone()
+                            share_path=share_path.clone()
+                            share_files
+                        />
+                    </Show>
+                </div>
+                <p class="notice no-js-only">"JavaScript is off: this notebook is read-only."</p>
+                <main class="notebook">
+                    <Cells/>
+                </main>
+                <KernelNotice/>
+                <FilesPanel/>
+                <Prompt/>
+            </div>
+        </div>
+    }
+}

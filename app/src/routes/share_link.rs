@@ -1,0 +1,65 @@
+//! `/s/{token}`: a session seen through its share link, read-only.
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_params_map;
+
+use crate::api::{ShareLinkLog, display_title, load_share_link};
+use crate::components::{Cells, Header, LoadProblem, ShareLinkFiles};
+use crate::contexts::{SessionState, ShareLinkOffer, provide_session, provide_share_link_offer};
+
+/// `/s/{token}`: a shared session, read-only.
+#[component]
+pub fn ShareLinkPage() -> impl IntoView {
+    let params = use_params_map();
+    let token = move || params.read().get("token").unwrap_or_default();
+    let log = Resource::new(token, load_share_link);
+
+    view! {
+        <Suspense fallback=|| view! { <p class="loading">"Loading the shared session…"</p> }>
+            <ErrorBoundary fallback=|errors| {
+                view! { <LoadProblem heading="This link does not work" errors/> }
+            }>
+                {move || Suspend::new(async move {
+                    log.await.map(|log| view! { <ShareLinkView log/> })
+                })}
+            </ErrorBoundary>
+        </Suspense>
+    }
+}
+
+/// A shared session, read-only, with a way to fork it.
+#[component]
+pub fn ShareLinkView(log: ShareLinkLog) -> impl IntoView {
+    let ShareLinkLog {
+        token,
+        title,
+        events,
+        files,
+    } = log;
+    provide_session(SessionState::for_share_link(&events));
+    provide_share_link_offer(ShareLinkOffer::new(&token, &files));
+    let heading = display_title(&title).to_string();
+    view! {
+        <Title text=format!("{heading} · shared · runcell")/>
+        <div class="page shared">
+            <Header/>
+            <div class="column">
+                <div class="session-bar">
+                    <h1 class="session-title">{heading}</h1>
+                    <form class="fork" method="post" action=format!("/s/{token}/fork")>
+                        <button type="submit" class="primary">"Fork"</button>
+                    </form>
+                </div>
+                <p class="notice shared-notice">
+                    "A shared session, read-only. Fork it to get your own copy to continue; "
+                    "its code can be run again there with Re-run all."
+                </p>
+                <main class="notebook">
+                    <Cells/>
+                </main>
+                {(!files.is_empty()).then(|| view! { <ShareLinkFiles files/> })}
+            </div>
+        </div>
+    }
+}
