@@ -1,13 +1,11 @@
 //! Asking, running, re-running and stopping: a session's turns.
 
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use app::protocol::{CellId, EventBody, SessionEvent, TurnId};
-use futures::Stream;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
 
 use super::Notebooks;
 use crate::agent::{TurnRefusal, TurnRequest, parse_language};
@@ -39,17 +37,7 @@ pub enum Turn {
 /// The live events of one turn, from its `turn_started` to its
 /// `turn_finished`, in order and without gaps; ends early when the server
 /// shuts down.
-pub struct TurnEvents {
-    receiver: mpsc::Receiver<SessionEvent>,
-}
-
-impl Stream for TurnEvents {
-    type Item = SessionEvent;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<SessionEvent>> {
-        self.receiver.poll_recv(cx)
-    }
-}
+pub type TurnEvents = ReceiverStream<SessionEvent>;
 
 /// Events buffered for a slow follower of a turn before the turn's
 /// forwarder waits for it.
@@ -81,7 +69,7 @@ impl Notebooks {
                 () = shutdown.cancelled() => {}
             }
         });
-        Ok(TurnEvents { receiver })
+        Ok(ReceiverStream::new(receiver))
     }
 
     /// Stops the session's running turn and the turns waiting behind it.
