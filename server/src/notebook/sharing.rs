@@ -48,14 +48,14 @@ impl Notebooks {
         token: &str,
     ) -> Result<Arc<SessionChannel>, NotebookError> {
         let token: ShareToken = token.parse().map_err(|_| NotebookError::LinkGone)?;
-        let (record, events) = self
-            .hub
-            .shared_events(&token)
-            .await?
-            .ok_or(NotebookError::LinkGone)?;
         let link = self
             .store()
             .shared(&token)
+            .await?
+            .ok_or(NotebookError::LinkGone)?;
+        let (record, events) = self
+            .hub
+            .link_events(&link)
             .await?
             .ok_or(NotebookError::LinkGone)?;
         let channel = self.hub.fork(owner, &record.title, &token, events).await?;

@@ -14,7 +14,7 @@ use super::quota::{NewSessionRate, TooManySessions};
 use super::writer::EventWriter;
 use super::{OwnerId, SessionId, ShareToken};
 use crate::clock::now_ms;
-use crate::store::{SessionRecord, Store, StoreError};
+use crate::store::{SessionRecord, ShareRecord, Store, StoreError};
 
 /// Live events a slow reader may fall behind by before it re-reads the history.
 const LIVE_BUFFER: usize = 1024;
@@ -223,9 +223,19 @@ impl SessionHub {
         &self,
         token: &ShareToken,
     ) -> Result<Option<(SessionRecord, Vec<SessionEvent>)>, StoreError> {
-        let Some(share) = self.store.shared(token).await? else {
-            return Ok(None);
-        };
+        match self.store.shared(token).await? {
+            Some(share) => self.link_events(&share).await,
+            None => Ok(None),
+        }
+    }
+
+    /// What the live link `share` shows, as [`Self::shared_events`] does,
+    /// for a caller that has read the link already. `None` if its session
+    /// is gone.
+    pub async fn link_events(
+        &self,
+        share: &ShareRecord,
+    ) -> Result<Option<(SessionRecord, Vec<SessionEvent>)>, StoreError> {
         let Some(record) = self.store.session(share.session_id).await? else {
             return Ok(None);
         };
