@@ -33,6 +33,20 @@ fn asked(text: &str) -> EventBody {
     }
 }
 
+/// Uploads `bytes` to `path` in the session, as its owner's page would.
+async fn put(
+    notebooks: &Notebooks,
+    channel: &crate::session::SessionChannel,
+    path: &str,
+    bytes: &[u8],
+    overwrite: bool,
+) {
+    notebooks
+        .upload(channel, path, bytes.to_vec(), overwrite)
+        .await
+        .unwrap();
+}
+
 async fn read(
     notebooks: &Notebooks,
     channel: &crate::session::SessionChannel,
@@ -48,20 +62,14 @@ async fn a_fork_gets_the_cells_and_the_files_as_they_were_shared() {
     let (alice, bob) = (OwnerId::random(), OwnerId::random());
     let session = f.notebooks.create(alice).await.unwrap();
     session.publish(asked("how many rows?"));
-    f.notebooks
-        .upload(&session, "data.csv", b"a,b\n1,2\n".to_vec(), false)
-        .await
-        .unwrap();
+    put(&f.notebooks, &session, "data.csv", b"a,b\n1,2\n", false).await;
     let link = f.notebooks.share(&session, true).await.unwrap();
     assert!(link.files);
     assert_eq!(link.upto_seq, session.last_seq());
 
     // What happens after the link was made is not in it.
     session.publish(asked("and the mean?"));
-    f.notebooks
-        .upload(&session, "data.csv", b"changed".to_vec(), true)
-        .await
-        .unwrap();
+    put(&f.notebooks, &session, "data.csv", b"changed", true).await;
     let (_, shared) = f
         .notebooks
         .read_shared_file(&link.token.to_string(), "data.csv")
@@ -86,10 +94,7 @@ async fn a_fork_gets_the_cells_and_the_files_as_they_were_shared() {
     assert_eq!(questions, ["how many rows?"]);
     assert_eq!(read(&f.notebooks, &fork, "data.csv").await, "a,b\n1,2\n");
     // The fork is bob's own: a change there leaves alice's alone.
-    f.notebooks
-        .upload(&fork, "data.csv", b"bob's".to_vec(), true)
-        .await
-        .unwrap();
+    put(&f.notebooks, &fork, "data.csv", b"bob's", true).await;
     assert_eq!(read(&f.notebooks, &session, "data.csv").await, "changed");
     // ... and it is not alice's to open.
     let id = fork.id().to_string();
@@ -104,10 +109,7 @@ async fn a_link_without_files_offers_none_and_forks_without_them() {
     let f = fixture().await;
     let session = f.notebooks.create(OwnerId::random()).await.unwrap();
     session.publish(asked("hi"));
-    f.notebooks
-        .upload(&session, "secret.txt", b"mine".to_vec(), false)
-        .await
-        .unwrap();
+    put(&f.notebooks, &session, "secret.txt", b"mine", false).await;
     let link = f.notebooks.share(&session, false).await.unwrap();
     let token = link.token.to_string();
     assert!(f.notebooks.shared_files(&token).await.is_empty());
@@ -123,10 +125,7 @@ async fn a_link_without_files_offers_none_and_forks_without_them() {
 async fn sharing_again_without_files_drops_the_copy_and_keeps_the_link() {
     let f = fixture().await;
     let session = f.notebooks.create(OwnerId::random()).await.unwrap();
-    f.notebooks
-        .upload(&session, "a.txt", b"1".to_vec(), false)
-        .await
-        .unwrap();
+    put(&f.notebooks, &session, "a.txt", b"1", false).await;
     let with = f.notebooks.share(&session, true).await.unwrap();
     assert_eq!(
         f.notebooks
@@ -149,10 +148,7 @@ async fn sharing_again_without_files_drops_the_copy_and_keeps_the_link() {
 async fn unsharing_revokes_the_link_then_drops_its_files() {
     let f = fixture().await;
     let session = f.notebooks.create(OwnerId::random()).await.unwrap();
-    f.notebooks
-        .upload(&session, "a.txt", b"1".to_vec(), false)
-        .await
-        .unwrap();
+    put(&f.notebooks, &session, "a.txt", b"1", false).await;
     let link = f.notebooks.share(&session, true).await.unwrap();
     let token = link.token.to_string();
     f.notebooks.unshare(&session).await.unwrap();
@@ -174,10 +170,7 @@ async fn deleting_ends_the_session_its_link_and_its_files() {
     let owner = OwnerId::random();
     let session = f.notebooks.create(owner).await.unwrap();
     session.publish(asked("hi"));
-    f.notebooks
-        .upload(&session, "a.txt", b"1".to_vec(), false)
-        .await
-        .unwrap();
+    put(&f.notebooks, &session, "a.txt", b"1", false).await;
     let link = f.notebooks.share(&session, true).await.unwrap();
     let stop = session.stop_token();
     f.notebooks.delete(&session).await.unwrap();
