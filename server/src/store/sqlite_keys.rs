@@ -87,10 +87,11 @@ impl KeyStore for SqliteStore {
     async fn touch_key(&self, id: &str, now_ms: u64) -> Result<(), StoreError> {
         sqlx::query(
             "UPDATE api_keys SET last_used_ms = ? \
-             WHERE id = ? AND (last_used_ms IS NULL OR last_used_ms < ?)",
+             WHERE id = ? AND (last_used_ms IS NULL OR last_used_ms <= ?)",
         )
         .bind(ms(now_ms))
         .bind(id)
+        // Due when a full minute has passed, as `KeyRecord::needs_touch` says.
         .bind(ms(now_ms.saturating_sub(TOUCH_EVERY_MS)))
         .execute(&self.pool)
         .await?;
