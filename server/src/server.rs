@@ -1,6 +1,5 @@
 //! Starting and stopping the HTTP server.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
@@ -9,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, display_path};
 use crate::http::router;
 use crate::state::AppState;
-use crate::store::{SqliteStore, Store};
+use crate::store::Store;
 
 /// Sessions that never got an event are deleted at start once this old.
 const EMPTY_SESSION_TTL_MS: u64 = 24 * 60 * 60 * 1000;
@@ -24,13 +23,8 @@ pub enum ServeError {
         addr: std::net::SocketAddr,
         source: std::io::Error,
     },
-    #[error("cannot create the data directory {path}: {source}")]
-    DataDir {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("access tokens cannot be signed: {0}")]
-    Auth(#[from] crate::auth::token::SecretError),
+    #[error(transparent)]
+    Open(#[from] crate::state::OpenError),
     #[error("the session store cannot be used: {0}")]
     Store(#[from] crate::store::StoreError),
     #[error("the server stopped: {0}")]
@@ -57,10 +51,6 @@ pub async fn launch_with_listener(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
-    std::fs::create_dir_all(&config.data_dir).map_err(|source| ServeError::DataDir {
-        path: display_path(&config.data_dir),
-        source,
-    })?;
     if !config.bundle_path().is_file() {
         tracing::warn!(
             missing = %display_path(&config.bundle_path()),
@@ -68,17 +58,16 @@ pub async fn launch_with_listener(
         );
     }
     crate::sandbox::jail::remove_stale_sessions();
-    let store = Arc::new(SqliteStore::open_in(&config.data_dir).await?);
+    let db = display_path(&config.data_dir.join(crate::store::DB_FILE));
+    let (state, store) = AppState::open(config, shutdown.clone()).await?;
     let pruned = store
         .prune_empty(crate::clock::now_ms().saturating_sub(EMPTY_SESSION_TTL_MS))
         .await?;
     tracing::info!(
-        db = %display_path(&config.data_dir.join(crate::store::DB_FILE)),
+        %db,
         pruned,
         "session store open"
     );
-    let auth = Arc::new(crate::auth::Auth::open(&config, store.clone())?);
-    let state = AppState::new(config, shutdown.clone(), store.clone(), auth);
     state.models.keep_fresh(shutdown.clone());
     for backend in state.backends.all() {
         backend.spawn_maintenance(&state.turns, shutdown.clone());

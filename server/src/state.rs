@@ -27,6 +27,20 @@ use crate::session::quota::NewSessionRate;
 use crate::session::uploads::Uploads;
 use crate::store::Store;
 
+/// Why the shared state could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("cannot create the data directory {path}: {source}")]
+    DataDir {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("access tokens cannot be signed: {0}")]
+    Auth(#[from] crate::auth::token::SecretError),
+    #[error("the session store cannot be used: {0}")]
+    Store(#[from] crate::store::StoreError),
+}
+
 #[derive(Clone, FromRef)]
 pub struct AppState {
     pub config: Arc<Config>,
@@ -67,6 +81,24 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// Everything the handlers share over the SQLite store of
+    /// `config.data_dir` (made if missing) and its keys: what the server,
+    /// the stream bench and unit tests all start from. Also returns the
+    /// store, for what the caller does with it beside the handlers.
+    pub async fn open(
+        config: Config,
+        shutdown: CancellationToken,
+    ) -> Result<(Self, Arc<crate::store::SqliteStore>), OpenError> {
+        std::fs::create_dir_all(&config.data_dir).map_err(|source| OpenError::DataDir {
+            path: config.data_dir.display().to_string(),
+            source,
+        })?;
+        let store = Arc::new(crate::store::SqliteStore::open_in(&config.data_dir).await?);
+        let auth = Arc::new(Auth::open(&config, store.clone())?);
+        let state = Self::new(config, shutdown, store.clone(), auth);
+        Ok((state, store))
+    }
+
     /// Everything the handlers share, over an open store. Needs a runtime
     /// (the hub starts its event writer).
     pub fn new(
@@ -223,13 +255,8 @@ pub(crate) async fn for_tests(
     config.sandbox.pool_size = 0;
     config.llm.backend = crate::config::LlmBackend::Scripted;
     configure(&mut config);
-    std::fs::create_dir_all(&config.data_dir).expect("the data directory");
-    let store = Arc::new(
-        crate::store::SqliteStore::open_in(&config.data_dir)
-            .await
-            .expect("the store"),
-    );
-    let auth = Arc::new(Auth::open(&config, store.clone()).expect("the key store"));
-    let state = AppState::new(config, CancellationToken::new(), store, auth);
+    let (state, _) = AppState::open(config, CancellationToken::new())
+        .await
+        .expect("the state over a new data directory");
     (state, dir)
 }

@@ -60,16 +60,11 @@ pub async fn run(options: StreamBenchOptions) -> Result<(), BenchError> {
         .map_err(fail)?;
     let addr = listener.local_addr().map_err(fail)?;
     let shutdown = CancellationToken::new();
-    std::fs::create_dir_all(&config.data_dir).map_err(fail)?;
     // The store is real: every event the bench publishes is also written to
     // SQLite, as in the server.
-    let store = std::sync::Arc::new(
-        crate::store::SqliteStore::open_in(&config.data_dir)
-            .await
-            .map_err(fail)?,
-    );
-    let auth = std::sync::Arc::new(crate::auth::Auth::open(&config, store.clone()).map_err(fail)?);
-    let state = AppState::new(config, shutdown.clone(), store.clone(), auth);
+    let (state, store) = AppState::open(config, shutdown.clone())
+        .await
+        .map_err(fail)?;
     let owner = crate::session::OwnerId::random();
     let cookie = crate::http::owner::owner_cookie(owner, false);
     let cookie = cookie.split(';').next().unwrap_or_default().to_string();

@@ -22,10 +22,11 @@ use rmcp::{ErrorData, ServerHandler, schemars, tool, tool_handler, tool_router};
 use serde::Deserialize;
 
 use super::ApiError;
+use super::v1::run::RunState;
+use crate::auth::Auth;
 use crate::auth::Caller;
 use crate::code_api::CodeApiError;
 use crate::sandbox::{Language, RunOutcome, RunRequest};
-use crate::state::AppState;
 
 /// Characters of stdout or stderr a tool result carries, at most.
 const MAX_TEXT_CHARS: usize = 100_000;
@@ -62,7 +63,7 @@ pub struct SessionRef {
 
 #[derive(Clone)]
 pub struct McpServer {
-    state: AppState,
+    state: RunState,
     tool_router: ToolRouter<Self>,
 }
 
@@ -135,7 +136,7 @@ fn outcome_result(outcome: &RunOutcome) -> CallToolResult {
 
 #[tool_router]
 impl McpServer {
-    pub fn new(state: AppState) -> Self {
+    pub fn new(state: RunState) -> Self {
         Self {
             state,
             tool_router: Self::tool_router(),
@@ -248,7 +249,7 @@ const SESSION_HEADER: &str = "mcp-session-id";
 /// Authenticates requests to `/mcp` (every other API route's handler does
 /// so itself by taking a `Caller`) and keeps each MCP session to its key.
 pub async fn authenticate(
-    State((state, bindings)): State<(AppState, Bindings)>,
+    State((auth, bindings)): State<(Arc<Auth>, Bindings)>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -257,7 +258,7 @@ pub async fn authenticate(
         return next.run(request).await;
     }
     let (mut parts, body) = request.into_parts();
-    let caller = match super::v1::authenticate(&state, &parts).await {
+    let caller = match super::v1::authenticate(&auth, &parts).await {
         Ok(caller) => caller,
         Err(err) => return err.into_response(),
     };
@@ -300,7 +301,7 @@ pub async fn authenticate(
 
 /// The `/mcp` service. Host checks are off: every request must carry a
 /// bearer credential, which a rebinding page cannot have.
-pub fn service(state: AppState) -> StreamableHttpService<McpServer, LocalSessionManager> {
+pub fn service(state: RunState) -> StreamableHttpService<McpServer, LocalSessionManager> {
     let shutdown = state.shutdown.child_token();
     StreamableHttpService::new(
         move || Ok(McpServer::new(state.clone())),

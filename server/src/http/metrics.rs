@@ -3,7 +3,9 @@
 //! key or access token as `Authorization: Bearer`, or a page sign-in's
 //! cookie.
 
-use axum::extract::{Request, State};
+use std::sync::Arc;
+
+use axum::extract::{FromRef, Request, State};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -11,12 +13,35 @@ use axum::response::{IntoResponse, Response};
 use super::ApiError;
 use crate::auth::Audience;
 use crate::auth::token::bearer;
+use crate::notebook::Notebooks;
+use crate::sandbox::sessions::Sessions;
 use crate::state::AppState;
+
+/// What the metrics read the sizes of: the jail's sessions and the open
+/// notebooks.
+#[derive(Clone)]
+pub struct Sizes {
+    sessions: Arc<Sessions>,
+    notebooks: Arc<Notebooks>,
+}
+
+impl FromRef<AppState> for Sizes {
+    fn from_ref(state: &AppState) -> Self {
+        Self {
+            sessions: Arc::clone(&state.sandbox_sessions),
+            notebooks: Arc::clone(&state.notebooks),
+        }
+    }
+}
 
 /// Lets a request through if the pages are open or it carries a credential
 /// of a live key.
-pub async fn gate(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if !state.config.pages_need_key() {
+pub async fn gate(
+    State(state): State<super::signin::SignIn>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if !state.pages_need_key {
         return next.run(request).await;
     }
     let headers = request.headers();
@@ -26,7 +51,7 @@ pub async fn gate(State(state): State<AppState>, request: Request, next: Next) -
         .and_then(bearer);
     let checked = match bearer {
         Some(credential) => state.auth.authenticate(credential, Audience::Api).await,
-        None => super::signin::signed_in(&state, headers).await,
+        None => super::signin::signed_in(&state.auth, headers).await,
     };
     match checked {
         Ok(_) => next.run(request).await,
@@ -35,14 +60,14 @@ pub async fn gate(State(state): State<AppState>, request: Request, next: Next) -
 }
 
 /// The metrics, with the sizes of things read now.
-pub async fn render(State(state): State<AppState>) -> Response {
+pub async fn render(State(state): State<Sizes>) -> Response {
     let Some(handle) = crate::metrics::handle() else {
         return ApiError::Unavailable("another metrics recorder is installed".into())
             .into_response();
     };
     crate::metrics::set_sizes(
-        state.sandbox_sessions.pooled().await,
-        state.sandbox_sessions.live_count(),
+        state.sessions.pooled().await,
+        state.sessions.live_count(),
         state.notebooks.open_count(),
     );
     (

@@ -35,6 +35,9 @@ use tower_http::trace::TraceLayer;
 pub use error::ApiError;
 pub use v1::openapi;
 
+use crate::http::v1::run::RunState;
+use crate::llm::catalog::Catalog;
+use crate::notebook::Notebooks;
 use crate::state::AppState;
 
 /// Request bodies (server-function calls) above this are refused.
@@ -82,7 +85,10 @@ pub fn router(state: AppState) -> Router {
     if state.config.e2b.serve {
         // Requests that name a sandbox are E2B's data plane, whatever the path.
         all = all.layer(axum::middleware::from_fn_with_state(
-            e2b::data_plane(state.clone()),
+            e2b::data_plane(
+                Arc::clone(&state.e2b),
+                usize::try_from(state.config.sandbox.disk_mib * 1024 * 1024).unwrap_or(usize::MAX),
+            ),
             e2b::dispatch,
         ));
     }
@@ -203,7 +209,8 @@ fn open_pages(
 /// limit.
 fn api(state: &AppState) -> Router<AppState> {
     let limit = state.config.http.request_timeout_secs + state.config.sandbox.max_timeout_secs;
-    let mut api = v1::router(&state.config).nest_service("/mcp", mcp::service(state.clone()));
+    let mut api =
+        v1::router(&state.config).nest_service("/mcp", mcp::service(RunState::from_ref(state)));
     if state.config.e2b.serve {
         api = api.merge(e2b::control_plane());
     }
@@ -211,7 +218,7 @@ fn api(state: &AppState) -> Router<AppState> {
     // `/mcp` is not a handler of ours: it is authenticated here, and each
     // MCP session is bound to the key that opened it.
     api = api.layer(axum::middleware::from_fn_with_state(
-        (state.clone(), mcp::Bindings::default()),
+        (Arc::clone(&state.auth), mcp::Bindings::default()),
         mcp::authenticate,
     ));
     if let Some(cors) = hygiene::cors(&state.config.http.cors_origins) {
@@ -271,17 +278,17 @@ fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Spa
     tracing::info_span!("http", method = %request.method(), route)
 }
 
-async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
+async fn healthz(State(notebooks): State<Arc<Notebooks>>) -> impl IntoResponse {
     axum::Json(serde_json::json!({
         "status": "ok",
-        "sessions": state.notebooks.open_count(),
+        "sessions": notebooks.open_count(),
     }))
 }
 
 /// `GET /api/models`: the models on offer, as the page's picker shows them.
-async fn models(State(state): State<AppState>) -> impl IntoResponse {
+async fn models(State(models): State<Arc<Catalog>>) -> impl IntoResponse {
     use app::api::ports::ModelCatalog;
-    axum::Json(state.models.choices())
+    axum::Json(models.choices())
 }
 
 #[cfg(test)]

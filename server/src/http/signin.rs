@@ -15,8 +15,33 @@ use serde::Deserialize;
 use super::ApiError;
 use super::owner::{cookie_in, set_cookie, site_cookie};
 use super::request_origin::RequestOrigin;
-use crate::auth::{Audience, AuthError, Caller};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::FromRef;
+
+use crate::auth::{Audience, Auth, AuthError, Caller};
 use crate::state::AppState;
+
+/// What signing in uses: the keys, and the two settings that shape it.
+#[derive(Clone)]
+pub struct SignIn {
+    pub auth: Arc<Auth>,
+    /// Whether the pages ask for a key at all.
+    pub pages_need_key: bool,
+    /// How long a sign-in lasts.
+    pub lasts: Duration,
+}
+
+impl FromRef<AppState> for SignIn {
+    fn from_ref(state: &AppState) -> Self {
+        Self {
+            auth: Arc::clone(&state.auth),
+            pages_need_key: state.config.pages_need_key(),
+            lasts: Duration::from_secs(state.config.auth.ui_session_secs),
+        }
+    }
+}
 
 pub const SIGNIN_COOKIE: &str = "runcell_signin";
 
@@ -50,9 +75,9 @@ fn local_path(next: Option<&str>) -> &str {
 
 /// Who the sign-in cookie in `headers` says is signed in: a valid token of
 /// a live key.
-pub async fn signed_in(state: &AppState, headers: &HeaderMap) -> Result<Caller, AuthError> {
+pub async fn signed_in(auth: &Auth, headers: &HeaderMap) -> Result<Caller, AuthError> {
     match cookie_in(headers, SIGNIN_COOKIE) {
-        Some(token) => state.auth.authenticate(&token, Audience::Pages).await,
+        Some(token) => auth.authenticate(&token, Audience::Pages).await,
         None => Err(AuthError::Missing),
     }
 }
@@ -60,11 +85,11 @@ pub async fn signed_in(state: &AppState, headers: &HeaderMap) -> Result<Caller, 
 /// Lets a request through if the pages are open or the sign-in cookie
 /// holds a valid token of a live key. A layer on the routes that need a
 /// sign-in (every page route but signing in and share links).
-pub async fn gate(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if !state.config.pages_need_key() {
+pub async fn gate(State(state): State<SignIn>, request: Request, next: Next) -> Response {
+    if !state.pages_need_key {
         return next.run(request).await;
     }
-    match signed_in(&state, request.headers()).await {
+    match signed_in(&state.auth, request.headers()).await {
         Ok(_) => next.run(request).await,
         Err(AuthError::Store(err)) => ApiError::from(err).into_response(),
         Err(_) if request.method() == Method::GET && !request.uri().path().starts_with("/api/") => {
@@ -84,7 +109,7 @@ pub async fn gate(State(state): State<AppState>, request: Request, next: Next) -
 
 /// On the routes open to everyone: an unusual path (dot or empty
 /// segments) goes through the [`gate`] all the same.
-pub async fn gate_unusual(state: State<AppState>, request: Request, next: Next) -> Response {
+pub async fn gate_unusual(state: State<SignIn>, request: Request, next: Next) -> Response {
     if unusual(request.uri().path()) {
         gate(state, request, next).await
     } else {
@@ -120,7 +145,7 @@ pub struct LoginForm {
 }
 
 /// `GET /login`: the sign-in form.
-pub async fn form(State(state): State<AppState>, Query(query): Query<LoginQuery>) -> Response {
+pub async fn form(State(state): State<SignIn>, Query(query): Query<LoginQuery>) -> Response {
     page(
         &state,
         local_path(query.next.as_deref()),
@@ -131,12 +156,12 @@ pub async fn form(State(state): State<AppState>, Query(query): Query<LoginQuery>
 
 /// `POST /login`: signs in with an API key and goes back where it came from.
 pub async fn sign_in(
-    State(state): State<AppState>,
+    State(state): State<SignIn>,
     origin: RequestOrigin,
     Form(form): Form<LoginForm>,
 ) -> Response {
     let next = local_path(form.next.as_deref()).to_string();
-    let ttl = std::time::Duration::from_secs(state.config.auth.ui_session_secs);
+    let ttl = state.lasts;
     match state.auth.sign_in(&form.api_key, ttl).await {
         Ok(issued) => {
             let cookie = site_cookie(
@@ -169,8 +194,8 @@ pub async fn sign_out() -> Response {
     response
 }
 
-fn page(state: &AppState, next: &str, error: Option<&str>, status: StatusCode) -> Response {
-    let open = if state.config.pages_need_key() {
+fn page(state: &SignIn, next: &str, error: Option<&str>, status: StatusCode) -> Response {
+    let open = if state.pages_need_key {
         ""
     } else {
         "<p class=\"signin-note\">This server's pages are open; signing in is not needed.</p>"

@@ -15,9 +15,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::{InSandbox, plain_error, status_of};
 use crate::e2b::protocol::{self, ExecutionRequest, Line, NewContext, ResultLine, ndjson_line};
+use crate::e2b::served::Served;
 use crate::e2b::served::ServedError;
 use crate::sandbox::RunEvent;
-use crate::state::AppState;
 
 fn failed(err: &ServedError) -> Response {
     let (status, message) = status_of(err);
@@ -47,7 +47,7 @@ fn line(event: RunEvent) -> Option<Line> {
 /// seconds of silence, the error if any and `end_of_execution`. A client
 /// that goes away stops the run.
 pub(super) async fn execute(
-    State(state): State<AppState>,
+    State(served): State<Arc<Served>>,
     InSandbox { sandbox }: InSandbox,
     request: Result<Json<ExecutionRequest>, JsonRejection>,
 ) -> Response {
@@ -55,7 +55,7 @@ pub(super) async fn execute(
         Ok(Json(request)) => request,
         Err(e) => return plain_error(StatusCode::UNPROCESSABLE_ENTITY, &e.body_text()),
     };
-    let target = match state.e2b.target(
+    let target = match served.target(
         &sandbox,
         request.context_id.as_deref(),
         request.language.as_deref(),
@@ -66,9 +66,9 @@ pub(super) async fn execute(
         }
         Err(e) => return failed(&e),
     };
-    let count = state.e2b.count(&sandbox, &target);
+    let count = served.count(&sandbox, &target);
     let (lines, body) = mpsc::channel::<Bytes>(64);
-    let served = Arc::clone(&state.e2b);
+    let served = Arc::clone(&served);
     tokio::spawn(async move {
         let cancel = CancellationToken::new();
         let send = |line: Line| {
@@ -138,13 +138,12 @@ pub(super) async fn execute(
 
 /// `POST /contexts`.
 pub(super) async fn create_context(
-    State(state): State<AppState>,
+    State(served): State<Arc<Served>>,
     InSandbox { sandbox }: InSandbox,
     body: Option<Json<NewContext>>,
 ) -> Response {
     let new = body.map(|Json(b)| b).unwrap_or_default();
-    match state
-        .e2b
+    match served
         .create_context(&sandbox, new.language.as_deref(), new.cwd.as_deref())
         .await
     {
@@ -160,11 +159,11 @@ pub(super) async fn list_contexts(InSandbox { sandbox }: InSandbox) -> Response 
 
 /// `POST /contexts/{id}/restart`.
 pub(super) async fn restart_context(
-    State(state): State<AppState>,
+    State(served): State<Arc<Served>>,
     InSandbox { sandbox }: InSandbox,
     Path(id): Path<String>,
 ) -> Response {
-    match state.e2b.restart_context(&sandbox, &id).await {
+    match served.restart_context(&sandbox, &id).await {
         Ok(()) => Json(serde_json::Value::Null).into_response(),
         Err(ServedError::NotFound(what)) => {
             plain_error(StatusCode::NOT_FOUND, &format!("{what} not found"))
@@ -175,11 +174,11 @@ pub(super) async fn restart_context(
 
 /// `DELETE /contexts/{id}`.
 pub(super) async fn delete_context(
-    State(state): State<AppState>,
+    State(served): State<Arc<Served>>,
     InSandbox { sandbox }: InSandbox,
     Path(id): Path<String>,
 ) -> Response {
-    match state.e2b.delete_context(&sandbox, &id).await {
+    match served.delete_context(&sandbox, &id).await {
         Ok(()) => Json(serde_json::Value::Null).into_response(),
         Err(ServedError::NotFound(what)) => {
             plain_error(StatusCode::NOT_FOUND, &format!("{what} not found"))

@@ -2,28 +2,34 @@
 //! the caller's runcell API key (`X-API-Key`, or a bearer token).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::extract::{FromRef, FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::{header, json_error, status_of};
+use crate::auth::Auth;
 use crate::auth::{Audience, Caller};
 use crate::e2b::protocol::{self, NewSandbox, TimeoutBody};
+use crate::e2b::served::Served;
 use crate::e2b::served::ServedError;
-use crate::state::AppState;
 
 /// The caller, from `X-API-Key` (E2B's way) or `Authorization: Bearer`.
 pub(super) struct KeyHolder(Caller);
 
-impl FromRequestParts<AppState> for KeyHolder {
+impl<S> FromRequestParts<S> for KeyHolder
+where
+    Arc<Auth>: FromRef<S>,
+    S: Send + Sync,
+{
     type Rejection = Response;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
         let credential = header(&parts.headers, protocol::API_KEY_HEADER)
             .map(str::trim)
             .or_else(|| {
@@ -35,7 +41,10 @@ impl FromRequestParts<AppState> for KeyHolder {
                 "an API key is required in the X-API-Key header",
             ));
         };
-        match state.auth.authenticate(credential, Audience::Api).await {
+        match Arc::<Auth>::from_ref(state)
+            .authenticate(credential, Audience::Api)
+            .await
+        {
             Ok(caller) => Ok(Self(caller)),
             Err(e) => Err(json_error(StatusCode::UNAUTHORIZED, &e.to_string())),
         }
@@ -58,7 +67,7 @@ fn body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, Response> {
 
 /// `POST /sandboxes` and `POST /v2/sandboxes` → 201 with the sandbox.
 pub(super) async fn create(
-    State(state): State<AppState>,
+    State(served): State<Arc<Served>>,
     KeyHolder(caller): KeyHolder,
     new: Result<Json<NewSandbox>, JsonRejection>,
 ) -> Response {
@@ -66,7 +75,7 @@ pub(super) async fn create(
         Ok(new) => new,
         Err(response) => return response,
     };
-    match state.e2b.create(&caller, new).await {
+    match served.create(&caller, new).await {
         Ok(sandbox) => (StatusCode::CREATED, Json(sandbox.json())).into_response(),
         Err(e) => failed(&e),
     }
@@ -83,7 +92,7 @@ pub(super) struct ListQuery {
 
 /// `GET /v2/sandboxes` (and the older `GET /sandboxes`).
 pub(super) async fn list(
-    State(state): State<AppState>,
+    State(served): State<Arc<Served>>,
     KeyHolder(caller): KeyHolder,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
@@ -104,7 +113,7 @@ pub(super) async fn list(
         .as_deref()
         .is_none_or(|s| s.split(',').any(|s| s.trim() == "running"));
     let sandboxes = if wants_running {
-        state.e2b.list(&caller, &metadata)
+        served.list(&caller, &metadata)
     } else {
         Vec::new()
     };
@@ -112,7 +121,7 @@ pub(super) async fn list(
     let listed: Vec<_> = sandboxes
         .iter()
         .take(limit)
-        .map(|s| s.listed(state.e2b.settings()))
+        .map(|s| s.listed(served.settings()))
         .collect();
     let mut headers = HeaderMap::new();
     headers.insert("x-total-running", HeaderValue::from(sandboxes.len()));
@@ -121,14 +130,14 @@ pub(super) async fn list(
 
 /// `GET /sandboxes/{id}`.
 pub(super) async fn detail(
-    State(state): State<AppState>,
+    State(served): State<Arc<Served>>,
     KeyHolder(caller): KeyHolder,
     Path(id): Path<String>,
 ) -> Response {
-    match state.e2b.get_own(&caller, &id) {
+    match served.get_own(&caller, &id) {
         Ok(sandbox) => {
             let mut detail =
-                serde_json::to_value(sandbox.listed(state.e2b.settings())).unwrap_or_default();
+                serde_json::to_value(sandbox.listed(served.settings())).unwrap_or_default();
             if let Some(map) = detail.as_object_mut() {
                 map.insert("envdAccessToken".into(), sandbox.envd_token.clone().into());
                 map.insert("domain".into(), serde_json::Value::Null);
@@ -142,11 +151,11 @@ pub(super) async fn detail(
 
 /// `DELETE /sandboxes/{id}` → 204.
 pub(super) async fn kill(
-    State(state): State<AppState>,
+    State(served): State<Arc<Served>>,
     KeyHolder(caller): KeyHolder,
     Path(id): Path<String>,
 ) -> Response {
-    match state.e2b.kill(&caller, &id).await {
+    match served.kill(&caller, &id).await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => failed(&e),
     }
@@ -154,7 +163,7 @@ pub(super) async fn kill(
 
 /// `POST /sandboxes/{id}/timeout` `{"timeout": secs}` → 204.
 pub(super) async fn set_timeout(
-    State(state): State<AppState>,
+    State(served): State<Arc<Served>>,
     KeyHolder(caller): KeyHolder,
     Path(id): Path<String>,
     timeout: Result<Json<TimeoutBody>, JsonRejection>,
@@ -163,7 +172,7 @@ pub(super) async fn set_timeout(
         Ok(t) => t,
         Err(response) => return response,
     };
-    match state.e2b.set_timeout(&caller, &id, Some(timeout.timeout)) {
+    match served.set_timeout(&caller, &id, Some(timeout.timeout)) {
         Ok(_) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => failed(&e),
     }
@@ -176,13 +185,13 @@ pub(super) struct Refresh {
 
 /// `POST /sandboxes/{id}/refreshes` `{"duration": secs}` → 204.
 pub(super) async fn refresh(
-    State(state): State<AppState>,
+    State(served): State<Arc<Served>>,
     KeyHolder(caller): KeyHolder,
     Path(id): Path<String>,
     refresh: Option<Json<Refresh>>,
 ) -> Response {
     let secs = refresh.and_then(|Json(r)| r.duration);
-    match state.e2b.set_timeout(&caller, &id, secs) {
+    match served.set_timeout(&caller, &id, secs) {
         Ok(_) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => failed(&e),
     }
@@ -191,13 +200,13 @@ pub(super) async fn refresh(
 /// `POST /sandboxes/{id}/connect` (and `/v2/…`): the sandbox again, its
 /// timeout restarted → 200.
 pub(super) async fn connect(
-    State(state): State<AppState>,
+    State(served): State<Arc<Served>>,
     KeyHolder(caller): KeyHolder,
     Path(id): Path<String>,
     timeout: Option<Json<TimeoutBody>>,
 ) -> Response {
     let secs = timeout.map(|Json(t)| t.timeout);
-    match state.e2b.set_timeout(&caller, &id, secs) {
+    match served.set_timeout(&caller, &id, secs) {
         Ok(sandbox) => Json(sandbox.json()).into_response(),
         Err(e) => failed(&e),
     }

@@ -1,7 +1,7 @@
 //! envd's routes (port 49983): files over plain HTTP, the filesystem and
 //! processes over Connect RPC with the JSON codec.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
@@ -9,20 +9,21 @@ use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, Multipart, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use base64::Engine;
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use serde::Deserialize;
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
+use tokio_stream::wrappers::ReceiverStream;
 
 use super::{InSandbox, json_error, status_of};
 use crate::e2b::protocol::{
-    self, EntryInfo, FLAG_MESSAGE, ProcessEnd, ProcessEvent, ProcessEventJson, StartRequest,
-    WrittenEntry, envelope,
+    self, EntryInfo, FLAG_MESSAGE, ProcessEvent, ProcessEventJson, StartRequest, WrittenEntry,
+    envelope,
 };
-use crate::e2b::served::{Command, ServedError, ServedSandbox};
+use crate::e2b::served::{
+    DEFAULT_KEEPALIVE, ProcessOptions, ProcessStep, Served, ServedError, ServedSandbox,
+};
+use crate::sandbox::SandboxError;
 use crate::sandbox::files::{FileEntry, FileKind, permissions};
-use crate::sandbox::{RunEvent, SandboxError};
-use crate::state::AppState;
 
 fn failed(err: &ServedError) -> Response {
     let (status, message) = status_of(err);
@@ -30,10 +31,10 @@ fn failed(err: &ServedError) -> Response {
 }
 
 fn files_of(
-    state: &AppState,
+    served: &Served,
     sandbox: &ServedSandbox,
-) -> Result<std::sync::Arc<dyn crate::sandbox::SandboxSession>, ServedError> {
-    let session = state.e2b.session(sandbox)?;
+) -> Result<Arc<dyn crate::sandbox::SandboxSession>, ServedError> {
+    let session = served.session(sandbox)?;
     if session.files().is_none() {
         return Err(SandboxError::NotSupported("this sandbox has no files".into()).into());
     }
@@ -52,14 +53,14 @@ pub(super) struct FileQuery {
 
 /// `GET /files?path=`: the file's bytes.
 pub(super) async fn download(
-    State(state): State<AppState>,
+    State(served): State<Arc<Served>>,
     InSandbox { sandbox }: InSandbox,
     Query(query): Query<FileQuery>,
 ) -> Response {
     let Some(path) = query.path else {
         return json_error(StatusCode::BAD_REQUEST, "the path is missing");
     };
-    let session = match files_of(&state, &sandbox) {
+    let session = match files_of(&served, &sandbox) {
         Ok(session) => session,
         Err(e) => return failed(&e),
     };
@@ -79,12 +80,12 @@ pub(super) async fn download(
 /// `POST /files?path=`: multipart (field `file`, its file name the path
 /// when the query has none) or raw bytes; parents are made, files replaced.
 pub(super) async fn upload(
-    State(state): State<AppState>,
+    State(served): State<Arc<Served>>,
     InSandbox { sandbox }: InSandbox,
     Query(query): Query<FileQuery>,
     request: Request,
 ) -> Response {
-    let session = match files_of(&state, &sandbox) {
+    let session = match files_of(&served, &sandbox) {
         Ok(session) => session,
         Err(e) => return failed(&e),
     };
@@ -192,7 +193,7 @@ struct PathRequest {
 
 /// `/filesystem.Filesystem/{method}`: unary calls with JSON bodies.
 pub(super) async fn filesystem(
-    State(state): State<AppState>,
+    State(served): State<Arc<Served>>,
     InSandbox { sandbox }: InSandbox,
     Path(method): Path<String>,
     body: Bytes,
@@ -201,7 +202,7 @@ pub(super) async fn filesystem(
         Ok(request) => request,
         Err(e) => return connect_error(StatusCode::BAD_REQUEST, &e.to_string()),
     };
-    let session = match files_of(&state, &sandbox) {
+    let session = match files_of(&served, &sandbox) {
         Ok(session) => session,
         Err(e) => return connect_failed(&e),
     };
@@ -250,41 +251,17 @@ pub(super) async fn filesystem(
     }
 }
 
-/// Process ids handed out by `Start` (the jail's own pids are not visible).
-static NEXT_PID: AtomicU32 = AtomicU32::new(1000);
-
-/// The script a `Start` request runs: `bash -l -c SCRIPT` as the SDK sends
-/// it, or the command and its arguments quoted.
-fn script(request: &StartRequest) -> String {
-    let process = &request.process;
-    let is_bash = matches!(
-        process.cmd.as_str(),
-        "/bin/bash" | "bash" | "/bin/sh" | "sh"
-    );
-    if is_bash
-        && let Some(i) = process.args.iter().position(|a| a == "-c")
-        && let Some(script) = process.args.get(i + 1)
-    {
-        return script.clone();
-    }
-    std::iter::once(&process.cmd)
-        .chain(&process.args)
-        .map(|word| crate::sandbox::jail::shell_quote(word))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// `/process.Process/{method}`: `Start` streams a command's events; `List`
 /// answers that nothing runs in the background.
 pub(super) async fn process(
-    State(state): State<AppState>,
+    State(served): State<Arc<Served>>,
     InSandbox { sandbox }: InSandbox,
     Path(method): Path<String>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     match method.as_str() {
-        "Start" => start(state, sandbox, &headers, &body),
+        "Start" => start(&served, sandbox, &headers, &body),
         "List" => Json(serde_json::json!({ "processes": [] })).into_response(),
         other => connect_error(
             StatusCode::NOT_IMPLEMENTED,
@@ -302,27 +279,22 @@ fn header_secs(headers: &HeaderMap, name: &str, unit_ms: bool) -> Option<Duratio
     })
 }
 
-/// A streamed answer: Connect envelopes, ending with the end-of-stream one.
+/// `Start`'s answer: the process's steps as Connect envelopes, ending with
+/// the end-of-stream one. The lifecycle is the served side's
+/// ([`Served::start_process`]); dropping this body stops the command.
 fn start(
-    state: AppState,
-    sandbox: std::sync::Arc<ServedSandbox>,
+    served: &Arc<Served>,
+    sandbox: Arc<ServedSandbox>,
     headers: &HeaderMap,
     body: &[u8],
 ) -> Response {
-    let stream_response = |chunks: mpsc::Receiver<Bytes>| {
-        let stream = futures::stream::unfold(chunks, |mut chunks| async move {
-            chunks
-                .recv()
-                .await
-                .map(|bytes| (Ok::<_, std::convert::Infallible>(bytes), chunks))
-        });
+    let stream = |chunks: BoxStream<'static, Bytes>| {
         (
             [(header::CONTENT_TYPE, "application/connect+json")],
-            Body::from_stream(stream),
+            Body::from_stream(chunks.map(Ok::<_, std::convert::Infallible>)),
         )
             .into_response()
     };
-    let (chunks, receiver) = mpsc::channel::<Bytes>(64);
     let request = protocol::single_envelope(body)
         .map_err(|e| e.to_string())
         .and_then(|m| serde_json::from_slice::<StartRequest>(&m).map_err(|e| e.to_string()));
@@ -330,126 +302,35 @@ fn start(
         Ok(request) => request,
         Err(message) => {
             let end = protocol::end_stream(Some(("invalid_argument", &message)));
-            let _ = chunks.try_send(Bytes::from(end));
-            return stream_response(receiver);
+            return stream(futures::stream::once(async { Bytes::from(end) }).boxed());
         }
     };
-    let wall = header_secs(headers, "connect-timeout-ms", true);
-    let keepalive = header_secs(headers, "keepalive-ping-interval", false)
-        .unwrap_or(Duration::from_secs(90))
-        .max(Duration::from_secs(1));
-    let pid = NEXT_PID.fetch_add(1, Ordering::Relaxed);
-    tokio::spawn(async move {
-        let send = |event: ProcessEvent| {
-            let chunks = chunks.clone();
-            async move {
-                let json = serde_json::to_vec(&ProcessEventJson { event }).unwrap_or_default();
-                chunks
-                    .send(Bytes::from(envelope(FLAG_MESSAGE, &json)))
-                    .await
-                    .is_ok()
-            }
-        };
-        send(ProcessEvent::Start { pid }).await;
-        let cancel = CancellationToken::new();
-        let (events, mut received) = mpsc::channel(256);
-        let command = Command {
-            script: script(&request),
-            env: request.process.envs.clone(),
-            cwd: request.process.cwd.clone(),
-            wall,
-        };
-        let run = state
-            .e2b
-            .run_command(&sandbox, command, events, cancel.clone());
-        tokio::pin!(run);
-        let data = |stream: &str, text: &str| {
-            let encoded = base64::engine::general_purpose::STANDARD.encode(text.as_bytes());
-            ProcessEvent::Data([(stream.to_string(), encoded)].into())
-        };
-        let outcome = loop {
-            tokio::select! {
-                outcome = &mut run => break outcome,
-                Some(event) = received.recv() => {
-                    let event = match event {
-                        RunEvent::Stdout { text, .. } => Some(data("stdout", &text)),
-                        RunEvent::Stderr { text, .. } => Some(data("stderr", &text)),
-                        _ => None,
-                    };
-                    if let Some(event) = event && !send(event).await {
-                        cancel.cancel();
-                    }
-                }
-                () = chunks.closed(), if !cancel.is_cancelled() => cancel.cancel(),
-                () = tokio::time::sleep(keepalive) => {
-                    if !send(ProcessEvent::Keepalive {}).await {
-                        cancel.cancel();
-                    }
-                }
-            }
-        };
-        while let Ok(event) = received.try_recv() {
-            match event {
-                RunEvent::Stdout { text, .. } => send(data("stdout", &text)).await,
-                RunEvent::Stderr { text, .. } => send(data("stderr", &text)).await,
-                _ => true,
-            };
-        }
-        let end = match outcome {
-            Ok(outcome) => {
-                let limit = outcome
-                    .error
-                    .as_ref()
-                    .filter(|_| outcome.exit_code.is_none())
-                    .map(|e| format!("{}: {}", e.name, e.value));
-                let exit_code = outcome.exit_code.unwrap_or(-1);
-                let end = ProcessEnd {
-                    exit_code,
-                    exited: outcome.exit_code.is_some(),
-                    status: match &limit {
-                        Some(_) => "signal: killed".into(),
-                        None => format!("exit status {exit_code}"),
-                    },
-                    error: limit,
-                };
-                send(ProcessEvent::End(end)).await;
-                protocol::end_stream(None)
-            }
-            Err(e) => {
-                let (status, message) = status_of(&e);
-                protocol::end_stream(Some((protocol::connect_code(status.as_u16()), &message)))
-            }
-        };
-        let _ = chunks.send(Bytes::from(end)).await;
-    });
-    stream_response(receiver)
+    let options = ProcessOptions {
+        wall: header_secs(headers, "connect-timeout-ms", true),
+        keepalive: header_secs(headers, "keepalive-ping-interval", false)
+            .unwrap_or(DEFAULT_KEEPALIVE),
+    };
+    let steps = served.start_process(sandbox, &request, options);
+    stream(ReceiverStream::new(steps).map(envelope_of).boxed())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::e2b::protocol::ProcessConfig;
-
-    fn start(cmd: &str, args: &[&str]) -> StartRequest {
-        StartRequest {
-            process: ProcessConfig {
-                cmd: cmd.into(),
-                args: args.iter().map(|a| (*a).to_string()).collect(),
-                ..ProcessConfig::default()
-            },
-            stdin: false,
+/// A process step as the Connect envelope(s) that carry it: its end is
+/// followed by the end of the stream, a failure is the stream's end.
+fn envelope_of(step: ProcessStep) -> Bytes {
+    let message = |event: ProcessEvent| {
+        let json = serde_json::to_vec(&ProcessEventJson { event }).unwrap_or_default();
+        envelope(FLAG_MESSAGE, &json)
+    };
+    Bytes::from(match step {
+        ProcessStep::Event(end @ ProcessEvent::End(_)) => {
+            let mut bytes = message(end);
+            bytes.extend(protocol::end_stream(None));
+            bytes
         }
-    }
-
-    #[test]
-    fn commands_become_scripts() {
-        assert_eq!(
-            script(&start("/bin/bash", &["-l", "-c", "echo out; echo err >&2"])),
-            "echo out; echo err >&2"
-        );
-        assert_eq!(
-            script(&start("/usr/bin/ls", &["-la", "it's here"])),
-            "'/usr/bin/ls' '-la' 'it'\\''s here'"
-        );
-    }
+        ProcessStep::Event(event) => message(event),
+        ProcessStep::Failed(e) => {
+            let (status, message) = status_of(&e);
+            protocol::end_stream(Some((protocol::connect_code(status.as_u16()), &message)))
+        }
+    })
 }

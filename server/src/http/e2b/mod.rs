@@ -13,7 +13,7 @@ mod envd;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, FromRequestParts, Request, State};
+use axum::extract::{DefaultBodyLimit, FromRef, FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::Next;
@@ -22,11 +22,16 @@ use axum::routing::{delete, get, post};
 use tower::ServiceExt;
 
 use crate::e2b::protocol::{self, ErrorJson};
+use crate::e2b::served::Served;
 use crate::e2b::served::{ServedError, ServedSandbox};
-use crate::state::AppState;
 
 /// The control plane's routes (merged into the programs' router).
-pub fn control_plane() -> Router<AppState> {
+pub fn control_plane<S>() -> Router<S>
+where
+    Arc<Served>: FromRef<S>,
+    Arc<crate::auth::Auth>: FromRef<S>,
+    S: Clone + Send + Sync + 'static,
+{
     Router::new()
         .route("/health", get(|| async { StatusCode::NO_CONTENT }))
         .route("/sandboxes", post(control::create).get(control::list))
@@ -42,9 +47,8 @@ pub fn control_plane() -> Router<AppState> {
 }
 
 /// The data plane: every route a sandbox's ports answer.
-pub fn data_plane(state: AppState) -> Router {
-    let max_upload =
-        usize::try_from(state.config.sandbox.disk_mib * 1024 * 1024).unwrap_or(usize::MAX);
+/// Uploads may be as large as a sandbox's disk, `max_upload` bytes.
+pub fn data_plane(served: Arc<Served>, max_upload: usize) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/execute", post(code::execute))
@@ -60,7 +64,7 @@ pub fn data_plane(state: AppState) -> Router {
         .route("/process.Process/{method}", post(envd::process))
         .fallback(|| async { plain_error(StatusCode::NOT_FOUND, "no such route in a sandbox") })
         .layer(DefaultBodyLimit::max(max_upload))
-        .with_state(state)
+        .with_state(served)
 }
 
 /// Sends requests that name a sandbox to the data plane; the rest go on.
@@ -163,10 +167,14 @@ pub(super) struct InSandbox {
     pub sandbox: Arc<ServedSandbox>,
 }
 
-impl FromRequestParts<AppState> for InSandbox {
+impl<S> FromRequestParts<S> for InSandbox
+where
+    Arc<Served>: FromRef<S>,
+    S: Send + Sync,
+{
     type Rejection = Response;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
         let headers = &parts.headers;
         let code_port = port(headers) == Some(protocol::CODE_PORT);
         let refuse = |status: StatusCode, message: &str| {
@@ -182,7 +190,7 @@ impl FromRequestParts<AppState> for InSandbox {
                 "the E2b-Sandbox-Id header is missing",
             ));
         };
-        let sandbox = state.e2b.get(id).map_err(|e| {
+        let sandbox = Arc::<Served>::from_ref(state).get(id).map_err(|e| {
             let (status, message) = status_of(&e);
             refuse(status, &message)
         })?;

@@ -4,7 +4,7 @@
 //! served at `/v1/openapi.json`, with a docs page at `/v1/docs`.
 
 mod files;
-mod run;
+pub(super) mod run;
 mod sessions;
 mod token;
 
@@ -21,7 +21,11 @@ use utoipa_swagger_ui::SwaggerUi;
 use super::ApiError;
 use serde_json::json;
 
-use crate::auth::{Audience, Caller, token::bearer};
+use std::sync::Arc;
+
+use axum::extract::FromRef;
+
+use crate::auth::{Audience, Auth, Caller, token::bearer};
 use crate::config::Config;
 use crate::sandbox::asked::Limit;
 use crate::state::AppState;
@@ -137,7 +141,7 @@ async fn not_found() -> ApiError {
 }
 
 /// The caller behind the request's bearer credential.
-pub async fn authenticate(state: &AppState, parts: &Parts) -> Result<Caller, ApiError> {
+pub async fn authenticate(auth: &Auth, parts: &Parts) -> Result<Caller, ApiError> {
     let value = parts
         .headers
         .get(header::AUTHORIZATION)
@@ -145,20 +149,21 @@ pub async fn authenticate(state: &AppState, parts: &Parts) -> Result<Caller, Api
     let credential = value.to_str().ok().and_then(bearer).ok_or_else(|| {
         ApiError::Unauthorized("the Authorization header must be `Bearer <token>`".into())
     })?;
-    Ok(state.auth.authenticate(credential, Audience::Api).await?)
+    Ok(auth.authenticate(credential, Audience::Api).await?)
 }
 
-impl FromRequestParts<AppState> for Caller {
+impl<S> FromRequestParts<S> for Caller
+where
+    Arc<Auth>: FromRef<S>,
+    S: Send + Sync,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &AppState,
-    ) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         if let Some(caller) = parts.extensions.get::<Caller>() {
             return Ok(caller.clone());
         }
-        let caller = authenticate(state, parts).await?;
+        let caller = authenticate(&Arc::<Auth>::from_ref(state), parts).await?;
         parts.extensions.insert(caller.clone());
         Ok(caller)
     }

@@ -144,9 +144,9 @@ pub async fn run(
 /// What a run needs of the server.
 #[derive(Clone)]
 pub struct RunState {
-    code_api: Arc<CodeApi>,
-    config: Arc<Config>,
-    shutdown: CancellationToken,
+    pub code_api: Arc<CodeApi>,
+    pub config: Arc<Config>,
+    pub shutdown: CancellationToken,
 }
 
 impl FromRef<AppState> for RunState {

@@ -4,6 +4,10 @@
 //! name, metadata, environment variables, a timeout, access tokens and code
 //! contexts. The HTTP side is `http/e2b/`.
 
+mod process;
+
+pub use process::{DEFAULT_KEEPALIVE, ProcessOptions, ProcessStep};
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
