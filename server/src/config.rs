@@ -321,9 +321,9 @@ pub struct LlmConfig {
     /// Whether to send `tools` to the server (off for servers that reject them).
     pub tools: bool,
     /// `auto`, `json_schema`, `json_object` or `off`.
-    pub structured_output: String,
-    /// The scripted model: `tool`, `fenced`, `fail_first` or `slow`.
-    pub scripted_mode: String,
+    pub structured_output: StructuredOutputMode,
+    /// The scripted model: `tool`, `fenced`, `fail_first`, `slow`… (tests).
+    pub scripted_mode: ScriptedMode,
     /// The scripted model's pause between streamed pieces, in milliseconds.
     pub scripted_delay_ms: u64,
 }
@@ -338,6 +338,9 @@ pub enum LlmBackend {
     Embedded,
     Scripted,
 }
+
+pub use crate::llm::openai::StructuredOutputMode;
+pub use crate::llm::scripted::ScriptedMode;
 
 /// The file name of the default embedded model under `<data_dir>/models/`.
 pub use crate::llm::embedded::DEFAULT_MODEL_FILE;
@@ -378,8 +381,8 @@ impl Default for LlmConfig {
             max_retries: 3,
             answer_timeout_secs: 600,
             tools: true,
-            structured_output: "auto".into(),
-            scripted_mode: "tool".into(),
+            structured_output: StructuredOutputMode::Auto,
+            scripted_mode: ScriptedMode::Tool,
             scripted_delay_ms: 40,
         }
     }
@@ -747,22 +750,6 @@ impl Config {
                 reason: format!("`{}` is not an http:// or https:// address", llm.base_url),
             });
         }
-        if let Err(reason) = llm
-            .scripted_mode
-            .parse::<crate::llm::scripted::ScriptedMode>()
-        {
-            return Err(ConfigError::Setting {
-                setting: "llm.scripted_mode",
-                reason,
-            });
-        }
-        if !["auto", "json_schema", "json_object", "off"].contains(&llm.structured_output.as_str())
-        {
-            return Err(ConfigError::Setting {
-                setting: "llm.structured_output",
-                reason: "must be auto, json_schema, json_object or off".into(),
-            });
-        }
         tracing_subscriber::EnvFilter::try_new(&self.log).map_err(|e| ConfigError::Setting {
             setting: "log",
             reason: e.to_string(),
@@ -1006,6 +993,16 @@ mod tests {
                 env: &[],
                 file: Some("[sandbox]\npids = 0\n"),
                 says: &["setting `sandbox.pids`"],
+            },
+            Case {
+                env: &[("RUNCELL_LLM__STRUCTURED_OUTPUT", "xml")],
+                file: None,
+                says: &["setting `llm.structured_output`", "json_schema"],
+            },
+            Case {
+                env: &[],
+                file: Some("[llm]\nscripted_mode = \"chatty\"\n"),
+                says: &["setting `llm.scripted_mode`", "runcell.toml", "fail_first"],
             },
         ];
         for Case { env, file, says } in cases {

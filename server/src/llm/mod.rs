@@ -58,23 +58,20 @@ fn backend_of(config: &Config) -> Arc<dyn Llm> {
     let llm = &config.llm;
     match llm.effective_backend() {
         LlmBackend::Scripted => Arc::new(scripted::ScriptedLlm {
-            mode: llm.scripted_mode.parse().unwrap_or_default(),
+            mode: llm.scripted_mode,
             frame_delay: Duration::from_millis(llm.scripted_delay_ms),
             ..scripted::ScriptedLlm::default()
         }),
         LlmBackend::Auto | LlmBackend::Openai => {
             let settings = openai::OpenAiConfig {
-                api_key: Some(llm.api_key.expose().to_owned()).filter(|k| !k.trim().is_empty()),
+                api_key: Some(llm.api_key.expose())
+                    .filter(|k| !k.trim().is_empty())
+                    .map(Into::into),
                 model: Some(llm.model.clone()).filter(|m| !m.trim().is_empty()),
                 request_timeout: Duration::from_secs(llm.timeout_secs),
                 max_retries: llm.max_retries,
                 tools: llm.tools,
-                structured_output: match llm.structured_output.as_str() {
-                    "json_schema" => openai::StructuredOutputMode::JsonSchema,
-                    "json_object" => openai::StructuredOutputMode::JsonObject,
-                    "off" => openai::StructuredOutputMode::Off,
-                    _ => openai::StructuredOutputMode::Auto,
-                },
+                structured_output: llm.structured_output,
                 ..openai::OpenAiConfig::new(llm.base_url.trim())
             };
             match openai::OpenAiClient::new(settings) {

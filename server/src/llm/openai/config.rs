@@ -3,6 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 
 use super::display_url;
@@ -30,7 +31,7 @@ pub struct OpenAiConfig {
     /// is: `http://127.0.0.1:8080/v1`, `https://api.openai.com/v1`.
     pub base_url: String,
     /// Sent as `Authorization: Bearer`; redacted in `Debug`.
-    pub api_key: Option<String>,
+    pub api_key: Option<SecretString>,
     /// The model when a request names none; when this is `None` too, the
     /// first model the server lists.
     pub model: Option<String>,

@@ -37,6 +37,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
+use secrecy::{ExposeSecret, SecretString};
 use tracing::Instrument;
 
 pub use self::config::{OpenAiConfig, StructuredOutputMode};
@@ -99,8 +100,9 @@ impl OpenAiClient {
         // The key as sent is the key as redacted: trimmed once, here.
         config.api_key = config
             .api_key
-            .map(|k| k.trim().to_owned())
-            .filter(|k| !k.is_empty());
+            .map(|k| k.expose_secret().trim().to_owned())
+            .filter(|k| !k.is_empty())
+            .map(SecretString::from);
         let base = config.base_url.trim().trim_end_matches('/').to_owned();
         let shown_url = display_url(&base);
         match reqwest::Url::parse(&base) {
@@ -137,8 +139,8 @@ impl OpenAiClient {
         match self
             .config
             .api_key
-            .as_deref()
-            .map(str::trim)
+            .as_ref()
+            .map(|k| k.expose_secret().trim())
             .filter(|k| !k.is_empty())
         {
             Some(key) => builder.bearer_auth(key),
@@ -147,7 +149,13 @@ impl OpenAiClient {
     }
 
     fn redact(&self, err: LlmError) -> LlmError {
-        redact(err, self.config.api_key.as_deref())
+        redact(
+            err,
+            self.config
+                .api_key
+                .as_ref()
+                .map(ExposeSecret::expose_secret),
+        )
     }
 
     fn transport(&self, err: &reqwest::Error) -> LlmError {
@@ -371,7 +379,9 @@ impl Llm for OpenAiClient {
             Some((item, (None, reader)))
         })
         // Errors met mid-stream are redacted like the ones before it.
-        .map(move |item| item.map_err(|e| redact(e, key.as_deref())));
+        .map(move |item| {
+            item.map_err(|e| redact(e, key.as_ref().map(ExposeSecret::expose_secret)))
+        });
         Ok(Box::pin(stream))
     }
 }

@@ -37,7 +37,7 @@ async fn serve(app: Router) -> String {
 
 fn config(base: &str) -> OpenAiConfig {
     OpenAiConfig {
-        api_key: Some(KEY.to_owned()),
+        api_key: Some(KEY.into()),
         model: Some("m".to_owned()),
         request_timeout: Duration::from_secs(5),
         max_retries: 2,
@@ -855,7 +855,7 @@ async fn a_real_server_streams_a_reply_when_configured() {
         return;
     };
     let client = OpenAiClient::new(OpenAiConfig {
-        api_key: std::env::var("OPENAI_API_KEY").ok(),
+        api_key: std::env::var("OPENAI_API_KEY").ok().map(Into::into),
         model: std::env::var("RUNCELL_TEST_OPENAI_MODEL").ok(),
         ..OpenAiConfig::new(base)
     })
