@@ -26,10 +26,14 @@ use super::{
 };
 use crate::session::SessionId;
 
+#[cfg(any(test, feature = "conformance"))]
+mod scripted;
 mod session;
 #[cfg(test)]
 mod tests;
 
+#[cfg(any(test, feature = "conformance"))]
+pub use scripted::ScriptedTab;
 pub use session::BrowserSession;
 
 /// The backend's name, in pickers and frames.
