@@ -30,6 +30,8 @@ use crate::session::SessionId;
 mod scripted;
 mod session;
 #[cfg(test)]
+mod suite;
+#[cfg(test)]
 mod tests;
 
 #[cfg(any(test, feature = "conformance"))]
