@@ -75,6 +75,7 @@ impl std::fmt::Debug for ScriptedTab {
 impl ScriptedTab {
     /// Opens a connection of `session`'s, starts its Python and attaches
     /// it as the session's runner (a standby if another page runs it).
+    /// Called within a Tokio runtime, which serves the tab until it closes.
     pub fn open(tabs: &Arc<BrowserTabs>, session: SessionId) -> io::Result<Self> {
         let (link, frames) = tabs.link();
         let python = Python::start(link.conn(), 1)?;
@@ -234,7 +235,7 @@ impl Page {
         self.tabs.detach(self.session, self.link.conn());
     }
 
-    /// A frame for the page, to its Python.
+    /// Sends a frame for the page to its Python.
     async fn send_python(&mut self, frame: &ServerMessage) {
         if let ServerMessage::BrowserRun { run, .. } = frame {
             self.unanswered.insert(*run);
@@ -247,7 +248,7 @@ impl Page {
         let _ = self.python.stdin.write_all(&line).await;
     }
 
-    /// A frame from the page, read as the socket reads it; false when the
+    /// Reads a frame from the page as the socket reads it; false when the
     /// socket would close.
     async fn read_python(&mut self, line: &[u8]) -> bool {
         let Ok(text) = std::str::from_utf8(line) else {

@@ -5,11 +5,13 @@
 
 use std::time::Duration;
 
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::{BrowserSandbox, BrowserSettings, BrowserTabs, ScriptedTab};
 use crate::sandbox::{
-    Capabilities, Language, Limits, RunRequest, Sandbox, SandboxError, conformance, limit_error,
+    Capabilities, Language, Limits, RunEvent, RunRequest, Sandbox, SandboxError, conformance,
+    limit_error,
 };
 use crate::session::SessionId;
 
@@ -170,13 +172,16 @@ async fn a_program_that_will_not_stop_ends_its_python_and_another_takes_over() {
     let session = browser.open_session().await.unwrap();
     let first = runner_kernel(&browser).unwrap();
     let cancel = CancellationToken::new();
-    let stop = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        stop.cancel();
+    let (events, mut seen) = mpsc::channel(16);
+    let deaf = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint('deaf', flush=True)\nwhile True: time.sleep(0.01)";
+    let request = python(deaf);
+    // Stopped once it is deaf.
+    let (outcome, ()) = tokio::join!(session.run(&request, Some(&events), &cancel), async {
+        let first = seen.recv().await;
+        assert!(matches!(first, Some(RunEvent::Stdout { .. })), "{first:?}");
+        cancel.cancel();
     });
-    let deaf = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: time.sleep(0.01)";
-    let outcome = session.run(&python(deaf), None, &cancel).await.unwrap();
+    let outcome = outcome.unwrap();
     assert!(outcome.stderr.contains("did not stop"), "{outcome:?}");
     assert_eq!(outcome.error.unwrap().name, limit_error::CANCELLED);
     // The tab starts another Python, which attaches as a new kernel.
