@@ -403,8 +403,8 @@ pub async fn sessions_report_values_and_errors(sandbox: &dyn Sandbox) {
 }
 
 /// A session keeps files between runs (and variables, if stateful), and two
-/// sessions share nothing (where `isolated_sessions` is claimed; two
-/// sessions are two all the same).
+/// sessions share nothing: no files where `isolated_sessions` is claimed,
+/// no variables in any case.
 pub async fn sessions_keep_state_and_stay_apart(sandbox: &dyn Sandbox) {
     let caps = claims(sandbox);
     let first = open(sandbox).await;
@@ -455,9 +455,18 @@ pub async fn sessions_keep_state_and_stay_apart(sandbox: &dyn Sandbox) {
         skip(
             &caps,
             "sessions_keep_state_and_stay_apart",
-            "isolated sessions are not claimed; not checked that two share nothing",
+            "isolated sessions are not claimed; not checked that two share no files",
         );
     }
+    // Isolated or not, a new session starts with variables of its own.
+    let fresh = second
+        .run(&quick("print('value' in dir())"), None, &token)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        fresh.stdout, "False\n",
+        "a new session must not see another's variables"
+    );
     assert_ne!(first.id(), second.id());
     first.close().await;
     second.close().await;
