@@ -17,7 +17,7 @@ mod signin;
 mod turns;
 mod upload;
 mod v1;
-mod ws;
+pub(crate) mod ws;
 
 use std::sync::Arc;
 

@@ -25,7 +25,7 @@ use crate::session::SessionChannel;
 use crate::state::AppState;
 
 /// A frame bigger than this closes the connection (messages are far smaller).
-const MAX_FRAME_BYTES: usize = 256 * 1024;
+pub(crate) const MAX_FRAME_BYTES: usize = 256 * 1024;
 
 #[derive(Debug, Deserialize)]
 pub struct Resume {

@@ -233,14 +233,33 @@ pub struct RunOutcome {
     pub truncated: bool,
 }
 
-/// What a backend can do.
+/// What a backend can do. `sandbox::conformance` checks every claim and skips,
+/// saying so, what a backend does not claim; a claim left out must be one
+/// the backend really cannot keep (the conformance suite checks that it
+/// refuses it).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Capabilities {
     pub backend: &'static str,
+    /// The languages its sessions (and one-shot runs, where it has them)
+    /// run.
     pub languages: Vec<Language>,
+    /// A session keeps variables from one run to the next.
     pub stateful: bool,
+    /// Sessions offer [`SandboxSession::files`].
     pub files: bool,
+    /// A run can be stopped (cancelled, or at its time limit) and the
+    /// session goes on.
     pub interrupt: bool,
+    /// [`Sandbox::run`] runs a program in a fresh, throw-away environment;
+    /// without it, programs run only in sessions and `run` is refused with
+    /// `NotSupported`.
+    pub one_shot: bool,
+    /// Two sessions of one sandbox share nothing (files, variables,
+    /// processes).
+    pub isolated_sessions: bool,
+    /// Sessions offer execution contexts beyond their own
+    /// ([`SandboxSession::contexts`]).
+    pub contexts: bool,
 }
 
 /// Why a run could not happen at all.

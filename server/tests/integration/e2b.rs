@@ -424,6 +424,8 @@ async fn the_e2b_backend_passes_the_conformance_suite_against_runcell() {
     conformance::sessions_keep_state_and_stay_apart(&*e2b).await;
     conformance::session_files_go_both_ways(&*e2b).await;
     conformance::contexts_keep_their_own_state(&*e2b).await;
+    conformance::refuses_what_it_does_not_claim(&*e2b).await;
+    conformance::sessions_report_values_and_errors(&*e2b).await;
     // Every sandbox it made was killed again.
     let left: Vec<Value> = reqwest::Client::new()
         .get(server.url("/v2/sandboxes"))
@@ -505,6 +507,8 @@ async fn the_e2b_backend_passes_the_conformance_suite_against_e2b_cloud() {
     conformance::sessions_keep_state_and_stay_apart(&*e2b).await;
     conformance::session_files_go_both_ways(&*e2b).await;
     conformance::contexts_keep_their_own_state(&*e2b).await;
+    conformance::refuses_what_it_does_not_claim(&*e2b).await;
+    conformance::sessions_report_values_and_errors(&*e2b).await;
 }
 
 /// A server whose E2B backend is `provider`'s E2B-compatible endpoints.

@@ -862,6 +862,16 @@ async fn conformance_contexts_keep_their_own_state() {
 }
 
 #[tokio::test]
+async fn conformance_refuses_what_it_does_not_claim() {
+    conformance::refuses_what_it_does_not_claim(&*jail().await).await;
+}
+
+#[tokio::test]
+async fn conformance_sessions_report_values_and_errors() {
+    conformance::sessions_report_values_and_errors(&*jail().await).await;
+}
+
+#[tokio::test]
 async fn a_session_program_leaves_no_file_in_the_home() {
     // Bash, JavaScript and C run from the jail's own /tmp, not the home.
     let jail = jail().await;

@@ -26,10 +26,16 @@ use super::{
 };
 use crate::session::SessionId;
 
+#[cfg(any(test, feature = "conformance"))]
+mod scripted;
 mod session;
+#[cfg(test)]
+mod suite;
 #[cfg(test)]
 mod tests;
 
+#[cfg(any(test, feature = "conformance"))]
+pub use scripted::ScriptedTab;
 pub use session::BrowserSession;
 
 /// The backend's name, in pickers and frames.
@@ -405,6 +411,22 @@ pub struct BrowserSandbox {
     session: SessionId,
 }
 
+/// What a page's Python offers, and no more (the conformance suite skips
+/// the rest, and checks that it is refused):
+/// - Python only, in sessions that keep their variables; a run is stopped
+///   through the page (`browser_stop`), and the server keeps the time and
+///   output limits itself.
+/// - No one-shot runs: a page has one Python, which keeps its state, so
+///   there is no throw-away environment to run in.
+/// - Sessions are not isolated from each other: every session of one
+///   notebook session's sandbox runs in the same page, whose Python and
+///   in-memory file system they share (a new session starts from empty
+///   globals, not from an empty disk).
+/// - No `Files`: the page's file system is in its worker, out of the
+///   server's reach; no execution contexts.
+/// - Memory, processes and disk are the browser's to limit, not runcell's,
+///   and Pyodide has no network to deny beyond what the frame's policy
+///   refuses: the suite has no check of these for any backend.
 fn capabilities() -> Capabilities {
     Capabilities {
         backend: BACKEND,
@@ -412,6 +434,9 @@ fn capabilities() -> Capabilities {
         stateful: true,
         files: false,
         interrupt: true,
+        one_shot: false,
+        isolated_sessions: false,
+        contexts: false,
     }
 }
 

@@ -60,6 +60,9 @@ impl Sandbox for E2bSandbox {
             stateful: true,
             files: true,
             interrupt: true,
+            one_shot: true,
+            isolated_sessions: true,
+            contexts: true,
         }
     }
 

@@ -237,6 +237,9 @@ impl Sandbox for JailSandbox {
             stateful: true,
             files: true,
             interrupt: true,
+            one_shot: true,
+            isolated_sessions: true,
+            contexts: true,
         }
     }
 
