@@ -429,21 +429,32 @@ pub enum ClientMessage {
         text: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         model: Option<String>,
-        /// The sandbox backend the session's programs run on from now on
-        /// (`jail`, `e2b`); absent, the session keeps the one it has.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        backend: Option<String>,
+        /// The sandbox backend the session's programs run on from now on;
+        /// absent (or blank), the session keeps the one it has.
+        #[serde(
+            default,
+            deserialize_with = "SandboxKind::deserialize_pick",
+            skip_serializing_if = "Option::is_none"
+        )]
+        backend: Option<SandboxKind>,
     },
     /// Run code as written ("Edit & run"), with no model; `source` is the
     /// code cell it was edited from.
     Run {
         code: String,
+        /// The code cell's language, as it stands: the server reads it in
+        /// any case, and refuses one it does not run with `invalid_code`
+        /// (so it is text here, not a [`Language`]).
         language: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         source: Option<CellId>,
         /// The sandbox backend, as for `Ask`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        backend: Option<String>,
+        #[serde(
+            default,
+            deserialize_with = "SandboxKind::deserialize_pick",
+            skip_serializing_if = "Option::is_none"
+        )]
+        backend: Option<SandboxKind>,
     },
     /// Stop the running turn (the model's stream ends, a running program is
     /// interrupted) and drop the turns waiting behind it.
@@ -696,6 +707,36 @@ mod tests {
         for (name, want) in cases {
             assert_eq!(SandboxKind::pick(name), want, "{name:?}");
         }
+        let parse = |text: &str| serde_json::from_str::<ClientMessage>(text);
+        let ask = |backend| ClientMessage::Ask {
+            text: "hi".into(),
+            model: None,
+            backend,
+        };
+        assert_eq!(
+            parse(r#"{"type":"ask","text":"hi","backend":"e2b"}"#).ok(),
+            Some(ask(Some(SandboxKind::E2b)))
+        );
+        assert_eq!(
+            parse(r#"{"type":"ask","text":"hi","backend":""}"#).ok(),
+            Some(ask(None))
+        );
+        assert_eq!(
+            parse(r#"{"type":"ask","text":"hi","backend":null}"#).ok(),
+            Some(ask(None))
+        );
+        let refused =
+            parse(r#"{"type":"ask","text":"hi","backend":"mainframe"}"#).map_err(|e| e.to_string());
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|e| e.contains("unknown sandbox backend `mainframe`")),
+            "{refused:?}"
+        );
+        assert_eq!(
+            serde_json::to_string(&ask(Some(SandboxKind::Browser))).ok(),
+            Some(r#"{"type":"ask","text":"hi","backend":"browser"}"#.into())
+        );
     }
 
     #[test]

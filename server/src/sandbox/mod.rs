@@ -32,7 +32,7 @@ pub use output::{
 pub const MAX_CODE_BYTES: usize = 1024 * 1024;
 
 /// Shared with the page and every API: one definition, in `app`.
-pub use app::protocol::Language;
+pub use app::protocol::{Language, SandboxKind};
 
 /// What a run may use. Defaults follow the table; a server sets its
 /// own maxima and requests may only lower them.
@@ -206,7 +206,7 @@ pub struct RunOutcome {
 /// What a backend can do.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Capabilities {
-    pub backend: &'static str,
+    pub backend: SandboxKind,
     pub languages: Vec<Language>,
     pub stateful: bool,
     pub files: bool,

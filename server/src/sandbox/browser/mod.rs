@@ -22,7 +22,8 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Capabilities, Language, RunEvent, RunOutcome, RunRequest, Sandbox, SandboxError, SandboxSession,
+    Capabilities, Language, RunEvent, RunOutcome, RunRequest, Sandbox, SandboxError, SandboxKind,
+    SandboxSession,
 };
 use crate::session::SessionId;
 
@@ -31,9 +32,6 @@ mod session;
 mod tests;
 
 pub use session::BrowserSession;
-
-/// The backend's name, in pickers and frames.
-pub const BACKEND: &str = "browser";
 
 /// Where the site keeps Pyodide: `<site>/pyodide/<version>-<hash>/`.
 const RUNTIME_DIR: &str = "pyodide";
@@ -407,7 +405,7 @@ pub struct BrowserSandbox {
 
 fn capabilities() -> Capabilities {
     Capabilities {
-        backend: BACKEND,
+        backend: SandboxKind::Browser,
         languages: vec![Language::Python],
         stateful: true,
         files: false,
