@@ -90,3 +90,47 @@ impl Backends {
         self.all.iter().find(|s| s.contains(id))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The messages a request naming a backend gets: the same whether it
+    /// came typed (`get`) or as text (`named`, MCP).
+    #[tokio::test]
+    async fn names_are_read_and_refused_saying_what_is_on_offer() {
+        let (state, _dir) = crate::state::for_tests(|_| {}).await;
+        let backends = &state.backends;
+        assert_eq!(backends.kinds(), [SandboxKind::Jail]);
+        let refusal = |result: Result<_, SandboxError>| result.err().map(|e| e.to_string());
+        for (name, want) in [
+            (None, Ok(None)),
+            (Some(""), Ok(None)),
+            (Some(" jail "), Ok(Some(SandboxKind::Jail))),
+            (Some("e2b"), Ok(Some(SandboxKind::E2b))),
+            (
+                Some("mars"),
+                Err("no sandbox backend 'mars' here; on offer: jail".to_string()),
+            ),
+        ] {
+            let got = backends.named(name).map_err(|e| e.to_string());
+            assert_eq!(got, want, "{name:?}");
+        }
+        assert!(
+            backends
+                .get(None)
+                .is_ok_and(|s| s.backend() == SandboxKind::Jail)
+        );
+        assert_eq!(
+            refusal(backends.get(Some(SandboxKind::E2b))),
+            Some(
+                "no sandbox backend 'e2b' here (set E2B_API_KEY to offer E2B); on offer: jail"
+                    .into()
+            )
+        );
+        assert_eq!(
+            refusal(backends.get(Some(SandboxKind::Browser))),
+            Some("no sandbox backend 'browser' here (the browser sandbox runs only in a notebook's own page); on offer: jail".into())
+        );
+    }
+}
