@@ -7,8 +7,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::protocol::{
-    CellError, CellId, CellKind, CellStatus, EventBody, KernelLoss, Output, SessionEvent, TurnId,
-    TurnKind, TurnStatus,
+    CellError, CellId, CellKind, CellStatus, EventBody, KernelLoss, Language, Output, SessionEvent,
+    TurnId, TurnKind, TurnStatus,
 };
 
 /// One cell as the page shows it.
@@ -187,7 +187,10 @@ impl Notebook {
             })
             .map(|code| RerunStep {
                 source: code.id,
-                language: code.language.clone().unwrap_or_else(|| "python".into()),
+                language: code
+                    .language
+                    .clone()
+                    .unwrap_or_else(|| Language::Python.name().into()),
                 code: code.text.clone(),
             })
             .collect()

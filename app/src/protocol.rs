@@ -27,6 +27,143 @@ impl std::fmt::Display for CellId {
     }
 }
 
+/// Where programs run: one of the sandbox backends. The lowercase name
+/// (`jail`, `e2b`, `browser`) is how every frame, API body, stored form and
+/// metric label spells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema, schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxKind {
+    // The local jail on the server, the default.
+    Jail,
+    // E2B's cloud, when the server has an E2B key.
+    E2b,
+    // The Python (Pyodide) of the notebook's own page.
+    Browser,
+}
+
+impl SandboxKind {
+    pub const ALL: [Self; 3] = [Self::Jail, Self::E2b, Self::Browser];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Jail => "jail",
+            Self::E2b => "e2b",
+            Self::Browser => "browser",
+        }
+    }
+
+    /// What the sandbox picker calls it.
+    pub const fn label(self) -> &'static str {
+        match self {
+            Self::Jail => "Local sandbox",
+            Self::E2b => "E2B cloud",
+            Self::Browser => "Browser (Pyodide)",
+        }
+    }
+
+    /// A backend as a request names it: blank is none, and spaces around
+    /// the name do not count (as requests have always been read).
+    pub fn pick(name: &str) -> Result<Option<Self>, UnknownSandboxKind> {
+        let name = name.trim();
+        if name.is_empty() {
+            Ok(None)
+        } else {
+            name.parse().map(Some)
+        }
+    }
+
+    /// `deserialize_with` for a request's optional backend, read as
+    /// [`pick`](Self::pick) reads it.
+    pub fn deserialize_pick<'de, D>(deserializer: D) -> Result<Option<Self>, D::Error>
+    where
+        D: serde::Deserializer<'de>,
+    {
+        match Option::<String>::deserialize(deserializer)? {
+            Some(name) => Self::pick(&name).map_err(serde::de::Error::custom),
+            None => Ok(None),
+        }
+    }
+}
+
+impl std::fmt::Display for SandboxKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for SandboxKind {
+    type Err = UnknownSandboxKind;
+
+    /// The exact name, as serde reads it.
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|kind| kind.name() == name)
+            .ok_or_else(|| UnknownSandboxKind(name.to_string()))
+    }
+}
+
+/// A name that is no [`SandboxKind`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown sandbox backend `{}`: jail, e2b or browser", clipped(.0))]
+pub struct UnknownSandboxKind(pub String);
+
+/// What a program is written in. The lowercase name (`python`,
+/// `javascript`, `bash`, `c`) is how requests and metric labels spell it.
+/// A code cell's language stays text: it is what the model wrote, which
+/// may be no language runcell runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema, schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum Language {
+    Python,
+    Javascript,
+    Bash,
+    C,
+}
+
+impl Language {
+    pub const ALL: [Self; 4] = [Self::Python, Self::Javascript, Self::Bash, Self::C];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Python => "python",
+            Self::Javascript => "javascript",
+            Self::Bash => "bash",
+            Self::C => "c",
+        }
+    }
+}
+
+impl std::fmt::Display for Language {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Language {
+    type Err = UnknownLanguage;
+
+    /// The exact name, as serde reads it.
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|language| language.name() == name)
+            .ok_or_else(|| UnknownLanguage(name.to_string()))
+    }
+}
+
+/// A name that is no [`Language`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown language `{}`: python, javascript, bash or c", clipped(.0))]
+pub struct UnknownLanguage(pub String);
+
+/// A name as an error quotes it: its first 40 characters.
+fn clipped(name: &str) -> String {
+    name.chars().take(40).collect()
+}
+
 /// What a cell holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -292,21 +429,32 @@ pub enum ClientMessage {
         text: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         model: Option<String>,
-        /// The sandbox backend the session's programs run on from now on
-        /// (`jail`, `e2b`); absent, the session keeps the one it has.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        backend: Option<String>,
+        /// The sandbox backend the session's programs run on from now on;
+        /// absent (or blank), the session keeps the one it has.
+        #[serde(
+            default,
+            deserialize_with = "SandboxKind::deserialize_pick",
+            skip_serializing_if = "Option::is_none"
+        )]
+        backend: Option<SandboxKind>,
     },
     /// Run code as written ("Edit & run"), with no model; `source` is the
     /// code cell it was edited from.
     Run {
         code: String,
+        /// The code cell's language, as it stands: the server reads it in
+        /// any case, and refuses one it does not run with `invalid_code`
+        /// (so it is text here, not a [`Language`]).
         language: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         source: Option<CellId>,
         /// The sandbox backend, as for `Ask`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        backend: Option<String>,
+        #[serde(
+            default,
+            deserialize_with = "SandboxKind::deserialize_pick",
+            skip_serializing_if = "Option::is_none"
+        )]
+        backend: Option<SandboxKind>,
     },
     /// Stop the running turn (the model's stream ends, a running program is
     /// interrupted) and drop the turns waiting behind it.
@@ -507,6 +655,88 @@ mod tests {
                 "{bad:?} should be rejected"
             );
         }
+    }
+
+    #[test]
+    fn kinds_and_languages_travel_by_their_lowercase_names() {
+        let kinds: Vec<_> = SandboxKind::ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(kinds, ["jail", "e2b", "browser"]);
+        for kind in SandboxKind::ALL {
+            assert_eq!(serde_json::to_value(kind).ok(), Some(kind.name().into()));
+            assert_eq!(serde_json::from_value(kind.name().into()).ok(), Some(kind));
+            assert_eq!(kind.name().parse(), Ok(kind));
+            assert_eq!(kind.to_string(), kind.name());
+        }
+        let languages: Vec<_> = Language::ALL.iter().map(|l| l.name()).collect();
+        assert_eq!(languages, ["python", "javascript", "bash", "c"]);
+        for language in Language::ALL {
+            assert_eq!(
+                serde_json::to_value(language).ok(),
+                Some(language.name().into())
+            );
+            assert_eq!(
+                serde_json::from_value(language.name().into()).ok(),
+                Some(language)
+            );
+            assert_eq!(language.name().parse(), Ok(language));
+            assert_eq!(language.to_string(), language.name());
+        }
+        // Names are exact; leniency is the caller's to choose.
+        assert!("Jail".parse::<SandboxKind>().is_err());
+        assert!("Python".parse::<Language>().is_err());
+        assert_eq!(
+            "cobol".parse::<Language>().map_err(|e| e.to_string()),
+            Err("unknown language `cobol`: python, javascript, bash or c".into())
+        );
+        assert_eq!(
+            "mars".parse::<SandboxKind>().map_err(|e| e.to_string()),
+            Err("unknown sandbox backend `mars`: jail, e2b or browser".into())
+        );
+    }
+
+    #[test]
+    fn a_picked_backend_is_read_as_requests_always_were() {
+        let cases = [
+            ("e2b", Ok(Some(SandboxKind::E2b))),
+            (" browser ", Ok(Some(SandboxKind::Browser))),
+            ("", Ok(None)),
+            ("  ", Ok(None)),
+            ("mars", Err(UnknownSandboxKind("mars".into()))),
+            ("Jail", Err(UnknownSandboxKind("Jail".into()))),
+        ];
+        for (name, want) in cases {
+            assert_eq!(SandboxKind::pick(name), want, "{name:?}");
+        }
+        let parse = |text: &str| serde_json::from_str::<ClientMessage>(text);
+        let ask = |backend| ClientMessage::Ask {
+            text: "hi".into(),
+            model: None,
+            backend,
+        };
+        assert_eq!(
+            parse(r#"{"type":"ask","text":"hi","backend":"e2b"}"#).ok(),
+            Some(ask(Some(SandboxKind::E2b)))
+        );
+        assert_eq!(
+            parse(r#"{"type":"ask","text":"hi","backend":""}"#).ok(),
+            Some(ask(None))
+        );
+        assert_eq!(
+            parse(r#"{"type":"ask","text":"hi","backend":null}"#).ok(),
+            Some(ask(None))
+        );
+        let refused =
+            parse(r#"{"type":"ask","text":"hi","backend":"mainframe"}"#).map_err(|e| e.to_string());
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|e| e.contains("unknown sandbox backend `mainframe`")),
+            "{refused:?}"
+        );
+        assert_eq!(
+            serde_json::to_string(&ask(Some(SandboxKind::Browser))).ok(),
+            Some(r#"{"type":"ask","text":"hi","backend":"browser"}"#.into())
+        );
     }
 
     #[test]

@@ -14,7 +14,9 @@ use crate::auth::{Caller, KeyLimits, Limited, RunPermit};
 use crate::sandbox::backends::Backends;
 use crate::sandbox::files::{FileEntry, HOME};
 use crate::sandbox::sessions::{SessionError, SessionInfo, Sessions};
-use crate::sandbox::{Language, RunEvent, RunOutcome, RunRequest, SandboxError, SandboxSession};
+use crate::sandbox::{
+    Language, RunEvent, RunOutcome, RunRequest, SandboxError, SandboxKind, SandboxSession,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CodeApiError {
@@ -140,7 +142,7 @@ impl CodeApi {
         caller: &Caller,
         request: RunRequest,
         session: Option<String>,
-        backend: Option<&str>,
+        backend: Option<SandboxKind>,
     ) -> Result<Admitted, CodeApiError> {
         crate::sandbox::validate_code(&request.code)?;
         let sessions = match &session {
@@ -233,7 +235,7 @@ impl CodeApi {
         &self,
         caller: &Caller,
         language: Language,
-        backend: Option<&str>,
+        backend: Option<SandboxKind>,
     ) -> Result<SessionInfo, CodeApiError> {
         let sessions = Arc::clone(self.backends.get(backend)?);
         if !sessions.languages().contains(&language) {

@@ -9,6 +9,8 @@ use std::time::Duration;
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
+use crate::sandbox::{Language, SandboxKind};
+
 /// Seconds: from a millisecond to ten minutes.
 const DURATION_BUCKETS: [f64; 14] = [
     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0, 600.0,
@@ -104,11 +106,12 @@ pub fn unanswered(reason: &'static str, retried: bool) {
 
 /// A program ended (or could not start).
 pub fn run_finished(
-    language: &'static str,
-    backend: &'static str,
+    language: Language,
+    backend: SandboxKind,
     outcome: &'static str,
     took: Duration,
 ) {
+    let (language, backend) = (language.name(), backend.name());
     counter!("runcell_runs_total", "language" => language, "backend" => backend, "outcome" => outcome)
         .increment(1);
     histogram!("runcell_run_duration_seconds", "language" => language, "backend" => backend)
@@ -182,7 +185,12 @@ mod tests {
     #[test]
     fn series_render_in_prometheus_text() {
         let handle = handle().expect("the first recorder");
-        run_finished("python", "jail", "ok", Duration::from_millis(30));
+        run_finished(
+            Language::Python,
+            SandboxKind::Jail,
+            "ok",
+            Duration::from_millis(30),
+        );
         llm_finished(
             "scripted",
             "ok",

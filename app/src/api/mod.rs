@@ -17,7 +17,7 @@ pub use error::{LoadError, UNREACHABLE};
 pub use session::{LoadSession, load_session};
 pub use share_link::{LoadShareLink, load_share_link};
 
-use crate::protocol::SessionEvent;
+use crate::protocol::{SandboxKind, SessionEvent};
 
 /// Everything needed to render a session's notebook.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,14 +27,13 @@ pub struct SessionLog {
     pub title: String,
     pub events: Vec<SessionEvent>,
     pub models: ModelChoices,
-    /// The sandbox backends on offer (`jail`, `e2b`, `browser`), the
-    /// default first.
+    /// The sandbox backends on offer, the default first.
     #[serde(default)]
-    pub backends: Vec<String>,
+    pub backends: Vec<SandboxKind>,
     /// The backend the session's programs run on now (what the picker
-    /// shows); empty for the default.
+    /// shows); `None` when the server did not say.
     #[serde(default)]
-    pub backend: String,
+    pub backend: Option<SandboxKind>,
     /// Where the page loads Pyodide from, when `browser` is on offer.
     #[serde(default)]
     pub pyodide_url: Option<String>,

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::{FileItem, LoadError, ModelChoices, SessionSummary, ShareLinkLog};
-use crate::protocol::SessionEvent;
+use crate::protocol::{SandboxKind, SessionEvent};
 
 /// Who is asking: the owner id the server put in the request's
 /// extensions (from the owner cookie, or an API key later).
@@ -67,11 +67,10 @@ pub type ArcModelCatalog = Arc<dyn ModelCatalog>;
 
 /// Where a notebook's code may run.
 pub trait SandboxChoices: Send + Sync + 'static {
-    /// The backends a notebook may pick (`jail`, `e2b`, `browser`), the
-    /// default first.
-    fn backends(&self) -> Vec<String>;
+    /// The backends a notebook may pick, the default first.
+    fn backends(&self) -> Vec<SandboxKind>;
     /// The backend the session's programs run on now.
-    fn chosen(&self, session_id: &str) -> Option<String>;
+    fn chosen(&self, session_id: &str) -> Option<SandboxKind>;
     /// Where pages load Pyodide from, when `browser` is on offer.
     fn pyodide_url(&self) -> Option<String>;
 }

@@ -18,10 +18,7 @@ pub async fn load_session(session_id: String) -> Result<SessionLog, LoadError> {
         .unwrap_or_default();
     let sandboxes = use_context::<ArcSandboxChoices>();
     let backends = sandboxes.as_ref().map(|s| s.backends()).unwrap_or_default();
-    let backend = sandboxes
-        .as_ref()
-        .and_then(|s| s.chosen(&session_id))
-        .unwrap_or_default();
+    let backend = sandboxes.as_ref().and_then(|s| s.chosen(&session_id));
     let pyodide_url = sandboxes.as_ref().and_then(|s| s.pyodide_url());
     let upload_limit = use_context::<UploadLimit>().map_or(0, |l| l.0);
     let viewer = viewer();

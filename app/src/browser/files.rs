@@ -10,6 +10,7 @@ use web_sys::{File, ProgressEvent, XmlHttpRequest};
 
 use crate::api::FileItem;
 use crate::contexts::{FilesState, SessionState, UploadItem};
+use crate::protocol::SandboxKind;
 use crate::render::sizes::{human_size, mib};
 
 fn files_url(state: SessionState, query: &str) -> String {
@@ -47,7 +48,7 @@ fn on_end(xhr: &XmlHttpRequest, done: impl FnOnce(&XmlHttpRequest) + 'static) {
 
 /// Reads the list again.
 pub fn refresh(state: SessionState, files: FilesState) {
-    if state.backend.get_untracked() == "browser" {
+    if state.picked_backend() == Some(SandboxKind::Browser) {
         // The page's own Python has no files.
         files.files.set(Vec::new());
         return;
@@ -96,7 +97,7 @@ pub fn upload_from_input(state: SessionState, files: FilesState, ev: &leptos::ev
 
 /// Uploads every file of a list (a picker's or a drop's).
 pub fn upload_all(state: SessionState, files: FilesState, list: &web_sys::FileList) {
-    if state.backend.get_untracked() == "browser" {
+    if state.picked_backend() == Some(SandboxKind::Browser) {
         files.problem.set(Some(
             "The page's own Python has no files: pick the local sandbox to upload them.".into(),
         ));

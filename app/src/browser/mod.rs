@@ -27,7 +27,7 @@ pub fn connect(state: SessionState, files: FilesState) {
     // The page's Python loads in the background as soon as Browser is
     // picked, so that it is ready when the first program comes.
     Effect::new(move |_| {
-        if state.backend.get() == "browser" {
+        if state.runs_in_page() {
             python.start();
         }
     });

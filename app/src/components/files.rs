@@ -42,7 +42,7 @@ pub fn FilesPanel() -> impl IntoView {
             .collect::<Vec<_>>()
     };
     let empty = move || shown().is_empty() && files.uploads.with(Vec::is_empty);
-    let in_page = move || state.backend.get() == "browser";
+    let in_page = move || state.runs_in_page();
     view! {
         <section class="files js-only" aria-label="Files" class:dragging=move || files.dragging.get()>
             <div class="files-head">

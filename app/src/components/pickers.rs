@@ -4,33 +4,31 @@ use leptos::prelude::*;
 
 use crate::api::ModelChoices;
 use crate::contexts::use_session;
+use crate::protocol::SandboxKind;
 
 /// Where the code runs, when the server offers more than the local jail.
 /// A change takes effect with the next question or run, in a fresh kernel.
 #[component]
-pub fn BackendPicker(backends: Vec<String>) -> impl IntoView {
+pub fn BackendPicker(backends: Vec<SandboxKind>) -> impl IntoView {
     let state = use_session();
     (backends.len() > 1).then(move || {
-        let label = |name: &str| match name {
-            "jail" => "Local sandbox".to_string(),
-            "e2b" => "E2B cloud".to_string(),
-            "browser" => "Browser (Pyodide)".to_string(),
-            other => other.to_string(),
-        };
         let picked = state.backend.get_untracked();
         view! {
             <label class="model-picker backend-picker" title="Where the code runs; a change starts a fresh kernel">
                 <span class="model-backend">"sandbox"</span>
                 <select
                     aria-label="Sandbox"
-                    on:change=move |ev| state.backend.set(event_target_value(&ev))
+                    on:change=move |ev| {
+                        if let Ok(kind) = event_target_value(&ev).parse() {
+                            state.backend.set(Some(kind));
+                        }
+                    }
                 >
                     {backends
-                        .iter()
-                        .map(|b| {
-                            let text = label(b);
-                            let selected = *b == picked;
-                            view! { <option value=b.clone() selected=selected>{text}</option> }
+                        .into_iter()
+                        .map(|kind| {
+                            let selected = Some(kind) == picked;
+                            view! { <option value=kind.name() selected=selected>{kind.label()}</option> }
                         })
                         .collect_view()}
                 </select>

@@ -3,7 +3,7 @@
 use leptos::prelude::*;
 
 use crate::notebook::Notebook;
-use crate::protocol::{ClientMessage, SessionEvent};
+use crate::protocol::{ClientMessage, SandboxKind, SessionEvent};
 
 /// Sends a frame to the server; false when it could not be sent.
 pub type Sender = std::sync::Arc<dyn Fn(ClientMessage) -> bool + Send + Sync>;
@@ -48,8 +48,9 @@ pub struct SessionState {
     pub problem: RwSignal<Option<String>>,
     /// The model picked for the next question; empty for the default.
     pub model: RwSignal<String>,
-    /// The sandbox backend picked; empty for the server's default.
-    pub backend: RwSignal<String>,
+    /// The sandbox backend picked; `None` for the server's default (no
+    /// choice on offer, or a share link's page).
+    pub backend: RwSignal<Option<SandboxKind>>,
     /// The page's own Python, when Browser is picked.
     pub python: RwSignal<PyStatus>,
     /// Where the page loads Pyodide from, when Browser is on offer.
@@ -67,8 +68,8 @@ impl SessionState {
     pub fn live(
         session_id: String,
         events: &[SessionEvent],
-        backends: &[String],
-        backend: String,
+        backends: &[SandboxKind],
+        backend: Option<SandboxKind>,
         pyodide_url: Option<String>,
     ) -> Self {
         Self {
@@ -93,7 +94,7 @@ impl SessionState {
             conn: RwSignal::new(ConnState::Offline),
             problem: RwSignal::new(None),
             model: RwSignal::new(String::new()),
-            backend: RwSignal::new(String::new()),
+            backend: RwSignal::new(None),
             python: RwSignal::new(PyStatus::Off),
             pyodide_url: StoredValue::new(None),
             send: StoredValue::new(None),
@@ -102,8 +103,13 @@ impl SessionState {
     }
 
     /// The backend picked, if one was.
-    pub fn picked_backend(&self) -> Option<String> {
-        Some(self.backend.get_untracked()).filter(|b| !b.is_empty())
+    pub fn picked_backend(&self) -> Option<SandboxKind> {
+        self.backend.get_untracked()
+    }
+
+    /// Whether the session's programs run in this page's Python (tracked).
+    pub fn runs_in_page(&self) -> bool {
+        self.backend.get() == Some(SandboxKind::Browser)
     }
 
     /// Sends a frame over the page's connection; false when there is none.
@@ -117,13 +123,11 @@ impl SessionState {
 /// so that a reloaded page never runs code somewhere it does not show: the
 /// session's backend when it is on offer, else the default when there is a
 /// choice, else nothing (the server's default).
-fn picked_backend(backends: &[String], backend: String) -> String {
-    if backends.contains(&backend) {
-        backend
-    } else if backends.len() > 1 {
-        backends[0].clone()
-    } else {
-        String::new()
+fn picked_backend(backends: &[SandboxKind], backend: Option<SandboxKind>) -> Option<SandboxKind> {
+    match backend {
+        Some(kind) if backends.contains(&kind) => Some(kind),
+        _ if backends.len() > 1 => Some(backends[0]),
+        _ => None,
     }
 }
 
@@ -144,19 +148,19 @@ mod tests {
 
     #[test]
     fn the_picker_shows_where_the_code_runs() {
-        let offered = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
-        let cases = [
-            (offered(&["jail", "browser"]), "browser", "browser"),
-            (offered(&["jail", "browser"]), "e2b", "jail"),
-            (offered(&["jail", "browser"]), "", "jail"),
-            (offered(&["jail"]), "e2b", ""),
-            (offered(&[]), "", ""),
+        use SandboxKind::{Browser, E2b, Jail};
+        let cases: [(&[SandboxKind], _, _); 5] = [
+            (&[Jail, Browser], Some(Browser), Some(Browser)),
+            (&[Jail, Browser], Some(E2b), Some(Jail)),
+            (&[Jail, Browser], None, Some(Jail)),
+            (&[Jail], Some(E2b), None),
+            (&[], None, None),
         ];
         for (backends, backend, shown) in cases {
             assert_eq!(
-                picked_backend(&backends, backend.to_string()),
+                picked_backend(backends, backend),
                 shown,
-                "{backends:?} {backend}"
+                "{backends:?} {backend:?}"
             );
         }
     }

@@ -5,6 +5,8 @@
 //! of totals per region). Such a program goes back to the model as a fix,
 //! like one that failed.
 
+use crate::sandbox::Language;
+
 /// What is wrong with a program that ran, told from the outside.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Doubt {
@@ -57,7 +59,7 @@ pub fn doubt(question: &str, language: &str, code: &str, report: &str) -> Option
     if only_figures(report) && !asks_for_chart(question) {
         return Some(Doubt::OnlyFigure);
     }
-    if language != "python" || !uses_pandas(code) {
+    if language != Language::Python.name() || !uses_pandas(code) {
         return None;
     }
     let per_group = asks_per_group(question);

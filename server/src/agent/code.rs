@@ -2,7 +2,7 @@
 //! writes it (tool-call arguments, a structured reply, or a fenced block in
 //! prose), highlighted a line at a time.
 
-use app::protocol::{CellError, CellId, CellKind, CellStatus, EventBody};
+use app::protocol::{CellError, CellId, CellKind, CellStatus, EventBody, Language};
 
 use crate::highlight::{CellHighlighter, Highlighter};
 use crate::llm::tools::{ExecuteCode, PartialCode};
@@ -73,7 +73,7 @@ impl<'a> CodeCell<'a> {
             return;
         }
         let session = self.session;
-        let open = self.ensure_open(language.as_deref().unwrap_or("python"));
+        let open = self.ensure_open(language.as_deref().unwrap_or(Language::Python.name()));
         if let Some(new) = visible
             .strip_prefix(open.shown.as_str())
             .filter(|n| !n.is_empty())
@@ -115,7 +115,7 @@ impl<'a> CodeCell<'a> {
     /// Finishes the cell (opening an empty one to carry an error, if none is open).
     pub fn finish(&mut self, status: CellStatus, error: Option<CellError>) -> CellId {
         if self.open.is_none() {
-            self.ensure_open("python");
+            self.ensure_open(Language::Python.name());
         }
         let Some(mut open) = self.open.take() else {
             return CellId(0);

@@ -11,7 +11,9 @@ use tokio_util::sync::CancellationToken;
 use super::kernels::Kernels;
 use super::prompt;
 use crate::sandbox::sessions::SessionError;
-use crate::sandbox::{Language, Limits, RunEvent, RunRequest, SandboxError, limit_error};
+use crate::sandbox::{
+    Language, Limits, RunEvent, RunRequest, SandboxError, SandboxKind, limit_error,
+};
 use crate::session::SessionChannel;
 
 /// How a run ended.
@@ -128,12 +130,12 @@ pub async fn run_into_cell(
                     (Some(backend), _) => format!(
                         "(This code ran in a new kernel {}, as picked; variables from earlier turns stayed behind.)\n",
                         match backend {
-                            "e2b" => "on the E2B sandbox",
-                            "browser" => "in this page's Python (the Browser sandbox)",
-                            _ => "on the local sandbox",
+                            SandboxKind::E2b => "on the E2B sandbox",
+                            SandboxKind::Browser => "in this page's Python (the Browser sandbox)",
+                            SandboxKind::Jail => "on the local sandbox",
                         }
                     ),
-                    (None, "browser") => "(This page's Python started afresh (the page was reloaded, or a program that would not stop was ended), so variables from earlier turns are gone.)\n".into(),
+                    (None, SandboxKind::Browser) => "(This page's Python started afresh (the page was reloaded, or a program that would not stop was ended), so variables from earlier turns are gone.)\n".into(),
                     (None, _) => "(The session's kernel had stopped (it sat idle, or your other sessions needed the room); a new one ran this code, so variables from earlier turns are gone.)\n".into(),
                 };
                 let note = Output::Stderr { text };

@@ -805,10 +805,7 @@ impl Agent {
 /// The language to run `program` in, or why it cannot run. Syntax is
 /// checked by the kernel itself, which compiles a cell before running it.
 fn checked_language(program: &ExecuteCode) -> Result<Language, String> {
-    let language: Language = serde_json::from_value(serde_json::Value::String(
-        program.language.clone(),
-    ))
-    .map_err(|_| {
+    let language: Language = program.language.parse().map_err(|_| {
         format!(
             "unknown language `{}`: runcell runs python, javascript, bash and c",
             program.language.chars().take(40).collect::<String>()

@@ -2,7 +2,7 @@
 //! rebuilt from the session's notebook within a token budget.
 
 use app::notebook::{Cell, Notebook};
-use app::protocol::{CellKind, Output, TurnKind};
+use app::protocol::{CellKind, Language, Output, TurnKind};
 
 use crate::llm::Message;
 use crate::llm::tools::result_message;
@@ -247,7 +247,7 @@ pub fn history(notebook: &Notebook, budget: usize) -> Vec<Message> {
         {
             let messages = answered_turn(
                 &question,
-                code.language.as_deref().unwrap_or("python"),
+                code.language.as_deref().unwrap_or(Language::Python.name()),
                 &code.text,
                 &cut(&report_of_cell(result), MAX_REPORT_BYTES),
                 explanation,
@@ -282,7 +282,7 @@ pub fn history(notebook: &Notebook, budget: usize) -> Vec<Message> {
 fn fenced(code: &Cell, max: usize) -> String {
     format!(
         "```{}\n{}\n```",
-        code.language.as_deref().unwrap_or("python"),
+        code.language.as_deref().unwrap_or(Language::Python.name()),
         cut(&code.text, max)
     )
 }

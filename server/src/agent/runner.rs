@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
-use app::protocol::{ErrorCode, MAX_ASK_BYTES, TurnId, validate_ask};
+use app::protocol::{ErrorCode, MAX_ASK_BYTES, TurnId, UnknownLanguage, validate_ask};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::{Agent, TurnRequest};
-use crate::sandbox::validate_code;
+use crate::sandbox::{Language, SandboxKind, validate_code};
 use crate::session::{MAX_PENDING_TURNS, SessionChannel};
 
 /// Why a turn was not started.
@@ -69,7 +69,7 @@ impl TurnRunner {
     pub fn choose_backend(
         &self,
         channel: &SessionChannel,
-        backend: Option<&str>,
+        backend: Option<SandboxKind>,
     ) -> Result<(), TurnRefusal> {
         match backend {
             None => Ok(()),
@@ -130,12 +130,9 @@ impl TurnRunner {
     }
 }
 
-/// The language named in a run request.
-pub fn parse_language(name: &str) -> Result<crate::sandbox::Language, TurnRefusal> {
-    serde_json::from_value(serde_json::Value::String(name.to_ascii_lowercase())).map_err(|_| {
-        TurnRefusal::InvalidCode(format!(
-            "unknown language `{}`: python, javascript, bash or c",
-            name.chars().take(40).collect::<String>()
-        ))
-    })
+/// The language named in a run request, in any case.
+pub fn parse_language(name: &str) -> Result<Language, TurnRefusal> {
+    name.to_ascii_lowercase()
+        .parse()
+        .map_err(|_| TurnRefusal::InvalidCode(UnknownLanguage(name.to_string()).to_string()))
 }

@@ -43,7 +43,8 @@ pub struct ExecuteCode {
     /// Seconds of wall time (default: the server's).
     timeout: Option<f64>,
     /// Where a run without a session goes: `jail` (default) or `e2b` (when
-    /// the server offers E2B).
+    /// the server offers E2B). Text, not a `SandboxKind`: an unknown name
+    /// is a refusal the model reads, like a backend not on offer.
     backend: Option<String>,
 }
 
@@ -51,7 +52,8 @@ pub struct ExecuteCode {
 pub struct CreateSession {
     /// The session's language (default `python`).
     language: Option<Language>,
-    /// Where it runs: `jail` (default) or `e2b` (when the server offers E2B).
+    /// Where it runs: `jail` (default) or `e2b` (when the server offers
+    /// E2B). Text, as for `execute_code`.
     backend: Option<String>,
 }
 
@@ -162,7 +164,12 @@ impl McpServer {
             limits,
         };
         let api = &self.state.code_api;
-        let admitted = match api.admit(&caller, request, args.session_id, args.backend.as_deref()) {
+        let admitted = match api
+            .backends()
+            .named(args.backend.as_deref())
+            .map_err(CodeApiError::from)
+            .and_then(|backend| api.admit(&caller, request, args.session_id, backend))
+        {
             Ok(admitted) => admitted,
             Err(err) => return Ok(refused(err)),
         };
@@ -185,12 +192,12 @@ impl McpServer {
     ) -> Result<CallToolResult, ErrorData> {
         let caller = caller(&parts)?;
         let language = args.language.unwrap_or(Language::Python);
-        match self
-            .state
-            .code_api
-            .create_session(&caller, language, args.backend.as_deref())
-            .await
-        {
+        let api = &self.state.code_api;
+        let backend = match api.backends().named(args.backend.as_deref()) {
+            Ok(backend) => backend,
+            Err(err) => return Ok(refused(err.into())),
+        };
+        match api.create_session(&caller, language, backend).await {
             Ok(info) => Ok(CallToolResult::success(vec![json_text(&info)])),
             Err(err) => Ok(refused(err)),
         }

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use app::protocol::{CellId, ServerMessage};
+use app::protocol::{CellId, SandboxKind, ServerMessage};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
@@ -25,17 +25,20 @@ use crate::notebook::{Notebooks, Turn};
 pub struct AskBody {
     text: String,
     model: Option<String>,
-    /// The sandbox backend (`jail`, `e2b`) from now on.
-    backend: Option<String>,
+    /// The sandbox backend from now on (blank: the one it has).
+    #[serde(default, deserialize_with = "SandboxKind::deserialize_pick")]
+    backend: Option<SandboxKind>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunBody {
     code: String,
+    /// Read in any case; an unknown one is refused by the notebook.
     language: String,
     source: Option<CellId>,
-    backend: Option<String>,
+    #[serde(default, deserialize_with = "SandboxKind::deserialize_pick")]
+    backend: Option<SandboxKind>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -4,12 +4,18 @@
 use serde::{Deserialize, Serialize};
 
 use super::ToolSpec;
+use crate::sandbox::Language;
 
 /// The tool's name, as models see it.
 pub const EXECUTE_CODE: &str = "execute_code";
 
 /// Languages the tool's schema offers, in the sandbox's spelling.
-pub const LANGUAGES: [&str; 4] = ["python", "javascript", "bash", "c"];
+pub const LANGUAGES: [&str; 4] = [
+    Language::Python.name(),
+    Language::Javascript.name(),
+    Language::Bash.name(),
+    Language::C.name(),
+];
 
 /// `execute_code`'s arguments.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,7 +71,7 @@ impl ExecuteCode {
             .language
             .map(|l| l.trim().to_ascii_lowercase())
             .filter(|l| !l.is_empty())
-            .unwrap_or_else(|| "python".into());
+            .unwrap_or_else(|| Language::Python.name().into());
         if loose.code.trim().is_empty() {
             return Err(ToolCallError::BadArguments("`code` is empty".into()));
         }

@@ -3,6 +3,7 @@
 
 use app::api::ports::{LogError, OwnedSession, SandboxChoices, SessionLogs, ShareLinkFiles};
 use app::api::{FileItem, SessionSummary, ShareLinkLog};
+use app::protocol::SandboxKind;
 use async_trait::async_trait;
 
 use super::Notebooks;
@@ -75,17 +76,13 @@ impl SessionLogs for Notebooks {
 }
 
 impl SandboxChoices for Notebooks {
-    fn backends(&self) -> Vec<String> {
-        self.kernels()
-            .backends()
-            .into_iter()
-            .map(str::to_string)
-            .collect()
+    fn backends(&self) -> Vec<SandboxKind> {
+        self.kernels().backends()
     }
 
-    fn chosen(&self, session_id: &str) -> Option<String> {
+    fn chosen(&self, session_id: &str) -> Option<SandboxKind> {
         let id = session_id.parse().ok()?;
-        Some(self.kernels().chosen(id).to_string())
+        Some(self.kernels().chosen(id))
     }
 
     fn pyodide_url(&self) -> Option<String> {

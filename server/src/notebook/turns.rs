@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use app::protocol::{CellId, EventBody, SessionEvent, TurnId};
+use app::protocol::{CellId, EventBody, SandboxKind, SessionEvent, TurnId};
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -19,16 +19,17 @@ pub enum Turn {
         text: String,
         model: Option<String>,
         /// The sandbox backend the session's programs run on from now on.
-        backend: Option<String>,
+        backend: Option<SandboxKind>,
     },
     /// Code run as written, with no model.
     Run {
         code: String,
-        /// `python`, `javascript`, `bash` or `c`, in any case.
+        /// `python`, `javascript`, `bash` or `c`, in any case, as sent: an
+        /// unknown one is refused as code that cannot run.
         language: String,
         /// The cell it was edited from.
         source: Option<CellId>,
-        backend: Option<String>,
+        backend: Option<SandboxKind>,
     },
     /// "Re-run all": a fresh kernel runs the code cells that stood.
     RerunAll,
@@ -86,7 +87,7 @@ impl Notebooks {
                 model,
                 backend,
             } => {
-                self.runner.choose_backend(channel, backend.as_deref())?;
+                self.runner.choose_backend(channel, backend)?;
                 Ok(TurnRequest::Ask { text, model })
             }
             Turn::Run {
@@ -96,7 +97,7 @@ impl Notebooks {
                 backend,
             } => {
                 let language = parse_language(&language)?;
-                self.runner.choose_backend(channel, backend.as_deref())?;
+                self.runner.choose_backend(channel, backend)?;
                 Ok(TurnRequest::Run {
                     code,
                     language,

@@ -31,38 +31,8 @@ pub use output::{
 /// The largest program accepted, in bytes.
 pub const MAX_CODE_BYTES: usize = 1024 * 1024;
 
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    utoipa::ToSchema,
-    schemars::JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Language {
-    Python,
-    Javascript,
-    Bash,
-    C,
-}
-
-impl Language {
-    pub const ALL: [Self; 4] = [Self::Python, Self::Javascript, Self::Bash, Self::C];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Python => "python",
-            Self::Javascript => "javascript",
-            Self::Bash => "bash",
-            Self::C => "c",
-        }
-    }
-}
+/// Shared with the page and every API: one definition, in `app`.
+pub use app::protocol::{Language, SandboxKind};
 
 /// What a run may use. Defaults follow the table; a server sets its
 /// own maxima and requests may only lower them.
@@ -239,7 +209,7 @@ pub struct RunOutcome {
 /// refuses it).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Capabilities {
-    pub backend: &'static str,
+    pub backend: SandboxKind,
     /// The languages its sessions (and one-shot runs, where it has them)
     /// run.
     pub languages: Vec<Language>,

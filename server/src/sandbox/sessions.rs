@@ -12,8 +12,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::{
-    Language, Limits, RunEvent, RunOutcome, RunRequest, Sandbox, SandboxError, SandboxSession,
-    SandboxSessionExt, now_ms,
+    Language, Limits, RunEvent, RunOutcome, RunRequest, Sandbox, SandboxError, SandboxKind,
+    SandboxSession, SandboxSessionExt, now_ms,
 };
 
 /// How often idle sessions are looked for.
@@ -64,7 +64,7 @@ pub struct SessionInfo {
     pub session_id: String,
     pub language: Language,
     /// Where it runs: `jail` or `e2b`.
-    pub backend: String,
+    pub backend: SandboxKind,
     pub created_at_ms: u64,
     pub idle_ms: u64,
 }
@@ -92,11 +92,11 @@ impl Live {
 }
 
 impl Live {
-    fn info(&self, backend: &str) -> SessionInfo {
+    fn info(&self, backend: SandboxKind) -> SessionInfo {
         SessionInfo {
             session_id: self.session.id().to_string(),
             language: self.language,
-            backend: backend.to_string(),
+            backend,
             created_at_ms: self.created_at_ms,
             idle_ms: crate::clock::millis(self.last_used.lock().elapsed()),
         }
@@ -262,8 +262,8 @@ impl Sessions {
         Ok(())
     }
 
-    /// The backend's name (`jail`, `e2b`).
-    pub fn backend(&self) -> &'static str {
+    /// Which backend this is.
+    pub fn backend(&self) -> SandboxKind {
         self.sandbox.capabilities().backend
     }
 
@@ -359,7 +359,7 @@ impl Sessions {
         started: Instant,
     ) {
         crate::metrics::run_finished(
-            language.name(),
+            language,
             self.sandbox.capabilities().backend,
             super::outcome_label(outcome),
             started.elapsed(),

@@ -638,7 +638,10 @@ async fn harness_in_the_page() -> (Harness, Arc<BrowserTabs>) {
         imports: Vec::new(),
     };
     let h = harness_offering(scripted(), 2, Some(offer)).await;
-    h.agent.kernels().choose(h.channel.id(), "browser").unwrap();
+    h.agent
+        .kernels()
+        .choose(h.channel.id(), runcell::sandbox::SandboxKind::Browser)
+        .unwrap();
     (h, tabs)
 }
 

@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use app::protocol::{
-    CellKind, CellStatus, ClientMessage, ErrorCode, EventBody, Output, ServerMessage, SessionEvent,
-    TurnStatus,
+    CellKind, CellStatus, ClientMessage, ErrorCode, EventBody, Output, SandboxKind, ServerMessage,
+    SessionEvent, TurnStatus,
 };
 use tokio_tungstenite::tungstenite::Message;
 
@@ -52,7 +52,7 @@ fn ask_on_browser(code: &str) -> ClientMessage {
     ClientMessage::Ask {
         text: format!("```python\n{code}\n```"),
         model: None,
-        backend: Some("browser".into()),
+        backend: Some(SandboxKind::Browser),
     }
 }
 

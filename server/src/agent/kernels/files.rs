@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use super::{Kernel, Kernels};
 use crate::sandbox::SandboxError;
+use crate::sandbox::SandboxKind;
 use crate::sandbox::SandboxSession;
-use crate::sandbox::browser;
 use crate::sandbox::files::{FileEntry, FileKind, Files, HOME};
 use crate::sandbox::sessions::SessionError;
 use crate::session::SessionId;
@@ -67,7 +67,7 @@ impl Kernels {
     /// directory are left out; at most [`MAX_FILES`].
     pub async fn list_files(&self, session: SessionId) -> Result<Vec<FileEntry>, FilesError> {
         // The page's own Python has no files to list.
-        if self.chosen(session) == browser::BACKEND {
+        if self.chosen(session) == SandboxKind::Browser {
             return Ok(Vec::new());
         }
         let mut entries = match self.live_files(session)? {
@@ -205,7 +205,7 @@ impl Kernels {
         };
         let Some(live) = self
             .backends
-            .get(Some(backend))
+            .get(Some(*backend))
             .ok()
             .and_then(|s| s.session(id))
         else {

@@ -20,11 +20,11 @@ use owners::Holders;
 
 use super::profile::ProfileCache;
 use crate::sandbox::backends::Backends;
-use crate::sandbox::browser::{self, BrowserTabs};
+use crate::sandbox::browser::BrowserTabs;
 use crate::sandbox::files::FileEntry;
 use crate::sandbox::sessions::SessionError;
 use crate::sandbox::{
-    Language, RunEvent, RunOutcome, RunRequest, Sandbox, SandboxError, SandboxSession,
+    Language, RunEvent, RunOutcome, RunRequest, Sandbox, SandboxError, SandboxKind, SandboxSession,
 };
 use crate::session::uploads::Uploads;
 use crate::session::{OwnerId, SessionId};
@@ -69,7 +69,7 @@ struct SessionKernel {
     /// since: its next run then says the variables are gone).
     kernel: Option<Kernel>,
     /// The backend it asked for last; `None` for the default.
-    chosen: Option<&'static str>,
+    chosen: Option<SandboxKind>,
     /// The kept files its kernel was filled with when it started, and their
     /// times there: not written by a run, and not to be kept again, while
     /// they stay as they were.
@@ -78,23 +78,23 @@ struct SessionKernel {
     /// profile of the files) since its last run, with the backend it moved
     /// to if it moved: its next run says so, as if it had replaced it
     /// itself.
-    reopened: Option<Option<&'static str>>,
+    reopened: Option<Option<SandboxKind>>,
 }
 
 /// A notebook session's kernel.
 #[derive(Clone)]
 enum Kernel {
     /// A session of one of the shared backends, by id.
-    Pooled { backend: &'static str, id: String },
+    Pooled { backend: SandboxKind, id: String },
     /// A kernel in the session's page.
     Browser(Arc<dyn SandboxSession>),
 }
 
 impl Kernel {
-    fn backend(&self) -> &'static str {
+    fn backend(&self) -> SandboxKind {
         match self {
-            Self::Pooled { backend, .. } => backend,
-            Self::Browser(_) => browser::BACKEND,
+            Self::Pooled { backend, .. } => *backend,
+            Self::Browser(_) => SandboxKind::Browser,
         }
     }
 }
@@ -103,14 +103,14 @@ impl Kernel {
 pub struct KernelRun {
     pub outcome: RunOutcome,
     /// The backend it ran on.
-    pub backend: &'static str,
+    pub backend: SandboxKind,
     /// A new sandbox session was opened for this run although the notebook
     /// had one before (it was closed when idle, or the page's Python
     /// started afresh): earlier variables are gone.
     pub restarted: bool,
     /// The run moved to this backend (another was picked): the earlier
     /// variables stay behind on the old one.
-    pub moved_to: Option<&'static str>,
+    pub moved_to: Option<SandboxKind>,
 }
 
 impl Kernels {
@@ -140,7 +140,7 @@ impl Kernels {
         match kernel {
             Kernel::Pooled { backend, id } => self
                 .backends
-                .get(Some(backend))
+                .get(Some(*backend))
                 .is_ok_and(|sessions| sessions.contains(id)),
             Kernel::Browser(_) => false,
         }
@@ -165,7 +165,7 @@ impl Kernels {
 
     /// Takes what says the session's kernel was replaced by the server's
     /// own work since its last run.
-    fn take_reopened(&self, session: SessionId) -> Option<Option<&'static str>> {
+    fn take_reopened(&self, session: SessionId) -> Option<Option<SandboxKind>> {
         self.sessions
             .lock()
             .get_mut(&session)
@@ -177,28 +177,27 @@ impl Kernels {
     }
 
     /// The backends a notebook may pick, the default first.
-    pub fn backends(&self) -> Vec<&'static str> {
-        let mut names = self.backends.names();
+    pub fn backends(&self) -> Vec<SandboxKind> {
+        let mut kinds = self.backends.kinds();
         if self.browser.is_some() {
-            names.push(browser::BACKEND);
+            kinds.push(SandboxKind::Browser);
         }
-        names
+        kinds
     }
 
     /// Runs the session's next programs on `backend` (a kernel there starts
     /// on the next run; the old one's variables are left behind).
-    pub fn choose(&self, session: SessionId, backend: &str) -> Result<(), SandboxError> {
-        let name = if backend.trim() == browser::BACKEND {
+    pub fn choose(&self, session: SessionId, backend: SandboxKind) -> Result<(), SandboxError> {
+        if backend == SandboxKind::Browser {
             if self.browser.is_none() {
                 return Err(SandboxError::InvalidInput(
                     "the browser sandbox is not on offer here: this server's site was built without Pyodide (run scripts/build.sh)".into(),
                 ));
             }
-            browser::BACKEND
         } else {
-            self.backends.get(Some(backend))?.backend()
-        };
-        self.sessions.lock().entry(session).or_default().chosen = Some(name);
+            self.backends.get(Some(backend))?;
+        }
+        self.sessions.lock().entry(session).or_default().chosen = Some(backend);
         Ok(())
     }
 
@@ -206,12 +205,12 @@ impl Kernels {
     /// when it differs from the jail's full Python.
     pub fn environment_note(&self, session: SessionId) -> Option<String> {
         let offer = self.browser.as_ref()?;
-        (self.chosen(session) == browser::BACKEND)
+        (self.chosen(session) == SandboxKind::Browser)
             .then(|| super::prompt::browser_note(&offer.imports))
     }
 
     /// The backend the session's next program runs on.
-    pub fn chosen(&self, session: SessionId) -> &'static str {
+    pub fn chosen(&self, session: SessionId) -> SandboxKind {
         self.sessions
             .lock()
             .get(&session)
@@ -288,9 +287,9 @@ impl Kernels {
         &self,
         session: SessionId,
         owner: OwnerId,
-        wanted: &'static str,
+        wanted: SandboxKind,
     ) -> Result<Kernel, SessionError> {
-        let room = if wanted == browser::BACKEND {
+        let room = if wanted == SandboxKind::Browser {
             None
         } else {
             Some(self.make_room(session, owner).await?)
@@ -310,7 +309,7 @@ impl Kernels {
         owner: OwnerId,
     ) -> Result<Option<Kernel>, SessionError> {
         let wanted = self.chosen(session);
-        if wanted == browser::BACKEND {
+        if wanted == SandboxKind::Browser {
             return Ok(None);
         }
         let known = self.kernel_of(session);
@@ -360,12 +359,8 @@ impl Kernels {
         }
     }
 
-    async fn open(
-        &self,
-        session: SessionId,
-        backend: &'static str,
-    ) -> Result<Kernel, SessionError> {
-        if backend == browser::BACKEND {
+    async fn open(&self, session: SessionId, backend: SandboxKind) -> Result<Kernel, SessionError> {
+        if backend == SandboxKind::Browser {
             let offer = self.browser.as_ref().ok_or_else(|| {
                 SandboxError::InvalidInput("the browser sandbox is not on offer here".into())
             })?;
@@ -411,7 +406,7 @@ impl Kernels {
         session: SessionId,
     ) -> Result<Option<Arc<dyn SandboxSession>>, FilesError> {
         let wanted = self.chosen(session);
-        if wanted == browser::BACKEND {
+        if wanted == SandboxKind::Browser {
             return Err(SandboxError::NotSupported(
                 "the browser sandbox has no files: pick the local sandbox to upload and download files".into(),
             )
@@ -450,7 +445,7 @@ impl Kernels {
         match kernel {
             Kernel::Pooled { backend, id } => {
                 self.backends
-                    .get(Some(backend))?
+                    .get(Some(*backend))?
                     .run(id, request, events, cancel)
                     .await
             }
@@ -461,7 +456,7 @@ impl Kernels {
     async fn close(&self, kernel: &Kernel) {
         match kernel {
             Kernel::Pooled { backend, id } => {
-                if let Ok(sandboxes) = self.backends.get(Some(backend))
+                if let Ok(sandboxes) = self.backends.get(Some(*backend))
                     && let Err(err) = sandboxes.delete(id).await
                 {
                     tracing::debug!(%err, "the old kernel was already gone");

@@ -24,7 +24,7 @@ use crate::config::Config;
 use crate::http::error::ErrorBody;
 use crate::http::{ApiError, ndjson};
 use crate::sandbox::asked::{Limit, lowered};
-use crate::sandbox::{Language, RunEvent, RunOutcome, RunRequest};
+use crate::sandbox::{Language, RunEvent, RunOutcome, RunRequest, SandboxKind};
 use crate::state::AppState;
 
 /// Bodies above this are refused: the largest program plus JSON escaping.
@@ -46,8 +46,8 @@ pub struct RunBody {
     session_id: Option<String>,
     /// Where a run without a session goes: `jail` (the default, the local
     /// sandbox) or `e2b` (E2B's cloud, when the server has an E2B key).
-    #[schema(example = "jail")]
-    backend: Option<String>,
+    #[serde(default, deserialize_with = "SandboxKind::deserialize_pick")]
+    backend: Option<SandboxKind>,
     /// Lower (never higher) limits than the server's.
     #[serde(default)]
     limits: RequestLimits,
@@ -122,10 +122,9 @@ pub async fn run(
         language: body.language,
         limits,
     };
-    let admitted =
-        state
-            .code_api
-            .admit(&caller, request, body.session_id, body.backend.as_deref())?;
+    let admitted = state
+        .code_api
+        .admit(&caller, request, body.session_id, body.backend)?;
     let rate = admitted.permit.rate;
 
     let mut response = if ndjson::wanted(&headers) {

@@ -15,8 +15,8 @@ use crate::auth::Caller;
 use crate::code_api::CodeApi;
 use crate::http::ApiError;
 use crate::http::error::ErrorBody;
-use crate::sandbox::Language;
 use crate::sandbox::sessions::SessionInfo;
+use crate::sandbox::{Language, SandboxKind};
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -26,8 +26,8 @@ pub struct NewSession {
     language: Language,
     /// Where it runs: `jail` (the default) or `e2b` (when the server has an
     /// E2B key).
-    #[schema(example = "jail")]
-    backend: Option<String>,
+    #[serde(default, deserialize_with = "SandboxKind::deserialize_pick")]
+    backend: Option<SandboxKind>,
 }
 
 fn default_language() -> Language {
@@ -62,7 +62,7 @@ pub async fn create_session(
 ) -> Result<Response, ApiError> {
     let Json(body) = body?;
     let info = api
-        .create_session(&caller, body.language, body.backend.as_deref())
+        .create_session(&caller, body.language, body.backend)
         .await?;
     Ok((StatusCode::CREATED, Json(info)).into_response())
 }

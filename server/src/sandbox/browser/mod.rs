@@ -22,7 +22,8 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Capabilities, Language, RunEvent, RunOutcome, RunRequest, Sandbox, SandboxError, SandboxSession,
+    Capabilities, Language, RunEvent, RunOutcome, RunRequest, Sandbox, SandboxError, SandboxKind,
+    SandboxSession,
 };
 use crate::session::SessionId;
 
@@ -37,9 +38,6 @@ mod tests;
 #[cfg(any(test, feature = "conformance"))]
 pub use scripted::ScriptedTab;
 pub use session::BrowserSession;
-
-/// The backend's name, in pickers and frames.
-pub const BACKEND: &str = "browser";
 
 /// Where the site keeps Pyodide: `<site>/pyodide/<version>-<hash>/`.
 const RUNTIME_DIR: &str = "pyodide";
@@ -429,7 +427,7 @@ pub struct BrowserSandbox {
 ///   refuses: the suite has no check of these for any backend.
 fn capabilities() -> Capabilities {
     Capabilities {
-        backend: BACKEND,
+        backend: SandboxKind::Browser,
         languages: vec![Language::Python],
         stateful: true,
         files: false,

@@ -10,8 +10,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{BrowserSandbox, BrowserSettings, BrowserTabs, ScriptedTab};
 use crate::sandbox::{
-    Capabilities, Language, Limits, RunEvent, RunRequest, Sandbox, SandboxError, conformance,
-    limit_error,
+    Capabilities, Language, Limits, RunEvent, RunRequest, Sandbox, SandboxError, SandboxKind,
+    conformance, limit_error,
 };
 use crate::session::SessionId;
 
@@ -58,7 +58,7 @@ fn it_claims_what_a_page_does() {
     assert_eq!(
         tabs.sandbox(SessionId::random()).capabilities(),
         Capabilities {
-            backend: "browser",
+            backend: SandboxKind::Browser,
             languages: vec![Language::Python],
             stateful: true,
             files: false,

@@ -16,7 +16,7 @@ use crate::e2b::protocol::EntryInfo;
 use crate::sandbox::files::{FileEntry, Files, confine, sandbox_path};
 use crate::sandbox::{
     Capabilities, Contexts, Language, RunEvent, RunOutcome, RunRequest, Sandbox, SandboxError,
-    SandboxSession, validate_code,
+    SandboxKind, SandboxSession, validate_code,
 };
 
 /// The languages E2B's code interpreter template runs that runcell knows.
@@ -55,7 +55,7 @@ fn check(request: &RunRequest) -> Result<(), SandboxError> {
 impl Sandbox for E2bSandbox {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            backend: "e2b",
+            backend: SandboxKind::E2b,
             languages: LANGUAGES.to_vec(),
             stateful: true,
             files: true,
@@ -66,7 +66,7 @@ impl Sandbox for E2bSandbox {
         }
     }
 
-    #[tracing::instrument(name = "run", skip_all, fields(sandbox.backend = "e2b", language = request.language.name()))]
+    #[tracing::instrument(name = "run", skip_all, fields(sandbox.backend = SandboxKind::E2b.name(), language = request.language.name()))]
     async fn run(
         &self,
         request: RunRequest,

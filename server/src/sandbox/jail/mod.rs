@@ -35,6 +35,7 @@ pub use session::{JailSession, remove_stale_sessions};
 
 use super::{
     Capabilities, Language, Limits, RunEvent, RunOutcome, RunRequest, Sandbox, SandboxError,
+    SandboxKind,
 };
 
 /// The Python environment jailed code runs with (built by scripts/setup.sh).
@@ -232,7 +233,7 @@ pub(crate) fn running_as_root() -> bool {
 impl Sandbox for JailSandbox {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            backend: "jail",
+            backend: SandboxKind::Jail,
             languages: Language::ALL.to_vec(),
             stateful: true,
             files: true,
@@ -243,7 +244,7 @@ impl Sandbox for JailSandbox {
         }
     }
 
-    #[tracing::instrument(name = "run", skip_all, fields(sandbox.backend = "jail", language = request.language.name()))]
+    #[tracing::instrument(name = "run", skip_all, fields(sandbox.backend = SandboxKind::Jail.name(), language = request.language.name()))]
     async fn run(
         &self,
         request: RunRequest,
