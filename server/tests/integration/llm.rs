@@ -30,9 +30,7 @@ fn openai_backend(base_url: &str) -> LlmConfig {
 /// holds the session so far.
 async fn turn(client: &mut Client, notebook: &mut Notebook) -> (Vec<Cell>, TurnStatus) {
     loop {
-        let frame = tokio::time::timeout(ANSWER_PATIENCE, client.next())
-            .await
-            .expect("no answer in time");
+        let frame = client.next_within(ANSWER_PATIENCE).await;
         let Some(ServerMessage::Event(event)) = frame else {
             panic!("expected an event, got {frame:?}");
         };

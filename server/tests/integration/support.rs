@@ -310,8 +310,14 @@ impl Client {
 
     /// The next protocol frame; `None` when the server closed.
     pub async fn next(&mut self) -> Option<ServerMessage> {
+        self.next_within(PATIENCE).await
+    }
+
+    /// The next protocol frame, waiting up to `patience` for it (a real
+    /// model's prefill on a loaded machine sends nothing for a while).
+    pub async fn next_within(&mut self, patience: Duration) -> Option<ServerMessage> {
         loop {
-            let frame = tokio::time::timeout(PATIENCE, self.ws.next())
+            let frame = tokio::time::timeout(patience, self.ws.next())
                 .await
                 .expect("no frame in time");
             match frame {
