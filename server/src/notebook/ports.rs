@@ -86,7 +86,7 @@ impl SandboxChoices for Notebooks {
 #[async_trait]
 impl ShareLinkFiles for Notebooks {
     async fn files(&self, token: &ShareToken) -> Vec<FileItem> {
-        self.shared_files(token.as_str())
+        self.shared_files(token)
             .await
             .into_iter()
             .map(|entry| FileItem {
