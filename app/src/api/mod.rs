@@ -6,6 +6,7 @@
 //! functions here only parse, call the port and map the result.
 
 mod error;
+mod ids;
 #[cfg(feature = "ssr")]
 pub mod ports;
 mod session;
@@ -14,6 +15,9 @@ mod share_link;
 use serde::{Deserialize, Serialize};
 
 pub use error::{LoadError, UNREACHABLE};
+pub use ids::{
+    InvalidOwnerId, InvalidSessionId, InvalidShareToken, OwnerId, SessionId, ShareToken,
+};
 pub use session::{LoadSession, load_session};
 pub use share_link::{LoadShareLink, load_share_link};
 

@@ -4,19 +4,20 @@
 
 use std::sync::Arc;
 
-use super::{FileItem, LoadError, ModelChoices, SessionSummary, ShareLinkLog};
+use super::{
+    FileItem, LoadError, ModelChoices, OwnerId, SessionId, SessionSummary, ShareLinkLog, ShareToken,
+};
 use crate::protocol::{SandboxKind, SessionEvent};
 
 /// Who is asking: the owner id the server put in the request's
 /// extensions (from the owner cookie, or an API key later).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Viewer(pub String);
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Viewer(pub OwnerId);
 
-/// Why a session cannot be read.
+/// Why a session cannot be read. (An id that does not parse never gets
+/// this far: the server functions refuse it.)
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum LogError {
-    #[error("that is not a session id")]
-    InvalidId,
     /// No such session, or not the viewer's: the two look the same.
     #[error("there is no such session, or it is not yours")]
     NotFound,
@@ -27,7 +28,6 @@ pub enum LogError {
 impl From<LogError> for LoadError {
     fn from(err: LogError) -> Self {
         match err {
-            LogError::InvalidId => Self::InvalidId,
             LogError::NotFound => Self::NotFound,
             LogError::Unavailable => Self::Unavailable,
         }
@@ -47,11 +47,15 @@ pub struct OwnedSession {
 #[async_trait::async_trait]
 pub trait SessionLogs: Send + Sync + 'static {
     /// A session of the viewer's.
-    async fn session(&self, viewer: &str, session_id: &str) -> Result<OwnedSession, LogError>;
+    async fn session(
+        &self,
+        viewer: OwnerId,
+        session_id: SessionId,
+    ) -> Result<OwnedSession, LogError>;
     /// The viewer's sessions that have begun, most recent first.
-    async fn sessions(&self, viewer: &str) -> Result<Vec<SessionSummary>, LogError>;
+    async fn sessions(&self, viewer: OwnerId) -> Result<Vec<SessionSummary>, LogError>;
     /// What a share link shows; `NotFound` for a revoked or unknown link.
-    async fn shared(&self, token: &str) -> Result<ShareLinkLog, LogError>;
+    async fn shared(&self, token: &ShareToken) -> Result<ShareLinkLog, LogError>;
 }
 
 /// The session logs port, as it travels in Leptos context.
@@ -70,7 +74,7 @@ pub trait SandboxChoices: Send + Sync + 'static {
     /// The backends a notebook may pick, the default first.
     fn backends(&self) -> Vec<SandboxKind>;
     /// The backend the session's programs run on now.
-    fn chosen(&self, session_id: &str) -> Option<SandboxKind>;
+    fn chosen(&self, session_id: SessionId) -> Option<SandboxKind>;
     /// Where pages load Pyodide from, when `browser` is on offer.
     fn pyodide_url(&self) -> Option<String>;
 }
@@ -83,7 +87,7 @@ pub type ArcSandboxChoices = Arc<dyn SandboxChoices>;
 pub trait ShareLinkFiles: Send + Sync + 'static {
     /// What the link `token` offers (nothing, unless its owner shared
     /// the session's files with it).
-    async fn files(&self, token: &str) -> Vec<FileItem>;
+    async fn files(&self, token: &ShareToken) -> Vec<FileItem>;
 }
 
 /// The share link files port, as it travels in Leptos context.
@@ -94,20 +98,25 @@ pub type ArcShareLinkFiles = Arc<dyn ShareLinkFiles>;
 pub struct UploadLimit(pub u64);
 
 /// The viewer of the request being handled (set by the server's owner
-/// middleware), or an empty id that owns nothing.
-pub fn viewer() -> String {
+/// middleware); `None` without one, who owns nothing.
+pub fn viewer() -> Option<OwnerId> {
     leptos::prelude::use_context::<http::request::Parts>()
-        .and_then(|parts| parts.extensions.get::<Viewer>().cloned())
+        .and_then(|parts| parts.extensions.get::<Viewer>().copied())
         .map(|Viewer(id)| id)
-        .unwrap_or_default()
 }
 
-/// Sets the response's status for a failed read.
-pub fn set_status(err: &LogError) {
+/// Sets the response's status for a page whose data could not be read:
+/// 404 for what is not there (or not the viewer's, or not an id at all),
+/// 503 when the store is down.
+pub fn set_status(err: &LoadError) {
+    let status = match err {
+        LoadError::InvalidId | LoadError::NotFound | LoadError::LinkNotFound => {
+            http::StatusCode::NOT_FOUND
+        }
+        LoadError::Unavailable => http::StatusCode::SERVICE_UNAVAILABLE,
+        LoadError::NotConfigured | LoadError::Unreachable(_) => return,
+    };
     if let Some(response) = leptos::prelude::use_context::<leptos_axum::ResponseOptions>() {
-        response.set_status(match err {
-            LogError::InvalidId | LogError::NotFound => http::StatusCode::NOT_FOUND,
-            LogError::Unavailable => http::StatusCode::SERVICE_UNAVAILABLE,
-        });
+        response.set_status(status);
     }
 }

@@ -7,24 +7,32 @@ use super::{LoadError, SessionLog};
 /// A session's history, for the first render and for pages that load it later.
 #[server(prefix = "/api", endpoint = "load_session")]
 pub async fn load_session(session_id: String) -> Result<SessionLog, LoadError> {
+    use super::SessionId;
     use super::ports::{
         ArcModelCatalog, ArcSandboxChoices, ArcSessionLogs, LogError, UploadLimit, set_status,
         viewer,
     };
 
     let logs = use_context::<ArcSessionLogs>().ok_or(LoadError::NotConfigured)?;
+    let fail = |err: LoadError| {
+        set_status(&err);
+        err
+    };
+    // The route's id, parsed once: one that is not an id is a 404 page.
+    let id: SessionId = session_id.parse().map_err(|_| fail(LoadError::InvalidId))?;
     let models = use_context::<ArcModelCatalog>()
         .map(|catalog| catalog.choices())
         .unwrap_or_default();
     let sandboxes = use_context::<ArcSandboxChoices>();
     let backends = sandboxes.as_ref().map(|s| s.backends()).unwrap_or_default();
-    let backend = sandboxes.as_ref().and_then(|s| s.chosen(&session_id));
+    let backend = sandboxes.as_ref().and_then(|s| s.chosen(id));
     let pyodide_url = sandboxes.as_ref().and_then(|s| s.pyodide_url());
     let upload_limit = use_context::<UploadLimit>().map_or(0, |l| l.0);
-    let viewer = viewer();
     let read = async {
-        let session = logs.session(&viewer, &session_id).await?;
-        let sessions = logs.sessions(&viewer).await?;
+        // A request without a viewer owns nothing.
+        let viewer = viewer().ok_or(LogError::NotFound)?;
+        let session = logs.session(viewer, id).await?;
+        let sessions = logs.sessions(viewer).await?;
         Ok::<_, LogError>((session, sessions))
     };
     match read.await {
@@ -41,9 +49,6 @@ pub async fn load_session(session_id: String) -> Result<SessionLog, LoadError> {
             share_files: session.share_files,
             sessions,
         }),
-        Err(err) => {
-            set_status(&err);
-            Err(err.into())
-        }
+        Err(err) => Err(fail(err.into())),
     }
 }

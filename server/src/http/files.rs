@@ -17,7 +17,8 @@ use super::ApiError;
 use super::owner::Owner;
 use super::upload::{download, uploads};
 use crate::config::Config;
-use crate::notebook::Notebooks;
+use crate::notebook::{NotebookError, Notebooks, parse_session_id};
+use crate::session::ShareToken;
 
 #[derive(Debug, Deserialize)]
 pub struct FileQuery {
@@ -47,7 +48,7 @@ pub async fn get(
     params: Result<Query<FileQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let params = FileQuery::parse(params)?;
-    let channel = notebooks.open_owned(owner, &id).await?;
+    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
     match params.path {
         None => {
             let files = notebooks.list_files(&channel).await?;
@@ -70,7 +71,7 @@ pub async fn put(
     request: Request,
 ) -> Result<Response, ApiError> {
     let params = FileQuery::parse(params)?;
-    let channel = notebooks.open_owned(owner, &id).await?;
+    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
     let max = config.sandbox.upload_bytes();
     let mut written = Vec::new();
     for upload in uploads(request, params.path.as_deref(), max).await? {
@@ -94,7 +95,7 @@ pub async fn delete(
     params: Result<Query<FileQuery>, QueryRejection>,
 ) -> Result<StatusCode, ApiError> {
     let path = FileQuery::parse(params)?.path()?;
-    let channel = notebooks.open_owned(owner, &id).await?;
+    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
     notebooks.delete_file(&channel, &path).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -107,6 +108,8 @@ pub async fn shared_get(
     params: Result<Query<FileQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let path = FileQuery::parse(params)?.path()?;
+    // A token that does not parse offers no files, like one that is gone.
+    let token: ShareToken = token.parse().map_err(|_| NotebookError::NoSharedFiles)?;
     let (entry, bytes) = notebooks.read_shared_file(&token, &path).await?;
     Ok(download(&entry.name, bytes))
 }

@@ -103,7 +103,7 @@ pub async fn owner_layer(
     let owner = found.unwrap_or_else(OwnerId::random);
     let secure = RequestOrigin::read(request.uri(), request.headers(), trust).secure_context();
     request.extensions_mut().insert(Owner(owner));
-    request.extensions_mut().insert(Viewer(owner.to_string()));
+    request.extensions_mut().insert(Viewer(owner));
     let mut response = next.run(request).await;
     if found.is_none() {
         set_cookie(&mut response, &owner_cookie(owner, secure));

@@ -16,7 +16,7 @@ use serde_json::json;
 use super::ApiError;
 use super::owner::Owner;
 use super::request_origin::RequestOrigin;
-use crate::notebook::Notebooks;
+use crate::notebook::{Notebooks, parse_link_token, parse_session_id};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -78,7 +78,7 @@ pub async fn rename(
     Path(id): Path<String>,
     body: Result<Json<TitleBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let channel = notebooks.open_owned(owner, &id).await?;
+    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
     let Json(body) = body?;
     let title = notebooks.rename(&channel, &body.title).await?;
     Ok(Json(json!({ "id": channel.id().to_string(), "title": title })).into_response())
@@ -90,7 +90,7 @@ pub async fn delete(
     Owner(owner): Owner,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let channel = notebooks.open_owned(owner, &id).await?;
+    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
     notebooks.delete(&channel).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -127,7 +127,7 @@ pub async fn share(
 ) -> Result<Response, ApiError> {
     let Query(options) = options.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let files = options.files()?;
-    let channel = notebooks.open_owned(owner, &id).await?;
+    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
     let link = notebooks.share(&channel, files).await?;
     Ok(Json(json!({
         "url": format!("{}{}", origin.base_url(), link.token.path()),
@@ -145,7 +145,7 @@ pub async fn unshare(
     Owner(owner): Owner,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let channel = notebooks.open_owned(owner, &id).await?;
+    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
     notebooks.unshare(&channel).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -157,7 +157,7 @@ pub async fn fork(
     Owner(owner): Owner,
     Path(token): Path<String>,
 ) -> Result<Response, ApiError> {
-    let channel = notebooks.fork(owner, &token).await?;
+    let channel = notebooks.fork(owner, &parse_link_token(&token)?).await?;
     Ok(see_other(&format!("/sessions/{}", channel.id())))
 }
 
@@ -175,7 +175,7 @@ pub async fn rename_form(
     Path(id): Path<String>,
     form: Result<Form<TitleForm>, FormRejection>,
 ) -> Result<Response, ApiError> {
-    let channel = notebooks.open_owned(owner, &id).await?;
+    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
     let Form(form) = form.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     notebooks.rename(&channel, &form.title).await?;
     Ok(see_other(&format!("/sessions/{}", channel.id())))
@@ -187,7 +187,7 @@ pub async fn delete_form(
     Owner(owner): Owner,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let channel = notebooks.open_owned(owner, &id).await?;
+    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
     notebooks.delete(&channel).await?;
     Ok(see_other("/"))
 }
@@ -202,7 +202,7 @@ pub async fn share_form(
 ) -> Result<Response, ApiError> {
     let Form(options) = form.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let files = options.files()?;
-    let channel = notebooks.open_owned(owner, &id).await?;
+    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
     notebooks.share(&channel, files).await?;
     Ok(see_other(&format!("/sessions/{}#share", channel.id())))
 }
@@ -213,7 +213,7 @@ pub async fn unshare_form(
     Owner(owner): Owner,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let channel = notebooks.open_owned(owner, &id).await?;
+    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
     notebooks.unshare(&channel).await?;
     Ok(see_other(&format!("/sessions/{}", channel.id())))
 }

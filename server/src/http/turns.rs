@@ -18,7 +18,7 @@ use serde::Deserialize;
 
 use super::owner::Owner;
 use super::{ApiError, ndjson};
-use crate::notebook::{Notebooks, Turn};
+use crate::notebook::{Notebooks, Turn, parse_session_id};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -55,7 +55,7 @@ pub async fn ask(
     Path(id): Path<String>,
     body: Result<Json<AskBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let channel = notebooks.open_owned(owner, &id).await?;
+    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
     let Json(body) = body?;
     let turn = Turn::Ask {
         text: body.text,
@@ -73,7 +73,7 @@ pub async fn run(
     Path(id): Path<String>,
     body: Result<Json<RunBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let channel = notebooks.open_owned(owner, &id).await?;
+    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
     let Json(body) = body?;
     let turn = Turn::Run {
         code: body.code,
@@ -91,7 +91,7 @@ pub async fn rerun(
     Owner(owner): Owner,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let channel = notebooks.open_owned(owner, &id).await?;
+    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
     stream(&notebooks, channel, Turn::RerunAll)
 }
 
@@ -101,7 +101,7 @@ pub async fn stop(
     Owner(owner): Owner,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let channel = notebooks.open_owned(owner, &id).await?;
+    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
     notebooks.stop(&channel);
     Ok(StatusCode::NO_CONTENT)
 }
@@ -113,7 +113,7 @@ pub async fn events(
     Path(id): Path<String>,
     query: Result<Query<After>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let channel = notebooks.open_owned(owner, &id).await?;
+    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
     let Query(After { after }) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let lines: Vec<Bytes> = channel
         .events_after(after)

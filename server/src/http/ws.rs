@@ -19,7 +19,7 @@ use super::ApiError;
 use super::host::AllowedHosts;
 use super::owner::Owner;
 use crate::agent::TurnRefusal;
-use crate::notebook::{Notebooks, Turn};
+use crate::notebook::{Notebooks, Turn, parse_session_id};
 use crate::sandbox::browser::{BrowserError, BrowserTabs, Reply, TabLink};
 use crate::session::SessionChannel;
 use crate::state::AppState;
@@ -72,7 +72,10 @@ pub async fn session_socket(
         ));
     }
     let Query(resume) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    let channel = state.notebooks.open_owned(owner, &id).await?;
+    let channel = state
+        .notebooks
+        .open_owned(owner, parse_session_id(&id)?)
+        .await?;
     Ok(ws
         .protocols([SUBPROTOCOL])
         .max_message_size(MAX_FRAME_BYTES)

@@ -25,8 +25,20 @@ pub use error::NotebookError;
 pub use turns::{Turn, TurnEvents};
 
 use crate::agent::{Kernels, TurnRunner};
-use crate::session::{OwnerId, SessionChannel, SessionHub, SessionId};
+use crate::session::{OwnerId, SessionChannel, SessionHub, SessionId, ShareToken};
 use crate::store::{SessionRecord, Store};
+
+/// A session id as a request spells it. One that does not parse is "not
+/// found", exactly like one that does not exist or is someone else's.
+pub fn parse_session_id(raw: &str) -> Result<SessionId, NotebookError> {
+    raw.parse().map_err(|_| NotebookError::not_found(raw))
+}
+
+/// A share link's token as a request spells it. One that does not parse
+/// is a link that is gone, like a revoked one.
+pub fn parse_link_token(raw: &str) -> Result<ShareToken, NotebookError> {
+    raw.parse().map_err(|_| NotebookError::LinkGone)
+}
 
 /// The notebook service.
 pub struct Notebooks {
@@ -73,13 +85,12 @@ impl Notebooks {
     pub async fn open_owned(
         &self,
         owner: OwnerId,
-        id: &str,
+        id: SessionId,
     ) -> Result<Arc<SessionChannel>, NotebookError> {
-        let session: SessionId = id.parse().map_err(|_| NotebookError::not_found(id))?;
         self.hub
-            .open_owned(session, owner)
+            .open_owned(id, owner)
             .await?
-            .ok_or_else(|| NotebookError::not_found(id))
+            .ok_or_else(|| NotebookError::not_found(&id.to_string()))
     }
 
     /// `owner`'s sessions that have begun, most recent first.

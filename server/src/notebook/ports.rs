@@ -21,12 +21,10 @@ fn unavailable(err: StoreError) -> LogError {
 
 #[async_trait]
 impl SessionLogs for Notebooks {
-    async fn session(&self, viewer: &str, session_id: &str) -> Result<OwnedSession, LogError> {
-        let id: SessionId = session_id.parse().map_err(|_| LogError::InvalidId)?;
-        let owner: OwnerId = viewer.parse().map_err(|_| LogError::NotFound)?;
+    async fn session(&self, viewer: OwnerId, id: SessionId) -> Result<OwnedSession, LogError> {
         let channel = self
             .hub
-            .open_owned(id, owner)
+            .open_owned(id, viewer)
             .await
             .map_err(unavailable)?
             .ok_or(LogError::NotFound)?;
@@ -40,13 +38,10 @@ impl SessionLogs for Notebooks {
         })
     }
 
-    async fn sessions(&self, viewer: &str) -> Result<Vec<SessionSummary>, LogError> {
-        let Ok(owner) = viewer.parse::<OwnerId>() else {
-            return Ok(Vec::new());
-        };
+    async fn sessions(&self, viewer: OwnerId) -> Result<Vec<SessionSummary>, LogError> {
         Ok(self
             .store()
-            .sessions_of(owner)
+            .sessions_of(viewer)
             .await
             .map_err(unavailable)?
             .into_iter()
@@ -58,11 +53,10 @@ impl SessionLogs for Notebooks {
             .collect())
     }
 
-    async fn shared(&self, token: &str) -> Result<ShareLinkLog, LogError> {
-        let token: ShareToken = token.parse().map_err(|_| LogError::NotFound)?;
+    async fn shared(&self, token: &ShareToken) -> Result<ShareLinkLog, LogError> {
         let (record, events) = self
             .hub
-            .shared_events(&token)
+            .shared_events(token)
             .await
             .map_err(unavailable)?
             .ok_or(LogError::NotFound)?;
@@ -80,8 +74,7 @@ impl SandboxChoices for Notebooks {
         self.kernels().backends()
     }
 
-    fn chosen(&self, session_id: &str) -> Option<SandboxKind> {
-        let id = session_id.parse().ok()?;
+    fn chosen(&self, id: SessionId) -> Option<SandboxKind> {
         Some(self.kernels().chosen(id))
     }
 
@@ -92,7 +85,7 @@ impl SandboxChoices for Notebooks {
 
 #[async_trait]
 impl ShareLinkFiles for Notebooks {
-    async fn files(&self, token: &str) -> Vec<FileItem> {
+    async fn files(&self, token: &ShareToken) -> Vec<FileItem> {
         self.shared_files(token)
             .await
             .into_iter()

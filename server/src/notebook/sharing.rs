@@ -45,12 +45,11 @@ impl Notebooks {
     pub async fn fork(
         &self,
         owner: OwnerId,
-        token: &str,
+        token: &ShareToken,
     ) -> Result<Arc<SessionChannel>, NotebookError> {
-        let token: ShareToken = token.parse().map_err(|_| NotebookError::LinkGone)?;
         let link = self
             .store()
-            .shared(&token)
+            .shared(token)
             .await?
             .ok_or(NotebookError::LinkGone)?;
         let (record, events) = self
@@ -58,7 +57,7 @@ impl Notebooks {
             .link_events(&link)
             .await?
             .ok_or(NotebookError::LinkGone)?;
-        let channel = self.hub.fork(owner, &record.title, &token, events).await?;
+        let channel = self.hub.fork(owner, &record.title, token, events).await?;
         if link.files {
             self.kernels()
                 .fork_files(link.session_id, channel.id())
@@ -69,9 +68,8 @@ impl Notebooks {
     }
 
     /// The live link behind `token`, if it offers files.
-    async fn files_link(&self, token: &str) -> Option<ShareRecord> {
-        let token: ShareToken = token.parse().ok()?;
-        match self.store().shared(&token).await {
+    async fn files_link(&self, token: &ShareToken) -> Option<ShareRecord> {
+        match self.store().shared(token).await {
             Ok(Some(link)) if link.files => Some(link),
             Ok(_) => None,
             Err(err) => {
@@ -83,7 +81,7 @@ impl Notebooks {
 
     /// The files the link `token` offers, as they were when shared; none
     /// when it offers none or is gone.
-    pub async fn shared_files(&self, token: &str) -> Vec<FileEntry> {
+    pub async fn shared_files(&self, token: &ShareToken) -> Vec<FileEntry> {
         match self.files_link(token).await {
             Some(link) => self.kernels().shared_files(link.session_id).await,
             None => Vec::new(),
@@ -93,7 +91,7 @@ impl Notebooks {
     /// A file the link `token` offers, as it was when shared.
     pub async fn read_shared_file(
         &self,
-        token: &str,
+        token: &ShareToken,
         path: &str,
     ) -> Result<(FileEntry, Vec<u8>), NotebookError> {
         let link = self

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use app::protocol::{CellId, EventBody, SandboxKind};
 use tokio_util::sync::CancellationToken;
 
-use super::{NotebookError, Notebooks, Turn};
+use super::{NotebookError, Notebooks, Turn, parse_link_token, parse_session_id};
 use crate::agent::TurnRefusal;
-use crate::session::OwnerId;
+use crate::session::{OwnerId, SessionChannel};
 
 struct Fixture {
     notebooks: Arc<Notebooks>,
@@ -36,7 +36,7 @@ fn asked(text: &str) -> EventBody {
 /// Uploads `bytes` to `path` in the session, as its owner's page would.
 async fn put(
     notebooks: &Notebooks,
-    channel: &crate::session::SessionChannel,
+    channel: &SessionChannel,
     path: &str,
     bytes: &[u8],
     overwrite: bool,
@@ -47,11 +47,7 @@ async fn put(
         .unwrap();
 }
 
-async fn read(
-    notebooks: &Notebooks,
-    channel: &crate::session::SessionChannel,
-    path: &str,
-) -> String {
+async fn read(notebooks: &Notebooks, channel: &SessionChannel, path: &str) -> String {
     let (_, bytes) = notebooks.read_file(channel, path).await.unwrap();
     String::from_utf8(bytes).unwrap()
 }
@@ -72,16 +68,12 @@ async fn a_fork_gets_the_cells_and_the_files_as_they_were_shared() {
     put(&f.notebooks, &session, "data.csv", b"changed", true).await;
     let (_, shared) = f
         .notebooks
-        .read_shared_file(&link.token.to_string(), "data.csv")
+        .read_shared_file(&link.token, "data.csv")
         .await
         .unwrap();
     assert_eq!(shared, b"a,b\n1,2\n");
 
-    let fork = f
-        .notebooks
-        .fork(bob, &link.token.to_string())
-        .await
-        .unwrap();
+    let fork = f.notebooks.fork(bob, &link.token).await.unwrap();
     assert_eq!(fork.owner(), bob);
     let questions: Vec<_> = fork
         .events_after(0)
@@ -97,9 +89,8 @@ async fn a_fork_gets_the_cells_and_the_files_as_they_were_shared() {
     put(&f.notebooks, &fork, "data.csv", b"bob's", true).await;
     assert_eq!(read(&f.notebooks, &session, "data.csv").await, "changed");
     // ... and it is not alice's to open.
-    let id = fork.id().to_string();
     assert!(matches!(
-        f.notebooks.open_owned(alice, &id).await,
+        f.notebooks.open_owned(alice, fork.id()).await,
         Err(NotebookError::NotFound(_))
     ));
 }
@@ -111,7 +102,7 @@ async fn a_link_without_files_offers_none_and_forks_without_them() {
     session.publish(asked("hi"));
     put(&f.notebooks, &session, "secret.txt", b"mine", false).await;
     let link = f.notebooks.share(&session, false).await.unwrap();
-    let token = link.token.to_string();
+    let token = link.token;
     assert!(f.notebooks.shared_files(&token).await.is_empty());
     assert!(matches!(
         f.notebooks.read_shared_file(&token, "secret.txt").await,
@@ -127,21 +118,10 @@ async fn sharing_again_without_files_drops_the_copy_and_keeps_the_link() {
     let session = f.notebooks.create(OwnerId::random()).await.unwrap();
     put(&f.notebooks, &session, "a.txt", b"1", false).await;
     let with = f.notebooks.share(&session, true).await.unwrap();
-    assert_eq!(
-        f.notebooks
-            .shared_files(&with.token.to_string())
-            .await
-            .len(),
-        1
-    );
+    assert_eq!(f.notebooks.shared_files(&with.token).await.len(), 1);
     let without = f.notebooks.share(&session, false).await.unwrap();
     assert_eq!(without.token, with.token);
-    assert!(
-        f.notebooks
-            .shared_files(&with.token.to_string())
-            .await
-            .is_empty()
-    );
+    assert!(f.notebooks.shared_files(&with.token).await.is_empty());
 }
 
 #[tokio::test]
@@ -150,7 +130,7 @@ async fn unsharing_revokes_the_link_then_drops_its_files() {
     let session = f.notebooks.create(OwnerId::random()).await.unwrap();
     put(&f.notebooks, &session, "a.txt", b"1", false).await;
     let link = f.notebooks.share(&session, true).await.unwrap();
-    let token = link.token.to_string();
+    let token = link.token.clone();
     f.notebooks.unshare(&session).await.unwrap();
     assert!(matches!(
         f.notebooks.fork(OwnerId::random(), &token).await,
@@ -176,9 +156,8 @@ async fn deleting_ends_the_session_its_link_and_its_files() {
     f.notebooks.delete(&session).await.unwrap();
 
     assert!(stop.is_cancelled(), "its turns were stopped");
-    let id = session.id().to_string();
     assert!(matches!(
-        f.notebooks.open_owned(owner, &id).await,
+        f.notebooks.open_owned(owner, session.id()).await,
         Err(NotebookError::NotFound(_))
     ));
     // A page or request that still holds it can start nothing more.
@@ -186,7 +165,7 @@ async fn deleting_ends_the_session_its_link_and_its_files() {
         f.notebooks.start(&session, Turn::RerunAll),
         Err(TurnRefusal::Deleted)
     );
-    let token = link.token.to_string();
+    let token = link.token;
     assert!(matches!(
         f.notebooks.fork(OwnerId::random(), &token).await,
         Err(NotebookError::LinkGone)
@@ -196,20 +175,39 @@ async fn deleting_ends_the_session_its_link_and_its_files() {
     assert!(f.notebooks.list(owner).await.unwrap().is_empty());
 }
 
+/// What a request naming session `raw` gets: its id parsed, then opened.
+async fn open_raw(
+    notebooks: &Notebooks,
+    owner: OwnerId,
+    raw: &str,
+) -> Result<Arc<SessionChannel>, NotebookError> {
+    notebooks.open_owned(owner, parse_session_id(raw)?).await
+}
+
+/// What a request forking the link `raw` gets: its token parsed, then
+/// forked.
+async fn fork_raw(
+    notebooks: &Notebooks,
+    owner: OwnerId,
+    raw: &str,
+) -> Result<Arc<SessionChannel>, NotebookError> {
+    notebooks.fork(owner, &parse_link_token(raw)?).await
+}
+
 #[tokio::test]
 async fn ids_and_tokens_that_are_not_ours_look_the_same_as_missing_ones() {
     let f = fixture().await;
     let owner = OwnerId::random();
     let theirs = f.notebooks.create(OwnerId::random()).await.unwrap();
     for id in [theirs.id().to_string(), "nonsense".into(), "x".repeat(500)] {
-        match f.notebooks.open_owned(owner, &id).await {
+        match open_raw(&f.notebooks, owner, &id).await {
             Err(NotebookError::NotFound(shown)) => assert!(shown.chars().count() <= 40),
             other => panic!("{id}: {:?}", other.map(|c| c.id())),
         }
     }
     for token in ["", "nope", "s_0000"] {
         assert!(matches!(
-            f.notebooks.fork(owner, token).await,
+            fork_raw(&f.notebooks, owner, token).await,
             Err(NotebookError::LinkGone)
         ));
     }

@@ -1,15 +1,13 @@
-//! Sessions: their identity, owner, share links and the sequenced event
-//! history every page of a session follows.
+//! Sessions: the sequenced event history every page of a session follows,
+//! their owners' quota and uploads. Their ids (session, owner, share link)
+//! are the pages' too, defined once in `app::api` and re-exported here.
 
 mod hub;
-mod id;
-mod owner;
 pub mod quota;
-mod share;
 pub mod uploads;
 mod writer;
 
+pub use app::api::{
+    InvalidOwnerId, InvalidSessionId, InvalidShareToken, OwnerId, SessionId, ShareToken,
+};
 pub use hub::{CreateError, MAX_PENDING_TURNS, SessionChannel, SessionHub, TurnSlot};
-pub use id::{InvalidSessionId, SessionId};
-pub use owner::{InvalidOwnerId, OwnerId};
-pub use share::{InvalidShareToken, ShareToken};

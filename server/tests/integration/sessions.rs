@@ -228,6 +228,105 @@ async fn a_share_link_is_read_only_lasts_across_restarts_forks_and_can_be_revoke
     );
 }
 
+/// What the server answers a request to `path` with the form `body`.
+async fn post_form(server: &TestServer, path: &str, body: &str) -> (u16, String) {
+    let response = http()
+        .post(server.url(path))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn addresses_that_are_not_ids_or_tokens_are_404s_like_unknown_ones() {
+    let server = TestServer::start().await;
+    // The shapes the server issues, never issued.
+    let unknown_id = "0e3c5e4a-5b0f-4c5e-9d3a-2b1c0d9e8f7a";
+    let unknown_token = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8";
+
+    // The pages say why, with a 404.
+    for (path, says) in [
+        (
+            "/sessions/not-a-session".to_string(),
+            "that is not a session id",
+        ),
+        (
+            format!("/sessions/{unknown_id}"),
+            "there is no such session, or it is not yours",
+        ),
+        (
+            "/s/not-a-token".to_string(),
+            "this link does not exist or was revoked",
+        ),
+        (
+            format!("/s/{unknown_token}"),
+            "this link does not exist or was revoked",
+        ),
+    ] {
+        let (status, html) = page(&http(), &server, &path).await;
+        assert_eq!(status, 404, "{path}");
+        assert!(html.contains(says), "{path}: {html}");
+    }
+
+    // So do the server functions the hydrated pages call.
+    for (path, body, error) in [
+        ("/api/load_session", "session_id=not-a-session", "InvalidId"),
+        (
+            "/api/load_session",
+            &format!("session_id={unknown_id}"),
+            "NotFound",
+        ),
+        ("/api/load_shared", "token=not-a-token", "LinkNotFound"),
+        (
+            "/api/load_shared",
+            &format!("token={unknown_token}"),
+            "LinkNotFound",
+        ),
+    ] {
+        let (status, answer) = post_form(&server, path, body).await;
+        assert_eq!(status, 404, "{path} {body}");
+        assert_eq!(answer, format!("\"{error}\""), "{path} {body}");
+    }
+
+    // And the routes, with the message of an unknown one.
+    for (path, message) in [
+        (
+            "/api/sessions/not-a-session/events".to_string(),
+            "no session `not-a-session`",
+        ),
+        (
+            format!("/api/sessions/{unknown_id}/events"),
+            &format!("no session `{unknown_id}`"),
+        ),
+        (
+            "/s/not-a-token/files?path=a.txt".to_string(),
+            "this link offers no files",
+        ),
+        (
+            format!("/s/{unknown_token}/files?path=a.txt"),
+            "this link offers no files",
+        ),
+    ] {
+        let (status, answer) = page(&http(), &server, &path).await;
+        assert_eq!(status, 404, "{path}");
+        let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(answer["error"]["message"], message, "{path}");
+    }
+    for token in ["not-a-token", unknown_token] {
+        let (status, answer) = post_form(&server, &format!("/s/{token}/fork"), "").await;
+        assert_eq!(status, 404, "{token}");
+        let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(
+            answer["error"]["message"], "this link does not exist or was revoked",
+            "{token}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn another_owner_gets_404_for_everything_private() {
     let server = TestServer::start().await;
