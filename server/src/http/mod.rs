@@ -1,6 +1,7 @@
 //! HTTP: routes, pages and the WebSocket. Handlers parse, call the domain, map.
 
 mod assets;
+mod compress;
 mod e2b;
 pub mod error;
 mod files;
@@ -105,6 +106,7 @@ pub fn router(state: AppState) -> Router {
     ));
     let all = Router::new().route("/healthz", get(healthz)).merge(all);
     hygiene::with_security_headers(all)
+        .layer(compress::layer())
         .layer(TraceLayer::new_for_http().make_span_with(request_span))
         .with_state(state)
 }

@@ -47,6 +47,66 @@ async fn a_session_page_is_server_rendered() {
     }
 }
 
+/// The body of `response`, gunzipped.
+async fn gunzipped(response: reqwest::Response) -> String {
+    use std::io::Read;
+    let bytes = response.bytes().await.unwrap();
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&bytes[..])
+        .read_to_string(&mut text)
+        .expect("a gzip body");
+    text
+}
+
+#[tokio::test]
+async fn pages_and_documents_are_compressed_and_streams_are_not() {
+    let server = TestServer::start().await;
+    let page = http()
+        .get(server.url(&format!("/sessions/{}", server.new_session().await)))
+        .header("accept-encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    assert_eq!(page.headers()["content-encoding"], "gzip");
+    assert!(gunzipped(page).await.contains(r#"aria-label="Message""#));
+
+    let docs = http()
+        .get(server.url("/v1/openapi.json"))
+        .header("accept-encoding", "br, gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(docs.status(), 200);
+    assert_eq!(docs.headers()["content-encoding"], "br");
+
+    // Without asking for it, nothing is compressed.
+    let plain = http()
+        .get(server.url("/v1/openapi.json"))
+        .send()
+        .await
+        .unwrap();
+    assert!(plain.headers().get("content-encoding").is_none());
+
+    // A stream is never held back in a compressor.
+    let stream = server
+        .api()
+        .await
+        .post(server.url("/v1/code_interpreter/run"))
+        .header("accept", "application/x-ndjson")
+        .header("accept-encoding", "gzip, br")
+        .json(&serde_json::json!({
+            "code": "for i in $(seq 200); do echo line $i; done",
+            "language": "bash",
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    assert!(stream.headers().get("content-encoding").is_none());
+    assert!(stream.text().await.unwrap().contains("line 200"));
+}
+
 #[tokio::test]
 async fn a_session_page_shows_its_history_escaped() {
     let server = TestServer::start().await;
