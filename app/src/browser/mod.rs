@@ -5,9 +5,12 @@
 //! renders.
 
 pub mod clipboard;
+pub mod download;
 pub mod files;
+mod keys;
 mod page_python;
 mod scroll;
+pub mod share;
 mod socket;
 
 use leptos::prelude::*;
@@ -33,5 +36,6 @@ pub fn connect(state: SessionState, files: FilesState) {
     });
     on_cleanup(move || python.shut());
     scroll::follow_bottom(state.notebook);
+    keys::close_menus_on_escape();
     files::watch(state, files);
 }

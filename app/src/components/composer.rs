@@ -11,6 +11,8 @@ use crate::protocol::{ClientMessage, validate_ask};
 pub fn Prompt() -> impl IntoView {
     let state = use_session();
     let draft = RwSignal::new(String::new());
+    // After Stop (which hides itself), the keyboard lands in the message box.
+    let message = NodeRef::<leptos::html::Textarea>::new();
     let connected = move || state.conn.get() == ConnState::Connected;
     let busy = move || state.notebook.with(Notebook::is_busy);
     let send = move |text: String| {
@@ -27,6 +29,9 @@ pub fn Prompt() -> impl IntoView {
             state
                 .problem
                 .set(Some("Not stopped: the server is not connected.".into()));
+        }
+        if let Some(message) = message.get_untracked() {
+            let _ = message.focus();
         }
     };
 
@@ -60,6 +65,7 @@ pub fn Prompt() -> impl IntoView {
             <div class="prompt-row">
                 <textarea
                     name="message"
+                    node_ref=message
                     aria-label="Message"
                     placeholder="Ask in plain language, e.g. plot the primes below 1000"
                     rows="2"

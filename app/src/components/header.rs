@@ -6,6 +6,7 @@ use leptos::prelude::*;
 #[component]
 pub fn Header(#[prop(optional)] children: Option<Children>) -> impl IntoView {
     view! {
+        <a class="skip-link" href="#main">"Skip to the conversation"</a>
         <header class="topbar">
             <a class="brand" href="/" rel="external">"runcell"</a>
             <nav class="actions">

@@ -18,7 +18,7 @@ pub use cells::{CellView, Cells, OUTPUT_FRAME_POLICY, output_document};
 pub use composer::Prompt;
 pub use files::{FilesPanel, ShareLinkFiles};
 pub use header::Header;
-pub use indicators::{ConnectionIndicator, PythonIndicator};
+pub use indicators::{ConnectionIndicator, PythonIndicator, TurnAnnouncer};
 pub use kernel_notice::KernelNotice;
 pub use pickers::{BackendPicker, ModelPicker};
 pub use problem::LoadProblem;
@@ -32,6 +32,15 @@ pub(crate) fn copy_text(text: &str) {
     crate::browser::clipboard::copy_text(text);
     #[cfg(not(feature = "hydrate"))]
     let _ = text;
+}
+
+/// Saves a `data:` URL the page holds as a file named `name` (in the
+/// browser).
+pub(crate) fn save_as(name: &str, url: &str) {
+    #[cfg(feature = "hydrate")]
+    crate::browser::download::save(name, url);
+    #[cfg(not(feature = "hydrate"))]
+    let _ = (name, url);
 }
 
 /// Copies the absolute address of `path` on this site (in the browser).

@@ -21,7 +21,7 @@ pub fn LoadProblem(heading: &'static str, errors: ArcRwSignal<Errors>) -> impl I
     view! {
         <div class="page">
             <Header/>
-            <main class="problem" role="alert">
+            <main class="problem" role="alert" id="main" tabindex="-1">
                 <h1>{heading}</h1>
                 <p>{why}</p>
                 <p><a href="/" rel="external">"Start a new session"</a></p>
@@ -59,7 +59,7 @@ mod tests {
     fn the_boundary_shows_a_load_error_as_the_server_said_it() {
         let html = page_for(LoadError::LinkNotFound);
         assert!(
-            html.contains(r#"<main role="alert" class="problem">"#),
+            html.contains(r#"<main role="alert" id="main" tabindex="-1" class="problem">"#),
             "{html}"
         );
         assert!(html.contains("This link does not work"), "{html}");

@@ -10,7 +10,9 @@ use crate::api::{SessionSummary, display_title};
 pub fn Sidebar(sessions: Vec<SessionSummary>, current: String) -> impl IntoView {
     let count = sessions.len();
     view! {
-        <details class="sidebar" open>
+        // Closed as sent: on wide screens the list shows as a column
+        // anyway (CSS); on narrow ones the summary opens it as a drawer.
+        <details class="sidebar">
             <summary>"Sessions " <span class="count">{format!("({count})")}</span></summary>
             <nav aria-label="Sessions">
                 <ul class="session-list">

@@ -14,7 +14,7 @@ pub fn NotFound() -> impl IntoView {
     view! {
         <div class="page">
             <Header/>
-            <main class="problem">
+            <main class="problem" id="main" tabindex="-1">
                 <h1>"Page not found"</h1>
                 <p><a href="/" rel="external">"Start a new session"</a></p>
             </main>

@@ -7,7 +7,7 @@ use leptos_router::hooks::use_params_map;
 use crate::api::{SessionLog, display_title, load_session, title_from};
 use crate::components::{
     BackendPicker, Cells, ConnectionIndicator, FilesPanel, Header, KernelNotice, LoadProblem,
-    ModelPicker, Prompt, PythonIndicator, ShareControls, Sidebar,
+    ModelPicker, Prompt, PythonIndicator, ShareControls, Sidebar, TurnAnnouncer,
 };
 use crate::contexts::{SessionState, provide_files, provide_session};
 use crate::protocol::CellKind;
@@ -103,6 +103,7 @@ pub fn SessionView(log: SessionLog) -> impl IntoView {
                 <PythonIndicator/>
                 <ConnectionIndicator/>
             </Header>
+            <TurnAnnouncer/>
             <Sidebar sessions current=session_id.clone()/>
             <div class="column">
                 <div class="session-bar">
@@ -118,7 +119,7 @@ pub fn SessionView(log: SessionLog) -> impl IntoView {
                     </Show>
                 </div>
                 <p class="notice no-js-only">"JavaScript is off: this notebook is read-only."</p>
-                <main class="notebook">
+                <main class="notebook" id="main" tabindex="-1">
                     <Cells/>
                 </main>
                 <KernelNotice/>

@@ -55,7 +55,7 @@ pub fn ShareLinkView(log: ShareLinkLog) -> impl IntoView {
                     "A shared session, read-only. Fork it to get your own copy to continue; "
                     "its code can be run again there with Re-run all."
                 </p>
-                <main class="notebook">
+                <main class="notebook" id="main" tabindex="-1">
                     <Cells/>
                 </main>
                 {(!files.is_empty()).then(|| view! { <ShareLinkFiles files/> })}

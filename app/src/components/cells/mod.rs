@@ -11,7 +11,7 @@ pub use outputs::{OUTPUT_FRAME_POLICY, output_document};
 
 use crate::components::copy_text;
 use crate::contexts::use_session;
-use crate::notebook::Cell;
+use crate::notebook::{Cell, Notebook};
 use crate::protocol::{CellId, CellKind, CellStatus, ClientMessage, Output, UNGROUNDED};
 use crate::render::markdown;
 use outputs::ResultBody;
@@ -58,6 +58,19 @@ pub fn CellView(id: CellId) -> impl IntoView {
         CellKind::Explanation => ("cell cell-explanation", "Explanation"),
     };
     let status = move || cell.with(|c| c.as_ref().map(|c| c.status));
+    // A code cell's outcome is its result's: a program that failed is not
+    // shown "ok" because it was written without trouble.
+    let outcome = move || {
+        if kind != CellKind::Code {
+            return None;
+        }
+        let turn = cell.with(|c| c.as_ref().and_then(|c| c.turn))?;
+        notebook.with(|n| {
+            n.cells_of(turn)
+                .find(|r| r.kind == CellKind::Result && r.source == Some(id))
+                .map(|r| r.status)
+        })
+    };
     let badges = move || {
         cell.with(|c| {
             let c = c.as_ref()?;
@@ -85,20 +98,46 @@ pub fn CellView(id: CellId) -> impl IntoView {
             aria-label=label
             data-cell-id=id.to_string()
             data-status=move || status().map(status_name)
+            data-outcome=move || outcome().map(status_name)
             data-final=move || cell.with(|c| c.as_ref().is_some_and(|c| c.is_final).to_string())
             data-withdrawn=move || cell.with(|c| c.as_ref().is_some_and(withdrawn).then_some("true"))
         >
             <div class="cell-head">
                 <span class="cell-kind">{label}</span>
                 <span class="cell-badges">{badges}</span>
-                <span class="cell-status">{move || cell.with(|c| c.as_ref().map(status_label))}</span>
+                <span class="cell-status">
+                    {move || match outcome().and_then(outcome_label) {
+                        Some(outcome) => Some(outcome.to_string()),
+                        None => cell.with(|c| c.as_ref().map(status_label)),
+                    }}
+                </span>
             </div>
             {match kind {
                 CellKind::User => {
                     view! { <div class="cell-body">{move || text_of(cell)}</div> }.into_any()
                 }
-                CellKind::Code => view! { <CodeBody id cell/> }.into_any(),
-                CellKind::Result => view! { <ResultBody cell/> }.into_any(),
+                // An attempt that a later one replaced folds behind a line
+                // saying what became of it.
+                CellKind::Code | CellKind::Result => {
+                    let folded = Memo::new(move |_| notebook.with(|n| fold_summary(n, id)));
+                    let body = move || match kind {
+                        CellKind::Code => view! { <CodeBody id cell/> }.into_any(),
+                        _ => view! { <ResultBody cell/> }.into_any(),
+                    };
+                    (move || match folded.get() {
+                        Some(summary) => {
+                            view! {
+                                <details class="fold">
+                                    <summary>{summary}</summary>
+                                    {body()}
+                                </details>
+                            }
+                                .into_any()
+                        }
+                        None => body(),
+                    })
+                        .into_any()
+                }
                 CellKind::Explanation => {
                     view! {
                         <div class="cell-body markdown" inner_html=move || markdown::to_html(&text_of(cell))></div>
@@ -125,6 +164,58 @@ pub fn CellView(id: CellId) -> impl IntoView {
     }
 }
 
+/// What became of a code cell (or its result) that a later attempt of its
+/// turn replaced: "attempt 1 failed: ZeroDivisionError — fixed in attempt
+/// 2". `None` for a cell that stands (or that nothing replaced yet).
+fn fold_summary(notebook: &Notebook, id: CellId) -> Option<String> {
+    let cell = notebook.cell(id)?;
+    let code = match cell.kind {
+        CellKind::Code => cell,
+        CellKind::Result => notebook.cell(cell.source?)?,
+        _ => return None,
+    };
+    let (turn, attempt) = (code.turn?, code.attempt?);
+    let cells: Vec<&Cell> = notebook.cells_of(turn).collect();
+    let later = cells
+        .iter()
+        .filter(|c| c.kind == CellKind::Code)
+        .filter_map(|c| c.attempt)
+        .filter(|&a| a > attempt)
+        .max()?;
+    let result = cells
+        .iter()
+        .find(|c| c.kind == CellKind::Result && c.source == Some(code.id));
+    let failure = result
+        .and_then(|r| {
+            r.outputs.iter().find_map(|o| match o {
+                Output::Error { name, .. } => Some(name.clone()),
+                _ => None,
+            })
+        })
+        .or_else(|| code.error.as_ref().map(|e| e.code.clone()));
+    let what = match failure {
+        Some(name) => format!("attempt {attempt} failed: {name}"),
+        None => format!("attempt {attempt} did not answer"),
+    };
+    let standing = notebook
+        .turns()
+        .iter()
+        .find(|t| t.id == turn)
+        .and_then(|t| t.final_cell)
+        .and_then(|c| notebook.cell(c))
+        .and_then(|c| c.attempt);
+    let next = match standing {
+        Some(fixed) if fixed > attempt => format!(" — fixed in attempt {fixed}"),
+        _ => format!(" — attempt {later} followed"),
+    };
+    let whose = if cell.kind == CellKind::Result {
+        "its output: "
+    } else {
+        ""
+    };
+    Some(format!("{whose}{what}{next}"))
+}
+
 /// An explanation withdrawn for an invented figure: shown struck through,
 /// with the reason, above the one that stands.
 fn withdrawn(cell: &Cell) -> bool {
@@ -143,6 +234,18 @@ fn status_name(status: CellStatus) -> String {
         CellStatus::Cancelled => "cancelled",
     }
     .to_string()
+}
+
+/// A code cell's label while and after its program runs, when that says
+/// more than its own ("ok" for having been written): running, failed or
+/// stopped.
+fn outcome_label(result: CellStatus) -> Option<&'static str> {
+    match result {
+        CellStatus::Streaming => Some("running"),
+        CellStatus::Ok => None,
+        CellStatus::Error => Some("failed"),
+        CellStatus::Cancelled => Some("stopped"),
+    }
 }
 
 /// "writing", "running", "ok · 1.2 s", "error · 0.3 s", "stopped".
@@ -168,6 +271,27 @@ fn CodeBody(id: CellId, cell: Memo<Option<Cell>>) -> impl IntoView {
     let editing = RwSignal::new(false);
     let draft = RwSignal::new(String::new());
     let copied = RwSignal::new(false);
+    // Focus follows the edit: into the editor when it opens, back to
+    // "Edit & run" when it closes (never on the page's first render).
+    let editor = NodeRef::<leptos::html::Textarea>::new();
+    let edit_button = NodeRef::<leptos::html::Button>::new();
+    let give_back_focus = RwSignal::new(false);
+    Effect::new(move |_| {
+        if editing.get() {
+            if let Some(editor) = editor.get() {
+                let _ = editor.focus();
+            }
+        } else if give_back_focus.get()
+            && let Some(button) = edit_button.get()
+        {
+            let _ = button.focus();
+            give_back_focus.set(false);
+        }
+    });
+    let close = move || {
+        give_back_focus.set(true);
+        editing.set(false);
+    };
     let html = move || {
         cell.with(|c| {
             c.as_ref()
@@ -197,7 +321,7 @@ fn CodeBody(id: CellId, cell: Memo<Option<Cell>>) -> impl IntoView {
             backend: state.picked_backend(),
         };
         if state.send_frame(message) {
-            editing.set(false);
+            close();
             state.problem.set(None);
         } else {
             state
@@ -208,15 +332,27 @@ fn CodeBody(id: CellId, cell: Memo<Option<Cell>>) -> impl IntoView {
 
     view! {
         <div class="cell-body">
-            <pre class="code" hidden=move || editing.get()><code inner_html=html></code></pre>
+            // Focusable, so that a keyboard can scroll a long line.
+            <pre class="code" tabindex="0" hidden=move || editing.get()><code inner_html=html></code></pre>
             <Show when=move || editing.get()>
                 <textarea
                     class="code-editor"
                     aria-label="Edit code"
+                    aria-keyshortcuts="Control+Enter Meta+Enter Escape"
                     spellcheck="false"
+                    node_ref=editor
                     rows=move || draft.with(|d| d.lines().count().clamp(3, 30))
                     prop:value=move || draft.get()
                     on:input=move |ev| draft.set(event_target_value(&ev))
+                    on:keydown=move |ev| {
+                        if ev.key() == "Enter" && (ev.ctrl_key() || ev.meta_key()) {
+                            ev.prevent_default();
+                            run();
+                        } else if ev.key() == "Escape" {
+                            ev.prevent_default();
+                            close();
+                        }
+                    }
                 ></textarea>
             </Show>
             <div class="cell-actions js-only">
@@ -235,6 +371,7 @@ fn CodeBody(id: CellId, cell: Memo<Option<Cell>>) -> impl IntoView {
                             </button>
                             <button
                                 type="button"
+                                node_ref=edit_button
                                 hidden=state.read_only
                                 disabled=streaming
                                 on:click=move |_| {
@@ -250,7 +387,7 @@ fn CodeBody(id: CellId, cell: Memo<Option<Cell>>) -> impl IntoView {
                     <button type="button" class="primary" on:click=move |_| run()>
                         "Run"
                     </button>
-                    <button type="button" on:click=move |_| editing.set(false)>
+                    <button type="button" on:click=move |_| close()>
                         "Cancel"
                     </button>
                 </Show>

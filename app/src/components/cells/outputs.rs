@@ -6,10 +6,10 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use leptos::prelude::*;
 
 use crate::api::session_file_url;
-use crate::components::copy_text;
+use crate::components::{copy_text, save_as};
 use crate::contexts::{use_session, use_share_link_offer};
 use crate::notebook::Cell;
-use crate::protocol::{CellStatus, Output};
+use crate::protocol::{CellKind, CellStatus, Output};
 use crate::render::sizes::human_size;
 use crate::render::{ansi, markdown};
 
@@ -24,6 +24,19 @@ pub(super) fn ResultBody(cell: Memo<Option<Cell>>) -> impl IntoView {
     let printed = move || cell.with(|c| c.as_ref().map(Cell::printed).unwrap_or_default());
     let copied = RwSignal::new(false);
     let cell_name = move || cell.with(|c| c.as_ref().map(|c| c.id.to_string()).unwrap_or_default());
+    // The question the result answers: what a figure is of, in words.
+    let state = use_session();
+    let question = move || {
+        let turn = cell.with(|c| c.as_ref().and_then(|c| c.turn));
+        state.notebook.with(|n| {
+            turn.and_then(|turn| {
+                n.cells_of(turn)
+                    .find(|c| c.kind == CellKind::User)
+                    .map(|c| c.text.clone())
+            })
+            .unwrap_or_default()
+        })
+    };
 
     view! {
         <div class="cell-body outputs">
@@ -31,7 +44,7 @@ pub(super) fn ResultBody(cell: Memo<Option<Cell>>) -> impl IntoView {
                 outputs()
                     .into_iter()
                     .enumerate()
-                    .map(|(i, output)| view! { <OutputView output index=i name=cell_name()/> })
+                    .map(|(i, output)| view! { <OutputView output index=i name=cell_name() question=question()/> })
                     .collect_view()
             }}
             <Show when=move || cell.with(|c| c.as_ref().is_some_and(|c| c.outputs.is_empty() && c.status != CellStatus::Streaming))>
@@ -144,23 +157,73 @@ fn shown_tail(text: &str) -> (Option<String>, &str) {
     )
 }
 
+/// Streams longer than this show in a box of their own height (scrolled
+/// inside), until "Show all" lets them take the page's.
+const CAPPED_LINES: usize = 30;
+
+/// The toggle under a capped stream (scripts only: without them the box
+/// scrolls, and Download has it all).
+#[component]
+fn ShowAll(lines: usize, open: RwSignal<bool>) -> impl IntoView {
+    (lines > CAPPED_LINES).then(|| {
+        view! {
+            <button
+                type="button"
+                class="button show-all js-only"
+                aria-expanded=move || open.get().to_string()
+                on:click=move |_| open.update(|o| *o = !*o)
+            >
+                {move || if open.get() { "Show less".to_string() } else { format!("Show all {lines} lines") }}
+            </button>
+        }
+    })
+}
+
 /// The richest form of a value the page can show safely.
 #[component]
-fn OutputView(output: Output, index: usize, name: String) -> impl IntoView {
+fn OutputView(
+    output: Output,
+    index: usize,
+    name: String,
+    /// The question the result answers, for a figure's text alternative.
+    #[prop(optional)]
+    question: String,
+) -> impl IntoView {
     match output {
         Output::Stdout { text } => {
             let (left_out, shown) = shown_tail(&text);
+            let lines = shown.lines().count();
+            let open = RwSignal::new(false);
+            let capped = move || lines > CAPPED_LINES && !open.get();
             view! {
                 {left_out.map(|note| view! { <p class="out-left-out">{note}</p> })}
-                <pre class="out out-stdout">{shown.to_string()}</pre>
+                <pre
+                    class="out out-stdout"
+                    class:capped=capped
+                    tabindex=move || capped().then_some("0")
+                    aria-label=move || capped().then_some("Output, scrollable")
+                >
+                    {shown.to_string()}
+                </pre>
+                <ShowAll lines open/>
             }
             .into_any()
         }
         Output::Stderr { text } => {
             let (left_out, shown) = shown_tail(&text);
+            let lines = shown.lines().count();
+            let open = RwSignal::new(false);
+            let capped = move || lines > CAPPED_LINES && !open.get();
             view! {
                 {left_out.map(|note| view! { <p class="out-left-out">{note}</p> })}
-                <pre class="out out-stderr" inner_html=ansi::to_html(shown)></pre>
+                <pre
+                    class="out out-stderr"
+                    class:capped=capped
+                    tabindex=move || capped().then_some("0")
+                    aria-label=move || capped().then_some("Errors, scrollable")
+                    inner_html=ansi::to_html(shown)
+                ></pre>
+                <ShowAll lines open/>
             }
             .into_any()
         }
@@ -179,12 +242,24 @@ fn OutputView(output: Output, index: usize, name: String) -> impl IntoView {
         Output::File { path, name, size } => view! { <FileOffer path name size/> }.into_any(),
         Output::Rich { data } => {
             if let Some(png) = data.get("image/png") {
+                // The bytes are in the page once, in the image: Download
+                // saves them from there (without scripts, the browser's own
+                // "Save image" does).
                 let src = format!("data:image/png;base64,{}", png.trim());
                 let file = format!("figure-{name}-{}.png", index + 1);
+                let saved = src.clone();
                 view! {
                     <figure class="out out-image">
-                        <img src=src.clone() alt=data.get("text/plain").cloned().unwrap_or_else(|| "A figure".into())/>
-                        <figcaption><a class="button" download=file href=src>"Download PNG"</a></figcaption>
+                        <img src=src alt=figure_alt(&data, &question)/>
+                        <figcaption class="js-only">
+                            <button
+                                type="button"
+                                class="button"
+                                on:click=move |_| save_as(&file, &saved)
+                            >
+                                "Download PNG"
+                            </button>
+                        </figcaption>
                     </figure>
                 }
                 .into_any()
@@ -209,6 +284,31 @@ fn OutputView(output: Output, index: usize, name: String) -> impl IntoView {
                     .into_any()
             }
         }
+    }
+}
+
+/// The longest question quoted in a figure's text alternative, in chars.
+const ALT_QUESTION_CHARS: usize = 150;
+
+/// A figure's text alternative: what its `text/plain` says, unless that is
+/// only matplotlib's size (`<Figure size 640x480 with 1 Axes>`); then the
+/// question it answers.
+fn figure_alt(data: &std::collections::BTreeMap<String, String>, question: &str) -> String {
+    let plain = data.get("text/plain").map(|t| t.trim()).unwrap_or_default();
+    if !plain.is_empty() && !plain.starts_with("<Figure size") {
+        return plain.to_string();
+    }
+    let question: String = question
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .take(ALT_QUESTION_CHARS)
+        .collect();
+    if question.is_empty() {
+        "A figure the program drew".to_string()
+    } else {
+        format!("A figure for: {question}")
     }
 }
 
@@ -282,6 +382,34 @@ mod tests {
         let policy = srcdoc.find(OUTPUT_FRAME_POLICY).expect("the policy");
         let image = srcdoc.find("example.invalid").expect("the output");
         assert!(policy < image, "{srcdoc}");
+    }
+
+    #[test]
+    fn a_figure_is_described_by_its_question_when_its_repr_says_only_its_size() {
+        let repr = |text: &str| -> std::collections::BTreeMap<String, String> {
+            [("text/plain".to_string(), text.to_string())].into()
+        };
+        assert_eq!(
+            figure_alt(
+                &repr("<Figure size 640x480 with 1 Axes>"),
+                "plot the\nprimes"
+            ),
+            "A figure for: plot the primes"
+        );
+        assert_eq!(
+            figure_alt(&repr("Sales by region"), "plot it"),
+            "Sales by region"
+        );
+        assert_eq!(
+            figure_alt(&Default::default(), ""),
+            "A figure the program drew"
+        );
+        let long = "x ".repeat(400);
+        let alt = figure_alt(&Default::default(), &long);
+        assert_eq!(
+            alt.chars().count(),
+            "A figure for: ".len() + ALT_QUESTION_CHARS
+        );
     }
 
     #[test]

@@ -1,0 +1,77 @@
+//! Sharing in place: the share controls' forms, sent without leaving the
+//! page (the forms still work on their own without scripts).
+
+use std::cell::Cell;
+
+use wasm_bindgen::JsCast;
+use wasm_bindgen::closure::Closure;
+use web_sys::XmlHttpRequest;
+
+fn share_url(session_id: &str) -> String {
+    format!("/api/sessions/{session_id}/share")
+}
+
+/// The message of an error body (`{"error":{"code","message"}}`), or the
+/// status.
+fn message_of(xhr: &XmlHttpRequest) -> String {
+    let status = xhr.status().unwrap_or(0);
+    xhr.response_text()
+        .ok()
+        .flatten()
+        .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
+        .and_then(|body| body["error"]["message"].as_str().map(str::to_string))
+        .unwrap_or_else(|| format!("the server answered {status}"))
+}
+
+/// Sends `method url` and calls `done` with the request when it ends.
+fn send(method: &str, url: &str, done: impl FnOnce(&XmlHttpRequest) + 'static) -> bool {
+    let Ok(xhr) = XmlHttpRequest::new() else {
+        return false;
+    };
+    if xhr.open(method, url).is_err() {
+        return false;
+    }
+    let done = Cell::new(Some(done));
+    let this = xhr.clone();
+    let handler = Closure::<dyn FnMut()>::new(move || {
+        if let Some(done) = done.take() {
+            done(&this);
+        }
+    });
+    xhr.set_onloadend(Some(handler.as_ref().unchecked_ref()));
+    // Lives until the request ends; one small closure per request.
+    handler.forget();
+    xhr.send().is_ok()
+}
+
+/// Makes (or moves on) the session's link; `done` gets its path.
+pub fn share(
+    session_id: &str,
+    files: bool,
+    done: impl FnOnce(Result<String, String>) + 'static,
+) -> bool {
+    let url = format!("{}?files={files}", share_url(session_id));
+    send("POST", &url, move |xhr| {
+        if xhr.status().unwrap_or(0) != 200 {
+            return done(Err(message_of(xhr)));
+        }
+        let path = xhr
+            .response_text()
+            .ok()
+            .flatten()
+            .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
+            .and_then(|body| body["path"].as_str().map(str::to_string));
+        done(path.ok_or_else(|| "the server's answer named no link".to_string()));
+    })
+}
+
+/// Revokes the session's link.
+pub fn unshare(session_id: &str, done: impl FnOnce(Result<(), String>) + 'static) -> bool {
+    send("DELETE", &share_url(session_id), move |xhr| {
+        if xhr.status().unwrap_or(0) == 204 {
+            done(Ok(()));
+        } else {
+            done(Err(message_of(xhr)));
+        }
+    })
+}
