@@ -278,7 +278,16 @@ test.describe('with JavaScript', () => {
     const image = result.locator('img');
     await expect(image).toBeVisible();
     expect(await image.evaluate((img: HTMLImageElement) => img.naturalWidth)).toBeGreaterThan(100);
-    await expect(result.getByRole('link', { name: 'Download PNG' })).toHaveAttribute('href', /^data:image\/png;base64,/);
+    // The figure says what it is of, and its bytes are in the page once.
+    await expect(image).toHaveAttribute('alt', /^A figure for: /);
+    expect(
+      await page.evaluate(() => document.documentElement.outerHTML.split('data:image/png;base64,').length - 1),
+    ).toBe(1);
+    const [saved] = await Promise.all([
+      page.waitForEvent('download'),
+      result.getByRole('button', { name: 'Download PNG' }).click(),
+    ]);
+    expect(saved.suggestedFilename()).toMatch(/^figure-.*\.png$/);
     const frame = result.locator('iframe');
     await expect(frame).toHaveAttribute('sandbox', '');
     await expect(page.frameLocator('iframe').getByText('cell')).toBeVisible();

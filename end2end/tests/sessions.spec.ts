@@ -76,9 +76,13 @@ test.describe('with JavaScript', () => {
     await notebook.waitTurnEnd();
     // Named by its first question at once, before any reload.
     await expect(page.getByRole('heading', { level: 1 })).toHaveText("base = 41");
+    const before = page.url();
     await page.getByRole('button', { name: 'Share' }).click();
     const link = page.locator('a.share-link');
     await expect(link).toHaveAttribute('href', /^\/s\/[A-Za-z0-9_-]{43}$/);
+    // In place: no reload, and the new link has the keyboard.
+    await expect(link).toBeFocused();
+    expect(page.url()).toBe(before);
     const path = (await link.getAttribute('href')) ?? '';
     await expect(page.getByRole('button', { name: 'Stop sharing' })).toBeVisible();
 

@@ -1,0 +1,137 @@
+import type { Page } from '@playwright/test';
+import { test, expect } from './fixtures';
+import { NotebookPage } from './pages/notebook';
+
+/** A message whose fenced block the scripted model runs as written. */
+const fenced = (code: string) => '```python\n' + code + '\n```';
+
+const PHONE = { width: 390, height: 844 };
+
+/** A new session with a finished turn whose output is long (asked through
+ * the API with the page's own cookie, so that it works with JavaScript off). */
+async function longSession(page: Page): Promise<string> {
+  const notebook = new NotebookPage(page);
+  const url = await notebook.openNew();
+  const id = url.split('/').pop() ?? '';
+  const response = await page.request.post(`/api/sessions/${id}/ask`, {
+    data: { text: fenced('for i in range(120):\n    print("a fairly long line of output number", i)') },
+  });
+  expect(response.status()).toBe(200);
+  expect(await response.text()).toContain('turn_finished');
+  await page.reload();
+  return id;
+}
+
+test.describe('on a phone', () => {
+  test.use({ viewport: PHONE });
+
+  test('the page fits the screen, the sidebar is a drawer and the composer stays in view', async ({ page }) => {
+    await longSession(page);
+    const width = await page.evaluate(() => document.documentElement.scrollWidth);
+    expect(width).toBeLessThanOrEqual(PHONE.width);
+
+    // The list of sessions is closed until asked for, then slides over.
+    const sessions = page.getByRole('navigation', { name: 'Sessions' });
+    await expect(sessions).toBeHidden();
+    const drawer = page.locator('details.sidebar > summary');
+    await drawer.click();
+    await expect(sessions).toBeVisible();
+    const box = await sessions.boundingBox();
+    expect(box?.x).toBe(0);
+    expect(box?.width ?? 0).toBeLessThanOrEqual(PHONE.width);
+    // The backdrop beside it closes it.
+    await page.mouse.click(PHONE.width - 10, PHONE.height / 2);
+    await expect(sessions).toBeHidden();
+
+    // Halfway down a long result, Send is still on screen.
+    await page.evaluate(() => window.scrollTo(0, document.body.scrollHeight / 2));
+    await expect(page.getByRole('button', { name: 'Send' })).toBeInViewport();
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await expect(page.getByRole('button', { name: 'Send' })).toBeInViewport();
+  });
+});
+
+test.describe('on a touch screen', () => {
+  test.use({ viewport: PHONE, hasTouch: true, isMobile: true });
+
+  test('every control is at least 44 px tall', async ({ page }) => {
+    await longSession(page);
+    await page.locator('details.sidebar > summary').click();
+    const small = await page
+      .locator('button, select, summary, a.button, .upload-button, textarea')
+      .evaluateAll((all) =>
+        all
+          .filter((e) => e.checkVisibility())
+          .map((e) => ({ what: e.outerHTML.slice(0, 80), height: e.getBoundingClientRect().height }))
+          .filter((e) => e.height > 0 && e.height < 43.5),
+      );
+    expect(small).toEqual([]);
+  });
+});
+
+test.describe('with the keyboard', () => {
+  test.skip(({ javaScriptEnabled }) => !javaScriptEnabled, 'needs the hydrated page');
+
+  test('the skip link is the first stop and leads to the conversation', async ({ page }) => {
+    const notebook = new NotebookPage(page);
+    await notebook.openNew();
+    await notebook.waitConnected();
+    await page.keyboard.press('Tab');
+    const skip = page.getByRole('link', { name: 'Skip to the conversation' });
+    await expect(skip).toBeFocused();
+    await expect(skip).toBeInViewport();
+    await page.keyboard.press('Enter');
+    await expect(page).toHaveURL(/#main$/);
+    await expect(page.locator('#main')).toBeFocused();
+  });
+
+  test('Edit & run: the editor takes focus, Escape gives it back, Ctrl+Enter runs', async ({ page }) => {
+    const notebook = new NotebookPage(page);
+    await notebook.openNew();
+    await notebook.waitConnected();
+    await notebook.ask(fenced('print(6 * 7)'));
+    await notebook.waitTurnEnd();
+    const code = notebook.codeCells.first();
+    const edit = code.getByRole('button', { name: 'Edit & run' });
+    await edit.click();
+    const editor = code.getByRole('textbox', { name: 'Edit code' });
+    await expect(editor).toBeFocused();
+    await page.keyboard.press('Escape');
+    await expect(editor).toBeHidden();
+    await expect(edit).toBeFocused();
+
+    await edit.press('Enter');
+    await expect(editor).toBeFocused();
+    await editor.fill('print(6 * 8)');
+    await page.keyboard.press('Control+Enter');
+    await expect(notebook.resultCells.last()).toContainText('48', { timeout: 25_000 });
+  });
+
+  test('a screen reader hears the turn start and end, and Stop leaves focus in the message box', async ({ page }) => {
+    const notebook = new NotebookPage(page);
+    await notebook.openNew();
+    await notebook.waitConnected();
+    const said = page.locator('.visually-hidden[role="status"]');
+    await notebook.ask(fenced('import time\nfor i in range(30):\n    print(i, flush=True)\n    time.sleep(0.5)'));
+    await expect(said).toHaveText(/Writing the answer|Running the code/);
+    await expect(notebook.resultCells.first()).toContainText('1', { timeout: 25_000 });
+    await notebook.stop.click();
+    await expect(said).toHaveText('Stopped.');
+    await expect(notebook.message).toBeFocused();
+
+    await notebook.ask(fenced('print("done")'));
+    await expect(said).toHaveText('The answer is ready.', { timeout: 25_000 });
+  });
+
+  test('Escape closes the sidebar drawer', async ({ page }) => {
+    await page.setViewportSize(PHONE);
+    await longSession(page);
+    const sessions = page.getByRole('navigation', { name: 'Sessions' });
+    const drawer = page.locator('details.sidebar > summary');
+    await drawer.click();
+    await expect(sessions).toBeVisible();
+    await page.keyboard.press('Escape');
+    await expect(sessions).toBeHidden();
+    await expect(drawer).toBeFocused();
+  });
+});
