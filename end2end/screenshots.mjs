@@ -1,0 +1,35 @@
+// Screenshots for a closing note: a session with an answered question, on a
+// phone and a desktop, light and dark. Usage: node screenshots.mjs URL DIR
+import { chromium } from 'playwright-core';
+
+const [base, dir] = process.argv.slice(2);
+const args = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args });
+const setup = await browser.newPage();
+await setup.goto(base + '/');
+const id = setup.url().split('/').pop();
+const code = [
+  'import matplotlib.pyplot as plt, pandas as pd',
+  'from IPython.display import display',
+  'df = pd.DataFrame({"region": ["north", "south", "east"], "revenue": [1200.5, 980.25, 1530.0]})',
+  'display(df)',
+  'print("top region:", df.loc[df.revenue.idxmax(), "region"])',
+  'plt.bar(df.region, df.revenue); plt.title("Revenue by region"); plt.show()',
+].join('\n');
+const r = await setup.request.post(`${base}/api/sessions/${id}/ask`, { data: { text: '```python\n' + code + '\n```' } });
+await r.text();
+const cookies = await setup.context().cookies();
+for (const [name, viewport, mobile] of [['phone', { width: 390, height: 844 }, true], ['desktop', { width: 1280, height: 900 }, false]]) {
+  for (const scheme of ['light', 'dark']) {
+    const context = await browser.newContext({ viewport, colorScheme: scheme, isMobile: mobile, hasTouch: mobile });
+    await context.addCookies(cookies);
+    const page = await context.newPage();
+    await page.goto(`${base}/sessions/${id}`);
+    await page.waitForSelector('article[aria-label="Explanation"]');
+    await page.waitForTimeout(1500);
+    await page.screenshot({ path: `${dir}/${name}-${scheme}.png`, fullPage: false });
+    await context.close();
+  }
+}
+await browser.close();
