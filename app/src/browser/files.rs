@@ -1,13 +1,12 @@
 //! The Files panel's requests, made with `XMLHttpRequest`
 //! because only it reports an upload's progress.
 
-use std::cell::Cell;
-
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::closure::Closure;
 use web_sys::{File, ProgressEvent, XmlHttpRequest};
 
+use super::xhr::{message_of, on_end};
 use crate::api::FileItem;
 use crate::contexts::{FilesState, SessionState, UploadItem};
 use crate::protocol::SandboxKind;
@@ -18,32 +17,6 @@ fn files_url(state: SessionState, query: &str) -> String {
         "/api/sessions/{}/files{query}",
         state.session_id.get_value()
     )
-}
-
-/// The message of an error body (`{"error":{"code","message"}}`), or the
-/// status.
-fn message_of(xhr: &XmlHttpRequest) -> String {
-    let status = xhr.status().unwrap_or(0);
-    xhr.response_text()
-        .ok()
-        .flatten()
-        .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
-        .and_then(|body| body["error"]["message"].as_str().map(str::to_string))
-        .unwrap_or_else(|| format!("the server answered {status}"))
-}
-
-/// Sends `xhr` and calls `done` with it when it ends (also when it fails).
-fn on_end(xhr: &XmlHttpRequest, done: impl FnOnce(&XmlHttpRequest) + 'static) {
-    let done = Cell::new(Some(done));
-    let this = xhr.clone();
-    let handler = Closure::<dyn FnMut()>::new(move || {
-        if let Some(done) = done.take() {
-            done(&this);
-        }
-    });
-    xhr.set_onloadend(Some(handler.as_ref().unchecked_ref()));
-    // Lives until the request ends; one small closure per request.
-    handler.forget();
 }
 
 /// Reads the list again.

@@ -12,6 +12,7 @@ mod page_python;
 mod scroll;
 pub mod share;
 mod socket;
+mod xhr;
 
 use leptos::prelude::*;
 

@@ -1,26 +1,12 @@
 //! Sharing in place: the share controls' forms, sent without leaving the
 //! page (the forms still work on their own without scripts).
 
-use std::cell::Cell;
-
-use wasm_bindgen::JsCast;
-use wasm_bindgen::closure::Closure;
 use web_sys::XmlHttpRequest;
+
+use super::xhr::{message_of, on_end};
 
 fn share_url(session_id: &str) -> String {
     format!("/api/sessions/{session_id}/share")
-}
-
-/// The message of an error body (`{"error":{"code","message"}}`), or the
-/// status.
-fn message_of(xhr: &XmlHttpRequest) -> String {
-    let status = xhr.status().unwrap_or(0);
-    xhr.response_text()
-        .ok()
-        .flatten()
-        .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
-        .and_then(|body| body["error"]["message"].as_str().map(str::to_string))
-        .unwrap_or_else(|| format!("the server answered {status}"))
 }
 
 /// Sends `method url` and calls `done` with the request when it ends.
@@ -31,16 +17,7 @@ fn send(method: &str, url: &str, done: impl FnOnce(&XmlHttpRequest) + 'static) -
     if xhr.open(method, url).is_err() {
         return false;
     }
-    let done = Cell::new(Some(done));
-    let this = xhr.clone();
-    let handler = Closure::<dyn FnMut()>::new(move || {
-        if let Some(done) = done.take() {
-            done(&this);
-        }
-    });
-    xhr.set_onloadend(Some(handler.as_ref().unchecked_ref()));
-    // Lives until the request ends; one small closure per request.
-    handler.forget();
+    on_end(&xhr, done);
     xhr.send().is_ok()
 }
 

@@ -1,0 +1,34 @@
+//! What the page's `XMLHttpRequest`s share: sending with a callback at the
+//! end, and reading an error body.
+
+use std::cell::Cell;
+
+use wasm_bindgen::JsCast;
+use wasm_bindgen::closure::Closure;
+use web_sys::XmlHttpRequest;
+
+/// The message of an error body (`{"error":{"code","message"}}`), or the
+/// status.
+pub(super) fn message_of(xhr: &XmlHttpRequest) -> String {
+    let status = xhr.status().unwrap_or(0);
+    xhr.response_text()
+        .ok()
+        .flatten()
+        .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
+        .and_then(|body| body["error"]["message"].as_str().map(str::to_string))
+        .unwrap_or_else(|| format!("the server answered {status}"))
+}
+
+/// Sends `xhr` and calls `done` with it when it ends (also when it fails).
+pub(super) fn on_end(xhr: &XmlHttpRequest, done: impl FnOnce(&XmlHttpRequest) + 'static) {
+    let done = Cell::new(Some(done));
+    let this = xhr.clone();
+    let handler = Closure::<dyn FnMut()>::new(move || {
+        if let Some(done) = done.take() {
+            done(&this);
+        }
+    });
+    xhr.set_onloadend(Some(handler.as_ref().unchecked_ref()));
+    // Lives until the request ends; one small closure per request.
+    handler.forget();
+}
