@@ -4,7 +4,9 @@
 //! - [`markdown`]: explanations (sanitised pulldown-cmark) and [`markdown::escape`].
 //! - [`ansi`]: tracebacks' colours to spans, or stripped for the model.
 //! - [`sizes`]: byte counts as people read them.
+//! - [`table`]: a table's numeric columns, sort order, CSV and TSV.
 
 pub mod ansi;
 pub mod markdown;
 pub mod sizes;
+pub mod table;

@@ -279,7 +279,21 @@ fn output_of(event: RunEvent) -> Option<Output> {
             if data.is_empty() {
                 return None;
             }
-            Output::Rich { data }
+            // A plain data frame becomes a table of the page's own; its
+            // HTML is then not needed (and not sent twice).
+            let table = (!data.keys().any(|k| k.starts_with("image/")))
+                .then(|| {
+                    data.get("text/html")
+                        .and_then(|html| super::tables::read(html))
+                })
+                .flatten();
+            match table {
+                Some(table) => Output::Table {
+                    table,
+                    text: data.get("text/plain").cloned().unwrap_or_default(),
+                },
+                None => Output::Rich { data },
+            }
         }
         RunEvent::Error { error, .. } => Output::Error {
             name: error.name,

@@ -16,6 +16,7 @@ mod kernels;
 mod profile;
 pub mod prompt;
 mod runner;
+mod tables;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

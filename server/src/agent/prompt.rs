@@ -344,6 +344,14 @@ pub fn report(outputs: &[Output]) -> String {
                     text.push('\n');
                 }
             }
+            Output::Image { .. } => {
+                text.push_str(FIGURE_SHOWN);
+                text.push('\n');
+            }
+            Output::Table { text: plain, .. } => {
+                text.push_str(plain);
+                text.push('\n');
+            }
             Output::File { path, size, .. } => {
                 text.push_str(&format!("[wrote {path}, {size} bytes]\n"));
             }
