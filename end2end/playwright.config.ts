@@ -48,7 +48,14 @@ export default defineConfig({
     cwd: '..',
     url: `http://127.0.0.1:${port}/healthz`,
     reuseExistingServer: false,
-    env: { RUNCELL_LOG: process.env.RUNCELL_LOG ?? 'warn', RUNCELL_LLM: 'scripted' },
+    // Every test opens sessions of its own, and each holds a kernel: idle
+    // ones close after 30 s (not fifteen minutes), so that a whole run stays
+    // under the server's 32 open kernels.
+    env: {
+      RUNCELL_LOG: process.env.RUNCELL_LOG ?? 'warn',
+      RUNCELL_LLM: 'scripted',
+      RUNCELL_SANDBOX__SESSION_IDLE_SECS: '30',
+    },
     timeout: 60_000,
     stdout: 'ignore',
     stderr: 'pipe',

@@ -22,8 +22,9 @@ fn files_url(state: SessionState, query: &str) -> String {
 /// Reads the list again.
 pub fn refresh(state: SessionState, files: FilesState) {
     if state.picked_backend() == Some(SandboxKind::Browser) {
-        // The page's own Python has no files.
+        // The page's own Python has no files (nor their problems).
         files.files.set(Vec::new());
+        files.problem.set(None);
         return;
     }
     let Ok(xhr) = XmlHttpRequest::new() else {
@@ -225,9 +226,11 @@ pub fn watch(state: SessionState, files: FilesState) {
         }
         busy
     });
-    // Another sandbox has other files (or none).
+    // Another sandbox has other files (or none): what was said of the
+    // last one's no longer holds.
     Effect::new(move |_| {
         state.backend.track();
+        files.problem.set(None);
         refresh(state, files);
     });
 }

@@ -10,6 +10,7 @@ pub mod files;
 mod keys;
 mod page_python;
 mod scroll;
+pub mod sessions;
 pub mod share;
 mod socket;
 mod xhr;
@@ -39,4 +40,15 @@ pub fn connect(state: SessionState, files: FilesState) {
     scroll::follow_bottom(state.notebook);
     keys::close_menus_on_escape();
     files::watch(state, files);
+}
+
+/// The server-rendered message box's text, typed before hydration.
+pub fn typed_message() -> String {
+    use wasm_bindgen::JsCast;
+    web_sys::window()
+        .and_then(|w| w.document())
+        .and_then(|d| d.query_selector("textarea[name=message]").ok().flatten())
+        .and_then(|e| e.dyn_into::<web_sys::HtmlTextAreaElement>().ok())
+        .map(|t| t.value())
+        .unwrap_or_default()
 }

@@ -10,7 +10,12 @@ use crate::protocol::{ClientMessage, validate_ask};
 #[component]
 pub fn Prompt() -> impl IntoView {
     let state = use_session();
-    let draft = RwSignal::new(String::new());
+    // What was typed before the page came to life is kept.
+    let draft = RwSignal::new(typed_before_hydration());
+    // Messages sent while a turn runs wait here, in order, each with a way
+    // to take it back; the first leaves when the turn ends.
+    let queued = RwSignal::new(Vec::<Queued>::new());
+    let next_id = StoredValue::new(0u32);
     // After Stop (which hides itself), the keyboard lands in the message box.
     let message = NodeRef::<leptos::html::Textarea>::new();
     let connected = move || state.conn.get() == ConnState::Connected;
@@ -35,11 +40,50 @@ pub fn Prompt() -> impl IntoView {
         }
     };
 
+    // When a turn ends (and the page is connected), the first message
+    // queued leaves; if it cannot, it stays first.
+    Effect::new(move |was_ready: Option<bool>| {
+        let ready = !busy() && connected();
+        if ready && was_ready == Some(false) {
+            let first = queued.with_untracked(|q| q.first().cloned());
+            if let Some(first) = first {
+                queued.update(|q| {
+                    q.remove(0);
+                });
+                if !send(first.text.clone()) {
+                    queued.update(|q| q.insert(0, first));
+                }
+            }
+        }
+        ready
+    });
+    let cancel = move |id: u32| {
+        let text = queued.with_untracked(|q| q.iter().find(|m| m.id == id).map(|m| m.text.clone()));
+        queued.update(|q| q.retain(|m| m.id != id));
+        // Taken back, not lost: into the box, if the box is empty.
+        if let Some(text) = text
+            && draft.with_untracked(String::is_empty)
+        {
+            draft.set(text);
+        }
+        if let Some(message) = message.get_untracked() {
+            let _ = message.focus();
+        }
+    };
+
     // Returns whether the message left; the draft is kept whenever it did not.
     let submit = move || {
         let text = draft.get_untracked();
         if let Err(err) = validate_ask(&text) {
             state.problem.set(Some(format!("Not sent: {err}.")));
+            return;
+        }
+        if busy() || !queued.with_untracked(Vec::is_empty) {
+            let id = next_id.get_value();
+            next_id.set_value(id + 1);
+            queued.update(|q| q.push(Queued { id, text }));
+            draft.set(String::new());
+            state.problem.set(None);
             return;
         }
         if send(text) {
@@ -62,6 +106,23 @@ pub fn Prompt() -> impl IntoView {
             }
         >
             <p class="problem-line" role="alert">{move || state.problem.get()}</p>
+            <Show when=move || !queued.with(Vec::is_empty)>
+                <ul class="queued" aria-label="Queued messages">
+                    <For each=move || queued.get() key=|m| m.id let:queued_message>
+                        <li>
+                            <span class="queued-label">"Queued, sent when this turn ends:"</span>
+                            <span class="queued-text">{queued_message.text.clone()}</span>
+                            <button
+                                type="button"
+                                aria-label=format!("Cancel queued message: {}", queued_message.text)
+                                on:click=move |_| cancel(queued_message.id)
+                            >
+                                "Cancel"
+                            </button>
+                        </li>
+                    </For>
+                </ul>
+            </Show>
             <div class="prompt-row">
                 <textarea
                     name="message"
@@ -93,4 +154,22 @@ pub fn Prompt() -> impl IntoView {
             </div>
         </form>
     }
+}
+
+/// A message that waits for the turn to end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Queued {
+    id: u32,
+    text: String,
+}
+
+/// What the person typed in the message box before the page was hydrated
+/// (the server-rendered box takes keys from the first paint).
+fn typed_before_hydration() -> String {
+    #[cfg(feature = "hydrate")]
+    {
+        crate::browser::typed_message()
+    }
+    #[cfg(not(feature = "hydrate"))]
+    String::new()
 }

@@ -31,7 +31,9 @@ pub fn PythonIndicator() -> impl IntoView {
             role="status"
             aria-label="Python in this page"
             data-state=kind
-            hidden=move || python.get() == PyStatus::Off
+            // What the page's Python says matters only while programs run
+            // there: another sandbox picked, it is not shown.
+            hidden=move || python.get() == PyStatus::Off || !state.runs_in_page()
         >
             {text}
         </span>

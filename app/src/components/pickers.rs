@@ -13,14 +13,18 @@ pub fn BackendPicker(backends: Vec<SandboxKind>) -> impl IntoView {
     let state = use_session();
     (backends.len() > 1).then(move || {
         let picked = state.backend.get_untracked();
+        // Said after a change (never on load): what the change means.
+        let changed = RwSignal::new(None::<SandboxKind>);
         view! {
             <label class="model-picker backend-picker" title="Where the code runs; a change starts a fresh kernel">
                 <span class="model-backend">"sandbox"</span>
                 <select
                     aria-label="Sandbox"
+                    aria-describedby="backend-note"
                     on:change=move |ev| {
                         if let Ok(kind) = event_target_value(&ev).parse() {
                             state.backend.set(Some(kind));
+                            changed.set(Some(kind));
                         }
                     }
                 >
@@ -33,8 +37,23 @@ pub fn BackendPicker(backends: Vec<SandboxKind>) -> impl IntoView {
                         .collect_view()}
                 </select>
             </label>
+            <p class="backend-note" id="backend-note" role="status">
+                {move || changed.get().map(change_note)}
+            </p>
         }
     })
+}
+
+/// What picking `kind` changes, in words.
+fn change_note(kind: SandboxKind) -> String {
+    let (place, files) = match kind {
+        SandboxKind::Jail => ("in this server's local sandbox", ""),
+        SandboxKind::E2b => ("in an E2B cloud sandbox", ""),
+        SandboxKind::Browser => ("in this page's own Python (Pyodide)", " It has no files."),
+    };
+    format!(
+        "From the next question, code runs {place}, in a fresh kernel: variables from earlier cells are not there.{files}"
+    )
 }
 
 /// Which model answers: the backend's list, the default first.

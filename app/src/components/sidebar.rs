@@ -1,65 +1,171 @@
-//! The sidebar: the viewer's sessions.
+//! The sidebar: the viewer's sessions, kept current without a reload: the
+//! session joins the list with its first question, and a rename shows at
+//! once, here and in the page's heading.
 
 use leptos::prelude::*;
 
 use crate::api::{SessionSummary, display_title};
+use crate::contexts::use_session;
+use crate::protocol::CellKind;
 
 /// The viewer's sessions, with rename and delete (each behind a disclosure,
-/// so that both work as plain forms without JavaScript).
+/// so that both work as plain forms without JavaScript). `title` is the
+/// current session's stored title and `heading` what the page calls it.
 #[component]
-pub fn Sidebar(sessions: Vec<SessionSummary>, current: String) -> impl IntoView {
-    let count = sessions.len();
+pub fn Sidebar(
+    sessions: Vec<SessionSummary>,
+    current: String,
+    title: RwSignal<String>,
+    #[prop(into)] heading: Signal<String>,
+) -> impl IntoView {
+    let state = use_session();
+    let listed = RwSignal::new(sessions);
+    let current = StoredValue::new(current);
+    let asked = move || {
+        state
+            .notebook
+            .with(|n| n.cells().iter().any(|c| c.kind == CellKind::User))
+    };
+    // The list as the server gave it, with this session first once it has
+    // a question (the server lists only sessions with one).
+    let entries = Memo::new(move |_| {
+        let mut list = listed.get();
+        let id = current.get_value();
+        if asked() && !list.iter().any(|s| s.id == id) {
+            list.insert(
+                0,
+                SessionSummary {
+                    id,
+                    title: String::new(),
+                    updated_ms: 0,
+                },
+            );
+        }
+        list
+    });
+    let count = move || entries.with(Vec::len);
     view! {
         // Closed as sent: on wide screens the list shows as a column
         // anyway (CSS); on narrow ones the summary opens it as a drawer.
         <details class="sidebar">
-            <summary>"Sessions " <span class="count">{format!("({count})")}</span></summary>
+            <summary>"Sessions " <span class="count">{move || format!("({})", count())}</span></summary>
             <nav aria-label="Sessions">
                 <ul class="session-list">
-                    {sessions
-                        .into_iter()
-                        .map(move |s| {
-                            let is_current = s.id == current;
-                            view! { <SessionEntry session=s is_current/> }
-                        })
-                        .collect_view()}
+                    <For each=move || entries.get() key=|s| s.id.clone() let:session>
+                        <SessionEntry
+                            is_current=session.id == current.get_value()
+                            id=session.id
+                            listed
+                            title
+                            heading
+                        />
+                    </For>
                 </ul>
-                {(count == 0)
-                    .then(|| view! { <p class="empty-list">"Sessions you ask something in are listed here."</p> })}
+                <Show when=move || count() == 0>
+                    <p class="empty-list">"Sessions you ask something in are listed here."</p>
+                </Show>
             </nav>
         </details>
     }
 }
 
 #[component]
-fn SessionEntry(session: SessionSummary, is_current: bool) -> impl IntoView {
-    let SessionSummary { id, title, .. } = session;
-    let label = display_title(&title).to_string();
+fn SessionEntry(
+    id: String,
+    is_current: bool,
+    listed: RwSignal<Vec<SessionSummary>>,
+    title: RwSignal<String>,
+    heading: Signal<String>,
+) -> impl IntoView {
+    let id = StoredValue::new(id);
+    let label = move || {
+        if is_current {
+            heading.get()
+        } else {
+            listed.with(|l| {
+                l.iter()
+                    .find(|s| s.id == id.get_value())
+                    .map(|s| display_title(&s.title).to_string())
+                    .unwrap_or_default()
+            })
+        }
+    };
+    let draft = RwSignal::new(label());
+    let problem = RwSignal::new(None::<String>);
+    let actions = NodeRef::<leptos::html::Details>::new();
+    let link = NodeRef::<leptos::html::A>::new();
+    let renamed = move |kept: String| {
+        listed.update(|l| {
+            if let Some(s) = l.iter_mut().find(|s| s.id == id.get_value()) {
+                s.title = kept.clone();
+            }
+        });
+        if is_current {
+            title.set(kept.clone());
+        }
+        draft.set(kept);
+        problem.set(None);
+        if let Some(actions) = actions.get_untracked() {
+            actions.set_open(false);
+        }
+        if let Some(link) = link.get_untracked() {
+            let _ = link.focus();
+        }
+    };
+    let submit = move |ev: leptos::ev::SubmitEvent| {
+        #[cfg(feature = "hydrate")]
+        {
+            let sent = crate::browser::sessions::rename(
+                &id.get_value(),
+                &draft.get_untracked(),
+                move |answer| match answer {
+                    Ok(kept) => renamed(kept),
+                    Err(why) => problem.set(Some(format!("Not renamed: {why}."))),
+                },
+            );
+            // Without a request to send, the form posts as it would without
+            // scripts.
+            if sent {
+                ev.prevent_default();
+            }
+        }
+        #[cfg(not(feature = "hydrate"))]
+        let _ = (ev, renamed);
+    };
     view! {
         <li class="session-entry" class:current=is_current>
             <a
-                href=format!("/sessions/{id}")
+                href=format!("/sessions/{}", id.get_value())
                 rel="external"
+                node_ref=link
                 aria-current=is_current.then_some("page")
             >
-                {label.clone()}
+                {label}
             </a>
-            <details class="entry-actions">
-                <summary aria-label=format!("Actions for {label}")>"⋯"</summary>
-                <form class="rename" method="post" action=format!("/sessions/{id}/rename")>
+            <details class="entry-actions" node_ref=actions>
+                <summary aria-label=move || format!("Actions for {}", label())>"⋯"</summary>
+                <form
+                    class="rename"
+                    method="post"
+                    action=format!("/sessions/{}/rename", id.get_value())
+                    on:submit=submit
+                >
                     <input
                         name="title"
                         aria-label="New title"
-                        value=title
+                        prop:value=move || draft.get()
+                        value=draft.get_untracked()
+                        on:input=move |ev| draft.set(event_target_value(&ev))
                         maxlength="200"
                         required
                     />
                     <button type="submit">"Rename"</button>
+                    <p class="form-problem" role="alert">{move || problem.get()}</p>
                 </form>
                 <details class="confirm">
                     <summary class="danger">"Delete…"</summary>
-                    <p>{format!("Delete “{label}” with all its cells and outputs?")}</p>
-                    <form method="post" action=format!("/sessions/{id}/delete")>
+                    <p>{move || format!("Delete “{}” with all its cells and outputs?", label())}</p>
+                    <form method="post" action=format!("/sessions/{}/delete", id.get_value())>
                         <button type="submit" class="danger">"Delete permanently"</button>
                     </form>
                 </details>

@@ -60,12 +60,12 @@ pub fn SessionView(log: SessionLog) -> impl IntoView {
     #[cfg(feature = "hydrate")]
     crate::browser::connect(state, files);
 
-    // The stored title; until the list is read again, a new session is
-    // named by its first question as soon as it is asked.
-    let title = StoredValue::new(title);
+    // The stored title (a rename in the sidebar changes it); until then a
+    // new session is named by its first question as soon as it is asked.
+    let title = RwSignal::new(title);
     let heading = move || {
         state.notebook.with(|n| {
-            let stored = title.get_value();
+            let stored = title.get();
             if !stored.trim().is_empty() {
                 return stored;
             }
@@ -104,7 +104,7 @@ pub fn SessionView(log: SessionLog) -> impl IntoView {
                 <ConnectionIndicator/>
             </Header>
             <TurnAnnouncer/>
-            <Sidebar sessions current=session_id.clone()/>
+            <Sidebar sessions current=session_id.clone() title heading=Signal::derive(heading)/>
             <div class="column">
                 <div class="session-bar">
                     <h1 class="session-title">{heading}</h1>

@@ -243,20 +243,29 @@ impl SessionHub {
             Some(channel) => channel.events_after(0),
             None => self.store.events(share.session_id).await?,
         };
+        let first_question = |events: &[SessionEvent]| {
+            events
+                .iter()
+                .find_map(|e| match &e.event {
+                    EventBody::UserMessage { text, .. } => Some(crate::store::title_from(text)),
+                    _ => None,
+                })
+                .unwrap_or_default()
+        };
+        // The session's own title unless the owner renamed it.
+        let renamed = !record.title.is_empty() && record.title != first_question(&events);
         let events: Vec<SessionEvent> = events
             .into_iter()
             .filter(|e| e.seq <= share.upto_seq)
             .collect();
-        // The title the link shows is the one its events give (the first
-        // question in them), never a later rename or a question after the
-        // link's end.
-        let title = events
-            .iter()
-            .find_map(|e| match &e.event {
-                EventBody::UserMessage { text, .. } => Some(crate::store::title_from(text)),
-                _ => None,
-            })
-            .unwrap_or_default();
+        // The title the link shows: the owner's name for the session, as it
+        // is now (a rename reaches the link and its forks); else the first
+        // question in the link's events, never one asked after its end.
+        let title = if renamed {
+            record.title.clone()
+        } else {
+            first_question(&events)
+        };
         Ok(Some((SessionRecord { title, ..record }, events)))
     }
 

@@ -152,8 +152,8 @@ async fn a_share_link_is_read_only_lasts_across_restarts_forks_and_can_be_revoke
         json_of(http().post(server.url(&format!("/api/sessions/{id}/share")))).await;
     assert_eq!(again["token"], token.as_str(), "one link per session");
 
-    // A rename after sharing is the owner's business: the link keeps the
-    // title its own events give.
+    // A rename after sharing reaches the link (and its forks): the title
+    // is the owner's name for the session as it is now.
     let renamed = http()
         .patch(server.url(&format!("/api/sessions/{id}")))
         .json(&serde_json::json!({ "title": "Secret plans" }))
@@ -169,8 +169,11 @@ async fn a_share_link_is_read_only_lasts_across_restarts_forks_and_can_be_revoke
     assert_eq!(status, 200);
     assert!(html.contains("shared cell output"));
     assert!(html.contains("Fork"));
+    assert!(
+        html.contains("<title>Secret plans · shared · runcell</title>"),
+        "{html}"
+    );
     for absent in [
-        "Secret plans",
         "taxes",
         r#"aria-label="Message""#,
         "Stop sharing",
@@ -201,6 +204,10 @@ async fn a_share_link_is_read_only_lasts_across_restarts_forks_and_can_be_revoke
     assert_eq!(status, 200);
     assert!(html.contains("shared cell output"));
     assert!(html.contains("This is a fork"));
+    assert!(
+        html.contains("<title>Secret plans · runcell</title>"),
+        "the fork carries the title: {html}"
+    );
     assert_eq!(
         page(&http(), &server, &location).await.0,
         404,

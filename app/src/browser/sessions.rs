@@ -1,0 +1,35 @@
+//! Keeping sessions in place: a rename from the sidebar, sent without
+//! leaving the page (the form still posts on its own without scripts).
+
+use web_sys::XmlHttpRequest;
+
+use super::xhr::{message_of, on_end};
+
+/// Renames the session `id`; `done` gets the title the server kept (cut
+/// as a question's would be) or why it refused.
+pub fn rename(id: &str, title: &str, done: impl FnOnce(Result<String, String>) + 'static) -> bool {
+    let Ok(xhr) = XmlHttpRequest::new() else {
+        return false;
+    };
+    if xhr.open("PATCH", &format!("/api/sessions/{id}")).is_err()
+        || xhr
+            .set_request_header("Content-Type", "application/json")
+            .is_err()
+    {
+        return false;
+    }
+    on_end(&xhr, move |xhr| {
+        if xhr.status().unwrap_or(0) != 200 {
+            return done(Err(message_of(xhr)));
+        }
+        let kept = xhr
+            .response_text()
+            .ok()
+            .flatten()
+            .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
+            .and_then(|body| body["title"].as_str().map(str::to_string));
+        done(kept.ok_or_else(|| "the server's answer named no title".to_string()));
+    });
+    let body = serde_json::json!({ "title": title }).to_string();
+    xhr.send_with_opt_str(Some(&body)).is_ok()
+}
