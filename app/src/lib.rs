@@ -36,8 +36,22 @@ use leptos_router::{
 /// The name of the browser bundle's files under `/pkg`.
 pub const OUTPUT_NAME: &str = "runcell";
 
+/// Where a page is read only: a share link's page, `/s/{token}`.
+pub const SHARE_LINK_PREFIX: &str = "/s/";
+
+/// Whether the page at `path` is brought to life in the browser. A share
+/// link's page is read as the server renders it, the same with or without
+/// JavaScript, so it loads no bundle at all.
+pub fn hydrates(path: &str) -> bool {
+    !path.starts_with(SHARE_LINK_PREFIX)
+}
+
 /// The HTML document around the app, rendered on the server only.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
+    #[cfg(feature = "ssr")]
+    let live = use_context::<http::request::Parts>().is_none_or(|parts| hydrates(parts.uri.path()));
+    #[cfg(not(feature = "ssr"))]
+    let live = true;
     view! {
         <!DOCTYPE html>
         <html lang="en">
@@ -47,8 +61,8 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <link rel="icon" href="/favicon.svg" type="image/svg+xml"/>
                 // Marks pages where scripts run, so that CSS can hide what is
                 // only for readers without JavaScript, with no flash.
-                <script>"document.documentElement.classList.add('js')"</script>
-                <HydrationScripts options/>
+                {live.then(|| view! { <script>"document.documentElement.classList.add('js')"</script> })}
+                {live.then(|| view! { <HydrationScripts options/> })}
                 <MetaTags/>
             </head>
             <body>

@@ -226,6 +226,25 @@ pub struct Highlight {
     pub upto: usize,
 }
 
+/// A table as a kernel showed it: its header, and its rows as the kernel
+/// formatted each value (so that what is copied or downloaded is what was
+/// shown).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Table {
+    /// One name per column, the index's columns first.
+    pub columns: Vec<String>,
+    /// How many leading columns are the index (row labels).
+    #[serde(default)]
+    pub index_columns: usize,
+    /// Each row has one value per column.
+    pub rows: Vec<Vec<String>>,
+    /// Set when the kernel showed only some of the rows or columns (its
+    /// own "…" rows and columns are left out of `rows`): what it said of
+    /// the whole, such as "1000 rows × 3 columns".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elided: Option<String>,
+}
+
 /// One piece of a result cell.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -240,6 +259,26 @@ pub enum Output {
     /// `text/html`, `image/svg+xml`, `text/markdown`, `text/plain`.
     Rich {
         data: std::collections::BTreeMap<String, String>,
+    },
+    /// A data frame the kernel showed as a plain HTML table, read into rows
+    /// on the server (`agent::tables`), so that the page can show it as a
+    /// table of its own: styled, sortable, with copy and CSV download.
+    Table {
+        table: Table,
+        /// The value's `text/plain` form (what the model reads).
+        #[serde(default)]
+        text: String,
+    },
+    /// An image the page loads by its address (the server's
+    /// `…/figures/{seq}.png`), so that a page holds each figure once, as a
+    /// link, rather than its bytes in both its markup and its state. Only
+    /// pages are sent these; the events keep the bytes.
+    Image {
+        url: String,
+        mime: String,
+        /// The value's `text/plain` form.
+        #[serde(default)]
+        text: String,
     },
     /// A file the program wrote in the session's home (an image, a table),
     /// offered for download from the result cell.

@@ -1,4 +1,4 @@
-//! Markdown for explanations, rendered the same on the server and in the
+//! Markdown for explanations and questions, rendered the same on the server and in the
 //! browser. The model's text is untrusted: raw HTML is shown as text, images
 //! are reduced to their alt text (no requests to other sites), and links keep
 //! only safe schemes.
@@ -7,8 +7,19 @@ use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd, html};
 
 /// Safe HTML for `text`.
 pub fn to_html(text: &str) -> String {
+    render(text, false)
+}
+
+/// Safe HTML for what a person typed: markdown as for [`to_html`], with
+/// each line break kept where they pressed Shift+Enter.
+pub fn question_html(text: &str) -> String {
+    render(text, true)
+}
+
+fn render(text: &str, keep_lines: bool) -> String {
     let options = Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH;
     let events = Parser::new_ext(text, options).filter_map(|event| match event {
+        Event::SoftBreak if keep_lines => Some(Event::HardBreak),
         Event::Html(raw) | Event::InlineHtml(raw) => Some(Event::Text(raw)),
         Event::Start(Tag::Image { .. }) | Event::End(TagEnd::Image) => None,
         Event::Start(Tag::Link {

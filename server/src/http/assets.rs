@@ -69,10 +69,15 @@ where
         .route_service(FRAME_PATH, frame(site_root))
 }
 
-/// `/pkg`: the wasm bundle, its script and styles, gzipped when asked.
+/// `/pkg`: the wasm bundle, its script and styles, sent as compressed at
+/// build time (brotli, else gzip) when the browser accepts it.
 pub fn bundle(site_root: &Path) -> Router {
     Router::new()
-        .fallback_service(ServeDir::new(site_root.join("pkg")).precompressed_gzip())
+        .fallback_service(
+            ServeDir::new(site_root.join("pkg"))
+                .precompressed_br()
+                .precompressed_gzip(),
+        )
         .layer(SetResponseHeaderLayer::overriding(
             header::CACHE_CONTROL,
             HeaderValue::from_static("no-cache"),

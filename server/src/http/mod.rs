@@ -4,6 +4,7 @@ mod assets;
 mod compress;
 mod e2b;
 pub mod error;
+mod figures;
 mod files;
 pub mod host;
 mod hygiene;
@@ -163,6 +164,8 @@ fn pages(state: &AppState, context: impl Fn() + Clone + Send + Sync + 'static) -
         .route("/sessions/{id}/share", post(sessions::share_form))
         .route("/sessions/{id}/unshare", post(sessions::unshare_form))
         .route("/s/{token}/fork", post(sessions::fork))
+        .route("/sessions/{id}/figures/{name}", get(figures::owned))
+        .route("/s/{token}/figures/{name}", get(figures::shared))
         .leptos_routes_with_context(state, routes, context.clone(), move || {
             shell(leptos.clone())
         })

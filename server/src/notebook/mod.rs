@@ -10,6 +10,7 @@
 //! (`tests.rs`).
 
 mod error;
+mod figures;
 mod files;
 mod ports;
 mod sharing;
@@ -22,6 +23,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 pub use error::NotebookError;
+pub use figures::parse_figure_name;
 pub use turns::{Turn, TurnEvents};
 
 use crate::agent::{Kernels, TurnRunner};

@@ -32,7 +32,10 @@ impl SessionLogs for Notebooks {
         let share = self.store().share_of(id).await.map_err(unavailable)?;
         Ok(OwnedSession {
             title: record.map(|r| r.title).unwrap_or_default(),
-            events: channel.events_after(0),
+            events: super::figures::by_address(
+                channel.events_after(0),
+                &format!("/sessions/{id}/figures"),
+            ),
             share_files: share.as_ref().is_some_and(|s| s.files),
             share_path: share.map(|s| s.token.path()),
         })
@@ -63,7 +66,7 @@ impl SessionLogs for Notebooks {
         Ok(ShareLinkLog {
             token: token.to_string(),
             title: record.title,
-            events,
+            events: super::figures::by_address(events, &format!("/s/{token}/figures")),
             files: Vec::new(),
         })
     }

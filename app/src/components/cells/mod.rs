@@ -4,6 +4,7 @@
 //! browser, so a page without JavaScript shows the whole session.
 
 mod outputs;
+mod table;
 
 use leptos::prelude::*;
 
@@ -114,7 +115,10 @@ pub fn CellView(id: CellId) -> impl IntoView {
             </div>
             {match kind {
                 CellKind::User => {
-                    view! { <div class="cell-body">{move || text_of(cell)}</div> }.into_any()
+                    view! {
+                        <div class="cell-body markdown question" inner_html=move || markdown::question_html(&text_of(cell))></div>
+                    }
+                        .into_any()
                 }
                 // An attempt that a later one replaced folds behind a line
                 // saying what became of it.
@@ -214,6 +218,13 @@ fn fold_summary(notebook: &Notebook, id: CellId) -> Option<String> {
         ""
     };
     Some(format!("{whose}{what}{next}"))
+}
+
+/// What a folded code cell says of itself: "Show code (python, 12 lines)".
+fn code_summary(language: &str, code: &str) -> String {
+    let lines = code.lines().count();
+    let unit = if lines == 1 { "line" } else { "lines" };
+    format!("Show code ({language}, {lines} {unit})")
 }
 
 /// An explanation withdrawn for an invented figure: shown struck through,
@@ -332,8 +343,15 @@ fn CodeBody(id: CellId, cell: Memo<Option<Cell>>) -> impl IntoView {
 
     view! {
         <div class="cell-body">
-            // Focusable, so that a keyboard can scroll a long line.
-            <pre class="code" tabindex="0" hidden=move || editing.get()><code inner_html=html></code></pre>
+            // Code folds away behind its summary (also without scripts).
+            <details class="code-fold" open hidden=move || editing.get()>
+                <summary>
+                    <span class="when-open">"Hide code"</span>
+                    <span class="when-closed">{move || code_summary(&language(), &text_of(cell))}</span>
+                </summary>
+                // Focusable, so that a keyboard can scroll a long line.
+                <pre class="code" tabindex="0"><code inner_html=html></code></pre>
+            </details>
             <Show when=move || editing.get()>
                 <textarea
                     class="code-editor"

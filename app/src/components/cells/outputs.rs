@@ -5,6 +5,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use leptos::prelude::*;
 
+use super::table::TableView;
 use crate::api::session_file_url;
 use crate::components::{copy_text, save_as};
 use crate::contexts::{use_session, use_share_link_offer};
@@ -126,9 +127,18 @@ pub const OUTPUT_FRAME_POLICY: &str = "default-src 'none'; img-src data: blob:; 
 /// narrow it).
 pub fn output_document(html: &str) -> String {
     format!(
-        "<html><head><meta http-equiv=\"Content-Security-Policy\" content=\"{OUTPUT_FRAME_POLICY}\"></head><body>{html}</body></html>"
+        "<html><head><meta http-equiv=\"Content-Security-Policy\" content=\"{OUTPUT_FRAME_POLICY}\">{OUTPUT_FRAME_STYLE}</head><body>{html}</body></html>"
     )
 }
+
+/// How an HTML output reads in the page's theme: the reader's light or
+/// dark, the page's fonts, and tables with lines between rows (an output's
+/// own styles come after, and win).
+const OUTPUT_FRAME_STYLE: &str = "<meta name=\"color-scheme\" content=\"light dark\">\
+     <style>:root{color-scheme:light dark;font:14px/1.45 system-ui,sans-serif}\
+     body{margin:0.5rem}table{border-collapse:collapse;font-size:13px}\
+     th,td{padding:0.25rem 0.6rem;border:0;border-bottom:1px solid #8886;text-align:right}\
+     thead th{border-bottom-width:2px}</style>";
 
 /// How much of a long stream a cell shows: its end (what a program printed
 /// last), so that a page stays quick however much is printed; Download and
@@ -240,6 +250,22 @@ fn OutputView(
             view! { <pre class="out out-error" inner_html=ansi::to_html(&text)></pre> }.into_any()
         }
         Output::File { path, name, size } => view! { <FileOffer path name size/> }.into_any(),
+        Output::Table { table, .. } => view! { <TableView table name index/> }.into_any(),
+        Output::Image { url, text, .. } => {
+            // The page names the figure by its address: a plain link
+            // downloads it, with or without scripts.
+            let data = [("text/plain".to_string(), text)].into();
+            let file = format!("figure-{name}-{}.png", index + 1);
+            view! {
+                <figure class="out out-image">
+                    <img src=url.clone() alt=figure_alt(&data, &question)/>
+                    <figcaption>
+                        <a class="button" href=url download=file>"Download PNG"</a>
+                    </figcaption>
+                </figure>
+            }
+            .into_any()
+        }
         Output::Rich { data } => {
             if let Some(png) = data.get("image/png") {
                 // The bytes are in the page once, in the image: Download

@@ -81,8 +81,10 @@ impl Collected {
         let event = match output {
             Output::Stdout { text } => RunEvent::Stdout { text, ts_ms },
             Output::Stderr { text } => RunEvent::Stderr { text, ts_ms },
-            // Files are the server's to offer, never a page's.
-            Output::File { .. } => return true,
+            // Files are the server's to offer, never a page's; tables are
+            // read by the server from a result's HTML, and images by address
+            // are the server's pages' alone.
+            Output::File { .. } | Output::Table { .. } | Output::Image { .. } => return true,
             Output::Rich { data } => RunEvent::Result {
                 data: data
                     .into_iter()
