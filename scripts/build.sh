@@ -25,6 +25,8 @@ pyodide=$(python3 "$ROOT/scripts/pyodide-site.py" "$ROOT/scripts/node_modules/py
 gzip -9 -k -f "$stage/pyodide/$pyodide/"*.{wasm,mjs,json}
 # Served as-is to browsers that accept gzip.
 gzip -9 -k -f "$stage/pkg/runcell_bg.wasm" "$stage/pkg/runcell.js" "$stage/pkg/runcell.css"
+# ...and brotli, smaller still, to browsers that accept it.
+node "$ROOT/scripts/brotli.mjs" "$stage/pkg/runcell_bg.wasm" "$stage/pkg/runcell.js" "$stage/pkg/runcell.css"
 rm -rf "$SITE_DIR"
 mv "$stage" "$SITE_DIR"
 
@@ -36,4 +38,4 @@ if [ "$TARGET_DIR/release/runcell" -ef "$ROOT/target/release/runcell" ]; then :;
 fi
 
 wasm=$SITE_DIR/pkg/runcell_bg.wasm
-say "built: target/release/runcell, target/site (wasm $(stat -c %s "$wasm") B, gzip $(stat -c %s "$wasm.gz") B; pyodide/$pyodide $(du -sk "$SITE_DIR/pyodide" | cut -f1) KiB)"
+say "built: target/release/runcell, target/site (wasm $(stat -c %s "$wasm") B, gzip $(stat -c %s "$wasm.gz") B, brotli $(stat -c %s "$wasm.br") B; pyodide/$pyodide $(du -sk "$SITE_DIR/pyodide" | cut -f1) KiB)"
