@@ -418,7 +418,7 @@ async fn runs_under_way_and_open_sessions_are_capped_per_key() {
 }
 
 #[tokio::test]
-async fn the_openapi_document_covers_every_v1_route_and_the_docs_page_serves() {
+async fn the_openapi_document_covers_every_v1_route_and_the_reference_page_shows_it() {
     let server = TestServer::start().await;
     let doc: Value = http()
         .get(server.url("/v1/openapi.json"))
@@ -470,10 +470,48 @@ async fn the_openapi_document_covers_every_v1_route_and_the_docs_page_serves() {
         "bearer"
     );
 
+    // The reference page: server-rendered from the same document, every
+    // operation under its own heading, and no script.
     let docs = http().get(server.url("/v1/docs/")).send().await.unwrap();
     assert_eq!(docs.status(), 200);
+    assert_eq!(
+        docs.headers()[reqwest::header::CONTENT_TYPE],
+        "text/html; charset=utf-8"
+    );
     let html = docs.text().await.unwrap();
-    assert!(html.contains("swagger"), "{html}");
+    assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
+    // Paths may wrap after a slash: read them without the break points.
+    let text = html.replace("<wbr>", "");
+    for (path, item) in paths {
+        for method in item.as_object().unwrap().keys() {
+            let heading = format!(
+                "{}</span> <code class=\"path\">{path}</code>",
+                method.to_uppercase()
+            );
+            assert!(text.contains(&heading), "{method} {path} in {html}");
+        }
+    }
+    for name in schemas.keys() {
+        assert!(html.contains(&format!("<code>{name}</code>")), "{name}");
+    }
+    assert!(html.contains("href=\"/v1/openapi.json\""));
+    assert!(!html.contains("<script"), "{html}");
+    // A page read whole: compressed when asked for.
+    let compressed = http()
+        .get(server.url("/v1/docs/"))
+        .header("accept-encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(compressed.headers()["content-encoding"], "gzip");
+    // The address without the slash leads to it.
+    let unfollowed = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let bare = unfollowed.get(server.url("/v1/docs")).send().await.unwrap();
+    assert!(bare.status().is_redirection(), "{}", bare.status());
+    assert_eq!(bare.headers()[reqwest::header::LOCATION], "/v1/docs/");
     let unknown = http().get(server.url("/v1/nope")).send().await.unwrap();
     assert_eq!(error_of(unknown).await.1, "not_found");
     let wrong = http().put(server.url(RUN)).send().await.unwrap();

@@ -1,8 +1,9 @@
 //! `/v1`: the API for programs. Every route but `POST /v1/auth/token` needs
 //! `Authorization: Bearer <token>` (an access token, or the API key itself);
 //! the OpenAPI document is generated from the handlers below (utoipa) and
-//! served at `/v1/openapi.json`, with a docs page at `/v1/docs`.
+//! served at `/v1/openapi.json`, with a reference page at `/v1/docs/`.
 
+mod docs;
 mod files;
 pub(super) mod run;
 mod sessions;
@@ -12,11 +13,13 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, FromRequestParts};
 use axum::http::header;
 use axum::http::request::Parts;
+use axum::response::{Html, Redirect};
+use axum::routing::get;
+use bytes::Bytes;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use utoipa_swagger_ui::SwaggerUi;
 
 use super::ApiError;
 use serde_json::json;
@@ -118,14 +121,32 @@ pub fn document(config: &Config) -> serde_json::Value {
     doc
 }
 
-/// The `/v1` routes, the OpenAPI document and the docs page.
+/// The `/v1` routes, the OpenAPI document and the reference page.
 pub fn router(config: &Config) -> Router<AppState> {
     let (routes, _) = split();
+    let document = document(config);
+    // Both depend on the configuration only: made once, served as bytes.
+    let page = Bytes::from(docs::page(&document));
+    tracing::debug!(bytes = page.len(), "API reference page rendered");
+    let document = Bytes::from(serde_json::to_vec(&document).unwrap_or_default());
     routes
         .layer(DefaultBodyLimit::max(MAX_RUN_BODY))
-        .merge(
-            SwaggerUi::new("/v1/docs").external_url_unchecked("/v1/openapi.json", document(config)),
+        .route(
+            "/v1/openapi.json",
+            get(move || {
+                let document = document.clone();
+                async move { ([(header::CONTENT_TYPE, "application/json")], document) }
+            }),
         )
+        .route(
+            "/v1/docs/",
+            get(move || {
+                let page = page.clone();
+                async move { Html(page) }
+            }),
+        )
+        // The address without the slash, as Swagger UI answered it before.
+        .route("/v1/docs", get(|| async { Redirect::to("/v1/docs/") }))
         .route("/v1/{*rest}", axum::routing::any(not_found))
         .method_not_allowed_fallback(method_not_allowed)
 }
