@@ -81,7 +81,34 @@ async fn a_session_reads_back_identical_after_a_restart_and_re_run_all_rebuilds_
     let (status, html) = page(&http(), &server, &format!("/sessions/{id}")).await;
     assert_eq!(status, 200);
     assert!(html.contains("total 285"), "the result is rendered");
-    assert!(html.contains(&image[..200]), "the image is rendered");
+    // The figure is named by its address, and the address serves its bytes.
+    assert!(!html.contains(&image[..200]), "no figure bytes in the page");
+    let figure = html
+        .split(&format!("src=\"/sessions/{id}/figures/"))
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the figure is named by address");
+    let served = http()
+        .get(server.url(&format!("/sessions/{id}/figures/{figure}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(served.status(), 200);
+    assert_eq!(served.headers()["content-type"], "image/png");
+    let bytes = served.bytes().await.unwrap();
+    {
+        use base64::Engine;
+        let stored = base64::engine::general_purpose::STANDARD
+            .decode(image.split_whitespace().collect::<String>())
+            .unwrap();
+        assert_eq!(bytes[..], stored[..], "the stored figure, as it was shown");
+    }
+    let stranger = http_as(Some(STRANGER))
+        .get(server.url(&format!("/sessions/{id}/figures/{figure}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stranger.status(), 404, "someone else's figure is not found");
     assert!(html.contains("The server restarted since these cells ran"));
     assert!(html.contains("Re-run all"));
 

@@ -30,7 +30,7 @@ pub(super) fn TableView(table: Table, name: String, index: usize) -> impl IntoVi
             t.elided.clone(),
         )
     });
-    let file = format!("table-{name}-{}.csv", index + 1);
+    let file = [String::from("table-"), name, format!("-{}.csv", index + 1)].concat();
     // What Copy and Download take: the rows in the order shown.
     let shown = move || {
         table.with_value(|t| {
