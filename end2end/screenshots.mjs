@@ -29,6 +29,10 @@ for (const [name, viewport, mobile] of [['phone', { width: 390, height: 844 }, t
     await page.waitForSelector('article[aria-label="Explanation"]');
     await page.waitForTimeout(1500);
     await page.screenshot({ path: `${dir}/${name}-${scheme}.png`, fullPage: false });
+    // And the top of the answer: the question, the code and the table.
+    await page.locator('article[aria-label="You"]').first().scrollIntoViewIfNeeded();
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await page.screenshot({ path: `${dir}/${name}-${scheme}-top.png`, fullPage: false });
     await context.close();
   }
 }

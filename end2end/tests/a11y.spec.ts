@@ -1,10 +1,11 @@
-import { readFileSync } from 'node:fs';
 import type { Page } from '@playwright/test';
 import { test, expect } from './fixtures';
 import { NotebookPage } from './pages/notebook';
+import { problems as axeProblems } from './axe';
 
-/** axe-core, the accessibility auditor, injected into each page it checks. */
-const AXE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
+/** Not inside output frames: they hold the program's markup, sandboxed
+ * without scripts (axe cannot run there), not the page's own. */
+const problems = (page: Page) => axeProblems(page, { iframes: false });
 
 const fenced = (code: string) => '```python\n' + code + '\n```';
 
@@ -41,25 +42,6 @@ function dropFrameRefusals(pageErrors: string[]) {
   pageErrors.splice(0, pageErrors.length, ...kept);
 }
 
-/** The serious and critical problems axe-core finds in the page as it is. */
-async function problems(page: Page) {
-  await page.addScriptTag({ content: AXE });
-  return page.evaluate(async () => {
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
-    const axe = (window as any).axe;
-    // Not inside output frames: they hold the program's markup, sandboxed
-    // without scripts (axe cannot run there), not the page's own.
-    const result = await axe.run(document, { resultTypes: ['violations'], iframes: false });
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
-    return result.violations
-      .filter((v: any) => v.impact === 'serious' || v.impact === 'critical')
-      .map((v: any) => ({
-        rule: v.id,
-        impact: v.impact,
-        where: v.nodes.slice(0, 5).map((n: any) => `${n.target.join(' ')}: ${n.failureSummary ?? ''}`),
-      }));
-  });
-}
 
 for (const colorScheme of ['light', 'dark'] as const) {
   test.describe(`in ${colorScheme} mode`, () => {

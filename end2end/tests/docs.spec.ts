@@ -1,30 +1,9 @@
-import { readFileSync } from 'node:fs';
 import type { Browser, BrowserContextOptions, Page } from '@playwright/test';
 import { test, expect } from './fixtures';
-
-/** axe-core, the accessibility auditor, injected into the page it checks. */
-const AXE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
+import { problems } from './axe';
 
 const DOCS = '/v1/docs/';
 const PHONE = { width: 390, height: 844 };
-
-/** The serious and critical problems axe-core finds in the page as it is. */
-async function problems(page: Page) {
-  await page.addScriptTag({ content: AXE });
-  return page.evaluate(async () => {
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
-    const axe = (window as any).axe;
-    const result = await axe.run(document, { resultTypes: ['violations'] });
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
-    return result.violations
-      .filter((v: any) => v.impact === 'serious' || v.impact === 'critical')
-      .map((v: any) => ({
-        rule: v.id,
-        impact: v.impact,
-        where: v.nodes.slice(0, 5).map((n: any) => `${n.target.join(' ')}: ${n.failureSummary ?? ''}`),
-      }));
-  });
-}
 
 /** A page of its own with scripts on: axe-core runs as a script, and the
  * reference page has none of its own, so what it checks is the same page

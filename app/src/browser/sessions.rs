@@ -3,7 +3,7 @@
 
 use web_sys::XmlHttpRequest;
 
-use super::xhr::{message_of, on_end};
+use super::xhr::{message_of, on_end, string_field};
 
 /// Renames the session `id`; `done` gets the title the server kept (cut
 /// as a question's would be) or why it refused.
@@ -22,13 +22,10 @@ pub fn rename(id: &str, title: &str, done: impl FnOnce(Result<String, String>) +
         if xhr.status().unwrap_or(0) != 200 {
             return done(Err(message_of(xhr)));
         }
-        let kept = xhr
-            .response_text()
-            .ok()
-            .flatten()
-            .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
-            .and_then(|body| body["title"].as_str().map(str::to_string));
-        done(kept.ok_or_else(|| "the server's answer named no title".to_string()));
+        done(
+            string_field(xhr, "title")
+                .ok_or_else(|| "the server's answer named no title".to_string()),
+        );
     });
     let body = serde_json::json!({ "title": title }).to_string();
     xhr.send_with_opt_str(Some(&body)).is_ok()

@@ -3,7 +3,7 @@
 
 use web_sys::XmlHttpRequest;
 
-use super::xhr::{message_of, on_end};
+use super::xhr::{message_of, on_end, string_field};
 
 fn share_url(session_id: &str) -> String {
     format!("/api/sessions/{session_id}/share")
@@ -32,13 +32,10 @@ pub fn share(
         if xhr.status().unwrap_or(0) != 200 {
             return done(Err(message_of(xhr)));
         }
-        let path = xhr
-            .response_text()
-            .ok()
-            .flatten()
-            .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
-            .and_then(|body| body["path"].as_str().map(str::to_string));
-        done(path.ok_or_else(|| "the server's answer named no link".to_string()));
+        done(
+            string_field(xhr, "path")
+                .ok_or_else(|| "the server's answer named no link".to_string()),
+        );
     })
 }
 

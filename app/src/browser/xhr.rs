@@ -1,5 +1,5 @@
 //! What the page's `XMLHttpRequest`s share: sending with a callback at the
-//! end, and reading an error body.
+//! end, and reading an answer's field or an error body.
 
 use std::cell::Cell;
 
@@ -17,6 +17,15 @@ pub(super) fn message_of(xhr: &XmlHttpRequest) -> String {
         .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
         .and_then(|body| body["error"]["message"].as_str().map(str::to_string))
         .unwrap_or_else(|| format!("the server answered {status}"))
+}
+
+/// The string `field` of a JSON answer, if it has one.
+pub(super) fn string_field(xhr: &XmlHttpRequest, field: &str) -> Option<String> {
+    xhr.response_text()
+        .ok()
+        .flatten()
+        .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
+        .and_then(|body| body[field].as_str().map(str::to_string))
 }
 
 /// Sends `xhr` and calls `done` with it when it ends (also when it fails).

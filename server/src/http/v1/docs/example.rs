@@ -4,7 +4,7 @@
 use serde_json::{Map, Value};
 
 use super::model::{Body, Parameter, Security};
-use super::schema::{MAX_DEPTH, Schemas, reference};
+use super::schema::{MAX_DEPTH, Schemas, reference, required};
 
 /// Where the examples send requests: `runcell serve`'s default address, as
 /// in the README's examples.
@@ -79,13 +79,7 @@ fn of_schema<'a>(
         return Some((value.clone(), false));
     }
     let properties = object.get("properties").and_then(Value::as_object)?;
-    let required: Vec<&str> = object
-        .get("required")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+    let required: Vec<&str> = required(object).collect();
     let mut out = Map::new();
     let mut given = false;
     let mut complete = true;

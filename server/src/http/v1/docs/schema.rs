@@ -264,13 +264,7 @@ impl<'a> Schemas<'a> {
     }
 
     fn object(&self, shape: &mut Shape, object: &Map<String, Value>, depth: usize) {
-        let required: HashSet<&str> = object
-            .get("required")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
+        let required: HashSet<&str> = required(object).collect();
         let properties = object.get("properties").and_then(Value::as_object);
         shape.fields.extend(
             properties
@@ -303,6 +297,16 @@ impl<'a> Schemas<'a> {
             shape.label.push(Part::Text(" or null".into()));
         }
     }
+}
+
+/// The names an object schema's `required` lists.
+pub fn required(object: &Map<String, Value>) -> impl Iterator<Item = &str> {
+    object
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
 }
 
 /// The component name a `$ref` to `#/components/schemas/...` points at.
