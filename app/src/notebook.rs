@@ -147,6 +147,27 @@ impl Notebook {
         self.cells.iter().filter(move |c| c.turn == Some(turn))
     }
 
+    /// What the person asked in turn `turn`, if it was a question.
+    pub fn question(&self, turn: TurnId) -> Option<&str> {
+        self.cells_of(turn)
+            .find(|c| c.kind == CellKind::User)
+            .map(|c| c.text.as_str())
+    }
+
+    /// The session's first question, if one was asked.
+    pub fn first_question(&self) -> Option<&str> {
+        self.cells
+            .iter()
+            .find(|c| c.kind == CellKind::User)
+            .map(|c| c.text.as_str())
+    }
+
+    /// The result of the code cell `code` in its turn `turn`.
+    pub fn result_of(&self, turn: TurnId, code: CellId) -> Option<&Cell> {
+        self.cells_of(turn)
+            .find(|c| c.kind == CellKind::Result && c.source == Some(code))
+    }
+
     /// Why the kernel is gone, if it was lost and not rebuilt since.
     pub fn kernel_lost(&self) -> Option<KernelLoss> {
         self.kernel_lost

@@ -275,7 +275,6 @@ pub enum Output {
     /// pages are sent these; the events keep the bytes.
     Image {
         url: String,
-        mime: String,
         /// The value's `text/plain` form.
         #[serde(default)]
         text: String,

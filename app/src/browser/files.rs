@@ -6,7 +6,7 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen::closure::Closure;
 use web_sys::{File, ProgressEvent, XmlHttpRequest};
 
-use super::xhr::{message_of, on_end};
+use super::xhr::{message_of, on_end, send};
 use crate::api::FileItem;
 use crate::contexts::{FilesState, SessionState, UploadItem};
 use crate::protocol::SandboxKind;
@@ -27,13 +27,7 @@ pub fn refresh(state: SessionState, files: FilesState) {
         files.problem.set(None);
         return;
     }
-    let Ok(xhr) = XmlHttpRequest::new() else {
-        return;
-    };
-    if xhr.open("GET", &files_url(state, "")).is_err() {
-        return;
-    }
-    on_end(&xhr, move |xhr| {
+    send("GET", &files_url(state, ""), None, move |xhr| {
         if xhr.status().unwrap_or(0) != 200 {
             files.problem.set(Some(format!(
                 "The file list could not be read: {}",
@@ -52,7 +46,6 @@ pub fn refresh(state: SessionState, files: FilesState) {
             files.files.set(list);
         }
     });
-    let _ = xhr.send();
 }
 
 /// Uploads the files picked in an `<input type=file>`, then clears it.
@@ -198,14 +191,8 @@ fn upload(state: SessionState, files: FilesState, file: &File, overwrite: bool) 
 
 /// Deletes a file, then reads the list again.
 pub fn delete(state: SessionState, files: FilesState, path: &str) {
-    let Ok(xhr) = XmlHttpRequest::new() else {
-        return;
-    };
     let query = format!("?path={}", String::from(js_sys::encode_uri_component(path)));
-    if xhr.open("DELETE", &files_url(state, &query)).is_err() {
-        return;
-    }
-    on_end(&xhr, move |xhr| {
+    send("DELETE", &files_url(state, &query), None, move |xhr| {
         if xhr.status().unwrap_or(0) != 204 {
             files
                 .problem
@@ -213,7 +200,6 @@ pub fn delete(state: SessionState, files: FilesState, path: &str) {
         }
         refresh(state, files);
     });
-    let _ = xhr.send();
 }
 
 /// Reads the list once the page is live and again after every turn, and

@@ -1,32 +1,24 @@
 //! Keeping sessions in place: a rename from the sidebar, sent without
 //! leaving the page (the form still posts on its own without scripts).
 
-use web_sys::XmlHttpRequest;
-
-use super::xhr::{message_of, on_end, string_field};
+use super::xhr::{message_of, send, string_field};
 
 /// Renames the session `id`; `done` gets the title the server kept (cut
 /// as a question's would be) or why it refused.
 pub fn rename(id: &str, title: &str, done: impl FnOnce(Result<String, String>) + 'static) -> bool {
-    let Ok(xhr) = XmlHttpRequest::new() else {
-        return false;
-    };
-    if xhr.open("PATCH", &format!("/api/sessions/{id}")).is_err()
-        || xhr
-            .set_request_header("Content-Type", "application/json")
-            .is_err()
-    {
-        return false;
-    }
-    on_end(&xhr, move |xhr| {
-        if xhr.status().unwrap_or(0) != 200 {
-            return done(Err(message_of(xhr)));
-        }
-        done(
-            string_field(xhr, "title")
-                .ok_or_else(|| "the server's answer named no title".to_string()),
-        );
-    });
     let body = serde_json::json!({ "title": title }).to_string();
-    xhr.send_with_opt_str(Some(&body)).is_ok()
+    send(
+        "PATCH",
+        &format!("/api/sessions/{id}"),
+        Some(&body),
+        move |xhr| {
+            if xhr.status().unwrap_or(0) != 200 {
+                return done(Err(message_of(xhr)));
+            }
+            done(
+                string_field(xhr, "title")
+                    .ok_or_else(|| "the server's answer named no title".to_string()),
+            );
+        },
+    )
 }

@@ -1,24 +1,10 @@
 //! Sharing in place: the share controls' forms, sent without leaving the
 //! page (the forms still work on their own without scripts).
 
-use web_sys::XmlHttpRequest;
-
-use super::xhr::{message_of, on_end, string_field};
+use super::xhr::{message_of, send, string_field};
 
 fn share_url(session_id: &str) -> String {
     format!("/api/sessions/{session_id}/share")
-}
-
-/// Sends `method url` and calls `done` with the request when it ends.
-fn send(method: &str, url: &str, done: impl FnOnce(&XmlHttpRequest) + 'static) -> bool {
-    let Ok(xhr) = XmlHttpRequest::new() else {
-        return false;
-    };
-    if xhr.open(method, url).is_err() {
-        return false;
-    }
-    on_end(&xhr, done);
-    xhr.send().is_ok()
 }
 
 /// Makes (or moves on) the session's link; `done` gets its path.
@@ -28,7 +14,7 @@ pub fn share(
     done: impl FnOnce(Result<String, String>) + 'static,
 ) -> bool {
     let url = format!("{}?files={files}", share_url(session_id));
-    send("POST", &url, move |xhr| {
+    send("POST", &url, None, move |xhr| {
         if xhr.status().unwrap_or(0) != 200 {
             return done(Err(message_of(xhr)));
         }
@@ -41,7 +27,7 @@ pub fn share(
 
 /// Revokes the session's link.
 pub fn unshare(session_id: &str, done: impl FnOnce(Result<(), String>) + 'static) -> bool {
-    send("DELETE", &share_url(session_id), move |xhr| {
+    send("DELETE", &share_url(session_id), None, move |xhr| {
         if xhr.status().unwrap_or(0) == 204 {
             done(Ok(()));
         } else {

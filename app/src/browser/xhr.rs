@@ -1,5 +1,6 @@
 //! What the page's `XMLHttpRequest`s share: sending with a callback at the
-//! end, and reading an answer's field or an error body.
+//! end (with or without a JSON body), and reading an answer's field or an
+//! error body.
 
 use std::cell::Cell;
 
@@ -26,6 +27,29 @@ pub(super) fn string_field(xhr: &XmlHttpRequest, field: &str) -> Option<String> 
         .flatten()
         .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
         .and_then(|body| body[field].as_str().map(str::to_string))
+}
+
+/// Sends `method url` (with `json` as its body, if given) and calls `done`
+/// with the request when it ends; false when it could not be sent.
+pub(super) fn send(
+    method: &str,
+    url: &str,
+    json: Option<&str>,
+    done: impl FnOnce(&XmlHttpRequest) + 'static,
+) -> bool {
+    let Ok(xhr) = XmlHttpRequest::new() else {
+        return false;
+    };
+    if xhr.open(method, url).is_err()
+        || json.is_some()
+            && xhr
+                .set_request_header("Content-Type", "application/json")
+                .is_err()
+    {
+        return false;
+    }
+    on_end(&xhr, done);
+    xhr.send_with_opt_str(json).is_ok()
 }
 
 /// Sends `xhr` and calls `done` with it when it ends (also when it fails).

@@ -6,7 +6,6 @@ use leptos::prelude::*;
 
 use crate::api::{SessionSummary, display_title};
 use crate::contexts::use_session;
-use crate::protocol::CellKind;
 
 /// The viewer's sessions, with rename and delete (each behind a disclosure,
 /// so that both work as plain forms without JavaScript). `title` is the
@@ -21,11 +20,7 @@ pub fn Sidebar(
     let state = use_session();
     let listed = RwSignal::new(sessions);
     let current = StoredValue::new(current);
-    let asked = move || {
-        state
-            .notebook
-            .with(|n| n.cells().iter().any(|c| c.kind == CellKind::User))
-    };
+    let asked = move || state.notebook.with(|n| n.first_question().is_some());
     // The list as the server gave it, with this session first once it has
     // a question (the server lists only sessions with one).
     let entries = Memo::new(move |_| {

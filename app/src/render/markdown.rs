@@ -1,7 +1,7 @@
-//! Markdown for explanations and questions, rendered the same on the server and in the
-//! browser. The model's text is untrusted: raw HTML is shown as text, images
-//! are reduced to their alt text (no requests to other sites), and links keep
-//! only safe schemes.
+//! Markdown for explanations and questions, rendered the same on the server
+//! and in the browser. The text is untrusted: raw HTML is shown as text,
+//! images are reduced to their alt text (no requests to other sites), and
+//! links keep only safe schemes.
 
 use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd, html};
 

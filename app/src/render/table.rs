@@ -70,26 +70,31 @@ pub fn order(table: &Table, numeric: &[bool], sort: Option<Sort>) -> Vec<usize> 
     let Some(Sort { column, ascending }) = sort else {
         return order;
     };
-    let value = |row: usize| {
-        table.rows[row]
-            .get(column)
-            .map(String::as_str)
-            .unwrap_or("")
-    };
     let is_number = numeric.get(column).copied().unwrap_or(false);
+    // Each row's key, read once (not at every comparison).
+    let keys: Vec<Key> = table
+        .rows
+        .iter()
+        .map(|row| {
+            let value = row.get(column).map(String::as_str).unwrap_or("");
+            if is_missing(value) {
+                Key::Missing
+            } else if is_number {
+                Key::Number(number(value).unwrap_or(0.0))
+            } else {
+                Key::Text(value.to_lowercase())
+            }
+        })
+        .collect();
     order.sort_by(|&a, &b| {
-        let (va, vb) = (value(a), value(b));
-        match (is_missing(va), is_missing(vb)) {
-            (true, true) => return Ordering::Equal,
-            (true, false) => return Ordering::Greater,
-            (false, true) => return Ordering::Less,
-            (false, false) => {}
-        }
-        let ordering = if is_number {
-            let (na, nb) = (number(va).unwrap_or(0.0), number(vb).unwrap_or(0.0));
-            na.partial_cmp(&nb).unwrap_or(Ordering::Equal)
-        } else {
-            va.to_lowercase().cmp(&vb.to_lowercase())
+        let ordering = match (&keys[a], &keys[b]) {
+            (Key::Missing, Key::Missing) => return Ordering::Equal,
+            (Key::Missing, _) => return Ordering::Greater,
+            (_, Key::Missing) => return Ordering::Less,
+            (Key::Number(x), Key::Number(y)) => x.partial_cmp(y).unwrap_or(Ordering::Equal),
+            (Key::Text(x), Key::Text(y)) => x.cmp(y),
+            // A column's keys are all numbers or all text.
+            _ => Ordering::Equal,
         };
         if ascending {
             ordering
@@ -98,6 +103,15 @@ pub fn order(table: &Table, numeric: &[bool], sort: Option<Sort>) -> Vec<usize> 
         }
     });
     order
+}
+
+/// A value as a sort compares it.
+enum Key {
+    /// Last either way.
+    Missing,
+    Number(f64),
+    /// Lower-cased.
+    Text(String),
 }
 
 /// The table as CSV (RFC 4180), header first. A text value that a

@@ -10,7 +10,6 @@ use crate::components::{
     ModelPicker, Prompt, PythonIndicator, ShareControls, Sidebar, TurnAnnouncer,
 };
 use crate::contexts::{SessionState, provide_files, provide_session};
-use crate::protocol::CellKind;
 
 /// `/sessions/{id}`: one conversation.
 #[component]
@@ -69,9 +68,8 @@ pub fn SessionView(log: SessionLog) -> impl IntoView {
             if !stored.trim().is_empty() {
                 return stored;
             }
-            let first = n.cells().iter().find(|c| c.kind == CellKind::User);
-            match first {
-                Some(cell) => display_title(&title_from(&cell.text)).to_string(),
+            match n.first_question() {
+                Some(question) => display_title(&title_from(question)).to_string(),
                 None if n.last_seq() > 0 => display_title("").to_string(),
                 None => "New session".to_string(),
             }

@@ -27,7 +27,6 @@ pub fn by_address(events: Vec<SessionEvent>, base: &str) -> Vec<SessionEvent> {
             {
                 *output = Output::Image {
                     url: format!("{base}/{seq}.png"),
-                    mime: PNG.to_string(),
                     text: data.get("text/plain").cloned().unwrap_or_default(),
                 };
             }
@@ -127,7 +126,6 @@ mod tests {
                 output,
                 &Output::Image {
                     url: "/sessions/abc/figures/4.png".into(),
-                    mime: "image/png".into(),
                     text: "<Figure size 640x480 with 1 Axes>".into(),
                 }
             ),

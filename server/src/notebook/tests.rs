@@ -285,3 +285,31 @@ async fn nothing_new_is_made_once_the_server_shuts_down() {
         Err(NotebookError::ShuttingDown)
     ));
 }
+
+#[tokio::test]
+async fn a_link_shows_the_owners_name_for_the_session_never_a_later_question() {
+    let f = fixture().await;
+    let owner = OwnerId::random();
+    let session = f.notebooks.create(owner).await.unwrap();
+    session.publish(EventBody::KernelLost {
+        reason: app::protocol::KernelLoss::Fork,
+    });
+    let link = f.notebooks.share(&session, false).await.unwrap();
+    // Asked after the link was made: it names the session, not the link.
+    session.publish(asked("my private question"));
+    f.notebooks.flush().await;
+    let title = |token| {
+        let notebooks = f.notebooks.clone();
+        async move {
+            let (record, _) = notebooks.hub.shared_events(&token).await.unwrap().unwrap();
+            record.title
+        }
+    };
+    assert_eq!(title(link.token.clone()).await, "");
+    // A rename is the owner's name for it, and reaches the link.
+    f.notebooks
+        .rename(&session, "Quarterly numbers")
+        .await
+        .unwrap();
+    assert_eq!(title(link.token.clone()).await, "Quarterly numbers");
+}

@@ -243,28 +243,31 @@ impl SessionHub {
             Some(channel) => channel.events_after(0),
             None => self.store.events(share.session_id).await?,
         };
-        let first_question = |events: &[SessionEvent]| {
-            events
-                .iter()
-                .find_map(|e| match &e.event {
-                    EventBody::UserMessage { text, .. } => Some(crate::store::title_from(text)),
-                    _ => None,
-                })
-                .unwrap_or_default()
-        };
-        // The session's own title unless the owner renamed it.
-        let renamed = !record.title.is_empty() && record.title != first_question(&events);
+        // The session's first question, as it names a session, and where.
+        let (asked_at, asked) = events
+            .iter()
+            .find_map(|e| match &e.event {
+                EventBody::UserMessage { text, .. } => {
+                    Some((e.seq, crate::store::title_from(text)))
+                }
+                _ => None,
+            })
+            .unwrap_or_default();
         let events: Vec<SessionEvent> = events
             .into_iter()
             .filter(|e| e.seq <= share.upto_seq)
             .collect();
         // The title the link shows: the owner's name for the session, as it
         // is now (a rename reaches the link and its forks); else the first
-        // question in the link's events, never one asked after its end.
+        // question if the link's events hold it, never one asked after its
+        // end.
+        let renamed = !record.title.is_empty() && record.title != asked;
         let title = if renamed {
             record.title.clone()
+        } else if asked_at <= share.upto_seq {
+            asked
         } else {
-            first_question(&events)
+            String::new()
         };
         Ok(Some((SessionRecord { title, ..record }, events)))
     }

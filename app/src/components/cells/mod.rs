@@ -66,11 +66,7 @@ pub fn CellView(id: CellId) -> impl IntoView {
             return None;
         }
         let turn = cell.with(|c| c.as_ref().and_then(|c| c.turn))?;
-        notebook.with(|n| {
-            n.cells_of(turn)
-                .find(|r| r.kind == CellKind::Result && r.source == Some(id))
-                .map(|r| r.status)
-        })
+        notebook.with(|n| n.result_of(turn, id).map(|r| r.status))
     };
     let badges = move || {
         cell.with(|c| {
@@ -179,17 +175,14 @@ fn fold_summary(notebook: &Notebook, id: CellId) -> Option<String> {
         _ => return None,
     };
     let (turn, attempt) = (code.turn?, code.attempt?);
-    let cells: Vec<&Cell> = notebook.cells_of(turn).collect();
-    let later = cells
-        .iter()
+    let later = notebook
+        .cells_of(turn)
         .filter(|c| c.kind == CellKind::Code)
         .filter_map(|c| c.attempt)
         .filter(|&a| a > attempt)
         .max()?;
-    let result = cells
-        .iter()
-        .find(|c| c.kind == CellKind::Result && c.source == Some(code.id));
-    let failure = result
+    let failure = notebook
+        .result_of(turn, code.id)
         .and_then(|r| {
             r.outputs.iter().find_map(|o| match o {
                 Output::Error { name, .. } => Some(name.clone()),

@@ -10,12 +10,12 @@ use crate::api::session_file_url;
 use crate::components::{copy_text, save_as};
 use crate::contexts::{use_session, use_share_link_offer};
 use crate::notebook::Cell;
-use crate::protocol::{CellKind, CellStatus, Output};
+use crate::protocol::{CellStatus, Output};
 use crate::render::sizes::human_size;
 use crate::render::{ansi, markdown};
 
 /// A `data:` URL, for downloads that work without JavaScript.
-fn data_url(mime: &str, bytes: &[u8]) -> String {
+pub(super) fn data_url(mime: &str, bytes: &[u8]) -> String {
     format!("data:{mime};base64,{}", BASE64.encode(bytes))
 }
 
@@ -30,12 +30,9 @@ pub(super) fn ResultBody(cell: Memo<Option<Cell>>) -> impl IntoView {
     let question = move || {
         let turn = cell.with(|c| c.as_ref().and_then(|c| c.turn));
         state.notebook.with(|n| {
-            turn.and_then(|turn| {
-                n.cells_of(turn)
-                    .find(|c| c.kind == CellKind::User)
-                    .map(|c| c.text.clone())
-            })
-            .unwrap_or_default()
+            turn.and_then(|turn| n.question(turn))
+                .unwrap_or_default()
+                .to_string()
         })
     };
 
@@ -254,11 +251,10 @@ fn OutputView(
         Output::Image { url, text, .. } => {
             // The page names the figure by its address: a plain link
             // downloads it, with or without scripts.
-            let data = [("text/plain".to_string(), text)].into();
             let file = format!("figure-{name}-{}.png", index + 1);
             view! {
                 <figure class="out out-image">
-                    <img src=url.clone() alt=figure_alt(&data, &question)/>
+                    <img src=url.clone() alt=figure_alt(&text, &question)/>
                     <figcaption>
                         <a class="button" href=url download=file>"Download PNG"</a>
                     </figcaption>
@@ -276,7 +272,7 @@ fn OutputView(
                 let saved = src.clone();
                 view! {
                     <figure class="out out-image">
-                        <img src=src alt=figure_alt(&data, &question)/>
+                        <img src=src alt=figure_alt(data.get("text/plain").map_or("", String::as_str), &question)/>
                         <figcaption class="js-only">
                             <button
                                 type="button"
@@ -316,11 +312,11 @@ fn OutputView(
 /// The longest question quoted in a figure's text alternative, in chars.
 const ALT_QUESTION_CHARS: usize = 150;
 
-/// A figure's text alternative: what its `text/plain` says, unless that is
-/// only matplotlib's size (`<Figure size 640x480 with 1 Axes>`); then the
-/// question it answers.
-fn figure_alt(data: &std::collections::BTreeMap<String, String>, question: &str) -> String {
-    let plain = data.get("text/plain").map(|t| t.trim()).unwrap_or_default();
+/// A figure's text alternative: what its `text/plain` form says, unless
+/// that is only matplotlib's size (`<Figure size 640x480 with 1 Axes>`);
+/// then the question it answers.
+fn figure_alt(plain: &str, question: &str) -> String {
+    let plain = plain.trim();
     if !plain.is_empty() && !plain.starts_with("<Figure size") {
         return plain.to_string();
     }
@@ -412,26 +408,14 @@ mod tests {
 
     #[test]
     fn a_figure_is_described_by_its_question_when_its_repr_says_only_its_size() {
-        let repr = |text: &str| -> std::collections::BTreeMap<String, String> {
-            [("text/plain".to_string(), text.to_string())].into()
-        };
         assert_eq!(
-            figure_alt(
-                &repr("<Figure size 640x480 with 1 Axes>"),
-                "plot the\nprimes"
-            ),
+            figure_alt("<Figure size 640x480 with 1 Axes>", "plot the\nprimes"),
             "A figure for: plot the primes"
         );
-        assert_eq!(
-            figure_alt(&repr("Sales by region"), "plot it"),
-            "Sales by region"
-        );
-        assert_eq!(
-            figure_alt(&Default::default(), ""),
-            "A figure the program drew"
-        );
+        assert_eq!(figure_alt("Sales by region", "plot it"), "Sales by region");
+        assert_eq!(figure_alt("", ""), "A figure the program drew");
         let long = "x ".repeat(400);
-        let alt = figure_alt(&Default::default(), &long);
+        let alt = figure_alt("", &long);
         assert_eq!(
             alt.chars().count(),
             "A figure for: ".len() + ALT_QUESTION_CHARS

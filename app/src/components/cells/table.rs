@@ -3,10 +3,9 @@
 //! header, copied as tab-separated text or saved as CSV. What is copied
 //! or saved is what the kernel showed; nothing is run again.
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use leptos::prelude::*;
 
+use super::outputs::data_url;
 use crate::components::{copy_text, save_as};
 use crate::protocol::Table;
 use crate::render::table::{Sort, numeric_columns, order, to_csv, to_tsv};
@@ -19,13 +18,14 @@ pub(super) fn TableView(table: Table, name: String, index: usize) -> impl IntoVi
     let table = StoredValue::new(table);
     let numeric = StoredValue::new(numeric);
     let (columns, index_columns, size, elided) = table.with_value(|t| {
+        let index_columns = t.index_columns.min(t.columns.len());
         (
             t.columns.clone(),
-            t.index_columns.min(t.columns.len()),
+            index_columns,
             format!(
                 "{} rows × {} columns",
                 t.rows.len(),
-                t.columns.len() - t.index_columns.min(t.columns.len())
+                t.columns.len() - index_columns
             ),
             t.elided.clone(),
         )
@@ -144,8 +144,7 @@ pub(super) fn TableView(table: Table, name: String, index: usize) -> impl IntoVi
                         type="button"
                         on:click=move |_| {
                             let csv = to_csv(&shown());
-                            let url = format!("data:text/csv;charset=utf-8;base64,{}", BASE64.encode(csv));
-                            save_as(&file, &url);
+                            save_as(&file, &data_url("text/csv;charset=utf-8", csv.as_bytes()));
                         }
                     >
                         "Download CSV"
