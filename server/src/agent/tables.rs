@@ -86,16 +86,21 @@ pub fn read(html: &str) -> Option<Table> {
         return None;
     }
     let mut table = read_table(*table)?;
-    let shown_note = notes
-        .iter()
-        .find(|n| n.contains(" rows × ") || n.contains(" columns"))
-        .cloned();
-    if let Some(note) = shown_note {
-        table.elided = Some(note);
-    } else if !notes.is_empty() {
-        return None;
+    // pandas writes one note, its shape, and only when it cut the frame;
+    // any other paragraph is more than a table.
+    match notes.as_slice() {
+        [] => {}
+        [note] if is_shape(note) => table.elided = Some(note.clone()),
+        _ => return None,
     }
     Some(table)
+}
+
+/// pandas' "1000 rows × 3 columns".
+fn is_shape(note: &str) -> bool {
+    let words: Vec<&str> = note.split(' ').collect();
+    let count = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_digit());
+    matches!(words.as_slice(), [rows, "rows", "×", columns, "columns"] if count(rows) && count(columns))
 }
 
 /// The deepest nesting of elements read (a data frame's is 5). An HTML
@@ -369,6 +374,13 @@ mod tests {
         let not_pandas = FRAME.replace("class=\"dataframe\"", "class=\"other\"");
         let ragged = FRAME.replace("<td>980.25</td>", "");
         let image = FRAME.replace("north", "<img src=x onerror=alert(1)>");
+        // A paragraph beside the table that is not pandas' shape, alone or
+        // beside the shape, would be lost from a table.
+        let prose = FRAME.replace("</table>", "</table><p>see the other columns</p>");
+        let shape_and_prose = FRAME.replace(
+            "</table>",
+            "</table><p>2 rows × 2 columns</p><p>and a secret</p>",
+        );
         for html in [
             styled,
             merged,
@@ -380,6 +392,8 @@ mod tests {
             not_pandas.as_str(),
             ragged.as_str(),
             image.as_str(),
+            prose.as_str(),
+            shape_and_prose.as_str(),
             "",
             "<p>dataframe</p>",
         ]
