@@ -36,8 +36,9 @@ pub enum Command {
     Doctor(Settings),
     /// Measure and print a table beside the targets: the sandbox (latency
     /// percentiles, idle memory), the language models, the event stream
-    /// to pages (added latency, lost events), or the agent's answers (how
-    /// many are right, through a running runcell's API).
+    /// to pages (added latency, lost events), the agent's answers (how
+    /// many are right, through a running runcell's API), or one-shot
+    /// programs per second through the API beside bare processes.
     Bench {
         #[arg(value_enum, default_value_t = BenchTarget::Sandbox)]
         target: BenchTarget,
@@ -51,9 +52,14 @@ pub enum Command {
         /// `agent`: the model to ask for [default: the server's]
         #[arg(long)]
         model: Option<PathBuf>,
-        /// `agent`: the runcell to ask.
-        #[arg(long, default_value = "http://127.0.0.1:3000")]
-        url: String,
+        /// `agent`: the runcell to ask [default: http://127.0.0.1:3000];
+        /// `throughput`: the runcell to measure (with `RUNCELL_API_KEY`)
+        /// [default: one started from this binary].
+        #[arg(long)]
+        url: Option<String>,
+        /// `throughput`: concurrency levels (comma-separated).
+        #[arg(long, value_delimiter = ',', default_values_t = [1, 2, 4])]
+        concurrency: Vec<usize>,
         /// `agent`: only the tasks whose id contains this (repeatable).
         #[arg(long)]
         only: Vec<String>,
@@ -131,6 +137,7 @@ pub enum BenchTarget {
     Llm,
     Stream,
     Agent,
+    Throughput,
 }
 
 /// Settings that may be given as flags; they win over the environment

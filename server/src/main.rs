@@ -25,6 +25,7 @@ async fn main() -> ExitCode {
             events,
             interval_ms,
             url,
+            concurrency,
             only,
             out,
             turn_timeout,
@@ -51,11 +52,20 @@ async fn main() -> ExitCode {
                 }
                 BenchTarget::Agent => {
                     runcell::bench::agent::run(runcell::bench::agent::AgentBenchOptions {
-                        url: url.clone(),
+                        url: url
+                            .clone()
+                            .unwrap_or_else(|| "http://127.0.0.1:3000".into()),
                         model: model.as_ref().map(|m| m.to_string_lossy().into_owned()),
                         only: only.clone(),
                         out: out.clone(),
                         turn_timeout: std::time::Duration::from_secs(*turn_timeout),
+                    })
+                    .await
+                }
+                BenchTarget::Throughput => {
+                    runcell::bench::throughput::run(runcell::bench::throughput::ThroughputOptions {
+                        url: url.clone(),
+                        concurrency: concurrency.clone(),
                     })
                     .await
                 }

@@ -6,6 +6,7 @@ pub mod agent;
 pub mod llm;
 pub mod sandbox;
 pub mod stream;
+pub mod throughput;
 
 #[derive(Debug, thiserror::Error)]
 #[error("bench: {0}")]

@@ -196,6 +196,8 @@ pub struct RunGroup {
     mode: CgroupMode,
     /// Every directory the run's processes join.
     dirs: Vec<PathBuf>,
+    /// What [`Self::apply`] last wrote: memory, processes, CPU quota.
+    applied: parking_lot::Mutex<Option<(u64, u64, u64)>>,
 }
 
 /// The smallest CPU quota a cgroup takes, in microseconds a period.
@@ -219,6 +221,7 @@ impl RunGroup {
                     dirs
                 }
             },
+            applied: parking_lot::Mutex::new(None),
         };
         for dir in &group.dirs {
             make_dir(dir)?;
@@ -233,29 +236,59 @@ impl RunGroup {
     }
 
     /// Sets the group's limits; lowering them is always possible while the
-    /// group uses little (a warm jail waiting for its program).
+    /// group uses little (a warm jail waiting for its program). Only what
+    /// differs from the limits already set is written: a warm jail asked
+    /// for the limits it was made with costs no write (a CPU quota's is
+    /// slow: it takes a lock across every CPU).
     pub fn apply(&self, limits: &Limits) -> Result<(), CgroupError> {
-        let memory = limits.memory_bytes.to_string();
-        let pids = limits.pids.to_string();
         let period: u64 = 100_000;
         // The kernel refuses quotas under 1 ms a period (1% of a core).
         let quota = (u64::from(limits.cpu_millis) * period / 1000).max(MIN_CPU_QUOTA_US);
+        let wanted = (limits.memory_bytes, u64::from(limits.pids), quota);
+        let mut applied = self.applied.lock();
+        let before = applied.take();
+        let changed = |field: fn(&(u64, u64, u64)) -> u64| {
+            before.is_none_or(|before| field(&before) != field(&wanted))
+        };
+        let memory = limits.memory_bytes.to_string();
+        let pids = limits.pids.to_string();
         match self.mode {
             CgroupMode::V2 => {
-                self.write(0, "memory.max", &memory)?;
-                self.write(0, "memory.swap.max", "0").ok();
-                self.write(0, "pids.max", &pids)?;
-                self.write(0, "cpu.max", &format!("{quota} {period}"))?;
+                if changed(|l| l.0) {
+                    self.write(0, "memory.max", &memory)?;
+                    self.write(0, "memory.swap.max", "0").ok();
+                }
+                if changed(|l| l.1) {
+                    self.write(0, "pids.max", &pids)?;
+                }
+                if changed(|l| l.2) {
+                    self.write(0, "cpu.max", &format!("{quota} {period}"))?;
+                }
             }
             CgroupMode::V1 { .. } => {
-                self.write(0, "memory.limit_in_bytes", &memory)?;
-                // Absent where swap accounting is off; memory alone still holds.
-                self.write(0, "memory.memsw.limit_in_bytes", &memory).ok();
-                self.write(1, "pids.max", &pids)?;
-                self.write(2, "cpu.cfs_period_us", &period.to_string())?;
-                self.write(2, "cpu.cfs_quota_us", &quota.to_string())?;
+                if changed(|l| l.0) {
+                    // Lowered in this order (memsw may not go under memory's
+                    // limit, memory may not go over memsw's): memsw fails
+                    // when raising, so it is written again after.
+                    let memsw = self.write(0, "memory.memsw.limit_in_bytes", &memory);
+                    self.write(0, "memory.limit_in_bytes", &memory)?;
+                    // Absent where swap accounting is off; memory alone still holds.
+                    if memsw.is_err() {
+                        self.write(0, "memory.memsw.limit_in_bytes", &memory).ok();
+                    }
+                }
+                if changed(|l| l.1) {
+                    self.write(1, "pids.max", &pids)?;
+                }
+                if changed(|l| l.2) {
+                    if before.is_none() {
+                        self.write(2, "cpu.cfs_period_us", &period.to_string())?;
+                    }
+                    self.write(2, "cpu.cfs_quota_us", &quota.to_string())?;
+                }
             }
         }
+        *applied = Some(wanted);
         Ok(())
     }
 
@@ -282,30 +315,46 @@ impl RunGroup {
         counter(&dir.join("pids.events"), "max") > 0
     }
 
-    /// Kills every process in the group and waits until it is empty.
-    pub fn kill_all(&self) {
-        let kill_file = match &self.mode {
+    fn kill_file(&self) -> Option<PathBuf> {
+        match &self.mode {
             CgroupMode::V2 => Some(self.dirs[0].join("cgroup.kill")),
             CgroupMode::V1 { unified: Some(_) } => self.dirs.last().map(|d| d.join("cgroup.kill")),
             CgroupMode::V1 { unified: None } => None,
-        };
+        }
+    }
+
+    /// Sends every process in the group SIGKILL, without waiting for them
+    /// to be gone.
+    fn signal_all(&self, kill_file: Option<&Path>) {
+        let pids = self.pids();
+        if pids.is_empty() || kill_file.is_some_and(|f| fs::write(f, "1").is_ok()) {
+            return;
+        }
+        // No cgroup.kill on this host: signal each process.
+        for pid in pids {
+            let _ = std::process::Command::new("/usr/bin/kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    }
+
+    /// Kills every process in the group; they are gone a moment later
+    /// ([`Self::kill_all`] waits for that).
+    pub fn kill(&self) {
+        self.signal_all(self.kill_file().as_deref());
+    }
+
+    /// Kills every process in the group and waits until it is empty.
+    pub fn kill_all(&self) {
+        let kill_file = self.kill_file();
+        let mut pause = Duration::from_micros(250);
         for _ in 0..200 {
-            let pids = self.pids();
-            if pids.is_empty() {
+            if self.pids().is_empty() {
                 return;
             }
-            match kill_file.as_ref().map(|f| fs::write(f, "1")) {
-                Some(Ok(())) => {}
-                _ => {
-                    // No cgroup.kill on this host: signal each process.
-                    for pid in pids {
-                        let _ = std::process::Command::new("/usr/bin/kill")
-                            .args(["-KILL", &pid.to_string()])
-                            .status();
-                    }
-                }
-            }
-            std::thread::sleep(Duration::from_millis(5));
+            self.signal_all(kill_file.as_deref());
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(5));
         }
         tracing::warn!(group = ?self.dirs[0], "processes survived the kill-all");
     }

@@ -1,9 +1,10 @@
-//! How a jail is started: the launcher chain `sh` (joins the run's
-//! cgroups) → `prlimit` → `setpriv` (the host uid) → `bwrap` (namespaces,
-//! mounts, seccomp), and what each language's program is.
+//! How a jail is started: the server forks, and the child joins the run's
+//! cgroups, sets its rlimits and becomes the run's host uid ([`confine`])
+//! before it execs `bwrap` (namespaces, mounts, seccomp); and what each
+//! language's program is.
 
 use std::io::{Seek, Write};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::process::Stdio;
 
 use command_fds::{CommandFdExt, FdMapping};
@@ -13,17 +14,13 @@ use super::{JailSandbox, PYTHON_ENV, RunGroup};
 use crate::sandbox::{Language, Limits, SandboxError};
 
 pub(super) const BWRAP: &str = "/usr/bin/bwrap";
-pub(super) const SETPRIV: &str = "/usr/bin/setpriv";
-pub(super) const PRLIMIT: &str = "/usr/bin/prlimit";
 /// The descriptors bubblewrap reads the filter and the program from.
 const SECCOMP_FD: i32 = 10;
 const CODE_FD: i32 = 11;
+/// The descriptor a warm jail waits on, all set up, before it goes on.
+const BLOCK_FD: i32 = 12;
 /// A host-wide backstop on processes of the jail uid, should a cgroup fail.
 const NPROC_BACKSTOP: u32 = 4096;
-
-/// Joins the run's cgroups, then becomes the rest of its arguments.
-const LAUNCHER: &str =
-    r#"while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@""#;
 
 /// A file holding `bytes`, unlinked, opened for reading from the start.
 fn memory_file(bytes: &[u8]) -> std::io::Result<OwnedFd> {
@@ -75,14 +72,20 @@ pub(super) fn program(language: Language, marker: &str, dir: &str) -> (String, V
 }
 
 /// How a jailed program gets its code.
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 pub(crate) enum Code<'a> {
     /// It has none (a kernel).
     None,
     /// Copied into `Mounts::code_file` as the jail is made.
     File(&'a [u8]),
-    /// Written later to the jail's standard input (a warm jail).
-    Stdin,
+    /// Bound read-only from this host file into `Mounts::code_file`, and
+    /// written there later: the jail is made, then waits, before its
+    /// seccomp filter and its program, until a byte comes down `release`
+    /// (bubblewrap's `--block-fd`): a warm jail.
+    Later {
+        host_file: &'a std::path::Path,
+        release: OwnedFd,
+    },
 }
 
 /// What a jail mounts beyond the read-only system.
@@ -103,6 +106,7 @@ fn bwrap_args(
     limits: &Limits,
     mounts: &Mounts,
     etc: &std::path::Path,
+    code: &Code<'_>,
     command: Vec<String>,
 ) -> Vec<String> {
     let home = limits.home_bytes();
@@ -145,7 +149,13 @@ fn bwrap_args(
         } else {
             format!("/home/user/{file}")
         };
-        push(&["--file", &CODE_FD.to_string(), &path]);
+        match code {
+            Code::Later { host_file, .. } => {
+                push(&["--ro-bind", &host_file.to_string_lossy(), &path]);
+                push(&["--block-fd", &BLOCK_FD.to_string()]);
+            }
+            Code::None | Code::File(_) => push(&["--file", &CODE_FD.to_string(), &path]),
+        }
     }
     push(&[
         "--chdir",
@@ -206,48 +216,121 @@ impl JailSandbox {
         let ready = self.ready()?;
         let internal =
             |what: &str, e: &dyn std::fmt::Display| SandboxError::Internal(format!("{what}: {e}"));
-        let mut cmd = tokio::process::Command::new("/bin/sh");
+        // Opened here: between fork and exec the child only writes to them.
+        let procs = group
+            .procs_files()
+            .iter()
+            .map(|path| {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .map(OwnedFd::from)
+                    .map_err(|e| internal(&format!("{}", path.display()), &e))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut cmd = tokio::process::Command::new(BWRAP);
         cmd.env_clear()
             .env("PATH", "/usr/bin:/bin")
-            .arg("-c")
-            .arg(LAUNCHER)
-            .arg("runcell-jail")
-            .args(group.procs_files())
-            .arg("--")
-            .arg(PRLIMIT)
-            .arg(format!("--fsize={0}:{0}", limits.file_bytes))
-            .arg("--nofile=256:256")
-            .arg("--core=0:0")
-            .arg(format!("--nproc={NPROC_BACKSTOP}:{NPROC_BACKSTOP}"))
-            .arg("--")
-            .arg(SETPRIV)
-            .arg(format!("--reuid={}", user.uid))
-            .arg(format!("--regid={}", user.gid))
-            .arg("--clear-groups")
-            .arg("--")
-            .arg(BWRAP)
-            .args(bwrap_args(limits, mounts, ready.etc, command))
-            .stdin(if matches!(code, Code::Stdin) {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
+            .args(bwrap_args(limits, mounts, ready.etc, &code, command))
+            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
+        confine(
+            &mut cmd,
+            Confinement {
+                procs: procs.iter().map(AsRawFd::as_raw_fd).collect(),
+                file_bytes: limits.file_bytes,
+                user,
+            },
+        );
         let mut fds = vec![FdMapping {
             parent_fd: memory_file(&ready.seccomp).map_err(|e| internal("seccomp file", &e))?,
             child_fd: SECCOMP_FD,
         }];
-        if let Code::File(code) = code {
-            fds.push(FdMapping {
+        match code {
+            Code::None => {}
+            Code::File(code) => fds.push(FdMapping {
                 parent_fd: memory_file(code).map_err(|e| internal("code file", &e))?,
                 child_fd: CODE_FD,
-            });
+            }),
+            Code::Later { release, .. } => fds.push(FdMapping {
+                parent_fd: release,
+                child_fd: BLOCK_FD,
+            }),
         }
         cmd.fd_mappings(fds)
             .map_err(|e| internal("descriptors", &e))?;
-        cmd.spawn()
-            .map_err(|e| internal("cannot start the jail", &e))
+        let child = cmd
+            .spawn()
+            .map_err(|e| internal("cannot start the jail", &e));
+        drop(procs);
+        child
+    }
+}
+
+/// What the child of a fork does to itself before it execs `bwrap`.
+struct Confinement {
+    /// Open `cgroup.procs` files of the run's groups.
+    procs: Vec<RawFd>,
+    /// The largest file it may write.
+    file_bytes: u64,
+    /// The host uid and gid it becomes.
+    user: HostId,
+}
+
+/// Makes `cmd`'s child, between fork and exec: join the run's cgroups (so
+/// that everything it starts is counted and killed with them), take its
+/// rlimits (file size, descriptors, no core files, a host-wide backstop on
+/// processes of its uid), drop every supplementary group and become the
+/// run's host uid and gid, for real, effective and saved ids. Any failure
+/// fails the spawn; nothing runs half-confined.
+///
+/// This replaces a chain of `sh` (cgroups), `prlimit` and `setpriv`: three
+/// programs less to exec for every jail.
+#[allow(unsafe_code)]
+fn confine(cmd: &mut tokio::process::Command, confinement: Confinement) {
+    let Confinement {
+        procs,
+        file_bytes,
+        user,
+    } = confinement;
+    let limit = |cur: u64| libc::rlimit {
+        rlim_cur: cur,
+        rlim_max: cur,
+    };
+    let rlimits = [
+        (libc::RLIMIT_FSIZE, limit(file_bytes)),
+        (libc::RLIMIT_NOFILE, limit(256)),
+        (libc::RLIMIT_CORE, limit(0)),
+        (libc::RLIMIT_NPROC, limit(u64::from(NPROC_BACKSTOP))),
+    ];
+    let (uid, gid) = (user.uid, user.gid);
+    let check = |result: libc::c_int| {
+        if result == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    // SAFETY: the closure runs in the child between fork and exec, where
+    // only async-signal-safe calls are allowed: it makes plain system calls
+    // (write, setrlimit, setgroups, setresgid, setresuid) on values prepared
+    // before the fork, and allocates nothing (`last_os_error` does not).
+    unsafe {
+        cmd.pre_exec(move || {
+            for &fd in &procs {
+                // "0" is the writing process itself.
+                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            for (resource, value) in &rlimits {
+                check(libc::setrlimit(*resource, value))?;
+            }
+            check(libc::setgroups(0, std::ptr::null()))?;
+            check(libc::setresgid(gid, gid, gid))?;
+            check(libc::setresuid(uid, uid, uid))
+        });
     }
 }

@@ -26,9 +26,9 @@ pub(crate) use cgroup::RunGroup;
 pub use cgroup::{CgroupMode, TotalCaps};
 pub use identity::{HostId, JAIL_UID};
 use identity::{Lease, UidPool};
-use launch::{BWRAP, PRLIMIT, SETPRIV};
+use launch::BWRAP;
 pub(crate) use launch::{Code, Mounts};
-use oneshot::WarmJail;
+use oneshot::Lane;
 pub(crate) use outcome::stop_error;
 pub(crate) use session::shell_quote;
 pub use session::{JailSession, remove_stale_sessions};
@@ -103,7 +103,7 @@ pub struct JailSandbox {
     config: JailConfig,
     ready: Result<Ready, String>,
     /// Jails already set up and waiting for a program, by language.
-    warm: parking_lot::Mutex<std::collections::HashMap<Language, Vec<WarmJail>>>,
+    warm: parking_lot::Mutex<std::collections::HashMap<Language, Lane>>,
     /// A handle sessions keep; set once at construction.
     this: std::sync::Weak<JailSandbox>,
 }
@@ -178,14 +178,8 @@ fn probe(config: &JailConfig) -> Result<Ready, String> {
     if !running_as_root() {
         return Err("runcell must run as root to create cgroups and drop to the jail uid".into());
     }
-    for (tool, package) in [
-        (BWRAP, "bubblewrap"),
-        (SETPRIV, "util-linux"),
-        (PRLIMIT, "util-linux"),
-    ] {
-        if !std::path::Path::new(tool).is_file() {
-            return Err(format!("{tool} is missing (Debian package {package})"));
-        }
+    if !std::path::Path::new(BWRAP).is_file() {
+        return Err(format!("{BWRAP} is missing (Debian package bubblewrap)"));
     }
     let userns = std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
         .ok()

@@ -1,7 +1,12 @@
 //! One-shot runs: a fresh jail per program (a throw-away home and uid, or a
 //! session's), with jails for each language set up ahead of time.
 
-use std::time::Instant;
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -10,24 +15,118 @@ use super::identity::{HostId, Lease};
 use super::launch::{Code, Mounts, program};
 use super::outcome::classify;
 use super::supervise::supervise;
-use super::{JailSandbox, RunGroup, clamp};
+use super::{CgroupMode, JailSandbox, RunGroup, clamp};
 use crate::sandbox::{
     Language, Limits, RunEvent, RunOutcome, RunRequest, SandboxError, now_ms, validate_code,
 };
 
-/// Jails started ahead of time, per language, for one-shot runs.
-const WARM_PER_LANGUAGE: usize = 2;
-/// What a warm jail runs until its program arrives on standard input.
-const AWAIT_PROGRAM: &str = r#"cat > "$0" || exit 125; exec "$@""#;
+/// Jails waiting per language when runs are rare...
+const MIN_WARM: usize = 2;
+/// ...and at most, when they come faster than jails are made.
+const MAX_WARM: usize = 6;
+/// A language with no run for this long goes back to [`MIN_WARM`].
+const QUIET: Duration = Duration::from_secs(30);
 
-/// A jail set up ahead of time: it waits, inside its group at the server's
-/// maximum limits, for its program on standard input.
+/// A jail set up ahead of time: made, inside its group at the server's
+/// maximum limits, with its program's file bound read-only from a host file
+/// of its own, it waits (namespaces, mounts and ids done; no seccomp filter
+/// yet, nothing of its own run) for a byte on a pipe, after its program is
+/// written to that file.
 pub(super) struct WarmJail {
     child: tokio::process::Child,
+    /// The host file its program file is bound from; removed with it.
+    code: CodeFile,
+    /// A byte down it lets the jail go on.
+    release: OwnedFd,
     group: RunGroup,
     marker: String,
     /// Its uid; dropped after the group.
     lease: Lease,
+}
+
+/// The warm jails of one language, and how many to keep: more after a run
+/// found none waiting, back to [`MIN_WARM`] after a quiet spell.
+#[derive(Default)]
+pub(super) struct Lane {
+    jails: Vec<WarmJail>,
+    target: usize,
+    /// Jails being made for this lane right now.
+    making: usize,
+    last_run: Option<Instant>,
+}
+
+impl Lane {
+    /// Notes a run asking for a jail, and gives one if any is waiting.
+    fn take(&mut self, now: Instant) -> Option<WarmJail> {
+        if self.last_run.is_none_or(|last| now.duration_since(last) > QUIET) {
+            self.target = MIN_WARM;
+        }
+        self.last_run = Some(now);
+        let jail = self.jails.pop();
+        if jail.is_none() {
+            // Runs come faster than jails are made: keep more.
+            self.target = (self.target + 1).clamp(MIN_WARM, MAX_WARM);
+        }
+        jail
+    }
+
+    /// Whether another jail should be made now (and counts it as being made).
+    fn wants_one(&mut self) -> bool {
+        let wanted = self.jails.len() + self.making < self.target.max(MIN_WARM);
+        if wanted {
+            self.making += 1;
+        }
+        wanted
+    }
+}
+
+/// A warm jail's program, in a host file of its own (root's, in a
+/// directory of the server's that no jail mounts), bound read-only into the
+/// jail; removed on drop.
+struct CodeFile {
+    path: PathBuf,
+}
+
+impl CodeFile {
+    fn create(name: &str) -> std::io::Result<Self> {
+        static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+        let dir = DIR
+            .get_or_init(|| {
+                let dir = Path::new("/run/runcell").join(format!("code-{}", std::process::id()));
+                // A directory of a process that had this pid before.
+                let _ = std::fs::remove_dir_all(&dir);
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o711)
+                    .create(&dir)
+                    .map(|()| dir)
+                    .map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(|e| std::io::Error::other(e.clone()))?;
+        let path = dir.join(name);
+        // Readable by the jail's uid through the bind, written only by us.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&path)?;
+        Ok(Self { path })
+    }
+
+    fn write(&self, code: &[u8]) -> std::io::Result<()> {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(&self.path)?
+            .write_all(code)
+    }
+}
+
+impl Drop for CodeFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 impl JailSandbox {
@@ -39,7 +138,12 @@ impl JailSandbox {
             return None;
         }
         let mut warm = loop {
-            let mut candidate = self.warm.lock().get_mut(&language)?.pop()?;
+            let mut candidate = self
+                .warm
+                .lock()
+                .entry(language)
+                .or_default()
+                .take(Instant::now())?;
             // One that died while waiting is of no use.
             if matches!(candidate.child.try_wait(), Ok(None)) {
                 break candidate;
@@ -56,60 +160,27 @@ impl JailSandbox {
         }
     }
 
-    /// Starts jails for `language` until enough are waiting.
+    /// Makes jails for `language` until its lane has what it wants, off the
+    /// request path (a blocking task: making a jail forks and writes
+    /// cgroup files).
+    fn refill_warm(&self, language: Language) {
+        let Ok(this) = self.handle() else {
+            return;
+        };
+        drop(tokio::task::spawn_blocking(move || this.fill_warm(language)));
+    }
+
     fn fill_warm(&self, language: Language) {
         let Ok(cgroups) = self.ready_cgroups() else {
             return;
         };
-        loop {
-            if self.warm.lock().get(&language).map_or(0, Vec::len) >= WARM_PER_LANGUAGE {
-                return;
-            }
-            let limits = self.config.max_limits.clone();
-            let lease = match self.lease_uid() {
-                Ok(lease) => lease,
-                Err(e) => {
-                    tracing::warn!(%e, "no uid for a warm jail");
-                    return;
-                }
-            };
-            let name = format!("warm-{}", uuid::Uuid::new_v4().simple());
-            let group = match RunGroup::create(cgroups, &name, &limits) {
-                Ok(group) => group,
-                Err(e) => {
-                    tracing::warn!(%e, "cannot make a warm jail's group");
-                    return;
-                }
-            };
-            let marker = format!("runcell-compile-failed-{}", uuid::Uuid::new_v4().simple());
-            let (file, command) = program(language, &marker, "");
-            let mut argv = vec![
-                "/bin/sh".to_string(),
-                "-c".into(),
-                AWAIT_PROGRAM.into(),
-                file,
-            ];
-            argv.extend(command);
-            let spawned = self.spawn_jail(
-                lease.id(),
-                &limits,
-                &group,
-                &Mounts::default(),
-                argv,
-                Code::Stdin,
-            );
-            match spawned {
-                Ok(child) => self
-                    .warm
-                    .lock()
-                    .entry(language)
-                    .or_default()
-                    .push(WarmJail {
-                        child,
-                        group,
-                        marker,
-                        lease,
-                    }),
+        while self.warm.lock().entry(language).or_default().wants_one() {
+            let made = self.make_warm(cgroups, language);
+            let mut lanes = self.warm.lock();
+            let lane = lanes.entry(language).or_default();
+            lane.making -= 1;
+            match made {
+                Ok(jail) => lane.jails.push(jail),
                 Err(e) => {
                     tracing::warn!(%e, "cannot start a warm jail");
                     return;
@@ -118,12 +189,48 @@ impl JailSandbox {
         }
     }
 
+    fn make_warm(&self, cgroups: &CgroupMode, language: Language) -> Result<WarmJail, SandboxError> {
+        let limits = self.config.max_limits.clone();
+        let lease = self.lease_uid()?;
+        let name = format!("warm-{}", uuid::Uuid::new_v4().simple());
+        let group = RunGroup::create(cgroups, &name, &limits)
+            .map_err(|e| SandboxError::Unavailable(e.to_string()))?;
+        let marker = format!("runcell-compile-failed-{}", uuid::Uuid::new_v4().simple());
+        let (file, command) = program(language, &marker, "");
+        let internal = |what: &str, e: std::io::Error| SandboxError::Internal(format!("{what}: {e}"));
+        let code = CodeFile::create(&name).map_err(|e| internal("a warm jail's program file", e))?;
+        let (reader, writer) = std::io::pipe().map_err(|e| internal("a warm jail's pipe", e))?;
+        let mounts = Mounts {
+            code_file: Some(file),
+            ..Mounts::default()
+        };
+        let child = self.spawn_jail(
+            lease.id(),
+            &limits,
+            &group,
+            &mounts,
+            command,
+            Code::Later {
+                host_file: &code.path,
+                release: reader.into(),
+            },
+        )?;
+        Ok(WarmJail {
+            child,
+            code,
+            release: writer.into(),
+            group,
+            marker,
+            lease,
+        })
+    }
+
     /// Runs one program in a fresh jail; `home` is the session's home (and
     /// uid), or a throw-away tmpfs (and a uid of the run's own) when `None`.
     pub(crate) async fn run_process(
         &self,
         request: &RunRequest,
-        home: Option<(&std::path::Path, HostId)>,
+        home: Option<(&Path, HostId)>,
         events: Option<&mpsc::Sender<RunEvent>>,
         cancel: &CancellationToken,
     ) -> Result<RunOutcome, SandboxError> {
@@ -136,23 +243,22 @@ impl JailSandbox {
             None
         };
         let started = Instant::now();
+        let mut code_file = None;
         let (mut child, group, marker, lease) = match warm {
-            Some(mut warm) => {
-                let delivered = match warm.child.stdin.take() {
-                    Some(mut stdin) => {
-                        use tokio::io::AsyncWriteExt;
-                        stdin.write_all(request.code.as_bytes()).await.is_ok()
-                    }
-                    None => false,
-                };
-                if !delivered {
-                    return Err(SandboxError::Internal(
-                        "a warm jail did not take its program".into(),
-                    ));
-                }
+            Some(warm) => {
+                warm.code
+                    .write(request.code.as_bytes())
+                    .and_then(|()| std::fs::File::from(warm.release).write_all(b"1"))
+                    .map_err(|e| {
+                        SandboxError::Internal(format!("a warm jail did not take its program: {e}"))
+                    })?;
+                code_file = Some(warm.code);
                 (warm.child, warm.group, warm.marker, Some(warm.lease))
             }
             None => {
+                if home.is_none() {
+                    self.refill_warm(request.language);
+                }
                 // A session's runs share its uid; a one-shot run has its own.
                 let (lease, user) = match home {
                     Some((_, user)) => (None, user),
@@ -188,14 +294,12 @@ impl JailSandbox {
             }
         };
         let supervised = supervise(&mut child, &limits, events, cancel).await;
-        // Replace the warm jail once the run is over, not while it runs.
-        if home.is_none()
-            && let Ok(this) = self.handle()
-        {
-            let language = request.language;
-            tokio::spawn(async move { this.fill_warm(language) });
+        if home.is_none() {
+            self.refill_warm(request.language);
         }
-        group.kill_all();
+        // What the program left running dies now; waiting for it to be gone
+        // is the clean-up's, below.
+        group.kill();
         let outcome = classify(
             supervised,
             &group,
@@ -207,6 +311,7 @@ impl JailSandbox {
         // Removing the groups can wait on the kernel for a few milliseconds;
         // the caller need not. The uid is free again once they are empty.
         tokio::task::spawn_blocking(move || {
+            drop(code_file);
             let empty = group.is_empty();
             drop(group);
             if let Some(lease) = lease {

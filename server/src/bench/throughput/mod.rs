@@ -1,0 +1,402 @@
+//! `runcell bench throughput`: one-shot programs through the API, as an
+//! evaluation harness sends them, beside a bare process per program.
+//!
+//! Every program of the public set (`programs.txt`) runs in its right and
+//! its broken variant, at concurrency 1, 2 and 4: once through
+//! `POST /v1/code_interpreter/run` of a real runcell (its own, started from
+//! this binary with the default settings and a new key, or the one `--url`
+//! names with `RUNCELL_API_KEY`), once as a bare process (the same
+//! interpreter and file, no jail). It prints programs/s, p50/p99 latency and
+//! the ratio, and fails if any verdict (passed: exit status 0 and no error)
+//! differs from the bare run's, or if the bare runs do not pass every right
+//! variant and fail every broken one (a broken set proves nothing).
+
+pub mod programs;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use self::programs::Program;
+use super::sandbox::stats;
+use super::{BenchError, fail};
+use crate::sandbox::Language;
+use crate::sandbox::jail::PYTHON_ENV;
+
+pub struct ThroughputOptions {
+    /// A running runcell to measure; `None`: start one from this binary.
+    pub url: Option<String>,
+    /// Concurrency levels to measure at.
+    pub concurrency: Vec<usize>,
+}
+
+/// One run to make: a program's variant.
+#[derive(Clone)]
+struct Job {
+    program: Arc<Program>,
+    broken: bool,
+}
+
+impl Job {
+    fn code(&self) -> &str {
+        if self.broken {
+            &self.program.broken
+        } else {
+            &self.program.right
+        }
+    }
+}
+
+/// What one pass over every job saw.
+struct Pass {
+    wall: Duration,
+    latencies: Vec<Duration>,
+    /// Passed or not, per job, in job order.
+    verdicts: Vec<bool>,
+    /// Answers 429 that were waited out and retried.
+    throttled: usize,
+}
+
+impl Pass {
+    fn rate(&self) -> f64 {
+        self.verdicts.len() as f64 / self.wall.as_secs_f64()
+    }
+}
+
+/// Where runs go.
+#[derive(Clone)]
+enum Runner {
+    /// A bare process in a scratch directory of the worker's own.
+    Bare(Arc<Vec<PathBuf>>),
+    Api {
+        http: reqwest::Client,
+        url: String,
+        key: String,
+    },
+}
+
+impl Runner {
+    /// Runs `job` (as worker `worker`): passed or not, and the 429s waited out.
+    async fn run(&self, worker: usize, job: &Job) -> Result<(bool, usize), BenchError> {
+        match self {
+            Self::Bare(dirs) => Ok((bare(&dirs[worker], job).await?, 0)),
+            Self::Api { http, url, key } => api(http, url, key, job).await,
+        }
+    }
+}
+
+/// The same command the jail runs (`sandbox/jail/launch.rs`), with no jail.
+async fn bare(dir: &Path, job: &Job) -> Result<bool, BenchError> {
+    let (file, program, args): (&str, String, Vec<&str>) = match job.program.language {
+        Language::Python => ("main.py", format!("{PYTHON_ENV}/bin/python3"), vec!["-u", "main.py"]),
+        Language::Javascript => ("main.js", "/usr/bin/node".into(), vec!["main.js"]),
+        Language::Bash => ("main.sh", "/bin/bash".into(), vec!["main.sh"]),
+        Language::C => (
+            "main.c",
+            "/bin/sh".into(),
+            vec![
+                "-c",
+                "gcc -O2 -std=gnu17 -o .main main.c -lm && exec ./.main",
+            ],
+        ),
+    };
+    tokio::fs::write(dir.join(file), job.code())
+        .await
+        .map_err(fail)?;
+    let status = tokio::process::Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", format!("{PYTHON_ENV}/bin:/usr/local/bin:/usr/bin:/bin"))
+        .env("HOME", dir)
+        .env("LANG", "C.UTF-8")
+        .env("MPLBACKEND", "Agg")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .await
+        .map_err(fail)?;
+    Ok(status.success())
+}
+
+#[derive(serde::Deserialize)]
+struct RunAnswer {
+    exit_code: Option<i32>,
+    error: Option<serde_json::Value>,
+}
+
+/// The longest a 429 is waited out, whatever `Retry-After` says.
+const MAX_RETRY_WAIT: Duration = Duration::from_secs(10);
+
+async fn api(
+    http: &reqwest::Client,
+    url: &str,
+    key: &str,
+    job: &Job,
+) -> Result<(bool, usize), BenchError> {
+    let body = serde_json::json!({"code": job.code(), "language": job.program.language.name()});
+    let mut throttled = 0;
+    loop {
+        let answer = http
+            .post(format!("{url}/v1/code_interpreter/run"))
+            .bearer_auth(key)
+            .json(&body)
+            .send()
+            .await
+            .map_err(fail)?;
+        let status = answer.status();
+        if status == reqwest::StatusCode::TOO_MANY_REQUESTS {
+            throttled += 1;
+            let wait = answer
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok())
+                .ok_or_else(|| BenchError("a 429 without Retry-After".into()))?;
+            tokio::time::sleep(Duration::from_secs(wait).min(MAX_RETRY_WAIT)).await;
+            continue;
+        }
+        if !status.is_success() {
+            let text = answer.text().await.unwrap_or_default();
+            return Err(BenchError(format!(
+                "{}: {status}: {}",
+                job.program.name,
+                text.chars().take(300).collect::<String>()
+            )));
+        }
+        let answer: RunAnswer = answer.json().await.map_err(fail)?;
+        return Ok((answer.exit_code == Some(0) && answer.error.is_none(), throttled));
+    }
+}
+
+/// Runs every job with `concurrency` workers pulling from one queue.
+async fn pass(runner: &Runner, jobs: &Arc<Vec<Job>>, concurrency: usize) -> Result<Pass, BenchError> {
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut workers = tokio::task::JoinSet::new();
+    for worker in 0..concurrency {
+        let (runner, jobs, next) = (runner.clone(), Arc::clone(jobs), Arc::clone(&next));
+        workers.spawn(async move {
+            let mut seen = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(job) = jobs.get(i) else {
+                    return Ok::<_, BenchError>(seen);
+                };
+                let began = Instant::now();
+                let (passed, throttled) = runner.run(worker, job).await?;
+                seen.push((i, passed, began.elapsed(), throttled));
+            }
+        });
+    }
+    let mut verdicts = vec![false; jobs.len()];
+    let mut latencies = Vec::with_capacity(jobs.len());
+    let mut throttled = 0;
+    while let Some(done) = workers.join_next().await {
+        for (i, passed, took, waits) in done.map_err(fail)?? {
+            verdicts[i] = passed;
+            latencies.push(took);
+            throttled += waits;
+        }
+    }
+    Ok(Pass {
+        wall: started.elapsed(),
+        latencies,
+        verdicts,
+        throttled,
+    })
+}
+
+/// A runcell this bench started: killed when dropped.
+struct OwnServer {
+    child: tokio::process::Child,
+    url: String,
+    key: String,
+    _data: tempfile::TempDir,
+}
+
+impl Drop for OwnServer {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+/// Starts `runcell serve` from this binary, the way a person does, with the
+/// default settings (the scripted model: no model is loaded) and a new key.
+async fn own_server() -> Result<OwnServer, BenchError> {
+    let exe = std::env::current_exe().map_err(fail)?;
+    let data = tempfile::tempdir().map_err(fail)?;
+    let created = tokio::process::Command::new(&exe)
+        .args(["keys", "create", "--name", "bench", "--data-dir"])
+        .arg(data.path())
+        .output()
+        .await
+        .map_err(fail)?;
+    if !created.status.success() {
+        return Err(BenchError(format!(
+            "runcell keys create: {}",
+            String::from_utf8_lossy(&created.stderr)
+        )));
+    }
+    let key = String::from_utf8_lossy(&created.stdout)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(fail)?
+        .port();
+    let child = tokio::process::Command::new(&exe)
+        .args(["serve", "--addr", &format!("127.0.0.1:{port}"), "--data-dir"])
+        .arg(data.path())
+        .env("RUNCELL_LLM", "scripted")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(fail)?;
+    let server = OwnServer {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+        key,
+        _data: data,
+    };
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let ready = http
+            .get(format!("{}/healthz", server.url))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success());
+        if ready {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(BenchError("the server did not answer /healthz in 60 s".into()));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Let its start-up work (the kernel pool) settle.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    Ok(server)
+}
+
+fn ms(samples: &mut [Duration]) -> String {
+    let (p50, p99) = stats(samples);
+    format!("{p50:>7.1} {p99:>7.1}")
+}
+
+pub async fn run(options: ThroughputOptions) -> Result<(), BenchError> {
+    let set = programs::all().map_err(fail)?;
+    let jobs: Arc<Vec<Job>> = Arc::new(
+        set.into_iter()
+            .map(Arc::new)
+            .flat_map(|program| {
+                [false, true].map(|broken| Job {
+                    program: Arc::clone(&program),
+                    broken,
+                })
+            })
+            .collect(),
+    );
+    let max_workers = options.concurrency.iter().copied().max().unwrap_or(1);
+    let scratch = tempfile::tempdir().map_err(fail)?;
+    let dirs: Vec<PathBuf> = (0..max_workers)
+        .map(|i| {
+            let dir = scratch.path().join(format!("w{i}"));
+            std::fs::create_dir_all(&dir).map(|()| dir)
+        })
+        .collect::<Result<_, _>>()
+        .map_err(fail)?;
+    let bare_runner = Runner::Bare(Arc::new(dirs));
+
+    let own;
+    let (url, key) = match options.url {
+        Some(url) => (
+            url.trim_end_matches('/').to_string(),
+            std::env::var("RUNCELL_API_KEY")
+                .map_err(|_| BenchError("--url needs RUNCELL_API_KEY".into()))?,
+        ),
+        None => {
+            own = own_server().await?;
+            (own.url.clone(), own.key.clone())
+        }
+    };
+    let api_runner = Runner::Api {
+        http: reqwest::Client::new(),
+        url: url.clone(),
+        key,
+    };
+
+    let by_language = |language: Language| {
+        jobs.iter()
+            .filter(|j| j.program.language == language)
+            .count()
+            / 2
+    };
+    println!(
+        "runcell bench throughput: {} programs ({} python, {} javascript, {} bash, {} c), each right and broken, through {url}/v1/code_interpreter/run beside a bare process",
+        jobs.len() / 2,
+        by_language(Language::Python),
+        by_language(Language::Javascript),
+        by_language(Language::Bash),
+        by_language(Language::C),
+    );
+    println!(
+        "{:>4}  {:>10} {:>10} {:>6}  {:>15}  {:>15}  {:>4}",
+        "conc", "bare /s", "runcell /s", "ratio", "bare p50 p99", "runcell p50 p99", "429s"
+    );
+    let mut problems = Vec::new();
+    for &concurrency in &options.concurrency {
+        let concurrency = concurrency.max(1);
+        let mut bare_pass = pass(&bare_runner, &jobs, concurrency).await?;
+        for (job, &passed) in jobs.iter().zip(&bare_pass.verdicts) {
+            if passed == job.broken {
+                problems.push(format!(
+                    "bare {} ({}) {}",
+                    job.program.name,
+                    if job.broken { "broken" } else { "right" },
+                    if passed { "passed" } else { "failed" }
+                ));
+            }
+        }
+        let mut api_pass = pass(&api_runner, &jobs, concurrency).await?;
+        for (job, (&jailed, &plain)) in jobs
+            .iter()
+            .zip(api_pass.verdicts.iter().zip(&bare_pass.verdicts))
+        {
+            if jailed != plain {
+                problems.push(format!(
+                    "at concurrency {concurrency}, {} ({}) {} in runcell, {} bare",
+                    job.program.name,
+                    if job.broken { "broken" } else { "right" },
+                    if jailed { "passed" } else { "failed" },
+                    if plain { "passed" } else { "failed" }
+                ));
+            }
+        }
+        println!(
+            "{concurrency:>4}  {:>10.1} {:>10.1} {:>5.2}x  {}  {}  {:>4}",
+            bare_pass.rate(),
+            api_pass.rate(),
+            api_pass.rate() / bare_pass.rate(),
+            ms(&mut bare_pass.latencies),
+            ms(&mut api_pass.latencies),
+            api_pass.throttled,
+        );
+    }
+    if problems.is_empty() {
+        println!("every verdict the same as the bare run's");
+        Ok(())
+    } else {
+        for problem in problems.iter().take(50) {
+            println!("  {problem}");
+        }
+        Err(BenchError(format!("{} verdicts differ", problems.len())))
+    }
+}
