@@ -3,6 +3,8 @@
 //!
 //! Shared with the server crate (the wire and the domain):
 //! - [`protocol`]: the WebSocket frames, one serde definition for both sides.
+//! - [`reader`]: the page's reading of those frames, by hand (no serde code
+//!   in the bundle).
 //! - [`notebook`]: the pure fold from events to cells that both sides render.
 //! - [`api`]: server functions, the types they return, and the server-side
 //!   ports they call.
@@ -23,6 +25,7 @@ pub mod components;
 pub mod contexts;
 pub mod notebook;
 pub mod protocol;
+pub mod reader;
 pub mod render;
 pub mod routes;
 

@@ -29,6 +29,9 @@ pub struct SessionLog {
     pub session_id: String,
     /// The first question, or the owner's name for it; empty before any.
     pub title: String,
+    /// Read by hand ([`crate::reader`]), as the page reads the socket's
+    /// events, so that the bundle carries no serde code for them.
+    #[serde(deserialize_with = "crate::reader::deserialize_events")]
     pub events: Vec<SessionEvent>,
     pub models: ModelChoices,
     /// The sandbox backends on offer, the default first.

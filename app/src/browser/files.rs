@@ -7,7 +7,6 @@ use wasm_bindgen::closure::Closure;
 use web_sys::{File, ProgressEvent, XmlHttpRequest};
 
 use super::xhr::{message_of, on_end, send};
-use crate::api::FileItem;
 use crate::contexts::{FilesState, SessionState, UploadItem};
 use crate::protocol::SandboxKind;
 use crate::render::sizes::{human_size, mib};
@@ -40,7 +39,7 @@ pub fn refresh(state: SessionState, files: FilesState) {
             .ok()
             .flatten()
             .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
-            .and_then(|body| serde_json::from_value::<Vec<FileItem>>(body["files"].clone()).ok());
+            .and_then(|body| crate::reader::file_items(&body).ok());
         if let Some(list) = list {
             files.problem.set(None);
             files.files.set(list);

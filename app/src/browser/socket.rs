@@ -170,7 +170,7 @@ fn on_frame(state: SessionState, python: PagePython, socket: &WebSocket, ev: &Me
     let Some(text) = ev.data().as_string() else {
         return;
     };
-    let message = match serde_json::from_str::<ServerMessage>(&text) {
+    let message = match crate::reader::server_message_text(&text) {
         Ok(message) => message,
         Err(err) => {
             leptos::logging::warn!("unreadable frame from the server: {err}");

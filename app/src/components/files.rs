@@ -128,12 +128,13 @@ fn UploadRow(upload: UploadItem) -> impl IntoView {
         ..
     } = upload;
     let failed = error.is_some();
-    // Progress changes without re-creating the row.
+    // Progress changes without re-creating the row. In whole bytes: an
+    // `f64` attribute would bring float printing into the bundle.
     let progress = move || {
         files.uploads.with(|u| {
             u.iter()
                 .find(|x| x.id == id)
-                .map_or((0.0, 1.0), |x| (x.sent, x.total))
+                .map_or((0, 1), |x| (x.sent as u64, x.total as u64))
         })
     };
     let replace = move |_| {

@@ -2,15 +2,19 @@
 
 use leptos::prelude::*;
 use leptos_meta::Title;
-use leptos_router::hooks::use_params_map;
 
-use crate::api::{ShareLinkLog, display_title, load_share_link};
-use crate::components::{Cells, Header, LoadProblem, ShareLinkFiles};
+use crate::api::{ShareLinkLog, display_title};
+use crate::components::{Cells, Header, ShareLinkFiles};
 use crate::contexts::{SessionState, ShareLinkOffer, provide_session, provide_share_link_offer};
 
 /// `/s/{token}`: a shared session, read-only.
+#[cfg(any(feature = "ssr", not(feature = "hydrate")))]
 #[component]
 pub fn ShareLinkPage() -> impl IntoView {
+    use crate::api::load_share_link;
+    use crate::components::LoadProblem;
+    use leptos_router::hooks::use_params_map;
+
     let params = use_params_map();
     let token = move || params.read().get("token").unwrap_or_default();
     let log = Resource::new(token, load_share_link);
@@ -27,6 +31,13 @@ pub fn ShareLinkPage() -> impl IntoView {
         </Suspense>
     }
 }
+
+/// The browser's side of `/s/{token}`: nothing. A share link's page loads
+/// no bundle (see [`crate::hydrates`]), and every link to one leaves the
+/// page (`rel="external"`), so the bundle carries none of its code.
+#[cfg(all(feature = "hydrate", not(feature = "ssr")))]
+#[component]
+pub fn ShareLinkPage() -> impl IntoView {}
 
 /// A shared session, read-only, with a way to fork it.
 #[component]

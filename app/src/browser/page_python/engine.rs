@@ -1,11 +1,10 @@
 //! The page's Python itself: the sandboxed frame, the channel its worker
 //! talks over, and what may come back through it.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use leptos::prelude::*;
-use serde::Deserialize;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::closure::Closure;
 use web_sys::{HtmlIFrameElement, MessageEvent, MessagePort};
@@ -26,47 +25,7 @@ const FRAME_WAIT: Duration = Duration::from_secs(20);
 const MAX_MESSAGE_UNITS: u32 = 256 * 1024;
 
 /// What the frame posts: its own messages, then its worker's.
-#[derive(Debug, Deserialize)]
-#[serde(tag = "t", rename_all = "snake_case")]
-pub(super) enum FromWorker {
-    /// The frame is there; whether Stop can interrupt its Python.
-    Frame {
-        interruptible: bool,
-    },
-    /// The worker could not be loaded, or raised an error.
-    Broken {
-        #[serde(default)]
-        message: String,
-    },
-    Loading {
-        stage: String,
-    },
-    Ready {
-        ms: u64,
-    },
-    Failed {
-        message: String,
-    },
-    Out {
-        run: u64,
-        stream: String,
-        text: String,
-    },
-    Result {
-        run: u64,
-        data: BTreeMap<String, String>,
-    },
-    Error {
-        run: u64,
-        name: String,
-        value: String,
-        #[serde(default)]
-        traceback: Vec<String>,
-    },
-    Done {
-        run: u64,
-    },
-}
+pub(super) use crate::reader::FromWorker;
 
 /// The page's Python: a frame and the worker in it.
 pub(super) struct Engine {
@@ -265,7 +224,7 @@ fn read_message(data: &wasm_bindgen::JsValue) -> Option<FromWorker> {
         );
         return None;
     }
-    match serde_json::from_str::<FromWorker>(&String::from(text)) {
+    match crate::reader::from_worker_text(&String::from(text)) {
         Ok(message) => Some(message),
         Err(err) => {
             leptos::logging::warn!("unreadable message from Python: {err}");

@@ -15,6 +15,7 @@ use crate::contexts::use_session;
 use crate::notebook::{Cell, Notebook};
 use crate::protocol::{CellId, CellKind, CellStatus, ClientMessage, Output, UNGROUNDED};
 use crate::render::markdown;
+use crate::render::sizes::one_decimal;
 use outputs::ResultBody;
 
 /// The conversation: every cell, in order, each following the notebook.
@@ -256,7 +257,7 @@ fn outcome_label(result: CellStatus) -> Option<&'static str> {
 fn status_label(cell: &Cell) -> String {
     let seconds = cell
         .elapsed_ms
-        .map(|ms| format!(" · {:.1} s", ms as f64 / 1000.0))
+        .map(|ms| format!(" · {} s", one_decimal(ms, 1000)))
         .unwrap_or_default();
     match (cell.status, cell.kind) {
         (_, CellKind::User) => String::new(),

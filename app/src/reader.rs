@@ -1,0 +1,444 @@
+//! The page's reading of the frames it is sent, by hand from a parsed
+//! [`Value`] rather than through serde's derived code.
+//!
+//! serde's `Deserialize` for the protocol's internally tagged enums
+//! ([`ServerMessage`], [`EventBody`], [`Output`]) buffers every frame and is
+//! generated once per deserializer: about a tenth of the browser bundle.
+//! The page already parses JSON into a [`Value`] (its XHR answers), so it
+//! reads the server's frames, a session's events and its Python's messages
+//! from one too. The server keeps the derives in `protocol`, which define
+//! the wire; this module reads the same shapes and is tested against them
+//! (every kind of frame round-trips, and what serde refuses is refused).
+//!
+//! What is read as serde reads it: tags, required fields, `#[serde(default)]`
+//! fields, integers that fit the field's type; unknown fields are ignored.
+//! Two differences, in what no server writes: a `null` counts as an absent
+//! field, also where serde would refuse it (a defaulted string or flag),
+//! and a struct is never read from an array of its fields.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::api::FileItem;
+use crate::protocol::{
+    CellError, CellId, CellKind, CellStatus, ErrorCode, EventBody, Highlight, KernelLoss, Output,
+    ServerMessage, SessionEvent, Table, TurnId, TurnKind, TurnStatus,
+};
+
+/// Why a frame could not be read: the field (or tag) that was missing or
+/// not of its type.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unreadable `{0}`")]
+pub struct Unreadable(pub &'static str);
+
+type Read<T> = Result<T, Unreadable>;
+
+/// A frame from the server, as text.
+pub fn server_message_text(text: &str) -> Read<ServerMessage> {
+    let value = serde_json::from_str::<Value>(text).map_err(|_| Unreadable("frame"))?;
+    server_message(&value)
+}
+
+/// A frame from the server.
+pub fn server_message(v: &Value) -> Read<ServerMessage> {
+    Ok(match tag(v, "type")? {
+        "welcome" => ServerMessage::Welcome {
+            protocol: u32_of(v, "protocol")?,
+            session_id: text(v, "session_id")?,
+            last_seq: u64_of(v, "last_seq")?,
+        },
+        "event" => ServerMessage::Event(session_event(v)?),
+        "error" => ServerMessage::Error {
+            code: error_code(required(v, "code")?)?,
+            message: text(v, "message")?,
+        },
+        "browser_run" => ServerMessage::BrowserRun {
+            run: u64_of(v, "run")?,
+            code: text(v, "code")?,
+            fresh: optional(v, "fresh")
+                .map(|f| f.as_bool().ok_or(Unreadable("fresh")))
+                .transpose()?
+                .unwrap_or(false),
+            timeout_ms: u64_of(v, "timeout_ms")?,
+        },
+        "browser_stop" => ServerMessage::BrowserStop {
+            run: u64_of(v, "run")?,
+        },
+        _ => return Err(Unreadable("type")),
+    })
+}
+
+/// A session's events: a list of [`SessionEvent`]s.
+pub fn session_events(v: &Value) -> Read<Vec<SessionEvent>> {
+    v.as_array()
+        .ok_or(Unreadable("events"))?
+        .iter()
+        .map(session_event)
+        .collect()
+}
+
+/// `deserialize_with` for a list of events (a [`SessionLog`]'s, which the
+/// page reads as it hydrates): parsed as a [`Value`], then read here.
+///
+/// [`SessionLog`]: crate::api::SessionLog
+pub fn deserialize_events<'de, D>(deserializer: D) -> Result<Vec<SessionEvent>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    use serde::Deserialize;
+    let value = Value::deserialize(deserializer)?;
+    session_events(&value).map_err(serde::de::Error::custom)
+}
+
+/// A sequenced event.
+pub fn session_event(v: &Value) -> Read<SessionEvent> {
+    Ok(SessionEvent {
+        seq: u64_of(v, "seq")?,
+        ts_ms: u64_of(v, "ts_ms")?,
+        event: event_body(required(v, "event")?)?,
+    })
+}
+
+/// One step in a session's history.
+pub fn event_body(v: &Value) -> Read<EventBody> {
+    Ok(match tag(v, "kind")? {
+        "turn_started" => EventBody::TurnStarted {
+            turn: TurnId(u64_of(v, "turn")?),
+            turn_kind: match name(v, "turn_kind")? {
+                "ask" => TurnKind::Ask,
+                "run" => TurnKind::Run,
+                "rerun" => TurnKind::Rerun,
+                _ => return Err(Unreadable("turn_kind")),
+            },
+        },
+        "user_message" => EventBody::UserMessage {
+            cell_id: cell_id(v, "cell_id")?,
+            text: text(v, "text")?,
+        },
+        "cell_started" => EventBody::CellStarted {
+            cell_id: cell_id(v, "cell_id")?,
+            cell_kind: match name(v, "cell_kind")? {
+                "user" => CellKind::User,
+                "code" => CellKind::Code,
+                "result" => CellKind::Result,
+                "explanation" => CellKind::Explanation,
+                _ => return Err(Unreadable("cell_kind")),
+            },
+            language: optional(v, "language")
+                .map(|_| text(v, "language"))
+                .transpose()?,
+            attempt: optional(v, "attempt")
+                .map(|_| u32_of(v, "attempt"))
+                .transpose()?,
+            source: optional(v, "source")
+                .map(|_| cell_id(v, "source"))
+                .transpose()?,
+        },
+        "cell_delta" => EventBody::CellDelta {
+            cell_id: cell_id(v, "cell_id")?,
+            text: text(v, "text")?,
+            highlight: optional(v, "highlight")
+                .map(|h| {
+                    Ok(Highlight {
+                        html: text(h, "html")?,
+                        upto: usize_of(h, "upto")?,
+                    })
+                })
+                .transpose()?,
+        },
+        "cell_output" => EventBody::CellOutput {
+            cell_id: cell_id(v, "cell_id")?,
+            output: output(required(v, "output")?)?,
+        },
+        "cell_finished" => EventBody::CellFinished {
+            cell_id: cell_id(v, "cell_id")?,
+            status: match name(v, "status")? {
+                "streaming" => CellStatus::Streaming,
+                "ok" => CellStatus::Ok,
+                "error" => CellStatus::Error,
+                "cancelled" => CellStatus::Cancelled,
+                _ => return Err(Unreadable("status")),
+            },
+            elapsed_ms: u64_of(v, "elapsed_ms")?,
+            error: optional(v, "error")
+                .map(|e| {
+                    Ok(CellError {
+                        code: text(e, "code")?,
+                        message: text(e, "message")?,
+                    })
+                })
+                .transpose()?,
+        },
+        "turn_finished" => EventBody::TurnFinished {
+            turn: TurnId(u64_of(v, "turn")?),
+            status: match name(v, "status")? {
+                "ok" => TurnStatus::Ok,
+                "error" => TurnStatus::Error,
+                "cancelled" => TurnStatus::Cancelled,
+                _ => return Err(Unreadable("status")),
+            },
+            elapsed_ms: u64_of(v, "elapsed_ms")?,
+            final_cell: optional(v, "final_cell")
+                .map(|_| cell_id(v, "final_cell"))
+                .transpose()?,
+        },
+        "kernel_lost" => EventBody::KernelLost {
+            reason: match name(v, "reason")? {
+                "server_restart" => KernelLoss::ServerRestart,
+                "fork" => KernelLoss::Fork,
+                _ => return Err(Unreadable("reason")),
+            },
+        },
+        _ => return Err(Unreadable("kind")),
+    })
+}
+
+/// One piece of a result cell.
+pub fn output(v: &Value) -> Read<Output> {
+    Ok(match tag(v, "type")? {
+        "stdout" => Output::Stdout {
+            text: text(v, "text")?,
+        },
+        "stderr" => Output::Stderr {
+            text: text(v, "text")?,
+        },
+        "rich" => Output::Rich {
+            data: string_map(v, "data")?,
+        },
+        "table" => {
+            let t = required(v, "table")?;
+            Output::Table {
+                table: Table {
+                    columns: strings(t, "columns")?,
+                    index_columns: optional(t, "index_columns")
+                        .map(|_| usize_of(t, "index_columns"))
+                        .transpose()?
+                        .unwrap_or(0),
+                    rows: list(t, "rows")?
+                        .iter()
+                        .map(|row| row_of(row).ok_or(Unreadable("rows")))
+                        .collect::<Read<_>>()?,
+                    elided: optional(t, "elided")
+                        .map(|_| text(t, "elided"))
+                        .transpose()?,
+                },
+                text: text_or_empty(v, "text")?,
+            }
+        }
+        "image" => Output::Image {
+            url: text(v, "url")?,
+            text: text_or_empty(v, "text")?,
+        },
+        "file" => Output::File {
+            path: text(v, "path")?,
+            name: text(v, "name")?,
+            size: u64_of(v, "size")?,
+        },
+        "error" => Output::Error {
+            name: text(v, "name")?,
+            value: text(v, "value")?,
+            traceback: match optional(v, "traceback") {
+                Some(_) => strings(v, "traceback")?,
+                None => Vec::new(),
+            },
+        },
+        _ => return Err(Unreadable("type")),
+    })
+}
+
+/// Files as `GET /api/sessions/{id}/files` lists them (`{"files": [...]}`).
+pub fn file_items(v: &Value) -> Read<Vec<FileItem>> {
+    list(v, "files")?
+        .iter()
+        .map(|f| {
+            Ok(FileItem {
+                path: text(f, "path")?,
+                name: text(f, "name")?,
+                kind: text(f, "kind")?,
+                size: u64_of(f, "size")?,
+                modified_ms: optional(f, "modified_ms")
+                    .map(|_| u64_of(f, "modified_ms"))
+                    .transpose()?,
+            })
+        })
+        .collect()
+}
+
+/// A message from the page's Python (its frame, then its worker), tagged
+/// by `t`: the frame's protocol, not the server's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FromWorker {
+    /// The frame is there; whether Stop can interrupt its Python.
+    Frame {
+        interruptible: bool,
+    },
+    /// The worker could not be loaded, or raised an error.
+    Broken {
+        message: String,
+    },
+    Loading {
+        stage: String,
+    },
+    Ready {
+        ms: u64,
+    },
+    Failed {
+        message: String,
+    },
+    Out {
+        run: u64,
+        stream: String,
+        text: String,
+    },
+    Result {
+        run: u64,
+        data: BTreeMap<String, String>,
+    },
+    Error {
+        run: u64,
+        name: String,
+        value: String,
+        traceback: Vec<String>,
+    },
+    Done {
+        run: u64,
+    },
+}
+
+/// A message from the page's Python, as text.
+pub fn from_worker_text(text: &str) -> Read<FromWorker> {
+    let value = serde_json::from_str::<Value>(text).map_err(|_| Unreadable("message"))?;
+    from_worker(&value)
+}
+
+/// A message from the page's Python.
+pub fn from_worker(v: &Value) -> Read<FromWorker> {
+    Ok(match tag(v, "t")? {
+        "frame" => FromWorker::Frame {
+            interruptible: required(v, "interruptible")?
+                .as_bool()
+                .ok_or(Unreadable("interruptible"))?,
+        },
+        "broken" => FromWorker::Broken {
+            message: text_or_empty(v, "message")?,
+        },
+        "loading" => FromWorker::Loading {
+            stage: text(v, "stage")?,
+        },
+        "ready" => FromWorker::Ready {
+            ms: u64_of(v, "ms")?,
+        },
+        "failed" => FromWorker::Failed {
+            message: text(v, "message")?,
+        },
+        "out" => FromWorker::Out {
+            run: u64_of(v, "run")?,
+            stream: text(v, "stream")?,
+            text: text(v, "text")?,
+        },
+        "result" => FromWorker::Result {
+            run: u64_of(v, "run")?,
+            data: string_map(v, "data")?,
+        },
+        "error" => FromWorker::Error {
+            run: u64_of(v, "run")?,
+            name: text(v, "name")?,
+            value: text(v, "value")?,
+            traceback: match optional(v, "traceback") {
+                Some(_) => strings(v, "traceback")?,
+                None => Vec::new(),
+            },
+        },
+        "done" => FromWorker::Done {
+            run: u64_of(v, "run")?,
+        },
+        _ => return Err(Unreadable("t")),
+    })
+}
+
+/// `v[key]` when `v` is an object that has it, not `null`.
+fn optional<'v>(v: &'v Value, key: &str) -> Option<&'v Value> {
+    v.as_object()?.get(key).filter(|x| !x.is_null())
+}
+
+fn required<'v>(v: &'v Value, key: &'static str) -> Read<&'v Value> {
+    optional(v, key).ok_or(Unreadable(key))
+}
+
+/// An enum's tag; a frame that is no object has none.
+fn tag<'v>(v: &'v Value, key: &'static str) -> Read<&'v str> {
+    name(v, key)
+}
+
+fn name<'v>(v: &'v Value, key: &'static str) -> Read<&'v str> {
+    required(v, key)?.as_str().ok_or(Unreadable(key))
+}
+
+fn text(v: &Value, key: &'static str) -> Read<String> {
+    name(v, key).map(str::to_string)
+}
+
+/// A `#[serde(default)]` string: absent is empty.
+fn text_or_empty(v: &Value, key: &'static str) -> Read<String> {
+    match optional(v, key) {
+        Some(_) => text(v, key),
+        None => Ok(String::new()),
+    }
+}
+
+fn u64_of(v: &Value, key: &'static str) -> Read<u64> {
+    required(v, key)?.as_u64().ok_or(Unreadable(key))
+}
+
+fn u32_of(v: &Value, key: &'static str) -> Read<u32> {
+    u32::try_from(u64_of(v, key)?).map_err(|_| Unreadable(key))
+}
+
+fn usize_of(v: &Value, key: &'static str) -> Read<usize> {
+    usize::try_from(u64_of(v, key)?).map_err(|_| Unreadable(key))
+}
+
+fn cell_id(v: &Value, key: &'static str) -> Read<CellId> {
+    u64_of(v, key).map(CellId)
+}
+
+fn list<'v>(v: &'v Value, key: &'static str) -> Read<&'v Vec<Value>> {
+    required(v, key)?.as_array().ok_or(Unreadable(key))
+}
+
+/// A list of strings; `None` if any item is not one.
+fn row_of(v: &Value) -> Option<Vec<String>> {
+    v.as_array()?
+        .iter()
+        .map(|s| s.as_str().map(str::to_string))
+        .collect()
+}
+
+fn strings(v: &Value, key: &'static str) -> Read<Vec<String>> {
+    row_of(required(v, key)?).ok_or(Unreadable(key))
+}
+
+fn string_map(v: &Value, key: &'static str) -> Read<BTreeMap<String, String>> {
+    required(v, key)?
+        .as_object()
+        .ok_or(Unreadable(key))?
+        .iter()
+        .map(|(k, s)| Ok((k.clone(), s.as_str().ok_or(Unreadable(key))?.to_string())))
+        .collect()
+}
+
+fn error_code(v: &Value) -> Read<ErrorCode> {
+    Ok(match v.as_str() {
+        Some("bad_frame") => ErrorCode::BadFrame,
+        Some("empty_message") => ErrorCode::EmptyMessage,
+        Some("message_too_long") => ErrorCode::MessageTooLong,
+        Some("busy") => ErrorCode::Busy,
+        Some("invalid_code") => ErrorCode::InvalidCode,
+        Some("unavailable") => ErrorCode::Unavailable,
+        _ => return Err(Unreadable("code")),
+    })
+}
+
+#[cfg(test)]
+mod tests;
