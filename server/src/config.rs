@@ -128,11 +128,13 @@ pub struct AuthConfig {
     pub token_ttl_secs: u64,
     /// Seconds a page sign-in lasts (when the pages ask for a key).
     pub ui_session_secs: u64,
-    /// Runs each key may start a minute, on average...
+    /// Runs each key may start a minute, on average (default: 12,000 per
+    /// core, more than the machine can run)...
     pub runs_per_minute: u32,
-    /// ...and at once after a quiet spell.
+    /// ...and at once after a quiet spell (default: 100 per core).
     pub run_burst: u32,
-    /// Runs of one key under way at once, at most.
+    /// Runs of one key under way at once, at most (default: two per core,
+    /// at least 4).
     pub max_concurrent_runs: u32,
     /// Sandbox sessions one key may hold open at once.
     pub max_live_sessions: u32,
@@ -148,16 +150,31 @@ pub enum AuthMode {
     Required,
 }
 
+/// Runs a minute per core a key may start by default: a one-shot run costs
+/// at least ~5 ms of a core (a fresh jail and the smallest program), so a
+/// machine cannot run faster than this, and on one's own machine the key's
+/// limit is never what holds an evaluation harness back: the machine is.
+const RUNS_PER_MINUTE_PER_CORE: u32 = 12_000;
+/// Runs at once after a quiet spell, per core.
+const RUN_BURST_PER_CORE: u32 = 100;
+
+/// The cores this process may use (its cgroup's quota counted).
+fn cores() -> u32 {
+    std::thread::available_parallelism().map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX))
+}
+
 impl Default for AuthConfig {
     fn default() -> Self {
+        let cores = cores();
         Self {
             mode: AuthMode::Auto,
             jwt_secret: Secret::default(),
             token_ttl_secs: 3600,
             ui_session_secs: 7 * 24 * 3600,
-            runs_per_minute: 600,
-            run_burst: 20,
-            max_concurrent_runs: 4,
+            runs_per_minute: RUNS_PER_MINUTE_PER_CORE.saturating_mul(cores),
+            run_burst: RUN_BURST_PER_CORE.saturating_mul(cores),
+            // Enough to keep every core busy with runs that wait on I/O.
+            max_concurrent_runs: cores.saturating_mul(2).max(4),
             max_live_sessions: 20,
         }
     }

@@ -1144,3 +1144,41 @@ async fn a_one_shot_traceback_is_not_kept_twice() {
     assert_within_budget(&outcome);
     assert!(outcome.truncated);
 }
+
+#[tokio::test]
+async fn a_warm_jail_runs_only_its_own_program_in_a_fresh_home() {
+    // The first run of a language is cold and makes warm jails; the runs
+    // after it take them: each must see its own program as main.py, a home
+    // without what an earlier run left, and be able to write there.
+    let jail = JailSandbox::new(JailConfig::default());
+    for i in 0..4 {
+        let code = format!(
+            r#"
+import os
+mine = open("main.py").read()
+assert "run {i}" in mine, mine
+assert not os.path.exists("left-behind"), os.listdir(".")
+open("left-behind", "w").write("run {i}")
+print("run {i}", os.getuid())
+"#
+        );
+        let outcome = run_with(&jail, &code, Language::Python, quick()).await;
+        assert_eq!(outcome.stdout, format!("run {i} 1000\n"), "{outcome:?}");
+        assert!(outcome.error.is_none(), "{outcome:?}");
+    }
+    // A warm bash jail too, with its exit status and its stderr.
+    for _ in 0..3 {
+        let outcome = run_with(
+            &jail,
+            "echo out; echo err >&2; exit 3",
+            Language::Bash,
+            quick(),
+        )
+        .await;
+        assert_eq!(
+            (outcome.stdout.as_str(), outcome.stderr.as_str()),
+            ("out\n", "err\n")
+        );
+        assert_eq!(outcome.exit_code, Some(3), "{outcome:?}");
+    }
+}

@@ -98,11 +98,12 @@ fn FileOffer(path: String, name: String, size: u64) -> impl IntoView {
     let image = [".png", ".jpg", ".jpeg", ".gif", ".webp"]
         .iter()
         .any(|e| name.to_ascii_lowercase().ends_with(e));
+    let label = format!("{name} ({size})");
     view! {
         <figure class="out out-file">
             {image.then(|| view! { <img src=href.clone() alt=name.clone() loading="lazy"/> })}
             <figcaption>
-                "wrote " <a class="button" href=href download=name.clone()>{format!("{name} ({size})")}</a>
+                "wrote " <a class="button" href=href download=name>{label}</a>
             </figcaption>
         </figure>
     }

@@ -89,7 +89,11 @@ impl Runner {
 /// The same command the jail runs (`sandbox/jail/launch.rs`), with no jail.
 async fn bare(dir: &Path, job: &Job) -> Result<bool, BenchError> {
     let (file, program, args): (&str, String, Vec<&str>) = match job.program.language {
-        Language::Python => ("main.py", format!("{PYTHON_ENV}/bin/python3"), vec!["-u", "main.py"]),
+        Language::Python => (
+            "main.py",
+            format!("{PYTHON_ENV}/bin/python3"),
+            vec!["-u", "main.py"],
+        ),
         Language::Javascript => ("main.js", "/usr/bin/node".into(), vec!["main.js"]),
         Language::Bash => ("main.sh", "/bin/bash".into(), vec!["main.sh"]),
         Language::C => (
@@ -108,7 +112,10 @@ async fn bare(dir: &Path, job: &Job) -> Result<bool, BenchError> {
         .args(args)
         .current_dir(dir)
         .env_clear()
-        .env("PATH", format!("{PYTHON_ENV}/bin:/usr/local/bin:/usr/bin:/bin"))
+        .env(
+            "PATH",
+            format!("{PYTHON_ENV}/bin:/usr/local/bin:/usr/bin:/bin"),
+        )
         .env("HOME", dir)
         .env("LANG", "C.UTF-8")
         .env("MPLBACKEND", "Agg")
@@ -167,12 +174,19 @@ async fn api(
             )));
         }
         let answer: RunAnswer = answer.json().await.map_err(fail)?;
-        return Ok((answer.exit_code == Some(0) && answer.error.is_none(), throttled));
+        return Ok((
+            answer.exit_code == Some(0) && answer.error.is_none(),
+            throttled,
+        ));
     }
 }
 
 /// Runs every job with `concurrency` workers pulling from one queue.
-async fn pass(runner: &Runner, jobs: &Arc<Vec<Job>>, concurrency: usize) -> Result<Pass, BenchError> {
+async fn pass(
+    runner: &Runner,
+    jobs: &Arc<Vec<Job>>,
+    concurrency: usize,
+) -> Result<Pass, BenchError> {
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
     let mut workers = tokio::task::JoinSet::new();
@@ -251,7 +265,12 @@ async fn own_server() -> Result<OwnServer, BenchError> {
         .map_err(fail)?
         .port();
     let child = tokio::process::Command::new(&exe)
-        .args(["serve", "--addr", &format!("127.0.0.1:{port}"), "--data-dir"])
+        .args([
+            "serve",
+            "--addr",
+            &format!("127.0.0.1:{port}"),
+            "--data-dir",
+        ])
         .arg(data.path())
         .env("RUNCELL_LLM", "scripted")
         .stdout(std::process::Stdio::null())
@@ -277,7 +296,9 @@ async fn own_server() -> Result<OwnServer, BenchError> {
             break;
         }
         if Instant::now() > deadline {
-            return Err(BenchError("the server did not answer /healthz in 60 s".into()));
+            return Err(BenchError(
+                "the server did not answer /healthz in 60 s".into(),
+            ));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -75,9 +75,7 @@ fn parse(text: &str) -> Result<Vec<Program>, SetError> {
 
 /// The right and the broken text of a body with one `@@right|wrong@@`.
 fn variants(body: &str) -> Result<(String, String), String> {
-    let (head, rest) = body
-        .split_once("@@")
-        .ok_or("no `@@right|wrong@@` marker")?;
+    let (head, rest) = body.split_once("@@").ok_or("no `@@right|wrong@@` marker")?;
     let (marked, tail) = rest.split_once("@@").ok_or("an unclosed `@@` marker")?;
     if tail.contains("@@") {
         return Err("more than one marker".into());

@@ -99,7 +99,7 @@ pub async fn run_checks(config: JailConfig) -> Vec<Check> {
             "isolation layers",
             true,
             format!(
-                "bubblewrap, setpriv, prlimit, user namespaces, seccomp; cgroups {:?}",
+                "bubblewrap, user namespaces, seccomp; cgroups {:?}",
                 jail.cgroup_mode()
             ),
         ),

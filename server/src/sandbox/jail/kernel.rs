@@ -119,16 +119,18 @@ impl Kernel {
         // run; IPython's own configuration lives in the jail's private /tmp
         // (KERNEL_ENV). The home is put back on `sys.path` once the kernel is
         // up, where IPython would have put it, so cells import from it.
+        // ipykernel is started as its launcher does, but without debugpy
+        // (LAUNCH): an idle kernel is 7.5 MiB smaller.
         let command = vec![
             format!("{PYTHON_ENV}/bin/python3"),
             "-I".into(),
-            "-m".into(),
-            "ipykernel_launcher".into(),
+            "-c".into(),
+            LAUNCH.into(),
             "-f".into(),
             connection_file.to_string_lossy().into_owned(),
             "--HistoryManager.enabled=False".into(),
             "--IPKernelApp.log_level=ERROR".into(),
-            format!("--IPKernelApp.exec_lines={HOME_ON_PATH}"),
+            format!("--IPKernelApp.exec_lines={HOME_ON_PATH}; {LEFT_OUT_BACK}"),
         ];
         let mut child =
             jail.spawn_jail(user, limits, &group, &mounts, command, super::Code::None)?;
@@ -495,6 +497,19 @@ const KERNEL_ENV: &[(&str, &str)] = &[
 
 /// Run by the kernel once it is up: the working directory on `sys.path`
 /// after the standard library, where IPython puts it without `-I`.
+/// Starts ipykernel as `python -m ipykernel_launcher` does, with two of
+/// the packages it imports at start kept out: debugpy (the visual debugger,
+/// 108 modules that nothing of runcell's uses: 7.5 MiB of every idle kernel)
+/// and psutil (0.8 MiB: ipykernel takes it for its usage reports, which
+/// runcell never asks for). ipykernel takes their absence as it takes a
+/// venv without them. [`LEFT_OUT_BACK`] lets cells import them again.
+const LAUNCH: &str = "import sys; sys.modules['debugpy'] = sys.modules['psutil'] = None; from ipykernel import kernelapp; kernelapp.launch_new_instance()";
+
+/// Once the kernel is up, the packages [`LAUNCH`] kept out can be imported
+/// by cells like any other.
+const LEFT_OUT_BACK: &str =
+    "import sys as _s; _s.modules.pop('debugpy', None); _s.modules.pop('psutil', None); del _s";
+
 const HOME_ON_PATH: &str = "import sys as _s; _s.path.insert(next((i for i, p in enumerate(_s.path) if p.endswith(('site-packages', 'dist-packages'))), 0), ''); del _s";
 
 /// The kernel's socket directory, opened once. The jail uid owns it, so

@@ -58,7 +58,10 @@ pub(super) struct Lane {
 impl Lane {
     /// Notes a run asking for a jail, and gives one if any is waiting.
     fn take(&mut self, now: Instant) -> Option<WarmJail> {
-        if self.last_run.is_none_or(|last| now.duration_since(last) > QUIET) {
+        if self
+            .last_run
+            .is_none_or(|last| now.duration_since(last) > QUIET)
+        {
             self.target = MIN_WARM;
         }
         self.last_run = Some(now);
@@ -167,7 +170,9 @@ impl JailSandbox {
         let Ok(this) = self.handle() else {
             return;
         };
-        drop(tokio::task::spawn_blocking(move || this.fill_warm(language)));
+        drop(tokio::task::spawn_blocking(move || {
+            this.fill_warm(language);
+        }));
     }
 
     fn fill_warm(&self, language: Language) {
@@ -189,7 +194,11 @@ impl JailSandbox {
         }
     }
 
-    fn make_warm(&self, cgroups: &CgroupMode, language: Language) -> Result<WarmJail, SandboxError> {
+    fn make_warm(
+        &self,
+        cgroups: &CgroupMode,
+        language: Language,
+    ) -> Result<WarmJail, SandboxError> {
         let limits = self.config.max_limits.clone();
         let lease = self.lease_uid()?;
         let name = format!("warm-{}", uuid::Uuid::new_v4().simple());
@@ -197,8 +206,10 @@ impl JailSandbox {
             .map_err(|e| SandboxError::Unavailable(e.to_string()))?;
         let marker = format!("runcell-compile-failed-{}", uuid::Uuid::new_v4().simple());
         let (file, command) = program(language, &marker, "");
-        let internal = |what: &str, e: std::io::Error| SandboxError::Internal(format!("{what}: {e}"));
-        let code = CodeFile::create(&name).map_err(|e| internal("a warm jail's program file", e))?;
+        let internal =
+            |what: &str, e: std::io::Error| SandboxError::Internal(format!("{what}: {e}"));
+        let code =
+            CodeFile::create(&name).map_err(|e| internal("a warm jail's program file", e))?;
         let (reader, writer) = std::io::pipe().map_err(|e| internal("a warm jail's pipe", e))?;
         let mounts = Mounts {
             code_file: Some(file),
@@ -333,5 +344,34 @@ impl JailSandbox {
                 .await;
         }
         Ok(outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lane_keeps_more_jails_when_runs_find_none_and_fewer_after_a_quiet_spell() {
+        let mut lane = Lane::default();
+        let start = Instant::now();
+        // Nothing waiting: each run that finds none asks for one more.
+        assert!(lane.take(start).is_none());
+        assert_eq!(lane.target, MIN_WARM + 1);
+        for i in 1..10 {
+            assert!(lane.take(start + Duration::from_millis(i)).is_none());
+        }
+        assert_eq!(lane.target, MAX_WARM);
+        // Jails being made count towards the target.
+        let mut made = 0;
+        while lane.wants_one() {
+            made += 1;
+        }
+        assert_eq!(made, MAX_WARM);
+        assert_eq!(lane.making, MAX_WARM);
+        // After a quiet spell, the next run starts again from the least.
+        lane.making = 0;
+        assert!(lane.take(start + QUIET * 2).is_none());
+        assert_eq!(lane.target, MIN_WARM + 1);
     }
 }
