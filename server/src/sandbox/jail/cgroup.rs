@@ -338,12 +338,6 @@ impl RunGroup {
         }
     }
 
-    /// Kills every process in the group; they are gone a moment later
-    /// ([`Self::kill_all`] waits for that).
-    pub fn kill(&self) {
-        self.signal_all(self.kill_file().as_deref());
-    }
-
     /// Kills every process in the group and waits until it is empty.
     pub fn kill_all(&self) {
         let kill_file = self.kill_file();

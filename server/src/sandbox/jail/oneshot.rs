@@ -308,9 +308,15 @@ impl JailSandbox {
         if home.is_none() {
             self.refill_warm(request.language);
         }
-        // What the program left running dies now; waiting for it to be gone
-        // is the clean-up's, below.
-        group.kill();
+        // What the program left running dies before the run is answered (no
+        // daemon outlives its run), waited for on a blocking thread, not on
+        // the runtime's: usually gone within a millisecond.
+        let group = tokio::task::spawn_blocking(move || {
+            group.kill_all();
+            group
+        })
+        .await
+        .map_err(|e| SandboxError::Internal(format!("ending a run's processes: {e}")))?;
         let outcome = classify(
             supervised,
             &group,
