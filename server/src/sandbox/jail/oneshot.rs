@@ -95,7 +95,9 @@ impl CodeFile {
         static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
         let dir = DIR
             .get_or_init(|| {
-                let dir = Path::new("/run/runcell").join(format!("code-{}", std::process::id()));
+                let root = Path::new("/run/runcell");
+                sweep_dead_code_dirs(root);
+                let dir = root.join(format!("code-{}", std::process::id()));
                 // A directory of a process that had this pid before.
                 let _ = std::fs::remove_dir_all(&dir);
                 std::fs::DirBuilder::new()
@@ -123,6 +125,23 @@ impl CodeFile {
             .truncate(true)
             .open(&self.path)?
             .write_all(code)
+    }
+}
+
+/// Removes the program directories of servers (and test processes) that
+/// are gone: each leaves one, empty or with the files of jails it never used.
+fn sweep_dead_code_dirs(root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("code-")) else {
+            continue;
+        };
+        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
     }
 }
 
