@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::sandbox::jail::{JailConfig, JailSandbox, PYTHON_ENV};
+use crate::sandbox::jail::{JailConfig, JailSandbox, program};
 use crate::sandbox::sessions::{SessionSettings, Sessions};
 use crate::sandbox::{Language, Limits, RunRequest, Sandbox, SandboxSession};
 
@@ -40,35 +40,23 @@ fn request(code: &str, language: Language) -> RunRequest {
     }
 }
 
-fn hello(language: Language) -> (&'static str, &'static str) {
+fn hello(language: Language) -> &'static str {
     match language {
-        Language::Python => ("print(1)", "main.py"),
-        Language::Javascript => ("console.log(1)", "main.js"),
-        Language::Bash => ("echo 1", "main.sh"),
-        Language::C => ("#include <stdio.h>\nint main(void){puts(\"1\");}", "main.c"),
+        Language::Python => "print(1)",
+        Language::Javascript => "console.log(1)",
+        Language::Bash => "echo 1",
+        Language::C => "#include <stdio.h>\nint main(void){puts(\"1\");}",
     }
 }
 
-/// The same program as a bare process, no jail, for comparison.
+/// The same program as a bare process, no jail, for comparison: the
+/// command the jail runs (`jail::program`), in `dir`.
 async fn bare(language: Language, dir: &Path) -> Result<Duration, BenchError> {
-    let (code, file) = hello(language);
-    std::fs::write(dir.join(file), code).map_err(fail)?;
-    let python = format!("{PYTHON_ENV}/bin/python3");
-    let (program, args): (&str, Vec<&str>) = match language {
-        Language::Python => (&python, vec!["-u", "main.py"]),
-        Language::Javascript => ("/usr/bin/node", vec!["main.js"]),
-        Language::Bash => ("/bin/bash", vec!["main.sh"]),
-        Language::C => (
-            "/bin/sh",
-            vec![
-                "-c",
-                "gcc -O2 -std=gnu17 -o .main main.c -lm && exec ./.main",
-            ],
-        ),
-    };
+    let (file, command) = program(language, "runcell-compile-failed", "");
+    std::fs::write(dir.join(file), hello(language)).map_err(fail)?;
     let started = Instant::now();
-    let status = tokio::process::Command::new(program)
-        .args(args)
+    let status = tokio::process::Command::new(&command[0])
+        .args(&command[1..])
         .current_dir(dir)
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
@@ -192,7 +180,7 @@ pub async fn run(iterations: usize, idle_sessions: usize) -> Result<(), BenchErr
     // One-shot runs against the bare process.
     let scratch = tempfile::tempdir().map_err(fail)?;
     for language in Language::ALL {
-        let (code, _) = hello(language);
+        let code = hello(language);
         let mut jailed = Vec::new();
         let mut plain = Vec::new();
         for _ in 0..iterations.max(1) {

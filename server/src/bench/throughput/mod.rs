@@ -22,7 +22,7 @@ use self::programs::Program;
 use super::sandbox::stats;
 use super::{BenchError, fail};
 use crate::sandbox::Language;
-use crate::sandbox::jail::PYTHON_ENV;
+use crate::sandbox::jail::{PYTHON_ENV, program};
 
 pub struct ThroughputOptions {
     /// A running runcell to measure; `None`: start one from this binary.
@@ -86,30 +86,14 @@ impl Runner {
     }
 }
 
-/// The same command the jail runs (`sandbox/jail/launch.rs`), with no jail.
+/// The command the jail runs (`jail::program`), with no jail.
 async fn bare(dir: &Path, job: &Job) -> Result<bool, BenchError> {
-    let (file, program, args): (&str, String, Vec<&str>) = match job.program.language {
-        Language::Python => (
-            "main.py",
-            format!("{PYTHON_ENV}/bin/python3"),
-            vec!["-u", "main.py"],
-        ),
-        Language::Javascript => ("main.js", "/usr/bin/node".into(), vec!["main.js"]),
-        Language::Bash => ("main.sh", "/bin/bash".into(), vec!["main.sh"]),
-        Language::C => (
-            "main.c",
-            "/bin/sh".into(),
-            vec![
-                "-c",
-                "gcc -O2 -std=gnu17 -o .main main.c -lm && exec ./.main",
-            ],
-        ),
-    };
+    let (file, command) = program(job.program.language, "runcell-compile-failed", "");
     tokio::fs::write(dir.join(file), job.code())
         .await
         .map_err(fail)?;
-    let status = tokio::process::Command::new(program)
-        .args(args)
+    let status = tokio::process::Command::new(&command[0])
+        .args(&command[1..])
         .current_dir(dir)
         .env_clear()
         .env(

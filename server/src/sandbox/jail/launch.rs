@@ -33,7 +33,7 @@ fn memory_file(bytes: &[u8]) -> std::io::Result<OwnedFd> {
 /// The program for each language, run in `/home/user`. C is compiled first; a
 /// failed compile prints `marker` so that it cannot be mistaken for the
 /// program's own failure (the program never sees the marker).
-pub(super) fn program(language: Language, marker: &str, dir: &str) -> (String, Vec<String>) {
+pub(crate) fn program(language: Language, marker: &str, dir: &str) -> (String, Vec<String>) {
     let file = |name: &str| format!("{dir}{name}");
     match language {
         Language::Python => (

@@ -27,7 +27,7 @@ pub use cgroup::{CgroupMode, TotalCaps};
 pub use identity::{HostId, JAIL_UID};
 use identity::{Lease, UidPool};
 use launch::BWRAP;
-pub(crate) use launch::{Code, Mounts};
+pub(crate) use launch::{Code, Mounts, program};
 use oneshot::Lane;
 pub(crate) use outcome::stop_error;
 pub(crate) use session::shell_quote;
