@@ -18,6 +18,6 @@ echo "==> building the API test clients' venv in $venv"
 rm -rf "$venv"
 python3 -m venv "$venv"
 "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req"
-"$venv/bin/python" -c 'import schemathesis, mcp, e2b, e2b_code_interpreter'
+"$venv/bin/python" -c "import schemathesis, mcp, e2b, e2b_code_interpreter, jupyter_server, nbclient, nbformat, websocket"
 cp "$req" "$venv/runcell-requirements.txt"
 echo "==> API test clients ready in $venv"

@@ -354,6 +354,12 @@ impl CodeApi {
         Ok(files_of(&*session)?.remove(path).await?)
     }
 
+    /// Counts as a use of one of the caller's sessions (it is not closed as
+    /// idle for another idle spell); `false` if it is gone.
+    pub fn keep_alive(&self, caller: &Caller, id: &str) -> bool {
+        self.session_of(caller, id).is_ok()
+    }
+
     /// Closes one of the caller's sessions, stopping whatever runs in it.
     pub async fn delete_session(&self, caller: &Caller, id: &str) -> Result<(), CodeApiError> {
         let sessions = self

@@ -15,6 +15,7 @@ pub mod config;
 pub mod e2b;
 pub mod highlight;
 pub mod http;
+pub mod jupyter;
 pub mod llm;
 pub mod metrics;
 pub mod notebook;

@@ -72,6 +72,7 @@ pub async fn launch_with_listener(
     for backend in state.backends.all() {
         backend.spawn_maintenance(&state.turns, shutdown.clone());
     }
+    state.gateway.spawn_maintenance(shutdown.clone());
     let app = router(state.clone());
     let addr = listener.local_addr()?;
     tracing::info!("runcell listening on http://{addr}");

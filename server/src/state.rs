@@ -68,6 +68,8 @@ pub struct AppState {
     pub code_api: Arc<CodeApi>,
     /// The sandboxes served through E2B's protocol.
     pub e2b: Arc<Served>,
+    /// Jupyter's kernels API (`/jupyter`) on the key's sandbox sessions.
+    pub gateway: Arc<crate::jupyter::Gateway>,
     /// The pages that run their sessions' Python (the Browser sandbox).
     pub browser: Arc<BrowserTabs>,
     /// The Pyodide runtime pages load, when the site carries it; the
@@ -178,6 +180,11 @@ impl AppState {
             },
         ));
         let turns = TaskTracker::new();
+        let gateway = crate::jupyter::Gateway::new(
+            Arc::clone(&code_api),
+            Arc::new(config.clone()),
+            turns.clone(),
+        );
         let runner = Arc::new(TurnRunner::new(
             Arc::new(agent),
             turns.clone(),
@@ -208,6 +215,7 @@ impl AppState {
             auth,
             code_api,
             e2b,
+            gateway,
             browser,
             pyodide,
             turns,

@@ -8,6 +8,7 @@ mod figures;
 mod files;
 pub mod host;
 mod hygiene;
+mod jupyter;
 mod mcp;
 mod metrics;
 mod ndjson;
@@ -214,8 +215,9 @@ fn open_pages(
 /// limit.
 fn api(state: &AppState) -> Router<AppState> {
     let limit = state.config.http.request_timeout_secs + state.config.sandbox.max_timeout_secs;
-    let mut api =
-        v1::router(&state.config).nest_service("/mcp", mcp::service(RunState::from_ref(state)));
+    let mut api = v1::router(&state.config)
+        .merge(jupyter::router())
+        .nest_service("/mcp", mcp::service(RunState::from_ref(state)));
     if state.config.e2b.serve {
         api = api.merge(e2b::control_plane());
     }

@@ -140,3 +140,32 @@ async fn the_official_e2b_sdk_runs_on_runcell() {
         "{output}"
     );
 }
+
+#[tokio::test]
+async fn jupyters_own_clients_run_cells_through_the_gateway() {
+    let Some(venv) = venv() else {
+        return missing("the API clients' venv (jupyter_server, nbclient)", HOW);
+    };
+    let server = TestServer::start().await;
+    let key = server.api_key("jupyter").await;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/clients/jupyter_check.py"
+    );
+    let mut command = Command::new(venv.join("bin/python"));
+    command
+        .current_dir(std::env::temp_dir())
+        .args([script, &server.url("/jupyter"), &key]);
+    let (ok, output) = run(command).await;
+    assert!(ok, "a Jupyter client failed:\n{output}");
+    for step in [
+        "ok: state is kept between cells",
+        "ok: a PNG display_data",
+        "ok: an interrupted `while True` stops",
+        "ok: a restart forgets",
+        "ok: nbclient ran a notebook through the gateway; nbformat validates it",
+        "ok: Open WebUI's way",
+    ] {
+        assert!(output.contains(step), "{step} is missing:\n{output}");
+    }
+}

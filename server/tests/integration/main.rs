@@ -13,6 +13,7 @@ mod binary;
 mod browser;
 mod e2b;
 mod files;
+mod jupyter;
 mod kernel;
 mod llm;
 mod notebook_api;

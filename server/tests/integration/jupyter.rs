@@ -1,0 +1,463 @@
+//! The Jupyter kernel gateway (`/jupyter`) over real sockets: credentials as
+//! Jupyter sends them, kernels private to their key and counted under its
+//! limits, cells run in order with Jupyter's replies, and frames that are
+//! not messages skipped without harm. (Jupyter's own clients drive it in
+//! `tests/clients`.)
+
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::support::{TestServer, http};
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+const PATIENCE: Duration = Duration::from_secs(120);
+
+fn jupyter(server: &TestServer, path: &str) -> String {
+    server.url(&format!("/jupyter{path}"))
+}
+
+async fn start_kernel(server: &TestServer, key: &str) -> Value {
+    let response = http()
+        .post(jupyter(server, "/api/kernels"))
+        .header("authorization", format!("token {key}"))
+        .json(&json!({"name": "python3", "env": {"KERNEL_USERNAME": "x"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    response.json().await.unwrap()
+}
+
+async fn open(server: &TestServer, kernel: &str, key: &str) -> Socket {
+    let url = server.ws_url(&format!(
+        "/jupyter/api/kernels/{kernel}/channels?session_id=s1&token={key}"
+    ));
+    tokio_tungstenite::connect_async(url).await.unwrap().0
+}
+
+fn request(msg_type: &str, content: Value) -> (String, String) {
+    let id = uuid::Uuid::new_v4().to_string();
+    let mut frame = json!({
+        "header": {"msg_id": id, "msg_type": msg_type, "session": "s1", "username": "t",
+            "date": "", "version": "5.3"},
+        "parent_header": {}, "metadata": {}, "content": {}, "channel": "shell",
+    });
+    frame["content"] = content;
+    (id, frame.to_string())
+}
+
+fn cell(code: &str) -> Value {
+    json!({"code": code, "silent": false, "store_history": true, "user_expressions": {},
+        "allow_stdin": false, "stop_on_error": true})
+}
+
+/// The messages whose parent is `id`, until its reply and then iopub's idle.
+async fn answer(socket: &mut Socket, id: &str) -> (Value, Vec<Value>) {
+    let mut reply = None;
+    let mut iopub = Vec::new();
+    loop {
+        let frame = tokio::time::timeout(PATIENCE, socket.next())
+            .await
+            .expect("an answer in time")
+            .expect("the socket open")
+            .unwrap();
+        let Message::Text(text) = frame else { continue };
+        let message: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(message["msg_type"], message["header"]["msg_type"]);
+        assert!(message["parent_header"].is_object());
+        if message["parent_header"]["msg_id"] != id {
+            continue;
+        }
+        if message["channel"] == "iopub" {
+            let idle =
+                message["msg_type"] == "status" && message["content"]["execution_state"] == "idle";
+            iopub.push(message);
+            if idle && let Some(reply) = reply {
+                return (reply, iopub);
+            }
+        } else {
+            reply = Some(message);
+        }
+    }
+}
+
+async fn ask(socket: &mut Socket, msg_type: &str, content: Value) -> (Value, Vec<Value>) {
+    let (id, frame) = request(msg_type, content);
+    socket.send(Message::text(frame)).await.unwrap();
+    answer(socket, &id).await
+}
+
+fn streamed(iopub: &[Value]) -> String {
+    iopub
+        .iter()
+        .filter(|m| m["msg_type"] == "stream")
+        .map(|m| m["content"]["text"].as_str().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn kernels_need_a_credential_and_are_private_to_their_key() {
+    let server = TestServer::start().await;
+    let (alice, bob) = (server.api_key("alice").await, server.api_key("bob").await);
+    let response = http()
+        .get(jupyter(&server, "/api/kernels"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 401);
+    let body: Value = response.json().await.unwrap();
+    assert!(
+        body["message"].as_str().unwrap().contains("token"),
+        "{body}"
+    );
+    assert_eq!(body["reason"], "Unauthorized");
+    let wrong = http()
+        .get(jupyter(&server, "/api/kernels"))
+        .header("authorization", "token rc_wrong")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+
+    let specs: Value = http()
+        .get(jupyter(&server, &format!("/api/kernelspecs?token={alice}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(specs["default"], "python3");
+    assert_eq!(
+        specs["kernelspecs"]["python3"]["spec"]["language"],
+        "python"
+    );
+
+    let kernel = start_kernel(&server, &alice).await;
+    let id = kernel["id"].as_str().unwrap();
+    assert!(
+        uuid::Uuid::parse_str(id).is_ok(),
+        "Jupyter Server wants UUIDs: {id}"
+    );
+    assert_eq!(kernel["execution_state"], "idle");
+    assert_eq!(kernel["connections"], 0);
+    // Exactly the format Jupyter Server parses.
+    let activity = kernel["last_activity"].as_str().unwrap();
+    assert!(
+        activity.len() == 27 && activity.ends_with('Z'),
+        "{activity}"
+    );
+
+    // Bob sees none of it, and cannot reach it.
+    for (method, path) in [
+        ("GET", format!("/api/kernels/{id}")),
+        ("DELETE", format!("/api/kernels/{id}")),
+        ("POST", format!("/api/kernels/{id}/interrupt")),
+        ("POST", format!("/api/kernels/{id}/restart")),
+    ] {
+        let response = http()
+            .request(method.parse().unwrap(), jupyter(&server, &path))
+            .header("authorization", format!("Bearer {bob}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 404, "{method} {path}");
+    }
+    let bobs: Value = http()
+        .get(jupyter(&server, "/api/kernels"))
+        .header("authorization", format!("token {bob}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(bobs, json!([]));
+    let url = server.ws_url(&format!("/jupyter/api/kernels/{id}/channels?token={bob}"));
+    assert!(tokio_tungstenite::connect_async(url).await.is_err());
+
+    // Alice's kernel is a sandbox session of hers, in the /v1 list too.
+    let sessions: Value = http()
+        .get(server.url("/v1/code_interpreter/sessions"))
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        sessions["sessions"].as_array().unwrap().len(),
+        1,
+        "{sessions}"
+    );
+
+    let gone = http()
+        .delete(jupyter(&server, &format!("/api/kernels/{id}")))
+        .header("authorization", format!("token {alice}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 204);
+    let again = http()
+        .get(jupyter(&server, &format!("/api/kernels/{id}")))
+        .header("authorization", format!("token {alice}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 404);
+}
+
+#[tokio::test]
+async fn a_keys_kernels_count_under_its_live_sessions() {
+    let server = TestServer::start_configured(|config| {
+        config.sandbox.pool_size = 0;
+        config.auth.max_live_sessions = 1;
+    })
+    .await;
+    let key = server.api_key("one").await;
+    let first = start_kernel(&server, &key).await;
+    let refused = http()
+        .post(jupyter(&server, "/api/kernels"))
+        .header("authorization", format!("token {key}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 429);
+    assert!(refused.headers().contains_key("retry-after"));
+    let body: Value = refused.json().await.unwrap();
+    assert!(body["message"].is_string(), "{body}");
+    // A restart stays within the one session.
+    let restarted = http()
+        .post(jupyter(
+            &server,
+            &format!("/api/kernels/{}/restart", first["id"].as_str().unwrap()),
+        ))
+        .header("authorization", format!("token {key}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(restarted.status(), 200);
+}
+
+#[tokio::test]
+async fn cells_run_in_order_and_a_failed_one_aborts_what_was_queued_behind_it() {
+    let server = TestServer::start().await;
+    let key = server.api_key("cells").await;
+    let kernel = start_kernel(&server, &key).await;
+    let id = kernel["id"].as_str().unwrap();
+    let mut socket = open(&server, id, &key).await;
+
+    // jupyter_client's gateway client sends no channel: shell.
+    let info = json!({
+        "header": {"msg_id": "info-1", "msg_type": "kernel_info_request", "session": "s1", "date": 1.5},
+        "msg_id": "info-1", "msg_type": "kernel_info_request", "parent_header": {}, "content": {}, "metadata": {},
+    });
+    socket.send(Message::text(info.to_string())).await.unwrap();
+    let (reply, iopub) = answer(&mut socket, "info-1").await;
+    assert_eq!(reply["msg_type"], "kernel_info_reply");
+    assert_eq!(reply["channel"], "shell");
+    assert_eq!(reply["content"]["language_info"]["name"], "python");
+    assert_eq!(iopub[0]["content"]["execution_state"], "busy");
+
+    // Three cells sent at once run one after another, in order.
+    let sent: Vec<(String, String)> = ["x = 1", "x += 1", "print(x)"]
+        .iter()
+        .map(|code| request("execute_request", cell(code)))
+        .collect();
+    for (_, frame) in &sent {
+        socket.send(Message::text(frame.clone())).await.unwrap();
+    }
+    for (n, (msg_id, _)) in sent.iter().enumerate() {
+        let (reply, iopub) = answer(&mut socket, msg_id).await;
+        assert_eq!(reply["content"]["status"], "ok", "{reply}");
+        assert_eq!(reply["content"]["execution_count"], n + 1);
+        let input = iopub
+            .iter()
+            .find(|m| m["msg_type"] == "execute_input")
+            .unwrap();
+        assert_eq!(input["content"]["execution_count"], n + 1);
+        if n == 2 {
+            assert_eq!(streamed(&iopub), "2\n");
+        }
+    }
+    // The last expression is the execute_result; a display is display_data.
+    let (_, iopub) = ask(
+        &mut socket,
+        "execute_request",
+        cell("from IPython.display import display, HTML\ndisplay(HTML('<b>hi</b>'))\nx * 21"),
+    )
+    .await;
+    let display = iopub
+        .iter()
+        .find(|m| m["msg_type"] == "display_data")
+        .unwrap();
+    assert_eq!(display["content"]["data"]["text/html"], "<b>hi</b>");
+    let result = iopub
+        .iter()
+        .find(|m| m["msg_type"] == "execute_result")
+        .unwrap();
+    assert_eq!(result["content"]["data"]["text/plain"], "42");
+    assert_eq!(result["content"]["execution_count"], 4);
+
+    // A failing cell: the one queued behind it is aborted, not run.
+    let (failing, frame) = request("execute_request", cell("1/0"));
+    let (behind, behind_frame) = request("execute_request", cell("print('must not run')"));
+    socket.send(Message::text(frame)).await.unwrap();
+    socket.send(Message::text(behind_frame)).await.unwrap();
+    let (reply, iopub) = answer(&mut socket, &failing).await;
+    assert_eq!(reply["content"]["status"], "error");
+    assert_eq!(reply["content"]["ename"], "ZeroDivisionError");
+    let error = iopub.iter().find(|m| m["msg_type"] == "error").unwrap();
+    assert!(!error["content"]["traceback"].as_array().unwrap().is_empty());
+    let (reply, iopub) = answer(&mut socket, &behind).await;
+    assert_eq!(reply["content"]["status"], "aborted");
+    assert!(streamed(&iopub).is_empty());
+    // The kernel goes on.
+    let (reply, iopub) = ask(&mut socket, "execute_request", cell("print(x)")).await;
+    assert_eq!(reply["content"]["status"], "ok");
+    assert_eq!(streamed(&iopub), "2\n");
+}
+
+#[tokio::test]
+async fn frames_that_are_not_messages_are_skipped_and_an_oversized_one_ends_only_its_socket() {
+    let server = TestServer::start().await;
+    let key = server.api_key("hostile").await;
+    let kernel = start_kernel(&server, &key).await;
+    let id = kernel["id"].as_str().unwrap();
+    let mut socket = open(&server, id, &key).await;
+    for frame in [
+        Message::text("not json"),
+        Message::text("[]"),
+        Message::text(
+            json!({"header": {"msg_id": "a".repeat(10_000), "msg_type": "execute_request"}})
+                .to_string(),
+        ),
+        Message::text(
+            json!({"header": {"msg_id": "m", "msg_type": "execute_request"}, "channel": "nowhere"})
+                .to_string(),
+        ),
+        Message::binary(vec![0xff; 64]),
+        Message::binary(vec![0, 0, 0, 1, 0, 0, 0, 200]),
+        // A type no kernel knows gets no answer (ipykernel's way too).
+        Message::text(request("teleport_request", json!({})).1),
+    ] {
+        socket.send(frame).await.unwrap();
+    }
+    let (reply, _) = ask(&mut socket, "execute_request", cell("print('still here')")).await;
+    assert_eq!(reply["content"]["status"], "ok");
+
+    // Too big a frame closes that socket; the kernel and others go on.
+    let mut other = open(&server, id, &key).await;
+    let huge = "x".repeat(9 * 1024 * 1024);
+    let _ = socket.send(Message::text(huge)).await;
+    let closed = tokio::time::timeout(PATIENCE, async {
+        loop {
+            match socket.next().await {
+                None | Some(Err(_)) | Some(Ok(Message::Close(_))) => break,
+                Some(Ok(_)) => {}
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "the socket was not closed");
+    let (reply, iopub) = ask(&mut other, "execute_request", cell("print(6 * 7)")).await;
+    assert_eq!(reply["content"]["status"], "ok");
+    assert_eq!(streamed(&iopub), "42\n");
+}
+
+#[tokio::test]
+async fn an_interrupt_stops_a_cell_a_restart_forgets_and_a_shutdown_closes_the_socket() {
+    let server = TestServer::start().await;
+    let key = server.api_key("control").await;
+    let kernel = start_kernel(&server, &key).await;
+    let id = kernel["id"].as_str().unwrap().to_string();
+    let mut socket = open(&server, &id, &key).await;
+    ask(&mut socket, "execute_request", cell("kept = 'yes'")).await;
+
+    let (looping, frame) = request(
+        "execute_request",
+        cell("print('looping', flush=True)\nwhile True:\n    pass"),
+    );
+    socket.send(Message::text(frame)).await.unwrap();
+    // Once it runs (its output is in), interrupt it through the REST API.
+    loop {
+        let Some(Ok(Message::Text(text))) = socket.next().await else {
+            panic!("the socket closed")
+        };
+        let message: Value = serde_json::from_str(&text).unwrap();
+        if message["msg_type"] == "stream" {
+            break;
+        }
+    }
+    let model: Value = http()
+        .get(jupyter(&server, &format!("/api/kernels/{id}")))
+        .header("authorization", format!("token {key}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(model["execution_state"], "busy");
+    assert_eq!(model["connections"], 1);
+    let interrupted = http()
+        .post(jupyter(&server, &format!("/api/kernels/{id}/interrupt")))
+        .header("authorization", format!("token {key}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(interrupted.status(), 204);
+    let (reply, _) = answer(&mut socket, &looping).await;
+    assert_eq!(reply["content"]["status"], "error");
+    assert_eq!(reply["content"]["ename"], "KeyboardInterrupt");
+    let (_, iopub) = ask(&mut socket, "execute_request", cell("print(kept)")).await;
+    assert_eq!(streamed(&iopub), "yes\n");
+
+    let restarted = http()
+        .post(jupyter(&server, &format!("/api/kernels/{id}/restart")))
+        .header("authorization", format!("token {key}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(restarted.status(), 200);
+    let (reply, _) = ask(&mut socket, "execute_request", cell("kept")).await;
+    assert_eq!(reply["content"]["ename"], "NameError");
+    assert_eq!(reply["content"]["execution_count"], 1);
+
+    // A shutdown asked for on the control channel closes the socket.
+    let (_, frame) = request("shutdown_request", json!({"restart": false}));
+    let frame = frame.replace("\"shell\"", "\"control\"");
+    socket.send(Message::text(frame)).await.unwrap();
+    let ended = tokio::time::timeout(PATIENCE, async {
+        while let Some(Ok(message)) = socket.next().await {
+            if let Message::Close(_) = message {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the socket stayed open after a shutdown");
+    let gone = http()
+        .get(jupyter(&server, &format!("/api/kernels/{id}")))
+        .header("authorization", format!("token {key}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 404);
+    // A request that is not a WebSocket handshake is a clear error.
+    let refused = http()
+        .get(jupyter(
+            &server,
+            &format!("/api/kernels/{id}/channels?token={key}"),
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert!(refused.status().is_client_error());
+}
