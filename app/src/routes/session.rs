@@ -109,6 +109,15 @@ pub fn SessionView(log: SessionLog) -> impl IntoView {
                     // Shown once there is something to share, also when the
                     // first question was asked on this page.
                     <Show when=move || state.notebook.with(|n| n.last_seq() > 0)>
+                        <a
+                            class="button download-notebook"
+                            href=format!("/api/sessions/{}/notebook.ipynb", session_id)
+                            download=""
+                            rel="external"
+                            title="Download this session as a Jupyter notebook"
+                        >
+                            "Download .ipynb"
+                        </a>
                         <ShareControls
                             session_id=session_id.clone()
                             share_path=share_path.clone()

@@ -58,6 +58,15 @@ pub fn ShareLinkView(log: ShareLinkLog) -> impl IntoView {
             <div class="column">
                 <div class="session-bar">
                     <h1 class="session-title">{heading}</h1>
+                    <a
+                        class="button download-notebook"
+                        href=format!("/s/{token}/notebook.ipynb")
+                        download=""
+                        rel="external"
+                        title="Download this session as a Jupyter notebook"
+                    >
+                        "Download .ipynb"
+                    </a>
                     <form class="fork" method="post" action=format!("/s/{token}/fork")>
                         <button type="submit" class="primary">"Fork"</button>
                     </form>

@@ -8,6 +8,7 @@ mod figures;
 mod files;
 pub mod host;
 mod hygiene;
+mod ipynb;
 mod jupyter;
 mod mcp;
 mod metrics;
@@ -166,6 +167,7 @@ fn pages(state: &AppState, context: impl Fn() + Clone + Send + Sync + 'static) -
         .route("/sessions/{id}/unshare", post(sessions::unshare_form))
         .route("/s/{token}/fork", post(sessions::fork))
         .route("/sessions/{id}/figures/{name}", get(figures::owned))
+        .route("/api/sessions/{id}/notebook.ipynb", get(ipynb::owned))
         .route("/s/{token}/figures/{name}", get(figures::shared))
         .leptos_routes_with_context(state, routes, context.clone(), move || {
             shell(leptos.clone())
@@ -203,6 +205,7 @@ fn open_pages(
             )),
         )
         .route("/s/{token}/files", get(files::shared_get))
+        .route("/s/{token}/notebook.ipynb", get(ipynb::shared))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -12,6 +12,7 @@
 mod error;
 mod figures;
 mod files;
+pub mod ipynb;
 mod ports;
 mod sharing;
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use crate::peer::missing;
-use crate::support::TestServer;
+use crate::support::{TestServer, http};
 
 /// The clients' venv: `RUNCELL_CACHE` (or `~/.cache/runcell`) `/api-clients`.
 fn venv() -> Option<PathBuf> {
@@ -168,4 +168,87 @@ async fn jupyters_own_clients_run_cells_through_the_gateway() {
     ] {
         assert!(output.contains(step), "{step} is missing:\n{output}");
     }
+}
+
+#[tokio::test]
+async fn a_session_downloads_as_a_notebook_that_nbformat_validates() {
+    let Some(venv) = venv() else {
+        return missing("the API clients' venv (nbformat)", HOW);
+    };
+    let server = TestServer::start().await;
+    let id = server.new_session().await;
+    for question in [
+        "```python\nimport matplotlib.pyplot as plt\nimport pandas as pd\ndf = pd.DataFrame({'a': [1, 2], 'b': [3, 4]})\nplt.plot(df['a'])\nplt.show()\nprint('rows', len(df))\ndf\n```",
+        "```python\nimport sys\nprint('to stderr', file=sys.stderr)\nprint(undefined_name)\n```",
+    ] {
+        let response = http()
+            .post(server.url(&format!("/api/sessions/{id}/ask")))
+            .json(&serde_json::json!({ "text": question }))
+            .send()
+            .await
+            .unwrap();
+        assert!(response.status().is_success());
+        response.bytes().await.unwrap();
+    }
+    let owned = http()
+        .get(server.url(&format!("/api/sessions/{id}/notebook.ipynb")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(owned.status(), 200);
+    assert_eq!(owned.headers()["content-type"], "application/x-ipynb+json");
+    assert!(
+        owned.headers()["content-disposition"]
+            .to_str()
+            .unwrap()
+            .starts_with("attachment; filename=\"python-import-matplotlib")
+    );
+    let owned = owned.text().await.unwrap();
+    let notebook: serde_json::Value = serde_json::from_str(&owned).unwrap();
+    let outputs: Vec<&str> = notebook["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["outputs"].as_array().into_iter().flatten())
+        .map(|o| o["output_type"].as_str().unwrap())
+        .collect();
+    for kind in ["stream", "display_data", "error"] {
+        assert!(outputs.contains(&kind), "no {kind} output: {outputs:?}");
+    }
+    assert!(owned.contains("image/png"), "the figure is in the notebook");
+    // Someone else's session is not theirs to download.
+    let stranger = crate::support::http_as(Some("5742a7e0000000000000000000000002"))
+        .get(server.url(&format!("/api/sessions/{id}/notebook.ipynb")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stranger.status(), 404);
+    // A share link downloads the same notebook, without a cookie.
+    let shared: serde_json::Value = http()
+        .post(server.url(&format!("/api/sessions/{id}/share")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = shared["token"].as_str().unwrap();
+    let via_link = crate::support::http_as(None)
+        .get(server.url(&format!("/s/{token}/notebook.ipynb")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(via_link.status(), 200);
+    let via_link = via_link.text().await.unwrap();
+    assert_eq!(via_link, owned);
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("session.ipynb");
+    std::fs::write(&path, &owned).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/ipynb_check.py");
+    let mut command = Command::new(venv.join("bin/python"));
+    command.arg(script).arg(&path);
+    let (ok, output) = run(command).await;
+    assert!(ok, "nbformat refused the notebook:\n{output}\n{owned}");
+    assert!(output.contains("ok: "), "{output}");
 }
