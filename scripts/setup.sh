@@ -33,12 +33,20 @@ if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   rustup target add wasm32-unknown-unknown
 fi
 
-# wasm-bindgen's CLI, at exactly the version the lockfile pins.
+# wasm-bindgen's CLI, at exactly the version the lockfile pins. Built in
+# the background while the downloads below run, and unoptimised: it compiles
+# in about 2 minutes instead of 6.5 on 2 cores, and still turns the bundle
+# out in 3 seconds (byte for byte what the optimised one makes).
 want=$(wasm_bindgen_version)
 have=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)
+bindgen_pid=
 if [ "$have" != "$want" ]; then
-  step "installing wasm-bindgen-cli $want (a few minutes, once)"
-  cargo install -q wasm-bindgen-cli --version "$want" --force
+  step "installing wasm-bindgen-cli $want in the background (about 2 minutes, once)"
+  bindgen_build=${RUNCELL_CACHE:-$HOME/.cache/runcell}/wasm-bindgen-build
+  mkdir -p "$bindgen_build"
+  cargo install -q wasm-bindgen-cli --version "$want" --debug --force \
+    --target-dir "$bindgen_build/target" >"$bindgen_build/log" 2>&1 &
+  bindgen_pid=$!
 fi
 
 # The Python environment jailed code runs with: a venv from Debian's own
@@ -89,6 +97,11 @@ fi
 
 # The embedded model's weights, pinned by sha256, under the data directory.
 "$ROOT/scripts/fetch-model.sh" "$ROOT/data"
+if [ -n "$bindgen_pid" ]; then
+  wait "$bindgen_pid" || die "installing wasm-bindgen-cli failed: see $bindgen_build/log"
+  rm -rf "$bindgen_build"
+  say "wasm-bindgen-cli $want installed"
+fi
 # A real OpenAI-compatible server for the LLM client's tests, built once
 # outside the checkout.
 [ "$mode" = test ] && "$ROOT/scripts/setup-llama-cpp-python.sh"

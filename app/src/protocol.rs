@@ -205,6 +205,9 @@ pub enum KernelLoss {
     ServerRestart,
     /// This session is a fork of a shared one: its cells were copied, not run.
     Fork,
+    /// This session was imported from a Jupyter notebook: its cells were
+    /// read from the file, not run here.
+    Import,
 }
 
 /// How a turn ended.

@@ -187,6 +187,7 @@ pub fn event_body(v: &Value) -> Read<EventBody> {
             reason: match name(v, "reason")? {
                 "server_restart" => KernelLoss::ServerRestart,
                 "fork" => KernelLoss::Fork,
+                "import" => KernelLoss::Import,
                 _ => return Err(Unreadable("reason")),
             },
         },

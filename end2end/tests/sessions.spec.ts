@@ -118,3 +118,54 @@ test.describe('with JavaScript', () => {
     await expect(notebook.resultCells).toHaveCount(1);
   });
 });
+
+test.describe('notebooks in and out', () => {
+  test.skip(({ javaScriptEnabled }) => !javaScriptEnabled, 'needs the hydrated page');
+
+  test('Download .ipynb gives the session as a notebook; Import .ipynb brings one in and Re-run all runs it', async ({ page, pageErrors }) => {
+    const notebook = new NotebookPage(page);
+    await notebook.openNew();
+    await notebook.waitConnected();
+    await notebook.ask(fenced("half = 21\nprint('exported', half * 2)"));
+    await notebook.waitTurnEnd();
+    const downloading = page.waitForEvent('download');
+    await page.getByRole('link', { name: 'Download .ipynb' }).click();
+    const download = await downloading;
+    expect(download.suggestedFilename()).toMatch(/\.ipynb$/);
+    const saved = await download.path();
+    const fs = await import('node:fs');
+    const exported = JSON.parse(fs.readFileSync(saved, 'utf8'));
+    expect(exported.nbformat).toBe(4);
+    const code = exported.cells.find((c: { cell_type: string }) => c.cell_type === 'code');
+    expect(code.source).toContain('half = 21');
+    expect(code.outputs[0].text).toBe('exported 42\n');
+
+    // The same file back in, through the top bar's button: a new session.
+    const before = page.url();
+    await page.getByLabel('Import a Jupyter notebook').setInputFiles({
+      name: download.suggestedFilename(), mimeType: 'application/x-ipynb+json', buffer: fs.readFileSync(saved),
+    });
+    await expect(page).not.toHaveURL(before);
+    await expect(page).toHaveURL(/\/sessions\/[0-9a-f-]{36}$/);
+    const imported = new NotebookPage(page);
+    await imported.waitConnected();
+    await expect(imported.resultCells.first()).toContainText('exported 42');
+    await expect(page.getByText('These cells come from an imported notebook')).toBeVisible();
+    await page.getByRole('button', { name: 'Re-run all' }).click();
+    await expect(page.getByText('These cells come from an imported notebook')).toBeHidden({ timeout: 25_000 });
+    await imported.ask(fenced('print(half + 1)'));
+    await expect(imported.resultCells.last()).toContainText('22', { timeout: 25_000 });
+
+    // Not a notebook: said so, and the page stays.
+    const here = page.url();
+    await page.getByLabel('Import a Jupyter notebook').setInputFiles({
+      name: 'broken.ipynb', mimeType: 'application/x-ipynb+json', buffer: Buffer.from('{not json'),
+    });
+    await expect(page.getByRole('status').filter({ hasText: 'broken.ipynb was not imported' })).toContainText('not JSON');
+    expect(page.url()).toBe(here);
+    // The browser's own report of that refusal is expected.
+    const refusal = pageErrors.filter((e) => e.includes('status of 400 (Bad Request)'));
+    expect(refusal).toHaveLength(1);
+    pageErrors.splice(0, pageErrors.length, ...pageErrors.filter((e) => !refusal.includes(e)));
+  });
+});

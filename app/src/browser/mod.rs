@@ -7,6 +7,7 @@
 pub mod clipboard;
 pub mod download;
 pub mod files;
+pub mod import;
 mod keys;
 mod page_python;
 mod scroll;

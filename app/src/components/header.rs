@@ -25,6 +25,7 @@ pub fn Header(#[prop(optional)] children: Option<Children>) -> impl IntoView {
             <a class="brand" href="/" rel="external">"runcell"</a>
             <nav class="actions">
                 <a href="/" rel="external" class="new-session">"New session"</a>
+                <super::import::ImportNotebook/>
                 {children.map(|c| c())}
             </nav>
         </header>

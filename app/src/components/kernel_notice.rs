@@ -29,6 +29,9 @@ pub fn KernelNotice() -> impl IntoView {
                         Some(KernelLoss::Fork) => {
                             "This is a fork: its cells were copied, not run here, so none of their variables exist yet."
                         }
+                        Some(KernelLoss::Import) => {
+                            "These cells come from an imported notebook: their outputs are the notebook's, and nothing has run here yet."
+                        }
                         _ => {
                             "The server restarted since these cells ran, and their kernel with it: variables from the cells above are gone."
                         }

@@ -7,6 +7,7 @@ mod cells;
 mod composer;
 mod files;
 mod header;
+mod import;
 mod indicators;
 mod kernel_notice;
 mod pickers;

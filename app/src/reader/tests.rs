@@ -533,6 +533,7 @@ fn frame_like() -> impl Strategy<Value = Value> {
         "kernel_lost",
         "reason",
         "fork",
+        "import",
     ]);
     let leaf = prop_oneof![
         Just(Value::Null),

@@ -190,7 +190,9 @@ impl From<NotebookError> for ApiError {
             NotebookError::NotFound(_) | NotebookError::LinkGone | NotebookError::NoSharedFiles => {
                 Self::NotFound(err.to_string())
             }
-            NotebookError::EmptyTitle => Self::BadRequest(err.to_string()),
+            NotebookError::EmptyTitle | NotebookError::BadNotebook(_) => {
+                Self::BadRequest(err.to_string())
+            }
             NotebookError::ShuttingDown => Self::Unavailable(err.to_string()),
             NotebookError::Refused(refusal) => refusal.into(),
             NotebookError::Create(err) => err.into(),

@@ -35,6 +35,24 @@ pub async fn shared(
     Ok(download(&notebook))
 }
 
+/// `POST /api/sessions/import`: a Jupyter notebook (the file's bytes as
+/// the body) becomes a new session of the caller's; answers like
+/// `POST /api/sessions`.
+pub async fn import(
+    State(notebooks): State<Arc<Notebooks>>,
+    Owner(owner): Owner,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    let id = notebooks.import_notebook(owner, &body).await?.id();
+    let url = format!("/sessions/{id}");
+    Ok((
+        axum::http::StatusCode::CREATED,
+        [(header::LOCATION, url.clone())],
+        axum::Json(serde_json::json!({ "id": id.to_string(), "url": url })),
+    )
+        .into_response())
+}
+
 fn download(notebook: &serde_json::Value) -> Response {
     let title = notebook["metadata"]["runcell"]["title"]
         .as_str()

@@ -252,13 +252,20 @@ fn scrape(state: &AppState) -> Router<AppState> {
 /// (`sandbox.upload_mib` bounds them as they stream in), and have `limit`
 /// to arrive, since an upload's answer begins only once its body is in.
 fn uploads(limit: Duration) -> Router<AppState> {
-    let files = Router::new().route(
-        "/api/sessions/{id}/files",
-        get(files::get)
-            .put(files::put)
-            .delete(files::delete)
-            .layer(DefaultBodyLimit::disable()),
-    );
+    let files = Router::new()
+        .route(
+            "/api/sessions/{id}/files",
+            get(files::get)
+                .put(files::put)
+                .delete(files::delete)
+                .layer(DefaultBodyLimit::disable()),
+        )
+        .route(
+            "/api/sessions/import",
+            post(ipynb::import).layer(DefaultBodyLimit::max(
+                crate::notebook::ipynb::MAX_IMPORT_BYTES,
+            )),
+        );
     with_time_limit(files, limit)
 }
 

@@ -20,6 +20,9 @@ pub enum NotebookError {
     NoSharedFiles,
     #[error("the title is empty")]
     EmptyTitle,
+    /// An uploaded notebook that cannot be read.
+    #[error("not a notebook runcell can read: {0}")]
+    BadNotebook(String),
     #[error("the server is shutting down")]
     ShuttingDown,
     /// A turn that was not started.

@@ -7,6 +7,8 @@ use app::notebook::{Cell, Notebook};
 use app::protocol::{CellKind, Language, Output, SessionEvent, Table, TurnKind};
 use serde_json::{Map, Value, json};
 
+use std::sync::Arc;
+
 use super::{NotebookError, Notebooks};
 use crate::session::{OwnerId, SessionId, ShareToken};
 
@@ -222,5 +224,305 @@ impl Notebooks {
             .await?
             .ok_or(NotebookError::LinkGone)?;
         Ok(export(&events))
+    }
+}
+
+/// The largest notebook accepted.
+pub const MAX_IMPORT_BYTES: usize = 20 * 1024 * 1024;
+/// Cells and outputs per cell, at most.
+const MAX_CELLS: usize = 2_000;
+const MAX_OUTPUTS: usize = 200;
+
+/// Why a notebook cannot be read.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{0}")]
+pub struct ImportError(String);
+
+fn bad(what: impl Into<String>) -> ImportError {
+    ImportError(what.into())
+}
+
+/// nbformat's multiline strings: a string, or a list of strings.
+fn text_of(value: Option<&Value>) -> String {
+    match value {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(lines)) => lines.iter().filter_map(Value::as_str).collect(),
+        _ => String::new(),
+    }
+}
+
+/// A notebook's cells as a session's history (numbered from 1): each code
+/// cell an edited run of its own with the notebook's outputs as its result,
+/// each markdown cell an explanation; raw cells are left out. Also its
+/// title: the notebook's first heading or line.
+pub fn import(
+    bytes: &[u8],
+    highlighter: &crate::highlight::Highlighter,
+) -> Result<(String, Vec<SessionEvent>), ImportError> {
+    use app::protocol::{CellId, CellStatus, EventBody, TurnId, TurnStatus};
+
+    if bytes.len() > MAX_IMPORT_BYTES {
+        return Err(bad(format!(
+            "the file is {} bytes; at most {MAX_IMPORT_BYTES} are accepted",
+            bytes.len()
+        )));
+    }
+    let notebook: Value =
+        serde_json::from_slice(bytes).map_err(|e| bad(format!("the file is not JSON ({e})")))?;
+    match notebook.get("nbformat").and_then(Value::as_u64) {
+        Some(4) => {}
+        Some(other) => {
+            return Err(bad(format!(
+                "it is nbformat {other}; only nbformat 4 notebooks are read (Jupyter writes these since 2015)"
+            )));
+        }
+        None => return Err(bad("it has no `nbformat`: is it a Jupyter notebook?")),
+    }
+    let cells = notebook
+        .get("cells")
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad("it has no list of `cells`"))?;
+    if cells.len() > MAX_CELLS {
+        return Err(bad(format!(
+            "it has {} cells; at most {MAX_CELLS} are read",
+            cells.len()
+        )));
+    }
+    let mut bodies = Vec::new();
+    let mut title = String::new();
+    let mut ids = 0u64;
+    let mut next_id = || {
+        ids += 1;
+        ids
+    };
+    for (n, cell) in cells.iter().enumerate() {
+        let source = text_of(cell.get("source"));
+        let kind = cell.get("cell_type").and_then(Value::as_str).unwrap_or("");
+        if !matches!(kind, "code" | "markdown") || source.trim().is_empty() {
+            continue;
+        }
+        if title.is_empty() {
+            title = source
+                .lines()
+                .map(|l| l.trim_start_matches('#').trim())
+                .find(|l| !l.is_empty())
+                .unwrap_or_default()
+                .to_string();
+        }
+        let turn = TurnId(next_id());
+        bodies.push(EventBody::TurnStarted {
+            turn,
+            turn_kind: TurnKind::Run,
+        });
+        let finished = |cell_id| EventBody::CellFinished {
+            cell_id,
+            status: CellStatus::Ok,
+            elapsed_ms: 0,
+            error: None,
+        };
+        let final_cell = if kind == "markdown" {
+            let cell_id = CellId(next_id());
+            bodies.push(EventBody::CellStarted {
+                cell_id,
+                cell_kind: CellKind::Explanation,
+                language: None,
+                attempt: None,
+                source: None,
+            });
+            bodies.push(EventBody::CellDelta {
+                cell_id,
+                text: source,
+                highlight: None,
+            });
+            bodies.push(finished(cell_id));
+            None
+        } else {
+            let code_id = CellId(next_id());
+            let language = Language::Python.name();
+            bodies.push(EventBody::CellStarted {
+                cell_id: code_id,
+                cell_kind: CellKind::Code,
+                language: Some(language.into()),
+                attempt: None,
+                source: None,
+            });
+            let highlight = crate::highlight::highlight_all(highlighter, language, &source);
+            bodies.push(EventBody::CellDelta {
+                cell_id: code_id,
+                text: source,
+                highlight,
+            });
+            bodies.push(finished(code_id));
+            let result_id = CellId(next_id());
+            bodies.push(EventBody::CellStarted {
+                cell_id: result_id,
+                cell_kind: CellKind::Result,
+                language: None,
+                attempt: None,
+                source: Some(code_id),
+            });
+            let outputs = cell
+                .get("outputs")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            if outputs.len() > MAX_OUTPUTS {
+                return Err(bad(format!(
+                    "cell {} has {} outputs; at most {MAX_OUTPUTS} are read",
+                    n + 1,
+                    outputs.len()
+                )));
+            }
+            for output in outputs.iter().filter_map(output_of) {
+                bodies.push(EventBody::CellOutput {
+                    cell_id: result_id,
+                    output,
+                });
+            }
+            bodies.push(finished(result_id));
+            Some(code_id)
+        };
+        bodies.push(EventBody::TurnFinished {
+            turn,
+            status: TurnStatus::Ok,
+            elapsed_ms: 0,
+            final_cell,
+        });
+    }
+    if bodies.is_empty() {
+        return Err(bad("it has no code or markdown cells"));
+    }
+    Ok((title, SessionEvent::numbered(bodies, 1)))
+}
+
+/// One of a notebook's outputs as a result cell's; `None` for kinds runcell
+/// does not show.
+fn output_of(output: &Value) -> Option<Output> {
+    match output.get("output_type")?.as_str()? {
+        "stream" => {
+            let text = text_of(output.get("text"));
+            Some(match output.get("name").and_then(Value::as_str) {
+                Some("stderr") => Output::Stderr { text },
+                _ => Output::Stdout { text },
+            })
+        }
+        "display_data" | "execute_result" => {
+            let data = output.get("data")?.as_object()?;
+            let bundle: std::collections::BTreeMap<String, String> = data
+                .iter()
+                .map(|(mime, value)| {
+                    let text = if mime == "application/json" || mime.ends_with("+json") {
+                        value.to_string()
+                    } else {
+                        text_of(Some(value))
+                    };
+                    (mime.clone(), text)
+                })
+                .collect();
+            (!bundle.is_empty()).then_some(Output::Rich { data: bundle })
+        }
+        "error" => Some(Output::Error {
+            name: output.get("ename")?.as_str()?.to_string(),
+            value: text_of(output.get("evalue")),
+            traceback: output
+                .get("traceback")
+                .and_then(Value::as_array)
+                .map(|lines| {
+                    lines
+                        .iter()
+                        .filter_map(|l| l.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }),
+        _ => None,
+    }
+}
+
+impl Notebooks {
+    /// A new session of `owner`'s from an uploaded notebook.
+    pub async fn import_notebook(
+        &self,
+        owner: OwnerId,
+        bytes: &[u8],
+    ) -> Result<Arc<crate::session::SessionChannel>, NotebookError> {
+        static HIGHLIGHTER: std::sync::OnceLock<crate::highlight::Highlighter> =
+            std::sync::OnceLock::new();
+        let highlighter = HIGHLIGHTER.get_or_init(crate::highlight::Highlighter::new);
+        let (title, events) =
+            import(bytes, highlighter).map_err(|e| NotebookError::BadNotebook(e.to_string()))?;
+        let channel = self.hub.import(owner, &title, events).await?;
+        tracing::info!(session = %channel.id(), "notebook imported");
+        Ok(channel)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exported_session_imports_back_with_its_code_and_outputs() {
+        let notebook = json!({
+            "nbformat": 4, "nbformat_minor": 5, "metadata": {},
+            "cells": [
+                {"cell_type": "markdown", "id": "a", "metadata": {}, "source": ["# Sales\n", "by region"]},
+                {"cell_type": "code", "id": "b", "metadata": {}, "execution_count": 1,
+                 "source": "x = 2\nprint(x)", "outputs": [
+                    {"output_type": "stream", "name": "stdout", "text": ["2\n"]},
+                    {"output_type": "execute_result", "execution_count": 1, "metadata": {},
+                     "data": {"text/plain": "2", "application/vnd.plotly.v1+json": {"data": []}}},
+                    {"output_type": "error", "ename": "E", "evalue": "v", "traceback": ["t"]},
+                    {"output_type": "unknown"}]},
+                {"cell_type": "raw", "id": "c", "metadata": {}, "source": "ignored"},
+                {"cell_type": "code", "id": "d", "metadata": {}, "execution_count": null, "source": "  ", "outputs": []},
+            ],
+        });
+        let highlighter = crate::highlight::Highlighter::new();
+        let (title, events) =
+            import(notebook.to_string().as_bytes(), &highlighter).expect("a notebook");
+        assert_eq!(title, "Sales");
+        let read = Notebook::from_events(&events);
+        let plan = read.rerun_plan();
+        assert_eq!(plan.len(), 1);
+        assert_eq!(plan[0].code, "x = 2\nprint(x)");
+        let result = read
+            .cells()
+            .iter()
+            .find(|c| c.kind == CellKind::Result)
+            .expect("a result");
+        assert_eq!(result.outputs.len(), 3);
+        assert_eq!(result.printed(), "2\n");
+        // Out again, it is the same code and outputs.
+        let back = export(&events);
+        let code = &back["cells"][1];
+        assert_eq!(code["source"], "x = 2\nprint(x)");
+        assert_eq!(
+            code["outputs"][1]["data"]["application/vnd.plotly.v1+json"],
+            json!({"data": []})
+        );
+    }
+
+    #[test]
+    fn what_is_not_a_notebook_is_refused_with_a_reason() {
+        let highlighter = crate::highlight::Highlighter::new();
+        for (bytes, why) in [
+            (&b"not json"[..], "not JSON"),
+            (&b"{}"[..], "no `nbformat`"),
+            (
+                &br#"{"nbformat": 3, "worksheets": []}"#[..],
+                "only nbformat 4",
+            ),
+            (&br#"{"nbformat": 4}"#[..], "no list of `cells`"),
+            (
+                &br#"{"nbformat": 4, "cells": [{"cell_type": "raw", "source": "x"}]}"#[..],
+                "no code or markdown",
+            ),
+        ] {
+            let error = import(bytes, &highlighter).expect_err(why).to_string();
+            assert!(error.contains(why), "{error}");
+        }
+        let many = json!({"nbformat": 4, "cells": vec![json!({"cell_type": "code", "source": "1"}); MAX_CELLS + 1]});
+        assert!(import(many.to_string().as_bytes(), &highlighter).is_err());
     }
 }

@@ -105,6 +105,20 @@ impl SessionHub {
         Ok(channel)
     }
 
+    /// A new session of `owner`'s holding the cells of an imported notebook
+    /// (`events`, numbered from 1), none of them run here.
+    pub async fn import(
+        &self,
+        owner: OwnerId,
+        title: &str,
+        events: Vec<SessionEvent>,
+    ) -> Result<Arc<SessionChannel>, CreateError> {
+        self.new_sessions.admit(owner)?;
+        let channel = self.insert(owner, title, None, events).await?;
+        settle(&channel, KernelLoss::Import);
+        Ok(channel)
+    }
+
     /// Records a new session holding `events` (queued for the store) and
     /// keeps it in memory.
     async fn insert(
@@ -295,6 +309,7 @@ fn settle(channel: &SessionChannel, reason: KernelLoss) {
     let message = match reason {
         KernelLoss::ServerRestart => "The server stopped before this cell finished.",
         KernelLoss::Fork => "This cell had not finished when the session was shared.",
+        KernelLoss::Import => "This cell was not finished in the imported notebook.",
     };
     for cell_id in cells {
         channel.publish(EventBody::CellFinished {
@@ -319,6 +334,8 @@ fn settle(channel: &SessionChannel, reason: KernelLoss) {
     // its own; a restart matters only if code ran since the last loss.
     let lost = match reason {
         KernelLoss::Fork => notebook.kernel_used() || notebook.kernel_lost().is_some(),
+        // Nothing of an imported notebook ran here.
+        KernelLoss::Import => true,
         KernelLoss::ServerRestart => notebook.kernel_used(),
     };
     if lost {

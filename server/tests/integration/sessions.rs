@@ -822,3 +822,104 @@ async fn an_owner_holds_a_bounded_number_of_kernels() {
     assert!(printed.starts_with("False\n"), "{printed}");
     assert!(printed.contains("needed the room"), "{printed}");
 }
+
+#[tokio::test]
+async fn an_imported_notebook_is_a_session_whose_run_all_stops_at_the_first_error() {
+    let server = TestServer::start().await;
+    let notebook = serde_json::json!({
+        "nbformat": 4, "nbformat_minor": 5, "metadata": {},
+        "cells": [
+            {"cell_type": "markdown", "id": "m", "metadata": {}, "source": "# Imported answers"},
+            {"cell_type": "code", "id": "a", "metadata": {}, "execution_count": 1,
+             "source": ["answer = 40\n", "answer += 2"], "outputs": []},
+            {"cell_type": "code", "id": "b", "metadata": {}, "execution_count": 2,
+             "source": "print('the answer is', answer)",
+             "outputs": [{"output_type": "stream", "name": "stdout", "text": "stale output\n"}]},
+            {"cell_type": "code", "id": "c", "metadata": {}, "execution_count": 3,
+             "source": "1/0", "outputs": []},
+            {"cell_type": "code", "id": "d", "metadata": {}, "execution_count": 4,
+             "source": "print('must not run')", "outputs": []},
+        ],
+    });
+    let response = http()
+        .post(server.url("/api/sessions/import"))
+        .body(notebook.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let created: serde_json::Value = response.json().await.unwrap();
+    let id = created["id"].as_str().unwrap().to_string();
+    assert_eq!(created["url"], format!("/sessions/{id}"));
+
+    // It shows its cells and their old outputs, marked as not run here.
+    let imported = Notebook::from_events(&history(&server, &id).await);
+    assert_eq!(imported.kernel_lost(), Some(KernelLoss::Import));
+    assert_eq!(imported.rerun_plan().len(), 4);
+    let (status, html) = page(&http(), &server, &format!("/sessions/{id}")).await;
+    assert_eq!(status, 200);
+    assert!(html.contains("stale output") && html.contains("Imported answers"));
+    // Nobody else sees it.
+    let (status, _) = page(
+        &http_as(Some(STRANGER)),
+        &server,
+        &format!("/sessions/{id}"),
+    )
+    .await;
+    assert_eq!(status, 404);
+
+    // Run all: in order, in a fresh kernel, up to the first error.
+    ndjson_events(
+        http()
+            .post(server.url(&format!("/api/sessions/{id}/rerun")))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let notebook = Notebook::from_events(&history(&server, &id).await);
+    let last_turn = notebook.turns().last().map(|t| t.id);
+    let ran: Vec<(String, CellStatus)> = notebook
+        .cells()
+        .iter()
+        .filter(|c| c.kind == CellKind::Result && c.turn == last_turn)
+        .map(|c| (c.printed(), c.status))
+        .collect();
+    assert_eq!(ran.len(), 3, "{ran:?}");
+    assert_eq!(ran[1].0, "the answer is 42\n");
+    assert_eq!(ran[2].1, CellStatus::Error);
+
+    // What is not a notebook is refused, saying why, and makes nothing.
+    let before = http()
+        .get(server.url("/api/sessions"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for (body, status, why) in [
+        ("{not json".to_string(), 400, "not JSON"),
+        (r#"{"nbformat": 3}"#.to_string(), 400, "nbformat 4"),
+        ("x".repeat(21 * 1024 * 1024), 413, ""),
+    ] {
+        let response = http()
+            .post(server.url("/api/sessions/import"))
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), status);
+        let text = response.text().await.unwrap();
+        assert!(text.contains(why), "{text}");
+    }
+    let after = http()
+        .get(server.url("/api/sessions"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(before, after);
+}
