@@ -23,6 +23,14 @@ cp -R "$ROOT/public/." "$stage/"
 pyodide=$(python3 "$ROOT/scripts/pyodide-site.py" "$ROOT/scripts/node_modules/pyodide" \
   "${RUNCELL_CACHE:-$HOME/.cache/runcell}/pyodide-wheels" "$ROOT/scripts/pyodide-wheels.txt" "$stage/pyodide")
 gzip -9 -k -f "$stage/pyodide/$pyodide/"*.{wasm,mjs,json}
+# The chart libraries interactive outputs are drawn with, from runcell's
+# own origin (see public/chart-frame.js).
+mkdir -p "$stage/charts"
+cp "$ROOT/scripts/node_modules/plotly.js-strict-dist-min/plotly-strict.min.js" \
+  "$ROOT/scripts/node_modules/vega/build/vega.min.js" \
+  "$ROOT/scripts/node_modules/vega-lite/build/vega-lite.min.js" \
+  "$ROOT/scripts/node_modules/vega-embed/build/vega-embed.min.js" "$stage/charts/"
+gzip -9 -k -f "$stage/charts/"*.js
 # Served as-is to browsers that accept gzip.
 gzip -9 -k -f "$stage/pkg/runcell_bg.wasm" "$stage/pkg/runcell.js" "$stage/pkg/runcell.css"
 # ...and brotli, smaller still, to browsers that accept it.

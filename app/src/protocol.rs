@@ -299,6 +299,15 @@ pub enum Output {
     },
 }
 
+/// The MIME types of interactive charts the page draws (in a frame of
+/// their own, with libraries served by runcell), with the library that
+/// draws each; their values are the chart's JSON as text.
+pub const CHART_TYPES: [(&str, &str); 3] = [
+    ("application/vnd.plotly.v1+json", "plotly"),
+    ("application/vnd.vegalite.v5+json", "vegalite"),
+    ("application/vnd.vegalite.v6+json", "vegalite"),
+];
+
 /// The error code of an explanation withdrawn because it named figures that
 /// neither the program's output nor the question shows.
 pub const UNGROUNDED: &str = "ungrounded";

@@ -258,7 +258,7 @@ fn is_outage(error: &SessionError) -> bool {
 }
 
 /// The page's form of a sandbox event; MIME values that are not text (JSON
-/// objects) are left out.
+/// objects) are left out, but for interactive charts' (kept as JSON text).
 fn output_of(event: RunEvent) -> Option<Output> {
     Some(match event {
         RunEvent::Stdout { text, .. } => Output::Stdout { text },
@@ -268,6 +268,11 @@ fn output_of(event: RunEvent) -> Option<Output> {
                 .into_iter()
                 .filter_map(|(mime, value)| match value {
                     serde_json::Value::String(s) => Some((mime, s)),
+                    serde_json::Value::Object(_)
+                        if app::protocol::CHART_TYPES.iter().any(|(t, _)| *t == mime) =>
+                    {
+                        Some((mime, value.to_string()))
+                    }
                     // Jupyter may split text values into a list of lines.
                     serde_json::Value::Array(lines) => Some((
                         mime,
@@ -319,6 +324,34 @@ mod tests {
             text: text.into(),
             ts_ms: 1,
         }
+    }
+
+    #[test]
+    fn a_charts_json_is_kept_as_text_and_other_json_is_left_out() {
+        let mut data = serde_json::Map::new();
+        data.insert(
+            "application/vnd.plotly.v1+json".into(),
+            serde_json::json!({"data": [{"y": [1, 3]}]}),
+        );
+        data.insert(
+            "application/vnd.other+json".into(),
+            serde_json::json!({"x": 1}),
+        );
+        data.insert("text/plain".into(), "Figure".into());
+        let Some(Output::Rich { data }) = output_of(RunEvent::Result {
+            data,
+            main: false,
+            ts_ms: 1,
+        }) else {
+            panic!("a rich output")
+        };
+        assert_eq!(
+            data.get("application/vnd.plotly.v1+json")
+                .map(String::as_str),
+            Some(r#"{"data":[{"y":[1,3]}]}"#)
+        );
+        assert!(!data.contains_key("application/vnd.other+json"));
+        assert_eq!(data.get("text/plain").map(String::as_str), Some("Figure"));
     }
 
     /// Queued events → what is published.

@@ -50,7 +50,7 @@ const HINTS: &[(&str, &str)] = &[
     (
         "ModuleNotFoundError",
         "No package can be installed: use the standard library, numpy, pandas, matplotlib, \
-         scipy, statsmodels, scikit-learn, seaborn, sympy, openpyxl or pyarrow.",
+         plotly, scipy, statsmodels, scikit-learn, seaborn, sympy, openpyxl or pyarrow.",
     ),
 ];
 

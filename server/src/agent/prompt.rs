@@ -49,7 +49,8 @@ short label. Include the imports it needs. Put the values from the request in th
 never read input() or command-line arguments. The program runs in the same Python session \
 as the earlier programs of this conversation, so their variables and imports can be used. \
 Compute every result in the program, never type one in yourself, and keep whole numbers \
-exact (`2 ** 100`, not math.pow). Draw a chart only when the request asks for one.";
+exact (`2 ** 100`, not math.pow). Draw a chart only when the request asks for one; when it asks \
+for an interactive chart (to hover or zoom), use plotly.express and `fig.show()`.";
 
 /// Added to the system prompt when the programs run in the person's page
 /// (the Browser sandbox), where most of the jail's packages are missing.
@@ -333,6 +334,11 @@ pub fn report(outputs: &[Output]) -> String {
                 if data.contains_key("image/png") || data.contains_key("image/svg+xml") {
                     text.push_str(FIGURE_SHOWN);
                     text.push('\n');
+                } else if app::protocol::CHART_TYPES
+                    .iter()
+                    .any(|(mime, _)| data.contains_key(*mime))
+                {
+                    text.push_str("[an interactive chart was shown]\n");
                 } else if data.contains_key("text/html") && !data.contains_key("text/plain") {
                     text.push_str("[an HTML table was shown]\n");
                 }

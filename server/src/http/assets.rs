@@ -29,6 +29,21 @@ pub const FRAME_PATH: &str = "/py-frame.html";
 /// That document's script.
 pub const FRAME_SCRIPT_PATH: &str = "/py-frame.js";
 
+/// An interactive chart's frame and its script (see `public/chart-frame.js`).
+pub const CHART_FRAME_PATH: &str = "/chart-frame.html";
+pub const CHART_SCRIPT_PATH: &str = "/chart-frame.js";
+
+/// An interactive chart's frame: sandboxed however it is loaded, framed by
+/// this site's pages alone, scripts from this site alone, and nothing
+/// fetched at all (no connection; images only from `data:` and `blob:`), so
+/// that a chart never tells another site who is reading it. Vega compiles
+/// its own expression language with `Function`, hence `unsafe-eval`: in a
+/// frame with an opaque origin that can reach nothing, and only for specs,
+/// which are data (plotly.js's strict build needs none).
+pub const CHART_FRAME_CSP: &str = "default-src 'none'; script-src 'self' 'unsafe-eval'; \
+     style-src 'unsafe-inline'; img-src data: blob:; font-src data:; connect-src 'none'; \
+     base-uri 'none'; form-action 'none'; frame-ancestors 'self'; sandbox allow-scripts";
+
 /// The policy the page's Python lives under: the frame's, which its worker
 /// (started from a blob: URL) inherits. The programs may load scripts and
 /// fetch from this site alone (without credentials: the frame's origin is
@@ -66,7 +81,33 @@ where
             FRAME_SCRIPT_PATH,
             python_script(site_root, FRAME_SCRIPT_PATH),
         )
-        .route_service(FRAME_PATH, frame(site_root))
+        .route_service(FRAME_PATH, frame(site_root, FRAME_PATH, FRAME_CSP))
+        .route_service(
+            CHART_FRAME_PATH,
+            frame(site_root, CHART_FRAME_PATH, CHART_FRAME_CSP),
+        )
+        .route_service(
+            CHART_SCRIPT_PATH,
+            public_to_python(
+                no_cache_file(site_root, CHART_SCRIPT_PATH, CHART_FRAME_CSP)
+                    .layer(axum::middleware::from_fn(script_type)),
+            ),
+        )
+        .nest_service("/charts", charts(site_root))
+}
+
+/// `/charts`: the chart libraries (npm's builds, copied by the build), for
+/// the charts' frames, which load them from an opaque origin.
+fn charts(site_root: &Path) -> Router {
+    public_to_python(
+        Router::new()
+            .fallback_service(ServeDir::new(site_root.join("charts")).precompressed_gzip())
+            .layer(axum::middleware::from_fn(script_type))
+            .layer(SetResponseHeaderLayer::overriding(
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("public, max-age=86400"),
+            )),
+    )
 }
 
 /// `/pkg`: the wasm bundle, its script and styles, sent as compressed at
@@ -102,11 +143,11 @@ fn python_script(site_root: &Path, path: &str) -> Router {
     )
 }
 
-/// [`FRAME_PATH`]: the frame's document, under [`FRAME_CSP`], which this
-/// site's pages alone may frame (the security headers' `DENY` is for every
-/// other page).
-fn frame(site_root: &Path) -> Router {
-    no_cache_file(site_root, FRAME_PATH, FRAME_CSP)
+/// A frame's document ([`FRAME_PATH`], [`CHART_FRAME_PATH`]), under its
+/// policy, which this site's pages alone may frame (the security headers'
+/// `DENY` is for every other page).
+fn frame(site_root: &Path, path: &str, csp: &'static str) -> Router {
+    no_cache_file(site_root, path, csp)
         .layer(SetResponseHeaderLayer::overriding(
             header::X_FRAME_OPTIONS,
             HeaderValue::from_static("SAMEORIGIN"),

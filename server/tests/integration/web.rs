@@ -879,3 +879,62 @@ async fn the_python_files_need_no_sign_in() {
         .unwrap();
     assert_eq!(response.status(), 401);
 }
+
+/// An interactive chart's frame: framed by this site alone, sandboxed
+/// however it is loaded, fetching nothing (no connection, scripts from this
+/// site only), and its libraries readable from its opaque origin.
+#[tokio::test]
+async fn the_chart_frame_fetches_nothing_and_its_libraries_are_public() {
+    let server = TestServer::start_configured(|config| {
+        std::fs::create_dir_all(config.site_root.join("charts")).unwrap();
+        std::fs::write(config.site_root.join("charts/vega.min.js"), "var vega;").unwrap();
+        std::fs::write(
+            config.site_root.join("chart-frame.js"),
+            "parent.postMessage('{}', '*');",
+        )
+        .unwrap();
+        std::fs::write(
+            config.site_root.join("chart-frame.html"),
+            "<!doctype html><script src=/chart-frame.js></script>",
+        )
+        .unwrap();
+    })
+    .await;
+    let response = http()
+        .get(server.url("/chart-frame.html"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let headers = response.headers();
+    assert_eq!(headers["x-frame-options"], "SAMEORIGIN");
+    let csp = headers["content-security-policy"].to_str().unwrap();
+    for part in [
+        "frame-ancestors 'self'",
+        "sandbox allow-scripts",
+        "default-src 'none'",
+        "connect-src 'none'",
+        "script-src 'self' 'unsafe-eval'",
+        "img-src data: blob:",
+    ] {
+        assert!(csp.contains(part), "{csp} lacks {part}");
+    }
+    assert!(!csp.contains("allow-same-origin"), "{csp}");
+    let frame = crate::support::http_as(None);
+    for path in ["/chart-frame.js", "/charts/vega.min.js"] {
+        let response = frame
+            .get(server.url(path))
+            .header("origin", "null")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+        let headers = response.headers();
+        assert_eq!(headers["content-type"], "text/javascript", "{path}");
+        assert_eq!(
+            headers["cross-origin-resource-policy"], "cross-origin",
+            "{path}"
+        );
+        assert!(!headers.contains_key("set-cookie"), "{path}");
+    }
+}

@@ -3,6 +3,7 @@
 //! explanation (markdown). Each renders the same on the server and in the
 //! browser, so a page without JavaScript shows the whole session.
 
+mod chart;
 mod outputs;
 mod table;
 

@@ -264,7 +264,14 @@ fn OutputView(
             .into_any()
         }
         Output::Rich { data } => {
-            if let Some(png) = data.get("image/png") {
+            let chart = crate::protocol::CHART_TYPES
+                .iter()
+                .find_map(|(mime, kind)| data.get(*mime).map(|spec| (*kind, spec.clone())));
+            if let Some((kind, spec)) = chart {
+                let png = data.get("image/png").cloned();
+                let text = data.get("text/plain").cloned().unwrap_or_default();
+                view! { <super::chart::ChartView kind spec png text/> }.into_any()
+            } else if let Some(png) = data.get("image/png") {
                 // The bytes are in the page once, in the image: Download
                 // saves them from there (without scripts, the browser's own
                 // "Save image" does).

@@ -489,6 +489,9 @@ impl Kernel {
 const KERNEL_ENV: &[(&str, &str)] = &[
     // Figures are sent to the page as PNG when a cell shows them.
     ("MPLBACKEND", "module://matplotlib_inline.backend_inline"),
+    // Plotly figures as their JSON (`application/vnd.plotly.v1+json`),
+    // which the page draws, not as HTML carrying all of plotly.js.
+    ("PLOTLY_RENDERER", "plotly_mimetype"),
     ("IPYTHONDIR", "/tmp/.ipython"),
     ("JUPYTER_CONFIG_DIR", "/tmp/.jupyter"),
     ("JUPYTER_DATA_DIR", "/tmp/.jupyter/data"),
