@@ -202,7 +202,7 @@ async fn the_data_stack_imports_and_works_in_the_jail() {
     // Each pinned package is there at its pinned version.
     let outcome = py(
         &session,
-        "import importlib.metadata as m\nfor name in ['ipykernel', 'numpy', 'pandas', 'matplotlib', 'openpyxl', 'pyarrow', 'scipy', 'statsmodels', 'scikit-learn', 'seaborn', 'sympy', 'tabulate']:\n    print(name, m.version(name))",
+        "import importlib.metadata as m\nfor name in ['ipykernel', 'numpy', 'pandas', 'matplotlib', 'openpyxl', 'pyarrow', 'scipy', 'statsmodels', 'scikit-learn', 'seaborn', 'sympy', 'tabulate', 'plotly', 'nbformat']:\n    print(name, m.version(name))",
     )
     .await;
     assert!(outcome.error.is_none(), "{outcome:?}");

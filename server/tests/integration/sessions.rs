@@ -890,14 +890,23 @@ async fn an_imported_notebook_is_a_session_whose_run_all_stops_at_the_first_erro
     assert_eq!(ran[2].1, CellStatus::Error);
 
     // What is not a notebook is refused, saying why, and makes nothing.
-    let before = http()
-        .get(server.url("/api/sessions"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let ids = || async {
+        let list: serde_json::Value = http()
+            .get(server.url("/api/sessions"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        list["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["id"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    let before = ids().await;
     for (body, status, why) in [
         ("{not json".to_string(), 400, "not JSON"),
         (r#"{"nbformat": 3}"#.to_string(), 400, "nbformat 4"),
@@ -913,13 +922,5 @@ async fn an_imported_notebook_is_a_session_whose_run_all_stops_at_the_first_erro
         let text = response.text().await.unwrap();
         assert!(text.contains(why), "{text}");
     }
-    let after = http()
-        .get(server.url("/api/sessions"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert_eq!(before, after);
+    assert_eq!(before, ids().await);
 }
