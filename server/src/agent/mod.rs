@@ -266,6 +266,9 @@ impl Agent {
         if let Some(note) = self.kernels.environment_note(session.id()) {
             system = format!("{system} {note}");
         }
+        if let Some(note) = prompt::chart_note(&text) {
+            system = format!("{system} {note}");
+        }
         // The person's files, so that "summarise the uploaded CSV" reads it.
         if let Some(note) = self.kernels.files_note(session.id(), session.owner()).await {
             system = format!("{system}\n\n{note}");

@@ -49,8 +49,21 @@ short label. Include the imports it needs. Put the values from the request in th
 never read input() or command-line arguments. The program runs in the same Python session \
 as the earlier programs of this conversation, so their variables and imports can be used. \
 Compute every result in the program, never type one in yourself, and keep whole numbers \
-exact (`2 ** 100`, not math.pow). Draw a chart only when the request asks for one; when it asks \
-for an interactive chart (to hover or zoom), use plotly.express and `fig.show()`.";
+exact (`2 ** 100`, not math.pow). Draw a chart only when the request asks for one.";
+
+/// Added to the system prompt when the request asks for a chart to hover
+/// or zoom: the page draws plotly's figures interactively. Only then: told
+/// always, a small model reached for plotly for every chart, and a plain
+/// "plot" is best a matplotlib PNG (it shows without JavaScript too).
+pub fn chart_note(request: &str) -> Option<&'static str> {
+    let asked = request.to_lowercase();
+    ["interactive", "hover", "zoom", "plotly"]
+        .iter()
+        .any(|word| asked.contains(word))
+        .then_some(
+            "For an interactive chart (one to hover or zoom), use plotly.express and `fig.show()`.",
+        )
+}
 
 /// Added to the system prompt when the programs run in the person's page
 /// (the Browser sandbox), where most of the jail's packages are missing.
@@ -388,6 +401,21 @@ mod tests {
     use app::protocol::{CellId, CellStatus, EventBody, SessionEvent, TurnId, TurnStatus};
 
     use super::*;
+
+    #[test]
+    fn plotly_is_suggested_only_for_a_chart_to_hover_or_zoom() {
+        assert!(chart_note("Draw a bar chart of the units per region").is_none());
+        assert!(chart_note("plot sin(x)").is_none());
+        for asked in [
+            "an interactive chart of sales",
+            "a chart I can hover over",
+            "let me Zoom into the peaks",
+            "use Plotly",
+        ] {
+            assert!(chart_note(asked).is_some(), "{asked}");
+        }
+        assert!(!SYSTEM_PROMPT.contains("plotly"));
+    }
 
     #[test]
     fn the_files_note_lists_paths_sizes_and_first_lines() {
