@@ -52,9 +52,10 @@ Compute every result in the program, never type one in yourself, and keep whole 
 exact (`2 ** 100`, not math.pow). Draw a chart only when the request asks for one.";
 
 /// Added to the system prompt when the request asks for a chart to hover
-/// or zoom: the page draws plotly's figures interactively. Only then: told
-/// always, a small model reached for plotly for every chart, and a plain
-/// "plot" is best a matplotlib PNG (it shows without JavaScript too).
+/// or zoom: the page draws plotly's figures interactively. Only then: a
+/// plain "plot" is best a matplotlib PNG (what the agent benchmark checks
+/// for, and it shows without JavaScript too), and the system prompt stays
+/// the one the benchmark measured.
 pub fn chart_note(request: &str) -> Option<&'static str> {
     let asked = request.to_lowercase();
     ["interactive", "hover", "zoom", "plotly"]
