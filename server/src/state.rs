@@ -182,7 +182,7 @@ impl AppState {
         let turns = TaskTracker::new();
         let gateway = crate::jupyter::Gateway::new(
             Arc::clone(&code_api),
-            Arc::new(config.clone()),
+            config.sandbox.max_limits(),
             turns.clone(),
         );
         let runner = Arc::new(TurnRunner::new(

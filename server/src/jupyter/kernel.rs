@@ -202,12 +202,14 @@ impl Kernel {
         match (message.channel, message.msg_type.as_str()) {
             (Channel::Shell, "execute_request") => self.enqueue(message, reply),
             (Channel::Shell | Channel::Control, "kernel_info_request") => {
-                // As ipykernel does: busy and idle around it, which clients
-                // take as the sign that iopub is connected.
-                self.publish(self.out.status(parent, "busy"));
+                // Clients take its busy and idle as the sign that iopub is
+                // connected.
                 let info = super::message::kernel_info(&self.python_version);
-                self.send_to(reply, answer(message.channel, "kernel_info_reply", info));
-                self.publish(self.out.status(parent, "idle"));
+                self.reply_between_statuses(
+                    parent,
+                    reply,
+                    answer(message.channel, "kernel_info_reply", info),
+                );
             }
             (_, "interrupt_request") => {
                 self.interrupt();
@@ -254,9 +256,11 @@ impl Kernel {
                     }
                 };
                 let reply_type = other.replace("_request", "_reply");
-                self.publish(self.out.status(parent, "busy"));
-                self.send_to(reply, answer(Channel::Shell, &reply_type, content));
-                self.publish(self.out.status(parent, "idle"));
+                self.reply_between_statuses(
+                    parent,
+                    reply,
+                    answer(Channel::Shell, &reply_type, content),
+                );
             }
             (channel, other) => {
                 tracing::debug!(
@@ -315,7 +319,7 @@ impl Kernel {
                 }
             };
             if job.generation != self.state.lock().generation {
-                self.abort(&job).await;
+                self.abort(&job);
                 continue;
             }
             let failed = self.execute(&code_api, &job).await;
@@ -324,17 +328,17 @@ impl Kernel {
                 // is not run.
                 let pending: Vec<Job> = self.queue.lock().drain(..).collect();
                 for job in &pending {
-                    self.abort(job).await;
+                    self.abort(job);
                 }
             }
         }
     }
 
-    async fn abort(&self, job: &Job) {
+    fn abort(&self, job: &Job) {
         let parent = Some(&job.request.header);
-        self.publish(self.out.status(parent, "busy"));
         let count = self.state.lock().execution_count;
-        self.send_to(
+        self.reply_between_statuses(
+            parent,
             job.reply,
             self.out.frame(
                 Channel::Shell,
@@ -343,6 +347,18 @@ impl Kernel {
                 json!({"status": "aborted", "execution_count": count}),
             ),
         );
+    }
+
+    /// A reply with `busy` before it and `idle` after, on iopub, as ipykernel
+    /// sends every shell reply that runs no code.
+    fn reply_between_statuses(
+        &self,
+        parent: Option<&Map<String, Value>>,
+        to: ReplyTo,
+        frame: String,
+    ) {
+        self.publish(self.out.status(parent, "busy"));
+        self.send_to(to, frame);
         self.publish(self.out.status(parent, "idle"));
     }
 

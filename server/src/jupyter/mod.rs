@@ -21,9 +21,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::auth::Caller;
 use crate::code_api::{CodeApi, CodeApiError};
-use crate::config::Config;
-use crate::sandbox::Language;
-use crate::sandbox::asked::lowered;
+use crate::sandbox::{Language, Limits};
 pub use kernel::{Asked, Connection, Kernel, KernelModel, Received, ReplyTo};
 
 /// The one kernel spec on offer.
@@ -45,7 +43,9 @@ pub enum GatewayError {
 
 pub struct Gateway {
     code_api: Arc<CodeApi>,
-    config: Arc<Config>,
+    /// What every cell may use: the server's most, its longest wall time
+    /// included (notebooks run long cells).
+    limits: Limits,
     kernels: Mutex<HashMap<String, Arc<Kernel>>>,
     python_version: String,
     tasks: TaskTracker,
@@ -58,10 +58,10 @@ impl std::fmt::Debug for Gateway {
 }
 
 impl Gateway {
-    pub fn new(code_api: Arc<CodeApi>, config: Arc<Config>, tasks: TaskTracker) -> Arc<Self> {
+    pub fn new(code_api: Arc<CodeApi>, limits: Limits, tasks: TaskTracker) -> Arc<Self> {
         Arc::new(Self {
             code_api,
-            config,
+            limits,
             kernels: Mutex::new(HashMap::new()),
             python_version: python_version(),
             tasks,
@@ -135,12 +135,6 @@ impl Gateway {
         if name != KERNEL_NAME {
             return Err(GatewayError::NoSuchSpec(name.to_string()));
         }
-        let sandbox = &self.config.sandbox;
-        // A cell may take the longest a run may: notebooks run long cells.
-        #[allow(clippy::cast_precision_loss)]
-        let limits = lowered(sandbox, Some(sandbox.max_timeout_secs as f64), &[]).map_err(|e| {
-            CodeApiError::Sandbox(crate::sandbox::SandboxError::Internal(e.to_string()))
-        })?;
         let info = self
             .code_api
             .create_session(caller, Language::Python, None)
@@ -151,7 +145,7 @@ impl Gateway {
             caller.clone(),
             info.session_id,
             self.python_version.clone(),
-            limits,
+            self.limits.clone(),
         );
         self.kernels
             .lock()

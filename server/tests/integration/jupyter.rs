@@ -40,6 +40,21 @@ async fn open(server: &TestServer, kernel: &str, key: &str) -> Socket {
     tokio_tungstenite::connect_async(url).await.unwrap().0
 }
 
+/// `method` on the gateway's `path`, as the key's: `Authorization: token`.
+async fn call(
+    server: &TestServer,
+    key: &str,
+    method: reqwest::Method,
+    path: &str,
+) -> reqwest::Response {
+    http()
+        .request(method, jupyter(server, path))
+        .header("authorization", format!("token {key}"))
+        .send()
+        .await
+        .unwrap()
+}
+
 fn request(msg_type: &str, content: Value) -> (String, String) {
     let id = uuid::Uuid::new_v4().to_string();
     let mut frame = json!({
@@ -116,12 +131,7 @@ async fn kernels_need_a_credential_and_are_private_to_their_key() {
         "{body}"
     );
     assert_eq!(body["reason"], "Unauthorized");
-    let wrong = http()
-        .get(jupyter(&server, "/api/kernels"))
-        .header("authorization", "token rc_wrong")
-        .send()
-        .await
-        .unwrap();
+    let wrong = call(&server, "rc_wrong", reqwest::Method::GET, "/api/kernels").await;
     assert_eq!(wrong.status(), 401);
 
     let specs: Value = http()
@@ -168,12 +178,8 @@ async fn kernels_need_a_credential_and_are_private_to_their_key() {
             .unwrap();
         assert_eq!(response.status(), 404, "{method} {path}");
     }
-    let bobs: Value = http()
-        .get(jupyter(&server, "/api/kernels"))
-        .header("authorization", format!("token {bob}"))
-        .send()
+    let bobs: Value = call(&server, &bob, reqwest::Method::GET, "/api/kernels")
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();
@@ -197,19 +203,21 @@ async fn kernels_need_a_credential_and_are_private_to_their_key() {
         "{sessions}"
     );
 
-    let gone = http()
-        .delete(jupyter(&server, &format!("/api/kernels/{id}")))
-        .header("authorization", format!("token {alice}"))
-        .send()
-        .await
-        .unwrap();
+    let gone = call(
+        &server,
+        &alice,
+        reqwest::Method::DELETE,
+        &format!("/api/kernels/{id}"),
+    )
+    .await;
     assert_eq!(gone.status(), 204);
-    let again = http()
-        .get(jupyter(&server, &format!("/api/kernels/{id}")))
-        .header("authorization", format!("token {alice}"))
-        .send()
-        .await
-        .unwrap();
+    let again = call(
+        &server,
+        &alice,
+        reqwest::Method::GET,
+        &format!("/api/kernels/{id}"),
+    )
+    .await;
     assert_eq!(again.status(), 404);
 }
 
@@ -222,26 +230,14 @@ async fn a_keys_kernels_count_under_its_live_sessions() {
     .await;
     let key = server.api_key("one").await;
     let first = start_kernel(&server, &key).await;
-    let refused = http()
-        .post(jupyter(&server, "/api/kernels"))
-        .header("authorization", format!("token {key}"))
-        .send()
-        .await
-        .unwrap();
+    let refused = call(&server, &key, reqwest::Method::POST, "/api/kernels").await;
     assert_eq!(refused.status(), 429);
     assert!(refused.headers().contains_key("retry-after"));
     let body: Value = refused.json().await.unwrap();
     assert!(body["message"].is_string(), "{body}");
     // A restart stays within the one session.
-    let restarted = http()
-        .post(jupyter(
-            &server,
-            &format!("/api/kernels/{}/restart", first["id"].as_str().unwrap()),
-        ))
-        .header("authorization", format!("token {key}"))
-        .send()
-        .await
-        .unwrap();
+    let path = format!("/api/kernels/{}/restart", first["id"].as_str().unwrap());
+    let restarted = call(&server, &key, reqwest::Method::POST, &path).await;
     assert_eq!(restarted.status(), 200);
 }
 
@@ -395,23 +391,25 @@ async fn an_interrupt_stops_a_cell_a_restart_forgets_and_a_shutdown_closes_the_s
             break;
         }
     }
-    let model: Value = http()
-        .get(jupyter(&server, &format!("/api/kernels/{id}")))
-        .header("authorization", format!("token {key}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let model: Value = call(
+        &server,
+        &key,
+        reqwest::Method::GET,
+        &format!("/api/kernels/{id}"),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
     assert_eq!(model["execution_state"], "busy");
     assert_eq!(model["connections"], 1);
-    let interrupted = http()
-        .post(jupyter(&server, &format!("/api/kernels/{id}/interrupt")))
-        .header("authorization", format!("token {key}"))
-        .send()
-        .await
-        .unwrap();
+    let interrupted = call(
+        &server,
+        &key,
+        reqwest::Method::POST,
+        &format!("/api/kernels/{id}/interrupt"),
+    )
+    .await;
     assert_eq!(interrupted.status(), 204);
     let (reply, _) = answer(&mut socket, &looping).await;
     assert_eq!(reply["content"]["status"], "error");
@@ -419,12 +417,13 @@ async fn an_interrupt_stops_a_cell_a_restart_forgets_and_a_shutdown_closes_the_s
     let (_, iopub) = ask(&mut socket, "execute_request", cell("print(kept)")).await;
     assert_eq!(streamed(&iopub), "yes\n");
 
-    let restarted = http()
-        .post(jupyter(&server, &format!("/api/kernels/{id}/restart")))
-        .header("authorization", format!("token {key}"))
-        .send()
-        .await
-        .unwrap();
+    let restarted = call(
+        &server,
+        &key,
+        reqwest::Method::POST,
+        &format!("/api/kernels/{id}/restart"),
+    )
+    .await;
     assert_eq!(restarted.status(), 200);
     let (reply, _) = ask(&mut socket, "execute_request", cell("kept")).await;
     assert_eq!(reply["content"]["ename"], "NameError");
@@ -443,12 +442,13 @@ async fn an_interrupt_stops_a_cell_a_restart_forgets_and_a_shutdown_closes_the_s
     })
     .await;
     assert!(ended.is_ok(), "the socket stayed open after a shutdown");
-    let gone = http()
-        .get(jupyter(&server, &format!("/api/kernels/{id}")))
-        .header("authorization", format!("token {key}"))
-        .send()
-        .await
-        .unwrap();
+    let gone = call(
+        &server,
+        &key,
+        reqwest::Method::GET,
+        &format!("/api/kernels/{id}"),
+    )
+    .await;
     assert_eq!(gone.status(), 404);
     // A request that is not a WebSocket handshake is a clear error.
     let refused = http()
