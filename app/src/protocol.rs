@@ -308,6 +308,23 @@ pub const CHART_TYPES: [(&str, &str); 3] = [
     ("application/vnd.vegalite.v6+json", "vegalite"),
 ];
 
+/// The library that draws a chart of MIME type `mime`, if it is one.
+pub fn chart_kind(mime: &str) -> Option<&'static str> {
+    CHART_TYPES
+        .iter()
+        .find(|(chart, _)| *chart == mime)
+        .map(|(_, kind)| *kind)
+}
+
+/// A MIME bundle's interactive chart, if it has one: the library that
+/// draws it and its JSON text.
+pub fn chart_of(
+    data: &std::collections::BTreeMap<String, String>,
+) -> Option<(&'static str, &String)> {
+    data.iter()
+        .find_map(|(mime, spec)| chart_kind(mime).map(|kind| (kind, spec)))
+}
+
 /// The error code of an explanation withdrawn because it named figures that
 /// neither the program's output nor the question shows.
 pub const UNGROUNDED: &str = "ungrounded";

@@ -268,9 +268,7 @@ fn output_of(event: RunEvent) -> Option<Output> {
                 .into_iter()
                 .filter_map(|(mime, value)| match value {
                     serde_json::Value::String(s) => Some((mime, s)),
-                    serde_json::Value::Object(_)
-                        if app::protocol::CHART_TYPES.iter().any(|(t, _)| *t == mime) =>
-                    {
+                    serde_json::Value::Object(_) if app::protocol::chart_kind(&mime).is_some() => {
                         Some((mime, value.to_string()))
                     }
                     // Jupyter may split text values into a list of lines.

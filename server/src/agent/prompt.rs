@@ -348,10 +348,7 @@ pub fn report(outputs: &[Output]) -> String {
                 if data.contains_key("image/png") || data.contains_key("image/svg+xml") {
                     text.push_str(FIGURE_SHOWN);
                     text.push('\n');
-                } else if app::protocol::CHART_TYPES
-                    .iter()
-                    .any(|(mime, _)| data.contains_key(*mime))
-                {
+                } else if app::protocol::chart_of(data).is_some() {
                     text.push_str("[an interactive chart was shown]\n");
                 } else if data.contains_key("text/html") && !data.contains_key("text/plain") {
                     text.push_str("[an HTML table was shown]\n");

@@ -264,10 +264,8 @@ fn OutputView(
             .into_any()
         }
         Output::Rich { data } => {
-            let chart = crate::protocol::CHART_TYPES
-                .iter()
-                .find_map(|(mime, kind)| data.get(*mime).map(|spec| (*kind, spec.clone())));
-            if let Some((kind, spec)) = chart {
+            if let Some((kind, spec)) = crate::protocol::chart_of(&data) {
+                let spec = spec.clone();
                 let png = data.get("image/png").cloned();
                 let text = data.get("text/plain").cloned().unwrap_or_default();
                 view! { <super::chart::ChartView kind spec png text/> }.into_any()
