@@ -43,14 +43,9 @@ pub async fn import(
     Owner(owner): Owner,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
-    let id = notebooks.import_notebook(owner, &body).await?.id();
-    let url = format!("/sessions/{id}");
-    Ok((
-        axum::http::StatusCode::CREATED,
-        [(header::LOCATION, url.clone())],
-        axum::Json(serde_json::json!({ "id": id.to_string(), "url": url })),
-    )
-        .into_response())
+    Ok(super::sessions::created(
+        notebooks.import_notebook(owner, &body).await?.id(),
+    ))
 }
 
 fn download(notebook: &serde_json::Value) -> Response {

@@ -38,14 +38,18 @@ pub async fn create(
     State(notebooks): State<Arc<Notebooks>>,
     Owner(owner): Owner,
 ) -> Result<Response, ApiError> {
-    let id = notebooks.create(owner).await?.id();
+    Ok(created(notebooks.create(owner).await?.id()))
+}
+
+/// `201` for a new session: its page in `Location`, and `{"id", "url"}`.
+pub(super) fn created(id: crate::session::SessionId) -> Response {
     let url = format!("/sessions/{id}");
-    Ok((
+    (
         StatusCode::CREATED,
         [(header::LOCATION, url.clone())],
         Json(json!({ "id": id.to_string(), "url": url })),
     )
-        .into_response())
+        .into_response()
 }
 
 /// `GET /api/sessions`: the caller's sessions that have begun, most recent

@@ -106,25 +106,20 @@ fn outputs_of(result: &Cell) -> Vec<Value> {
                 continue;
             }
             Output::Table { table, text } => {
-                let mut data = Map::new();
-                data.insert("text/html".into(), html_table(table).into());
-                data.insert("text/plain".into(), text.clone().into());
-                outputs.push(display(data));
+                outputs.push(display(Map::from_iter([
+                    ("text/html".to_string(), html_table(table).into()),
+                    ("text/plain".to_string(), text.clone().into()),
+                ])));
                 continue;
             }
             Output::Image { text, .. } => {
-                let mut data = Map::new();
-                data.insert("text/plain".into(), text.clone().into());
-                outputs.push(display(data));
+                outputs.push(plain(text.clone()));
                 continue;
             }
             Output::File { path, size, .. } => {
-                let mut data = Map::new();
-                data.insert(
-                    "text/plain".into(),
-                    format!("[a file the program wrote: {path}, {size} bytes]").into(),
-                );
-                outputs.push(display(data));
+                outputs.push(plain(format!(
+                    "[a file the program wrote: {path}, {size} bytes]"
+                )));
                 continue;
             }
             Output::Error {
@@ -154,6 +149,11 @@ fn outputs_of(result: &Cell) -> Vec<Value> {
         outputs.push(json!({"output_type": "stream", "name": stream, "text": text}));
     }
     outputs
+}
+
+/// A `display_data` of text alone.
+fn plain(text: String) -> Value {
+    display(Map::from_iter([("text/plain".to_string(), text.into())]))
 }
 
 fn display(data: Map<String, Value>) -> Value {
