@@ -4,14 +4,40 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 
-step "building the browser bundle (wasm-release)"
-cargo build -p frontend --lib --target wasm32-unknown-unknown --profile wasm-release
+# The browser bundle and the server compile at the same time, each in its
+# own build directory (one cargo cannot build two profiles at once, and two
+# would wait on each other's lock): each has a long stretch on one core (the
+# bundle's whole-program optimisation, the server crate's last steps) that the
+# other fills. They share no artifacts anyway (other target, other profile).
+wasm_target=$TARGET_DIR/browser
+wasm_log=$(mktemp)
+trap 'rm -f "$wasm_log"' EXIT
+step "building the browser bundle (wasm-release) and the server (release), side by side"
+cargo build -p frontend --lib --target wasm32-unknown-unknown --profile wasm-release \
+  --target-dir "$wasm_target" >"$wasm_log" 2>&1 &
+wasm_pid=$!
+if ! cargo build -p runcell --release; then
+  kill "$wasm_pid" 2>/dev/null || true
+  wait "$wasm_pid" 2>/dev/null || true
+  die "building the server failed"
+fi
+if ! wait "$wasm_pid"; then
+  cat "$wasm_log" >&2
+  die "building the browser bundle failed"
+fi
+grep -v '^ *Compiling ' "$wasm_log" >&2 || true
+if [ "$TARGET_DIR/release/runcell" -ef "$ROOT/target/release/runcell" ]; then :; else
+  mkdir -p "$ROOT/target/release"
+  cp "$TARGET_DIR/release/runcell" "$ROOT/target/release/runcell"
+fi
+
+step "assembling the site"
 
 stage=$ROOT/target/site.new
 rm -rf "$stage"
 mkdir -p "$stage/pkg"
 wasm-bindgen --target web --no-typescript --out-dir "$stage/pkg" --out-name runcell \
-  "$TARGET_DIR/wasm32-unknown-unknown/wasm-release/frontend.wasm"
+  "$wasm_target/wasm32-unknown-unknown/wasm-release/frontend.wasm"
 "$ROOT/scripts/node_modules/.bin/wasm-opt" -Oz \
   --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
   --enable-mutable-globals --enable-reference-types --enable-multivalue \
@@ -37,13 +63,6 @@ gzip -9 -k -f "$stage/pkg/runcell_bg.wasm" "$stage/pkg/runcell.js" "$stage/pkg/r
 node "$ROOT/scripts/brotli.mjs" "$stage/pkg/runcell_bg.wasm" "$stage/pkg/runcell.js" "$stage/pkg/runcell.css"
 rm -rf "$SITE_DIR"
 mv "$stage" "$SITE_DIR"
-
-step "building the server (release)"
-cargo build -p runcell --release
-if [ "$TARGET_DIR/release/runcell" -ef "$ROOT/target/release/runcell" ]; then :; else
-  mkdir -p "$ROOT/target/release"
-  cp "$TARGET_DIR/release/runcell" "$ROOT/target/release/runcell"
-fi
 
 wasm=$SITE_DIR/pkg/runcell_bg.wasm
 say "built: target/release/runcell, target/site (wasm $(stat -c %s "$wasm") B, gzip $(stat -c %s "$wasm.gz") B, brotli $(stat -c %s "$wasm.br") B; pyodide/$pyodide $(du -sk "$SITE_DIR/pyodide" | cut -f1) KiB)"

@@ -11,9 +11,11 @@ use std::sync::Arc;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use candle_core::{Device, Tensor};
-use candle_transformers::generation::LogitsProcessor;
 use parking_lot::Mutex;
+use rand::SeedableRng;
+use rand::distr::Distribution;
+use rand::distr::weighted::WeightedIndex;
+use rand::rngs::StdRng;
 use tokio::sync::mpsc::Sender;
 
 use super::constrain::{Constrainer, Constraint, mask_logits};
@@ -188,7 +190,6 @@ impl Worker {
     }
 
     fn generate(&mut self, job: &Job) -> Result<GenStats, LlmError> {
-        let backend = |e: candle_core::Error| LlmError::Backend(e.to_string());
         let mut stats = GenStats {
             prompt_tokens: job.prompt.len(),
             ..GenStats::default()
@@ -241,7 +242,7 @@ impl Worker {
 
         let started = Instant::now();
         let temperature = job.temperature.filter(|t| *t > 0.0);
-        let mut sampler = LogitsProcessor::new(job.seed, temperature, None);
+        let mut sampler = Sampler::new(job.seed);
         let mut out = Output::new(job.mode.clone(), &job.tx);
         let mut finish = FinishReason::Length;
         let mut generated = 0;
@@ -255,13 +256,9 @@ impl Worker {
                 finish = FinishReason::Stop;
                 break;
             }
-            let token = if temperature.is_none() {
-                argmax(&logits)
-            } else {
-                let n = logits.len();
-                let t = Tensor::from_vec(std::mem::take(&mut logits), n, &Device::Cpu)
-                    .map_err(backend)?;
-                sampler.sample(&t).map_err(backend)?
+            let token = match temperature {
+                None => argmax(&logits),
+                Some(t) => sampler.sample(&logits, t).map_err(LlmError::Backend)?,
             };
             if matcher.is_some() && token != wanted && self.tokenizer.stop.contains(&wanted) {
                 // The model wants to stop where the grammar does not allow
@@ -312,6 +309,45 @@ impl Worker {
             out.finish(finish, usage);
         }
         Ok(stats)
+    }
+}
+
+/// Draws tokens from `softmax(logits / temperature)` with a seeded
+/// generator: what candle-transformers' `LogitsProcessor` does for a
+/// temperature without top-p, on the logits as they are (masked ones,
+/// `-inf`, are never drawn).
+struct Sampler {
+    rng: StdRng,
+}
+
+impl Sampler {
+    fn new(seed: u64) -> Self {
+        Self {
+            rng: StdRng::seed_from_u64(seed),
+        }
+    }
+
+    fn sample(&mut self, logits: &[f32], temperature: f64) -> Result<u32, String> {
+        let max = logits
+            .iter()
+            .copied()
+            .filter(|l| l.is_finite())
+            .fold(f32::NEG_INFINITY, f32::max);
+        if !max.is_finite() {
+            return Err("no token can follow".into());
+        }
+        let weights = logits.iter().map(|&l| {
+            if l.is_finite() {
+                f64::from(l - max) / temperature
+            } else {
+                f64::NEG_INFINITY
+            }
+            .exp()
+        });
+        let drawn = WeightedIndex::new(weights)
+            .map_err(|e| format!("cannot sample: {e}"))?
+            .sample(&mut self.rng);
+        u32::try_from(drawn).map_err(|_| "a token id beyond u32".into())
     }
 }
 
@@ -595,6 +631,29 @@ fn partial_suffix(text: &str, tag: &str) -> usize {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sampling_follows_the_temperature_and_never_draws_a_masked_token() {
+        let logits = [1.0, f32::NEG_INFINITY, 3.0, 2.0, f32::NEG_INFINITY];
+        let draw = |seed, t| {
+            let mut sampler = Sampler::new(seed);
+            (0..400)
+                .map(|_| sampler.sample(&logits, t).unwrap())
+                .collect::<Vec<_>>()
+        };
+        // The same seed draws the same tokens.
+        assert_eq!(draw(7, 1.0), draw(7, 1.0));
+        let hot = draw(7, 1.0);
+        assert!(hot.iter().all(|t| [0, 2, 3].contains(t)), "{hot:?}");
+        // At temperature 1 token 2 has e^3 / (e + e^3 + e^2) = 0.67.
+        let share = hot.iter().filter(|&&t| t == 2).count() as f64 / hot.len() as f64;
+        assert!((0.55..0.8).contains(&share), "{share}");
+        // Near zero it is the argmax.
+        assert!(draw(3, 0.01).iter().all(|&t| t == 2));
+        let mut sampler = Sampler::new(1);
+        assert!(sampler.sample(&[f32::NEG_INFINITY; 3], 1.0).is_err());
+        assert!(sampler.sample(&[], 1.0).is_err());
+    }
 
     #[test]
     fn the_reusable_prefix_is_the_common_one_short_of_the_whole_prompt() {

@@ -16,10 +16,10 @@
 //! dropping a [`ChatStream`] stops its generation before the next token.
 
 pub mod constrain;
+pub mod decoder;
 pub mod generate;
 pub mod lean_matmul;
 pub mod model;
-pub mod qwen2;
 pub mod shelf;
 pub mod template;
 pub mod tokenizer;

@@ -1,7 +1,7 @@
 //! The weights: a GGUF file read once into memory, with the tensor types
 //! candle only has slow scalar kernels for (Q4_1, Q5_0, Q5_1) requantised to
-//! Q8_0, then handed to our Qwen2 ([`super::qwen2`], whose KV cache can be
-//! cut back to a shared prefix) or candle-transformers' quantized Llama.
+//! Q8_0, then handed to our decoder ([`super::decoder`], Qwen2 or Llama,
+//! whose KV cache can be cut back to a shared prefix).
 //!
 //! The file is read, not memory-mapped (mapping needs `unsafe`), and read
 //! where it lies: each tensor is copied out once, so loading holds the
@@ -10,51 +10,33 @@
 use std::io::{Cursor, Read, Seek, SeekFrom};
 use std::path::Path;
 
+use super::decoder::{self, Family};
 use candle_core::quantized::gguf_file::Content;
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
-use candle_transformers::models::quantized_llama;
 
-use super::qwen2;
-
-/// One of the architectures candle-transformers can run from a GGUF.
-pub enum Weights {
-    Qwen2(qwen2::ModelWeights),
-    Llama(quantized_llama::ModelWeights),
-}
+/// A model ready to run: the decoder of one of the [`Family`]s.
+pub struct Weights(decoder::ModelWeights);
 
 impl Weights {
     /// Logits of the last position of `tokens`, which start at `pos`.
     pub fn forward(&mut self, tokens: &[u32], pos: usize) -> candle_core::Result<Vec<f32>> {
         let input = Tensor::new(tokens, &Device::Cpu)?.unsqueeze(0)?;
-        let logits = match self {
-            Self::Qwen2(m) => m.forward(&input, pos)?,
-            Self::Llama(m) => m.forward(&input, pos)?,
-        };
-        logits
+        self.0
+            .forward(&input, pos)?
             .squeeze(0)?
             .to_dtype(candle_core::DType::F32)?
             .to_vec1()
     }
 
     pub fn clear_kv_cache(&mut self) {
-        match self {
-            Self::Qwen2(m) => m.clear_kv_cache(),
-            Self::Llama(m) => m.clear_kv_cache(),
-        }
+        self.0.clear_kv_cache();
     }
 
     /// Keeps at most the first `n` cached positions and says how many were
-    /// kept: `n` for Qwen2, 0 for Llama (whose cache can only be cleared).
-    /// On an error the cache is empty.
+    /// kept. On an error the cache is empty.
     pub fn keep_kv_cache(&mut self, n: usize) -> candle_core::Result<usize> {
-        match self {
-            Self::Qwen2(m) => m.truncate_kv_cache(n).map(|()| n),
-            Self::Llama(m) => {
-                m.clear_kv_cache();
-                Ok(0)
-            }
-        }
+        self.0.truncate_kv_cache(n).map(|()| n)
     }
 }
 
@@ -227,18 +209,14 @@ impl Gguf {
         let arch = self.architecture();
         let mut reader = self.source;
         let device = Device::Cpu;
-        match arch.as_str() {
-            "qwen2" => qwen2::ModelWeights::from_gguf(&self.content, &mut reader, &device)
-                .map(Weights::Qwen2),
-            "llama" => quantized_llama::ModelWeights::from_gguf(self.content, &mut reader, &device)
-                .map(Weights::Llama),
-            other => {
-                return Err(format!(
-                    "architecture `{other}` is not supported (qwen2 and llama are)"
-                ));
-            }
-        }
-        .map_err(|e| format!("cannot build the model: {e}"))
+        let Some(family) = Family::of(&arch) else {
+            return Err(format!(
+                "architecture `{arch}` is not supported (qwen2 and llama are)"
+            ));
+        };
+        decoder::ModelWeights::from_gguf(family, &self.content, &mut reader, &device)
+            .map(Weights)
+            .map_err(|e| format!("cannot build the model: {e}"))
     }
 }
 
