@@ -23,7 +23,17 @@ cargo clippy -q -p frontend --target wasm32-unknown-unknown -- -D warnings
 
 step "unit and integration tests"
 cargo_log=$(mktemp)
-trap 'rm -f "$cargo_log"' EXIT
+e2e_data=$(mktemp -d)
+e2e_log=$(mktemp)
+# A throwaway PostgreSQL server for the PostgreSQL store's tests.
+pg_dir=$(mktemp -d)
+cleanup() {
+  "$ROOT/scripts/pg-cluster.sh" stop "$pg_dir"
+  rm -rf "$cargo_log" "$e2e_data" "$e2e_log"
+}
+trap cleanup EXIT
+RUNCELL_TEST_DATABASE_URL=$("$ROOT/scripts/pg-cluster.sh" start "$pg_dir")
+export RUNCELL_TEST_DATABASE_URL
 cargo test -p app --features ssr 2>&1 | tee -a "$cargo_log"
 cargo test -p runcell 2>&1 | tee -a "$cargo_log"
 rust_passed=$(grep -Eo '^test result: ok\. [0-9]+ passed' "$cargo_log" | awk '{s+=$4} END {print s+0}')
@@ -36,9 +46,6 @@ step "sandbox doctor"
 
 step "end-to-end (Chromium, JavaScript off and on)"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-e2e_data=$(mktemp -d)
-e2e_log=$(mktemp)
-trap 'rm -rf "$cargo_log" "$e2e_data" "$e2e_log"' EXIT
 (cd "$ROOT/end2end" && RUNCELL_E2E_PORT=$port RUNCELL_E2E_DATA=$e2e_data npx playwright test) 2>&1 | tee "$e2e_log"
 e2e_passed=$(grep -Eo '^ +[0-9]+ passed' "$e2e_log" | awk '{s+=$1} END {print s+0}')
 e2e_skipped=$(grep -Eo '^ +[0-9]+ skipped' "$e2e_log" | awk '{s+=$1} END {print s+0}')

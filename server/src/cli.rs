@@ -141,7 +141,8 @@ pub enum BenchTarget {
 }
 
 /// Settings that may be given as flags; they win over the environment
-/// (`RUNCELL_ADDR`, `RUNCELL_DATA_DIR`) and `runcell.toml`.
+/// (`RUNCELL_ADDR`, `RUNCELL_DATA_DIR`, `RUNCELL_DATABASE_URL`) and
+/// `runcell.toml`.
 #[derive(Debug, Args)]
 pub struct Settings {
     /// Address to listen on [default: 127.0.0.1:3000]
@@ -150,6 +151,10 @@ pub struct Settings {
     /// Directory for runcell's files and its runcell.toml [default: ./data]
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// PostgreSQL for sessions and keys, shared by several nodes
+    /// (postgres://user:password@host:port/db) [default: SQLite in the data directory]
+    #[arg(long)]
+    pub database_url: Option<String>,
 }
 
 impl Settings {
@@ -157,6 +162,7 @@ impl Settings {
         Overrides {
             addr: self.addr,
             data_dir: self.data_dir.clone(),
+            database_url: self.database_url.clone(),
         }
     }
 }

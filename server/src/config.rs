@@ -14,7 +14,7 @@ pub const CONFIG_FILE: &str = "runcell.toml";
 
 /// Settings read from the environment, as `RUNCELL_<NAME>` (a `__` stands
 /// for a dot: `RUNCELL_SANDBOX__POOL_SIZE` is `sandbox.pool_size`).
-const ENV_KEYS: [&str; 4] = ["addr", "data_dir", "site_root", "log"];
+const ENV_KEYS: [&str; 5] = ["addr", "data_dir", "site_root", "log", "database_url"];
 /// Any `RUNCELL_SANDBOX__*` is read too; unknown ones are refused by name.
 const ENV_SECTIONS: [&str; 7] = [
     "sandbox__",
@@ -47,6 +47,11 @@ pub struct Config {
     pub addr: SocketAddr,
     /// Where runcell keeps its files; `runcell.toml` is read from here.
     pub data_dir: PathBuf,
+    /// A PostgreSQL server for sessions and keys
+    /// (`postgres://user:password@host:port/database`), shared by every node
+    /// that names it; empty: SQLite, `runcell.db` in the data directory.
+    #[serde(default)]
+    pub database_url: Secret,
     /// The built browser files (`pkg/runcell.js`, `.wasm`, `.css`), as
     /// `scripts/build.sh` lays them out.
     pub site_root: PathBuf,
@@ -601,6 +606,7 @@ impl Default for Config {
         Self {
             addr: SocketAddr::from(([127, 0, 0, 1], 3000)),
             data_dir: PathBuf::from("./data"),
+            database_url: Secret::default(),
             site_root: PathBuf::from("target/site"),
             log: "info".into(),
             sandbox: SandboxConfig::default(),
@@ -621,6 +627,8 @@ pub struct Overrides {
     pub addr: Option<SocketAddr>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data_dir: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database_url: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -765,6 +773,22 @@ impl Config {
             return Err(ConfigError::Setting {
                 setting: "llm.base_url",
                 reason: format!("`{}` is not an http:// or https:// address", llm.base_url),
+            });
+        }
+        let database_url = self.database_url.expose().trim();
+        if database_url == REDACTED {
+            return Err(ConfigError::Setting {
+                setting: "database_url",
+                reason: "is the placeholder `runcell config` prints; put the real URL here".into(),
+            });
+        }
+        if !(database_url.is_empty()
+            || database_url.starts_with("postgres://")
+            || database_url.starts_with("postgresql://"))
+        {
+            return Err(ConfigError::Setting {
+                setting: "database_url",
+                reason: "must be a postgres:// or postgresql:// URL (or empty, for SQLite in the data directory)".into(),
             });
         }
         tracing_subscriber::EnvFilter::try_new(&self.log).map_err(|e| ConfigError::Setting {

@@ -8,7 +8,8 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, display_path};
 use crate::http::router;
 use crate::state::AppState;
-use crate::store::Store;
+use crate::store::Database;
+use crate::store::nodes::Node;
 
 /// Sessions that never got an event are deleted at start once this old.
 const EMPTY_SESSION_TTL_MS: u64 = 24 * 60 * 60 * 1000;
@@ -58,9 +59,18 @@ pub async fn launch_with_listener(
         );
     }
     crate::sandbox::jail::remove_stale_sessions();
-    let db = display_path(&config.data_dir.join(crate::store::DB_FILE));
-    let (state, store) = AppState::open(config, shutdown.clone()).await?;
-    let pruned = store
+    let (database_url, data_dir) = (config.database_url.clone(), config.data_dir.clone());
+    let addr = listener.local_addr()?;
+    let (state, database) = AppState::open(config, shutdown.clone()).await?;
+    let db = database.describe(database_url.expose(), &data_dir);
+    // On a shared database, this node claims it before touching a session.
+    let node = Node::new(&addr.to_string());
+    if let Database::Postgres(pg) = &database {
+        pg.claim_sole_node(&node).await?;
+        pg.clone().spawn_heartbeat(node.clone(), shutdown.clone());
+    }
+    let pruned = database
+        .store()
         .prune_empty(crate::clock::now_ms().saturating_sub(EMPTY_SESSION_TTL_MS))
         .await?;
     tracing::info!(
@@ -74,7 +84,6 @@ pub async fn launch_with_listener(
     }
     state.gateway.spawn_maintenance(shutdown.clone());
     let app = router(state.clone());
-    let addr = listener.local_addr()?;
     tracing::info!("runcell listening on http://{addr}");
 
     axum::serve(listener, app)
@@ -90,7 +99,12 @@ pub async fn launch_with_listener(
     }
     // What the turns published on their way out is stored before we go.
     state.notebooks.flush().await;
-    store.close().await;
+    if let Database::Postgres(pg) = &database
+        && let Err(e) = pg.release_node(&node).await
+    {
+        tracing::warn!(error = %e, "could not give up this node's claim on the database");
+    }
+    database.close().await;
     tracing::info!("runcell stopped");
     Ok(())
 }

@@ -25,7 +25,7 @@ use crate::sandbox::sessions::{SessionSettings, Sessions};
 use crate::session::SessionHub;
 use crate::session::quota::NewSessionRate;
 use crate::session::uploads::Uploads;
-use crate::store::Store;
+use crate::store::{Database, Store};
 
 /// Why the shared state could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -83,22 +83,23 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// Everything the handlers share over the SQLite store of
-    /// `config.data_dir` (made if missing) and its keys: what the server,
-    /// the stream bench and unit tests all start from. Also returns the
-    /// store, for what the caller does with it beside the handlers.
+    /// Everything the handlers share over the database the configuration
+    /// names (SQLite in `config.data_dir`, made if missing, or PostgreSQL)
+    /// and its keys: what the server, the stream bench and unit tests all
+    /// start from. Also returns the database, for what the caller does with
+    /// it beside the handlers.
     pub async fn open(
         config: Config,
         shutdown: CancellationToken,
-    ) -> Result<(Self, Arc<crate::store::SqliteStore>), OpenError> {
+    ) -> Result<(Self, Database), OpenError> {
         std::fs::create_dir_all(&config.data_dir).map_err(|source| OpenError::DataDir {
             path: config.data_dir.display().to_string(),
             source,
         })?;
-        let store = Arc::new(crate::store::SqliteStore::open_in(&config.data_dir).await?);
-        let auth = Arc::new(Auth::open(&config, store.clone())?);
-        let state = Self::new(config, shutdown, store.clone(), auth);
-        Ok((state, store))
+        let database = Database::open(config.database_url.expose(), &config.data_dir).await?;
+        let auth = Arc::new(Auth::open(&config, database.keys()).await?);
+        let state = Self::new(config, shutdown, database.store(), auth);
+        Ok((state, database))
     }
 
     /// Everything the handlers share, over an open store. Needs a runtime

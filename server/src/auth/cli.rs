@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use super::{AuthError, create_key};
 use crate::cli::KeysCommand;
 use crate::config::Config;
-use crate::store::{KeyStore, SqliteStore, StoreError};
+use crate::store::{Database, KeyStore, StoreError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum KeysError {
@@ -17,19 +17,20 @@ pub enum KeysError {
     NoSuchKey(String),
 }
 
-/// Runs the command against the data dir's database; what to print.
+/// Runs the command against the configured database (the data dir's, or
+/// PostgreSQL's); what to print.
 pub async fn run(command: &KeysCommand, config: &Config) -> Result<String, KeysError> {
     std::fs::create_dir_all(&config.data_dir).map_err(|e| StoreError::Open {
         path: crate::config::display_path(&config.data_dir),
         source: sqlx::Error::Io(e),
     })?;
-    let store = SqliteStore::open_in(&config.data_dir).await?;
-    let result = execute(command, &store).await;
-    store.close().await;
+    let database = Database::open(config.database_url.expose(), &config.data_dir).await?;
+    let result = execute(command, database.keys().as_ref()).await;
+    database.close().await;
     result
 }
 
-async fn execute(command: &KeysCommand, store: &SqliteStore) -> Result<String, KeysError> {
+async fn execute(command: &KeysCommand, store: &dyn KeyStore) -> Result<String, KeysError> {
     match command {
         KeysCommand::Create { name, .. } => {
             let (key, record) = create_key(store, name).await?;
@@ -104,11 +105,13 @@ fn table(keys: &[crate::store::KeyRecord]) -> String {
 mod tests {
     use super::*;
     use crate::cli::Settings;
+    use crate::store::SqliteStore;
 
     fn settings() -> Settings {
         Settings {
             addr: None,
             data_dir: None,
+            database_url: None,
         }
     }
 

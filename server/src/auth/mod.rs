@@ -75,13 +75,25 @@ impl Auth {
         }
     }
 
-    /// As the configuration says, with the secret it names or the data
-    /// dir's (made on first start).
-    pub fn open(
+    /// As the configuration says, with the secret it names, else the one
+    /// every node sharing the key store uses (PostgreSQL's, made by the
+    /// first node), else the data dir's (made on first start).
+    pub async fn open(
         config: &crate::config::Config,
         keys: Arc<dyn KeyStore>,
     ) -> Result<Self, token::SecretError> {
-        let secret = token::load_secret(config.auth.jwt_secret.expose(), &config.data_dir)?;
+        let configured = config.auth.jwt_secret.expose();
+        let shared = if configured.is_empty() {
+            keys.shared_token_secret(&token::fresh_secret())
+                .await
+                .map_err(|e| token::SecretError::Store(e.to_string()))?
+        } else {
+            None
+        };
+        let secret = match shared {
+            Some(secret) => secret.into_bytes(),
+            None => token::load_secret(configured, &config.data_dir)?,
+        };
         Ok(Self::new(
             keys,
             &secret,

@@ -60,6 +60,8 @@ pub enum SecretError {
     },
     #[error("the token secret in {0} is shorter than 32 bytes; delete it to make a new one")]
     TooShort(String),
+    #[error("cannot read or keep the token secret in the database: {0}")]
+    Store(String),
 }
 
 /// A freshly issued token.
@@ -124,6 +126,13 @@ impl Tokens {
 
 /// The signing secret: the configured one, else the one in the data dir,
 /// else a new one written there (readable by the owner only).
+/// A new signing secret: 384 random bits, base64url.
+pub fn fresh_secret() -> String {
+    let mut bytes = [0u8; 48];
+    rand::rng().fill_bytes(&mut bytes);
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
 pub fn load_secret(configured: &str, data_dir: &Path) -> Result<Vec<u8>, SecretError> {
     if !configured.is_empty() {
         return Ok(configured.as_bytes().to_vec());
@@ -143,9 +152,7 @@ pub fn load_secret(configured: &str, data_dir: &Path) -> Result<Vec<u8>, SecretE
             Ok(secret)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let mut bytes = [0u8; 48];
-            rand::rng().fill_bytes(&mut bytes);
-            let secret = URL_SAFE_NO_PAD.encode(bytes);
+            let secret = fresh_secret();
             std::fs::create_dir_all(data_dir).map_err(io)?;
             write_private(&path, &secret).map_err(io)?;
             tracing::info!(path = %shown, "generated the access-token secret");

@@ -22,7 +22,6 @@ use super::sandbox::stats;
 use super::{BenchError, fail};
 use crate::config::{Config, LlmBackend, SandboxConfig};
 use crate::state::AppState;
-use crate::store::Store;
 
 /// What one client saw.
 struct Seen {
@@ -62,9 +61,10 @@ pub async fn run(options: StreamBenchOptions) -> Result<(), BenchError> {
     let shutdown = CancellationToken::new();
     // The store is real: every event the bench publishes is also written to
     // SQLite, as in the server.
-    let (state, store) = AppState::open(config, shutdown.clone())
+    let (state, database) = AppState::open(config, shutdown.clone())
         .await
         .map_err(fail)?;
+    let store = database.store();
     let owner = crate::session::OwnerId::random();
     let cookie = crate::http::owner::owner_cookie(owner, false);
     let cookie = cookie.split(';').next().unwrap_or_default().to_string();

@@ -51,6 +51,15 @@ pub trait KeyStore: Send + Sync + 'static {
 
     /// Notes that the key was used (at most once a minute is written).
     async fn touch_key(&self, id: &str, now_ms: u64) -> Result<(), StoreError>;
+
+    /// The access-token signing secret every node sharing this store uses:
+    /// `fresh` is kept if there is none yet, and whichever was kept first is
+    /// returned. `None` for a store of one machine's (SQLite), whose server
+    /// keeps its secret in the data directory.
+    async fn shared_token_secret(&self, fresh: &str) -> Result<Option<String>, StoreError> {
+        let _ = fresh;
+        Ok(None)
+    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! implementation must have, written once; [`key_story`] the same for
 //! [`KeyStore`].
 
+mod database;
 #[cfg(any(test, feature = "conformance"))]
 #[allow(
     clippy::expect_used,
@@ -15,6 +16,16 @@
 )]
 pub mod key_story;
 pub mod keys;
+pub mod nodes;
+mod postgres;
+mod postgres_keys;
+mod rows;
+#[cfg(any(test, feature = "conformance"))]
+#[allow(
+    clippy::expect_used,
+    reason = "test code: a database that cannot be made fails the test where it happened"
+)]
+pub mod scratch;
 mod sqlite;
 mod sqlite_keys;
 #[cfg(any(test, feature = "conformance"))]
@@ -28,7 +39,9 @@ pub mod story;
 use app::protocol::SessionEvent;
 use async_trait::async_trait;
 
+pub use database::Database;
 pub use keys::{KeyRecord, KeyStore};
+pub use postgres::{PostgresStore, redact as redact_database_url};
 pub use sqlite::{DB_FILE, SqliteStore};
 
 use crate::session::{OwnerId, SessionId, ShareToken};
@@ -52,6 +65,11 @@ pub enum StoreError {
     Exists,
     #[error("a live API key is already named `{0}`; revoke it first or pick another name")]
     NameTaken(String),
+    #[error(
+        "another runcell node ({addr}, heard from {seen_ms_ago} ms ago) is using this database; \
+         one node per database for now: stop it first (a node that died is taken over 20 s after its last heartbeat)"
+    )]
+    NodeBusy { addr: String, seen_ms_ago: i64 },
 }
 
 /// A session as lists show it.

@@ -3,17 +3,16 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::str::FromStr;
 use std::time::Duration;
 
 use app::protocol::{EventBody, SessionEvent};
 use async_trait::async_trait;
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
-    SqliteSynchronous,
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use sqlx::{QueryBuilder, Row, Sqlite, Transaction};
 
+use super::rows::{SESSION_COLUMNS, SHARE_COLUMNS, kind_of, ms, session_of, share_of, unsigned};
 use super::{SessionRecord, ShareRecord, Store, StoreError, title_from};
 use crate::session::{OwnerId, SessionId, ShareToken};
 
@@ -59,59 +58,6 @@ impl SqliteStore {
         self.pool.close().await;
     }
 }
-
-pub(super) fn ms(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
-}
-
-pub(super) fn unsigned(value: i64) -> u64 {
-    u64::try_from(value).unwrap_or(0)
-}
-
-/// The `kind` column: the event's serde tag.
-fn kind_of(event: &EventBody) -> &'static str {
-    match event {
-        EventBody::TurnStarted { .. } => "turn_started",
-        EventBody::UserMessage { .. } => "user_message",
-        EventBody::CellStarted { .. } => "cell_started",
-        EventBody::CellDelta { .. } => "cell_delta",
-        EventBody::CellOutput { .. } => "cell_output",
-        EventBody::CellFinished { .. } => "cell_finished",
-        EventBody::TurnFinished { .. } => "turn_finished",
-        EventBody::KernelLost { .. } => "kernel_lost",
-    }
-}
-
-fn session_of(row: &SqliteRow) -> Result<SessionRecord, StoreError> {
-    let id: String = row.try_get("id")?;
-    let owner: String = row.try_get("owner")?;
-    let corrupt = |what: &str| StoreError::Database(sqlx::Error::Decode(what.to_string().into()));
-    Ok(SessionRecord {
-        id: SessionId::from_str(&id).map_err(|_| corrupt("a stored session id"))?,
-        owner: OwnerId::from_str(&owner).map_err(|_| corrupt("a stored owner id"))?,
-        title: row.try_get("title")?,
-        created_ms: unsigned(row.try_get("created_ms")?),
-        updated_ms: unsigned(row.try_get("updated_ms")?),
-        forked_from: row.try_get("forked_from")?,
-    })
-}
-
-fn share_of(row: &SqliteRow) -> Result<ShareRecord, StoreError> {
-    let token: String = row.try_get("token")?;
-    let session: String = row.try_get("session_id")?;
-    let corrupt = |what: &str| StoreError::Database(sqlx::Error::Decode(what.to_string().into()));
-    Ok(ShareRecord {
-        token: ShareToken::from_str(&token).map_err(|_| corrupt("a stored share token"))?,
-        session_id: SessionId::from_str(&session).map_err(|_| corrupt("a stored session id"))?,
-        upto_seq: unsigned(row.try_get("upto_seq")?),
-        files: row.try_get::<i64, _>("files")? != 0,
-        created_ms: unsigned(row.try_get("created_ms")?),
-        updated_ms: unsigned(row.try_get("updated_ms")?),
-    })
-}
-
-const SESSION_COLUMNS: &str = "id, owner, title, created_ms, updated_ms, forked_from";
-const SHARE_COLUMNS: &str = "token, session_id, upto_seq, files, created_ms, updated_ms";
 
 /// Rows per `INSERT` (5 parameters each, far below SQLite's limit).
 const ROWS_PER_INSERT: usize = 400;
@@ -297,7 +243,7 @@ impl Store for SqliteStore {
         .bind(ShareToken::random().to_string())
         .bind(id.to_string())
         .bind(ms(upto_seq))
-        .bind(i64::from(files))
+        .bind(files)
         .bind(ms(now_ms))
         .bind(ms(now_ms))
         .fetch_one(&self.pool)

@@ -1,25 +1,10 @@
 //! [`KeyStore`] on SQLite (table `api_keys`, migration 0003).
 
 use async_trait::async_trait;
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
 
 use super::keys::{KeyRecord, KeyStore, TOUCH_EVERY_MS};
-use super::sqlite::{ms, unsigned};
+use super::rows::{KEY_COLUMNS as COLUMNS, key_of, ms};
 use super::{SqliteStore, StoreError};
-
-const COLUMNS: &str = "id, name, prefix, created_ms, last_used_ms, revoked_ms";
-
-fn key_of(row: &SqliteRow) -> Result<KeyRecord, StoreError> {
-    Ok(KeyRecord {
-        id: row.try_get("id")?,
-        name: row.try_get("name")?,
-        prefix: row.try_get("prefix")?,
-        created_ms: unsigned(row.try_get("created_ms")?),
-        last_used_ms: row.try_get::<Option<i64>, _>("last_used_ms")?.map(unsigned),
-        revoked_ms: row.try_get::<Option<i64>, _>("revoked_ms")?.map(unsigned),
-    })
-}
 
 #[async_trait]
 impl KeyStore for SqliteStore {

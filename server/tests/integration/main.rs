@@ -11,6 +11,7 @@ mod api;
 mod bench_agent;
 mod binary;
 mod browser;
+mod cluster;
 mod e2b;
 mod files;
 mod jupyter;

@@ -2,22 +2,12 @@
 //! restart, shared read-only by link, forked, private to their owner.
 
 use app::notebook::Notebook;
-use app::protocol::{CellKind, CellStatus, EventBody, KernelLoss, ServerMessage, SessionEvent};
+use app::protocol::{CellKind, CellStatus, EventBody, KernelLoss, ServerMessage};
 use sqlx::Row;
 
-use crate::support::{TestServer, history, http, http_as, ndjson_events};
+use crate::support::{TestServer, ask, history, http, http_as, ndjson_events};
 
 const STRANGER: &str = "5742a7e0000000000000000000000002";
-
-async fn ask(server: &TestServer, id: &str, text: &str) -> Vec<SessionEvent> {
-    let response = http()
-        .post(server.url(&format!("/api/sessions/{id}/ask")))
-        .json(&serde_json::json!({ "text": text }))
-        .send()
-        .await
-        .unwrap();
-    ndjson_events(response).await
-}
 
 /// Sends a request and reads its JSON answer.
 async fn json_of(request: reqwest::RequestBuilder) -> serde_json::Value {

@@ -91,6 +91,7 @@ impl TestServer {
         let mut config = Config {
             addr: "127.0.0.1:0".parse().unwrap(),
             data_dir: data.path().join("data"),
+            database_url: Default::default(),
             site_root: data.path().join("site"),
             log: "warn".into(),
             sandbox: SandboxConfig {
@@ -113,11 +114,14 @@ impl TestServer {
         // The server makes the database first (two first starts at once
         // would both try to lay it out).
         self.ready().await;
-        let store = runcell::store::SqliteStore::open_in(&self.data_dir())
+        let database =
+            runcell::store::Database::open(self.config.database_url.expose(), &self.data_dir())
+                .await
+                .unwrap();
+        let (key, _) = runcell::auth::create_key(database.keys().as_ref(), name)
             .await
             .unwrap();
-        let (key, _) = runcell::auth::create_key(&store, name).await.unwrap();
-        store.close().await;
+        database.close().await;
         key.as_str().to_string()
     }
 
@@ -409,6 +413,18 @@ pub async fn ndjson_events(response: reqwest::Response) -> Vec<SessionEvent> {
             other => panic!("expected an event, got {other:?}"),
         })
         .collect()
+}
+
+/// Asks a question in a notebook session over `/api/sessions/{id}/ask` as
+/// [`OWNER`]; the turn's events.
+pub async fn ask(server: &TestServer, id: &str, text: &str) -> Vec<SessionEvent> {
+    let response = http()
+        .post(server.url(&format!("/api/sessions/{id}/ask")))
+        .json(&serde_json::json!({ "text": text }))
+        .send()
+        .await
+        .unwrap();
+    ndjson_events(response).await
 }
 
 /// A notebook session's whole history, as `/api/sessions/{id}/events` gives it.
