@@ -65,9 +65,10 @@ pub async fn launch_with_listener(
     let db = database.describe(database_url.expose(), &data_dir);
     // On a shared database, this node claims it before touching a session.
     let node = Node::new(&addr.to_string());
+    let mut heartbeat = None;
     if let Database::Postgres(pg) = &database {
         pg.claim_sole_node(&node).await?;
-        pg.clone().spawn_heartbeat(node.clone(), shutdown.clone());
+        heartbeat = Some(pg.clone().spawn_heartbeat(node.clone(), shutdown.clone()));
     }
     let pruned = database
         .store()
@@ -99,6 +100,11 @@ pub async fn launch_with_listener(
     }
     // What the turns published on their way out is stored before we go.
     state.notebooks.flush().await;
+    // The heartbeat ends with the shutdown; the claim is given up after its
+    // last beat, so no beat finds it gone and reports it taken over.
+    if let Some(heartbeat) = heartbeat {
+        let _ = heartbeat.await;
+    }
     if let Database::Postgres(pg) = &database
         && let Err(e) = pg.release_node(&node).await
     {

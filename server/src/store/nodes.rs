@@ -107,6 +107,7 @@ impl PostgresStore {
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tokio::select! {
+                    biased;
                     () = shutdown.cancelled() => break,
                     _ = tick.tick() => {}
                 }
