@@ -10,6 +10,7 @@ pub mod auth;
 pub mod bench;
 pub mod cli;
 pub mod clock;
+pub mod cluster;
 pub mod code_api;
 pub mod config;
 pub mod e2b;

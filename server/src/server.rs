@@ -8,8 +8,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, display_path};
 use crate::http::router;
 use crate::state::AppState;
-use crate::store::Database;
-use crate::store::nodes::Node;
+use std::sync::Arc;
 
 /// Sessions that never got an event are deleted at start once this old.
 const EMPTY_SESSION_TTL_MS: u64 = 24 * 60 * 60 * 1000;
@@ -61,15 +60,21 @@ pub async fn launch_with_listener(
     crate::sandbox::jail::remove_stale_sessions();
     let (database_url, data_dir) = (config.database_url.clone(), config.data_dir.clone());
     let addr = listener.local_addr()?;
+    // The address bound (a test binds port 0), as the node's address too.
+    let config = Config { addr, ..config };
     let (state, database) = AppState::open(config, shutdown.clone()).await?;
     let db = database.describe(database_url.expose(), &data_dir);
-    // On a shared database, this node claims it before touching a session.
-    let node = Node::new(&addr.to_string());
-    let mut heartbeat = None;
-    if let Database::Postgres(pg) = &database {
-        pg.claim_sole_node(&node).await?;
-        heartbeat = Some(pg.clone().spawn_heartbeat(node.clone(), shutdown.clone()));
-    }
+    // On a shared database: the heartbeat, the followed sessions, the
+    // calls from other nodes.
+    let cluster_tasks = state.cluster.as_ref().map(|cluster| {
+        let tasks = cluster.spawn(shutdown.clone());
+        tokio::spawn(crate::notebook::serve_calls(
+            Arc::clone(cluster),
+            Arc::clone(&state.notebooks),
+            shutdown.clone(),
+        ));
+        tasks
+    });
     let pruned = database
         .store()
         .prune_empty(crate::clock::now_ms().saturating_sub(EMPTY_SESSION_TTL_MS))
@@ -100,15 +105,13 @@ pub async fn launch_with_listener(
     }
     // What the turns published on their way out is stored before we go.
     state.notebooks.flush().await;
-    // The heartbeat ends with the shutdown; the claim is given up after its
-    // last beat, so no beat finds it gone and reports it taken over.
-    if let Some(heartbeat) = heartbeat {
-        let _ = heartbeat.await;
+    // The heartbeat ends with the shutdown; the leases are given up after
+    // its last beat, so that no beat renews them.
+    if let Some(tasks) = cluster_tasks {
+        let _ = tasks.await;
     }
-    if let Database::Postgres(pg) = &database
-        && let Err(e) = pg.release_node(&node).await
-    {
-        tracing::warn!(error = %e, "could not give up this node's claim on the database");
+    if let Some(cluster) = &state.cluster {
+        cluster.leave().await;
     }
     database.close().await;
     tracing::info!("runcell stopped");

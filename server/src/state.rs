@@ -10,6 +10,7 @@ use tokio_util::task::TaskTracker;
 use crate::agent::BrowserOffer;
 use crate::agent::{Agent, AgentSettings, Kernels, TurnRunner};
 use crate::auth::{Auth, KeyLimits};
+use crate::cluster::Cluster;
 use crate::code_api::CodeApi;
 use crate::config::Config;
 use crate::e2b::served::{Served, ServedSettings};
@@ -25,6 +26,7 @@ use crate::sandbox::sessions::{SessionSettings, Sessions};
 use crate::session::SessionHub;
 use crate::session::quota::NewSessionRate;
 use crate::session::uploads::Uploads;
+use crate::store::nodes::Node;
 use crate::store::{Database, Store};
 
 /// Why the shared state could not be opened.
@@ -80,6 +82,8 @@ pub struct AppState {
     pub turns: TaskTracker,
     /// Cancelled when the server begins to shut down.
     pub shutdown: CancellationToken,
+    /// The other nodes on a shared (PostgreSQL) database.
+    pub cluster: Option<Arc<Cluster>>,
 }
 
 impl AppState {
@@ -98,7 +102,20 @@ impl AppState {
         })?;
         let database = Database::open(config.database_url.expose(), &config.data_dir).await?;
         let auth = Arc::new(Auth::open(&config, database.keys()).await?);
-        let state = Self::new(config, shutdown, database.store(), auth);
+        // On a shared database this process is one of its nodes.
+        let cluster = match &database {
+            Database::Postgres(pg) => {
+                let node = Node::of_data_dir(&config.data_dir, &config.addr.to_string()).map_err(
+                    |source| OpenError::DataDir {
+                        path: config.data_dir.display().to_string(),
+                        source,
+                    },
+                )?;
+                Some(Cluster::join(Arc::clone(pg), node).await?)
+            }
+            Database::Sqlite(_) => None,
+        };
+        let state = Self::with_cluster(config, shutdown, database.store(), auth, cluster);
         Ok((state, database))
     }
 
@@ -109,6 +126,18 @@ impl AppState {
         shutdown: CancellationToken,
         store: Arc<dyn Store>,
         auth: Arc<Auth>,
+    ) -> Self {
+        Self::with_cluster(config, shutdown, store, auth, None)
+    }
+
+    /// As [`Self::new`], as a node of `cluster` when there is one: sessions
+    /// other nodes hold are followed and their turns asked of the holder.
+    pub fn with_cluster(
+        config: Config,
+        shutdown: CancellationToken,
+        store: Arc<dyn Store>,
+        auth: Arc<Auth>,
+        cluster: Option<Arc<Cluster>>,
     ) -> Self {
         let leptos = LeptosOptions::builder()
             .output_name(app::OUTPUT_NAME)
@@ -191,12 +220,14 @@ impl AppState {
             turns.clone(),
             shutdown.clone(),
         ));
-        let sessions = Arc::new(
-            SessionHub::new(store).with_new_session_rate(NewSessionRate::new(
-                config.notebook.sessions_per_hour,
-                config.notebook.session_burst,
-            )),
-        );
+        let mut hub = SessionHub::new(store).with_new_session_rate(NewSessionRate::new(
+            config.notebook.sessions_per_hour,
+            config.notebook.session_burst,
+        ));
+        if let Some(cluster) = &cluster {
+            hub = hub.with_cluster(Arc::clone(cluster));
+        }
+        let sessions = Arc::new(hub);
         let notebooks = Arc::new(Notebooks::new(
             sessions,
             runner,
@@ -221,6 +252,7 @@ impl AppState {
             pyodide,
             turns,
             shutdown,
+            cluster,
         }
     }
 }

@@ -12,7 +12,7 @@ use crate::sandbox::{Language, SandboxKind, validate_code};
 use crate::session::{MAX_PENDING_TURNS, SessionChannel};
 
 /// Why a turn was not started.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum TurnRefusal {
     #[error("not sent: the message is empty")]
     Empty,
@@ -28,6 +28,9 @@ pub enum TurnRefusal {
     Deleted,
     #[error("not sent: {0}")]
     Backend(String),
+    /// The session is held by another node that did not take the turn.
+    #[error("not sent: {0}")]
+    Unreachable(String),
 }
 
 impl TurnRefusal {
@@ -38,7 +41,7 @@ impl TurnRefusal {
             Self::InvalidCode(_) => ErrorCode::InvalidCode,
             Self::Backend(_) => ErrorCode::BadFrame,
             Self::Busy => ErrorCode::Busy,
-            Self::ShuttingDown | Self::Deleted => ErrorCode::Unavailable,
+            Self::ShuttingDown | Self::Deleted | Self::Unreachable(_) => ErrorCode::Unavailable,
         }
     }
 }

@@ -8,6 +8,7 @@ use crate::agent::{FilesError, TurnRefusal};
 use crate::auth::{AuthError, Limited};
 use crate::code_api::CodeApiError;
 use crate::notebook::NotebookError;
+use crate::notebook::remote::FailureKind;
 use crate::sandbox::SandboxError;
 use crate::sandbox::sessions::SessionError;
 use crate::session::CreateError;
@@ -158,7 +159,7 @@ impl From<TurnRefusal> for ApiError {
             }
             TurnRefusal::TooLong => Self::TooLarge(message),
             TurnRefusal::Busy => Self::Busy(message),
-            TurnRefusal::ShuttingDown => Self::Unavailable(message),
+            TurnRefusal::ShuttingDown | TurnRefusal::Unreachable(_) => Self::Unavailable(message),
             TurnRefusal::Deleted => Self::NotFound(message),
         }
     }
@@ -198,6 +199,19 @@ impl From<NotebookError> for ApiError {
             NotebookError::Create(err) => err.into(),
             NotebookError::Store(err) => err.into(),
             NotebookError::Files(err) => err.into(),
+            NotebookError::Unreachable(message) => Self::Unavailable(message),
+            NotebookError::Remote(failure) => {
+                let message = failure.message;
+                match failure.kind {
+                    FailureKind::NotFound => Self::NotFound(message),
+                    FailureKind::BadRequest => Self::BadRequest(message),
+                    FailureKind::Conflict => Self::Conflict(message),
+                    FailureKind::TooLarge => Self::TooLarge(message),
+                    FailureKind::Busy => Self::Busy(message),
+                    FailureKind::Unavailable => Self::Unavailable(message),
+                    FailureKind::Internal => Self::Internal(message),
+                }
+            }
         }
     }
 }

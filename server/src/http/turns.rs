@@ -62,7 +62,7 @@ pub async fn ask(
         model: body.model,
         backend: body.backend,
     };
-    stream(&notebooks, channel, turn)
+    stream(&notebooks, channel, turn).await
 }
 
 /// `POST /api/sessions/{id}/run {"code", "language", "source"?,
@@ -81,7 +81,7 @@ pub async fn run(
         source: body.source,
         backend: body.backend,
     };
-    stream(&notebooks, channel, turn)
+    stream(&notebooks, channel, turn).await
 }
 
 /// `POST /api/sessions/{id}/rerun`: a fresh kernel runs the session's code
@@ -92,7 +92,7 @@ pub async fn rerun(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
-    stream(&notebooks, channel, Turn::RerunAll)
+    stream(&notebooks, channel, Turn::RerunAll).await
 }
 
 /// `POST /api/sessions/{id}/stop`: stops the running turn and those waiting.
@@ -125,12 +125,12 @@ pub async fn events(
 
 /// Starts the turn and answers with its events as they happen. The turn
 /// runs on if the client goes away (`/stop` stops it).
-fn stream(
+async fn stream(
     notebooks: &Notebooks,
     channel: Arc<crate::session::SessionChannel>,
     turn: Turn,
 ) -> Result<Response, ApiError> {
-    let events = notebooks.start_followed(channel, turn)?;
+    let events = notebooks.start_followed(channel, turn).await?;
     Ok(ndjson::response(
         events.map(|event| line(&ServerMessage::Event(event))),
     ))

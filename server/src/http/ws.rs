@@ -231,7 +231,7 @@ async fn handle_text(
             return browser_reply(state, channel, link, run, Reply::Done { kernel }).await;
         }
     };
-    match state.notebooks.start(channel, turn) {
+    match state.notebooks.start(channel, turn).await {
         Ok(_) => None,
         Err(refusal) => Some(refused(&refusal)),
     }

@@ -34,6 +34,12 @@ pub enum NotebookError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Files(#[from] FilesError),
+    /// The node holding the session (another one) did not answer.
+    #[error("{0}")]
+    Unreachable(String),
+    /// The node holding the session failed to do it.
+    #[error(transparent)]
+    Remote(#[from] super::remote::Failure),
 }
 
 impl NotebookError {

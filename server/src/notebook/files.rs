@@ -1,6 +1,7 @@
 //! A session's files in `/home/user`, for its owner: list, read, upload,
 //! delete.
 
+use super::remote::{Answer, Call, unexpected};
 use super::{NotebookError, Notebooks};
 use crate::sandbox::files::FileEntry;
 use crate::session::SessionChannel;
@@ -12,6 +13,16 @@ impl Notebooks {
         &self,
         channel: &SessionChannel,
     ) -> Result<Vec<FileEntry>, NotebookError> {
+        if let Some(holder) = channel.remote_holder() {
+            return match self
+                .ask_holder(&holder, channel, Call::ListFiles, None)
+                .await?
+                .0
+            {
+                Answer::Files(files) => Ok(files),
+                other => Err(unexpected(other)),
+            };
+        }
         Ok(self.kernels().list_files(channel.id()).await?)
     }
 
@@ -21,6 +32,13 @@ impl Notebooks {
         channel: &SessionChannel,
         path: &str,
     ) -> Result<(FileEntry, Vec<u8>), NotebookError> {
+        if let Some(holder) = channel.remote_holder() {
+            let call = Call::ReadFile { path: path.into() };
+            return match self.ask_holder(&holder, channel, call, None).await? {
+                (Answer::File(entry), bytes) => Ok((entry, bytes.unwrap_or_default())),
+                (other, _) => Err(unexpected(other)),
+            };
+        }
         Ok(self.kernels().read_file(channel.id(), path).await?)
     }
 
@@ -33,6 +51,20 @@ impl Notebooks {
         bytes: Vec<u8>,
         overwrite: bool,
     ) -> Result<FileEntry, NotebookError> {
+        if let Some(holder) = channel.remote_holder() {
+            let call = Call::Upload {
+                path: path.into(),
+                overwrite,
+            };
+            return match self
+                .ask_holder(&holder, channel, call, Some(bytes))
+                .await?
+                .0
+            {
+                Answer::File(entry) => Ok(entry),
+                other => Err(unexpected(other)),
+            };
+        }
         Ok(self
             .kernels()
             .upload(channel.id(), path, bytes, overwrite)
@@ -45,6 +77,10 @@ impl Notebooks {
         channel: &SessionChannel,
         path: &str,
     ) -> Result<(), NotebookError> {
+        if let Some(holder) = channel.remote_holder() {
+            let call = Call::DeleteFile { path: path.into() };
+            return self.holder_does(&holder, channel, call).await;
+        }
         Ok(self.kernels().delete_file(channel.id(), path).await?)
     }
 }

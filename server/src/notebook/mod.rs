@@ -14,6 +14,7 @@ mod figures;
 mod files;
 pub mod ipynb;
 mod ports;
+pub mod remote;
 mod sharing;
 #[cfg(test)]
 mod tests;
@@ -25,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use error::NotebookError;
 pub use figures::parse_figure_name;
+pub use remote::serve_calls;
 pub use turns::{Turn, TurnEvents};
 
 use crate::agent::{Kernels, TurnRunner};
@@ -121,6 +123,13 @@ impl Notebooks {
     /// In that order: were the kernel dropped first, a turn started in the
     /// meantime would open a new one that nothing would ever close.
     pub async fn delete(&self, channel: &SessionChannel) -> Result<(), NotebookError> {
+        if let Some(holder) = channel.remote_holder() {
+            self.holder_does(&holder, channel, remote::Call::Delete)
+                .await?;
+            // Forgotten here too (the store has nothing left of it).
+            self.hub.delete(channel.id()).await?;
+            return Ok(());
+        }
         self.hub.delete(channel.id()).await?;
         self.runner.agent().drop_kernel(channel.id()).await;
         tracing::info!(session = %channel.id(), "session deleted");

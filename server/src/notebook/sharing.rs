@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::remote::Call;
 use super::{NotebookError, Notebooks};
 use crate::clock::now_ms;
 use crate::sandbox::files::FileEntry;
@@ -21,6 +22,15 @@ impl Notebooks {
         channel: &SessionChannel,
         files: bool,
     ) -> Result<ShareRecord, NotebookError> {
+        if let Some(holder) = channel.remote_holder() {
+            self.holder_does(&holder, channel, Call::Share { files })
+                .await?;
+            return self
+                .store()
+                .share_of(channel.id())
+                .await?
+                .ok_or_else(|| NotebookError::not_found(&channel.id().to_string()));
+        }
         self.hub.flush().await;
         self.kernels().share_files(channel.id(), files).await?;
         let link = self
@@ -34,6 +44,9 @@ impl Notebooks {
     /// Revokes the session's link (it is "not found" from now on), then
     /// drops the copy of the files it offered.
     pub async fn unshare(&self, channel: &SessionChannel) -> Result<(), NotebookError> {
+        if let Some(holder) = channel.remote_holder() {
+            return self.holder_does(&holder, channel, Call::Unshare).await;
+        }
         self.store().revoke_shares(channel.id()).await?;
         self.kernels().share_files(channel.id(), false).await?;
         Ok(())

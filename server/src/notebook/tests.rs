@@ -162,7 +162,7 @@ async fn deleting_ends_the_session_its_link_and_its_files() {
     ));
     // A page or request that still holds it can start nothing more.
     assert_eq!(
-        f.notebooks.start(&session, Turn::RerunAll),
+        f.notebooks.start(&session, Turn::RerunAll).await,
         Err(TurnRefusal::Deleted)
     );
     let token = link.token;
@@ -245,7 +245,7 @@ async fn turns_are_checked_before_they_start() {
         backend: None,
     };
     assert_eq!(
-        f.notebooks.start(&session, ask("  ")),
+        f.notebooks.start(&session, ask("  ")).await,
         Err(TurnRefusal::Empty)
     );
     let cobol = Turn::Run {
@@ -255,7 +255,7 @@ async fn turns_are_checked_before_they_start() {
         backend: None,
     };
     assert!(matches!(
-        f.notebooks.start(&session, cobol),
+        f.notebooks.start(&session, cobol).await,
         Err(TurnRefusal::InvalidCode(_))
     ));
     // A name that is no backend at all is refused with the frame or body
@@ -268,7 +268,7 @@ async fn turns_are_checked_before_they_start() {
             backend: Some(elsewhere),
         };
         assert!(matches!(
-            f.notebooks.start(&session, elsewhere),
+            f.notebooks.start(&session, elsewhere).await,
             Err(TurnRefusal::Backend(_))
         ));
     }

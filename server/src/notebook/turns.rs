@@ -8,11 +8,13 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::Notebooks;
+use super::remote::{Answer, Call, unexpected};
 use crate::agent::{TurnRefusal, TurnRequest, parse_language};
 use crate::session::SessionChannel;
+use crate::store::nodes::Node;
 
 /// A turn as a page or a program asks for it, before it is checked.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Turn {
     /// A question for the model.
     Ask {
@@ -46,22 +48,52 @@ const FOLLOW_BUFFER: usize = 64;
 
 impl Notebooks {
     /// Checks `turn` and queues it as the session's next.
-    pub fn start(&self, channel: &Arc<SessionChannel>, turn: Turn) -> Result<TurnId, TurnRefusal> {
+    pub async fn start(
+        &self,
+        channel: &Arc<SessionChannel>,
+        turn: Turn,
+    ) -> Result<TurnId, TurnRefusal> {
+        if let Some(holder) = channel.remote_holder() {
+            return self.start_on(&holder, channel, turn).await;
+        }
         let request = self.prepare(channel, turn)?;
         self.runner.start(channel, request)
     }
 
+    /// Asks `holder`, the node that holds the session, to start `turn`.
+    async fn start_on(
+        &self,
+        holder: &Node,
+        channel: &SessionChannel,
+        turn: Turn,
+    ) -> Result<TurnId, TurnRefusal> {
+        match self
+            .ask_holder(holder, channel, Call::Start(turn), None)
+            .await
+        {
+            Ok((Answer::Started(turn), _)) => Ok(turn),
+            Ok((Answer::Refused(refusal), _)) => Err(refusal),
+            Ok((other, _)) => Err(TurnRefusal::Unreachable(unexpected(other).to_string())),
+            Err(e) => Err(TurnRefusal::Unreachable(e.to_string())),
+        }
+    }
+
     /// Starts `turn` and follows it: the events of that turn alone, as they
     /// happen. The turn runs on if the follower goes away (a Stop stops it).
-    pub fn start_followed(
+    pub async fn start_followed(
         &self,
         channel: Arc<SessionChannel>,
         turn: Turn,
     ) -> Result<TurnEvents, TurnRefusal> {
-        let request = self.prepare(&channel, turn)?;
         // Listen before starting, so that nothing of the turn is missed.
         let (_, listening_from, live) = channel.subscribe(u64::MAX);
-        let turn = self.runner.start(&channel, request)?;
+        let turn = match channel.remote_holder() {
+            Some(holder) => self.start_on(&holder, &channel, turn).await?,
+            None => {
+                let request = self.prepare(&channel, turn)?;
+                self.runner.start(&channel, request)?
+            }
+        };
         let (sender, receiver) = mpsc::channel(FOLLOW_BUFFER);
         let shutdown = self.shutdown.clone();
         tokio::spawn(async move {
@@ -74,8 +106,17 @@ impl Notebooks {
     }
 
     /// Stops the session's running turn and the turns waiting behind it.
-    pub fn stop(&self, channel: &SessionChannel) {
-        self.runner.stop(channel);
+    pub fn stop(self: &Arc<Self>, channel: &Arc<SessionChannel>) {
+        let Some(holder) = channel.remote_holder() else {
+            self.runner.stop(channel);
+            return;
+        };
+        let (notebooks, channel) = (Arc::clone(self), Arc::clone(channel));
+        tokio::spawn(async move {
+            if let Err(e) = notebooks.holder_does(&holder, &channel, Call::Stop).await {
+                tracing::warn!(session = %channel.id(), error = %e, "a Stop did not reach the holding node");
+            }
+        });
     }
 
     /// The request the agent runs for `turn`: the language known, the

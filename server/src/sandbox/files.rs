@@ -6,14 +6,14 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::SandboxError;
 
 /// The sandbox user's home, as code in any backend sees it.
 pub const HOME: &str = "/home/user";
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum FileKind {
     File,
@@ -25,7 +25,7 @@ pub enum FileKind {
 }
 
 /// A file, directory or link in a session's home.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct FileEntry {
     /// Absolute, as code in the sandbox sees it (`/home/user/a.csv`).
     pub path: String,

@@ -14,6 +14,8 @@ use super::quota::{NewSessionRate, TooManySessions};
 use super::writer::EventWriter;
 use super::{OwnerId, SessionId, ShareToken};
 use crate::clock::now_ms;
+use crate::cluster::Cluster;
+use crate::store::nodes::{Lease, Node};
 use crate::store::{SessionRecord, ShareRecord, Store, StoreError};
 
 /// Live events a slow reader may fall behind by before it re-reads the history.
@@ -38,6 +40,9 @@ pub struct SessionHub {
     evicted: Mutex<HashSet<SessionId>>,
     /// How fast one owner may make new sessions.
     new_sessions: NewSessionRate,
+    /// The other nodes on a shared database, if there are any: a session
+    /// another node holds is followed here, not run.
+    cluster: Option<Arc<Cluster>>,
 }
 
 /// Why a new session was not made.
@@ -68,7 +73,18 @@ impl SessionHub {
             store,
             loading: tokio::sync::Mutex::new(()),
             new_sessions: NewSessionRate::unlimited(),
+            cluster: None,
         }
+    }
+
+    /// Sessions held by other nodes of `cluster` are followed, not run.
+    pub fn with_cluster(mut self, cluster: Arc<Cluster>) -> Self {
+        self.cluster = Some(cluster);
+        self
+    }
+
+    pub fn cluster(&self) -> Option<&Arc<Cluster>> {
+        self.cluster.as_ref()
     }
 
     /// Each owner may make new sessions at `rate` only.
@@ -184,6 +200,10 @@ impl SessionHub {
         let Some(record) = self.store.session(id).await? else {
             return Ok(None);
         };
+        let lease = match &self.cluster {
+            Some(cluster) => cluster.acquire(id).await?,
+            None => Lease::Mine { kept: true },
+        };
         let events = self.store.events(id).await?;
         let channel = Arc::new(SessionChannel::new(
             id,
@@ -191,8 +211,17 @@ impl SessionHub {
             events,
             self.writer.clone(),
         ));
-        if !evicted {
-            settle(&channel, KernelLoss::ServerRestart);
+        match (lease, &self.cluster) {
+            (Lease::Held(node), Some(cluster)) => {
+                channel.set_holder(node);
+                cluster.follow(&channel);
+            }
+            // Loaded after a restart, or taken over from a node that is
+            // gone: what was cut short is closed.
+            (Lease::Mine { kept }, _) if !evicted || !kept => {
+                settle(&channel, KernelLoss::ServerRestart);
+            }
+            _ => {}
         }
         self.remember(&channel);
         tracing::debug!(%id, events = channel.last_seq(), "session loaded from the store");
@@ -300,6 +329,12 @@ impl SessionHub {
     }
 }
 
+/// Closes what the node that held `channel` cut short when it stopped, and
+/// records that its kernel is gone.
+pub fn settle_lost_kernel(channel: &SessionChannel) {
+    settle(channel, KernelLoss::ServerRestart);
+}
+
 /// Closes what a history cut short left open (the server stopped mid-turn,
 /// or a link was shared mid-turn), and records that the kernel which ran its
 /// code is gone.
@@ -360,6 +395,10 @@ pub struct SessionChannel {
     closed: std::sync::atomic::AtomicBool,
     /// Cancelled by Stop; every turn started since the last Stop watches it.
     stop: Mutex<CancellationToken>,
+    /// The node that holds the session when it is another than this one:
+    /// its events then come from the store ([`Self::mirror`]) and its turns
+    /// are asked of that node.
+    holder: Mutex<Option<Node>>,
 }
 
 /// A place in a session's turn queue; dropping it gives the place back.
@@ -401,7 +440,52 @@ impl SessionChannel {
             next_turn: AtomicU64::new(notebook.max_turn_id() + 1),
             closed: std::sync::atomic::AtomicBool::new(false),
             stop: Mutex::new(CancellationToken::new()),
+            holder: Mutex::new(None),
         }
+    }
+
+    /// Another node holds this session (`take_over` makes it this one's).
+    pub fn set_holder(&self, node: Node) {
+        *self.holder.lock() = Some(node);
+    }
+
+    /// The other node that holds this session, if another does.
+    pub fn remote_holder(&self) -> Option<Node> {
+        self.holder.lock().clone()
+    }
+
+    /// Appends events the holding node stored (read back from the store)
+    /// and sends them to every subscriber: those already here are skipped,
+    /// and a gap ends the batch (the next read fills it). How many were new.
+    pub fn mirror(&self, events: Vec<SessionEvent>) -> usize {
+        let mut history = self.inner.lock();
+        let mut added = 0;
+        for event in events {
+            let next = history.events.len() as u64 + 1;
+            if event.seq < next {
+                continue;
+            }
+            if event.seq > next {
+                tracing::warn!(session = %self.id, seq = event.seq, next, "a gap in a followed session's events");
+                break;
+            }
+            history.events.push(event.clone());
+            let _ = self.live.send(event);
+            added += 1;
+        }
+        added
+    }
+
+    /// This node now holds the session: `events` (the store's, after its
+    /// last holder stopped) are appended, and the next ids go on from them.
+    pub fn take_over(&self, events: Vec<SessionEvent>) {
+        self.mirror(events);
+        let mut history = self.inner.lock();
+        let notebook = Notebook::from_events(&history.events);
+        history.next_cell = history.next_cell.max(notebook.max_cell_id());
+        self.next_turn
+            .fetch_max(notebook.max_turn_id() + 1, Ordering::AcqRel);
+        *self.holder.lock() = None;
     }
 
     pub fn owner(&self) -> OwnerId {

@@ -10,4 +10,6 @@ mod writer;
 pub use app::api::{
     InvalidOwnerId, InvalidSessionId, InvalidShareToken, OwnerId, SessionId, ShareToken,
 };
-pub use hub::{CreateError, MAX_PENDING_TURNS, SessionChannel, SessionHub, TurnSlot};
+pub use hub::{
+    CreateError, MAX_PENDING_TURNS, SessionChannel, SessionHub, TurnSlot, settle_lost_kernel,
+};

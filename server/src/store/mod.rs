@@ -41,7 +41,7 @@ use async_trait::async_trait;
 
 pub use database::Database;
 pub use keys::{KeyRecord, KeyStore};
-pub use postgres::{PostgresStore, redact as redact_database_url};
+pub use postgres::{EVENTS_CHANNEL, PostgresStore, redact as redact_database_url};
 pub use sqlite::{DB_FILE, SqliteStore};
 
 use crate::session::{OwnerId, SessionId, ShareToken};
@@ -65,11 +65,6 @@ pub enum StoreError {
     Exists,
     #[error("a live API key is already named `{0}`; revoke it first or pick another name")]
     NameTaken(String),
-    #[error(
-        "another runcell node ({addr}, heard from {seen_ms_ago} ms ago) is using this database; \
-         one node per database for now: stop it first (a node that died is taken over 20 s after its last heartbeat)"
-    )]
-    NodeBusy { addr: String, seen_ms_ago: i64 },
 }
 
 /// A session as lists show it.

@@ -10,13 +10,24 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, QueryBuilder, Row, Transaction};
 
+use super::nodes::NOW_MS;
 use super::rows::{SESSION_COLUMNS, SHARE_COLUMNS, kind_of, ms, session_of, share_of, unsigned};
 use super::{SessionRecord, ShareRecord, Store, StoreError, title_from};
 use crate::session::{OwnerId, SessionId, ShareToken};
 
 pub struct PostgresStore {
     pub(super) pool: PgPool,
+    /// This process's node id once it has joined the database's nodes
+    /// (`runcell serve`): the sessions it makes are leased to it, and it
+    /// stores events only of the sessions it holds (a node that was taken
+    /// over cannot write into the new holder's log), announcing them with
+    /// NOTIFY. Unset (tools, tests of the store alone), neither happens.
+    pub(super) node: std::sync::OnceLock<String>,
 }
+
+/// The channel on which a node announces the events it stored:
+/// `<session id> <newest seq>`.
+pub const EVENTS_CHANNEL: &str = "runcell_events";
 
 /// Connections per node: the writer, page loads, key checks.
 const MAX_CONNECTIONS: u32 = 8;
@@ -39,7 +50,44 @@ impl PostgresStore {
                 source,
             })?;
         sqlx::migrate!("./migrations_postgres").run(&pool).await?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            node: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// A session's events after `after`, oldest first (what a node that
+    /// follows a session reads when the holder announces more).
+    pub async fn events_after(
+        &self,
+        id: SessionId,
+        after: u64,
+    ) -> Result<Vec<SessionEvent>, StoreError> {
+        let session = id.to_string();
+        let rows = sqlx::query(
+            "SELECT seq, ts_ms, body FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq",
+        )
+        .bind(&session)
+        .bind(ms(after))
+        .fetch_all(&self.pool)
+        .await?;
+
+        rows.iter()
+            .map(|row| {
+                let seq: i64 = row.try_get("seq")?;
+                let body: String = row.try_get("body")?;
+                let event = serde_json::from_str(&body).map_err(|source| StoreError::Corrupt {
+                    session: session.clone(),
+                    seq,
+                    source,
+                })?;
+                Ok(SessionEvent {
+                    seq: unsigned(seq),
+                    ts_ms: unsigned(row.try_get("ts_ms")?),
+                    event,
+                })
+            })
+            .collect()
     }
 
     /// Waits for every connection to finish and closes them.
@@ -77,6 +125,7 @@ const ROWS_PER_INSERT: usize = 400;
 async fn insert_events(
     tx: &mut Transaction<'_, Postgres>,
     events: &[(SessionId, SessionEvent)],
+    node: Option<&str>,
 ) -> Result<(), StoreError> {
     for chunk in events.chunks(ROWS_PER_INSERT) {
         let rows = chunk
@@ -104,9 +153,18 @@ async fn insert_events(
         });
         insert.push(
             ") AS v (session_id, seq, ts_ms, kind, body) \
-             WHERE EXISTS (SELECT 1 FROM sessions WHERE id = v.session_id) \
-             ON CONFLICT (session_id, seq) DO NOTHING",
+             WHERE EXISTS (SELECT 1 FROM sessions WHERE id = v.session_id) ",
         );
+        if let Some(node) = node {
+            // Fenced: only the holder of a session writes its log.
+            insert.push(
+                "AND EXISTS (SELECT 1 FROM session_leases l \
+                 WHERE l.session_id = v.session_id AND l.node_id = ",
+            );
+            insert.push_bind(node.to_string());
+            insert.push(") ");
+        }
+        insert.push("ON CONFLICT (session_id, seq) DO NOTHING");
         insert.build().execute(&mut **tx).await?;
     }
     for (session, event) in events {
@@ -124,6 +182,7 @@ async fn insert_events(
 #[async_trait]
 impl Store for PostgresStore {
     async fn create_session(&self, session: &SessionRecord) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
         let result = sqlx::query(
             "INSERT INTO sessions (id, owner, title, created_ms, updated_ms, forked_from)
              VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
@@ -134,11 +193,22 @@ impl Store for PostgresStore {
         .bind(ms(session.created_ms))
         .bind(ms(session.updated_ms))
         .bind(session.forked_from.as_deref().map(text))
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
         if result.rows_affected() == 0 {
             return Err(StoreError::Exists);
         }
+        // A node holds the sessions it makes.
+        if let Some(node) = self.node.get() {
+            sqlx::query(&format!(
+                "INSERT INTO session_leases (session_id, node_id, since_ms) VALUES ($1, $2, {NOW_MS})"
+            ))
+            .bind(session.id.to_string())
+            .bind(node)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
         Ok(())
     }
 
@@ -195,8 +265,9 @@ impl Store for PostgresStore {
             let ts = newest.entry(*session).or_default();
             *ts = (*ts).max(event.ts_ms);
         }
+        let node = self.node.get().map(String::as_str);
         let mut tx = self.pool.begin().await?;
-        insert_events(&mut tx, events).await?;
+        insert_events(&mut tx, events, node).await?;
         for (session, ts) in newest {
             sqlx::query("UPDATE sessions SET updated_ms = GREATEST(updated_ms, $1) WHERE id = $2")
                 .bind(ms(ts))
@@ -204,33 +275,27 @@ impl Store for PostgresStore {
                 .execute(&mut *tx)
                 .await?;
         }
+        if node.is_some() {
+            // Delivered at commit, with the events it announces readable.
+            let mut newest_seq: HashMap<SessionId, u64> = HashMap::new();
+            for (session, event) in events {
+                let seq = newest_seq.entry(*session).or_default();
+                *seq = (*seq).max(event.seq);
+            }
+            for (session, seq) in newest_seq {
+                sqlx::query("SELECT pg_notify($1, $2)")
+                    .bind(EVENTS_CHANNEL)
+                    .bind(format!("{session} {seq}"))
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
         tx.commit().await?;
         Ok(())
     }
 
     async fn events(&self, id: SessionId) -> Result<Vec<SessionEvent>, StoreError> {
-        let session = id.to_string();
-        let rows =
-            sqlx::query("SELECT seq, ts_ms, body FROM events WHERE session_id = $1 ORDER BY seq")
-                .bind(&session)
-                .fetch_all(&self.pool)
-                .await?;
-        rows.iter()
-            .map(|row| {
-                let seq: i64 = row.try_get("seq")?;
-                let body: String = row.try_get("body")?;
-                let event = serde_json::from_str(&body).map_err(|source| StoreError::Corrupt {
-                    session: session.clone(),
-                    seq,
-                    source,
-                })?;
-                Ok(SessionEvent {
-                    seq: unsigned(seq),
-                    ts_ms: unsigned(row.try_get("ts_ms")?),
-                    event,
-                })
-            })
-            .collect()
+        self.events_after(id, 0).await
     }
 
     async fn share(

@@ -1,15 +1,56 @@
-//! runcell on PostgreSQL (`RUNCELL_TEST_DATABASE_URL`, a throwaway server
-//! that `scripts/test.sh` starts). Sessions cannot move between nodes yet,
-//! so a database has one live node: a second one refuses to start, and once
-//! the first stops, another node on another machine's data directory serves
-//! everything it stored: keys, tokens it signed, sessions, share links.
+//! Several runcell nodes on one PostgreSQL database
+//! (`RUNCELL_TEST_DATABASE_URL`, a throwaway server that `scripts/test.sh`
+//! starts). Node A is the `runcell` binary, so that it can be killed as a
+//! crash kills it; node B runs in this process. A session made on A is held
+//! by A: a page on B watches its turns live, and what B's pages ask is done
+//! by A; when A dies, B takes the session over once A's lease lapses.
 
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use app::protocol::{EventBody, KernelLoss};
+use app::protocol::{CellStatus, EventBody, KernelLoss, ServerMessage, TurnStatus};
 use runcell::store::scratch::ScratchDatabase;
 
-use crate::support::{PATIENCE, TestServer, ask, bearer, history, http, http_as};
+use crate::support::{
+    Client, PATIENCE, TestServer, ask, ask_at, bearer, history, history_at, http, http_as,
+};
+
+const RUNCELL: &str = env!("CARGO_BIN_EXE_runcell");
+
+/// `runcell serve` as a separate process on `data`, on the database.
+fn node_process(data: &std::path::Path, database_url: &str) -> (Child, String) {
+    let mut command = Command::new(RUNCELL);
+    command
+        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(data)
+        .env("RUNCELL_DATABASE_URL", database_url)
+        .env("RUNCELL_LLM", "scripted")
+        .env("RUNCELL_LOG", "info")
+        .env_remove("RUNCELL_ADDR")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    #[expect(
+        clippy::zombie_processes,
+        reason = "the test kills and waits for the child"
+    )]
+    let mut child = command.spawn().unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "node A exited early"
+        );
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            let addr = rest.trim().to_string();
+            // Keep reading its log, so that it never blocks on a full pipe.
+            std::thread::spawn(move || for _ in stderr.lines() {});
+            return (child, format!("http://{addr}"));
+        }
+    }
+}
 
 async fn node(database_url: &str) -> TestServer {
     let url = database_url.to_string();
@@ -19,39 +60,132 @@ async fn node(database_url: &str) -> TestServer {
     .await
 }
 
+async fn new_session_at(base: &str) -> String {
+    let response = http()
+        .post(format!("{base}/api/sessions"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201, "{:?}", response.text().await);
+    let body: serde_json::Value = response.json().await.unwrap();
+    body["id"].as_str().unwrap().to_string()
+}
+
+fn finished(events: &[app::protocol::SessionEvent]) -> Option<TurnStatus> {
+    events.iter().find_map(|e| match &e.event {
+        EventBody::TurnFinished { status, .. } => Some(*status),
+        _ => None,
+    })
+}
+
+/// Events a page receives until `until` says stop; fails on a gap.
+async fn watch(
+    page: &mut Client,
+    last: &mut u64,
+    patience: Duration,
+    until: impl Fn(&EventBody) -> bool,
+) -> Vec<app::protocol::SessionEvent> {
+    let mut seen = Vec::new();
+    loop {
+        match page.next_within(patience).await {
+            Some(ServerMessage::Event(event)) => {
+                assert_eq!(event.seq, *last + 1, "no gap, no repeat");
+                *last = event.seq;
+                let done = until(&event.event);
+                seen.push(event);
+                if done {
+                    return seen;
+                }
+            }
+            Some(_) => {}
+            None => panic!("the page's socket closed"),
+        }
+    }
+}
+
 #[tokio::test]
-async fn a_database_has_one_live_node_and_the_next_serves_all_it_stored() {
+async fn two_nodes_serve_one_session_and_the_survivor_takes_it_over() {
     let Some(db) = ScratchDatabase::create("cluster").await else {
         return;
     };
-    let mut a = node(&db.url).await;
-    a.ready().await;
+    let a_data = tempfile::tempdir().unwrap();
+    let (mut a, a_url) = node_process(a_data.path(), &db.url);
+    let b = node(&db.url).await;
+    b.ready().await;
 
-    // A second node on the same database refuses to start, naming the first.
-    let mut b = node(&db.url).await;
-    let refused = tokio::time::timeout(PATIENCE, b.task.take().unwrap())
+    // A key made for B's database works on A, and a token B signs too.
+    let key = b.api_key("shared").await;
+    let token = b.token_for(&key).await;
+    let on_a = bearer(&token)
+        .get(format!("{a_url}/v1/code_interpreter/sessions"))
+        .send()
         .await
-        .expect("the second node gave up")
         .unwrap();
-    let message = refused.expect_err("a second live node started").to_string();
-    assert!(message.contains("another runcell node"), "{message}");
-    assert!(message.contains(&a.addr.to_string()), "{message}");
-    drop(b);
+    assert_eq!(on_a.status(), 200, "a token B signed works on A");
 
-    // On A: a key, a token, a turn, a share link.
-    let key = a.api_key("shared").await;
-    let token = a.token_for(&key).await;
-    let id = a.new_session().await;
-    let events = ask(&a, &id, "```python\nprint('made on node a')\n```").await;
+    // A session made on A is held by A. A page on B watches it.
+    let id = new_session_at(&a_url).await;
+    let mut page = b.connect(&id, 0).await;
+    page.welcome().await;
+    let mut last = 0;
+    let asked = ask_at(&a_url, &id, "```python\nx = 41\nprint('on a', x)\n```").await;
+    assert_eq!(finished(&asked), Some(TurnStatus::Ok), "{asked:?}");
+    let watched = watch(&mut page, &mut last, PATIENCE, |e| {
+        matches!(e, EventBody::TurnFinished { .. })
+    })
+    .await;
+    assert_eq!(watched, asked, "the page on B saw A's turn as A told it");
+
+    // Asked on B, run by A: the variable A's kernel holds is there.
+    let follow_up = ask(&b, &id, "```python\nprint('x is', x + 1)\n```").await;
     assert!(
-        events
-            .iter()
-            .any(|e| matches!(&e.event, EventBody::TurnFinished { .. })),
-        "{events:?}"
+        format!("{follow_up:?}").contains("x is 42"),
+        "{follow_up:?}"
     );
-    let on_a = history(&a, &id).await;
+    watch(&mut page, &mut last, PATIENCE, |e| {
+        matches!(e, EventBody::TurnFinished { .. })
+    })
+    .await;
+    // The page's own frames go to A too.
+    page.ask("```python\nprint('from the page on b', x)\n```")
+        .await;
+    let from_page = watch(&mut page, &mut last, PATIENCE, |e| {
+        matches!(e, EventBody::TurnFinished { .. })
+    })
+    .await;
+    assert!(format!("{from_page:?}").contains("from the page on b 41"));
+
+    // A file uploaded on B is in A's kernel; a link shared on B opens on A.
+    let put = |overwrite: bool| {
+        http()
+            .put(b.url(&format!(
+                "/api/sessions/{id}/files?path=t.csv&overwrite={overwrite}"
+            )))
+            .body(b"a,b\n1,2\n".to_vec())
+            .send()
+    };
+    let uploaded = put(false).await.unwrap();
+    assert_eq!(uploaded.status(), 201, "{:?}", uploaded.text().await);
+    // A's refusal comes back as what it is.
+    assert_eq!(put(false).await.unwrap().status(), 409, "exists already");
+    let read = ask_at(
+        &a_url,
+        &id,
+        "```python\nprint(open('t.csv').read().split()[1])\n```",
+    )
+    .await;
+    assert!(format!("{read:?}").contains("1,2"), "{read:?}");
+    let listed = http()
+        .get(b.url(&format!("/api/sessions/{id}/files")))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(listed.contains("t.csv"), "{listed}");
     let shared: serde_json::Value = http()
-        .post(a.url(&format!("/api/sessions/{id}/share")))
+        .post(b.url(&format!("/api/sessions/{id}/share")))
         .send()
         .await
         .unwrap()
@@ -59,60 +193,83 @@ async fn a_database_has_one_live_node_and_the_next_serves_all_it_stored() {
         .await
         .unwrap();
     let link = shared["token"].as_str().unwrap().to_string();
-
-    // A stops cleanly (as SIGTERM would): B, with a data directory of its
-    // own, starts at once and serves it all.
-    a.shutdown.cancel();
-    a.task.take().unwrap().await.unwrap().unwrap();
-    let b = node(&db.url).await;
-    b.ready().await;
-    let from_b = bearer(&token)
-        .get(b.url("/v1/code_interpreter/sessions"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(from_b.status(), 200, "a token A signed works on B");
-    assert!(!b.token_for(&key).await.is_empty());
-
-    let on_b = history(&b, &id).await;
-    assert_eq!(on_b[..on_a.len()], on_a[..], "every event A stored");
-    // B opened a session whose kernel was on A: the page offers Re-run all.
-    assert!(
-        matches!(
-            on_b.last().map(|e| &e.event),
-            Some(EventBody::KernelLost {
-                reason: KernelLoss::ServerRestart
-            })
-        ),
-        "{:?}",
-        on_b.last()
-    );
-    let listed = http().get(b.url("/api/sessions")).send().await.unwrap();
-    assert!(listed.text().await.unwrap().contains(&id));
     let opened = http_as(None)
-        .get(b.url(&format!("/s/{link}")))
+        .get(format!("{a_url}/s/{link}"))
         .send()
         .await
         .unwrap();
     assert_eq!(opened.status(), 200);
-    assert!(opened.text().await.unwrap().contains("made on node a"));
-    // Someone else's session is a 404 here too.
+    assert!(opened.text().await.unwrap().contains("from the page on b"));
     let stranger = http_as(Some("5742a7e0000000000000000000000002"))
         .get(b.url(&format!("/api/sessions/{id}/events")))
         .send()
         .await
         .unwrap();
-    assert_eq!(stranger.status(), 404);
+    assert_eq!(stranger.status(), 404, "someone else's session, on B too");
 
-    // The session goes on on B: its state was A's, so a follow-up runs in
-    // a new kernel there.
+    // A turn runs long on A; A is killed in the middle of it.
+    page.ask("```python\nimport time\nfor i in range(600):\n    print('tick', i, flush=True)\n    time.sleep(0.1)\n```")
+        .await;
+    watch(&mut page, &mut last, PATIENCE, |e| {
+        matches!(e, EventBody::CellOutput { .. }) && format!("{e:?}").contains("tick")
+    })
+    .await;
+    let before_kill = history(&b, &id).await;
+    a.kill().unwrap();
+    a.wait().unwrap();
+
+    // B takes the session over once A's lease lapses (20 s after its last
+    // heartbeat): the cut-short cell and turn are closed and the kernel
+    // marked lost, on the page B serves, with nothing A stored lost.
+    let rest = watch(&mut page, &mut last, Duration::from_secs(60), |e| {
+        matches!(e, EventBody::KernelLost { .. })
+    })
+    .await;
+    assert!(
+        rest.iter().any(|e| matches!(
+            &e.event,
+            EventBody::CellFinished {
+                status: CellStatus::Error,
+                ..
+            }
+        )),
+        "{rest:?}"
+    );
+    assert_eq!(finished(&rest), Some(TurnStatus::Cancelled), "{rest:?}");
+    assert!(matches!(
+        rest.last().map(|e| &e.event),
+        Some(EventBody::KernelLost {
+            reason: KernelLoss::ServerRestart
+        })
+    ));
+    let after = history(&b, &id).await;
+    assert_eq!(
+        after[..before_kill.len()],
+        before_kill[..],
+        "nothing stored is lost"
+    );
+    assert_eq!(after.last().map(|e| e.seq), Some(last));
+
+    // The session goes on on B, in a new kernel.
     let more = ask(&b, &id, "```python\nprint('then on node b')\n```").await;
     assert!(format!("{more:?}").contains("then on node b"));
 
-    // B restarts (a clean stop frees the database at once): all still there.
+    // Both nodes restart (A on its own data directory): every session is
+    // there, from either.
     let b = b.restart().await;
     b.ready().await;
-    assert!(history(&b, &id).await.len() > on_b.len());
+    let (mut a, a_url) = node_process(a_data.path(), &db.url);
+    let everything = history(&b, &id).await;
+    assert!(everything.len() > after.len());
+    assert_eq!(history_at(&a_url, &id).await, everything);
+    let listed = http()
+        .get(format!("{a_url}/api/sessions"))
+        .send()
+        .await
+        .unwrap();
+    assert!(listed.text().await.unwrap().contains(&id));
+    a.kill().unwrap();
+    a.wait().unwrap();
     drop(b);
     tokio::time::sleep(Duration::from_millis(100)).await;
     db.drop_now().await;

@@ -418,8 +418,13 @@ pub async fn ndjson_events(response: reqwest::Response) -> Vec<SessionEvent> {
 /// Asks a question in a notebook session over `/api/sessions/{id}/ask` as
 /// [`OWNER`]; the turn's events.
 pub async fn ask(server: &TestServer, id: &str, text: &str) -> Vec<SessionEvent> {
+    ask_at(&server.url(""), id, text).await
+}
+
+/// [`ask`] of the server at `base` (`http://host:port`).
+pub async fn ask_at(base: &str, id: &str, text: &str) -> Vec<SessionEvent> {
     let response = http()
-        .post(server.url(&format!("/api/sessions/{id}/ask")))
+        .post(format!("{base}/api/sessions/{id}/ask"))
         .json(&serde_json::json!({ "text": text }))
         .send()
         .await
@@ -429,9 +434,14 @@ pub async fn ask(server: &TestServer, id: &str, text: &str) -> Vec<SessionEvent>
 
 /// A notebook session's whole history, as `/api/sessions/{id}/events` gives it.
 pub async fn history(server: &TestServer, id: &str) -> Vec<SessionEvent> {
+    history_at(&server.url(""), id).await
+}
+
+/// [`history`] of the server at `base`.
+pub async fn history_at(base: &str, id: &str) -> Vec<SessionEvent> {
     ndjson_events(
         http()
-            .get(server.url(&format!("/api/sessions/{id}/events")))
+            .get(format!("{base}/api/sessions/{id}/events"))
             .send()
             .await
             .unwrap(),

@@ -1,0 +1,308 @@
+//! Several runcell nodes on one PostgreSQL database. Each session is held
+//! by one node at a time (a lease in the database, `store::nodes`); the
+//! others follow it: its events reach them through the store, announced by
+//! NOTIFY when the holder commits them and read back by `seq` (so nothing
+//! is lost or reordered, and a missed notification is made up at the next
+//! sweep), and what their pages ask of it is sent to the holder as a call
+//! through the database ([`calls`]). When the holder stops or goes silent,
+//! a node that follows the session takes it over and records that the
+//! kernel is gone.
+//!
+//! Nodes talk only through the database: no node needs another's address,
+//! and nothing new listens on the network.
+
+pub mod calls;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use sqlx::postgres::PgListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::session::{SessionChannel, SessionId};
+use crate::store::nodes::{HEARTBEAT, Lease, Node};
+use crate::store::{EVENTS_CHANNEL, PostgresStore, StoreError};
+
+pub use calls::{CALLS_CHANNEL, CallError, IncomingCall, REPLIES_CHANNEL};
+
+/// How often a node looks at the sessions it follows: a holder gone
+/// silent, events whose notification was missed.
+const SWEEP: Duration = Duration::from_secs(2);
+
+/// This node's part in the cluster.
+pub struct Cluster {
+    db: Arc<PostgresStore>,
+    node: Node,
+    /// Sessions held by other nodes that this node has in memory.
+    followed: Mutex<HashMap<SessionId, Weak<SessionChannel>>>,
+    /// Followed sessions being read now, and whether more was announced
+    /// meanwhile (one read at a time per session, however many notes come).
+    pulling: Mutex<HashMap<SessionId, bool>>,
+    calls: calls::CallState,
+}
+
+impl Cluster {
+    /// Joins the database's nodes as `node`.
+    pub async fn join(db: Arc<PostgresStore>, node: Node) -> Result<Arc<Self>, StoreError> {
+        db.join(&node).await?;
+        tracing::info!(node = %node.id, addr = %node.addr, "joined the database's nodes");
+        Ok(Arc::new(Self {
+            db,
+            node,
+            followed: Mutex::new(HashMap::new()),
+            pulling: Mutex::new(HashMap::new()),
+            calls: calls::CallState::default(),
+        }))
+    }
+
+    pub fn node(&self) -> &Node {
+        &self.node
+    }
+
+    pub fn db(&self) -> &Arc<PostgresStore> {
+        &self.db
+    }
+
+    /// Who holds `session`, taking it when no live node does.
+    pub async fn acquire(&self, session: SessionId) -> Result<Lease, StoreError> {
+        self.db.acquire(session, &self.node).await
+    }
+
+    /// Follows `channel`, held by another node: its new events are
+    /// mirrored here as the holder stores them.
+    pub fn follow(&self, channel: &Arc<SessionChannel>) {
+        self.followed
+            .lock()
+            .insert(channel.id(), Arc::downgrade(channel));
+    }
+
+    fn followed(&self, session: SessionId) -> Option<Arc<SessionChannel>> {
+        let mut followed = self.followed.lock();
+        let channel = followed.get(&session)?.upgrade();
+        if channel.is_none() {
+            followed.remove(&session);
+        }
+        channel
+    }
+
+    /// The followed sessions still in memory (the others are forgotten).
+    fn all_followed(&self) -> Vec<Arc<SessionChannel>> {
+        let mut followed = self.followed.lock();
+        followed.retain(|_, c| c.strong_count() > 0);
+        followed.values().filter_map(Weak::upgrade).collect()
+    }
+
+    /// Reads what the holder stored after what `channel` has.
+    async fn catch_up(&self, channel: &SessionChannel) {
+        match self.db.events_after(channel.id(), channel.last_seq()).await {
+            Ok(events) if !events.is_empty() => {
+                channel.mirror(events);
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(session = %channel.id(), error = %e, "a followed session's events could not be read");
+            }
+        }
+    }
+
+    /// Reads what the holder stored after what `channel` has, unless a
+    /// read is under way (which then reads once more when it is done).
+    fn pull(self: &Arc<Self>, channel: Arc<SessionChannel>) {
+        let id = channel.id();
+        {
+            let mut pulling = self.pulling.lock();
+            if let Some(again) = pulling.get_mut(&id) {
+                *again = true;
+                return;
+            }
+            pulling.insert(id, false);
+        }
+        let cluster = Arc::clone(self);
+        tokio::spawn(async move {
+            loop {
+                cluster.catch_up(&channel).await;
+                let mut pulling = cluster.pulling.lock();
+                if pulling.get(&id) == Some(&true) {
+                    pulling.insert(id, false);
+                } else {
+                    pulling.remove(&id);
+                    return;
+                }
+            }
+        });
+    }
+
+    /// Takes over a followed session whose holder is gone: the events it
+    /// stored, then what it cut short closed and its kernel marked lost.
+    async fn take_over(&self, channel: &Arc<SessionChannel>) -> Result<(), StoreError> {
+        match self.acquire(channel.id()).await? {
+            Lease::Mine { .. } => {
+                let events = self
+                    .db
+                    .events_after(channel.id(), channel.last_seq())
+                    .await?;
+                channel.take_over(events);
+                self.followed.lock().remove(&channel.id());
+                crate::session::settle_lost_kernel(channel);
+                tracing::info!(session = %channel.id(), "took over a session whose node is gone");
+            }
+            Lease::Held(node) => channel.set_holder(node),
+        }
+        Ok(())
+    }
+
+    /// One look at the followed sessions: holders gone are taken over,
+    /// events missed are read.
+    async fn sweep(&self) -> Result<(), StoreError> {
+        let channels = self.all_followed();
+        if channels.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<SessionId> = channels.iter().map(|c| c.id()).collect();
+        let newest: HashMap<SessionId, u64> =
+            self.db.newest_seqs(&ids).await?.into_iter().collect();
+        for channel in &channels {
+            if newest
+                .get(&channel.id())
+                .is_some_and(|seq| *seq > channel.last_seq())
+            {
+                self.catch_up(channel).await;
+            }
+        }
+        for id in self.db.unheld(&ids).await? {
+            if let Some(channel) = channels.iter().find(|c| c.id() == id) {
+                self.take_over(channel).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts the node's tasks: the heartbeat, the sweep and the listener.
+    /// They end with `shutdown`; wait for the handle before [`Self::leave`].
+    pub fn spawn(self: &Arc<Self>, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
+        let heartbeat = tokio::spawn(Arc::clone(self).heartbeat_loop(shutdown.clone()));
+        let sweep = tokio::spawn(Arc::clone(self).sweep_loop(shutdown.clone()));
+        let listen = tokio::spawn(Arc::clone(self).listen_loop(shutdown));
+        tokio::spawn(async move {
+            let _ = tokio::join!(heartbeat, sweep, listen);
+        })
+    }
+
+    async fn heartbeat_loop(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut tick = tokio::time::interval(HEARTBEAT);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            if let Err(e) = self.db.heartbeat(&self.node).await {
+                tracing::warn!(error = %e, "the database missed a heartbeat");
+            }
+        }
+    }
+
+    async fn sweep_loop(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut tick = tokio::time::interval(SWEEP);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            if let Err(e) = self.sweep().await {
+                tracing::warn!(error = %e, "the followed sessions could not be checked");
+            }
+            // Calls whose notification was missed.
+            self.calls.wake_server();
+        }
+    }
+
+    async fn listen_loop(self: Arc<Self>, shutdown: CancellationToken) {
+        loop {
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled() => return,
+                () = self.listen() => {}
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+        }
+    }
+
+    /// Listens until the connection fails; every notification missed
+    /// meanwhile is made up by reading the store.
+    async fn listen(self: &Arc<Self>) {
+        let mut listener = match PgListener::connect_with(self.db.pool()).await {
+            Ok(listener) => listener,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen to the database");
+                return;
+            }
+        };
+        if let Err(e) = listener
+            .listen_all([EVENTS_CHANNEL, CALLS_CHANNEL, REPLIES_CHANNEL])
+            .await
+        {
+            tracing::warn!(error = %e, "cannot listen to the database");
+            return;
+        }
+        loop {
+            match listener.try_recv().await {
+                Ok(Some(note)) => self.notified(note.channel(), note.payload()),
+                Ok(None) => {
+                    tracing::warn!("the database connection that listens was lost; catching up");
+                    for channel in self.all_followed() {
+                        self.catch_up(&channel).await;
+                    }
+                    self.calls.wake_all();
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "listening to the database failed");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// A notification (its payload bounded by PostgreSQL at 8,000 bytes;
+    /// any node may send one, so it is parsed as untrusted).
+    fn notified(self: &Arc<Self>, channel: &str, payload: &str) {
+        match channel {
+            EVENTS_CHANNEL => {
+                let mut parts = payload.split(' ');
+                let (Some(Ok(id)), Some(Ok(seq))) = (
+                    parts.next().map(str::parse::<SessionId>),
+                    parts.next().map(str::parse::<u64>),
+                ) else {
+                    tracing::debug!(payload, "an unreadable events notification");
+                    return;
+                };
+                let Some(channel) = self.followed(id) else {
+                    return;
+                };
+                if seq <= channel.last_seq() {
+                    return;
+                }
+                self.pull(channel);
+            }
+            CALLS_CHANNEL if payload == self.node.id => self.calls.wake_server(),
+            REPLIES_CHANNEL => self.calls.replied(&self.node.id, payload),
+            _ => {}
+        }
+    }
+
+    /// Leaves the database's nodes: every lease this node held is given
+    /// up, so the sessions' next users take them at once.
+    pub async fn leave(&self) {
+        if let Err(e) = self.db.leave(&self.node).await {
+            tracing::warn!(error = %e, "could not leave the database's nodes");
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! What one node asks of the node that holds a session (`cluster`): the
+//! calls, their answers, and the serving side. A page served by node B on a
+//! session node A holds asks, stops, shares and reaches files through
+//! these; A does each with the same method a page of its own would call.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use app::protocol::TurnId;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use super::{NotebookError, Notebooks, Turn};
+use crate::agent::{FilesError, TurnRefusal};
+use crate::cluster::calls::Reply;
+use crate::cluster::{CallError, Cluster, IncomingCall};
+use crate::sandbox::SandboxError;
+use crate::sandbox::files::FileEntry;
+use crate::sandbox::sessions::SessionError;
+use crate::session::SessionChannel;
+use crate::store::nodes::Node;
+
+/// How long a call that does not move bytes waits for its answer.
+const QUICK: Duration = Duration::from_secs(10);
+/// How long a call that moves a file waits.
+const WITH_BYTES: Duration = Duration::from_secs(60);
+
+/// What a node asks of the holder.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Call {
+    Start(Turn),
+    Stop,
+    Share {
+        files: bool,
+    },
+    Unshare,
+    Delete,
+    ListFiles,
+    ReadFile {
+        path: String,
+    },
+    /// The file's bytes travel as the call's payload.
+    Upload {
+        path: String,
+        overwrite: bool,
+    },
+    DeleteFile {
+        path: String,
+    },
+}
+
+/// The holder's answer.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Answer {
+    Started(TurnId),
+    Refused(TurnRefusal),
+    Done,
+    Files(Vec<FileEntry>),
+    /// A file; its bytes travel as the reply's payload when it was read.
+    File(FileEntry),
+    Failed(Failure),
+}
+
+/// An error on the holder, as the caller reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct Failure {
+    pub kind: FailureKind,
+    pub message: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FailureKind {
+    NotFound,
+    BadRequest,
+    Conflict,
+    TooLarge,
+    Busy,
+    Unavailable,
+    Internal,
+}
+
+impl Failure {
+    fn of(err: &NotebookError) -> Self {
+        let kind = match err {
+            NotebookError::NotFound(_) | NotebookError::LinkGone | NotebookError::NoSharedFiles => {
+                FailureKind::NotFound
+            }
+            NotebookError::EmptyTitle | NotebookError::BadNotebook(_) => FailureKind::BadRequest,
+            NotebookError::ShuttingDown | NotebookError::Unreachable(_) => FailureKind::Unavailable,
+            NotebookError::Refused(_) | NotebookError::Create(_) => FailureKind::Busy,
+            NotebookError::Store(_) => FailureKind::Internal,
+            NotebookError::Remote(failure) => failure.kind,
+            NotebookError::Files(FilesError::Exists(_)) => FailureKind::Conflict,
+            NotebookError::Files(
+                FilesError::Sandbox(e) | FilesError::Session(SessionError::Sandbox(e)),
+            ) => match e {
+                SandboxError::InvalidInput(_) | SandboxError::NotSupported(_) => {
+                    FailureKind::BadRequest
+                }
+                SandboxError::NotFound(_) => FailureKind::NotFound,
+                SandboxError::NoSpace(_) => FailureKind::TooLarge,
+                SandboxError::Unavailable(_) => FailureKind::Unavailable,
+                _ => FailureKind::Internal,
+            },
+            NotebookError::Files(FilesError::Session(SessionError::NotFound(_))) => {
+                FailureKind::NotFound
+            }
+            NotebookError::Files(FilesError::Session(_)) => FailureKind::Busy,
+        };
+        Self {
+            kind,
+            message: err.to_string(),
+        }
+    }
+}
+
+impl From<CallError> for NotebookError {
+    fn from(err: CallError) -> Self {
+        Self::Unreachable(err.to_string())
+    }
+}
+
+impl Notebooks {
+    fn cluster(&self) -> Option<&Arc<Cluster>> {
+        self.hub.cluster()
+    }
+
+    /// Sends `call` to `holder` and reads its answer (and bytes).
+    pub(super) async fn ask_holder(
+        &self,
+        holder: &Node,
+        channel: &SessionChannel,
+        call: Call,
+        payload: Option<Vec<u8>>,
+    ) -> Result<(Answer, Option<Vec<u8>>), NotebookError> {
+        let Some(cluster) = self.cluster() else {
+            return Err(NotebookError::Unreachable(
+                "this session is held by another node, and this one is not in a cluster".into(),
+            ));
+        };
+        let timeout = match call {
+            Call::ReadFile { .. } | Call::Upload { .. } | Call::Share { .. } => WITH_BYTES,
+            _ => QUICK,
+        };
+        let request = serde_json::to_string(&call)
+            .map_err(|e| NotebookError::Unreachable(format!("a call could not be written: {e}")))?;
+        let reply = cluster
+            .call(holder, channel.id(), request, payload, timeout)
+            .await?;
+        let answer = serde_json::from_str(&reply.text).map_err(|e| {
+            NotebookError::Unreachable(format!("the holding node's answer is unreadable: {e}"))
+        })?;
+        Ok((answer, reply.payload))
+    }
+
+    /// A call that answers [`Answer::Done`] or fails.
+    pub(super) async fn holder_does(
+        &self,
+        holder: &Node,
+        channel: &SessionChannel,
+        call: Call,
+    ) -> Result<(), NotebookError> {
+        match self.ask_holder(holder, channel, call, None).await?.0 {
+            Answer::Done => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Does what another node asked of a session this node holds.
+    async fn answer_call(&self, call: &IncomingCall) -> Reply {
+        let (answer, payload) = match serde_json::from_str::<Call>(&call.request) {
+            Err(e) => (
+                Answer::Failed(Failure {
+                    kind: FailureKind::BadRequest,
+                    message: format!("an unreadable call: {e}"),
+                }),
+                None,
+            ),
+            Ok(request) => self.do_call(call, request).await,
+        };
+        let text = serde_json::to_string(&answer).unwrap_or_else(|_| {
+            r#"{"Failed":{"kind":"Internal","message":"the answer could not be written"}}"#.into()
+        });
+        Reply { text, payload }
+    }
+
+    async fn do_call(&self, call: &IncomingCall, request: Call) -> (Answer, Option<Vec<u8>>) {
+        // The caller checked the owner; the database is the nodes' trust.
+        let channel = match self.hub.open(call.session).await {
+            Ok(Some(channel)) => channel,
+            Ok(None) => return failed(&NotebookError::not_found(&call.session.to_string())),
+            Err(e) => return failed(&e.into()),
+        };
+        if channel.remote_holder().is_some() {
+            // The lease moved since the caller looked: it asks again.
+            return failed(&NotebookError::Unreachable(
+                "this node no longer holds the session; try again".into(),
+            ));
+        }
+        let done = |r: Result<(), NotebookError>| match r {
+            Ok(()) => (Answer::Done, None),
+            Err(e) => failed(&e),
+        };
+        match request {
+            Call::Start(turn) => match self.start(&channel, turn).await {
+                Ok(id) => (Answer::Started(id), None),
+                Err(refusal) => (Answer::Refused(refusal), None),
+            },
+            Call::Stop => {
+                self.runner.stop(&channel);
+                (Answer::Done, None)
+            }
+            Call::Share { files } => done(self.share(&channel, files).await.map(|_| ())),
+            Call::Unshare => done(self.unshare(&channel).await),
+            Call::Delete => done(self.delete(&channel).await),
+            Call::ListFiles => match self.list_files(&channel).await {
+                Ok(files) => (Answer::Files(files), None),
+                Err(e) => failed(&e),
+            },
+            Call::ReadFile { path } => match self.read_file(&channel, &path).await {
+                Ok((entry, bytes)) => (Answer::File(entry), Some(bytes)),
+                Err(e) => failed(&e),
+            },
+            Call::Upload { path, overwrite } => {
+                let bytes = call.payload.clone().unwrap_or_default();
+                match self.upload(&channel, &path, bytes, overwrite).await {
+                    Ok(entry) => (Answer::File(entry), None),
+                    Err(e) => failed(&e),
+                }
+            }
+            Call::DeleteFile { path } => done(self.delete_file(&channel, &path).await),
+        }
+    }
+}
+
+fn failed(err: &NotebookError) -> (Answer, Option<Vec<u8>>) {
+    (Answer::Failed(Failure::of(err)), None)
+}
+
+/// An answer that does not fit the call (a hostile or newer node).
+pub(super) fn unexpected(answer: Answer) -> NotebookError {
+    match answer {
+        Answer::Failed(failure) => NotebookError::Remote(failure),
+        Answer::Refused(refusal) => NotebookError::Refused(refusal),
+        other => NotebookError::Unreachable(format!(
+            "the holding node answered something else: {:.60}",
+            format!("{other:?}")
+        )),
+    }
+}
+
+/// Answers the calls other nodes make to this one until `shutdown`, each
+/// as a task of its own.
+pub async fn serve_calls(
+    cluster: Arc<Cluster>,
+    notebooks: Arc<Notebooks>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let calls = tokio::select! {
+            () = shutdown.cancelled() => return,
+            calls = cluster.next_calls() => calls,
+        };
+        let calls = match calls {
+            Ok(calls) => calls,
+            Err(e) => {
+                tracing::warn!(error = %e, "calls from other nodes could not be read");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        for call in calls {
+            let (cluster, notebooks) = (Arc::clone(&cluster), Arc::clone(&notebooks));
+            tokio::spawn(async move {
+                let reply = notebooks.answer_call(&call).await;
+                if let Err(e) = cluster.answer(&call, reply).await {
+                    tracing::warn!(error = %e, call = call.id, "a call could not be answered");
+                }
+            });
+        }
+    }
+}
