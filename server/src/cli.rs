@@ -93,6 +93,11 @@ pub enum Command {
         /// `stream`: milliseconds between two events of a session.
         #[arg(long, default_value_t = 5)]
         interval_ms: u64,
+        /// `cluster`: the PostgreSQL database both nodes share
+        /// (`scripts/pg-cluster.sh start DIR` makes a throwaway one)
+        /// [default: RUNCELL_DATABASE_URL]
+        #[arg(long)]
+        database_url: Option<String>,
     },
 }
 
@@ -136,6 +141,8 @@ pub enum BenchTarget {
     Sandbox,
     Llm,
     Stream,
+    /// `stream` across two nodes on one PostgreSQL database.
+    Cluster,
     Agent,
     Throughput,
 }

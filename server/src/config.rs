@@ -299,6 +299,14 @@ impl E2bConfig {
 }
 
 impl Config {
+    /// Whether E2B's protocol is served here: asked for, and backed by a
+    /// local jail.
+    pub fn serves_e2b(&self) -> bool {
+        self.e2b.serve && self.sandbox.jail
+    }
+}
+
+impl Config {
     /// Whether the pages ask for an API key.
     pub fn pages_need_key(&self) -> bool {
         match self.auth.mode {
@@ -529,6 +537,11 @@ pub struct SandboxConfig {
     pub total_memory_mib: u64,
     /// Processes of every jail together.
     pub total_pids: u64,
+    /// Whether this node offers the local jail (`RUNCELL_SANDBOX__JAIL`).
+    /// `false` makes a web-only node: every session's code runs on E2B
+    /// (which then must be configured), no jail is started here, and E2B's
+    /// protocol is not served (it would run on jails).
+    pub jail: bool,
 }
 
 impl SandboxConfig {
@@ -597,6 +610,7 @@ impl Default for SandboxConfig {
             uid_count: 1024,
             total_memory_mib: 0,
             total_pids: 8192,
+            jail: true,
         }
     }
 }
@@ -744,6 +758,12 @@ impl Config {
             return Err(ConfigError::Setting {
                 setting: "llm.max_fixes",
                 reason: "must be at most 10".into(),
+            });
+        }
+        if !sandbox.jail && !self.e2b.enabled() {
+            return Err(ConfigError::Setting {
+                setting: "sandbox.jail",
+                reason: "a node without the local jail runs its sessions' code on E2B: set E2B_API_KEY (and E2B_DOMAIN or E2B_API_URL)".into(),
             });
         }
         if sandbox.timeout_secs > sandbox.max_timeout_secs {
@@ -1170,6 +1190,30 @@ mod tests {
                 .map(|e| e.to_string())
                 .unwrap_or_default();
             assert!(err.contains("llm.max_fixes"), "{err}");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn a_web_only_node_needs_e2b_and_serves_no_jail() {
+        Jail::expect_with(|jail| {
+            assert!(Config::default().sandbox.jail);
+            jail.set_env("RUNCELL_SANDBOX__JAIL", "false");
+            let err = load_in(jail, Overrides::default())
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(
+                err.contains("sandbox.jail") && err.contains("E2B_API_KEY"),
+                "{err}"
+            );
+            jail.set_env("E2B_API_KEY", "e2b_key");
+            let config = load_in(jail, Overrides::default()).map_err(|e| e.to_string())?;
+            assert!(!config.sandbox.jail);
+            assert!(
+                config.e2b.serve && !config.serves_e2b(),
+                "no jail to serve E2B with"
+            );
             Ok(())
         });
     }

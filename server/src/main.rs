@@ -24,6 +24,7 @@ async fn main() -> ExitCode {
             sessions,
             events,
             interval_ms,
+            database_url,
             url,
             concurrency,
             only,
@@ -75,6 +76,27 @@ async fn main() -> ExitCode {
                         events_per_session: *events,
                         interval: std::time::Duration::from_millis(*interval_ms),
                     })
+                    .await
+                }
+                BenchTarget::Cluster => {
+                    let url = database_url
+                        .clone()
+                        .or_else(|| std::env::var("RUNCELL_DATABASE_URL").ok())
+                        .unwrap_or_default();
+                    if url.trim().is_empty() {
+                        eprintln!(
+                            "runcell bench cluster needs a PostgreSQL database: --database-url or RUNCELL_DATABASE_URL (scripts/pg-cluster.sh start DIR makes a throwaway one)"
+                        );
+                        return ExitCode::FAILURE;
+                    }
+                    runcell::bench::stream::run_cluster(
+                        runcell::bench::stream::StreamBenchOptions {
+                            sessions: *sessions,
+                            events_per_session: *events,
+                            interval: std::time::Duration::from_millis(*interval_ms),
+                        },
+                        &url,
+                    )
                     .await
                 }
             };

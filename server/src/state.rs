@@ -41,6 +41,10 @@ pub enum OpenError {
     Auth(#[from] crate::auth::token::SecretError),
     #[error("the session store cannot be used: {0}")]
     Store(#[from] crate::store::StoreError),
+    #[error(
+        "sandbox.jail is off and E2B cannot be used (see the error above): this node would have no sandbox"
+    )]
+    NoSandbox,
 }
 
 #[derive(Clone, FromRef)]
@@ -100,6 +104,9 @@ impl AppState {
             path: config.data_dir.display().to_string(),
             source,
         })?;
+        if !config.sandbox.jail && e2b_sessions(&config).is_none() {
+            return Err(OpenError::NoSandbox);
+        }
         let database = Database::open(config.database_url.expose(), &config.data_dir).await?;
         let auth = Arc::new(Auth::open(&config, database.keys()).await?);
         // On a shared database this process is one of its nodes.
@@ -156,10 +163,13 @@ impl AppState {
                 limits: jail_config.max_limits,
             },
         );
-        let mut backends = Backends::new(Arc::clone(&sandbox_sessions));
-        if let Some(e2b) = e2b_sessions(&config) {
-            backends = backends.with(e2b);
-        }
+        let backends = match (config.sandbox.jail, e2b_sessions(&config)) {
+            (true, Some(e2b)) => Backends::new(Arc::clone(&sandbox_sessions)).with(e2b),
+            // A web-only node: E2B is the only backend.
+            (false, Some(e2b)) => Backends::new(e2b),
+            // (`open` refuses a node with no jail and no E2B.)
+            (_, None) => Backends::new(Arc::clone(&sandbox_sessions)),
+        };
         let browser = BrowserTabs::new(BrowserSettings {
             attach_wait: std::time::Duration::from_secs(config.browser.attach_wait_secs),
             gone_grace: std::time::Duration::from_secs(config.browser.gone_grace_secs),

@@ -39,56 +39,217 @@ pub struct StreamBenchOptions {
 }
 
 pub async fn run(options: StreamBenchOptions) -> Result<(), BenchError> {
-    let data = tempfile::tempdir().map_err(fail)?;
-    let mut config = Config {
-        data_dir: data.path().join("data"),
-        site_root: data.path().join("site"),
-        sandbox: SandboxConfig {
-            pool_size: 0,
-            ..SandboxConfig::default()
-        },
-        ..Config::default()
-    };
-    config.llm.backend = LlmBackend::Scripted;
-    // One owner opens every session of the bench.
-    config.notebook.session_burst = u32::try_from(options.sessions)
-        .unwrap_or(u32::MAX)
-        .max(config.notebook.session_burst);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(fail)?;
-    let addr = listener.local_addr().map_err(fail)?;
-    let shutdown = CancellationToken::new();
-    // The store is real: every event the bench publishes is also written to
-    // SQLite, as in the server.
-    let (state, database) = AppState::open(config, shutdown.clone())
-        .await
-        .map_err(fail)?;
-    let store = database.store();
-    let owner = crate::session::OwnerId::random();
-    let cookie = crate::http::owner::owner_cookie(owner, false);
-    let cookie = cookie.split(';').next().unwrap_or_default().to_string();
-    let app = crate::http::router(state.clone());
-    let server = tokio::spawn(
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown.clone().cancelled_owned())
-            .into_future(),
-    );
-
     println!(
         "runcell bench stream: {} sessions x {} events, one every {} ms per session, loopback WebSocket",
         options.sessions,
         options.events_per_session,
         options.interval.as_millis()
     );
+    let node = Node::start(&options, None).await?;
+    let measured = measure(&node, &node, &options).await;
+    node.stop().await;
+    let measured = measured?;
+    println!();
+    print_header();
+    measured.print("published -> parsed by a page's socket", "p99 <= 5 ms");
+    measured.check()
+}
+
+/// `runcell bench cluster`: the same streams on two nodes sharing the
+/// PostgreSQL database at `database_url`, published on the node that holds
+/// the sessions and read by pages on the other; beside the single-node
+/// figures on SQLite and on PostgreSQL.
+pub async fn run_cluster(
+    options: StreamBenchOptions,
+    database_url: &str,
+) -> Result<(), BenchError> {
+    println!(
+        "runcell bench cluster: {} sessions x {} events, one every {} ms per session; database {}",
+        options.sessions,
+        options.events_per_session,
+        options.interval.as_millis(),
+        crate::store::redact_database_url(database_url)
+    );
+    let mut rows = Vec::new();
+    let single = Node::start(&options, None).await?;
+    let measured = measure(&single, &single, &options).await;
+    single.stop().await;
+    rows.push(("one node, SQLite", measured?));
+    let a = Node::start(&options, Some(database_url)).await?;
+    let b = match Node::start(&options, Some(database_url)).await {
+        Ok(b) => b,
+        Err(e) => {
+            a.stop().await;
+            return Err(e);
+        }
+    };
+    let same = measure(&a, &a, &options).await;
+    let across = measure(&a, &b, &options).await;
+    a.stop().await;
+    b.stop().await;
+    rows.push(("one node, PostgreSQL", same?));
+    rows.push(("node A publishes, a page on node B", across?));
+    println!();
+    print_header();
+    for (name, measured) in &rows {
+        measured.print(name, "");
+    }
+    for (_, measured) in &rows {
+        measured.check()?;
+    }
+    Ok(())
+}
+
+/// A node of the bench: the real router on `127.0.0.1:0`, the real store.
+struct Node {
+    state: AppState,
+    database: crate::store::Database,
+    addr: std::net::SocketAddr,
+    shutdown: CancellationToken,
+    server: tokio::task::JoinHandle<Result<(), std::io::Error>>,
+    cluster: Option<tokio::task::JoinHandle<()>>,
+    _data: tempfile::TempDir,
+}
+
+impl Node {
+    async fn start(
+        options: &StreamBenchOptions,
+        database_url: Option<&str>,
+    ) -> Result<Self, BenchError> {
+        let data = tempfile::tempdir().map_err(fail)?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(fail)?;
+        let addr = listener.local_addr().map_err(fail)?;
+        let mut config = Config {
+            addr,
+            data_dir: data.path().join("data"),
+            site_root: data.path().join("site"),
+            database_url: database_url.unwrap_or_default().into(),
+            sandbox: SandboxConfig {
+                pool_size: 0,
+                ..SandboxConfig::default()
+            },
+            ..Config::default()
+        };
+        config.llm.backend = LlmBackend::Scripted;
+        // One owner opens every session of the bench.
+        config.notebook.session_burst = u32::try_from(options.sessions)
+            .unwrap_or(u32::MAX)
+            .max(config.notebook.session_burst);
+        let shutdown = CancellationToken::new();
+        // The store is real: every event the bench publishes is also
+        // written to it, as in the server.
+        let (state, database) = AppState::open(config, shutdown.clone())
+            .await
+            .map_err(fail)?;
+        let cluster = state
+            .cluster
+            .as_ref()
+            .map(|cluster| cluster.spawn(shutdown.clone()));
+        let app = crate::http::router(state.clone());
+        let server = tokio::spawn(
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+                .into_future(),
+        );
+        Ok(Self {
+            state,
+            database,
+            addr,
+            shutdown,
+            server,
+            cluster,
+            _data: data,
+        })
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        let _ = self.server.await;
+        self.state.notebooks.flush().await;
+        if let Some(cluster) = self.cluster {
+            let _ = cluster.await;
+        }
+        if let Some(cluster) = &self.state.cluster {
+            cluster.leave().await;
+        }
+        self.database.close().await;
+    }
+}
+
+/// What one measure saw.
+struct Measured {
+    latencies: Vec<Duration>,
+    lost: u64,
+    reordered: u64,
+    wall: Duration,
+    stored: usize,
+    published: usize,
+    flush_wait: Duration,
+}
+
+fn print_header() {
+    println!(
+        "{:<40} {:>9} {:>9} {:>9} {:>8} {:>6} {:>9}  target",
+        "published -> parsed by a page (ms)", "p50", "p99", "max", "ev/s", "lost", "stored"
+    );
+}
+
+impl Measured {
+    fn print(&self, name: &str, target: &str) {
+        let mut latencies = self.latencies.clone();
+        let (p50, p99) = stats(&mut latencies);
+        let max = latencies.last().copied().unwrap_or_default();
+        println!(
+            "{name:<40} {p50:>9.3} {p99:>9.3} {:>9.3} {:>8.0} {:>6} {:>9}  {target}",
+            max.as_secs_f64() * 1000.0,
+            latencies.len() as f64 / self.wall.as_secs_f64(),
+            self.lost + self.reordered,
+            format!("{}/{}", self.stored, self.published),
+        );
+        println!(
+            "{:<40} store behind by {:.1} ms at the end",
+            "",
+            self.flush_wait.as_secs_f64() * 1000.0
+        );
+    }
+
+    fn check(&self) -> Result<(), BenchError> {
+        if self.stored != self.published {
+            return Err(BenchError(format!(
+                "{} of {} events were stored",
+                self.stored, self.published
+            )));
+        }
+        if self.lost + self.reordered > 0 {
+            return Err(BenchError(format!(
+                "{} events lost and {} out of order",
+                self.lost, self.reordered
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Sessions made on `holder` publish; pages on `pages` read.
+async fn measure(
+    holder: &Node,
+    pages: &Node,
+    options: &StreamBenchOptions,
+) -> Result<Measured, BenchError> {
+    let store = holder.database.store();
+    let owner = crate::session::OwnerId::random();
+    let cookie = crate::http::owner::owner_cookie(owner, false);
+    let cookie = cookie.split(';').next().unwrap_or_default().to_string();
     let base = Instant::now();
     let mut clients = Vec::new();
     let mut channels = Vec::new();
     let mut ids = Vec::new();
     for _ in 0..options.sessions {
-        let channel = state.notebooks.create(owner).await.map_err(fail)?;
+        let channel = holder.state.notebooks.create(owner).await.map_err(fail)?;
         let id = channel.id();
-        let url = format!("ws://{addr}/ws/sessions/{id}?after=0");
+        let url = format!("ws://{}/ws/sessions/{id}?after=0", pages.addr);
         let mut request = url.into_client_request().map_err(fail)?;
         request.headers_mut().insert(
             "sec-websocket-protocol",
@@ -133,62 +294,23 @@ pub async fn run(options: StreamBenchOptions) -> Result<(), BenchError> {
         reordered += seen.reordered;
     }
     let wall = started.elapsed();
-    // Every event was also written to SQLite: wait for the writer, count.
+    // Every event was also stored: wait for the writer, count.
     let flushing = Instant::now();
-    state.notebooks.flush().await;
+    holder.state.notebooks.flush().await;
     let flush_wait = flushing.elapsed();
     let mut stored = 0;
     for id in &ids {
         stored += store.events(*id).await.map_err(fail)?.len();
     }
-    let published = ids.len() * (options.events_per_session + 2);
-    shutdown.cancel();
-    let _ = server.await;
-
-    let count = latencies.len();
-    let (p50, p99) = stats(&mut latencies);
-    let max = latencies.last().copied().unwrap_or_default();
-    println!();
-    println!(
-        "{:<44} {:>9} {:>9}  {:>6}  target",
-        "measure (ms)", "p50", "p99", "n"
-    );
-    println!(
-        "{:<44} {p50:>9.3} {p99:>9.3}  {count:>6}  p99 <= 5 ms",
-        "published -> parsed by a page's socket"
-    );
-    println!(
-        "{:<44} {:>9.3}",
-        "slowest event",
-        max.as_secs_f64() * 1000.0
-    );
-    println!(
-        "{:<44} {:>9}    (target 0)",
-        "events lost or out of order",
-        lost + reordered
-    );
-    println!(
-        "{:<44} {:>9.0}",
-        "events per second, all sessions",
-        count as f64 / wall.as_secs_f64()
-    );
-    println!(
-        "{:<44} {:>9}    of {published}; writer behind by {:.1} ms at the end",
-        "events stored in SQLite",
+    Ok(Measured {
+        latencies,
+        lost,
+        reordered,
+        wall,
         stored,
-        flush_wait.as_secs_f64() * 1000.0
-    );
-    if stored != published {
-        return Err(BenchError(format!(
-            "{stored} of {published} events were stored"
-        )));
-    }
-    if lost + reordered > 0 {
-        return Err(BenchError(format!(
-            "{lost} events lost and {reordered} out of order"
-        )));
-    }
-    Ok(())
+        published: ids.len() * (options.events_per_session + 2),
+        flush_wait,
+    })
 }
 
 /// Publishes a code cell's tokens and a result's stdout chunks, half each,

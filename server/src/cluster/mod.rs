@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::session::{SessionChannel, SessionId};
 use crate::store::nodes::{HEARTBEAT, Lease, Node};
-use crate::store::{EVENTS_CHANNEL, PostgresStore, StoreError};
+use crate::store::{EVENTS_CHANNEL, PostgresStore, StoreError, parse_event_note};
 
 pub use calls::{CALLS_CHANNEL, CallError, IncomingCall, REPLIES_CHANNEL};
 
@@ -272,25 +272,29 @@ impl Cluster {
     }
 
     /// A notification (its payload bounded by PostgreSQL at 8,000 bytes;
-    /// any node may send one, so it is parsed as untrusted).
+    /// any node may send one, so it is parsed as untrusted). Events a note
+    /// carries are mirrored only where they continue the history; the
+    /// store stays the truth, read whenever a note leaves a gap.
     fn notified(self: &Arc<Self>, channel: &str, payload: &str) {
         match channel {
             EVENTS_CHANNEL => {
-                let mut parts = payload.split(' ');
-                let (Some(Ok(id)), Some(Ok(seq))) = (
-                    parts.next().map(str::parse::<SessionId>),
-                    parts.next().map(str::parse::<u64>),
-                ) else {
-                    tracing::debug!(payload, "an unreadable events notification");
+                let Some((id, seq, events)) = parse_event_note(payload) else {
+                    tracing::debug!("an unreadable events notification");
                     return;
                 };
                 let Some(channel) = self.followed(id) else {
                     return;
                 };
-                if seq <= channel.last_seq() {
-                    return;
+                // The events came along: no read unless they leave a gap.
+                if events
+                    .first()
+                    .is_some_and(|e| e.seq <= channel.last_seq() + 1)
+                {
+                    channel.mirror(events);
                 }
-                self.pull(channel);
+                if seq > channel.last_seq() {
+                    self.pull(channel);
+                }
             }
             CALLS_CHANNEL if payload == self.node.id => self.calls.wake_server(),
             REPLIES_CHANNEL => self.calls.replied(&self.node.id, payload),

@@ -86,7 +86,7 @@ pub fn router(state: AppState) -> Router {
         .merge(pages)
         .merge(scrape(&state))
         .merge(statics);
-    if state.config.e2b.serve {
+    if state.config.serves_e2b() {
         // Requests that name a sandbox are E2B's data plane, whatever the path.
         all = all.layer(axum::middleware::from_fn_with_state(
             e2b::data_plane(
@@ -221,7 +221,7 @@ fn api(state: &AppState) -> Router<AppState> {
     let mut api = v1::router(&state.config)
         .merge(jupyter::router())
         .nest_service("/mcp", mcp::service(RunState::from_ref(state)));
-    if state.config.e2b.serve {
+    if state.config.serves_e2b() {
         api = api.merge(e2b::control_plane());
     }
     let mut api = with_time_limit(api, Duration::from_secs(limit));

@@ -41,7 +41,9 @@ use async_trait::async_trait;
 
 pub use database::Database;
 pub use keys::{KeyRecord, KeyStore};
-pub use postgres::{EVENTS_CHANNEL, PostgresStore, redact as redact_database_url};
+pub use postgres::{
+    EVENTS_CHANNEL, PostgresStore, parse_event_note, redact as redact_database_url,
+};
 pub use sqlite::{DB_FILE, SqliteStore};
 
 use crate::session::{OwnerId, SessionId, ShareToken};

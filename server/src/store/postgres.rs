@@ -2,7 +2,7 @@
 //! tables as SQLite's, migrations from `server/migrations_postgres` embedded
 //! in the binary, chosen by `--database-url postgres://…`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use app::protocol::{EventBody, SessionEvent};
@@ -119,6 +119,59 @@ pub(super) fn text(s: &str) -> String {
     s.replace('\0', "")
 }
 
+/// PostgreSQL refuses a notification payload of 8,000 bytes or more.
+const MAX_NOTE_BYTES: usize = 7_900;
+
+/// One note per session of a batch: `<session id> <newest seq>`, then on
+/// the next line the batch's events of that session as JSON when they fit
+/// in a notification (a follower then needs no read). Parsed by
+/// [`parse_event_note`]. Only events this transaction `stored` are
+/// announced (not those its lease fenced off, nor those stored already).
+fn event_notes(
+    events: &[(SessionId, SessionEvent)],
+    stored: &HashSet<(String, i64)>,
+) -> Vec<String> {
+    let mut by_session: Vec<(SessionId, Vec<&SessionEvent>)> = Vec::new();
+    for (session, event) in events {
+        if !stored.contains(&(session.to_string(), ms(event.seq))) {
+            continue;
+        }
+        match by_session.iter_mut().find(|(s, _)| s == session) {
+            Some((_, list)) => list.push(event),
+            None => by_session.push((*session, vec![event])),
+        }
+    }
+    by_session
+        .into_iter()
+        .map(|(session, list)| {
+            let newest = list.iter().map(|e| e.seq).max().unwrap_or_default();
+            let head = format!("{session} {newest}");
+            match serde_json::to_string(&list) {
+                Ok(json) if head.len() + 1 + json.len() < MAX_NOTE_BYTES => {
+                    format!("{head}\n{json}")
+                }
+                _ => head,
+            }
+        })
+        .collect()
+}
+
+/// A note on [`EVENTS_CHANNEL`]: the session, its newest stored `seq`, and
+/// the events when they came along. Any node (or anyone with access to the
+/// database) can send one, so it is parsed as untrusted: `None` if it is
+/// not one; events that do not parse are left out (they are read back from
+/// the store instead).
+pub fn parse_event_note(note: &str) -> Option<(SessionId, u64, Vec<SessionEvent>)> {
+    let (head, json) = note.split_once('\n').unwrap_or((note, ""));
+    let (id, seq) = head.split_once(' ')?;
+    let events = if json.is_empty() {
+        Vec::new()
+    } else {
+        serde_json::from_str(json).unwrap_or_default()
+    };
+    Some((id.parse().ok()?, seq.parse().ok()?, events))
+}
+
 /// Rows per `INSERT` (5 parameters each, far below PostgreSQL's 65,535).
 const ROWS_PER_INSERT: usize = 400;
 
@@ -126,7 +179,8 @@ async fn insert_events(
     tx: &mut Transaction<'_, Postgres>,
     events: &[(SessionId, SessionEvent)],
     node: Option<&str>,
-) -> Result<(), StoreError> {
+) -> Result<HashSet<(String, i64)>, StoreError> {
+    let mut stored = HashSet::new();
     for chunk in events.chunks(ROWS_PER_INSERT) {
         let rows = chunk
             .iter()
@@ -164,8 +218,10 @@ async fn insert_events(
             insert.push_bind(node.to_string());
             insert.push(") ");
         }
-        insert.push("ON CONFLICT (session_id, seq) DO NOTHING");
-        insert.build().execute(&mut **tx).await?;
+        insert.push("ON CONFLICT (session_id, seq) DO NOTHING RETURNING session_id, seq");
+        for row in insert.build().fetch_all(&mut **tx).await? {
+            stored.insert((row.try_get("session_id")?, row.try_get("seq")?));
+        }
     }
     for (session, event) in events {
         if let EventBody::UserMessage { text: question, .. } = &event.event {
@@ -176,7 +232,7 @@ async fn insert_events(
                 .await?;
         }
     }
-    Ok(())
+    Ok(stored)
 }
 
 #[async_trait]
@@ -267,28 +323,31 @@ impl Store for PostgresStore {
         }
         let node = self.node.get().map(String::as_str);
         let mut tx = self.pool.begin().await?;
-        insert_events(&mut tx, events, node).await?;
-        for (session, ts) in newest {
-            sqlx::query("UPDATE sessions SET updated_ms = GREATEST(updated_ms, $1) WHERE id = $2")
-                .bind(ms(ts))
-                .bind(session.to_string())
+        let stored = insert_events(&mut tx, events, node).await?;
+        // One statement for every session of the batch (in id order, so
+        // that two nodes' batches lock rows in the same order).
+        let mut newest: Vec<(String, i64)> = newest
+            .into_iter()
+            .map(|(session, ts)| (session.to_string(), ms(ts)))
+            .collect();
+        newest.sort_unstable();
+        let (ids, times): (Vec<String>, Vec<i64>) = newest.into_iter().unzip();
+        sqlx::query(
+            "UPDATE sessions AS s SET updated_ms = GREATEST(s.updated_ms, v.ts)
+             FROM UNNEST($1::text[], $2::bigint[]) AS v (id, ts) WHERE s.id = v.id",
+        )
+        .bind(ids)
+        .bind(times)
+        .execute(&mut *tx)
+        .await?;
+        if node.is_some() {
+            // Delivered at commit, when the events they announce are
+            // readable; one statement for every session of the batch.
+            sqlx::query("SELECT pg_notify($1, note) FROM UNNEST($2::text[]) AS note")
+                .bind(EVENTS_CHANNEL)
+                .bind(event_notes(events, &stored))
                 .execute(&mut *tx)
                 .await?;
-        }
-        if node.is_some() {
-            // Delivered at commit, with the events it announces readable.
-            let mut newest_seq: HashMap<SessionId, u64> = HashMap::new();
-            for (session, event) in events {
-                let seq = newest_seq.entry(*session).or_default();
-                *seq = (*seq).max(event.seq);
-            }
-            for (session, seq) in newest_seq {
-                sqlx::query("SELECT pg_notify($1, $2)")
-                    .bind(EVENTS_CHANNEL)
-                    .bind(format!("{session} {seq}"))
-                    .execute(&mut *tx)
-                    .await?;
-            }
         }
         tx.commit().await?;
         Ok(())
@@ -373,6 +432,49 @@ impl Store for PostgresStore {
 mod tests {
     use super::super::scratch::ScratchDatabase;
     use super::*;
+
+    #[test]
+    fn event_notes_carry_what_was_stored_and_what_fits() {
+        let (a, b) = (SessionId::random(), SessionId::random());
+        let event = |seq, text: &str| SessionEvent {
+            seq,
+            ts_ms: 7,
+            event: EventBody::CellDelta {
+                cell_id: app::protocol::CellId(1),
+                text: text.into(),
+                highlight: None,
+            },
+        };
+        let events = vec![
+            (a, event(1, "x")),
+            (b, event(4, &"y".repeat(MAX_NOTE_BYTES))),
+            (a, event(2, "z")),
+            (a, event(3, "fenced off")),
+        ];
+        let stored: HashSet<_> = [(a, 1), (a, 2), (b, 4)]
+            .into_iter()
+            .map(|(s, q)| (s.to_string(), q))
+            .collect();
+        let notes = event_notes(&events, &stored);
+        assert_eq!(notes.len(), 2);
+        assert!(notes.iter().all(|n| n.len() < 8000));
+        let (id, seq, carried) = parse_event_note(&notes[0]).unwrap();
+        assert_eq!((id, seq), (a, 2));
+        assert_eq!(
+            carried,
+            vec![event(1, "x"), event(2, "z")],
+            "not the fenced one"
+        );
+        // Too big to carry: the follower reads it from the store.
+        assert_eq!(parse_event_note(&notes[1]), Some((b, 4, vec![])));
+        // Hostile notes.
+        assert_eq!(parse_event_note("garbage"), None);
+        assert_eq!(parse_event_note(&format!("{a} -1")), None);
+        assert_eq!(
+            parse_event_note(&format!("{a} 3\n[{{\"seq\":")),
+            Some((a, 3, vec![]))
+        );
+    }
 
     #[tokio::test]
     async fn the_story_holds_for_postgres() {

@@ -274,3 +274,49 @@ async fn two_nodes_serve_one_session_and_the_survivor_takes_it_over() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     db.drop_now().await;
 }
+
+/// Two web-only nodes on one database: no local jail, every session's code
+/// on E2B (here runcell's own E2B-compatible endpoints on a third server,
+/// as E2B's cloud is out of reach of the tests).
+#[tokio::test]
+async fn web_only_nodes_run_every_session_on_e2b() {
+    let Some(db) = ScratchDatabase::create("web_nodes").await else {
+        return;
+    };
+    let provider = TestServer::start().await;
+    let key = provider.api_key("upstream").await;
+    let web_node = || {
+        let (url, key, base) = (db.url.clone(), key.clone(), provider.url(""));
+        TestServer::start_configured(move |config| {
+            config.database_url = url.as_str().into();
+            config.sandbox.jail = false;
+            config.e2b.api_key = key.as_str().into();
+            config.e2b.api_url = base.clone();
+            config.e2b.sandbox_url = base;
+        })
+    };
+    let a = web_node().await;
+    let b = web_node().await;
+    a.ready().await;
+    b.ready().await;
+    let id = a.new_session().await;
+    let program = "```python\nimport os\nprint('on e2b:', os.environ.get('E2B_SANDBOX'))\n```";
+    for node in [&a, &b] {
+        let events = ask(node, &id, program).await;
+        assert!(format!("{events:?}").contains("on e2b: true"), "{events:?}");
+    }
+    // The jail is not on offer, and E2B's protocol is not served.
+    let refused = http()
+        .post(a.url(&format!("/api/sessions/{id}/run")))
+        .json(&serde_json::json!({"code": "print(1)", "language": "python", "backend": "jail"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    assert!(refused.text().await.unwrap().contains("jail"));
+    let served = http().post(a.url("/sandboxes")).send().await.unwrap();
+    assert_eq!(served.status(), 404);
+    drop((a, b));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    db.drop_now().await;
+}
