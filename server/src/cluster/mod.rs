@@ -171,9 +171,18 @@ impl Cluster {
                 self.catch_up(channel).await;
             }
         }
-        for id in self.db.unheld(&ids).await? {
-            if let Some(channel) = channels.iter().find(|c| c.id() == id) {
-                self.take_over(channel).await?;
+        let holders: HashMap<SessionId, Node> = self.db.holders(&ids).await?.into_iter().collect();
+        for channel in &channels {
+            match holders.get(&channel.id()) {
+                // Held elsewhere: by the node it knew, or by a third one
+                // that took it over meanwhile.
+                Some(node) if node.id != self.node.id => {
+                    if channel.remote_holder().as_ref() != Some(node) {
+                        channel.set_holder(node.clone());
+                    }
+                }
+                // Nobody live holds it (or this node, after a restart).
+                _ => self.take_over(channel).await?,
             }
         }
         Ok(())

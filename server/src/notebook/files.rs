@@ -15,7 +15,7 @@ impl Notebooks {
     ) -> Result<Vec<FileEntry>, NotebookError> {
         if let Some(holder) = channel.remote_holder() {
             return match self
-                .ask_holder(&holder, channel, Call::ListFiles, None)
+                .ask_holder(&holder, channel.id(), Call::ListFiles, None)
                 .await?
                 .0
             {
@@ -34,7 +34,7 @@ impl Notebooks {
     ) -> Result<(FileEntry, Vec<u8>), NotebookError> {
         if let Some(holder) = channel.remote_holder() {
             let call = Call::ReadFile { path: path.into() };
-            return match self.ask_holder(&holder, channel, call, None).await? {
+            return match self.ask_holder(&holder, channel.id(), call, None).await? {
                 (Answer::File(entry), bytes) => Ok((entry, bytes.unwrap_or_default())),
                 (other, _) => Err(unexpected(other)),
             };
@@ -57,7 +57,7 @@ impl Notebooks {
                 overwrite,
             };
             return match self
-                .ask_holder(&holder, channel, call, Some(bytes))
+                .ask_holder(&holder, channel.id(), call, Some(bytes))
                 .await?
                 .0
             {
@@ -79,7 +79,7 @@ impl Notebooks {
     ) -> Result<(), NotebookError> {
         if let Some(holder) = channel.remote_holder() {
             let call = Call::DeleteFile { path: path.into() };
-            return self.holder_does(&holder, channel, call).await;
+            return self.holder_does(&holder, channel.id(), call).await;
         }
         Ok(self.kernels().delete_file(channel.id(), path).await?)
     }

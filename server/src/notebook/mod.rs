@@ -124,7 +124,7 @@ impl Notebooks {
     /// meantime would open a new one that nothing would ever close.
     pub async fn delete(&self, channel: &SessionChannel) -> Result<(), NotebookError> {
         if let Some(holder) = channel.remote_holder() {
-            self.holder_does(&holder, channel, remote::Call::Delete)
+            self.holder_does(&holder, channel.id(), remote::Call::Delete)
                 .await?;
             // Forgotten here too (the store has nothing left of it).
             self.hub.delete(channel.id()).await?;

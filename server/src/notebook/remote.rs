@@ -17,7 +17,7 @@ use crate::cluster::{CallError, Cluster, IncomingCall};
 use crate::sandbox::SandboxError;
 use crate::sandbox::files::FileEntry;
 use crate::sandbox::sessions::SessionError;
-use crate::session::SessionChannel;
+use crate::session::SessionId;
 use crate::store::nodes::Node;
 
 /// How long a call that does not move bytes waits for its answer.
@@ -45,6 +45,12 @@ pub enum Call {
         overwrite: bool,
     },
     DeleteFile {
+        path: String,
+    },
+    /// The files the session's share link offers (its copy is kept where
+    /// the session is held).
+    SharedFiles,
+    ReadSharedFile {
         path: String,
     },
 }
@@ -126,11 +132,26 @@ impl Notebooks {
         self.hub.cluster()
     }
 
+    /// The other live node that holds `session`, if another does; asks
+    /// the database without taking the session (for a share link's
+    /// visitors, who must not take over or settle a session).
+    pub(super) async fn holder_elsewhere(&self, session: SessionId) -> Option<Node> {
+        let cluster = self.cluster()?;
+        match cluster.db().holder(session).await {
+            Ok(Some(node)) if node.id != cluster.node().id => Some(node),
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!(%session, error = %e, "a session's holder could not be read");
+                None
+            }
+        }
+    }
+
     /// Sends `call` to `holder` and reads its answer (and bytes).
     pub(super) async fn ask_holder(
         &self,
         holder: &Node,
-        channel: &SessionChannel,
+        session: SessionId,
         call: Call,
         payload: Option<Vec<u8>>,
     ) -> Result<(Answer, Option<Vec<u8>>), NotebookError> {
@@ -140,13 +161,16 @@ impl Notebooks {
             ));
         };
         let timeout = match call {
-            Call::ReadFile { .. } | Call::Upload { .. } | Call::Share { .. } => WITH_BYTES,
+            Call::ReadFile { .. }
+            | Call::Upload { .. }
+            | Call::Share { .. }
+            | Call::ReadSharedFile { .. } => WITH_BYTES,
             _ => QUICK,
         };
         let request = serde_json::to_string(&call)
             .map_err(|e| NotebookError::Unreachable(format!("a call could not be written: {e}")))?;
         let reply = cluster
-            .call(holder, channel.id(), request, payload, timeout)
+            .call(holder, session, request, payload, timeout)
             .await?;
         let answer = serde_json::from_str(&reply.text).map_err(|e| {
             NotebookError::Unreachable(format!("the holding node's answer is unreadable: {e}"))
@@ -158,10 +182,10 @@ impl Notebooks {
     pub(super) async fn holder_does(
         &self,
         holder: &Node,
-        channel: &SessionChannel,
+        session: SessionId,
         call: Call,
     ) -> Result<(), NotebookError> {
-        match self.ask_holder(holder, channel, call, None).await?.0 {
+        match self.ask_holder(holder, session, call, None).await?.0 {
             Answer::Done => Ok(()),
             other => Err(unexpected(other)),
         }
@@ -186,6 +210,23 @@ impl Notebooks {
     }
 
     async fn do_call(&self, call: &IncomingCall, request: Call) -> (Answer, Option<Vec<u8>>) {
+        // A share link's files are read without opening the session (a
+        // visitor must not settle it).
+        match request {
+            Call::SharedFiles => {
+                return (
+                    Answer::Files(self.kernels().shared_files(call.session).await),
+                    None,
+                );
+            }
+            Call::ReadSharedFile { path } => {
+                return match self.kernels().read_shared_file(call.session, &path).await {
+                    Ok((entry, bytes)) => (Answer::File(entry), Some(bytes)),
+                    Err(e) => failed(&e.into()),
+                };
+            }
+            _ => {}
+        }
         // The caller checked the owner; the database is the nodes' trust.
         let channel = match self.hub.open(call.session).await {
             Ok(Some(channel)) => channel,
@@ -230,8 +271,14 @@ impl Notebooks {
                 }
             }
             Call::DeleteFile { path } => done(self.delete_file(&channel, &path).await),
+            Call::SharedFiles | Call::ReadSharedFile { .. } => unreachable_call(),
         }
     }
+}
+
+/// A call answered before the session was opened.
+fn unreachable_call() -> (Answer, Option<Vec<u8>>) {
+    failed(&NotebookError::Unreachable("a call answered twice".into()))
 }
 
 fn failed(err: &NotebookError) -> (Answer, Option<Vec<u8>>) {

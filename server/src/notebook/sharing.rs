@@ -3,12 +3,13 @@
 
 use std::sync::Arc;
 
-use super::remote::Call;
+use super::remote::{Answer, Call, unexpected};
 use super::{NotebookError, Notebooks};
 use crate::clock::now_ms;
-use crate::sandbox::files::FileEntry;
-use crate::session::{OwnerId, SessionChannel, ShareToken};
+use crate::sandbox::files::{FileEntry, FileKind};
+use crate::session::{OwnerId, SessionChannel, SessionId, ShareToken};
 use crate::store::ShareRecord;
+use crate::store::nodes::Node;
 
 impl Notebooks {
     /// The session's link (made, or moved on to include what happened
@@ -23,7 +24,7 @@ impl Notebooks {
         files: bool,
     ) -> Result<ShareRecord, NotebookError> {
         if let Some(holder) = channel.remote_holder() {
-            self.holder_does(&holder, channel, Call::Share { files })
+            self.holder_does(&holder, channel.id(), Call::Share { files })
                 .await?;
             return self
                 .store()
@@ -45,7 +46,7 @@ impl Notebooks {
     /// drops the copy of the files it offered.
     pub async fn unshare(&self, channel: &SessionChannel) -> Result<(), NotebookError> {
         if let Some(holder) = channel.remote_holder() {
-            return self.holder_does(&holder, channel, Call::Unshare).await;
+            return self.holder_does(&holder, channel.id(), Call::Unshare).await;
         }
         self.store().revoke_shares(channel.id()).await?;
         self.kernels().share_files(channel.id(), false).await?;
@@ -72,12 +73,49 @@ impl Notebooks {
             .ok_or(NotebookError::LinkGone)?;
         let channel = self.hub.fork(owner, &record.title, token, events).await?;
         if link.files {
-            self.kernels()
-                .fork_files(link.session_id, channel.id())
-                .await?;
+            match self.holder_elsewhere(link.session_id).await {
+                Some(holder) => {
+                    self.fork_remote_files(&holder, link.session_id, channel.id())
+                        .await?;
+                }
+                None => {
+                    self.kernels()
+                        .fork_files(link.session_id, channel.id())
+                        .await?;
+                }
+            }
         }
         tracing::info!(from = ?token, to = %channel.id(), files = link.files, "session forked");
         Ok(channel)
+    }
+
+    /// A fork made here of a link whose session another node holds: the
+    /// files the link offers are read from that node, one by one, into the
+    /// fork.
+    async fn fork_remote_files(
+        &self,
+        holder: &Node,
+        from: SessionId,
+        to: SessionId,
+    ) -> Result<(), NotebookError> {
+        let files = match self
+            .ask_holder(holder, from, Call::SharedFiles, None)
+            .await?
+        {
+            (Answer::Files(files), _) => files,
+            (other, _) => return Err(unexpected(other)),
+        };
+        for file in files.iter().filter(|f| f.kind == FileKind::File) {
+            let call = Call::ReadSharedFile {
+                path: file.path.clone(),
+            };
+            let bytes = match self.ask_holder(holder, from, call, None).await? {
+                (Answer::File(_), bytes) => bytes.unwrap_or_default(),
+                (other, _) => return Err(unexpected(other)),
+            };
+            self.kernels().upload(to, &file.path, bytes, true).await?;
+        }
+        Ok(())
     }
 
     /// The live link behind `token`, if it offers files.
@@ -95,9 +133,25 @@ impl Notebooks {
     /// The files the link `token` offers, as they were when shared; none
     /// when it offers none or is gone.
     pub async fn shared_files(&self, token: &ShareToken) -> Vec<FileEntry> {
-        match self.files_link(token).await {
-            Some(link) => self.kernels().shared_files(link.session_id).await,
-            None => Vec::new(),
+        let Some(link) = self.files_link(token).await else {
+            return Vec::new();
+        };
+        match self.holder_elsewhere(link.session_id).await {
+            Some(holder) => match self
+                .ask_holder(&holder, link.session_id, Call::SharedFiles, None)
+                .await
+            {
+                Ok((Answer::Files(files), _)) => files,
+                Ok((other, _)) => {
+                    tracing::warn!(error = %unexpected(other), "a share's files could not be listed");
+                    Vec::new()
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "a share's files could not be listed");
+                    Vec::new()
+                }
+            },
+            None => self.kernels().shared_files(link.session_id).await,
         }
     }
 
@@ -111,6 +165,16 @@ impl Notebooks {
             .files_link(token)
             .await
             .ok_or(NotebookError::NoSharedFiles)?;
+        if let Some(holder) = self.holder_elsewhere(link.session_id).await {
+            let call = Call::ReadSharedFile { path: path.into() };
+            return match self
+                .ask_holder(&holder, link.session_id, call, None)
+                .await?
+            {
+                (Answer::File(entry), bytes) => Ok((entry, bytes.unwrap_or_default())),
+                (other, _) => Err(unexpected(other)),
+            };
+        }
         Ok(self
             .kernels()
             .read_shared_file(link.session_id, path)

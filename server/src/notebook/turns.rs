@@ -68,7 +68,7 @@ impl Notebooks {
         turn: Turn,
     ) -> Result<TurnId, TurnRefusal> {
         match self
-            .ask_holder(holder, channel, Call::Start(turn), None)
+            .ask_holder(holder, channel.id(), Call::Start(turn), None)
             .await
         {
             Ok((Answer::Started(turn), _)) => Ok(turn),
@@ -113,7 +113,10 @@ impl Notebooks {
         };
         let (notebooks, channel) = (Arc::clone(self), Arc::clone(channel));
         tokio::spawn(async move {
-            if let Err(e) = notebooks.holder_does(&holder, &channel, Call::Stop).await {
+            if let Err(e) = notebooks
+                .holder_does(&holder, channel.id(), Call::Stop)
+                .await
+            {
                 tracing::warn!(session = %channel.id(), error = %e, "a Stop did not reach the holding node");
             }
         });

@@ -223,6 +223,54 @@ impl PostgresStore {
         Ok(lease)
     }
 
+    /// The live node that holds `session`, if one does (nothing is taken).
+    pub async fn holder(&self, session: SessionId) -> Result<Option<Node>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT n.id, n.addr FROM session_leases l JOIN nodes n ON n.id = l.node_id
+             WHERE l.session_id = $1 AND n.seen_ms >= {NOW_MS} - $2"
+        ))
+        .bind(session.to_string())
+        .bind(STALE_AFTER_MS)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|row| {
+            Ok(Node {
+                id: row.try_get("id")?,
+                addr: row.try_get("addr")?,
+            })
+        })
+        .transpose()
+    }
+
+    /// The live holders of those of `sessions` a live node holds.
+    pub async fn holders(
+        &self,
+        sessions: &[SessionId],
+    ) -> Result<Vec<(SessionId, Node)>, StoreError> {
+        let ids: Vec<String> = sessions.iter().map(ToString::to_string).collect();
+        let rows = sqlx::query(&format!(
+            "SELECT l.session_id, n.id, n.addr FROM session_leases l JOIN nodes n ON n.id = l.node_id
+             WHERE l.session_id = ANY($1) AND n.seen_ms >= {NOW_MS} - $2"
+        ))
+        .bind(&ids)
+        .bind(STALE_AFTER_MS)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .filter_map(|row| {
+                let session = row.try_get::<String, _>("session_id").ok()?.parse().ok()?;
+                Some((
+                    session,
+                    Node {
+                        id: row.try_get("id").ok()?,
+                        addr: row.try_get("addr").ok()?,
+                    },
+                ))
+            })
+            .collect())
+    }
+
     /// Of `sessions` (followed from another node), those no live node
     /// holds any more: their holder stopped or went silent.
     pub async fn unheld(&self, sessions: &[SessionId]) -> Result<Vec<SessionId>, StoreError> {
@@ -337,6 +385,8 @@ mod tests {
             Lease::Held(a.clone())
         );
         assert!(b_store.unheld(&[id]).await.unwrap().is_empty());
+        assert_eq!(b_store.holders(&[id]).await.unwrap(), vec![(id, a.clone())]);
+        assert_eq!(b_store.holder(id).await.unwrap(), Some(a.clone()));
 
         // A goes silent: its lease lapses with its heartbeat.
         sqlx::query("UPDATE nodes SET seen_ms = seen_ms - $1 WHERE id = $2")
@@ -346,6 +396,8 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(b_store.unheld(&[id]).await.unwrap(), vec![id]);
+        assert!(b_store.holders(&[id]).await.unwrap().is_empty());
+        assert_eq!(b_store.holder(id).await.unwrap(), None);
         assert_eq!(
             b_store.acquire(id, &b).await.unwrap(),
             Lease::Mine { kept: false }

@@ -185,7 +185,7 @@ async fn two_nodes_serve_one_session_and_the_survivor_takes_it_over() {
         .unwrap();
     assert!(listed.contains("t.csv"), "{listed}");
     let shared: serde_json::Value = http()
-        .post(b.url(&format!("/api/sessions/{id}/share")))
+        .post(b.url(&format!("/api/sessions/{id}/share?files=true")))
         .send()
         .await
         .unwrap()
@@ -200,6 +200,33 @@ async fn two_nodes_serve_one_session_and_the_survivor_takes_it_over() {
         .unwrap();
     assert_eq!(opened.status(), 200);
     assert!(opened.text().await.unwrap().contains("from the page on b"));
+    // The link's copy of the files is on A; B serves it, and a fork made
+    // on B (held by B) starts with it.
+    let shared_file = http_as(None)
+        .get(b.url(&format!("/s/{link}/files?path=t.csv")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(shared_file.status(), 200);
+    assert_eq!(shared_file.bytes().await.unwrap().as_ref(), b"a,b\n1,2\n");
+    let forked = http()
+        .post(b.url(&format!("/s/{link}/fork")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forked.status(), 303);
+    let fork_id = forked.headers()["location"]
+        .to_str()
+        .unwrap()
+        .trim_start_matches("/sessions/")
+        .to_string();
+    let in_fork = ask(
+        &b,
+        &fork_id,
+        "```python\nprint(open('t.csv').read().split()[1])\n```",
+    )
+    .await;
+    assert!(format!("{in_fork:?}").contains("1,2"), "{in_fork:?}");
     let stranger = http_as(Some("5742a7e0000000000000000000000002"))
         .get(b.url(&format!("/api/sessions/{id}/events")))
         .send()
@@ -318,5 +345,26 @@ async fn web_only_nodes_run_every_session_on_e2b() {
     assert_eq!(served.status(), 404);
     drop((a, b));
     tokio::time::sleep(Duration::from_millis(100)).await;
+    db.drop_now().await;
+}
+
+/// `runcell bench cluster`, small: events published on one node reach
+/// pages on the other in order, all of them, and all are stored (the bench
+/// fails otherwise).
+#[tokio::test]
+async fn the_cluster_bench_loses_nothing() {
+    let Some(db) = ScratchDatabase::create("bench_cluster").await else {
+        return;
+    };
+    runcell::bench::stream::run_cluster(
+        runcell::bench::stream::StreamBenchOptions {
+            sessions: 3,
+            events_per_session: 60,
+            interval: Duration::from_millis(2),
+        },
+        &db.url,
+    )
+    .await
+    .unwrap();
     db.drop_now().await;
 }
