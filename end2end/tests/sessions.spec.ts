@@ -127,6 +127,10 @@ test.describe('notebooks in and out', () => {
     await notebook.openNew();
     await notebook.waitConnected();
     await notebook.ask(fenced("half = 21\nprint('exported', half * 2)"));
+    // Stop may not be showing yet when the ask is sent: once the turn's last
+    // cell is there, Stop hiding means the turn has ended (the export holds
+    // only finished turns).
+    await expect(notebook.explanationCells).toHaveCount(1, { timeout: 25_000 });
     await notebook.waitTurnEnd();
     const downloading = page.waitForEvent('download');
     await page.getByRole('link', { name: 'Download .ipynb' }).click();

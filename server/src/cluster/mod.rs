@@ -37,6 +37,9 @@ pub struct Cluster {
     node: Node,
     /// Sessions held by other nodes that this node has in memory.
     followed: Mutex<HashMap<SessionId, Weak<SessionChannel>>>,
+    /// Sessions this node holds, as far as it knows: checked by the sweep
+    /// in case this node was silent long enough to be taken over.
+    held: Mutex<HashMap<SessionId, Weak<SessionChannel>>>,
     /// Followed sessions being read now, and whether more was announced
     /// meanwhile (one read at a time per session, however many notes come).
     pulling: Mutex<HashMap<SessionId, bool>>,
@@ -53,6 +56,7 @@ impl Cluster {
             node,
             followed: Mutex::new(HashMap::new()),
             pulling: Mutex::new(HashMap::new()),
+            held: Mutex::new(HashMap::new()),
             calls: calls::CallState::default(),
         }))
     }
@@ -74,6 +78,13 @@ impl Cluster {
     /// mirrored here as the holder stores them.
     pub fn follow(&self, channel: &Arc<SessionChannel>) {
         self.followed
+            .lock()
+            .insert(channel.id(), Arc::downgrade(channel));
+    }
+
+    /// `channel` is held here (made here, or its lease taken).
+    pub fn hold(&self, channel: &Arc<SessionChannel>) {
+        self.held
             .lock()
             .insert(channel.id(), Arc::downgrade(channel));
     }
@@ -145,6 +156,7 @@ impl Cluster {
                     .await?;
                 channel.take_over(events);
                 self.followed.lock().remove(&channel.id());
+                self.hold(channel);
                 crate::session::settle_lost_kernel(channel);
                 tracing::info!(session = %channel.id(), "took over a session whose node is gone");
             }
@@ -156,6 +168,7 @@ impl Cluster {
     /// One look at the followed sessions: holders gone are taken over,
     /// events missed are read.
     async fn sweep(&self) -> Result<(), StoreError> {
+        self.retire_lost().await?;
         let channels = self.all_followed();
         if channels.is_empty() {
             return Ok(());
@@ -183,6 +196,29 @@ impl Cluster {
                 }
                 // Nobody live holds it (or this node, after a restart).
                 _ => self.take_over(channel).await?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Sessions this node believed it held that another node took over
+    /// (this one was silent past the lease): retired here, so that their
+    /// turns stop and their pages reconnect to the session as it is.
+    async fn retire_lost(&self) -> Result<(), StoreError> {
+        let held: Vec<Arc<SessionChannel>> = {
+            let mut held = self.held.lock();
+            held.retain(|_, c| c.strong_count() > 0);
+            held.values().filter_map(Weak::upgrade).collect()
+        };
+        if held.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<SessionId> = held.iter().map(|c| c.id()).collect();
+        for id in self.db.lost(&ids, &self.node).await? {
+            if let Some(channel) = held.iter().find(|c| c.id() == id) {
+                tracing::error!(session = %id, "another node took this session over while this node was silent; retired here");
+                channel.retire();
+                self.held.lock().remove(&id);
             }
         }
         Ok(())

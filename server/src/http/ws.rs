@@ -133,6 +133,17 @@ pub async fn serve_socket<W, R>(
                     .await;
                 break;
             }
+            () = channel.retired() => {
+                // Another node holds the session now: the page reconnects
+                // and follows it there.
+                let _ = sink
+                    .send(Message::Close(Some(CloseFrame {
+                        code: close_code::AGAIN,
+                        reason: Utf8Bytes::from_static("the session moved to another node"),
+                    })))
+                    .await;
+                break;
+            }
             received = live.recv() => {
                 let events = match received {
                     Ok(event) => vec![event],

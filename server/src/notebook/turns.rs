@@ -53,6 +53,9 @@ impl Notebooks {
         channel: &Arc<SessionChannel>,
         turn: Turn,
     ) -> Result<TurnId, TurnRefusal> {
+        if channel.is_retired() {
+            return Err(moved());
+        }
         if let Some(holder) = channel.remote_holder() {
             return self.start_on(&holder, channel, turn).await;
         }
@@ -87,6 +90,9 @@ impl Notebooks {
     ) -> Result<TurnEvents, TurnRefusal> {
         // Listen before starting, so that nothing of the turn is missed.
         let (_, listening_from, live) = channel.subscribe(u64::MAX);
+        if channel.is_retired() {
+            return Err(moved());
+        }
         let turn = match channel.remote_holder() {
             Some(holder) => self.start_on(&holder, &channel, turn).await?,
             None => {
@@ -151,6 +157,11 @@ impl Notebooks {
             Turn::RerunAll => Ok(TurnRequest::RerunAll),
         }
     }
+}
+
+/// Why a turn is not started in a session this node lost to another.
+fn moved() -> TurnRefusal {
+    TurnRefusal::Unreachable("this session moved to another node; reload the page".into())
 }
 
 /// Sends the events of `turn`, in order and without gaps, until it finishes

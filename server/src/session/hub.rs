@@ -160,6 +160,9 @@ impl SessionHub {
             self.writer.write(id, event.clone());
         }
         let channel = Arc::new(SessionChannel::new(id, owner, events, self.writer.clone()));
+        if let Some(cluster) = &self.cluster {
+            cluster.hold(&channel);
+        }
         self.remember(&channel);
         Ok(channel)
     }
@@ -218,10 +221,15 @@ impl SessionHub {
             }
             // Loaded after a restart, or taken over from a node that is
             // gone: what was cut short is closed.
-            (Lease::Mine { kept }, _) if !evicted || !kept => {
-                settle(&channel, KernelLoss::ServerRestart);
+            (Lease::Mine { kept }, cluster) => {
+                if !evicted || !kept {
+                    settle(&channel, KernelLoss::ServerRestart);
+                }
+                if let Some(cluster) = cluster {
+                    cluster.hold(&channel);
+                }
             }
-            _ => {}
+            (Lease::Held(_), None) => {}
         }
         self.remember(&channel);
         tracing::debug!(%id, events = channel.last_seq(), "session loaded from the store");
@@ -240,7 +248,14 @@ impl SessionHub {
 
     /// The session if it is in memory.
     pub fn existing(&self, id: SessionId) -> Option<Arc<SessionChannel>> {
-        self.sessions.lock().get(&id).cloned()
+        let mut sessions = self.sessions.lock();
+        let channel = sessions.get(&id)?;
+        if channel.is_retired() {
+            // Lost to another node: read afresh (as a follower) next time.
+            sessions.remove(&id);
+            return None;
+        }
+        Some(Arc::clone(channel))
     }
 
     /// Stops the session's turns and deletes it with its events and links.
@@ -395,6 +410,10 @@ pub struct SessionChannel {
     closed: std::sync::atomic::AtomicBool,
     /// Cancelled by Stop; every turn started since the last Stop watches it.
     stop: Mutex<CancellationToken>,
+    /// Cancelled when this node finds it no longer holds the session (it
+    /// was silent long enough to be taken over): its turns stop, its pages
+    /// are disconnected, and the next open reads the session afresh.
+    retired: CancellationToken,
     /// The node that holds the session when it is another than this one:
     /// its events then come from the store ([`Self::mirror`]) and its turns
     /// are asked of that node.
@@ -441,7 +460,23 @@ impl SessionChannel {
             closed: std::sync::atomic::AtomicBool::new(false),
             stop: Mutex::new(CancellationToken::new()),
             holder: Mutex::new(None),
+            retired: CancellationToken::new(),
         }
+    }
+
+    /// This node lost the session to another (see `retired`).
+    pub fn retire(&self) {
+        self.stop_turns();
+        self.retired.cancel();
+    }
+
+    pub fn is_retired(&self) -> bool {
+        self.retired.is_cancelled()
+    }
+
+    /// Resolves when the session is retired here.
+    pub async fn retired(&self) {
+        self.retired.cancelled().await;
     }
 
     /// Another node holds this session (`take_over` makes it this one's).

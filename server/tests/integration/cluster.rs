@@ -368,3 +368,53 @@ async fn the_cluster_bench_loses_nothing() {
     .unwrap();
     db.drop_now().await;
 }
+
+/// A node that was silent past its lease (cut off from the database, say)
+/// but kept running: the session it held was taken over, so it retires its
+/// copy. Its page is disconnected (to reconnect to the session as it is),
+/// and what it is asked next goes to the new holder.
+#[tokio::test]
+async fn a_node_taken_over_while_silent_lets_the_session_go() {
+    let Some(db) = ScratchDatabase::create("silent_node").await else {
+        return;
+    };
+    let a = node(&db.url).await;
+    let b = node(&db.url).await;
+    a.ready().await;
+    b.ready().await;
+    let id = a.new_session().await;
+    let first = ask(&a, &id, "```python\nprint('first on a')\n```").await;
+    assert_eq!(finished(&first), Some(TurnStatus::Ok));
+    let mut page = a.join(&id).await;
+
+    // A misses its heartbeats (as the database sees it); B needs the
+    // session and takes it over.
+    let a_id = std::fs::read_to_string(a.data_dir().join("node-id")).unwrap();
+    let pg = runcell::store::PostgresStore::open(&db.url).await.unwrap();
+    sqlx::query("UPDATE nodes SET seen_ms = seen_ms - 60000 WHERE id = $1")
+        .bind(a_id.trim())
+        .execute(pg.pool())
+        .await
+        .unwrap();
+    let on_b = ask(&b, &id, "```python\nprint('then on b')\n```").await;
+    assert!(format!("{on_b:?}").contains("then on b"), "{on_b:?}");
+
+    // A notices at its next sweep: its page is let go.
+    loop {
+        match page.next_within(Duration::from_secs(15)).await {
+            None => break,
+            Some(_) => continue,
+        }
+    }
+    // Asked on A, done by B; both tell the same history.
+    let again = ask(&a, &id, "```python\nprint('asked on a, run on b')\n```").await;
+    assert!(
+        format!("{again:?}").contains("asked on a, run on b"),
+        "{again:?}"
+    );
+    assert_eq!(history(&a, &id).await, history(&b, &id).await);
+    pg.close().await;
+    drop((a, b));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    db.drop_now().await;
+}
