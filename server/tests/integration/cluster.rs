@@ -18,8 +18,25 @@ use crate::support::{
 
 const RUNCELL: &str = env!("CARGO_BIN_EXE_runcell");
 
+/// A node that is a process of its own: killed (as a crash kills it) when
+/// dropped, so that a failed assertion leaves no server behind.
+struct NodeProcess(Child);
+
+impl NodeProcess {
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for NodeProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
 /// `runcell serve` as a separate process on `data`, on the database.
-fn node_process(data: &std::path::Path, database_url: &str) -> (Child, String) {
+fn node_process(data: &std::path::Path, database_url: &str) -> (NodeProcess, String) {
     let mut command = Command::new(RUNCELL);
     command
         .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
@@ -32,7 +49,7 @@ fn node_process(data: &std::path::Path, database_url: &str) -> (Child, String) {
         .stderr(Stdio::piped());
     #[expect(
         clippy::zombie_processes,
-        reason = "the test kills and waits for the child"
+        reason = "NodeProcess kills and waits for the child when dropped"
     )]
     let mut child = command.spawn().unwrap();
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
@@ -47,7 +64,7 @@ fn node_process(data: &std::path::Path, database_url: &str) -> (Child, String) {
             let addr = rest.trim().to_string();
             // Keep reading its log, so that it never blocks on a full pipe.
             std::thread::spawn(move || for _ in stderr.lines() {});
-            return (child, format!("http://{addr}"));
+            return (NodeProcess(child), format!("http://{addr}"));
         }
     }
 }
@@ -242,8 +259,7 @@ async fn two_nodes_serve_one_session_and_the_survivor_takes_it_over() {
     })
     .await;
     let before_kill = history(&b, &id).await;
-    a.kill().unwrap();
-    a.wait().unwrap();
+    a.kill();
 
     // B takes the session over once A's lease lapses (20 s after its last
     // heartbeat): the cut-short cell and turn are closed and the kernel
@@ -295,8 +311,7 @@ async fn two_nodes_serve_one_session_and_the_survivor_takes_it_over() {
         .await
         .unwrap();
     assert!(listed.text().await.unwrap().contains(&id));
-    a.kill().unwrap();
-    a.wait().unwrap();
+    a.kill();
     drop(b);
     tokio::time::sleep(Duration::from_millis(100)).await;
     db.drop_now().await;
