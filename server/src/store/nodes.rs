@@ -10,6 +10,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use sqlx::Row;
+use sqlx::postgres::PgRow;
 
 use super::{PostgresStore, StoreError};
 use crate::session::SessionId;
@@ -151,14 +152,7 @@ impl PostgresStore {
         .bind(STALE_AFTER_MS)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(Node {
-                    id: row.try_get("id")?,
-                    addr: row.try_get("addr")?,
-                })
-            })
-            .collect()
+        Ok(rows.iter().map(node_of).collect::<Result<_, _>>()?)
     }
 
     /// Who holds `session`, taking the lease for `node` when nobody live
@@ -225,21 +219,7 @@ impl PostgresStore {
 
     /// The live node that holds `session`, if one does (nothing is taken).
     pub async fn holder(&self, session: SessionId) -> Result<Option<Node>, StoreError> {
-        let row = sqlx::query(&format!(
-            "SELECT n.id, n.addr FROM session_leases l JOIN nodes n ON n.id = l.node_id
-             WHERE l.session_id = $1 AND n.seen_ms >= {NOW_MS} - $2"
-        ))
-        .bind(session.to_string())
-        .bind(STALE_AFTER_MS)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.map(|row| {
-            Ok(Node {
-                id: row.try_get("id")?,
-                addr: row.try_get("addr")?,
-            })
-        })
-        .transpose()
+        Ok(self.holders(&[session]).await?.pop().map(|(_, node)| node))
     }
 
     /// The live holders of those of `sessions` a live node holds.
@@ -247,7 +227,7 @@ impl PostgresStore {
         &self,
         sessions: &[SessionId],
     ) -> Result<Vec<(SessionId, Node)>, StoreError> {
-        let ids: Vec<String> = sessions.iter().map(ToString::to_string).collect();
+        let ids = texts(sessions);
         let rows = sqlx::query(&format!(
             "SELECT l.session_id, n.id, n.addr FROM session_leases l JOIN nodes n ON n.id = l.node_id
              WHERE l.session_id = ANY($1) AND n.seen_ms >= {NOW_MS} - $2"
@@ -258,36 +238,7 @@ impl PostgresStore {
         .await?;
         Ok(rows
             .iter()
-            .filter_map(|row| {
-                let session = row.try_get::<String, _>("session_id").ok()?.parse().ok()?;
-                Some((
-                    session,
-                    Node {
-                        id: row.try_get("id").ok()?,
-                        addr: row.try_get("addr").ok()?,
-                    },
-                ))
-            })
-            .collect())
-    }
-
-    /// Of `sessions` (followed from another node), those no live node
-    /// holds any more: their holder stopped or went silent.
-    pub async fn unheld(&self, sessions: &[SessionId]) -> Result<Vec<SessionId>, StoreError> {
-        let ids: Vec<String> = sessions.iter().map(ToString::to_string).collect();
-        let rows = sqlx::query(&format!(
-            "SELECT s.id FROM UNNEST($1::text[]) AS s(id)
-             WHERE NOT EXISTS (
-               SELECT 1 FROM session_leases l JOIN nodes n ON n.id = l.node_id
-               WHERE l.session_id = s.id AND n.seen_ms >= {NOW_MS} - $2)"
-        ))
-        .bind(&ids)
-        .bind(STALE_AFTER_MS)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
-            .iter()
-            .filter_map(|row| row.try_get::<String, _>("id").ok()?.parse().ok())
+            .filter_map(|row| Some((session_of(row)?, node_of(row).ok()?)))
             .collect())
     }
 
@@ -298,7 +249,7 @@ impl PostgresStore {
         sessions: &[SessionId],
         node: &Node,
     ) -> Result<Vec<SessionId>, StoreError> {
-        let ids: Vec<String> = sessions.iter().map(ToString::to_string).collect();
+        let ids = texts(sessions);
         let rows = sqlx::query(
             "SELECT session_id FROM session_leases WHERE session_id = ANY($1) AND node_id <> $2",
         )
@@ -306,10 +257,7 @@ impl PostgresStore {
         .bind(&node.id)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .iter()
-            .filter_map(|row| row.try_get::<String, _>("session_id").ok()?.parse().ok())
-            .collect())
+        Ok(rows.iter().filter_map(session_of).collect())
     }
 
     /// The newest stored `seq` of each of `sessions` that has events.
@@ -317,7 +265,7 @@ impl PostgresStore {
         &self,
         sessions: &[SessionId],
     ) -> Result<Vec<(SessionId, u64)>, StoreError> {
-        let ids: Vec<String> = sessions.iter().map(ToString::to_string).collect();
+        let ids = texts(sessions);
         let rows = sqlx::query(
             "SELECT session_id, MAX(seq) AS seq FROM events WHERE session_id = ANY($1) GROUP BY session_id",
         )
@@ -327,12 +275,29 @@ impl PostgresStore {
         Ok(rows
             .iter()
             .filter_map(|row| {
-                let id = row.try_get::<String, _>("session_id").ok()?.parse().ok()?;
                 let seq: i64 = row.try_get("seq").ok()?;
-                Some((id, u64::try_from(seq).ok()?))
+                Some((session_of(row)?, u64::try_from(seq).ok()?))
             })
             .collect())
     }
+}
+
+/// Session ids as the database's `text[]` takes them.
+fn texts(sessions: &[SessionId]) -> Vec<String> {
+    sessions.iter().map(ToString::to_string).collect()
+}
+
+/// A row's `session_id`; `None` if it is not one.
+fn session_of(row: &PgRow) -> Option<SessionId> {
+    row.try_get::<String, _>("session_id").ok()?.parse().ok()
+}
+
+/// A row's node (`id`, `addr`).
+fn node_of(row: &PgRow) -> Result<Node, sqlx::Error> {
+    Ok(Node {
+        id: row.try_get("id")?,
+        addr: row.try_get("addr")?,
+    })
 }
 
 #[cfg(test)]
@@ -384,7 +349,6 @@ mod tests {
             b_store.acquire(id, &b).await.unwrap(),
             Lease::Held(a.clone())
         );
-        assert!(b_store.unheld(&[id]).await.unwrap().is_empty());
         assert_eq!(b_store.holders(&[id]).await.unwrap(), vec![(id, a.clone())]);
         assert_eq!(b_store.holder(id).await.unwrap(), Some(a.clone()));
 
@@ -395,7 +359,6 @@ mod tests {
             .execute(&a_store.pool)
             .await
             .unwrap();
-        assert_eq!(b_store.unheld(&[id]).await.unwrap(), vec![id]);
         assert!(b_store.holders(&[id]).await.unwrap().is_empty());
         assert_eq!(b_store.holder(id).await.unwrap(), None);
         assert_eq!(
@@ -412,7 +375,7 @@ mod tests {
 
         // A clean stop gives the leases up at once.
         b_store.leave(&b).await.unwrap();
-        assert_eq!(a_store.unheld(&[id]).await.unwrap(), vec![id]);
+        assert!(a_store.holders(&[id]).await.unwrap().is_empty());
         assert_eq!(
             a_store.acquire(id, &a).await.unwrap(),
             Lease::Mine { kept: false }
