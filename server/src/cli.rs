@@ -24,6 +24,12 @@ pub enum Command {
     Serve(Settings),
     /// Print the effective configuration (secrets redacted) and exit.
     Config(Settings),
+    /// Ask one question and print its turn as panels: the code, its
+    /// result, the explanation. Exits 1 when the turn failed or was stopped.
+    Ask(AskArgs),
+    /// Talk to runcell in the terminal: each question's code, result and
+    /// explanation as panels; variables last between questions.
+    Chat(ChatArgs),
     /// Make, list and revoke API keys (for `/v1` and `/mcp`).
     Keys {
         #[command(subcommand)]
@@ -99,6 +105,71 @@ pub enum Command {
         #[arg(long)]
         database_url: Option<String>,
     },
+}
+
+/// Where the terminal client finds runcell, and what it asks for.
+#[derive(Debug, Args)]
+pub struct ClientArgs {
+    /// The runcell server to talk to.
+    #[arg(long, env = "RUNCELL_URL", default_value = "http://127.0.0.1:3000")]
+    pub url: String,
+    /// An API key, for a server whose pages ask for one.
+    #[arg(long, env = "RUNCELL_API_KEY", hide_env_values = true)]
+    pub key: Option<String>,
+    /// Run runcell's engine in this process instead of talking to a
+    /// server: the embedded model, the local jail, the data directory.
+    #[arg(long)]
+    pub embedded: bool,
+    /// `--embedded`: the data directory [default: ./data]
+    #[arg(long, requires = "embedded")]
+    pub data_dir: Option<PathBuf>,
+    /// The model to ask [default: the server's]
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Where images are saved [default: <temporary directory>/runcell/<session>]
+    #[arg(long)]
+    pub figures: Option<PathBuf>,
+}
+
+impl ClientArgs {
+    pub fn connect(&self) -> crate::terminal::Connect {
+        crate::terminal::Connect {
+            url: self.url.clone(),
+            key: self.key.clone(),
+            embedded: self.embedded,
+            data_dir: self.data_dir.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct AskArgs {
+    /// The question (`-` reads it from standard input).
+    pub question: String,
+    /// Ask in this session (its variables and files are there); a new one
+    /// by default.
+    #[arg(long)]
+    pub session: Option<String>,
+    /// Upload this file into the session first (repeatable).
+    #[arg(long = "file", value_name = "PATH")]
+    pub files: Vec<PathBuf>,
+    /// Replace a file of the same name already in the session.
+    #[arg(long)]
+    pub replace: bool,
+    /// Print the turn's events as NDJSON, one a line, instead of panels.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// Go on with this session [default: a new one]
+    #[arg(long)]
+    pub session: Option<String>,
+    #[command(flatten)]
+    pub client: ClientArgs,
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,10 +1,13 @@
 //! Syntax highlighting on the server, line by line as code streams in, so
-//! that the browser bundle carries no highlighter. The markup is class-based
+//! that the browser bundle carries no highlighter; and the same for the
+//! terminal client. The markup is class-based
 //! (`hl-keyword`, `hl-string`...) and themed by the style sheet.
 
+use anstyle::{AnsiColor, Style};
 use app::protocol::Highlight;
+use syntect::easy::ScopeRangeIterator;
 use syntect::html::{ClassStyle, line_tokens_to_classed_spans};
-use syntect::parsing::{ParseState, ScopeStack, SyntaxReference, SyntaxSet};
+use syntect::parsing::{ParseState, Scope, ScopeStack, SyntaxReference, SyntaxSet};
 
 const STYLE: ClassStyle = ClassStyle::SpacedPrefixed { prefix: "hl-" };
 
@@ -117,6 +120,104 @@ impl CellHighlighter<'_> {
     }
 }
 
+/// Highlights code for a terminal, a line at a time: the same grammars as
+/// the page's, and the same rules as its style sheet (`.hl-*`), in the
+/// terminal's own sixteen colours so that they suit its background.
+pub struct TerminalHighlighter<'a> {
+    syntaxes: &'a SyntaxSet,
+    syntax: &'a SyntaxReference,
+    state: ParseState,
+    scopes: ScopeStack,
+    rules: [(Scope, Style); 9],
+}
+
+impl Highlighter {
+    /// A terminal highlighter for one program in `language`.
+    pub fn terminal(&self, language: &str) -> TerminalHighlighter<'_> {
+        let token = match language {
+            "javascript" => "js",
+            "bash" => "sh",
+            other => other,
+        };
+        let syntax = self
+            .syntaxes
+            .find_syntax_by_token(token)
+            .unwrap_or_else(|| self.syntaxes.find_syntax_plain_text());
+        let rule = |scope: &str, style: Style| (Scope::new(scope).unwrap_or_default(), style);
+        let colour = |c: AnsiColor| Style::new().fg_color(Some(c.into()));
+        TerminalHighlighter {
+            syntaxes: &self.syntaxes,
+            syntax,
+            state: ParseState::new(syntax),
+            scopes: ScopeStack::new(),
+            rules: [
+                rule("comment", colour(AnsiColor::BrightBlack).italic()),
+                rule("punctuation.definition.string", colour(AnsiColor::Green)),
+                rule("string", colour(AnsiColor::Green)),
+                rule("constant.numeric", colour(AnsiColor::Yellow)),
+                rule("constant.language", colour(AnsiColor::Yellow)),
+                rule("keyword", colour(AnsiColor::Magenta)),
+                rule("storage", colour(AnsiColor::Magenta)),
+                rule("entity.name", colour(AnsiColor::Blue)),
+                rule("support", colour(AnsiColor::Cyan)),
+            ],
+        }
+    }
+}
+
+impl TerminalHighlighter<'_> {
+    /// One line (without its line break) as pieces of text and the style
+    /// of each. A line the grammar cannot read, or an overlong one, is one
+    /// plain piece, and the grammar starts again after it.
+    pub fn line(&mut self, line: &str) -> Vec<(Style, String)> {
+        let with_break = format!("{line}\n");
+        if line.len() <= MAX_LINE_BYTES
+            && let Ok(ops) = self.state.parse_line(&with_break, self.syntaxes)
+        {
+            let mut pieces: Vec<(Style, String)> = Vec::new();
+            let mut whole = true;
+            for (range, op) in ScopeRangeIterator::new(&ops, &with_break) {
+                if self.scopes.apply(op).is_err() {
+                    whole = false;
+                    break;
+                }
+                let text = with_break
+                    .get(range)
+                    .unwrap_or_default()
+                    .trim_end_matches('\n');
+                if text.is_empty() {
+                    continue;
+                }
+                let style = self.style();
+                match pieces.last_mut() {
+                    Some((last, so_far)) if *last == style => so_far.push_str(text),
+                    _ => pieces.push((style, text.to_string())),
+                }
+            }
+            if whole && pieces.iter().map(|(_, t)| t.len()).sum::<usize>() == line.len() {
+                return pieces;
+            }
+        }
+        self.state = ParseState::new(self.syntax);
+        self.scopes = ScopeStack::new();
+        vec![(Style::new(), line.to_string())]
+    }
+
+    /// The style of the innermost scope a rule names.
+    fn style(&self) -> Style {
+        for scope in self.scopes.as_slice().iter().rev() {
+            if let Some((_, style)) = self
+                .rules
+                .iter()
+                .find(|(rule, _)| rule.is_prefix_of(*scope))
+            {
+                return *style;
+            }
+        }
+        Style::new()
+    }
+}
+
 /// The whole of `code`, highlighted at once (for code that arrives complete).
 pub fn highlight_all(highlighter: &Highlighter, language: &str, code: &str) -> Option<Highlight> {
     let mut cell = highlighter.cell(language);
@@ -186,6 +287,41 @@ mod tests {
         }
         html.push_str(&cell.finish().unwrap().html);
         assert_eq!(html, whole);
+    }
+
+    #[test]
+    fn terminal_lines_keep_their_text_and_colour_like_the_page() {
+        let highlighter = Highlighter::new();
+        let mut cell = highlighter.terminal("python");
+        let lines = ["import math", "s = '''a", "b'''  # c", "print(1.5, None)"];
+        let pieces: Vec<_> = lines.iter().map(|line| cell.line(line)).collect();
+        for (line, pieces) in lines.iter().zip(&pieces) {
+            let text: String = pieces.iter().map(|(_, t)| t.as_str()).collect();
+            assert_eq!(&text, line);
+        }
+        let style_of = |line: usize, text: &str| {
+            pieces[line]
+                .iter()
+                .find(|(_, t)| t.contains(text))
+                .map(|(s, _)| *s)
+                .unwrap()
+        };
+        let magenta = Style::new().fg_color(Some(AnsiColor::Magenta.into()));
+        let green = Style::new().fg_color(Some(AnsiColor::Green.into()));
+        assert_eq!(style_of(0, "import"), magenta);
+        // The string opened on the line before goes on.
+        assert_eq!(style_of(2, "b"), green);
+        assert!(
+            style_of(2, "# c")
+                .get_effects()
+                .contains(anstyle::Effects::ITALIC)
+        );
+        assert_eq!(
+            style_of(3, "1.5"),
+            Style::new().fg_color(Some(AnsiColor::Yellow.into()))
+        );
+        let plain = highlighter.terminal("cobol").line("MOVE A TO B");
+        assert_eq!(plain, vec![(Style::new(), "MOVE A TO B".to_string())]);
     }
 
     #[test]

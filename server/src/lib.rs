@@ -26,6 +26,7 @@ pub mod session;
 pub mod state;
 pub mod store;
 pub mod telemetry;
+pub mod terminal;
 
 pub use config::{Config, Overrides};
 pub use server::{ServeError, launch_with_listener, serve};

@@ -8,6 +8,16 @@ use runcell::{Config, telemetry};
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     let settings = match &cli.command {
+        Command::Ask(args) => return ask(args).await,
+        Command::Chat(args) => {
+            return runcell::terminal::chat(runcell::terminal::ChatOptions {
+                connect: args.client.connect(),
+                session: args.session.clone(),
+                model: args.client.model.clone(),
+                figures: args.client.figures.clone(),
+            })
+            .await;
+        }
         Command::Serve(settings) | Command::Config(settings) | Command::Doctor(settings) => {
             settings
         }
@@ -132,7 +142,7 @@ async fn main() -> ExitCode {
             }
         },
         Command::Doctor(_) => doctor(&config).await,
-        Command::Bench { .. } => ExitCode::SUCCESS,
+        Command::Bench { .. } | Command::Ask(_) | Command::Chat(_) => ExitCode::SUCCESS,
         Command::Serve(_) => {
             telemetry::init(&config.log);
             match runcell::serve(config).await {
@@ -145,6 +155,34 @@ async fn main() -> ExitCode {
             }
         }
     }
+}
+
+async fn ask(args: &runcell::cli::AskArgs) -> ExitCode {
+    let question = if args.question == "-" {
+        let mut text = String::new();
+        if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut text) {
+            eprintln!("runcell: cannot read the question from standard input: {e}");
+            return ExitCode::from(2);
+        }
+        text
+    } else {
+        args.question.clone()
+    };
+    if question.trim().is_empty() {
+        eprintln!("runcell: the question is empty");
+        return ExitCode::from(2);
+    }
+    runcell::terminal::ask(runcell::terminal::AskOptions {
+        connect: args.client.connect(),
+        question,
+        session: args.session.clone(),
+        files: args.files.clone(),
+        replace: args.replace,
+        json: args.json,
+        model: args.client.model.clone(),
+        figures: args.client.figures.clone(),
+    })
+    .await
 }
 
 async fn doctor(config: &Config) -> ExitCode {

@@ -57,65 +57,96 @@ pub async fn launch_with_listener(
             "the browser bundle is missing: pages render but stay static; build with scripts/build.sh or set RUNCELL_SITE_ROOT"
         );
     }
-    crate::sandbox::jail::remove_stale_sessions();
-    let (database_url, data_dir) = (config.database_url.clone(), config.data_dir.clone());
     let addr = listener.local_addr()?;
     // The address bound (a test binds port 0), as the node's address too.
     let config = Config { addr, ..config };
-    let (state, database) = AppState::open(config, shutdown.clone()).await?;
-    let db = database.describe(database_url.expose(), &data_dir);
-    // On a shared database: the heartbeat, the followed sessions, the
-    // calls from other nodes.
-    let cluster_tasks = state.cluster.as_ref().map(|cluster| {
-        let tasks = cluster.spawn(shutdown.clone());
-        tokio::spawn(crate::notebook::serve_calls(
-            Arc::clone(cluster),
-            Arc::clone(&state.notebooks),
-            shutdown.clone(),
-        ));
-        tasks
-    });
-    let pruned = database
-        .store()
-        .prune_empty(crate::clock::now_ms().saturating_sub(EMPTY_SESSION_TTL_MS))
-        .await?;
-    tracing::info!(
-        %db,
-        pruned,
-        "session store open"
-    );
-    state.models.keep_fresh(shutdown.clone());
-    for backend in state.backends.all() {
-        backend.spawn_maintenance(&state.turns, shutdown.clone());
-    }
-    state.gateway.spawn_maintenance(shutdown.clone());
-    let app = router(state.clone());
+    let engine = Engine::start(config, shutdown.clone()).await?;
+    let app = router(engine.state.clone());
     tracing::info!("runcell listening on http://{addr}");
 
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await?;
-
-    state.turns.close();
-    if tokio::time::timeout(DRAIN, state.turns.wait())
-        .await
-        .is_err()
-    {
-        tracing::warn!("some turns did not finish in time");
-    }
-    // What the turns published on their way out is stored before we go.
-    state.notebooks.flush().await;
-    // The heartbeat ends with the shutdown; the leases are given up after
-    // its last beat, so that no beat renews them.
-    if let Some(tasks) = cluster_tasks {
-        let _ = tasks.await;
-    }
-    if let Some(cluster) = &state.cluster {
-        cluster.leave().await;
-    }
-    database.close().await;
+    engine.stop().await;
     tracing::info!("runcell stopped");
     Ok(())
+}
+
+/// Everything but HTTP: the store, the sandboxes, the models and the
+/// notebooks, with their background tasks. `runcell serve` puts the router
+/// in front of it; `runcell chat --embedded` uses it directly.
+pub struct Engine {
+    pub state: AppState,
+    database: crate::store::Database,
+    shutdown: CancellationToken,
+    cluster_tasks: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Engine {
+    /// Opens the store and starts the background work; it runs until
+    /// `shutdown` is cancelled, and [`Self::stop`] is called.
+    pub async fn start(config: Config, shutdown: CancellationToken) -> Result<Self, ServeError> {
+        crate::sandbox::jail::remove_stale_sessions();
+        let (database_url, data_dir) = (config.database_url.clone(), config.data_dir.clone());
+        let (state, database) = AppState::open(config, shutdown.clone()).await?;
+        let db = database.describe(database_url.expose(), &data_dir);
+        // On a shared database: the heartbeat, the followed sessions, the
+        // calls from other nodes.
+        let cluster_tasks = state.cluster.as_ref().map(|cluster| {
+            let tasks = cluster.spawn(shutdown.clone());
+            tokio::spawn(crate::notebook::serve_calls(
+                Arc::clone(cluster),
+                Arc::clone(&state.notebooks),
+                shutdown.clone(),
+            ));
+            tasks
+        });
+        let pruned = database
+            .store()
+            .prune_empty(crate::clock::now_ms().saturating_sub(EMPTY_SESSION_TTL_MS))
+            .await?;
+        tracing::info!(
+            %db,
+            pruned,
+            "session store open"
+        );
+        state.models.keep_fresh(shutdown.clone());
+        for backend in state.backends.all() {
+            backend.spawn_maintenance(&state.turns, shutdown.clone());
+        }
+        state.gateway.spawn_maintenance(shutdown.clone());
+        Ok(Self {
+            state,
+            database,
+            shutdown,
+            cluster_tasks,
+        })
+    }
+
+    /// Stops the background work, gives running turns [`DRAIN`] to finish,
+    /// stores what they published and closes the store.
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        let state = self.state;
+        state.turns.close();
+        if tokio::time::timeout(DRAIN, state.turns.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("some turns did not finish in time");
+        }
+        // What the turns published on their way out is stored before we go.
+        state.notebooks.flush().await;
+        // The heartbeat ends with the shutdown; the leases are given up after
+        // its last beat, so that no beat renews them.
+        if let Some(tasks) = self.cluster_tasks {
+            let _ = tasks.await;
+        }
+        if let Some(cluster) = &state.cluster {
+            cluster.leave().await;
+        }
+        self.database.close().await;
+    }
 }
 
 async fn cancel_on_signal(shutdown: CancellationToken) {

@@ -1,0 +1,273 @@
+//! The terminal client: `runcell ask` (one question, its turn printed, then
+//! exit) and `runcell chat` (a conversation). Each turn is drawn as the
+//! notebook draws it, as panels: code, result, explanation.
+//!
+//! Both talk to a running runcell over the notebook's NDJSON API
+//! ([`remote`]), so a session made here is an ordinary session of the
+//! client's owner; or, with `--embedded`, run the engine in this process
+//! ([`embedded`]). Everything drawn comes through [`look`], which keeps
+//! what a program or a model wrote from driving the terminal.
+
+mod chat;
+mod embedded;
+mod engine;
+mod identity;
+mod look;
+mod markdown;
+mod panels;
+mod remote;
+mod turn;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::LazyLock;
+
+use anstyle::{AnsiColor, Style};
+use app::protocol::TurnStatus;
+
+pub use engine::{ClientError, Engine};
+pub use identity::{Identities, client_dir};
+pub use look::Look;
+pub use panels::Panels;
+
+use crate::config::{Config, Overrides};
+use crate::highlight::Highlighter;
+use turn::{Ending, Interrupts, Sink, Spinner};
+
+/// The grammars, loaded once.
+static HIGHLIGHTER: LazyLock<Highlighter> = LazyLock::new(Highlighter::new);
+
+/// Where the client finds runcell.
+#[derive(Clone, Debug)]
+pub struct Connect {
+    /// A server's address; ignored when `embedded`.
+    pub url: String,
+    pub key: Option<String>,
+    /// Run the engine in this process, on `data_dir`.
+    pub embedded: bool,
+    pub data_dir: Option<PathBuf>,
+}
+
+/// `runcell ask`.
+#[derive(Clone, Debug)]
+pub struct AskOptions {
+    pub connect: Connect,
+    pub question: String,
+    pub session: Option<String>,
+    pub files: Vec<PathBuf>,
+    /// Replace a file of the same name already in the session.
+    pub replace: bool,
+    pub json: bool,
+    pub model: Option<String>,
+    pub figures: Option<PathBuf>,
+}
+
+/// `runcell chat`.
+#[derive(Clone, Debug)]
+pub struct ChatOptions {
+    pub connect: Connect,
+    pub session: Option<String>,
+    pub model: Option<String>,
+    pub figures: Option<PathBuf>,
+}
+
+/// Exit statuses.
+const FAILED_TURN: u8 = 1;
+const CANNOT: u8 = 2;
+const INTERRUPTED: u8 = 130;
+
+/// Connects to runcell as `connect` says.
+async fn open(connect: &Connect) -> Result<Box<dyn Engine>, ClientError> {
+    let identities = Identities::in_dir(&client_dir());
+    if connect.embedded {
+        let overrides = Overrides {
+            data_dir: connect.data_dir.clone(),
+            ..Overrides::default()
+        };
+        let config = Config::load(&overrides).map_err(|e| ClientError::Engine(e.to_string()))?;
+        let engine = embedded::InProcess::start(config, &identities).await?;
+        Ok(Box::new(engine))
+    } else {
+        let engine = remote::Remote::connect(&connect.url, connect.key.clone(), identities).await?;
+        Ok(Box::new(engine))
+    }
+}
+
+fn complain(error: &dyn std::fmt::Display) {
+    let look = Look::of_stderr();
+    let line = look.paint(
+        Style::new().fg_color(Some(AnsiColor::Red.into())),
+        &format!("runcell: {error}"),
+    );
+    eprintln!("{line}");
+}
+
+/// Where a session's images go: `figures`, or a directory of the session
+/// in the system's temporary directory.
+fn figures_dir(figures: Option<&Path>, session: &str) -> PathBuf {
+    let base = figures.map_or_else(|| std::env::temp_dir().join("runcell"), Path::to_path_buf);
+    let safe: String = session
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .take(64)
+        .collect();
+    base.join(safe)
+}
+
+/// Reads a file to upload, within `limit` bytes.
+fn read_upload(path: &Path) -> Result<(String, Vec<u8>), ClientError> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| ClientError::Engine(format!("{} names no file", path.display())))?
+        .to_string();
+    let bytes = std::fs::read(path)
+        .map_err(|e| ClientError::Engine(format!("cannot read {}: {e}", path.display())))?;
+    Ok((name, bytes))
+}
+
+/// `runcell ask`: one turn, printed; the exit status says how it ended.
+pub async fn ask(options: AskOptions) -> ExitCode {
+    let mut interrupts = match Interrupts::listen() {
+        Ok(interrupts) => interrupts,
+        Err(e) => {
+            complain(&e);
+            return ExitCode::from(CANNOT);
+        }
+    };
+    let engine = match open(&options.connect).await {
+        Ok(engine) => engine,
+        Err(e) => {
+            complain(&e);
+            return ExitCode::from(CANNOT);
+        }
+    };
+    let code = ask_on(&*engine, &options, &mut interrupts).await;
+    engine.close().await;
+    ExitCode::from(code)
+}
+
+async fn ask_on(engine: &dyn Engine, options: &AskOptions, interrupts: &mut Interrupts) -> u8 {
+    let session = match &options.session {
+        Some(id) => match engine.check_session(id).await {
+            Ok(()) => id.clone(),
+            Err(e) if e.is_not_found() => {
+                complain(&format!(
+                    "no session {id} of yours at {}",
+                    engine.describe()
+                ));
+                return CANNOT;
+            }
+            Err(e) => {
+                complain(&e);
+                return CANNOT;
+            }
+        },
+        None => match engine.new_session().await {
+            Ok(id) => id,
+            Err(e) => {
+                complain(&e);
+                return CANNOT;
+            }
+        },
+    };
+    for path in &options.files {
+        let uploaded = match read_upload(path) {
+            Ok((name, bytes)) => engine
+                .upload(&session, &name, bytes, options.replace)
+                .await
+                .map(|u| (name, u)),
+            Err(e) => Err(e),
+        };
+        match uploaded {
+            Ok((_, engine::Uploaded::Written(file))) => {
+                eprintln!("uploaded {} ({} bytes)", file.path, file.size);
+            }
+            Ok((name, engine::Uploaded::Exists)) => {
+                eprintln!(
+                    "{name} is already in the session: the session's copy is kept (--replace replaces it)"
+                );
+            }
+            Err(e) => {
+                complain(&e);
+                return CANNOT;
+            }
+        }
+    }
+    let turn = match engine
+        .ask(&session, &options.question, options.model.as_deref())
+        .await
+    {
+        Ok(turn) => turn,
+        Err(e) => {
+            complain(&e);
+            return CANNOT;
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    let mut spinner = Spinner::new(!options.json);
+    let ending = if options.json {
+        turn::follow::<std::io::Sink>(
+            engine,
+            &session,
+            turn,
+            Sink::Json(&mut stdout),
+            interrupts,
+            &mut spinner,
+        )
+        .await
+    } else {
+        let figures = figures_dir(options.figures.as_deref(), &session);
+        let mut panels = Panels::new(&mut stdout, Look::of_stdout(), &HIGHLIGHTER, Some(figures));
+        turn::follow(
+            engine,
+            &session,
+            turn,
+            Sink::Panels(&mut panels),
+            interrupts,
+            &mut spinner,
+        )
+        .await
+    };
+    let _ = stdout.flush();
+    drop(stdout);
+    if !options.json {
+        let follow_up = match engine.page(&session) {
+            Some(page) => format!("session {session} · {page}"),
+            None => format!("session {session}"),
+        };
+        eprintln!("{follow_up}");
+    }
+    match ending {
+        Ending::Finished(TurnStatus::Ok) => 0,
+        Ending::Finished(_) => FAILED_TURN,
+        Ending::Broken(e) => {
+            complain(&e);
+            CANNOT
+        }
+        Ending::Left => INTERRUPTED,
+    }
+}
+
+/// `runcell chat`: a conversation until `/exit`, Ctrl+D or a second Ctrl+C.
+pub async fn chat(options: ChatOptions) -> ExitCode {
+    let interrupts = match Interrupts::listen() {
+        Ok(interrupts) => interrupts,
+        Err(e) => {
+            complain(&e);
+            return ExitCode::from(CANNOT);
+        }
+    };
+    let engine = match open(&options.connect).await {
+        Ok(engine) => engine,
+        Err(e) => {
+            complain(&e);
+            return ExitCode::from(CANNOT);
+        }
+    };
+    let code = chat::run(&*engine, &options, interrupts).await;
+    engine.close().await;
+    ExitCode::from(code)
+}

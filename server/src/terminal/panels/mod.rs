@@ -1,0 +1,675 @@
+//! A turn's events drawn as panels, in the order they happen: the code
+//! (highlighted line by line as the model writes it), the result (stdout,
+//! stderr in its own colour, errors with their traceback, images saved to
+//! files, tables as text), the explanation (markdown, drawn once it is
+//! complete; its raw text streams meanwhile on a terminal), fix attempts as
+//! such, and a last line saying how the turn ended.
+//!
+//! On a terminal, panels have a border and the line being written is
+//! redrawn as it completes; piped, the same content is plain lines under a
+//! title rule, with no escape sequence at all.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+use anstyle::{AnsiColor, Style};
+use app::protocol::{
+    CellError, CellKind, CellStatus, EventBody, KernelLoss, Output, SessionEvent, Table,
+    TurnStatus, chart_of,
+};
+use base64::Engine as _;
+
+use super::look::{Look, clean, columns};
+use super::markdown;
+use crate::highlight::{Highlighter, TerminalHighlighter};
+
+/// The live border's left edge.
+const BORDER: &str = "│ ";
+
+fn fg(colour: AnsiColor) -> Style {
+    Style::new().fg_color(Some(colour.into()))
+}
+
+/// What is drawn of the open panel.
+enum Body<'h> {
+    Code {
+        highlighter: Box<TerminalHighlighter<'h>>,
+        /// The line being written.
+        pending: String,
+        /// Bytes of `pending` shown raw on the live line.
+        shown: usize,
+    },
+    Result {
+        /// A line of stdout or stderr still open, and whether it is stderr.
+        pending: String,
+        stderr: bool,
+    },
+    Explanation {
+        text: String,
+        /// Line breaks drawn while its raw text streamed (live only).
+        rows: usize,
+        /// Columns used on the current raw row.
+        used: usize,
+    },
+    Other,
+}
+
+struct Panel<'h> {
+    cell: u64,
+    body: Body<'h>,
+}
+
+/// Draws one session's turns onto `out`.
+pub struct Panels<'h, W: Write> {
+    out: W,
+    look: Look,
+    highlighter: &'h Highlighter,
+    /// Where images are saved (made when the first one comes).
+    figures: Option<PathBuf>,
+    open: Option<Panel<'h>>,
+    /// Attempts of the cells seen, for the titles of their results.
+    attempts: BTreeMap<u64, u32>,
+    waiting: Option<&'static str>,
+    finished: Option<TurnStatus>,
+    /// Images saved in this turn.
+    saved: Vec<PathBuf>,
+}
+
+impl<'h, W: Write> Panels<'h, W> {
+    pub fn new(out: W, look: Look, highlighter: &'h Highlighter, figures: Option<PathBuf>) -> Self {
+        Self {
+            out,
+            look,
+            highlighter,
+            figures,
+            open: None,
+            attempts: BTreeMap::new(),
+            waiting: None,
+            finished: None,
+            saved: Vec::new(),
+        }
+    }
+
+    /// What the turn waits for, while nothing streams: for a spinner.
+    pub fn waiting(&self) -> Option<&'static str> {
+        self.waiting
+    }
+
+    /// How the turn ended, once it has.
+    pub fn finished(&self) -> Option<TurnStatus> {
+        self.finished
+    }
+
+    /// Images saved so far.
+    pub fn saved(&self) -> &[PathBuf] {
+        &self.saved
+    }
+
+    /// Starts a new turn's drawing (the same panels object serves a chat).
+    pub fn begin(&mut self) {
+        self.finished = None;
+        self.saved.clear();
+        self.waiting = Some("starting");
+    }
+
+    /// A line of the client's own (a notice, a command's answer), between
+    /// panels.
+    pub fn note(&mut self, style: Style, text: &str) -> io::Result<()> {
+        if self.open.is_some() && self.look.live {
+            // Keep the open line: start the note below it.
+            writeln!(self.out)?;
+        }
+        let line = self.look.paint(style, &clean(text));
+        writeln!(self.out, "{line}")?;
+        self.out.flush()
+    }
+
+    pub fn event(&mut self, event: &SessionEvent) -> io::Result<()> {
+        match &event.event {
+            EventBody::TurnStarted { .. } => {
+                self.waiting = Some("the model is starting");
+            }
+            EventBody::UserMessage { .. } => {}
+            EventBody::CellStarted {
+                cell_id,
+                cell_kind,
+                language,
+                attempt,
+                source,
+            } => {
+                self.close(None)?;
+                let attempt = attempt
+                    .or_else(|| source.and_then(|s| self.attempts.get(&s.0).copied()))
+                    .unwrap_or(1);
+                self.attempts.insert(cell_id.0, attempt);
+                let fix = (attempt > 1).then(|| format!("fix {}", attempt - 1));
+                let (title, body, waiting) = match cell_kind {
+                    CellKind::Code => {
+                        let language = language.as_deref().unwrap_or("python");
+                        let mut title = format!("code · {}", clean(language));
+                        if let Some(fix) = &fix {
+                            title.push_str(&format!(" · {fix}"));
+                        }
+                        let body = Body::Code {
+                            highlighter: Box::new(self.highlighter.terminal(language)),
+                            pending: String::new(),
+                            shown: 0,
+                        };
+                        (title, body, None)
+                    }
+                    CellKind::Result => {
+                        let title = match &fix {
+                            Some(fix) => format!("result · {fix}"),
+                            None => "result".into(),
+                        };
+                        let body = Body::Result {
+                            pending: String::new(),
+                            stderr: false,
+                        };
+                        (title, body, Some("running"))
+                    }
+                    CellKind::Explanation => {
+                        let body = Body::Explanation {
+                            text: String::new(),
+                            rows: 0,
+                            used: 0,
+                        };
+                        ("explanation".into(), body, Some("the model is explaining"))
+                    }
+                    CellKind::User => ("question".into(), Body::Other, None),
+                };
+                self.waiting = waiting;
+                self.header(&title)?;
+                self.open = Some(Panel {
+                    cell: cell_id.0,
+                    body,
+                });
+            }
+            EventBody::CellDelta { cell_id, text, .. } => {
+                self.waiting = None;
+                self.delta(cell_id.0, text)?;
+            }
+            EventBody::CellOutput { cell_id, output } => {
+                self.waiting = None;
+                self.output(cell_id.0, output)?;
+            }
+            EventBody::CellFinished {
+                cell_id,
+                status,
+                elapsed_ms,
+                error,
+            } => {
+                if self.open.as_ref().is_some_and(|p| p.cell == cell_id.0) {
+                    let kind = match self.open.as_ref().map(|p| &p.body) {
+                        Some(Body::Code { .. }) => Some("code"),
+                        Some(Body::Result { .. }) => Some("result"),
+                        _ => None,
+                    };
+                    self.close(Some((*status, *elapsed_ms, error.as_ref())))?;
+                    self.waiting = match (kind, status) {
+                        (Some("code"), CellStatus::Ok) => Some("running"),
+                        (Some("result"), _) => Some("the model is reading the result"),
+                        _ => None,
+                    };
+                }
+            }
+            EventBody::TurnFinished {
+                status, elapsed_ms, ..
+            } => {
+                self.close(None)?;
+                self.waiting = None;
+                self.finished = Some(*status);
+                let took = seconds(*elapsed_ms);
+                let (style, line) = match status {
+                    TurnStatus::Ok => (fg(AnsiColor::Green), format!("✓ done in {took}")),
+                    TurnStatus::Error => (fg(AnsiColor::Red), format!("✗ failed after {took}")),
+                    TurnStatus::Cancelled => {
+                        (fg(AnsiColor::Yellow), format!("■ stopped after {took}"))
+                    }
+                };
+                let line = self.look.paint(style.bold(), &line);
+                writeln!(self.out, "{line}")?;
+            }
+            EventBody::KernelLost { reason } => {
+                self.close(None)?;
+                let why = match reason {
+                    KernelLoss::ServerRestart => "the server restarted",
+                    KernelLoss::Fork => "this session is a fork",
+                    KernelLoss::Import => "this session was imported",
+                };
+                let line = format!(
+                    "The kernel is gone ({why}): variables from before are lost; /rerun runs the code again."
+                );
+                let line = self.look.paint(fg(AnsiColor::Yellow), &line);
+                writeln!(self.out, "{line}")?;
+            }
+        }
+        self.out.flush()
+    }
+
+    fn header(&mut self, title: &str) -> io::Result<()> {
+        let (lead, fill) = if self.look.live {
+            ("╭─ ", "─")
+        } else {
+            ("── ", "─")
+        };
+        let head = format!("{lead}{title} ");
+        let rest = self.look.width.saturating_sub(columns(&head));
+        let line = format!("{head}{}", fill.repeat(rest));
+        let line = self.look.paint(Style::new().dimmed(), &line);
+        writeln!(self.out, "{line}")
+    }
+
+    fn border(&self) -> String {
+        if self.look.live {
+            self.look.paint(Style::new().dimmed(), BORDER)
+        } else {
+            String::new()
+        }
+    }
+
+    /// Room for text inside the border.
+    fn room(&self) -> usize {
+        let border = if self.look.live { columns(BORDER) } else { 0 };
+        self.look.width.saturating_sub(border).max(1)
+    }
+
+    /// One finished line of text inside the panel.
+    fn line(&mut self, text: &str) -> io::Result<()> {
+        let border = self.border();
+        writeln!(self.out, "{border}{text}")
+    }
+
+    fn delta(&mut self, cell: u64, text: &str) -> io::Result<()> {
+        let Some(mut panel) = self.open.take() else {
+            return Ok(());
+        };
+        if panel.cell != cell {
+            self.open = Some(panel);
+            return Ok(());
+        }
+        match &mut panel.body {
+            Body::Code {
+                highlighter,
+                pending,
+                shown,
+            } => {
+                pending.push_str(text);
+                while let Some(end) = pending.find('\n') {
+                    let line: String = pending.drain(..=end).collect();
+                    let line = clean(line.trim_end_matches('\n'));
+                    if *shown > 0 {
+                        write!(self.out, "\r\u{1b}[2K")?;
+                        *shown = 0;
+                    }
+                    let painted = self.highlighted(highlighter, &line);
+                    self.line(&painted)?;
+                }
+                if self.look.live && !pending.is_empty() {
+                    // The line so far, raw, while it fits on one row.
+                    let so_far = clean(pending);
+                    if columns(&so_far) < self.room() {
+                        if *shown == 0 {
+                            write!(self.out, "{}", self.border())?;
+                        }
+                        let new = clean(pending.get(*shown..).unwrap_or_default());
+                        write!(self.out, "{new}")?;
+                        *shown = pending.len();
+                    }
+                }
+            }
+            Body::Explanation {
+                text: all,
+                rows,
+                used,
+            } => {
+                all.push_str(text);
+                if self.look.live {
+                    let room = self.room();
+                    let border = self.border();
+                    if *rows == 0 && *used == 0 {
+                        write!(self.out, "{border}")?;
+                    }
+                    for c in clean(text).chars() {
+                        let w = columns(&c.to_string());
+                        if c == '\n' || *used + w > room {
+                            write!(self.out, "\n{border}")?;
+                            *rows += 1;
+                            *used = 0;
+                        }
+                        if c != '\n' {
+                            write!(self.out, "{c}")?;
+                            *used += w;
+                        }
+                    }
+                }
+            }
+            Body::Result { .. } | Body::Other => {}
+        }
+        self.open = Some(panel);
+        Ok(())
+    }
+
+    fn highlighted(&self, highlighter: &mut TerminalHighlighter<'_>, line: &str) -> String {
+        if !self.look.colour {
+            return line.to_string();
+        }
+        highlighter
+            .line(line)
+            .into_iter()
+            .map(|(style, text)| self.look.paint(style, &text))
+            .collect()
+    }
+
+    fn output(&mut self, cell: u64, output: &Output) -> io::Result<()> {
+        let Some(mut panel) = self.open.take() else {
+            return Ok(());
+        };
+        if panel.cell != cell {
+            self.open = Some(panel);
+            return Ok(());
+        }
+        if let Body::Result { pending, stderr } = &mut panel.body {
+            match output {
+                Output::Stdout { text } | Output::Stderr { text } => {
+                    let is_err = matches!(output, Output::Stderr { .. });
+                    if is_err != *stderr && !pending.is_empty() {
+                        let rest = std::mem::take(pending);
+                        self.stream_line(&rest, *stderr)?;
+                    }
+                    *stderr = is_err;
+                    pending.push_str(text);
+                    while let Some(end) = pending.find('\n') {
+                        let line: String = pending.drain(..=end).collect();
+                        self.stream_line(line.trim_end_matches('\n'), is_err)?;
+                    }
+                }
+                other => {
+                    if !pending.is_empty() {
+                        let rest = std::mem::take(pending);
+                        self.stream_line(&rest, *stderr)?;
+                    }
+                    self.rich(other)?;
+                }
+            }
+        }
+        self.open = Some(panel);
+        Ok(())
+    }
+
+    fn stream_line(&mut self, line: &str, stderr: bool) -> io::Result<()> {
+        let text = self.look.program_text(line);
+        let text = if stderr {
+            self.look.paint(fg(AnsiColor::Yellow), &text)
+        } else {
+            text
+        };
+        self.line(&text)
+    }
+
+    fn text_block(&mut self, text: &str, style: Style) -> io::Result<()> {
+        let text = self.look.program_text(text.trim_end_matches('\n'));
+        for line in text.split('\n') {
+            let line = self.look.paint(style, line);
+            self.line(&line)?;
+        }
+        Ok(())
+    }
+
+    fn rich(&mut self, output: &Output) -> io::Result<()> {
+        match output {
+            Output::Stdout { .. } | Output::Stderr { .. } => Ok(()),
+            Output::Rich { data } => {
+                if let Some(png) = data.get("image/png") {
+                    return self.save_image(png, "png", true, data.get("text/plain"));
+                }
+                if let Some(svg) = data.get("image/svg+xml") {
+                    return self.save_image(svg, "svg", false, data.get("text/plain"));
+                }
+                if let Some(jpeg) = data.get("image/jpeg") {
+                    return self.save_image(jpeg, "jpg", true, data.get("text/plain"));
+                }
+                if let Some((kind, spec)) = chart_of(data) {
+                    self.save_image(spec, "json", false, None)?;
+                    let note = format!(
+                        "(an interactive {kind} chart: open the session in a browser to see it drawn)"
+                    );
+                    return self.text_block(&note, Style::new().dimmed());
+                }
+                if let Some(markdown) = data.get("text/markdown") {
+                    let lines = markdown::render(markdown, &self.look, self.room());
+                    for line in lines {
+                        self.line(&line)?;
+                    }
+                    return Ok(());
+                }
+                if let Some(plain) = data.get("text/plain") {
+                    return self.text_block(plain, Style::new());
+                }
+                if data.contains_key("text/html") {
+                    return self.text_block(
+                        "(HTML output: open the session in a browser to see it)",
+                        Style::new().dimmed(),
+                    );
+                }
+                Ok(())
+            }
+            Output::Table { table, text } => {
+                if text.trim().is_empty() {
+                    let text = table_text(table);
+                    self.text_block(&text, Style::new())
+                } else {
+                    self.text_block(text, Style::new())
+                }
+            }
+            Output::Image { url, text } => {
+                let line = if text.is_empty() {
+                    format!("[image] {url}")
+                } else {
+                    format!("[image] {url} {text}")
+                };
+                self.text_block(&line, fg(AnsiColor::Cyan))
+            }
+            Output::File { path, size, .. } => {
+                let line = format!("[file] {path} ({})", bytes(*size));
+                self.text_block(&line, fg(AnsiColor::Cyan))
+            }
+            Output::Error {
+                name,
+                value,
+                traceback,
+            } => {
+                let red = fg(AnsiColor::Red);
+                if traceback.is_empty() {
+                    self.text_block(&format!("{name}: {value}"), red)
+                } else {
+                    for entry in traceback {
+                        self.text_block(entry, Style::new())?;
+                    }
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    /// Saves an image (base64 unless `text`) and says where.
+    fn save_image(
+        &mut self,
+        data: &str,
+        extension: &str,
+        base64: bool,
+        alt: Option<&String>,
+    ) -> io::Result<()> {
+        let bytes = if base64 {
+            let compact: String = data.split_whitespace().collect();
+            match base64::engine::general_purpose::STANDARD.decode(compact) {
+                Ok(bytes) => bytes,
+                Err(_) => {
+                    return self.text_block("[image] (unreadable data)", fg(AnsiColor::Red));
+                }
+            }
+        } else {
+            data.as_bytes().to_vec()
+        };
+        let Some(dir) = self.figures.clone() else {
+            let line = format!("[image] {} ({extension})", bytes_len(bytes.len()));
+            return self.text_block(&line, fg(AnsiColor::Cyan));
+        };
+        std::fs::create_dir_all(&dir)?;
+        let path = (1..)
+            .map(|n| dir.join(format!("figure-{n}.{extension}")))
+            .find(|p| !p.exists())
+            .unwrap_or_else(|| dir.join(format!("figure.{extension}")));
+        std::fs::write(&path, &bytes)?;
+        let mut line = format!("[image] saved to {}", path.display());
+        if let Some(alt) = alt.filter(|a| !a.trim().is_empty()) {
+            line.push_str(&format!("  {}", alt.trim()));
+        }
+        self.saved.push(path);
+        self.text_block(&line, fg(AnsiColor::Cyan))
+    }
+
+    /// Closes the open panel, with its ending when it finished.
+    fn close(&mut self, finished: Option<(CellStatus, u64, Option<&CellError>)>) -> io::Result<()> {
+        let Some(mut panel) = self.open.take() else {
+            return Ok(());
+        };
+        match &mut panel.body {
+            Body::Code {
+                highlighter,
+                pending,
+                shown,
+            } => {
+                if *shown > 0 {
+                    write!(self.out, "\r\u{1b}[2K")?;
+                }
+                if !pending.is_empty() {
+                    let line = clean(pending);
+                    let painted = self.highlighted(highlighter, &line);
+                    self.line(&painted)?;
+                }
+            }
+            Body::Result { pending, stderr } => {
+                if !pending.is_empty() {
+                    let rest = std::mem::take(pending);
+                    self.stream_line(&rest, *stderr)?;
+                }
+            }
+            Body::Explanation { text, rows, used } => {
+                if self.look.live && (*rows > 0 || *used > 0) {
+                    if *rows + 1 < self.look.height {
+                        // Redraw the streamed text as rendered markdown.
+                        if *rows > 0 {
+                            write!(self.out, "\r\u{1b}[{rows}A\u{1b}[J")?;
+                        } else {
+                            write!(self.out, "\r\u{1b}[J")?;
+                        }
+                        self.markdown(text)?;
+                    } else {
+                        writeln!(self.out)?;
+                    }
+                } else {
+                    self.markdown(text)?;
+                }
+            }
+            Body::Other => {}
+        }
+        let Some((status, elapsed_ms, error)) = finished else {
+            if self.look.live {
+                let end = self.look.paint(Style::new().dimmed(), "╰─");
+                writeln!(self.out, "{end}")?;
+            }
+            return Ok(());
+        };
+        let (style, word) = match status {
+            CellStatus::Ok | CellStatus::Streaming => (Style::new().dimmed(), None),
+            CellStatus::Error => (fg(AnsiColor::Red), Some("failed")),
+            CellStatus::Cancelled => (fg(AnsiColor::Yellow), Some("stopped")),
+        };
+        let mut ending = match word {
+            Some(word) => format!("{word} · {}", seconds(elapsed_ms)),
+            None => seconds(elapsed_ms),
+        };
+        if let Some(error) = error {
+            ending.push_str(&format!(": {}", clean(&error.message)));
+        }
+        if self.look.live {
+            let line = self.look.paint(style, &format!("╰─ {ending}"));
+            writeln!(self.out, "{line}")?;
+        } else if word.is_some() {
+            writeln!(self.out, "({ending})")?;
+        }
+        Ok(())
+    }
+
+    fn markdown(&mut self, text: &str) -> io::Result<()> {
+        for line in markdown::render(text, &self.look, self.room()) {
+            self.line(&line)?;
+        }
+        Ok(())
+    }
+
+    /// Gives the writer back (tests read what was drawn).
+    pub fn into_inner(self) -> W {
+        self.out
+    }
+}
+
+/// A table without its text form: columns aligned, one row a line.
+fn table_text(table: &Table) -> String {
+    let cells: Vec<&Vec<String>> = std::iter::once(&table.columns)
+        .chain(table.rows.iter())
+        .collect();
+    let count = cells.iter().map(|r| r.len()).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..count)
+        .map(|i| {
+            cells
+                .iter()
+                .filter_map(|r| r.get(i))
+                .map(|c| columns(&clean(c)))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut text = String::new();
+    for row in cells {
+        let line: Vec<String> = widths
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                let cell = clean(row.get(i).map_or("", String::as_str));
+                format!("{cell}{}", " ".repeat(w.saturating_sub(columns(&cell))))
+            })
+            .collect();
+        text.push_str(line.join("  ").trim_end());
+        text.push('\n');
+    }
+    if let Some(elided) = &table.elided {
+        text.push_str(&format!("({elided})\n"));
+    }
+    text
+}
+
+fn seconds(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    }
+}
+
+fn bytes(size: u64) -> String {
+    match size {
+        s if s < 1024 => format!("{s} B"),
+        s if s < 1024 * 1024 => format!("{:.1} KiB", s as f64 / 1024.0),
+        s => format!("{:.1} MiB", s as f64 / (1024.0 * 1024.0)),
+    }
+}
+
+fn bytes_len(len: usize) -> String {
+    bytes(u64::try_from(len).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,495 @@
+//! A runcell server at a URL, through the notebook's NDJSON API
+//! (`/api/sessions…`): the same sessions a browser of the same owner sees.
+//!
+//! The client holds an owner cookie like a browser does, kept per server in
+//! the client's directory, and signs in with an API key (`POST /login`)
+//! when the server's pages ask for one. Whatever the server sends is read
+//! with bounds: a line of a turn is at most [`MAX_LINE_BYTES`], a
+//! downloaded file at most [`MAX_DOWNLOAD_BYTES`].
+
+use std::time::Duration;
+
+use app::protocol::ServerMessage;
+use async_trait::async_trait;
+use bytes::{Buf, BytesMut};
+use futures::StreamExt;
+use parking_lot::Mutex;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, COOKIE, HeaderMap, SET_COOKIE};
+use reqwest::{RequestBuilder, Response, StatusCode};
+use serde::Deserialize;
+
+use super::engine::{ClientError, Engine, FileSummary, Frame, TurnStream, Uploaded};
+use super::identity::Identities;
+use crate::session::OwnerId;
+
+/// The longest line of a turn read (an event with an image in it).
+pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+/// The largest file `/download` takes.
+pub const MAX_DOWNLOAD_BYTES: usize = 256 * 1024 * 1024;
+/// The largest JSON answer read (a list of files, a share link).
+const MAX_JSON_BYTES: usize = 4 * 1024 * 1024;
+
+const OWNER_COOKIE: &str = "runcell_owner";
+const SIGNIN_COOKIE: &str = "runcell_signin";
+
+pub struct Remote {
+    base: String,
+    http: reqwest::Client,
+    identities: Identities,
+    owner: Mutex<Option<OwnerId>>,
+    signin: Mutex<Option<String>>,
+    key: Option<String>,
+}
+
+impl Remote {
+    /// Connects to the server at `url`: checks that it answers, and signs
+    /// in when a key is given.
+    pub async fn connect(
+        url: &str,
+        key: Option<String>,
+        identities: Identities,
+    ) -> Result<Self, ClientError> {
+        let base = url.trim().trim_end_matches('/').to_string();
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(ClientError::Engine(format!(
+                "--url must be an http:// or https:// address, not '{base}'"
+            )));
+        }
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| ClientError::Engine(e.to_string()))?;
+        let owner = identities.owner(&base);
+        let remote = Self {
+            base,
+            http,
+            identities,
+            owner: Mutex::new(owner),
+            signin: Mutex::new(None),
+            key: key.filter(|k| !k.trim().is_empty()),
+        };
+        let health = remote
+            .http
+            .get(remote.url("/healthz"))
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .map_err(|e| remote.unreachable(&e))?;
+        if !health.status().is_success() {
+            return Err(ClientError::Unreachable {
+                url: remote.base.clone(),
+                reason: format!("it answered {} to /healthz", health.status()),
+            });
+        }
+        if remote.key.is_some() {
+            remote.sign_in().await?;
+        }
+        Ok(remote)
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn unreachable(&self, error: &reqwest::Error) -> ClientError {
+        let mut reason = error.to_string();
+        let mut source = std::error::Error::source(error);
+        while let Some(inner) = source {
+            reason = inner.to_string();
+            source = inner.source();
+        }
+        ClientError::Unreachable {
+            url: self.base.clone(),
+            reason,
+        }
+    }
+
+    /// `POST /login` with the key; keeps the sign-in cookie it answers with.
+    async fn sign_in(&self) -> Result<(), ClientError> {
+        let Some(key) = &self.key else {
+            return Err(ClientError::NeedsKey);
+        };
+        let response = self
+            .http
+            .post(self.url("/login"))
+            .form(&[("api_key", key.as_str()), ("next", "/")])
+            .timeout(Duration::from_secs(30))
+            .send()
+            .await
+            .map_err(|e| self.unreachable(&e))?;
+        let status = response.status();
+        match cookie_from(response.headers(), SIGNIN_COOKIE) {
+            Some(token) if status.is_redirection() && !token.is_empty() => {
+                *self.signin.lock() = Some(token);
+                Ok(())
+            }
+            _ if status == StatusCode::UNAUTHORIZED => Err(ClientError::KeyRefused(
+                "it is not a live key of this server".into(),
+            )),
+            _ => Err(ClientError::KeyRefused(format!(
+                "signing in answered {status}"
+            ))),
+        }
+    }
+
+    fn with_cookies(&self, request: RequestBuilder) -> RequestBuilder {
+        let mut cookies = Vec::new();
+        if let Some(owner) = *self.owner.lock() {
+            cookies.push(format!("{OWNER_COOKIE}={owner}"));
+        }
+        if let Some(token) = self.signin.lock().as_ref() {
+            cookies.push(format!("{SIGNIN_COOKIE}={token}"));
+        }
+        if cookies.is_empty() {
+            request
+        } else {
+            request.header(COOKIE, cookies.join("; "))
+        }
+    }
+
+    /// Sends a request with the client's cookies; keeps an owner cookie the
+    /// server made; turns an error answer into [`ClientError::Refused`].
+    async fn send(&self, build: impl Fn() -> RequestBuilder) -> Result<Response, ClientError> {
+        let mut signed_in_again = false;
+        loop {
+            let response = self
+                .with_cookies(build())
+                .send()
+                .await
+                .map_err(|e| self.unreachable(&e))?;
+            if let Some(owner) = cookie_from(response.headers(), OWNER_COOKIE)
+                .and_then(|value| value.parse::<OwnerId>().ok())
+            {
+                let mut kept = self.owner.lock();
+                if kept.is_none() {
+                    *kept = Some(owner);
+                    if let Err(e) = self.identities.remember(&self.base, owner) {
+                        tracing::warn!(error = %e, "cannot keep the owner id");
+                    }
+                }
+            }
+            let status = response.status();
+            if status.is_success() {
+                return Ok(response);
+            }
+            if status == StatusCode::UNAUTHORIZED {
+                // A sign-in lasts hours; a long chat signs in again once.
+                if self.key.is_some() && !signed_in_again {
+                    signed_in_again = true;
+                    self.sign_in().await?;
+                    continue;
+                }
+                return Err(if self.key.is_some() {
+                    ClientError::KeyRefused("the sign-in was not accepted".into())
+                } else {
+                    ClientError::NeedsKey
+                });
+            }
+            return Err(refusal(response).await);
+        }
+    }
+
+    async fn json<T: serde::de::DeserializeOwned>(
+        &self,
+        response: Response,
+    ) -> Result<T, ClientError> {
+        let bytes = read_bounded(response, MAX_JSON_BYTES).await?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(e.to_string()))
+    }
+
+    async fn turn(&self, path: String, body: serde_json::Value) -> Result<TurnStream, ClientError> {
+        let response = self
+            .send(|| {
+                self.http
+                    .post(self.url(&path))
+                    .header(ACCEPT, "application/x-ndjson")
+                    .json(&body)
+            })
+            .await?;
+        Ok(turn_lines(response))
+    }
+}
+
+/// The value of cookie `name` among `Set-Cookie` headers.
+fn cookie_from(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all(SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter_map(|v| cookie::Cookie::parse(v.to_string()).ok())
+        .find(|c| c.name() == name)
+        .map(|c| c.value().to_string())
+}
+
+/// An error answer: the API's `{"error": {"code", "message"}}`, or its
+/// status.
+async fn refusal(response: Response) -> ClientError {
+    #[derive(Deserialize)]
+    struct Body {
+        error: Inner,
+    }
+    #[derive(Deserialize)]
+    struct Inner {
+        #[serde(default)]
+        code: String,
+        message: String,
+    }
+    let status = response.status();
+    let bytes = read_bounded(response, 64 * 1024).await.unwrap_or_default();
+    match serde_json::from_slice::<Body>(&bytes) {
+        Ok(body) => ClientError::Refused {
+            status: status.as_u16(),
+            code: body.error.code,
+            message: super::look::clean(&body.error.message),
+        },
+        Err(_) => ClientError::Refused {
+            status: status.as_u16(),
+            code: String::new(),
+            message: format!("the server answered {status}"),
+        },
+    }
+}
+
+/// A body of at most `max` bytes.
+async fn read_bounded(response: Response, max: usize) -> Result<Vec<u8>, ClientError> {
+    if response
+        .content_length()
+        .is_some_and(|len| len > u64::try_from(max).unwrap_or(u64::MAX))
+    {
+        return Err(ClientError::Protocol(format!("an answer over {max} bytes")));
+    }
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| ClientError::Protocol(e.to_string()))?;
+        if body.len() + chunk.len() > max {
+            return Err(ClientError::Protocol(format!("an answer over {max} bytes")));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// A streamed NDJSON answer as frames: one event a line, each line at most
+/// [`MAX_LINE_BYTES`]; an error line ends the stream with its error.
+fn turn_lines(response: Response) -> TurnStream {
+    let bytes = response.bytes_stream();
+    let lines = futures::stream::unfold(
+        (bytes, BytesMut::new(), false),
+        |(mut bytes, mut buffer, mut done)| async move {
+            loop {
+                if done {
+                    return None;
+                }
+                if let Some(end) = buffer.iter().position(|&b| b == b'\n') {
+                    let line = buffer.split_to(end + 1);
+                    let text = String::from_utf8_lossy(&line[..end]).into_owned();
+                    if text.trim().is_empty() {
+                        continue;
+                    }
+                    return Some((Ok(text), (bytes, buffer, done)));
+                }
+                if buffer.len() > MAX_LINE_BYTES {
+                    done = true;
+                    let error =
+                        ClientError::Protocol(format!("a line over {MAX_LINE_BYTES} bytes"));
+                    return Some((Err(error), (bytes, buffer, done)));
+                }
+                match bytes.next().await {
+                    Some(Ok(chunk)) => buffer.extend_from_slice(chunk.chunk()),
+                    Some(Err(e)) => {
+                        done = true;
+                        let error = ClientError::Protocol(format!("the turn's stream broke: {e}"));
+                        return Some((Err(error), (bytes, buffer, done)));
+                    }
+                    None => {
+                        done = true;
+                        if buffer.iter().any(|b| !b.is_ascii_whitespace()) {
+                            let text = String::from_utf8_lossy(&buffer).into_owned();
+                            buffer.clear();
+                            return Some((Ok(text), (bytes, buffer, done)));
+                        }
+                        return None;
+                    }
+                }
+            }
+        },
+    );
+    lines
+        .filter_map(|line| async move {
+            match line {
+                Err(e) => Some(Err(e)),
+                Ok(line) => match serde_json::from_str::<ServerMessage>(&line) {
+                    Ok(ServerMessage::Event(event)) => Some(Ok(Frame { line, event })),
+                    Ok(ServerMessage::Error { code, message }) => Some(Err(ClientError::Refused {
+                        status: 200,
+                        code: format!("{code:?}"),
+                        message: super::look::clean(&message),
+                    })),
+                    Ok(_) => None,
+                    Err(e) => Some(Err(ClientError::Protocol(format!(
+                        "a line that is not an event: {e}"
+                    )))),
+                },
+            }
+        })
+        .boxed()
+}
+
+#[derive(Deserialize)]
+struct Created {
+    id: String,
+}
+
+#[derive(Deserialize)]
+struct Files {
+    files: Vec<FileSummary>,
+}
+
+#[derive(Deserialize)]
+struct Link {
+    url: String,
+}
+
+#[derive(Deserialize)]
+struct Models {
+    default_model: String,
+}
+
+#[async_trait]
+impl Engine for Remote {
+    fn describe(&self) -> String {
+        self.base.clone()
+    }
+
+    async fn default_model(&self) -> Option<String> {
+        let response = self
+            .send(|| self.http.get(self.url("/api/models")))
+            .await
+            .ok()?;
+        let models: Models = self.json(response).await.ok()?;
+        Some(models.default_model)
+    }
+
+    async fn new_session(&self) -> Result<String, ClientError> {
+        let response = self
+            .send(|| self.http.post(self.url("/api/sessions")))
+            .await?;
+        let created: Created = self.json(response).await?;
+        Ok(created.id)
+    }
+
+    async fn check_session(&self, id: &str) -> Result<(), ClientError> {
+        let path = format!("/api/sessions/{}/events?after={}", segment(id), u64::MAX);
+        self.send(|| self.http.get(self.url(&path))).await?;
+        Ok(())
+    }
+
+    async fn ask(
+        &self,
+        id: &str,
+        text: &str,
+        model: Option<&str>,
+    ) -> Result<TurnStream, ClientError> {
+        let mut body = serde_json::json!({ "text": text });
+        if let Some(model) = model {
+            body["model"] = model.into();
+        }
+        self.turn(format!("/api/sessions/{}/ask", segment(id)), body)
+            .await
+    }
+
+    async fn rerun(&self, id: &str) -> Result<TurnStream, ClientError> {
+        let response = self
+            .send(|| {
+                self.http
+                    .post(self.url(&format!("/api/sessions/{}/rerun", segment(id))))
+                    .header(ACCEPT, "application/x-ndjson")
+            })
+            .await?;
+        Ok(turn_lines(response))
+    }
+
+    async fn stop(&self, id: &str) -> Result<(), ClientError> {
+        let path = format!("/api/sessions/{}/stop", segment(id));
+        self.send(|| {
+            self.http
+                .post(self.url(&path))
+                .timeout(Duration::from_secs(10))
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn upload(
+        &self,
+        id: &str,
+        name: &str,
+        bytes: Vec<u8>,
+        replace: bool,
+    ) -> Result<Uploaded, ClientError> {
+        let query = form_urlencoded::Serializer::new(String::new())
+            .append_pair("path", name)
+            .append_pair("overwrite", if replace { "true" } else { "false" })
+            .finish();
+        let path = format!("/api/sessions/{}/files?{query}", segment(id));
+        let body = bytes::Bytes::from(bytes);
+        match self
+            .send(|| {
+                self.http
+                    .put(self.url(&path))
+                    .header(CONTENT_TYPE, "application/octet-stream")
+                    .body(body.clone())
+            })
+            .await
+        {
+            Ok(response) => {
+                let files: Files = self.json(response).await?;
+                files
+                    .files
+                    .into_iter()
+                    .next()
+                    .map(Uploaded::Written)
+                    .ok_or_else(|| ClientError::Protocol("the upload wrote no file".into()))
+            }
+            Err(ClientError::Refused { status: 409, .. }) => Ok(Uploaded::Exists),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn files(&self, id: &str) -> Result<Vec<FileSummary>, ClientError> {
+        let path = format!("/api/sessions/{}/files", segment(id));
+        let response = self.send(|| self.http.get(self.url(&path))).await?;
+        let files: Files = self.json(response).await?;
+        Ok(files.files)
+    }
+
+    async fn download(&self, id: &str, file: &str) -> Result<Vec<u8>, ClientError> {
+        let query = form_urlencoded::Serializer::new(String::new())
+            .append_pair("path", file)
+            .finish();
+        let path = format!("/api/sessions/{}/files?{query}", segment(id));
+        let response = self.send(|| self.http.get(self.url(&path))).await?;
+        read_bounded(response, MAX_DOWNLOAD_BYTES).await
+    }
+
+    async fn share(&self, id: &str) -> Result<String, ClientError> {
+        let path = format!("/api/sessions/{}/share", segment(id));
+        let response = self.send(|| self.http.post(self.url(&path))).await?;
+        let link: Link = self.json(response).await?;
+        Ok(link.url)
+    }
+
+    fn page(&self, id: &str) -> Option<String> {
+        Some(self.url(&format!("/sessions/{}", segment(id))))
+    }
+
+    async fn close(&self) {}
+}
+
+/// `id` as one path segment (a session id is hex and dashes; anything
+/// else is escaped, and the server answers 404).
+fn segment(id: &str) -> String {
+    form_urlencoded::byte_serialize(id.as_bytes()).collect()
+}

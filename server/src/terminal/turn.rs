@@ -1,0 +1,157 @@
+//! Following one turn in the terminal: its events drawn as they come (or
+//! printed as NDJSON), a spinner while nothing streams, and Ctrl+C: the
+//! first stops the turn, a second leaves.
+
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use app::protocol::{EventBody, TurnStatus};
+use futures::{FutureExt, StreamExt};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
+use super::engine::{ClientError, Engine, TurnStream};
+use super::panels::Panels;
+
+/// How a followed turn ended.
+#[derive(Debug)]
+pub enum Ending {
+    Finished(TurnStatus),
+    /// The stream broke or the server refused (the turn may run on).
+    Broken(ClientError),
+    /// Ctrl+C a second time: the person wants out.
+    Left,
+}
+
+/// SIGINT, listened for from the start, so that Ctrl+C no longer kills the
+/// client but stops a turn.
+pub struct Interrupts {
+    signal: Signal,
+}
+
+impl Interrupts {
+    pub fn listen() -> std::io::Result<Self> {
+        Ok(Self {
+            signal: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    /// Forgets interrupts that came while no turn ran.
+    pub fn forget(&mut self) {
+        while let Some(Some(())) = self.signal.recv().now_or_never() {}
+    }
+
+    async fn next(&mut self) {
+        if self.signal.recv().await.is_none() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// A spinner on standard error, only when it is a terminal.
+pub struct Spinner {
+    enabled: bool,
+    bar: Option<(ProgressBar, &'static str)>,
+}
+
+impl Spinner {
+    pub fn new(enabled: bool) -> Self {
+        Self {
+            enabled: enabled && std::io::stderr().is_terminal(),
+            bar: None,
+        }
+    }
+
+    /// Shows `message` spinning, or nothing.
+    pub fn set(&mut self, message: Option<&'static str>) {
+        match (message, &self.bar) {
+            (Some(m), Some((_, shown))) if *shown == m => {}
+            (Some(m), _) if self.enabled => {
+                self.clear();
+                let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+                bar.set_style(
+                    ProgressStyle::with_template("{spinner} {msg}…")
+                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                );
+                bar.set_message(m);
+                bar.enable_steady_tick(Duration::from_millis(100));
+                self.bar = Some((bar, m));
+            }
+            _ => self.clear(),
+        }
+    }
+
+    pub fn clear(&mut self) {
+        if let Some((bar, _)) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// Where a turn goes: panels, or NDJSON lines.
+pub enum Sink<'a, 'h, W: Write> {
+    Panels(&'a mut Panels<'h, W>),
+    Json(&'a mut dyn Write),
+}
+
+/// Follows `turn` of session `session` to its end.
+pub async fn follow<W: Write>(
+    engine: &dyn Engine,
+    session: &str,
+    mut turn: TurnStream,
+    mut sink: Sink<'_, '_, W>,
+    interrupts: &mut Interrupts,
+    spinner: &mut Spinner,
+) -> Ending {
+    interrupts.forget();
+    let mut stopping = false;
+    if let Sink::Panels(panels) = &mut sink {
+        panels.begin();
+        spinner.set(panels.waiting());
+    }
+    let ending = loop {
+        tokio::select! {
+            frame = turn.next() => {
+                let frame = match frame {
+                    Some(Ok(frame)) => frame,
+                    Some(Err(error)) => break Ending::Broken(error),
+                    None => break Ending::Broken(ClientError::Protocol(
+                        "the turn's stream ended before the turn did".into(),
+                    )),
+                };
+                spinner.clear();
+                let drawn = match &mut sink {
+                    Sink::Panels(panels) => panels.event(&frame.event),
+                    Sink::Json(out) => writeln!(out, "{}", frame.line).and_then(|()| out.flush()),
+                };
+                if let Err(error) = drawn {
+                    break Ending::Broken(error.into());
+                }
+                if let EventBody::TurnFinished { status, .. } = frame.event.event {
+                    break Ending::Finished(status);
+                }
+                if let Sink::Panels(panels) = &sink {
+                    spinner.set(panels.waiting());
+                }
+            }
+            () = interrupts.next() => {
+                if stopping {
+                    break Ending::Left;
+                }
+                stopping = true;
+                spinner.clear();
+                if let Sink::Panels(panels) = &mut sink {
+                    let _ = panels.note(
+                        anstyle::Style::new().dimmed(),
+                        "Stopping… (Ctrl+C again to leave)",
+                    );
+                }
+                if let Err(error) = engine.stop(session).await {
+                    break Ending::Broken(error);
+                }
+            }
+        }
+    };
+    spinner.clear();
+    ending
+}
