@@ -22,5 +22,6 @@ mod peer;
 mod sandbox;
 mod sessions;
 mod support;
+mod terminal;
 mod web;
 mod websocket;
