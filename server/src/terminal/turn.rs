@@ -3,11 +3,12 @@
 //! first stops the turn, a second leaves.
 
 use std::io::{IsTerminal, Write};
+use std::sync::Arc;
 use std::time::Duration;
 
 use app::protocol::{EventBody, TurnStatus};
 use futures::{FutureExt, StreamExt};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use parking_lot::Mutex;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use super::engine::{ClientError, Engine, TurnStream};
@@ -48,44 +49,64 @@ impl Interrupts {
     }
 }
 
-/// A spinner on standard error, only when it is a terminal.
+/// A spinner on standard error, only when it is a terminal. Drawn by a
+/// task of its own, under a lock that clearing takes too, so that no frame
+/// lands after the line is cleared and the panels write there.
 pub struct Spinner {
     enabled: bool,
-    bar: Option<(ProgressBar, &'static str)>,
+    shown: Option<(Arc<Mutex<bool>>, &'static str)>,
 }
+
+const FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 
 impl Spinner {
     pub fn new(enabled: bool) -> Self {
         Self {
             enabled: enabled && std::io::stderr().is_terminal(),
-            bar: None,
+            shown: None,
         }
     }
 
     /// Shows `message` spinning, or nothing.
     pub fn set(&mut self, message: Option<&'static str>) {
-        match (message, &self.bar) {
+        match (message, &self.shown) {
             (Some(m), Some((_, shown))) if *shown == m => {}
             (Some(m), _) if self.enabled => {
                 self.clear();
-                let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-                bar.set_style(
-                    ProgressStyle::with_template("{spinner} {msg}…")
-                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-                );
-                bar.set_message(m);
-                bar.enable_steady_tick(Duration::from_millis(100));
-                self.bar = Some((bar, m));
+                let running = Arc::new(Mutex::new(true));
+                draw(FRAMES[0], m);
+                let task_running = Arc::clone(&running);
+                tokio::spawn(async move {
+                    for frame in FRAMES.iter().cycle().skip(1) {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        let running = task_running.lock();
+                        if !*running {
+                            break;
+                        }
+                        draw(*frame, m);
+                    }
+                });
+                self.shown = Some((running, m));
             }
             _ => self.clear(),
         }
     }
 
     pub fn clear(&mut self) {
-        if let Some((bar, _)) = self.bar.take() {
-            bar.finish_and_clear();
+        if let Some((running, _)) = self.shown.take() {
+            let mut running = running.lock();
+            *running = false;
+            let mut stderr = std::io::stderr();
+            let _ = write!(stderr, "\r\u{1b}[2K");
+            let _ = stderr.flush();
         }
     }
+}
+
+fn draw(frame: char, message: &str) {
+    let mut stderr = std::io::stderr();
+    let _ = write!(stderr, "\r\u{1b}[2K{frame} {message}…");
+    let _ = stderr.flush();
 }
 
 /// Where a turn goes: panels, or NDJSON lines.

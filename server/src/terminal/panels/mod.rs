@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use anstyle::{AnsiColor, Style};
 use app::protocol::{
     CellError, CellKind, CellStatus, EventBody, KernelLoss, Output, SessionEvent, Table,
-    TurnStatus, chart_of,
+    TurnStatus, UNGROUNDED, chart_of,
 };
 use base64::Engine as _;
 
@@ -535,6 +535,28 @@ impl<'h, W: Write> Panels<'h, W> {
         let Some(mut panel) = self.open.take() else {
             return Ok(());
         };
+        // An explanation withdrawn for naming figures nothing showed is not
+        // shown as if it stood: only why it was withdrawn.
+        let withdrawn = matches!(panel.body, Body::Explanation { .. })
+            && finished.is_some_and(|(_, _, e)| e.is_some_and(|e| e.code == UNGROUNDED));
+        if withdrawn {
+            if let Body::Explanation { rows, used, .. } = &panel.body {
+                self.erase(*rows, *used)?;
+            }
+            let note = finished
+                .and_then(|(_, _, e)| e)
+                .map_or_else(String::new, |e| clean(&e.message));
+            let line = self.look.paint(
+                Style::new().dimmed().italic(),
+                &format!("(an explanation was {note}; another follows)"),
+            );
+            self.line(&line)?;
+            if self.look.live {
+                let end = self.look.paint(Style::new().dimmed(), "╰─");
+                writeln!(self.out, "{end}")?;
+            }
+            return Ok(());
+        }
         match &mut panel.body {
             Body::Code {
                 highlighter,
@@ -557,20 +579,11 @@ impl<'h, W: Write> Panels<'h, W> {
                 }
             }
             Body::Explanation { text, rows, used } => {
-                if self.look.live && (*rows > 0 || *used > 0) {
-                    if *rows + 1 < self.look.height {
-                        // Redraw the streamed text as rendered markdown.
-                        if *rows > 0 {
-                            write!(self.out, "\r\u{1b}[{rows}A\u{1b}[J")?;
-                        } else {
-                            write!(self.out, "\r\u{1b}[J")?;
-                        }
-                        self.markdown(text)?;
-                    } else {
-                        writeln!(self.out)?;
-                    }
-                } else {
+                if self.erase(*rows, *used)? {
                     self.markdown(text)?;
+                } else {
+                    // Too tall to redraw: the raw text stays as it streamed.
+                    writeln!(self.out)?;
                 }
             }
             Body::Other => {}
@@ -601,6 +614,23 @@ impl<'h, W: Write> Panels<'h, W> {
             writeln!(self.out, "({ending})")?;
         }
         Ok(())
+    }
+
+    /// Wipes an explanation's raw streamed text (live only). False when it
+    /// is taller than the screen, and stays.
+    fn erase(&mut self, rows: usize, used: usize) -> io::Result<bool> {
+        if !self.look.live || (rows == 0 && used == 0) {
+            return Ok(true);
+        }
+        if rows + 1 >= self.look.height {
+            return Ok(false);
+        }
+        if rows > 0 {
+            write!(self.out, "\r\u{1b}[{rows}A\u{1b}[J")?;
+        } else {
+            write!(self.out, "\r\u{1b}[J")?;
+        }
+        Ok(true)
     }
 
     fn markdown(&mut self, text: &str) -> io::Result<()> {

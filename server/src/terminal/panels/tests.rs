@@ -284,3 +284,37 @@ fn tables_without_text_are_aligned() {
         "{text}"
     );
 }
+
+#[test]
+fn a_withdrawn_explanation_is_not_shown_as_if_it_stood() {
+    let (text, _) = draw(
+        Look::PLAIN,
+        None,
+        turn(
+            vec![
+                started(4, CellKind::Explanation, None, None),
+                delta(4, "The total is 12,345."),
+                EventBody::CellFinished {
+                    cell_id: CellId(4),
+                    status: CellStatus::Error,
+                    elapsed_ms: 5,
+                    error: Some(CellError {
+                        code: UNGROUNDED.into(),
+                        message: "withdrawn: it names 12,345, which the output does not show"
+                            .into(),
+                    }),
+                },
+                started(5, CellKind::Explanation, None, None),
+                delta(5, "The total is 7."),
+                finished(5, CellStatus::Ok),
+            ],
+            TurnStatus::Ok,
+        ),
+    );
+    assert!(!text.contains("The total is 12,345."), "{text}");
+    assert!(
+        text.contains("(an explanation was withdrawn: it names 12,345, which the output does not show; another follows)"),
+        "{text}"
+    );
+    assert!(text.contains("The total is 7."), "{text}");
+}
