@@ -173,3 +173,16 @@ test.describe('notebooks in and out', () => {
     pageErrors.splice(0, pageErrors.length, ...pageErrors.filter((e) => !refusal.includes(e)));
   });
 });
+
+test('"Use in a terminal" gives the command that makes a terminal this browser', async ({ page, context }) => {
+  const notebook = new NotebookPage(page);
+  await notebook.openNew();
+  const [offer] = await Promise.all([
+    context.waitForEvent('page'),
+    page.getByRole('button', { name: 'Use in a terminal' }).click(),
+  ]);
+  await offer.waitForLoadState();
+  await expect(offer.getByRole('heading', { level: 1 })).toHaveText('Use these sessions in a terminal');
+  await expect(offer.locator('pre')).toHaveText(/^runcell chat --url http:\/\/[^ ]+ --join [0-9a-f]{32}$/);
+  await offer.close();
+});

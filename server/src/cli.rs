@@ -120,6 +120,11 @@ pub struct ClientArgs {
     /// server: the embedded model, the local jail, the data directory.
     #[arg(long)]
     pub embedded: bool,
+    /// Become the owner of a browser's sessions with the code its "Use in
+    /// a terminal" button gives: both then list the same sessions, and the
+    /// sessions this terminal had move there.
+    #[arg(long, value_name = "CODE", conflicts_with = "embedded")]
+    pub join: Option<String>,
     /// `--embedded`: the data directory [default: ./data]
     #[arg(long, requires = "embedded")]
     pub data_dir: Option<PathBuf>,
@@ -138,6 +143,7 @@ impl ClientArgs {
             key: self.key.clone(),
             embedded: self.embedded,
             data_dir: self.data_dir.clone(),
+            join: self.join.clone(),
         }
     }
 }

@@ -60,6 +60,11 @@ pub fn Sidebar(
                     <p class="empty-list">"Sessions you ask something in are listed here."</p>
                 </Show>
             </nav>
+            // A code for `runcell chat --join`: the terminal becomes this
+            // browser's owner, so both list the same sessions.
+            <form method="post" action="/terminal" target="_blank" class="to-terminal">
+                <button type="submit">"Use in a terminal"</button>
+            </form>
         </details>
     }
 }

@@ -191,6 +191,7 @@ impl From<NotebookError> for ApiError {
             NotebookError::NotFound(_) | NotebookError::LinkGone | NotebookError::NoSharedFiles => {
                 Self::NotFound(err.to_string())
             }
+            NotebookError::HandoverGone => Self::NotFound(err.to_string()),
             NotebookError::EmptyTitle | NotebookError::BadNotebook(_) => {
                 Self::BadRequest(err.to_string())
             }

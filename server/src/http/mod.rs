@@ -18,6 +18,7 @@ pub mod owner;
 mod request_origin;
 mod sessions;
 mod signin;
+mod terminal;
 mod turns;
 mod upload;
 mod v1;
@@ -166,6 +167,8 @@ fn pages(state: &AppState, context: impl Fn() + Clone + Send + Sync + 'static) -
         .route("/sessions/{id}/share", post(sessions::share_form))
         .route("/sessions/{id}/unshare", post(sessions::unshare_form))
         .route("/s/{token}/fork", post(sessions::fork))
+        .route("/terminal", post(terminal::offer))
+        .route("/api/owner/join", post(terminal::join))
         .route("/sessions/{id}/figures/{name}", get(figures::owned))
         .route("/api/sessions/{id}/notebook.ipynb", get(ipynb::owned))
         .route("/s/{token}/figures/{name}", get(figures::shared))

@@ -18,6 +18,11 @@ pub enum NotebookError {
     /// A share link that offers no files (or is gone).
     #[error("this link offers no files")]
     NoSharedFiles,
+    /// A hand-over code that is unknown, spent or lapsed.
+    #[error(
+        "this code is unknown, used or older than 10 minutes: make a new one in the browser (Use in a terminal)"
+    )]
+    HandoverGone,
     #[error("the title is empty")]
     EmptyTitle,
     /// An uploaded notebook that cannot be read.

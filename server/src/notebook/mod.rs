@@ -12,6 +12,7 @@
 mod error;
 mod figures;
 mod files;
+mod handover;
 pub mod ipynb;
 mod ports;
 pub mod remote;
@@ -26,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use error::NotebookError;
 pub use figures::parse_figure_name;
+pub use handover::CODE_TTL_MS as HANDOVER_TTL_MS;
 pub use remote::serve_calls;
 pub use turns::{Turn, TurnEvents};
 
@@ -52,6 +54,7 @@ pub struct Notebooks {
     shutdown: CancellationToken,
     /// Where pages load Pyodide from, when the Browser sandbox is offered.
     pyodide_url: Option<String>,
+    handovers: handover::Handovers,
 }
 
 impl Notebooks {
@@ -66,6 +69,7 @@ impl Notebooks {
             runner,
             shutdown,
             pyodide_url,
+            handovers: handover::Handovers::default(),
         }
     }
 

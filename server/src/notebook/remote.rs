@@ -89,9 +89,10 @@ pub enum FailureKind {
 impl Failure {
     fn of(err: &NotebookError) -> Self {
         let kind = match err {
-            NotebookError::NotFound(_) | NotebookError::LinkGone | NotebookError::NoSharedFiles => {
-                FailureKind::NotFound
-            }
+            NotebookError::NotFound(_)
+            | NotebookError::LinkGone
+            | NotebookError::NoSharedFiles
+            | NotebookError::HandoverGone => FailureKind::NotFound,
             NotebookError::EmptyTitle | NotebookError::BadNotebook(_) => FailureKind::BadRequest,
             NotebookError::ShuttingDown | NotebookError::Unreachable(_) => FailureKind::Unavailable,
             NotebookError::Refused(_) | NotebookError::Create(_) => FailureKind::Busy,

@@ -246,6 +246,15 @@ impl SessionHub {
         Ok(self.open(id).await?.filter(|c| c.owner() == owner))
     }
 
+    /// Drops `owner`'s sessions from memory (their owner changed in the
+    /// store); the next open reads them afresh. Pages open on them keep
+    /// what they hold.
+    pub fn forget_owner(&self, owner: OwnerId) {
+        self.sessions
+            .lock()
+            .retain(|_, channel| channel.owner() != owner);
+    }
+
     /// The session if it is in memory.
     pub fn existing(&self, id: SessionId) -> Option<Arc<SessionChannel>> {
         let mut sessions = self.sessions.lock();

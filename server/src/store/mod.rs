@@ -110,6 +110,10 @@ pub trait Store: Send + Sync + 'static {
     /// active first.
     async fn sessions_of(&self, owner: OwnerId) -> Result<Vec<SessionRecord>, StoreError>;
 
+    /// Gives every session of `from` to `to` (a terminal joining a
+    /// browser's owner brings its sessions along); answers how many moved.
+    async fn move_sessions(&self, from: OwnerId, to: OwnerId) -> Result<u64, StoreError>;
+
     /// Renames a session; false if there is no such session.
     async fn rename_session(&self, id: SessionId, title: &str) -> Result<bool, StoreError>;
 

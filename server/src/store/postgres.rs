@@ -294,6 +294,15 @@ impl Store for PostgresStore {
         .collect()
     }
 
+    async fn move_sessions(&self, from: OwnerId, to: OwnerId) -> Result<u64, StoreError> {
+        let result = sqlx::query("UPDATE sessions SET owner = $1 WHERE owner = $2")
+            .bind(to.to_string())
+            .bind(from.to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(result.rows_affected())
+    }
+
     async fn rename_session(&self, id: SessionId, title: &str) -> Result<bool, StoreError> {
         let result = sqlx::query("UPDATE sessions SET title = $1 WHERE id = $2")
             .bind(text(&title_from(title)))

@@ -159,6 +159,15 @@ impl Store for SqliteStore {
         .collect()
     }
 
+    async fn move_sessions(&self, from: OwnerId, to: OwnerId) -> Result<u64, StoreError> {
+        let result = sqlx::query("UPDATE sessions SET owner = ? WHERE owner = ?")
+            .bind(to.to_string())
+            .bind(from.to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(result.rows_affected())
+    }
+
     async fn rename_session(&self, id: SessionId, title: &str) -> Result<bool, StoreError> {
         let result = sqlx::query("UPDATE sessions SET title = ? WHERE id = ?")
             .bind(title_from(title))

@@ -319,4 +319,30 @@ pub async fn after_reopen(store: &dyn Store) {
         .expect("lasts");
     assert_eq!(other.title, "how many r's in strawberry?");
     assert_eq!(store.events(session(OTHER)).await.expect("events").len(), 5);
+
+    // Bob joins Carol's owner: his sessions go with him, and nobody else's.
+    let moved = store.move_sessions(owner(BOB), owner(CAROL)).await;
+    assert_eq!(moved.expect("move"), 1);
+    let carols: Vec<SessionId> = store
+        .sessions_of(owner(CAROL))
+        .await
+        .expect("list")
+        .iter()
+        .map(|s| s.id)
+        .collect();
+    assert!(carols.contains(&session(OTHER)) && carols.contains(&session(FORK)));
+    assert!(
+        store
+            .sessions_of(owner(BOB))
+            .await
+            .expect("list")
+            .is_empty()
+    );
+    assert_eq!(
+        store
+            .move_sessions(owner(BOB), owner(CAROL))
+            .await
+            .expect("move"),
+        0
+    );
 }

@@ -47,6 +47,8 @@ pub struct Connect {
     /// Run the engine in this process, on `data_dir`.
     pub embedded: bool,
     pub data_dir: Option<PathBuf>,
+    /// A browser's hand-over code: become its owner first.
+    pub join: Option<String>,
 }
 
 /// `runcell ask`.
@@ -90,6 +92,10 @@ async fn open(connect: &Connect) -> Result<Box<dyn Engine>, ClientError> {
         Ok(Box::new(engine))
     } else {
         let engine = remote::Remote::connect(&connect.url, connect.key.clone(), identities).await?;
+        if let Some(code) = &connect.join {
+            engine.join(code).await?;
+            eprintln!("joined: this terminal and that browser now list the same sessions");
+        }
         Ok(Box::new(engine))
     }
 }

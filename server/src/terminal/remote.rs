@@ -88,6 +88,27 @@ impl Remote {
         Ok(remote)
     }
 
+    /// Spends a browser's hand-over code: from now on this client is that
+    /// browser's owner (its own sessions moved there by the server).
+    pub async fn join(&self, code: &str) -> Result<(), ClientError> {
+        #[derive(Deserialize)]
+        struct Joined {
+            owner: String,
+        }
+        let body = serde_json::json!({ "code": code.trim() });
+        let response = self
+            .send(|| self.http.post(self.url("/api/owner/join")).json(&body))
+            .await?;
+        let joined: Joined = self.json(response).await?;
+        let owner: OwnerId = joined
+            .owner
+            .parse()
+            .map_err(|_| ClientError::Protocol("the joined owner is not an owner id".into()))?;
+        *self.owner.lock() = Some(owner);
+        self.identities.remember(&self.base, owner)?;
+        Ok(())
+    }
+
     fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }

@@ -643,3 +643,85 @@ async fn embedded_runs_the_engine_in_process_and_keeps_sessions_in_the_data_dir(
     assert!(output.status.success(), "{stdout}");
     assert!(stdout.contains("again"), "{stdout}");
 }
+
+#[tokio::test]
+async fn a_browsers_code_makes_the_terminal_its_owner_with_its_sessions() {
+    let server = TestServer::start().await;
+    server.ready().await;
+    // The browser (the test's owner) has a session with a variable in it.
+    let browsers = server.new_session().await;
+    crate::support::ask(&server, &browsers, &code("shared = 'from the browser'")).await;
+
+    // A terminal that made a session of its own first.
+    let dir = tempfile::tempdir().unwrap();
+    let asked = ask(&server, dir.path(), &[&code("print('terminal first')")]).await;
+    assert!(asked.status.success(), "{}", asked.stderr);
+    let terminals = asked.stderr.split_whitespace().nth(1).unwrap().to_string();
+
+    // "Use in a terminal" in the browser: a page with the command.
+    let page = crate::support::http_as(Some(crate::support::OWNER))
+        .post(server.url("/terminal"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let page = page.text().await.unwrap();
+    let code_at = at(&page, "--join ") + "--join ".len();
+    let join_code: String = page[code_at..]
+        .chars()
+        .take_while(char::is_ascii_hexdigit)
+        .collect();
+    assert_eq!(join_code.len(), 32, "{page}");
+    assert!(page.contains(&format!("runcell chat --url {}", server.url(""))));
+
+    // The terminal joins and follows up the browser's session.
+    let asked = ask(
+        &server,
+        dir.path(),
+        &[
+            "--join",
+            &join_code,
+            "--session",
+            &browsers,
+            &code("print(shared)"),
+        ],
+    )
+    .await;
+    assert!(asked.status.success(), "{}\n{}", asked.stdout, asked.stderr);
+    assert!(
+        asked.stdout.contains("from the browser"),
+        "{}",
+        asked.stdout
+    );
+
+    // The browser's sidebar lists both, the terminal's first session too.
+    let listed: serde_json::Value = crate::support::http_as(Some(crate::support::OWNER))
+        .get(server.url("/api/sessions"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["id"].as_str())
+        .collect();
+    assert!(
+        ids.contains(&browsers.as_str()) && ids.contains(&terminals.as_str()),
+        "{listed}"
+    );
+
+    // A code works once.
+    let other = tempfile::tempdir().unwrap();
+    let asked = ask(
+        &server,
+        other.path(),
+        &["--join", &join_code, &code("print(1)")],
+    )
+    .await;
+    assert_eq!(asked.status.code(), Some(2));
+    assert!(asked.stderr.contains("unknown, used"), "{}", asked.stderr);
+}

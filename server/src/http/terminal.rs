@@ -1,0 +1,75 @@
+//! A browser and a terminal as one owner (`notebook::handover`): the
+//! page's "Use in a terminal" form, answered with the command to type, and
+//! the terminal's join. Each parses, calls the notebook service and maps.
+
+use std::sync::Arc;
+
+use app::render::markdown::escape;
+use axum::Json;
+use axum::extract::State;
+use axum::extract::rejection::JsonRejection;
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::ApiError;
+use super::owner::{Owner, owner_cookie, set_cookie};
+use super::request_origin::RequestOrigin;
+use crate::notebook::{HANDOVER_TTL_MS, Notebooks};
+
+/// `POST /terminal` (the sidebar's form): a page with the command that
+/// makes a terminal this browser's owner.
+pub async fn offer(
+    State(notebooks): State<Arc<Notebooks>>,
+    Owner(owner): Owner,
+    origin: RequestOrigin,
+) -> Response {
+    let code = notebooks.offer_handover(owner);
+    let command = format!("runcell chat --url {} --join {code}", origin.base_url());
+    let body = format!(
+        r#"<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Use in a terminal · runcell</title><link rel="stylesheet" href="/pkg/{css}.css"></head>
+<body><main class="signin terminal-offer">
+<h1>Use these sessions in a terminal</h1>
+<p>Type this in a terminal where runcell is installed:</p>
+<pre><code>{command}</code></pre>
+<p>The code works once, within {minutes} minutes. From then on the terminal and this browser are one owner: the terminal's sessions move here and show in this sidebar, and this browser's sessions can be followed up from the terminal (<code>--session ID</code>).</p>
+<p><a href="/">Back to runcell</a></p>
+</main></body></html>"#,
+        css = app::OUTPUT_NAME,
+        command = escape(&command),
+        minutes = HANDOVER_TTL_MS / 60_000,
+    );
+    (
+        StatusCode::OK,
+        [(header::CACHE_CONTROL, "no-store")],
+        Html(body),
+    )
+        .into_response()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JoinBody {
+    code: String,
+}
+
+/// `POST /api/owner/join {"code"}` → `{"owner"}`, and the owner
+/// cookie: the caller is now the owner the code names, with its sessions.
+pub async fn join(
+    State(notebooks): State<Arc<Notebooks>>,
+    Owner(owner): Owner,
+    origin: RequestOrigin,
+    body: Result<Json<JoinBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(body) = body?;
+    let joined = notebooks.join(owner, &body.code).await?;
+    let mut response = Json(json!({ "owner": joined.to_string() })).into_response();
+    set_cookie(
+        &mut response,
+        &owner_cookie(joined, origin.secure_context()),
+    );
+    Ok(response)
+}

@@ -1,0 +1,110 @@
+//! One owner in a browser and a terminal. The page hands out a one-time
+//! code (`POST /terminal`); `runcell chat --join CODE` spends it
+//! (`POST /api/owner/join`) and from then on the terminal is the browser's
+//! owner: its sessions show in the browser's sidebar and the browser's in
+//! the terminal. The sessions the terminal had are moved to that owner, so
+//! that nothing it made is lost.
+//!
+//! A code is 128 random bits, lasts [`CODE_TTL_MS`], works once, and lives
+//! in this node's memory only (on several nodes, join through the node that
+//! made it).
+
+use std::collections::HashMap;
+
+use parking_lot::Mutex;
+use rand::Rng;
+
+use super::{NotebookError, Notebooks};
+use crate::session::OwnerId;
+
+/// How long a code can be used.
+pub const CODE_TTL_MS: u64 = 10 * 60 * 1000;
+/// The most codes kept at once (the oldest go first).
+const MAX_CODES: usize = 10_000;
+
+/// The codes handed out and not yet spent.
+#[derive(Default)]
+pub struct Handovers {
+    codes: Mutex<HashMap<String, (OwnerId, u64)>>,
+}
+
+impl Handovers {
+    /// A new code that makes its bearer `owner`, valid from `now_ms`.
+    fn offer(&self, owner: OwnerId, now_ms: u64) -> String {
+        let bytes: [u8; 16] = rand::rng().random();
+        let code = hex::encode(bytes);
+        let mut codes = self.codes.lock();
+        codes.retain(|_, (_, made)| now_ms.saturating_sub(*made) < CODE_TTL_MS);
+        while codes.len() >= MAX_CODES {
+            let oldest = codes
+                .iter()
+                .min_by_key(|(_, (_, made))| *made)
+                .map(|(code, _)| code.clone());
+            match oldest {
+                Some(code) => codes.remove(&code),
+                None => break,
+            };
+        }
+        codes.insert(code.clone(), (owner, now_ms));
+        code
+    }
+
+    /// The owner `code` names, if it is live; it cannot be used again.
+    fn take(&self, code: &str, now_ms: u64) -> Option<OwnerId> {
+        let (owner, made) = self.codes.lock().remove(code.trim())?;
+        (now_ms.saturating_sub(made) < CODE_TTL_MS).then_some(owner)
+    }
+}
+
+impl Notebooks {
+    /// A one-time code that makes a terminal `owner` (see the module).
+    pub fn offer_handover(&self, owner: OwnerId) -> String {
+        self.handovers.offer(owner, crate::clock::now_ms())
+    }
+
+    /// `joiner` becomes the owner `code` names: the joiner's sessions move
+    /// to that owner. Answers the owner.
+    pub async fn join(&self, joiner: OwnerId, code: &str) -> Result<OwnerId, NotebookError> {
+        let owner = self
+            .handovers
+            .take(code, crate::clock::now_ms())
+            .ok_or(NotebookError::HandoverGone)?;
+        if owner != joiner {
+            let moved = self.store().move_sessions(joiner, owner).await?;
+            // Sessions in memory still name the old owner: read afresh.
+            self.hub.forget_owner(joiner);
+            tracing::info!(moved, "a terminal joined a browser's owner");
+        }
+        Ok(owner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_code_works_once_and_not_after_it_lapsed() {
+        let handovers = Handovers::default();
+        let owner = OwnerId::random();
+        let code = handovers.offer(owner, 1_000);
+        assert_eq!(code.len(), 32);
+        assert_eq!(handovers.take("nope", 1_001), None);
+        assert_eq!(handovers.take(&code, 1_001), Some(owner));
+        assert_eq!(handovers.take(&code, 1_002), None, "once only");
+        let late = handovers.offer(owner, 1_000);
+        assert_eq!(handovers.take(&late, 1_000 + CODE_TTL_MS), None);
+    }
+
+    #[test]
+    fn codes_are_bounded() {
+        let handovers = Handovers::default();
+        let owner = OwnerId::random();
+        let first = handovers.offer(owner, 0);
+        for i in 0..MAX_CODES {
+            handovers.offer(owner, 1 + i as u64);
+        }
+        assert!(handovers.codes.lock().len() <= MAX_CODES);
+        assert_eq!(handovers.take(&first, 2), None, "the oldest went first");
+    }
+}
