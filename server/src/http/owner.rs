@@ -105,7 +105,16 @@ pub async fn owner_layer(
     request.extensions_mut().insert(Owner(owner));
     request.extensions_mut().insert(Viewer(owner));
     let mut response = next.run(request).await;
-    if found.is_none() {
+    // A handler may have set the owner itself (a join): that one stands.
+    let set_already = response
+        .headers()
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .any(|v| {
+            v.as_bytes()
+                .starts_with(format!("{OWNER_COOKIE}=").as_bytes())
+        });
+    if found.is_none() && !set_already {
         set_cookie(&mut response, &owner_cookie(owner, secure));
     }
     response

@@ -56,7 +56,7 @@ pub struct JoinBody {
     code: String,
 }
 
-/// `POST /api/owner/join {"code"}` → `{"owner"}`, and the owner
+/// `POST /api/owner/join {"code"}` → `{"owner", "moved"}`, and the owner
 /// cookie: the caller is now the owner the code names, with its sessions.
 pub async fn join(
     State(notebooks): State<Arc<Notebooks>>,
@@ -66,10 +66,14 @@ pub async fn join(
 ) -> Result<Response, ApiError> {
     let Json(body) = body?;
     let joined = notebooks.join(owner, &body.code).await?;
-    let mut response = Json(json!({ "owner": joined.to_string() })).into_response();
+    let mut response = Json(json!({
+        "owner": joined.owner.to_string(),
+        "moved": joined.moved,
+    }))
+    .into_response();
     set_cookie(
         &mut response,
-        &owner_cookie(joined, origin.secure_context()),
+        &owner_cookie(joined.owner, origin.secure_context()),
     );
     Ok(response)
 }

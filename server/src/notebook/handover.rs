@@ -22,6 +22,14 @@ pub const CODE_TTL_MS: u64 = 10 * 60 * 1000;
 /// The most codes kept at once (the oldest go first).
 const MAX_CODES: usize = 10_000;
 
+/// What a join did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Joined {
+    pub owner: OwnerId,
+    /// The joiner's sessions that moved to `owner`.
+    pub moved: u64,
+}
+
 /// The codes handed out and not yet spent.
 #[derive(Default)]
 pub struct Handovers {
@@ -34,7 +42,9 @@ impl Handovers {
         let bytes: [u8; 16] = rand::rng().random();
         let code = hex::encode(bytes);
         let mut codes = self.codes.lock();
-        codes.retain(|_, (_, made)| now_ms.saturating_sub(*made) < CODE_TTL_MS);
+        // Lapsed codes go, and so does the owner's previous one: one live
+        // code per owner.
+        codes.retain(|_, (of, made)| *of != owner && now_ms.saturating_sub(*made) < CODE_TTL_MS);
         while codes.len() >= MAX_CODES {
             let oldest = codes
                 .iter()
@@ -63,19 +73,19 @@ impl Notebooks {
     }
 
     /// `joiner` becomes the owner `code` names: the joiner's sessions move
-    /// to that owner. Answers the owner.
-    pub async fn join(&self, joiner: OwnerId, code: &str) -> Result<OwnerId, NotebookError> {
+    /// to that owner.
+    pub async fn join(&self, joiner: OwnerId, code: &str) -> Result<Joined, NotebookError> {
         let owner = self
             .handovers
             .take(code, crate::clock::now_ms())
             .ok_or(NotebookError::HandoverGone)?;
-        if owner != joiner {
-            let moved = self.store().move_sessions(joiner, owner).await?;
-            // Sessions in memory still name the old owner: read afresh.
-            self.hub.forget_owner(joiner);
-            tracing::info!(moved, "a terminal joined a browser's owner");
-        }
-        Ok(owner)
+        let moved = if owner == joiner {
+            0
+        } else {
+            self.hub.move_owner(joiner, owner).await?
+        };
+        tracing::info!(moved, "a terminal joined a browser's owner");
+        Ok(Joined { owner, moved })
     }
 }
 
@@ -97,12 +107,21 @@ mod tests {
     }
 
     #[test]
-    fn codes_are_bounded() {
+    fn an_owner_has_one_live_code() {
         let handovers = Handovers::default();
         let owner = OwnerId::random();
         let first = handovers.offer(owner, 0);
+        let second = handovers.offer(owner, 1);
+        assert_eq!(handovers.take(&first, 2), None);
+        assert_eq!(handovers.take(&second, 2), Some(owner));
+    }
+
+    #[test]
+    fn codes_are_bounded() {
+        let handovers = Handovers::default();
+        let first = handovers.offer(OwnerId::random(), 0);
         for i in 0..MAX_CODES {
-            handovers.offer(owner, 1 + i as u64);
+            handovers.offer(OwnerId::random(), 1 + i as u64);
         }
         assert!(handovers.codes.lock().len() <= MAX_CODES);
         assert_eq!(handovers.take(&first, 2), None, "the oldest went first");

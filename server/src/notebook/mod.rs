@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use error::NotebookError;
 pub use figures::parse_figure_name;
-pub use handover::CODE_TTL_MS as HANDOVER_TTL_MS;
+pub use handover::{CODE_TTL_MS as HANDOVER_TTL_MS, Joined};
 pub use remote::serve_calls;
 pub use turns::{Turn, TurnEvents};
 

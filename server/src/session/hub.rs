@@ -246,13 +246,19 @@ impl SessionHub {
         Ok(self.open(id).await?.filter(|c| c.owner() == owner))
     }
 
-    /// Drops `owner`'s sessions from memory (their owner changed in the
-    /// store); the next open reads them afresh. Pages open on them keep
-    /// what they hold.
-    pub fn forget_owner(&self, owner: OwnerId) {
-        self.sessions
-            .lock()
-            .retain(|_, channel| channel.owner() != owner);
+    /// Gives `from`'s sessions to `to`: in the store, and in memory in
+    /// place (a running turn, a page, a kernel go on as they were). Under
+    /// the loading lock, so that no load in between caches the old owner.
+    /// Answers how many moved.
+    pub async fn move_owner(&self, from: OwnerId, to: OwnerId) -> Result<u64, StoreError> {
+        let _loading = self.loading.lock().await;
+        let moved = self.store.move_sessions(from, to).await?;
+        for channel in self.sessions.lock().values() {
+            if channel.owner() == from {
+                channel.set_owner(to);
+            }
+        }
+        Ok(moved)
     }
 
     /// The session if it is in memory.
@@ -407,7 +413,8 @@ fn settle(channel: &SessionChannel, reason: KernelLoss) {
 /// history it is handed or on the live feed.
 pub struct SessionChannel {
     id: SessionId,
-    owner: OwnerId,
+    /// Changes only when a terminal joins a browser's owner.
+    owner: Mutex<OwnerId>,
     inner: Mutex<History>,
     writer: EventWriter,
     live: broadcast::Sender<SessionEvent>,
@@ -456,7 +463,7 @@ impl SessionChannel {
         let notebook = Notebook::from_events(&events);
         Self {
             id,
-            owner,
+            owner: Mutex::new(owner),
             inner: Mutex::new(History {
                 events,
                 next_cell: notebook.max_cell_id(),
@@ -533,7 +540,11 @@ impl SessionChannel {
     }
 
     pub fn owner(&self) -> OwnerId {
-        self.owner
+        *self.owner.lock()
+    }
+
+    fn set_owner(&self, owner: OwnerId) {
+        *self.owner.lock() = owner;
     }
 
     /// Marks the session deleted.

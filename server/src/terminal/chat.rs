@@ -10,7 +10,7 @@ use rustyline::error::ReadlineError;
 use rustyline::history::FileHistory;
 use rustyline::{Config as EditorConfig, Editor};
 
-use super::engine::{ClientError, Engine, Uploaded};
+use super::engine::{Backend, ClientError, Uploaded};
 use super::look::{Look, clean};
 use super::panels::Panels;
 use super::turn::{self, Ending, Interrupts, Sink, Spinner};
@@ -80,7 +80,7 @@ fn open_fence(text: &str) -> bool {
         == 1
 }
 
-pub async fn run(engine: &dyn Engine, options: &ChatOptions, mut interrupts: Interrupts) -> u8 {
+pub async fn run(engine: &dyn Backend, options: &ChatOptions, mut interrupts: Interrupts) -> u8 {
     let look = Look::of_stdout();
     let mut stdout = std::io::stdout();
     let history = client_dir().join("chat_history");
@@ -135,8 +135,15 @@ pub async fn run(engine: &dyn Engine, options: &ChatOptions, mut interrupts: Int
     let mut interrupted_at_prompt = false;
     let code = 'chat: loop {
         let _ = stdout.flush();
-        let Some((back, input)) = read(editor, PROMPT).await else {
-            return 0;
+        // A terminal's Ctrl+C at the prompt is a key (the editor reads it);
+        // a signal there comes from elsewhere (a piped chat): it leaves.
+        interrupts.forget();
+        let (back, input) = tokio::select! {
+            read = read(editor, PROMPT) => match read {
+                Some(read) => read,
+                None => return 0,
+            },
+            () = interrupts.next() => return super::INTERRUPTED,
         };
         editor = back;
         let mut text = match input {
@@ -286,7 +293,7 @@ pub async fn run(engine: &dyn Engine, options: &ChatOptions, mut interrupts: Int
 
 /// Follows a turn; `Some(code)` when the chat should end.
 async fn follow(
-    engine: &dyn Engine,
+    engine: &dyn Backend,
     session: &str,
     turn: super::engine::TurnStream,
     options: &ChatOptions,
@@ -377,7 +384,7 @@ fn command_of(line: &str) -> Command {
     }
 }
 
-async fn upload(engine: &dyn Engine, session: &str, path: &Path, replace: bool, look: &Look) {
+async fn upload(engine: &dyn Backend, session: &str, path: &Path, replace: bool, look: &Look) {
     let (name, bytes) = match read_upload(path) {
         Ok(file) => file,
         Err(e) => return say_error(look, &e),
@@ -395,7 +402,7 @@ async fn upload(engine: &dyn Engine, session: &str, path: &Path, replace: bool, 
     }
 }
 
-async fn download(engine: &dyn Engine, session: &str, name: &str, to: Option<&Path>, look: &Look) {
+async fn download(engine: &dyn Backend, session: &str, name: &str, to: Option<&Path>, look: &Look) {
     let bytes = match engine.download(session, name).await {
         Ok(bytes) => bytes,
         Err(e) => return say_error(look, &e),
@@ -409,17 +416,22 @@ async fn download(engine: &dyn Engine, session: &str, name: &str, to: Option<&Pa
         Some(to) => to.to_path_buf(),
         None => PathBuf::from(file_name),
     };
-    if target.exists() {
-        return say_error(
-            look,
-            &ClientError::Engine(format!(
-                "{} exists here already: name another place (/download {name} PATH)",
-                target.display()
-            )),
-        );
-    }
-    match std::fs::write(&target, &bytes) {
+    // Never over a file (or through a link) that is there.
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&target)
+        .and_then(|mut file| file.write_all(&bytes));
+    match written {
         Ok(()) => println!("saved {} ({} bytes)", target.display(), bytes.len()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => say_error(
+            look,
+            &ClientError::Local(format!(
+                "{} exists here already: name another place (/download {} PATH)",
+                target.display(),
+                clean(name)
+            )),
+        ),
         Err(e) => say_error(look, &ClientError::Io(e)),
     }
 }

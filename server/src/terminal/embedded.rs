@@ -13,15 +13,15 @@ use futures::StreamExt;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use super::engine::{ClientError, Engine, FileSummary, Frame, TurnStream, Uploaded};
+use super::engine::{Backend, ClientError, FileSummary, Frame, TurnStream, Uploaded};
 use super::identity::Identities;
 use crate::config::Config;
 use crate::notebook::{NotebookError, Notebooks, Turn, parse_session_id};
-use crate::server::Engine as Core;
+use crate::server::Engine;
 use crate::session::{OwnerId, SessionChannel};
 
 pub struct InProcess {
-    core: Mutex<Option<Core>>,
+    core: Mutex<Option<Engine>>,
     notebooks: Arc<Notebooks>,
     owner: OwnerId,
     data_dir: PathBuf,
@@ -34,7 +34,7 @@ impl InProcess {
         let data_dir = std::fs::create_dir_all(&config.data_dir)
             .and_then(|()| config.data_dir.canonicalize())
             .map_err(|e| {
-                ClientError::Engine(format!(
+                ClientError::Local(format!(
                     "cannot use the data directory {}: {e}",
                     config.data_dir.display()
                 ))
@@ -49,9 +49,9 @@ impl InProcess {
             }
         };
         let upload_limit = config.sandbox.upload_bytes();
-        let core = Core::start(config, CancellationToken::new())
+        let core = Engine::start(config, CancellationToken::new())
             .await
-            .map_err(|e| ClientError::Engine(e.to_string()))?;
+            .map_err(|e| ClientError::Local(e.to_string()))?;
         Ok(Self {
             notebooks: Arc::clone(&core.state.notebooks),
             core: Mutex::new(Some(core)),
@@ -112,7 +112,7 @@ fn refusal(error: NotebookError) -> ClientError {
 }
 
 #[async_trait]
-impl Engine for InProcess {
+impl Backend for InProcess {
     fn describe(&self) -> String {
         format!("this process (data in {})", self.data_dir.display())
     }

@@ -59,7 +59,7 @@ pub enum ClientError {
     #[error("the server's answer could not be read: {0}")]
     Protocol(String),
     #[error("{0}")]
-    Engine(String),
+    Local(String),
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
@@ -72,7 +72,7 @@ impl ClientError {
 }
 
 #[async_trait]
-pub trait Engine: Send + Sync {
+pub trait Backend: Send + Sync {
     /// Where the sessions live, for the banner.
     fn describe(&self) -> String;
     /// The model that answers when none is asked for, if known.

@@ -50,11 +50,16 @@ impl Look {
         let live = stdout.is_terminal() && !dumb;
         let colour = anstream::AutoStream::choice(&stdout) != anstream::ColorChoice::Never;
         let size = terminal_size(&stdout);
-        let width = size
-            .map(|(columns, _)| columns)
-            .or_else(|| std::env::var("COLUMNS").ok()?.trim().parse().ok())
-            .unwrap_or(DEFAULT_WIDTH)
-            .clamp(MIN_WIDTH, MAX_WIDTH);
+        // A terminal's own width is never exceeded (its wraps could not be
+        // counted); elsewhere a sensible one.
+        let width = match size {
+            Some((columns, _)) => columns.min(MAX_WIDTH),
+            None => std::env::var("COLUMNS")
+                .ok()
+                .and_then(|c| c.trim().parse().ok())
+                .unwrap_or(DEFAULT_WIDTH)
+                .clamp(MIN_WIDTH, MAX_WIDTH),
+        };
         Self {
             colour,
             live,

@@ -26,10 +26,10 @@ use std::sync::LazyLock;
 use anstyle::{AnsiColor, Style};
 use app::protocol::TurnStatus;
 
-pub use engine::{ClientError, Engine};
-pub use identity::{Identities, client_dir};
-pub use look::Look;
-pub use panels::Panels;
+pub use engine::{Backend, ClientError};
+use identity::{Identities, client_dir};
+use look::Look;
+use panels::Panels;
 
 use crate::config::{Config, Overrides};
 use crate::highlight::Highlighter;
@@ -80,39 +80,44 @@ const CANNOT: u8 = 2;
 const INTERRUPTED: u8 = 130;
 
 /// Connects to runcell as `connect` says.
-async fn open(connect: &Connect) -> Result<Box<dyn Engine>, ClientError> {
+async fn open(connect: &Connect) -> Result<Box<dyn Backend>, ClientError> {
     let identities = Identities::in_dir(&client_dir());
     if connect.embedded {
         let overrides = Overrides {
             data_dir: connect.data_dir.clone(),
             ..Overrides::default()
         };
-        let config = Config::load(&overrides).map_err(|e| ClientError::Engine(e.to_string()))?;
+        let config = Config::load(&overrides).map_err(|e| ClientError::Local(e.to_string()))?;
         let engine = embedded::InProcess::start(config, &identities).await?;
         Ok(Box::new(engine))
     } else {
         let engine = remote::Remote::connect(&connect.url, connect.key.clone(), identities).await?;
         if let Some(code) = &connect.join {
-            engine.join(code).await?;
-            eprintln!("joined: this terminal and that browser now list the same sessions");
+            let moved = engine.join(code).await?;
+            eprintln!(
+                "joined: this terminal is now the owner of the browser that made the code, and lists its sessions; {moved} session(s) of this terminal moved there"
+            );
         }
         Ok(Box::new(engine))
     }
 }
 
+/// An error on standard error, cleaned: it may quote what a server or a
+/// program sent.
 fn complain(error: &dyn std::fmt::Display) {
     let look = Look::of_stderr();
     let line = look.paint(
         Style::new().fg_color(Some(AnsiColor::Red.into())),
-        &format!("runcell: {error}"),
+        &look::clean(&format!("runcell: {error}")),
     );
     eprintln!("{line}");
 }
 
-/// Where a session's images go: `figures`, or a directory of the session
-/// in the system's temporary directory.
+/// Where a session's images go: `figures`, or the session's directory in
+/// the client's own (not a shared temporary directory another user could
+/// prepare).
 fn figures_dir(figures: Option<&Path>, session: &str) -> PathBuf {
-    let base = figures.map_or_else(|| std::env::temp_dir().join("runcell"), Path::to_path_buf);
+    let base = figures.map_or_else(|| client_dir().join("figures"), Path::to_path_buf);
     let safe: String = session
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
@@ -121,28 +126,34 @@ fn figures_dir(figures: Option<&Path>, session: &str) -> PathBuf {
     base.join(safe)
 }
 
-/// Reads a file to upload, within `limit` bytes.
+/// The largest file the client reads to upload (the server's own limit,
+/// 50 MiB by default, is smaller still).
+const MAX_UPLOAD_BYTES: u64 = 1024 * 1024 * 1024;
+
+/// Reads a file to upload, within [`MAX_UPLOAD_BYTES`].
 fn read_upload(path: &Path) -> Result<(String, Vec<u8>), ClientError> {
+    let size = std::fs::metadata(path)
+        .map_err(|e| ClientError::Local(format!("cannot read {}: {e}", path.display())))?
+        .len();
+    if size > MAX_UPLOAD_BYTES {
+        return Err(ClientError::Local(format!(
+            "{} is over the 1 GiB a client uploads",
+            path.display()
+        )));
+    }
     let name = path
         .file_name()
         .and_then(|n| n.to_str())
         .filter(|n| !n.is_empty())
-        .ok_or_else(|| ClientError::Engine(format!("{} names no file", path.display())))?
+        .ok_or_else(|| ClientError::Local(format!("{} names no file", path.display())))?
         .to_string();
     let bytes = std::fs::read(path)
-        .map_err(|e| ClientError::Engine(format!("cannot read {}: {e}", path.display())))?;
+        .map_err(|e| ClientError::Local(format!("cannot read {}: {e}", path.display())))?;
     Ok((name, bytes))
 }
 
 /// `runcell ask`: one turn, printed; the exit status says how it ended.
 pub async fn ask(options: AskOptions) -> ExitCode {
-    let mut interrupts = match Interrupts::listen() {
-        Ok(interrupts) => interrupts,
-        Err(e) => {
-            complain(&e);
-            return ExitCode::from(CANNOT);
-        }
-    };
     let engine = match open(&options.connect).await {
         Ok(engine) => engine,
         Err(e) => {
@@ -150,12 +161,12 @@ pub async fn ask(options: AskOptions) -> ExitCode {
             return ExitCode::from(CANNOT);
         }
     };
-    let code = ask_on(&*engine, &options, &mut interrupts).await;
+    let code = ask_on(&*engine, &options).await;
     engine.close().await;
     ExitCode::from(code)
 }
 
-async fn ask_on(engine: &dyn Engine, options: &AskOptions, interrupts: &mut Interrupts) -> u8 {
+async fn ask_on(engine: &dyn Backend, options: &AskOptions) -> u8 {
     let session = match &options.session {
         Some(id) => match engine.check_session(id).await {
             Ok(()) => id.clone(),
@@ -189,11 +200,12 @@ async fn ask_on(engine: &dyn Engine, options: &AskOptions, interrupts: &mut Inte
         };
         match uploaded {
             Ok((_, engine::Uploaded::Written(file))) => {
-                eprintln!("uploaded {} ({} bytes)", file.path, file.size);
+                eprintln!("uploaded {} ({} bytes)", look::clean(&file.path), file.size);
             }
             Ok((name, engine::Uploaded::Exists)) => {
                 eprintln!(
-                    "{name} is already in the session: the session's copy is kept (--replace replaces it)"
+                    "{} is already in the session: the session's copy is kept (--replace replaces it)",
+                    look::clean(&name)
                 );
             }
             Err(e) => {
@@ -202,6 +214,15 @@ async fn ask_on(engine: &dyn Engine, options: &AskOptions, interrupts: &mut Inte
             }
         }
     }
+    // From here Ctrl+C stops the turn rather than ending the client (until
+    // here it ends it, as it would any command).
+    let mut interrupts = match Interrupts::listen() {
+        Ok(interrupts) => interrupts,
+        Err(e) => {
+            complain(&e);
+            return CANNOT;
+        }
+    };
     let turn = match engine
         .ask(&session, &options.question, options.model.as_deref())
         .await
@@ -220,7 +241,7 @@ async fn ask_on(engine: &dyn Engine, options: &AskOptions, interrupts: &mut Inte
             &session,
             turn,
             Sink::Json(&mut stdout),
-            interrupts,
+            &mut interrupts,
             &mut spinner,
         )
         .await
@@ -232,7 +253,7 @@ async fn ask_on(engine: &dyn Engine, options: &AskOptions, interrupts: &mut Inte
             &session,
             turn,
             Sink::Panels(&mut panels),
-            interrupts,
+            &mut interrupts,
             &mut spinner,
         )
         .await
@@ -259,17 +280,18 @@ async fn ask_on(engine: &dyn Engine, options: &AskOptions, interrupts: &mut Inte
 
 /// `runcell chat`: a conversation until `/exit`, Ctrl+D or a second Ctrl+C.
 pub async fn chat(options: ChatOptions) -> ExitCode {
-    let interrupts = match Interrupts::listen() {
-        Ok(interrupts) => interrupts,
+    let engine = match open(&options.connect).await {
+        Ok(engine) => engine,
         Err(e) => {
             complain(&e);
             return ExitCode::from(CANNOT);
         }
     };
-    let engine = match open(&options.connect).await {
-        Ok(engine) => engine,
+    let interrupts = match Interrupts::listen() {
+        Ok(interrupts) => interrupts,
         Err(e) => {
             complain(&e);
+            engine.close().await;
             return ExitCode::from(CANNOT);
         }
     };

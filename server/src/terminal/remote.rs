@@ -18,7 +18,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, COOKIE, HeaderMap, SET_COOKIE};
 use reqwest::{RequestBuilder, Response, StatusCode};
 use serde::Deserialize;
 
-use super::engine::{ClientError, Engine, FileSummary, Frame, TurnStream, Uploaded};
+use super::engine::{Backend, ClientError, FileSummary, Frame, TurnStream, Uploaded};
 use super::identity::Identities;
 use crate::session::OwnerId;
 
@@ -28,6 +28,10 @@ pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 pub const MAX_DOWNLOAD_BYTES: usize = 256 * 1024 * 1024;
 /// The largest JSON answer read (a list of files, a share link).
 const MAX_JSON_BYTES: usize = 4 * 1024 * 1024;
+/// How long a request that is not a turn or a file may take.
+const SHORT: Duration = Duration::from_secs(60);
+/// How long an upload or a download may take.
+const LONG: Duration = Duration::from_secs(600);
 
 const OWNER_COOKIE: &str = "runcell_owner";
 const SIGNIN_COOKIE: &str = "runcell_signin";
@@ -51,7 +55,7 @@ impl Remote {
     ) -> Result<Self, ClientError> {
         let base = url.trim().trim_end_matches('/').to_string();
         if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(ClientError::Engine(format!(
+            return Err(ClientError::Local(format!(
                 "--url must be an http:// or https:// address, not '{base}'"
             )));
         }
@@ -59,7 +63,7 @@ impl Remote {
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_secs(10))
             .build()
-            .map_err(|e| ClientError::Engine(e.to_string()))?;
+            .map_err(|e| ClientError::Local(e.to_string()))?;
         let owner = identities.owner(&base);
         let remote = Self {
             base,
@@ -89,24 +93,38 @@ impl Remote {
     }
 
     /// Spends a browser's hand-over code: from now on this client is that
-    /// browser's owner (its own sessions moved there by the server).
-    pub async fn join(&self, code: &str) -> Result<(), ClientError> {
+    /// browser's owner (its own sessions moved there by the server). The
+    /// owner id it had is kept beside, under "<url> (before join)".
+    /// Answers how many sessions moved.
+    pub async fn join(&self, code: &str) -> Result<u64, ClientError> {
         #[derive(Deserialize)]
         struct Joined {
             owner: String,
+            #[serde(default)]
+            moved: u64,
         }
+        let before = *self.owner.lock();
         let body = serde_json::json!({ "code": code.trim() });
         let response = self
-            .send(|| self.http.post(self.url("/api/owner/join")).json(&body))
+            .send(|| {
+                self.http
+                    .post(self.url("/api/owner/join"))
+                    .json(&body)
+                    .timeout(SHORT)
+            })
             .await?;
         let joined: Joined = self.json(response).await?;
         let owner: OwnerId = joined
             .owner
             .parse()
             .map_err(|_| ClientError::Protocol("the joined owner is not an owner id".into()))?;
+        if let Some(before) = before.filter(|b| *b != owner) {
+            self.identities
+                .remember(&format!("{} (before join)", self.base), before)?;
+        }
         *self.owner.lock() = Some(owner);
         self.identities.remember(&self.base, owner)?;
-        Ok(())
+        Ok(joined.moved)
     }
 
     fn url(&self, path: &str) -> String {
@@ -295,49 +313,7 @@ async fn read_bounded(response: Response, max: usize) -> Result<Vec<u8>, ClientE
 /// A streamed NDJSON answer as frames: one event a line, each line at most
 /// [`MAX_LINE_BYTES`]; an error line ends the stream with its error.
 fn turn_lines(response: Response) -> TurnStream {
-    let bytes = response.bytes_stream();
-    let lines = futures::stream::unfold(
-        (bytes, BytesMut::new(), false),
-        |(mut bytes, mut buffer, mut done)| async move {
-            loop {
-                if done {
-                    return None;
-                }
-                if let Some(end) = buffer.iter().position(|&b| b == b'\n') {
-                    let line = buffer.split_to(end + 1);
-                    let text = String::from_utf8_lossy(&line[..end]).into_owned();
-                    if text.trim().is_empty() {
-                        continue;
-                    }
-                    return Some((Ok(text), (bytes, buffer, done)));
-                }
-                if buffer.len() > MAX_LINE_BYTES {
-                    done = true;
-                    let error =
-                        ClientError::Protocol(format!("a line over {MAX_LINE_BYTES} bytes"));
-                    return Some((Err(error), (bytes, buffer, done)));
-                }
-                match bytes.next().await {
-                    Some(Ok(chunk)) => buffer.extend_from_slice(chunk.chunk()),
-                    Some(Err(e)) => {
-                        done = true;
-                        let error = ClientError::Protocol(format!("the turn's stream broke: {e}"));
-                        return Some((Err(error), (bytes, buffer, done)));
-                    }
-                    None => {
-                        done = true;
-                        if buffer.iter().any(|b| !b.is_ascii_whitespace()) {
-                            let text = String::from_utf8_lossy(&buffer).into_owned();
-                            buffer.clear();
-                            return Some((Ok(text), (bytes, buffer, done)));
-                        }
-                        return None;
-                    }
-                }
-            }
-        },
-    );
-    lines
+    lines_of(response.bytes_stream(), MAX_LINE_BYTES)
         .filter_map(|line| async move {
             match line {
                 Err(e) => Some(Err(e)),
@@ -345,7 +321,10 @@ fn turn_lines(response: Response) -> TurnStream {
                     Ok(ServerMessage::Event(event)) => Some(Ok(Frame { line, event })),
                     Ok(ServerMessage::Error { code, message }) => Some(Err(ClientError::Refused {
                         status: 200,
-                        code: format!("{code:?}"),
+                        code: serde_json::to_value(code)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_string))
+                            .unwrap_or_default(),
                         message: super::look::clean(&message),
                     })),
                     Ok(_) => None,
@@ -356,6 +335,82 @@ fn turn_lines(response: Response) -> TurnStream {
             }
         })
         .boxed()
+}
+
+/// The lines of a byte stream (without their `\n` or `\r\n`; blank ones
+/// skipped; a last line without `\n` kept), each at most `max` bytes: a
+/// longer one, or a broken stream, ends it with an error. Each byte is
+/// looked at once, however the stream is cut.
+fn lines_of<S, E>(bytes: S, max: usize) -> impl futures::Stream<Item = Result<String, ClientError>>
+where
+    S: futures::Stream<Item = Result<bytes::Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    struct State<S> {
+        bytes: S,
+        buffer: BytesMut,
+        /// Bytes of `buffer` known to hold no line break.
+        scanned: usize,
+        done: bool,
+    }
+    let state = State {
+        bytes,
+        buffer: BytesMut::new(),
+        scanned: 0,
+        done: false,
+    };
+    futures::stream::unfold(state, move |mut state| async move {
+        loop {
+            if state.done {
+                return None;
+            }
+            if let Some(at) = state.buffer[state.scanned..]
+                .iter()
+                .position(|&b| b == b'\n')
+            {
+                let end = state.scanned + at;
+                let line = state.buffer.split_to(end + 1);
+                state.scanned = 0;
+                let text = String::from_utf8_lossy(&line[..end]);
+                let text = text.strip_suffix('\r').unwrap_or(&text);
+                if text.trim().is_empty() {
+                    continue;
+                }
+                if text.len() > max {
+                    state.done = true;
+                    return Some((Err(too_long(max)), state));
+                }
+                return Some((Ok(text.to_string()), state));
+            }
+            state.scanned = state.buffer.len();
+            if state.buffer.len() > max {
+                state.done = true;
+                return Some((Err(too_long(max)), state));
+            }
+            match state.bytes.next().await {
+                Some(Ok(chunk)) => state.buffer.extend_from_slice(chunk.chunk()),
+                Some(Err(e)) => {
+                    state.done = true;
+                    let error = ClientError::Protocol(format!("the turn's stream broke: {e}"));
+                    return Some((Err(error), state));
+                }
+                None => {
+                    state.done = true;
+                    let rest = String::from_utf8_lossy(&state.buffer).into_owned();
+                    state.buffer.clear();
+                    let rest = rest.trim();
+                    if rest.is_empty() {
+                        return None;
+                    }
+                    return Some((Ok(rest.to_string()), state));
+                }
+            }
+        }
+    })
+}
+
+fn too_long(max: usize) -> ClientError {
+    ClientError::Protocol(format!("a line over {max} bytes"))
 }
 
 #[derive(Deserialize)]
@@ -379,14 +434,14 @@ struct Models {
 }
 
 #[async_trait]
-impl Engine for Remote {
+impl Backend for Remote {
     fn describe(&self) -> String {
         self.base.clone()
     }
 
     async fn default_model(&self) -> Option<String> {
         let response = self
-            .send(|| self.http.get(self.url("/api/models")))
+            .send(|| self.http.get(self.url("/api/models")).timeout(SHORT))
             .await
             .ok()?;
         let models: Models = self.json(response).await.ok()?;
@@ -395,15 +450,20 @@ impl Engine for Remote {
 
     async fn new_session(&self) -> Result<String, ClientError> {
         let response = self
-            .send(|| self.http.post(self.url("/api/sessions")))
+            .send(|| self.http.post(self.url("/api/sessions")).timeout(SHORT))
             .await?;
         let created: Created = self.json(response).await?;
-        Ok(created.id)
+        // Printed and put in paths: only a real session id is taken.
+        let id: crate::session::SessionId = created.id.parse().map_err(|_| {
+            ClientError::Protocol("the new session's id is not a session id".into())
+        })?;
+        Ok(id.to_string())
     }
 
     async fn check_session(&self, id: &str) -> Result<(), ClientError> {
         let path = format!("/api/sessions/{}/events?after={}", segment(id), u64::MAX);
-        self.send(|| self.http.get(self.url(&path))).await?;
+        self.send(|| self.http.get(self.url(&path)).timeout(SHORT))
+            .await?;
         Ok(())
     }
 
@@ -462,6 +522,7 @@ impl Engine for Remote {
                     .put(self.url(&path))
                     .header(CONTENT_TYPE, "application/octet-stream")
                     .body(body.clone())
+                    .timeout(LONG)
             })
             .await
         {
@@ -481,7 +542,9 @@ impl Engine for Remote {
 
     async fn files(&self, id: &str) -> Result<Vec<FileSummary>, ClientError> {
         let path = format!("/api/sessions/{}/files", segment(id));
-        let response = self.send(|| self.http.get(self.url(&path))).await?;
+        let response = self
+            .send(|| self.http.get(self.url(&path)).timeout(SHORT))
+            .await?;
         let files: Files = self.json(response).await?;
         Ok(files.files)
     }
@@ -491,13 +554,17 @@ impl Engine for Remote {
             .append_pair("path", file)
             .finish();
         let path = format!("/api/sessions/{}/files?{query}", segment(id));
-        let response = self.send(|| self.http.get(self.url(&path))).await?;
+        let response = self
+            .send(|| self.http.get(self.url(&path)).timeout(LONG))
+            .await?;
         read_bounded(response, MAX_DOWNLOAD_BYTES).await
     }
 
     async fn share(&self, id: &str) -> Result<String, ClientError> {
         let path = format!("/api/sessions/{}/share", segment(id));
-        let response = self.send(|| self.http.post(self.url(&path))).await?;
+        let response = self
+            .send(|| self.http.post(self.url(&path)).timeout(SHORT))
+            .await?;
         let link: Link = self.json(response).await?;
         Ok(link.url)
     }
@@ -513,4 +580,105 @@ impl Engine for Remote {
 /// else is escaped, and the server answers 404).
 fn segment(id: &str) -> String {
     form_urlencoded::byte_serialize(id.as_bytes()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+    use proptest::prelude::*;
+
+    use super::*;
+
+    async fn split(pieces: Vec<Vec<u8>>, max: usize) -> Vec<Result<String, String>> {
+        let stream = futures::stream::iter(
+            pieces
+                .into_iter()
+                .map(|p| Ok::<_, std::io::Error>(bytes::Bytes::from(p))),
+        );
+        lines_of(stream, max)
+            .map(|r| r.map_err(|e| e.to_string()))
+            .collect()
+            .await
+    }
+
+    fn run<T>(future: impl Future<Output = T>) -> T {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(future)
+    }
+
+    #[test]
+    fn lines_are_whole_whatever_the_cuts() {
+        let text = b"{\"a\":1}\n\n{\"b\":2}\r\n{\"c\":3}";
+        let expected = vec![
+            Ok("{\"a\":1}".to_string()),
+            Ok("{\"b\":2}".to_string()),
+            Ok("{\"c\":3}".to_string()),
+        ];
+        for cut in 0..text.len() {
+            let (a, b) = text.split_at(cut);
+            assert_eq!(
+                run(split(vec![a.to_vec(), b.to_vec()], 64)),
+                expected,
+                "cut at {cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_overlong_line_ends_the_stream_even_without_a_break() {
+        let lines = run(split(
+            vec![b"ok\n".to_vec(), vec![b'x'; 100], vec![b'x'; 100]],
+            64,
+        ));
+        assert_eq!(lines[0], Ok("ok".to_string()));
+        assert!(
+            lines[1]
+                .as_ref()
+                .is_err_and(|e| e.contains("over 64 bytes"))
+        );
+        assert_eq!(lines.len(), 2);
+        let lines = run(split(
+            vec![[vec![b'y'; 65], b"\nz\n".to_vec()].concat()],
+            64,
+        ));
+        assert_eq!(lines.len(), 1, "{lines:?}");
+    }
+
+    #[test]
+    fn a_broken_stream_is_an_error() {
+        let stream =
+            futures::stream::iter(vec![Ok(bytes::Bytes::from_static(b"a\nb")), Err("reset")]);
+        let lines: Vec<_> = run(lines_of(stream, 64).collect());
+        assert_eq!(lines.len(), 2);
+        assert!(
+            lines[1]
+                .as_ref()
+                .is_err_and(|e| e.to_string().contains("reset"))
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn any_cutting_gives_the_same_lines(
+            lines in proptest::collection::vec("[a-z{}:\"0-9]{1,20}", 1..8),
+            cuts in proptest::collection::vec(0usize..200, 0..6),
+        ) {
+            let text = lines.join("\n") + "\n";
+            let bytes = text.as_bytes();
+            let mut points: Vec<usize> = cuts.into_iter().map(|c| c % (bytes.len() + 1)).collect();
+            points.sort_unstable();
+            let mut pieces = Vec::new();
+            let mut from = 0;
+            for point in points {
+                pieces.push(bytes[from..point].to_vec());
+                from = point;
+            }
+            pieces.push(bytes[from..].to_vec());
+            let got = run(split(pieces, 64));
+            let want: Vec<Result<String, String>> = lines.into_iter().map(Ok).collect();
+            prop_assert_eq!(got, want);
+        }
+    }
 }

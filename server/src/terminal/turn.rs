@@ -11,7 +11,7 @@ use futures::{FutureExt, StreamExt};
 use parking_lot::Mutex;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
-use super::engine::{ClientError, Engine, TurnStream};
+use super::engine::{Backend, ClientError, TurnStream};
 use super::panels::Panels;
 
 /// How a followed turn ended.
@@ -42,7 +42,8 @@ impl Interrupts {
         while let Some(Some(())) = self.signal.recv().now_or_never() {}
     }
 
-    async fn next(&mut self) {
+    /// The next interrupt.
+    pub async fn next(&mut self) {
         if self.signal.recv().await.is_none() {
             std::future::pending::<()>().await;
         }
@@ -117,7 +118,7 @@ pub enum Sink<'a, 'h, W: Write> {
 
 /// Follows `turn` of session `session` to its end.
 pub async fn follow<W: Write>(
-    engine: &dyn Engine,
+    engine: &dyn Backend,
     session: &str,
     mut turn: TurnStream,
     mut sink: Sink<'_, '_, W>,

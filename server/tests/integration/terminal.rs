@@ -274,11 +274,15 @@ async fn a_server_that_asks_for_a_key_is_answered_with_one() {
 async fn a_dead_server_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let port = crate::support::closed_port();
-    let output = client(dir.path())
-        .args(["ask", "--url", &format!("http://127.0.0.1:{port}"), "hello"])
-        .output()
-        .await
-        .unwrap();
+    let output = tokio::time::timeout(
+        PATIENCE,
+        client(dir.path())
+            .args(["ask", "--url", &format!("http://127.0.0.1:{port}"), "hello"])
+            .output(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8(output.stderr).unwrap();
     assert!(stderr.contains("cannot reach runcell at"), "{stderr}");
@@ -362,11 +366,9 @@ async fn chat_keeps_the_session_ctrl_c_stops_a_runaway_turn_and_share_links_open
     chat.until("runcell chat").await;
 
     // A question typed over several lines (a code fence stays open).
-    chat.send("```python\nn = 0\nwhile True:\n    n += 1\n```")
+    chat.send("```python\nn = 0\nprint('spin' + 'ning', flush=True)\nwhile True:\n    n += 1\n```")
         .await;
-    chat.until("── result").await;
-    // Let it spin a moment, then Ctrl+C.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    chat.until("spinning").await;
     chat.interrupt().await;
     chat.until("■ stopped").await;
 
@@ -417,9 +419,13 @@ async fn a_second_ctrl_c_leaves_the_chat() {
     let dir = tempfile::tempdir().unwrap();
     let mut chat = Chat::start(&server, dir.path());
     chat.until("runcell chat").await;
-    chat.send("```python\nimport time\nwhile True:\n    time.sleep(0.1)\n```")
-        .await;
-    chat.until("── result").await;
+    // A program that ignores the interrupt: the turn cannot end before the
+    // second Ctrl+C.
+    chat.send(
+        "```python\nimport signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint('de' + 'af', flush=True)\nwhile True:\n    time.sleep(0.1)\n```",
+    )
+    .await;
+    chat.until("deaf").await;
     chat.interrupt().await;
     chat.until("Stopping").await;
     chat.interrupt().await;
@@ -566,10 +572,14 @@ async fn chat_in_a_real_terminal_edits_lines_streams_and_stops() {
     tmux.keys(&["C-c"]).await;
     tmux.wait_for("the stop", |s| s.contains("■ stopped")).await;
 
-    // History: Up brings back the last line typed.
+    // History: Up brings back the last line typed, on the prompt's row.
+    tmux.wait_for("the prompt again", |s| {
+        s.lines().rev().find(|l| !l.trim().is_empty()) == Some("›")
+    })
+    .await;
     tmux.keys(&["Up"]).await;
     tmux.wait_for("the recalled line", |s| {
-        s.lines().any(|l| l.starts_with("› ```"))
+        s.lines().rev().find(|l| !l.trim().is_empty()) == Some("› ```")
     })
     .await;
     tmux.keys(&["C-u"]).await;
@@ -654,7 +664,7 @@ async fn a_browsers_code_makes_the_terminal_its_owner_with_its_sessions() {
 
     // A terminal that made a session of its own first.
     let dir = tempfile::tempdir().unwrap();
-    let asked = ask(&server, dir.path(), &[&code("print('terminal first')")]).await;
+    let asked = ask(&server, dir.path(), &[&code("kept = 'terminal first'")]).await;
     assert!(asked.status.success(), "{}", asked.stderr);
     let terminals = asked.stderr.split_whitespace().nth(1).unwrap().to_string();
 
@@ -713,6 +723,28 @@ async fn a_browsers_code_makes_the_terminal_its_owner_with_its_sessions() {
         ids.contains(&browsers.as_str()) && ids.contains(&terminals.as_str()),
         "{listed}"
     );
+
+    // The terminal's own first session moved, kernel and all.
+    let asked = ask(
+        &server,
+        dir.path(),
+        &["--session", &terminals, &code("print(kept)")],
+    )
+    .await;
+    assert!(asked.status.success(), "{}\n{}", asked.stdout, asked.stderr);
+    assert!(asked.stdout.contains("terminal first"), "{}", asked.stdout);
+    assert!(!asked.stdout.contains("kernel is gone"), "{}", asked.stdout);
+
+    // Another site's page may not join.
+    let refused = reqwest::Client::new()
+        .post(server.url("/api/owner/join"))
+        .header("origin", "http://evil.example")
+        .header("sec-fetch-site", "cross-site")
+        .json(&serde_json::json!({ "code": join_code }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403);
 
     // A code works once.
     let other = tempfile::tempdir().unwrap();

@@ -26,6 +26,8 @@ use crate::highlight::{Highlighter, TerminalHighlighter};
 
 /// The live border's left edge.
 const BORDER: &str = "│ ";
+/// The most of one line (or one explanation) held before it is drawn.
+const MAX_HELD_BYTES: usize = 1024 * 1024;
 
 fn fg(colour: AnsiColor) -> Style {
     Style::new().fg_color(Some(colour.into()))
@@ -51,6 +53,9 @@ enum Body<'h> {
         rows: usize,
         /// Columns used on the current raw row.
         used: usize,
+        /// Something else was drawn among its rows (a note): the raw text
+        /// is not redrawn, since its rows can no longer be counted.
+        drawn_over: bool,
     },
     Other,
 }
@@ -72,8 +77,6 @@ pub struct Panels<'h, W: Write> {
     attempts: BTreeMap<u64, u32>,
     waiting: Option<&'static str>,
     finished: Option<TurnStatus>,
-    /// Images saved in this turn.
-    saved: Vec<PathBuf>,
 }
 
 impl<'h, W: Write> Panels<'h, W> {
@@ -87,7 +90,6 @@ impl<'h, W: Write> Panels<'h, W> {
             attempts: BTreeMap::new(),
             waiting: None,
             finished: None,
-            saved: Vec::new(),
         }
     }
 
@@ -97,19 +99,14 @@ impl<'h, W: Write> Panels<'h, W> {
     }
 
     /// How the turn ended, once it has.
+    #[cfg(test)]
     pub fn finished(&self) -> Option<TurnStatus> {
         self.finished
-    }
-
-    /// Images saved so far.
-    pub fn saved(&self) -> &[PathBuf] {
-        &self.saved
     }
 
     /// Starts a new turn's drawing (the same panels object serves a chat).
     pub fn begin(&mut self) {
         self.finished = None;
-        self.saved.clear();
         self.waiting = Some("starting");
     }
 
@@ -119,6 +116,13 @@ impl<'h, W: Write> Panels<'h, W> {
         if self.open.is_some() && self.look.live {
             // Keep the open line: start the note below it.
             writeln!(self.out)?;
+        }
+        if let Some(Panel {
+            body: Body::Explanation { drawn_over, .. },
+            ..
+        }) = &mut self.open
+        {
+            *drawn_over = true;
         }
         let line = self.look.paint(style, &clean(text));
         writeln!(self.out, "{line}")?;
@@ -174,6 +178,7 @@ impl<'h, W: Write> Panels<'h, W> {
                             text: String::new(),
                             rows: 0,
                             used: 0,
+                            drawn_over: false,
                         };
                         ("explanation".into(), body, Some("the model is explaining"))
                     }
@@ -296,6 +301,10 @@ impl<'h, W: Write> Panels<'h, W> {
                 shown,
             } => {
                 pending.push_str(text);
+                if pending.len() > MAX_HELD_BYTES && !pending.contains('\n') {
+                    // A line without end: shown as far as it came.
+                    pending.push('\n');
+                }
                 while let Some(end) = pending.find('\n') {
                     let line: String = pending.drain(..=end).collect();
                     let line = clean(line.trim_end_matches('\n'));
@@ -323,15 +332,23 @@ impl<'h, W: Write> Panels<'h, W> {
                 text: all,
                 rows,
                 used,
+                ..
             } => {
+                let cleaned = clean(text);
+                if all.len() + text.len() > MAX_HELD_BYTES {
+                    // Enough to show; the rest of an endless explanation
+                    // is not held.
+                    self.open = Some(panel);
+                    return Ok(());
+                }
                 all.push_str(text);
-                if self.look.live {
+                if self.look.live && !cleaned.is_empty() {
                     let room = self.room();
                     let border = self.border();
                     if *rows == 0 && *used == 0 {
                         write!(self.out, "{border}")?;
                     }
-                    for c in clean(text).chars() {
+                    for c in cleaned.chars() {
                         let w = columns(&c.to_string());
                         if c == '\n' || *used + w > room {
                             write!(self.out, "\n{border}")?;
@@ -380,6 +397,9 @@ impl<'h, W: Write> Panels<'h, W> {
                     }
                     *stderr = is_err;
                     pending.push_str(text);
+                    if pending.len() > MAX_HELD_BYTES && !pending.contains('\n') {
+                        pending.push('\n');
+                    }
                     while let Some(end) = pending.find('\n') {
                         let line: String = pending.drain(..=end).collect();
                         self.stream_line(line.trim_end_matches('\n'), is_err)?;
@@ -516,17 +536,18 @@ impl<'h, W: Write> Panels<'h, W> {
             let line = format!("[image] {} ({extension})", bytes_len(bytes.len()));
             return self.text_block(&line, fg(AnsiColor::Cyan));
         };
-        std::fs::create_dir_all(&dir)?;
-        let path = (1..)
-            .map(|n| dir.join(format!("figure-{n}.{extension}")))
-            .find(|p| !p.exists())
-            .unwrap_or_else(|| dir.join(format!("figure.{extension}")));
-        std::fs::write(&path, &bytes)?;
+        let path = match save_new(&dir, extension, &bytes) {
+            Ok(path) => path,
+            Err(e) => {
+                // The turn goes on; only this image is missing.
+                let line = format!("[image] not saved in {}: {e}", dir.display());
+                return self.text_block(&line, fg(AnsiColor::Red));
+            }
+        };
         let mut line = format!("[image] saved to {}", path.display());
         if let Some(alt) = alt.filter(|a| !a.trim().is_empty()) {
             line.push_str(&format!("  {}", alt.trim()));
         }
-        self.saved.push(path);
         self.text_block(&line, fg(AnsiColor::Cyan))
     }
 
@@ -540,8 +561,16 @@ impl<'h, W: Write> Panels<'h, W> {
         let withdrawn = matches!(panel.body, Body::Explanation { .. })
             && finished.is_some_and(|(_, _, e)| e.is_some_and(|e| e.code == UNGROUNDED));
         if withdrawn {
-            if let Body::Explanation { rows, used, .. } = &panel.body {
-                self.erase(*rows, *used)?;
+            if let Body::Explanation {
+                rows,
+                used,
+                drawn_over,
+                ..
+            } = &panel.body
+                && (*drawn_over || !self.erase(*rows, *used)?)
+            {
+                // The raw text stays on screen: end its row first.
+                writeln!(self.out)?;
             }
             let note = finished
                 .and_then(|(_, _, e)| e)
@@ -578,8 +607,13 @@ impl<'h, W: Write> Panels<'h, W> {
                     self.stream_line(&rest, *stderr)?;
                 }
             }
-            Body::Explanation { text, rows, used } => {
-                if self.erase(*rows, *used)? {
+            Body::Explanation {
+                text,
+                rows,
+                used,
+                drawn_over,
+            } => {
+                if !*drawn_over && self.erase(*rows, *used)? {
                     self.markdown(text)?;
                 } else {
                     // Too tall to redraw: the raw text stays as it streamed.
@@ -641,9 +675,38 @@ impl<'h, W: Write> Panels<'h, W> {
     }
 
     /// Gives the writer back (tests read what was drawn).
+    #[cfg(test)]
     pub fn into_inner(self) -> W {
         self.out
     }
+}
+
+/// Writes `bytes` to a new file `figure-N.<extension>` in `dir` (made,
+/// readable by the user only): never over a file or through a link that is
+/// already there.
+fn save_new(dir: &std::path::Path, extension: &str, bytes: &[u8]) -> io::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    for n in 1..10_000 {
+        let path = dir.join(format!("figure-{n}.{extension}"));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+        {
+            Ok(mut file) => {
+                file.write_all(bytes)?;
+                return Ok(path);
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::other("too many figures in one directory"))
 }
 
 /// A table without its text form: columns aligned, one row a line.

@@ -318,3 +318,82 @@ fn a_withdrawn_explanation_is_not_shown_as_if_it_stood() {
     );
     assert!(text.contains("The total is 7."), "{text}");
 }
+
+fn live(width: usize, height: usize) -> Look {
+    Look {
+        colour: false,
+        live: true,
+        width,
+        height,
+    }
+}
+
+fn explanation(bodies: Vec<EventBody>) -> Vec<EventBody> {
+    let mut all = vec![started(4, CellKind::Explanation, None, None)];
+    all.extend(bodies);
+    all
+}
+
+#[test]
+fn a_streamed_explanation_is_wiped_row_for_row_and_drawn_as_markdown() {
+    // 30 characters in 18 columns (20 less the border): two rows.
+    let (text, _) = draw(
+        live(20, 30),
+        None,
+        explanation(vec![
+            delta(4, ""),
+            delta(4, "It is **bold** and it wraps."),
+            finished(4, CellStatus::Ok),
+        ]),
+    );
+    assert_eq!(
+        text.matches("│ ").count(),
+        2 + 2,
+        "raw rows, then drawn rows: {text:?}"
+    );
+    assert!(
+        text.contains("\r\u{1b}[1A\u{1b}[J│ It is bold and it"),
+        "{text:?}"
+    );
+}
+
+#[test]
+fn what_cannot_be_counted_or_reached_is_not_wiped() {
+    // A note among the rows: no wipe, the raw text stays.
+    let highlighter = Highlighter::new();
+    let mut panels = Panels::new(Vec::new(), live(40, 30), &highlighter, None);
+    for event in SessionEvent::numbered(explanation(vec![delta(4, "First words")]), 1) {
+        panels.event(&event).unwrap();
+    }
+    panels.note(Style::new(), "Stopping…").unwrap();
+    let closing = SessionEvent::numbered([finished(4, CellStatus::Cancelled)], 9);
+    panels.event(&closing[0]).unwrap();
+    let text = String::from_utf8(panels.into_inner()).unwrap();
+    assert!(!text.contains("\u{1b}[J"), "{text:?}");
+    assert_eq!(text.matches("First words").count(), 1, "{text:?}");
+
+    // Taller than the screen, and withdrawn: the raw rows stay, and the
+    // reason starts on a row of its own.
+    let long = "word ".repeat(40);
+    let (text, _) = draw(
+        live(20, 3),
+        None,
+        explanation(vec![
+            delta(4, &long),
+            EventBody::CellFinished {
+                cell_id: CellId(4),
+                status: CellStatus::Error,
+                elapsed_ms: 5,
+                error: Some(CellError {
+                    code: UNGROUNDED.into(),
+                    message: "withdrawn: it names 9".into(),
+                }),
+            },
+        ]),
+    );
+    assert!(!text.contains("\u{1b}[J"), "{text:?}");
+    assert!(
+        text.contains("\n│ (an explanation was withdrawn: it names 9"),
+        "{text:?}"
+    );
+}
