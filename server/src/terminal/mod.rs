@@ -18,7 +18,7 @@ mod panels;
 mod remote;
 mod turn;
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::LazyLock;
@@ -93,6 +93,9 @@ async fn open(connect: &Connect) -> Result<Box<dyn Backend>, ClientError> {
     } else {
         let engine = remote::Remote::connect(&connect.url, connect.key.clone(), identities).await?;
         if let Some(code) = &connect.join {
+            if std::io::stdin().is_terminal() && !confirm_join(&engine).await? {
+                return Err(ClientError::Local("not joined".into()));
+            }
             let moved = engine.join(code).await?;
             eprintln!(
                 "joined: this terminal is now the owner of the browser that made the code, and lists its sessions; {moved} session(s) of this terminal moved there"
@@ -100,6 +103,23 @@ async fn open(connect: &Connect) -> Result<Box<dyn Backend>, ClientError> {
         }
         Ok(Box::new(engine))
     }
+}
+
+/// Asks the person at the terminal before a join: whoever made the code
+/// will see what is asked here, and this terminal's sessions go there.
+async fn confirm_join(engine: &remote::Remote) -> Result<bool, ClientError> {
+    let sessions = engine.session_count().await?;
+    eprint!(
+        "--join makes this terminal the owner of the browser that made the code, at {}: that browser will see what you ask here, and this terminal's {sessions} session(s) move there. Join? [y/N] ",
+        look::clean(&engine.describe())
+    );
+    let answer = tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).map(|_| line)
+    })
+    .await
+    .map_err(|e| ClientError::Local(e.to_string()))??;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "Yes"))
 }
 
 /// An error on standard error, cleaned: it may quote what a server or a

@@ -127,6 +127,19 @@ impl Remote {
         Ok(joined.moved)
     }
 
+    /// How many sessions (with a turn) this client's owner has here.
+    pub async fn session_count(&self) -> Result<usize, ClientError> {
+        #[derive(Deserialize)]
+        struct Listed {
+            sessions: Vec<serde_json::Value>,
+        }
+        let response = self
+            .send(|| self.http.get(self.url("/api/sessions")).timeout(SHORT))
+            .await?;
+        let listed: Listed = self.json(response).await?;
+        Ok(listed.sessions.len())
+    }
+
     fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }

@@ -144,7 +144,7 @@ pub async fn follow<W: Write>(
                 spinner.clear();
                 let drawn = match &mut sink {
                     Sink::Panels(panels) => panels.event(&frame.event),
-                    Sink::Json(out) => writeln!(out, "{}", frame.line).and_then(|()| out.flush()),
+                    Sink::Json(out) => writeln!(out, "{}", json_line(&frame.line)).and_then(|()| out.flush()),
                 };
                 if let Err(error) = drawn {
                     break Ending::Broken(error.into());
@@ -176,4 +176,46 @@ pub async fn follow<W: Write>(
     };
     spinner.clear();
     ending
+}
+
+/// An NDJSON line as printed: JSON escapes what is below U+0020 but not
+/// the C1 controls or bidirectional overrides a terminal acts on or that
+/// reorder what is shown; those are written as `\uXXXX` (the same JSON).
+fn json_line(line: &str) -> std::borrow::Cow<'_, str> {
+    let risky = |c: char| {
+        ('\u{80}'..='\u{9f}').contains(&c)
+            || ('\u{202a}'..='\u{202e}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c)
+    };
+    if !line.chars().any(risky) {
+        return std::borrow::Cow::Borrowed(line);
+    }
+    let mut out = String::with_capacity(line.len() + 16);
+    for c in line.chars() {
+        if risky(c) {
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_lines_keep_their_value_without_c1_or_bidi_controls() {
+        let value = serde_json::json!({"text": "a\u{9b}2Jb\u{202e}c\u{1b}"});
+        let line = serde_json::to_string(&value).unwrap();
+        let printed = json_line(&line);
+        assert!(
+            !printed.chars().any(|c| c.is_control() || c == '\u{202e}'),
+            "{printed}"
+        );
+        let back: serde_json::Value = serde_json::from_str(&printed).unwrap();
+        assert_eq!(back, value);
+        assert_eq!(json_line("{\"plain\":1}"), "{\"plain\":1}");
+    }
 }

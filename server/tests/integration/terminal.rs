@@ -757,3 +757,54 @@ async fn a_browsers_code_makes_the_terminal_its_owner_with_its_sessions() {
     assert_eq!(asked.status.code(), Some(2));
     assert!(asked.stderr.contains("unknown, used"), "{}", asked.stderr);
 }
+
+#[tokio::test]
+async fn a_join_typed_at_a_terminal_asks_first() {
+    if !tmux_here() {
+        return;
+    }
+    let server = TestServer::start().await;
+    server.ready().await;
+    let page = crate::support::http_as(Some(crate::support::OWNER))
+        .post(server.url("/terminal"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let code_at = at(&page, "--join ") + "--join ".len();
+    let join_code: String = page[code_at..]
+        .chars()
+        .take_while(char::is_ascii_hexdigit)
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let tmux = Tmux {
+        socket: format!("runcell-join-{}", std::process::id()),
+    };
+    let command = format!(
+        "env RUNCELL_CLIENT_DIR={dir} {RUNCELL} chat --url {url} --join {join_code}",
+        dir = dir.path().display(),
+        url = server.url(""),
+    );
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "chat",
+        "-x",
+        "120",
+        "-y",
+        "30",
+        &command,
+    ])
+    .await;
+    tmux.wait_for("the question", |s| s.contains("Join? [y/N]"))
+        .await;
+    tmux.keys(&["y", "Enter"]).await;
+    tmux.wait_for("the join and the prompt", |s| {
+        s.contains("joined: this terminal is now the owner") && s.contains("›")
+    })
+    .await;
+    tmux.keys(&["C-d"]).await;
+}
