@@ -32,18 +32,22 @@ impl Highlighter {
         }
     }
 
-    /// A highlighter for one code cell in `language` (plain text when the
-    /// language is unknown).
-    pub fn cell(&self, language: &str) -> CellHighlighter<'_> {
+    /// The grammar for `language` (plain text when it is unknown).
+    fn syntax(&self, language: &str) -> &SyntaxReference {
         let token = match language {
             "javascript" => "js",
             "bash" => "sh",
             other => other,
         };
-        let syntax = self
-            .syntaxes
+        self.syntaxes
             .find_syntax_by_token(token)
-            .unwrap_or_else(|| self.syntaxes.find_syntax_plain_text());
+            .unwrap_or_else(|| self.syntaxes.find_syntax_plain_text())
+    }
+
+    /// A highlighter for one code cell in `language` (plain text when the
+    /// language is unknown).
+    pub fn cell(&self, language: &str) -> CellHighlighter<'_> {
+        let syntax = self.syntax(language);
         CellHighlighter {
             syntaxes: &self.syntaxes,
             state: ParseState::new(syntax),
@@ -134,15 +138,7 @@ pub struct TerminalHighlighter<'a> {
 impl Highlighter {
     /// A terminal highlighter for one program in `language`.
     pub fn terminal(&self, language: &str) -> TerminalHighlighter<'_> {
-        let token = match language {
-            "javascript" => "js",
-            "bash" => "sh",
-            other => other,
-        };
-        let syntax = self
-            .syntaxes
-            .find_syntax_by_token(token)
-            .unwrap_or_else(|| self.syntaxes.find_syntax_plain_text());
+        let syntax = self.syntax(language);
         let rule = |scope: &str, style: Style| (Scope::new(scope).unwrap_or_default(), style);
         let colour = |c: AnsiColor| Style::new().fg_color(Some(c.into()));
         TerminalHighlighter {

@@ -93,25 +93,8 @@ pub async fn run(engine: &dyn Backend, options: &ChatOptions, mut interrupts: In
     };
     let _ = editor.load_history(&history);
 
-    let mut session = match &options.session {
-        Some(id) => match engine.check_session(id).await {
-            Ok(()) => id.clone(),
-            Err(e) => {
-                super::complain(&if e.is_not_found() {
-                    format!("no session {id} of yours at {}", engine.describe())
-                } else {
-                    e.to_string()
-                });
-                return super::CANNOT;
-            }
-        },
-        None => match engine.new_session().await {
-            Ok(id) => id,
-            Err(e) => {
-                super::complain(&e);
-                return super::CANNOT;
-            }
-        },
+    let Some(mut session) = super::session_to_use(engine, options.session.as_deref()).await else {
+        return super::CANNOT;
     };
     let model = match &options.model {
         Some(model) => Some(model.clone()),
@@ -241,45 +224,39 @@ pub async fn run(engine: &dyn Backend, options: &ChatOptions, mut interrupts: In
                     }
                     Err(e) => say_error(&look, &e),
                 },
-                Command::Rerun => match engine.rerun(&session).await {
-                    Ok(turn) => {
-                        if let Some(code) = follow(
-                            engine,
-                            &session,
-                            turn,
-                            options,
-                            &mut interrupts,
-                            &mut spinner,
-                        )
-                        .await
-                        {
-                            break 'chat code;
-                        }
+                Command::Rerun => {
+                    let started = engine.rerun(&session).await;
+                    if let Some(code) = follow(
+                        engine,
+                        &session,
+                        started,
+                        options,
+                        &mut interrupts,
+                        &mut spinner,
+                    )
+                    .await
+                    {
+                        break 'chat code;
                     }
-                    Err(e) => say_error(&look, &e),
-                },
+                }
                 Command::Unknown(word) => {
                     let _ = writeln!(stdout, "no command /{} (/help lists them)", clean(&word));
                 }
             }
             continue;
         }
-        match engine.ask(&session, &text, options.model.as_deref()).await {
-            Ok(turn) => {
-                if let Some(code) = follow(
-                    engine,
-                    &session,
-                    turn,
-                    options,
-                    &mut interrupts,
-                    &mut spinner,
-                )
-                .await
-                {
-                    break code;
-                }
-            }
-            Err(e) => say_error(&look, &e),
+        let started = engine.ask(&session, &text, options.model.as_deref()).await;
+        if let Some(code) = follow(
+            engine,
+            &session,
+            started,
+            options,
+            &mut interrupts,
+            &mut spinner,
+        )
+        .await
+        {
+            break code;
         }
     };
     spinner.clear();
@@ -291,17 +268,25 @@ pub async fn run(engine: &dyn Backend, options: &ChatOptions, mut interrupts: In
     code
 }
 
-/// Follows a turn; `Some(code)` when the chat should end.
+/// Follows a turn that was asked for (or says why it did not start);
+/// `Some(code)` when the chat should end.
 async fn follow(
     engine: &dyn Backend,
     session: &str,
-    turn: super::engine::TurnStream,
+    started: Result<super::engine::TurnStream, ClientError>,
     options: &ChatOptions,
     interrupts: &mut Interrupts,
     spinner: &mut Spinner,
 ) -> Option<u8> {
-    let figures = figures_dir(options.figures.as_deref(), session);
     let look = Look::of_stdout();
+    let turn = match started {
+        Ok(turn) => turn,
+        Err(e) => {
+            say_error(&look, &e);
+            return None;
+        }
+    };
+    let figures = figures_dir(options.figures.as_deref(), session);
     let mut stdout = std::io::stdout();
     let mut panels = Panels::new(&mut stdout, look, &HIGHLIGHTER, Some(figures));
     let ending = turn::follow(

@@ -172,6 +172,29 @@ fn read_upload(path: &Path) -> Result<(String, Vec<u8>), ClientError> {
     Ok((name, bytes))
 }
 
+/// The session asked for, if it is one of the client's, or a new one;
+/// `None` (and said why) when there is neither.
+async fn session_to_use(engine: &dyn Backend, asked: Option<&str>) -> Option<String> {
+    let found = match asked {
+        Some(id) => engine.check_session(id).await.map(|()| id.to_string()),
+        None => engine.new_session().await,
+    };
+    match (found, asked) {
+        (Ok(id), _) => Some(id),
+        (Err(e), Some(id)) if e.is_not_found() => {
+            complain(&format!(
+                "no session {id} of yours at {}",
+                engine.describe()
+            ));
+            None
+        }
+        (Err(e), _) => {
+            complain(&e);
+            None
+        }
+    }
+}
+
 /// `runcell ask`: one turn, printed; the exit status says how it ended.
 pub async fn ask(options: AskOptions) -> ExitCode {
     let engine = match open(&options.connect).await {
@@ -187,28 +210,8 @@ pub async fn ask(options: AskOptions) -> ExitCode {
 }
 
 async fn ask_on(engine: &dyn Backend, options: &AskOptions) -> u8 {
-    let session = match &options.session {
-        Some(id) => match engine.check_session(id).await {
-            Ok(()) => id.clone(),
-            Err(e) if e.is_not_found() => {
-                complain(&format!(
-                    "no session {id} of yours at {}",
-                    engine.describe()
-                ));
-                return CANNOT;
-            }
-            Err(e) => {
-                complain(&e);
-                return CANNOT;
-            }
-        },
-        None => match engine.new_session().await {
-            Ok(id) => id,
-            Err(e) => {
-                complain(&e);
-                return CANNOT;
-            }
-        },
+    let Some(session) = session_to_use(engine, options.session.as_deref()).await else {
+        return CANNOT;
     };
     for path in &options.files {
         let uploaded = match read_upload(path) {
