@@ -86,8 +86,25 @@ pub enum FailureKind {
     Internal,
 }
 
+impl FailureKind {
+    /// The HTTP status the API answers this kind of failure with.
+    pub fn status(self) -> u16 {
+        match self {
+            Self::NotFound => 404,
+            Self::BadRequest => 400,
+            Self::Conflict => 409,
+            Self::TooLarge => 413,
+            Self::Busy => 429,
+            Self::Unavailable => 503,
+            Self::Internal => 500,
+        }
+    }
+}
+
 impl Failure {
-    fn of(err: &NotebookError) -> Self {
+    /// What kind of failure `err` is, with its message: the one reading
+    /// of a notebook error outside HTTP (another node's, the terminal's).
+    pub fn of(err: &NotebookError) -> Self {
         let kind = match err {
             NotebookError::NotFound(_)
             | NotebookError::LinkGone

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::engine::{Backend, ClientError, FileSummary, Frame, TurnStream, Uploaded};
 use super::identity::Identities;
 use crate::config::Config;
+use crate::notebook::remote::Failure;
 use crate::notebook::{NotebookError, Notebooks, Turn, parse_session_id};
 use crate::server::Engine;
 use crate::session::{OwnerId, SessionChannel};
@@ -91,23 +92,18 @@ fn place_of(data_dir: &Path) -> String {
     format!("embedded:{}", data_dir.display())
 }
 
-/// A notebook error as the HTTP API would answer it.
+/// A notebook error as the HTTP API would answer it (read as another
+/// node's answer is, by `Failure::of`).
 #[expect(
     clippy::needless_pass_by_value,
     reason = "taken by value to be `map_err(refusal)`"
 )]
 fn refusal(error: NotebookError) -> ClientError {
-    let error = &error;
-    let status = match error {
-        NotebookError::NotFound(_) | NotebookError::LinkGone | NotebookError::NoSharedFiles => 404,
-        NotebookError::Files(crate::agent::FilesError::Exists(_)) => 409,
-        NotebookError::Refused(_) => 429,
-        _ => 500,
-    };
+    let failure = Failure::of(&error);
     ClientError::Refused {
-        status,
+        status: failure.kind.status(),
         code: String::new(),
-        message: error.to_string(),
+        message: failure.message,
     }
 }
 
