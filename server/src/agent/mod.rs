@@ -36,7 +36,7 @@ pub use self::runner::{TurnRefusal, TurnRunner, parse_language};
 use crate::highlight::Highlighter;
 use crate::llm::tools::{EXECUTE_CODE, ExecuteCode, execute_code_spec, program_of, result_message};
 use crate::llm::{
-    ChatRequest, Completion, FinishReason, Llm, LlmError, LlmEvent, Message, ResponseSchema,
+    ChatRequest, Completion, FinishReason, Llm, LlmError, LlmEvent, Message, ResponseSchema, Role,
     ToolChoice,
 };
 use crate::sandbox::{Language, Limits, validate_code};
@@ -287,6 +287,8 @@ impl Agent {
         }));
 
         let attempts = 1 + self.settings.max_fixes;
+        // Where the question ends: the last attempt may start over from it.
+        let asked = messages.len();
         let mut last: Option<(ExecuteCode, Ran, CellId)> = None;
         for attempt in 1..=attempts {
             let reply = self
@@ -392,6 +394,23 @@ impl Agent {
                 _ => prompt::EXPLAIN_REQUEST.to_string(),
             };
             let again = retry && (ran.failed() || doubt.is_some());
+            if again && attempt >= 2 && attempt + 1 == attempts {
+                // A fix went wrong too. The small models copy the program in
+                // front of them, mistake and all (the tuple of columns three
+                // times in a row): the last attempt starts over from the
+                // question, told what the failed attempts hit.
+                let hit = match doubt {
+                    Some(doubt) if !ran.failed() => doubt.note().to_string(),
+                    _ => prompt::failure_summary(&ran.report, &program.code),
+                };
+                messages.truncate(asked);
+                if let Some(question) = messages.last_mut().filter(|m| m.role == Role::User) {
+                    question.content = prompt::start_over(&question.content, attempt, &hit);
+                }
+                tracing::info!(attempt, "starting over from the question");
+                last = Some((program, ran, cell));
+                continue;
+            }
             feed_back(&mut messages, &program, &ran.report, &instruction);
             last = Some((program, ran, cell));
             if !again {

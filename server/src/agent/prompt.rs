@@ -151,6 +151,33 @@ pub const UNCOMPUTED: &str = "No program computed an answer to this question: th
 answered from memory, with figures nothing computed, so its answers were withdrawn. Ask again, \
 or say what to compute.";
 
+/// What a failed program hit, for a question asked again from the start:
+/// the error's last line (the traceback's verdict), bounded, with the
+/// remedy for a known error.
+pub fn failure_summary(report: &str, code: &str) -> String {
+    let verdict = report
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .unwrap_or("it failed");
+    let verdict = cut(verdict, 300);
+    match super::fix_hints::hint(report, code) {
+        Some(hint) => format!("`{verdict}`. {hint}"),
+        None => format!("`{verdict}`."),
+    }
+}
+
+/// The question asked again from the start after `failed` programs for it
+/// went wrong, the last with `hit`: a small model shown its failed program
+/// writes it again, mistake and all.
+pub fn start_over(question: &str, failed: u32, hit: &str) -> String {
+    format!(
+        "{question}\n\n({failed} programs for this went wrong already, the last with: {hit} \
+         Write a new complete program from the start.)"
+    )
+}
+
 /// Sent after a failed program, asking for a fix.
 pub const FIX_REQUEST: &str = "The program failed. Write the complete corrected program.";
 
@@ -399,6 +426,22 @@ mod tests {
     use app::protocol::{CellId, CellStatus, EventBody, SessionEvent, TurnId, TurnStatus};
 
     use super::*;
+
+    #[test]
+    fn a_start_over_names_the_verdict_and_the_remedy() {
+        let report = "Traceback (most recent call last):\n  File \"<cell>\", line 3\n\
+                      ValueError: Cannot subset columns with a tuple with more than one element. \
+                      Use a list instead.\n\n";
+        let hit = failure_summary(report, "t = df.groupby('r')['a', 'b'].sum()");
+        assert!(hit.starts_with("`ValueError: Cannot subset"), "{hit}");
+        assert!(hit.contains("Here: write `[['a', 'b']]`"), "{hit}");
+        assert_eq!(failure_summary("", ""), "`it failed`.");
+        let long = format!("Error: {}", "x".repeat(5000));
+        assert!(failure_summary(&long, "").len() < 400);
+        let again = start_over("How much?", 2, &hit);
+        assert!(again.starts_with("How much?\n\n(2 programs for this went wrong already"));
+        assert!(again.ends_with("Write a new complete program from the start.)"));
+    }
 
     #[test]
     fn plotly_is_suggested_only_for_a_chart_to_hover_or_zoom() {

@@ -14,7 +14,7 @@ use runcell::llm::openai::{OpenAiClient, OpenAiConfig};
 use runcell::llm::scripted::{FAILING_CODE, INVENTED, SILENT_CODE, ScriptedLlm};
 use runcell::llm::{
     Capabilities, ChatRequest, ChatStream, Completion, FinishReason, Llm, LlmError, LlmEvent,
-    ModelInfo, ToolChoice,
+    ModelInfo, Role, ToolChoice,
 };
 use runcell::sandbox::browser::{BrowserSettings, BrowserTabs, Reply};
 use runcell::sandbox::jail::{JailConfig, JailSandbox};
@@ -623,6 +623,68 @@ async fn the_model_is_told_the_sessions_files_and_what_they_hold() {
             .unwrap()
             .is_empty()
     );
+}
+
+#[tokio::test]
+async fn the_last_fix_starts_over_from_the_question_without_the_failed_programs() {
+    let model = Arc::new(Recording {
+        inner: scripted(),
+        asked: std::sync::Mutex::new(Vec::new()),
+    });
+    let h = harness_with(model.clone(), 2).await;
+    // pandas 3's refusal, raised every time: the scripted model writes the
+    // question's program again and again.
+    let program = "import pandas as pd\n\
+        df = pd.DataFrame({'r': ['a', 'b'], 'units': [1, 2], 'price': [3.0, 4.0]})\n\
+        t = df.groupby('r')['units', 'price'].sum()";
+    let turn = h.ask(&fenced(program)).await;
+    assert_eq!(turn.status, TurnStatus::Error);
+    let asked = model.asked.lock().unwrap().clone();
+    let writing: Vec<&ChatRequest> = asked
+        .iter()
+        .filter(|r| r.tool_choice != ToolChoice::None)
+        .collect();
+    assert_eq!(writing.len(), 3, "three attempts");
+    let shown_programs = |r: &ChatRequest| {
+        r.messages
+            .iter()
+            .filter(|m| m.role == Role::Assistant && m.content.contains("groupby('r')"))
+            .count()
+    };
+    // The first fix patches: it sees the failed program and the remedy.
+    assert_eq!(shown_programs(writing[1]), 1);
+    let fix = &writing[1].messages.last().unwrap().content;
+    assert!(
+        fix.contains("Cannot subset columns with a tuple") && fix.contains("[['units', 'price']]"),
+        "{fix}"
+    );
+    // The last starts over: the question again, told what went wrong, and
+    // no failed program to copy.
+    assert_eq!(shown_programs(writing[2]), 0, "{:?}", writing[2].messages);
+    assert_eq!(writing[2].messages.len(), writing[0].messages.len());
+    let last = writing[2].messages.last().unwrap();
+    assert_eq!(last.role, Role::User);
+    assert!(
+        last.content
+            .starts_with(&writing[0].messages.last().unwrap().content)
+    );
+    assert!(
+        last.content
+            .contains("2 programs for this went wrong already")
+            && last
+                .content
+                .contains("ValueError: Cannot subset columns with a tuple")
+            && last.content.contains("add the product as a column first"),
+        "{}",
+        last.content
+    );
+    // The notebook still shows all three attempts.
+    let codes = turn
+        .cells()
+        .iter()
+        .filter(|c| c.kind == CellKind::Code)
+        .count();
+    assert_eq!(codes, 3);
 }
 
 /// A harness whose session runs its programs in the page (the Browser
