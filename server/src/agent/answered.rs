@@ -204,22 +204,45 @@ fn uses_pandas(code: &str) -> bool {
     .any(|m| code.contains(m))
 }
 
+/// Whether the program's code (not its comments: "# total revenue for each
+/// region" above a per-row `idxmax()` is the classic wrong answer) groups
+/// its rows: a pandas grouping, a counter, or a loop statement.
 fn groups(code: &str) -> bool {
-    [
-        "groupby",
-        "pivot",
-        "crosstab",
-        "resample",
-        "value_counts",
-        "Counter",
-        "defaultdict",
-        "for ",
-        ".agg(",
-        "drop_duplicates",
-        ".unique(",
-    ]
-    .iter()
-    .any(|m| code.contains(m))
+    code.lines().map(without_comment).any(|line| {
+        line.trim_start().starts_with("for ")
+            || [
+                "groupby",
+                "pivot",
+                "crosstab",
+                "resample",
+                "value_counts",
+                "Counter",
+                "defaultdict",
+                ".agg(",
+                "drop_duplicates",
+                ".unique(",
+            ]
+            .iter()
+            .any(|m| line.contains(m))
+    })
+}
+
+/// A line of Python up to its comment: the first `#` outside a string.
+fn without_comment(line: &str) -> &str {
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for (at, c) in line.char_indices() {
+        match quote {
+            Some(_) if escaped => escaped = false,
+            Some(_) if c == '\\' => escaped = true,
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if c == '#' => return &line[..at],
+            None if c == '\'' || c == '"' => quote = Some(c),
+            None => {}
+        }
+    }
+    line
 }
 
 /// "per region", "for each month", "total revenue by region", "which region
@@ -348,6 +371,27 @@ mod tests {
         ] {
             assert_eq!(doubt(q, "python", &per_row, "1628.89\n"), None, "{q}");
         }
+        // What the 1.5B wrote in the agent benchmark: a comment saying "for
+        // each region" over a per-row idxmax. Comments are not code; a loop
+        // statement and strings holding `#` are.
+        let commented = format!(
+            "{PANDAS}# Calculate total revenue for each region\ndf['t'] = df.units * df.price  # for each row\n\
+             print(df.loc[df['t'].idxmax(), 'region'])"
+        );
+        let q = "Which region has the largest total revenue (units times price)?";
+        assert_eq!(
+            doubt(q, "python", &commented, "North\n"),
+            Some(Doubt::Ungrouped)
+        );
+        let looped = format!(
+            "{PANDAS}totals = {{}}\nfor _, row in df.iterrows():\n    \
+             totals[row.region] = totals.get(row.region, 0) + row.units * row.price\nprint(totals)"
+        );
+        assert_eq!(doubt(q, "python", &looped, "{'West': 3}\n"), None);
+        let in_a_string = format!("{PANDAS}print('#1:', df.groupby('region').units.sum())");
+        assert_eq!(doubt(q, "python", &in_a_string, "#1: West 3\n"), None);
+        assert_eq!(without_comment("x = 'a # b' # c"), "x = 'a # b' ");
+        assert_eq!(without_comment(r##"s = "\"#" # c"##), r##"s = "\"#" "##);
         assert_eq!(doubt("total per region", "python", "print(3)", "3\n"), None);
         assert_eq!(doubt("total per region", "bash", &per_row, "3\n"), None);
     }

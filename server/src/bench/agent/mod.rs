@@ -490,18 +490,29 @@ fn decimals_of(x: f64) -> i32 {
 }
 
 /// `needle` in `line` as a whole word (at the edges that are letters or
-/// digits): "no" is not in "not", "e" is not in "keeper".
+/// digits): "no" is not in "not", "e" is not in "keeper". A figure goes on
+/// through a separator between digits: the month "2024-02" is not in the
+/// day "2024-02-13", nor "3.1" in "3.14" or "12" in "1,12".
 fn mentions(line: &str, needle: &str) -> bool {
     if needle.is_empty() {
         return false;
     }
     let word = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+    let digit = |c: Option<char>| c.is_some_and(|c| c.is_ascii_digit());
+    let joins = |c: Option<char>| matches!(c, Some('-' | '.' | '/' | ':' | ','));
     let starts_word = needle.chars().next().is_some_and(char::is_alphanumeric);
     let ends_word = needle.chars().last().is_some_and(char::is_alphanumeric);
+    let starts_digit = digit(needle.chars().next());
+    let ends_digit = digit(needle.chars().last());
     line.match_indices(needle).any(|(at, _)| {
-        let before = line[..at].chars().next_back();
-        let after = line[at + needle.len()..].chars().next();
-        !(starts_word && word(before) || ends_word && word(after))
+        let mut before = line[..at].chars().rev();
+        let mut after = line[at + needle.len()..].chars();
+        let (b1, b2) = (before.next(), before.next());
+        let (a1, a2) = (after.next(), after.next());
+        let glued = starts_word && word(b1) || ends_word && word(a1);
+        let figure_goes_on =
+            starts_digit && joins(b1) && digit(b2) || ends_digit && joins(a1) && digit(a2);
+        !glued && !figure_goes_on
     })
 }
 
@@ -719,5 +730,12 @@ mod tests {
         assert!(!mentions("bookkeeper", "e"));
         assert!(mentions("10.0.0.5 made 40", "10.0.0.5"));
         assert!(!mentions("10.0.0.50", "10.0.0.5"));
+        // A month is not named by a day of it, nor a figure by a longer one.
+        assert!(!mentions("highest: 2024-02-13.", "2024-02"));
+        assert!(mentions("highest: 2024-02.", "2024-02"));
+        assert!(mentions("highest month: 2024-02, with 4537.15", "2024-02"));
+        assert!(!mentions("pi is 3.14", "3.1"));
+        assert!(!mentions("total 1,120", "120"));
+        assert!(mentions("1, 2 and 120", "120"));
     }
 }
