@@ -21,6 +21,48 @@ pub enum Doubt {
     /// The question asks for one value; the program printed a whole
     /// column (a pandas Series), as `df.a * df.b.sum()` does.
     WholeColumn,
+    /// The question groups by a calendar period (per month, which year);
+    /// the pandas program never derives one from its dates (it grouped by
+    /// the day).
+    NoPeriod(Period),
+}
+
+/// A calendar period a question groups by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Period {
+    Week,
+    Month,
+    Year,
+}
+
+impl Period {
+    fn name(self) -> &'static str {
+        match self {
+            Period::Week => "week",
+            Period::Month => "month",
+            Period::Year => "year",
+        }
+    }
+
+    /// Whether a line of code derives this period from dates, or reads a
+    /// column of it.
+    fn derived_in(self, line: &str) -> bool {
+        const ANY: [&str; 4] = ["to_period", "resample", "Grouper", "strftime"];
+        let own: &[&str] = match self {
+            Period::Week => &[
+                ".week",
+                "isocalendar",
+                "%W",
+                "%U",
+                "%V",
+                "'week'",
+                "\"week\"",
+            ],
+            Period::Month => &[".month", "%m", ":7]", "'month'", "\"month\"", "split("],
+            Period::Year => &[".year", "%Y", ":4]", "'year'", "\"year\"", "split("],
+        };
+        own.iter().chain(ANY.iter()).any(|m| line.contains(m))
+    }
 }
 
 impl Doubt {
@@ -32,6 +74,9 @@ impl Doubt {
             Doubt::Ungrouped => UNGROUPED,
             Doubt::OnlyFigure => ONLY_FIGURE,
             Doubt::WholeColumn => WHOLE_COLUMN,
+            Doubt::NoPeriod(Period::Week) => NO_WEEK,
+            Doubt::NoPeriod(Period::Month) => NO_MONTH,
+            Doubt::NoPeriod(Period::Year) => NO_YEAR,
         }
     }
 
@@ -43,6 +88,7 @@ impl Doubt {
             Doubt::Ungrouped => "never_grouped",
             Doubt::OnlyFigure => "only_a_chart",
             Doubt::WholeColumn => "whole_column",
+            Doubt::NoPeriod(_) => "no_period",
         }
     }
 }
@@ -65,6 +111,14 @@ pub fn doubt(question: &str, language: &str, code: &str, report: &str) -> Option
     let per_group = asks_per_group(question);
     if per_group && !groups(code) {
         return Some(Doubt::Ungrouped);
+    }
+    if let Some(period) = asks_per_period(question)
+        && !code
+            .lines()
+            .map(without_comment)
+            .any(|line| period.derived_in(line))
+    {
+        return Some(Doubt::NoPeriod(period));
     }
     if !per_group && asks_one_value(question) && prints_series(report) {
         return Some(Doubt::WholeColumn);
@@ -93,6 +147,45 @@ whole column of values (a pandas Series). Write the complete program again so th
 reduces the column to the one value asked for; mind the parentheses: the total of a product \
 is `(df['a'] * df['b']).sum()`, while `df['a'] * df['b'].sum()` multiplies every row by a \
 total.";
+
+const NO_WEEK: &str = "The question asks per week, but the program never works out the \
+week of its dates (it grouped by something else, such as the day). Write the complete program \
+again: derive the week (for example `pd.to_datetime(df['date']).dt.to_period('W')`), group by \
+it, print the grouped table, then the answer taken from it.";
+
+const NO_MONTH: &str = "The question asks per month, but the program never works out the \
+month of its dates (it grouped by something else, such as the day). Write the complete \
+program again: derive the month (for example `pd.to_datetime(df['date']).dt.to_period('M')`), \
+group by it, print the grouped table, then the answer taken from it.";
+
+const NO_YEAR: &str = "The question asks per year, but the program never works out the year \
+of its dates (it grouped by something else, such as the day). Write the complete program \
+again: derive the year (for example `pd.to_datetime(df['date']).dt.year`), group by it, \
+print the grouped table, then the answer taken from it.";
+
+/// "per month", "each year", "by week", "monthly", "which month": the
+/// period a question groups by.
+fn asks_per_period(question: &str) -> Option<Period> {
+    let q = question.to_lowercase();
+    let words: Vec<&str> = q
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let period = |w: &str| match w {
+        "week" | "weeks" | "weekly" => Some(Period::Week),
+        "month" | "months" | "monthly" => Some(Period::Month),
+        "year" | "years" | "yearly" | "annual" | "annually" => Some(Period::Year),
+        _ => None,
+    };
+    words.iter().enumerate().find_map(|(i, w)| {
+        let p = period(w)?;
+        let before = i.checked_sub(1).map(|b| words[b]);
+        let adjective = w.ends_with("ly") || *w == "annual";
+        let grouping = matches!(before, Some("per" | "each" | "by" | "every" | "which"));
+        // "5% per year", "compounded yearly": a rate, not a grouping.
+        ((adjective || grouping) && !q.contains('%')).then_some(p)
+    })
+}
 
 /// The figure markers of a program that drew and printed nothing else.
 fn only_figures(report: &str) -> bool {
@@ -394,6 +487,51 @@ mod tests {
         assert_eq!(without_comment(r##"s = "\"#" # c"##), r##"s = "\"#" "##);
         assert_eq!(doubt("total per region", "python", "print(3)", "3\n"), None);
         assert_eq!(doubt("total per region", "bash", &per_row, "3\n"), None);
+    }
+
+    #[test]
+    fn a_question_per_month_needs_a_program_that_finds_the_month() {
+        // What the 1.5B wrote in the agent benchmark: totals per day.
+        let by_day = format!(
+            "{PANDAS}# total revenue per month\ndf['amount'] = df['units'] * df['price']\n\
+             monthly_revenue = df.groupby('date')['amount'].sum()\nprint(monthly_revenue)"
+        );
+        let by_month = format!(
+            "{PANDAS}df['month'] = pd.to_datetime(df['date']).dt.to_period('M')\n\
+             print(df.groupby('month')['units'].sum())"
+        );
+        let by_slice = format!("{PANDAS}print(df.groupby(df['date'].str[:7])['units'].sum())");
+        let q = "What is the total revenue per month, and which month had the highest?";
+        assert_eq!(
+            doubt(q, "python", &by_day, "date\n2024-01-03 874.8\n"),
+            Some(Doubt::NoPeriod(Period::Month))
+        );
+        assert_eq!(doubt(q, "python", &by_month, "2024-01 100\n"), None);
+        assert_eq!(doubt(q, "python", &by_slice, "2024-01 100\n"), None);
+        assert_eq!(
+            doubt(
+                "Plot monthly sales",
+                "python",
+                &by_day,
+                "[a figure was shown]\n"
+            ),
+            Some(Doubt::NoPeriod(Period::Month))
+        );
+        assert_eq!(
+            doubt("Total units by year", "python", &by_day, "x 1\n"),
+            Some(Doubt::NoPeriod(Period::Year))
+        );
+        // Not a grouping by period.
+        for q in [
+            "What is 1000 at 5% per year for 10 years?",
+            "How many units were sold in March?",
+            "What was the revenue last month?",
+            "1000 dollars at 5% compounded yearly: how much after 10 years?",
+        ] {
+            assert_eq!(asks_per_period(q), None, "{q}");
+        }
+        assert_eq!(Doubt::NoPeriod(Period::Month).reason(), "no_period");
+        assert!(Doubt::NoPeriod(Period::Week).note().contains("per week"));
     }
 
     #[test]

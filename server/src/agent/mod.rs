@@ -272,6 +272,12 @@ impl Agent {
         // The person's files, so that "summarise the uploaded CSV" reads it.
         if let Some(note) = self.kernels.files_note(session.id(), session.owner()).await {
             system = format!("{system}\n\n{note}");
+            // A table, and a question that multiplies its columns.
+            if note.contains(profile::PANDAS_NOTE)
+                && let Some(product) = profile::product_note(&text)
+            {
+                system = format!("{system} {product}");
+            }
         }
         let budget = (self.settings.context_tokens as usize)
             .saturating_sub(self.settings.max_tokens as usize)
