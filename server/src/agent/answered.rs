@@ -36,14 +36,6 @@ pub enum Period {
 }
 
 impl Period {
-    fn name(self) -> &'static str {
-        match self {
-            Period::Week => "week",
-            Period::Month => "month",
-            Period::Year => "year",
-        }
-    }
-
     /// Whether a line of code derives this period from dates, or reads a
     /// column of it.
     fn derived_in(self, line: &str) -> bool {
