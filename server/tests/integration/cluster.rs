@@ -304,7 +304,23 @@ async fn two_nodes_serve_one_session_and_the_survivor_takes_it_over() {
     let (mut a, a_url) = node_process(a_data.path(), &db.url);
     let everything = history(&b, &id).await;
     assert!(everything.len() > after.len());
-    assert_eq!(history_at(&a_url, &id).await, everything);
+    // B, loading the session again, closed it with a `kernel_lost` that its
+    // writer stores a moment later; A, following B, shows it once it is
+    // stored.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let at_a = history_at(&a_url, &id).await;
+        if at_a == everything {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "A never caught up with B: {:?} against {:?}",
+            at_a.last(),
+            everything.last()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let listed = http()
         .get(format!("{a_url}/api/sessions"))
         .send()
