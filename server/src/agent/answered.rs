@@ -100,15 +100,15 @@ pub fn doubt(question: &str, language: &str, code: &str, report: &str) -> Option
     if language != Language::Python.name() || !uses_pandas(code) {
         return None;
     }
+    // What the program does is in its code, not its comments ("# total
+    // revenue for each region" above a per-row `idxmax()`).
+    let statements: Vec<&str> = code.lines().map(without_comment).collect();
     let per_group = asks_per_group(question);
-    if per_group && !groups(code) {
+    if per_group && !groups(&statements) {
         return Some(Doubt::Ungrouped);
     }
     if let Some(period) = asks_per_period(question)
-        && !code
-            .lines()
-            .map(without_comment)
-            .any(|line| period.derived_in(line))
+        && !statements.iter().any(|line| period.derived_in(line))
     {
         return Some(Doubt::NoPeriod(period));
     }
@@ -289,11 +289,10 @@ fn uses_pandas(code: &str) -> bool {
     .any(|m| code.contains(m))
 }
 
-/// Whether the program's code (not its comments: "# total revenue for each
-/// region" above a per-row `idxmax()` is the classic wrong answer) groups
-/// its rows: a pandas grouping, a counter, or a loop statement.
-fn groups(code: &str) -> bool {
-    code.lines().map(without_comment).any(|line| {
+/// Whether the program's lines (without their comments) group its rows: a
+/// pandas grouping, a counter, or a loop statement.
+fn groups(statements: &[&str]) -> bool {
+    statements.iter().any(|line| {
         line.trim_start().starts_with("for ")
             || [
                 "groupby",

@@ -538,10 +538,7 @@ impl Llm for Recording {
 
 #[tokio::test]
 async fn the_model_is_told_the_sessions_files_and_what_they_hold() {
-    let model = Arc::new(Recording {
-        inner: scripted(),
-        asked: std::sync::Mutex::new(Vec::new()),
-    });
+    let model = Recording::new();
     let h = harness_with(model.clone(), 0).await;
     let csv = b"region,amount\nnorth,10\nsouth,32\neast,7\n".to_vec();
     h.agent
@@ -627,10 +624,7 @@ async fn the_model_is_told_the_sessions_files_and_what_they_hold() {
 
 #[tokio::test]
 async fn the_last_fix_starts_over_from_the_question_without_the_failed_programs() {
-    let model = Arc::new(Recording {
-        inner: scripted(),
-        asked: std::sync::Mutex::new(Vec::new()),
-    });
+    let model = Recording::new();
     let h = harness_with(model.clone(), 2).await;
     // pandas 3's refusal, raised every time: the scripted model writes the
     // question's program again and again.

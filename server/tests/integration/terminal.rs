@@ -442,6 +442,28 @@ struct Tmux {
 }
 
 impl Tmux {
+    /// A tmux server of its own (`name` and this process's id) running
+    /// `command` in a session "chat" of `columns` × `rows`.
+    async fn open(name: &str, command: &str, columns: u16, rows: u16) -> Self {
+        let tmux = Tmux {
+            socket: format!("runcell-{name}-{}", std::process::id()),
+        };
+        let (columns, rows) = (columns.to_string(), rows.to_string());
+        tmux.run(&[
+            "new-session",
+            "-d",
+            "-s",
+            "chat",
+            "-x",
+            &columns,
+            "-y",
+            &rows,
+            command,
+        ])
+        .await;
+        tmux
+    }
+
     async fn run(&self, args: &[&str]) -> String {
         let output = Command::new("tmux")
             .args(["-L", &self.socket])
@@ -517,26 +539,12 @@ async fn chat_in_a_real_terminal_edits_lines_streams_and_stops() {
     let server = TestServer::start_configured(|config| config.llm.scripted_delay_ms = 100).await;
     server.ready().await;
     let dir = tempfile::tempdir().unwrap();
-    let tmux = Tmux {
-        socket: format!("runcell-test-{}", std::process::id()),
-    };
     let command = format!(
         "env -u NO_COLOR TERM=xterm-256color RUNCELL_CLIENT_DIR={dir} TMPDIR={dir} {RUNCELL} chat --url {url}",
         dir = dir.path().display(),
         url = server.url(""),
     );
-    tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "chat",
-        "-x",
-        "100",
-        "-y",
-        "50",
-        &command,
-    ])
-    .await;
+    let tmux = Tmux::open("test", &command, 100, 50).await;
     tmux.wait_for("the prompt", |s| {
         s.contains("runcell chat") && s.contains("›")
     })
@@ -779,26 +787,12 @@ async fn a_join_typed_at_a_terminal_asks_first() {
         .take_while(char::is_ascii_hexdigit)
         .collect();
     let dir = tempfile::tempdir().unwrap();
-    let tmux = Tmux {
-        socket: format!("runcell-join-{}", std::process::id()),
-    };
     let command = format!(
         "env RUNCELL_CLIENT_DIR={dir} {RUNCELL} chat --url {url} --join {join_code}",
         dir = dir.path().display(),
         url = server.url(""),
     );
-    tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "chat",
-        "-x",
-        "120",
-        "-y",
-        "30",
-        &command,
-    ])
-    .await;
+    let tmux = Tmux::open("join", &command, 120, 30).await;
     tmux.wait_for("the question", |s| s.contains("Join? [y/N]"))
         .await;
     tmux.keys(&["y", "Enter"]).await;
