@@ -30,7 +30,7 @@ pub mod render;
 pub mod routes;
 
 use leptos::prelude::*;
-use leptos_meta::{Meta, MetaTags, Stylesheet, Title, provide_meta_context};
+use leptos_meta::{Meta, MetaTags, Stylesheet, provide_meta_context};
 use leptos_router::{
     ParamSegment, SsrMode, StaticSegment,
     components::{Route, Router, Routes},
@@ -55,6 +55,17 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     let live = use_context::<http::request::Parts>().is_none_or(|parts| hydrates(parts.uri.path()));
     #[cfg(not(feature = "ssr"))]
     let live = true;
+    // The one key that lets a script run on this page (the hydration
+    // loader and the line below); what a title, a question or an output
+    // might smuggle into the HTML has none, so it never runs.
+    let nonce = leptos::nonce::use_nonce();
+    #[cfg(feature = "ssr")]
+    if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+        response.insert_header(
+            http::header::CONTENT_SECURITY_POLICY,
+            page_policy(nonce.as_deref()),
+        );
+    }
     view! {
         <!DOCTYPE html>
         <html lang="en">
@@ -64,7 +75,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <link rel="icon" href="/favicon.svg" type="image/svg+xml"/>
                 // Marks pages where scripts run, so that CSS can hide what is
                 // only for readers without JavaScript, with no flash.
-                {live.then(|| view! { <script>"document.documentElement.classList.add('js')"</script> })}
+                {live.then(|| view! { <script nonce=nonce>"document.documentElement.classList.add('js')"</script> })}
                 {live.then(|| view! { <HydrationScripts options/> })}
                 <MetaTags/>
             </head>
@@ -75,12 +86,36 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     }
 }
 
+/// The policy of every page this app renders: scripts run only with this
+/// response's `nonce` (and what those load: the bundle, its wasm), so that no
+/// text a stranger wrote into the page can run in this origin; without a
+/// nonce no script runs at all. The rest is the policy every response gets.
+#[cfg(feature = "ssr")]
+pub fn page_policy(nonce: Option<&str>) -> http::HeaderValue {
+    let scripts = match nonce {
+        Some(nonce)
+            if nonce
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') =>
+        {
+            format!("'nonce-{nonce}' 'strict-dynamic' 'wasm-unsafe-eval'")
+        }
+        _ => "'none'".to_string(),
+    };
+    let policy = format!(
+        "script-src {scripts}; object-src 'none'; base-uri 'self'; \
+         frame-ancestors 'none'; form-action 'self'"
+    );
+    http::HeaderValue::from_str(&policy)
+        .unwrap_or_else(|_| http::HeaderValue::from_static("script-src 'none'"))
+}
+
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
     view! {
         <Stylesheet id="leptos" href=format!("/pkg/{OUTPUT_NAME}.css")/>
-        <Title text="runcell"/>
+        <components::PageTitle text="runcell".to_string()/>
         <Meta name="description" content="Ask in plain language; watch the code run."/>
         <Meta name="color-scheme" content="light dark"/>
         <Router>

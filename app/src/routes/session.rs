@@ -1,13 +1,12 @@
 //! `/sessions/{id}`: one conversation, live.
 
 use leptos::prelude::*;
-use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
 
 use crate::api::{SessionLog, display_title, load_session, title_from};
 use crate::components::{
     BackendPicker, Cells, ConnectionIndicator, FilesPanel, Header, KernelNotice, LoadProblem,
-    ModelPicker, Prompt, PythonIndicator, ShareControls, Sidebar, TurnAnnouncer,
+    ModelPicker, PageTitle, Prompt, PythonIndicator, ShareControls, Sidebar, TurnAnnouncer,
 };
 use crate::contexts::{SessionState, provide_files, provide_session};
 
@@ -76,7 +75,7 @@ pub fn SessionView(log: SessionLog) -> impl IntoView {
         })
     };
     view! {
-        <Title text=move || format!("{} · runcell", heading())/>
+        <PageTitle text=Signal::derive(move || format!("{} · runcell", heading()))/>
         // Files dropped anywhere on the page are uploaded (never opened
         // by the browser in place of the page).
         <div

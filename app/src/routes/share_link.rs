@@ -1,10 +1,9 @@
 //! `/s/{token}`: a session seen through its share link, read-only.
 
 use leptos::prelude::*;
-use leptos_meta::Title;
 
 use crate::api::{ShareLinkLog, display_title};
-use crate::components::{Cells, Header, ShareLinkFiles};
+use crate::components::{Cells, Header, PageTitle, ShareLinkFiles};
 use crate::contexts::{SessionState, ShareLinkOffer, provide_session, provide_share_link_offer};
 
 /// `/s/{token}`: a shared session, read-only.
@@ -52,7 +51,7 @@ pub fn ShareLinkView(log: ShareLinkLog) -> impl IntoView {
     provide_share_link_offer(ShareLinkOffer::new(&token, &files));
     let heading = display_title(&title).to_string();
     view! {
-        <Title text=format!("{heading} · shared · runcell")/>
+        <PageTitle text=format!("{heading} · shared · runcell")/>
         <div class="page shared">
             <Header/>
             <div class="column">

@@ -29,14 +29,17 @@ pub async fn time_limit(limit: Duration, request: Request, next: Next) -> Respon
 
 /// Headers every response carries unless it set its own: no MIME sniffing,
 /// never framed by another site, no referrer (share links are secrets in
-/// URLs), no plugins, forms and base URLs of this site only.
+/// URLs), no scripts, no plugins, forms and base URLs of this site only.
+/// Pages that run scripts set their own policy: the app's pages allow
+/// only their response's nonce (`app::page_policy`), the frames theirs.
 const SECURITY_HEADERS: [(&str, &str); 6] = [
     ("x-content-type-options", "nosniff"),
     ("x-frame-options", "DENY"),
     ("referrer-policy", "no-referrer"),
     (
         "content-security-policy",
-        "frame-ancestors 'none'; base-uri 'self'; object-src 'none'; form-action 'self'",
+        "script-src 'none'; frame-ancestors 'none'; base-uri 'self'; object-src 'none'; \
+         form-action 'self'",
     ),
     // Together: the page is cross-origin isolated, which gives it
     // SharedArrayBuffer, the way Stop interrupts Python in the page.
