@@ -206,6 +206,18 @@ pub struct HttpConfig {
     /// scheme of share links and whether cookies are `Secure`. Off by
     /// default, since any client can send the header.
     pub trust_forwarded: bool,
+    /// Connections open at once, from everyone; one more gets a `503`.
+    pub max_connections: usize,
+    /// Connections open at once from one client address (an IPv6
+    /// client's /64); one more gets a `503`.
+    pub max_connections_per_address: usize,
+    /// Seconds a request's head may take to arrive whole, which is also how
+    /// long a keep-alive connection may sit idle; then it is closed.
+    pub header_read_timeout_secs: u64,
+    /// Seconds a request body may go without a byte; then it is cut.
+    pub body_idle_timeout_secs: u64,
+    /// KiB of request head (start line and headers) one connection may send.
+    pub max_header_kib: usize,
 }
 
 impl Default for HttpConfig {
@@ -215,6 +227,11 @@ impl Default for HttpConfig {
             cors_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             trust_forwarded: false,
+            max_connections: 1024,
+            max_connections_per_address: 256,
+            header_read_timeout_secs: 10,
+            body_idle_timeout_secs: 30,
+            max_header_kib: 64,
         }
     }
 }
@@ -726,6 +743,17 @@ impl Config {
                 u64::from(self.auth.max_live_sessions),
             ),
             ("http.request_timeout_secs", self.http.request_timeout_secs),
+            ("http.max_connections", self.http.max_connections as u64),
+            (
+                "http.max_connections_per_address",
+                self.http.max_connections_per_address as u64,
+            ),
+            (
+                "http.header_read_timeout_secs",
+                self.http.header_read_timeout_secs,
+            ),
+            ("http.body_idle_timeout_secs", self.http.body_idle_timeout_secs),
+            ("http.max_header_kib", self.http.max_header_kib as u64),
             ("e2b.sandbox_timeout_secs", self.e2b.sandbox_timeout_secs),
             (
                 "e2b.max_sandbox_timeout_secs",

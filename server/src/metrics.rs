@@ -81,6 +81,14 @@ fn describe() {
         "runcell_rate_limited_total",
         "Requests refused by a per-key limit, by which limit"
     );
+    describe_gauge!(
+        "runcell_http_connections",
+        "HTTP connections open (every listener's, before any route)"
+    );
+    describe_counter!(
+        "runcell_http_connections_refused_total",
+        "HTTP connections answered 503 and closed at once: over the cap in all or per client address"
+    );
     describe_counter!(
         "runcell_explanations_total",
         "Explanations written, by outcome: grounded (every figure in the output or the question), regrounded (after one withdrawn for an invented figure), pruned (the second still invented one: its grounded sentences stood), fallback (a plain statement quoting the output stood instead), uncomputed (a reply without a program named figures nothing computed and was withdrawn)"
@@ -172,6 +180,14 @@ impl Drop for SocketOpen {
 pub fn api_request(route: &str, status: u16) {
     counter!("runcell_api_requests_total", "route" => route.to_string(), "status" => status.to_string())
         .increment(1);
+}
+
+pub fn connections_open(count: usize) {
+    gauge!("runcell_http_connections").set(count as f64);
+}
+
+pub fn connection_refused() {
+    counter!("runcell_http_connections_refused_total").increment(1);
 }
 
 pub fn rate_limited(which: &'static str) {

@@ -60,13 +60,12 @@ pub async fn launch_with_listener(
     let addr = listener.local_addr()?;
     // The address bound (a test binds port 0), as the node's address too.
     let config = Config { addr, ..config };
+    let limits = crate::http::ConnectionLimits::from(&config.http);
     let engine = Engine::start(config, shutdown.clone()).await?;
     let app = router(engine.state.clone());
     tracing::info!("runcell listening on http://{addr}");
 
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await?;
+    crate::http::serve_connections(listener, app, limits, shutdown.clone()).await;
     engine.stop().await;
     tracing::info!("runcell stopped");
     Ok(())

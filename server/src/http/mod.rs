@@ -10,6 +10,7 @@ pub mod host;
 mod hygiene;
 mod ipynb;
 mod jupyter;
+mod listener;
 mod mcp;
 mod metrics;
 mod ndjson;
@@ -38,6 +39,7 @@ use std::time::Duration;
 use tower_http::trace::TraceLayer;
 
 pub use error::ApiError;
+pub use listener::{ConnectionLimits, peer_of, serve as serve_connections};
 pub use v1::openapi;
 
 use crate::http::v1::run::RunState;

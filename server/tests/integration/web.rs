@@ -938,3 +938,122 @@ async fn the_chart_frame_fetches_nothing_and_its_libraries_are_public() {
         assert!(!headers.contains_key("set-cookie"), "{path}");
     }
 }
+
+/// Titles that try to leave `<title>` (issue 40's stored XSS): each is set
+/// by a first question and by a rename, then read back on the owner's page
+/// and on a share link's.
+const HOSTILE_TITLES: [&str; 4] = [
+    "</title><script>eval(decodeURI(location.hash.slice(1)))</script>",
+    "</TITLE><img src=x onerror=alert(1)>",
+    "x</title ><svg/onload=alert(1)>",
+    "\"'><script>alert(document.cookie)</script>",
+];
+
+/// The nonce a page's policy lets scripts run with, checked to be the one
+/// its scripts carry.
+fn page_nonce(policy: &str) -> &str {
+    let start = policy.find("'nonce-").expect("a nonce in the policy") + "'nonce-".len();
+    let rest = &policy[start..];
+    &rest[..rest.find('\'').expect("a closed nonce")]
+}
+
+#[tokio::test]
+async fn a_hostile_title_never_reaches_a_page_as_markup() {
+    let server = TestServer::start().await;
+    for (n, title) in HOSTILE_TITLES.iter().enumerate() {
+        // Once as a first question (which names the session) and once as a rename.
+        let asked = server.new_session().await;
+        crate::support::ask(&server, &asked, title).await;
+        let renamed = server.new_session().await;
+        let response = http()
+            .patch(server.url(&format!("/api/sessions/{renamed}")))
+            .json(&serde_json::json!({ "title": title }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "rename to {title:?}");
+        for id in [&asked, &renamed] {
+            let shared: serde_json::Value = http()
+                .post(server.url(&format!("/api/sessions/{id}/share")))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let link = shared["url"].as_str().unwrap().to_string();
+            for (url, live) in [
+                (server.url(&format!("/sessions/{id}")), true),
+                (link, false),
+            ] {
+                let response = http().get(&url).send().await.unwrap();
+                assert_eq!(response.status(), 200, "{url}");
+                let policy = response.headers()["content-security-policy"]
+                    .to_str()
+                    .unwrap()
+                    .to_string();
+                let html = response.text().await.unwrap();
+                let head = &html[..html.find("</head>").unwrap()];
+                let written = head
+                    .split("<title>")
+                    .nth(1)
+                    .and_then(|rest| rest.split("</title>").next())
+                    .unwrap();
+                assert!(!written.contains('<'), "case {n}: {written:?} at {url}");
+                assert_eq!(head.matches("<title>").count(), 1, "{head}");
+                assert!(!html.contains("onerror=alert") && !html.contains("onload=alert"));
+                assert!(!html.contains("<script>alert") && !html.contains("<script>eval"));
+                // Scripts run only with this response's nonce, and every
+                // script of the page carries it.
+                assert!(policy.contains("script-src 'nonce-"), "{policy}");
+                assert!(policy.contains("'strict-dynamic'"), "{policy}");
+                assert!(!policy.contains("unsafe-inline"), "{policy}");
+                let nonce = page_nonce(&policy);
+                assert!(nonce.len() >= 16, "{policy}");
+                let scripts = html.matches("<script").count();
+                let nonced = html.matches(&format!("nonce=\"{nonce}\"")).count();
+                assert_eq!(scripts, nonced, "every script carries the nonce at {url}");
+                assert_eq!(
+                    scripts > 0,
+                    live,
+                    "scripts only where the page hydrates: {url}"
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_page_has_its_own_nonce_and_other_responses_run_no_script() {
+    let server = TestServer::start().await;
+    let id = server.new_session().await;
+    let policy_of = |response: &reqwest::Response| {
+        response.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
+    let first = http()
+        .get(server.url(&format!("/sessions/{id}")))
+        .send()
+        .await
+        .unwrap();
+    let second = http()
+        .get(server.url(&format!("/sessions/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(
+        page_nonce(&policy_of(&first)),
+        page_nonce(&policy_of(&second))
+    );
+    for path in ["/nowhere", "/v1/docs/", "/healthz"] {
+        let response = http().get(server.url(path)).send().await.unwrap();
+        let policy = policy_of(&response);
+        assert!(
+            policy.contains("script-src 'none'") || policy.contains("script-src 'nonce-"),
+            "{path}: {policy}"
+        );
+        assert!(!policy.contains("unsafe-inline"), "{path}: {policy}");
+    }
+}
