@@ -58,7 +58,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     // The one key that lets a script run on this page (the hydration
     // loader and the line below); what a title, a question or an output
     // might smuggle into the HTML has none, so it never runs.
-    let nonce = leptos::nonce::use_nonce();
+    let nonce = use_nonce();
     #[cfg(feature = "ssr")]
     if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
         response.insert_header(
@@ -120,6 +120,7 @@ pub fn App() -> impl IntoView {
         <Meta name="color-scheme" content="light dark"/>
         <Router>
             <Routes fallback=routes::NotFound>
+                <Route path=StaticSegment("") view=routes::HomePage/>
                 // Async: the whole notebook is in the first response, so the page
                 // reads the same with JavaScript off.
                 <Route

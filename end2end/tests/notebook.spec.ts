@@ -11,7 +11,7 @@ test('the notebook shell renders', async ({ page, javaScriptEnabled }) => {
   await notebook.openNew();
   await expect(page).toHaveTitle('New session · runcell');
   await expect(page.getByRole('link', { name: 'runcell' })).toBeVisible();
-  await expect(page.getByRole('link', { name: 'New session' })).toBeVisible();
+  await expect(page.getByRole('button', { name: 'New session' })).toBeVisible();
   await expect(page.getByText('Ask something to start')).toBeVisible();
   await expect(notebook.message).toBeVisible();
   await expect(notebook.send).toBeVisible();
@@ -342,4 +342,26 @@ test.describe('with JavaScript', () => {
     await notebook.ask('still here');
     await expect(notebook.resultCells.first().locator('.out-stdout')).toHaveText('still here\n');
   });
+});
+
+test('the home page makes a session only when asked, and asks its question', async ({ page, javaScriptEnabled }) => {
+  await page.goto('/');
+  await expect(page).toHaveURL(/\/$/);
+  await expect(page.getByText('Ask something to start')).toBeVisible();
+  const message = page.getByRole('textbox', { name: 'Message' });
+  await message.fill('hello from the home page');
+  await page.getByRole('button', { name: 'Ask', exact: true }).click();
+  await expect(page).toHaveURL(/\/sessions\/[0-9a-f-]{36}$/);
+  const asked = page.getByRole('article', { name: 'You' }).filter({ hasText: 'hello from the home page' });
+  if (javaScriptEnabled) {
+    await expect(asked).toBeVisible();
+  } else {
+    // Without JavaScript the page is what the server had at that moment.
+    await expect
+      .poll(async () => {
+        await page.reload();
+        return asked.count();
+      })
+      .toBeGreaterThan(0);
+  }
 });

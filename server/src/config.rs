@@ -752,7 +752,10 @@ impl Config {
                 "http.header_read_timeout_secs",
                 self.http.header_read_timeout_secs,
             ),
-            ("http.body_idle_timeout_secs", self.http.body_idle_timeout_secs),
+            (
+                "http.body_idle_timeout_secs",
+                self.http.body_idle_timeout_secs,
+            ),
             ("http.max_header_kib", self.http.max_header_kib as u64),
             ("e2b.sandbox_timeout_secs", self.e2b.sandbox_timeout_secs),
             (

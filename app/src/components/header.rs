@@ -24,7 +24,10 @@ pub fn Header(#[prop(optional)] children: Option<Children>) -> impl IntoView {
         <header class="topbar">
             <a class="brand" href="/" rel="external">"runcell"</a>
             <nav class="actions">
-                <a href="/" rel="external" class="new-session">"New session"</a>
+                // A post: opening a page never makes a session.
+                <form method="post" action="/sessions" class="new-session-form">
+                    <button type="submit" class="new-session">"New session"</button>
+                </form>
                 <super::import::ImportNotebook/>
                 {children.map(|c| c())}
             </nav>

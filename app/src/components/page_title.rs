@@ -12,19 +12,19 @@ use leptos_meta::Title;
 /// The page's `<title>`, safe whatever `text` holds.
 #[component]
 pub fn PageTitle(#[prop(into)] text: Signal<String>) -> impl IntoView {
-    view! { <Title text=move || for_document(text.get())/> }
+    view! { <Title text=move || text.with(|text| for_document(text))/> }
 }
 
 /// `text` as the title's sink needs it: escaped HTML in the server's
 /// document, plain text in the browser (which sets `document.title`).
-fn for_document(text: String) -> String {
+fn for_document(text: &str) -> String {
     #[cfg(feature = "ssr")]
     {
-        crate::render::markdown::escape(&text)
+        crate::render::markdown::escape(text)
     }
     #[cfg(not(feature = "ssr"))]
     {
-        text
+        text.to_string()
     }
 }
 
@@ -35,7 +35,7 @@ mod tests {
     #[test]
     fn a_title_cannot_close_its_element() {
         let hostile = "</title><script>eval(decodeURI(location.hash.slice(1)))</script>";
-        let written = for_document(hostile.to_string());
+        let written = for_document(hostile);
         assert!(!written.contains('<'), "{written}");
         assert!(!written.contains('>'), "{written}");
         assert_eq!(

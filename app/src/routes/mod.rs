@@ -3,10 +3,12 @@
 //! could not, and the page body provides the page's state
 //! (`crate::contexts`) to the components under it.
 
+mod home;
 mod not_found;
 mod session;
 mod share_link;
 
+pub use home::HomePage;
 pub use not_found::NotFound;
 pub use session::{SessionPage, SessionView};
 pub use share_link::{ShareLinkPage, ShareLinkView};

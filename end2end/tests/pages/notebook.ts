@@ -28,9 +28,11 @@ export class NotebookPage {
     this.problem = page.getByRole('alert').filter({ hasText: /\S/ });
   }
 
-  /** Opens a new session; returns its address. */
+  /** Opens a new session (`/` makes none; its "New session" post does);
+   * returns its address. */
   async openNew(): Promise<string> {
     await this.page.goto('/');
+    await this.page.getByRole('button', { name: 'New session' }).click();
     await expect(this.page).toHaveURL(/\/sessions\/[0-9a-f-]{36}$/);
     return this.page.url();
   }

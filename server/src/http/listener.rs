@@ -6,12 +6,18 @@
 //! What a stranger can make the server hold before any route or key is
 //! checked is bounded here: at most `max_connections` sockets, each with at
 //! most `max_header_bytes` of unparsed request, for at most
-//! `header_read_timeout` while its request head is incomplete. A connection
-//! over a cap gets a `503` with `Retry-After` and is closed at once.
+//! `header_read_timeout` while its request head is incomplete, or while it
+//! sends nothing with no request under way (before its first request, or
+//! kept alive between two). A connection over a cap gets a `503` with
+//! `Retry-After` and is closed at once.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
@@ -20,8 +26,9 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::time::{Instant, Sleep};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceBuilder;
 use tower_http::timeout::RequestBodyTimeoutLayer;
@@ -43,7 +50,7 @@ const REFUSAL: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
 content-type: application/json\r\n\
 retry-after: 1\r\n\
 connection: close\r\n\
-content-length: 92\r\n\
+content-length: 88\r\n\
 \r\n\
 {\"error\":{\"code\":\"unavailable\",\"message\":\"too many connections; try again in a second\"}}";
 
@@ -120,10 +127,14 @@ pub async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
+        let activity = Arc::new(Activity::default());
+        let busy = Arc::clone(&activity);
         let service = ServiceBuilder::new()
+            .map_future(move |answer| Busy::track(Arc::clone(&busy), answer))
             .layer(axum::Extension(ConnectInfo(peer)))
             .layer(RequestBodyTimeoutLayer::new(limits.body_idle_timeout))
             .service(app.clone());
+        let stream = IdleIo::new(stream, activity, limits.header_read_timeout);
         let connection = builder
             .serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(service))
             .into_owned();
@@ -153,6 +164,172 @@ async fn refuse(mut stream: TcpStream) {
     .await;
 }
 
+/// What a connection is doing, as its reads need to know: how many of its
+/// requests are under way (from their head to the end of their answer's
+/// body), and whether it has become a WebSocket (which keeps its own time).
+#[derive(Default)]
+struct Activity {
+    requests: AtomicUsize,
+    upgraded: AtomicBool,
+}
+
+/// One request under way on a connection, until its answer's body ends.
+struct Busy(Arc<Activity>);
+
+impl Busy {
+    fn new(activity: Arc<Activity>) -> Self {
+        activity.requests.fetch_add(1, Ordering::SeqCst);
+        Self(activity)
+    }
+
+    /// Counts a request from its start to the end of its answer.
+    fn track<F, E>(
+        activity: Arc<Activity>,
+        answer: F,
+    ) -> impl Future<Output = Result<axum::response::Response, E>> + Send + 'static
+    where
+        F: Future<Output = Result<axum::response::Response, E>> + Send + 'static,
+    {
+        let busy = Self::new(activity);
+        async move {
+            let response = answer.await?;
+            if response.status() == axum::http::StatusCode::SWITCHING_PROTOCOLS {
+                busy.0.upgraded.store(true, Ordering::SeqCst);
+            }
+            let (parts, body) = response.into_parts();
+            Ok(axum::response::Response::from_parts(
+                parts,
+                axum::body::Body::new(BusyBody { body, _busy: busy }),
+            ))
+        }
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.requests.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// An answer's body that keeps its request counted until it is dropped.
+struct BusyBody {
+    body: axum::body::Body,
+    _busy: Busy,
+}
+
+impl http_body::Body for BusyBody {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// A connection's socket that fails its read once it has been silent for
+/// `idle` with no request under way, which makes hyper close it. hyper's
+/// own header-read timeout starts only at a head's first byte; this covers
+/// a connection that never sends one.
+struct IdleIo {
+    stream: TcpStream,
+    activity: Arc<Activity>,
+    idle: Duration,
+    deadline: Pin<Box<Sleep>>,
+    armed: bool,
+}
+
+impl IdleIo {
+    fn new(stream: TcpStream, activity: Arc<Activity>, idle: Duration) -> Self {
+        Self {
+            stream,
+            activity,
+            idle,
+            deadline: Box::pin(tokio::time::sleep(idle)),
+            armed: false,
+        }
+    }
+
+    fn waiting_for_a_request(&self) -> bool {
+        self.activity.requests.load(Ordering::SeqCst) == 0
+            && !self.activity.upgraded.load(Ordering::SeqCst)
+    }
+}
+
+impl AsyncRead for IdleIo {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.stream).poll_read(cx, buf) {
+            Poll::Ready(read) => {
+                this.armed = false;
+                Poll::Ready(read)
+            }
+            Poll::Pending if this.waiting_for_a_request() => {
+                if !this.armed {
+                    this.armed = true;
+                    let at = Instant::now() + this.idle;
+                    this.deadline.as_mut().reset(at);
+                }
+                match this.deadline.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "idle connection",
+                    ))),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+            Poll::Pending => {
+                this.armed = false;
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl AsyncWrite for IdleIo {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
 /// The connections open, in all and per client address.
 #[derive(Clone, Default)]
 struct Counts(Arc<Mutex<CountsInner>>);
@@ -167,7 +344,10 @@ impl Counts {
     /// A slot for a connection from `ip`, or `None` when a cap is reached.
     fn admit(&self, ip: IpAddr, limits: &ConnectionLimits) -> Option<Slot> {
         let key = address_key(ip);
-        let mut inner = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut inner = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let from_address = inner.by_address.get(&key).copied().unwrap_or(0);
         if inner.total >= limits.max_connections || from_address >= limits.max_per_address {
             return None;
@@ -256,7 +436,10 @@ mod tests {
         let _third = counts.admit(b, &limits).unwrap();
         assert!(counts.admit(b, &limits).is_none(), "three in all");
         drop(first);
-        assert!(counts.admit(b, &limits).is_some(), "a closed connection frees its place");
+        assert!(
+            counts.admit(b, &limits).is_some(),
+            "a closed connection frees its place"
+        );
     }
 
     #[test]
@@ -275,7 +458,10 @@ mod tests {
         let text = std::str::from_utf8(REFUSAL).unwrap();
         let (head, body) = text.split_once("\r\n\r\n").unwrap();
         assert!(head.starts_with("HTTP/1.1 503 "));
-        assert!(head.contains(&format!("content-length: {}", body.len())), "{head}");
+        assert!(
+            head.contains(&format!("content-length: {}", body.len())),
+            "{head}"
+        );
         let parsed: serde_json::Value = serde_json::from_str(body).unwrap();
         assert_eq!(parsed["error"]["code"], "unavailable");
     }

@@ -147,7 +147,7 @@ fn pages(state: &AppState, context: impl Fn() + Clone + Send + Sync + 'static) -
         .filter(|route| route.path() != SHARED_PAGE)
         .collect();
     Router::new()
-        .route("/", get(sessions::new_session))
+        .route("/sessions", post(sessions::create_form))
         .route("/ws/sessions/{id}", get(ws::session_socket))
         .route("/api/models", get(models))
         .route("/api/sessions", post(sessions::create).get(sessions::list))

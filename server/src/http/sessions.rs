@@ -16,7 +16,7 @@ use serde_json::json;
 use super::ApiError;
 use super::owner::Owner;
 use super::request_origin::RequestOrigin;
-use crate::notebook::{Notebooks, parse_link_token, parse_session_id};
+use crate::notebook::{Notebooks, Turn, parse_link_token, parse_session_id};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -24,12 +24,41 @@ pub struct TitleBody {
     title: String,
 }
 
-/// `/` opens a new, empty session of the visitor's.
-pub async fn new_session(
+#[derive(Debug, Default, Deserialize)]
+pub struct NewSessionForm {
+    #[serde(default)]
+    message: String,
+}
+
+/// `POST /sessions` (form): a new session of the visitor's, asked its first
+/// question if one was typed; then its page, where the turn streams. Only
+/// a post makes a session: `GET /` changes nothing.
+pub async fn create_form(
     State(notebooks): State<Arc<Notebooks>>,
     Owner(owner): Owner,
+    form: Result<Form<NewSessionForm>, FormRejection>,
 ) -> Result<Response, ApiError> {
+    // A bare post (no form at all) asks for an empty session.
+    let form = match form {
+        Ok(Form(form)) => form,
+        Err(FormRejection::InvalidFormContentType(_)) => NewSessionForm::default(),
+        Err(err) => return Err(ApiError::BadRequest(err.body_text())),
+    };
     let channel = notebooks.create(owner).await?;
+    let text = form.message.trim();
+    if !text.is_empty() {
+        let turn = Turn::Ask {
+            text: text.to_string(),
+            model: None,
+            backend: None,
+        };
+        if let Err(refusal) = notebooks.start(&channel, turn).await {
+            // The session stands, empty; the page says why the question
+            // was not taken rather than losing it silently.
+            notebooks.delete(&channel).await?;
+            return Err(refusal.into());
+        }
+    }
     Ok(see_other(&format!("/sessions/{}", channel.id())))
 }
 

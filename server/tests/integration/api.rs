@@ -760,6 +760,13 @@ async fn when_required_the_pages_ask_for_a_key() {
         .send()
         .await
         .unwrap();
+    assert_eq!(page.status(), 200);
+    let page = http()
+        .post(server.url("/sessions"))
+        .header("cookie", &signed_in)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(page.status(), 303);
     assert!(
         page.headers()["location"]

@@ -180,9 +180,8 @@ async fn pyodide_is_served_with_its_types_long_cache_and_isolation() {
         "require-corp"
     );
     // Pages are cross-origin isolated.
-    let page = client.get(server.url("/")).send().await.unwrap();
     let page = client
-        .get(server.url(page.headers()["location"].to_str().unwrap()))
+        .get(server.url(&format!("/sessions/{}", server.new_session().await)))
         .send()
         .await
         .unwrap();

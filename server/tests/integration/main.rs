@@ -16,6 +16,7 @@ mod e2b;
 mod files;
 mod jupyter;
 mod kernel;
+mod listener;
 mod llm;
 mod notebook_api;
 mod peer;

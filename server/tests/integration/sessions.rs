@@ -751,10 +751,17 @@ async fn an_owner_makes_sessions_at_a_bounded_rate() {
             .status(),
         201
     );
-    assert_eq!(me.get(server.url("/")).send().await.unwrap().status(), 303);
+    assert_eq!(
+        me.post(server.url("/sessions"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        303
+    );
     for response in [
         me.post(server.url("/api/sessions")).send().await.unwrap(),
-        me.get(server.url("/")).send().await.unwrap(),
+        me.post(server.url("/sessions")).send().await.unwrap(),
     ] {
         assert_eq!(response.status(), 429);
         assert!(response.headers().get("location").is_none());
