@@ -16,7 +16,7 @@ pub const CONFIG_FILE: &str = "runcell.toml";
 /// for a dot: `RUNCELL_SANDBOX__POOL_SIZE` is `sandbox.pool_size`).
 const ENV_KEYS: [&str; 5] = ["addr", "data_dir", "site_root", "log", "database_url"];
 /// Any `RUNCELL_SANDBOX__*` is read too; unknown ones are refused by name.
-const ENV_SECTIONS: [&str; 7] = [
+const ENV_SECTIONS: [&str; 8] = [
     "sandbox__",
     "notebook__",
     "llm__",
@@ -24,6 +24,7 @@ const ENV_SECTIONS: [&str; 7] = [
     "http__",
     "e2b__",
     "browser__",
+    "jupyter__",
 ];
 /// Conventional names read without the prefix, and where they go.
 const ENV_ALIASES: [(&str, &str); 11] = [
@@ -71,6 +72,8 @@ pub struct Config {
     pub e2b: E2bConfig,
     #[serde(default)]
     pub browser: BrowserConfig,
+    #[serde(default)]
+    pub jupyter: JupyterConfig,
 }
 
 /// What one browser (an owner cookie) may take of the notebook's resources:
@@ -114,6 +117,46 @@ impl Default for BrowserConfig {
         Self {
             attach_wait_secs: 60,
             gone_grace_secs: 10,
+        }
+    }
+}
+
+/// What one Jupyter gateway client (`/jupyter`) may make the server hold:
+/// bytes per connection and per key, queued cells, messages and restarts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct JupyterConfig {
+    /// MiB one kernel WebSocket frame may be; a bigger one closes the
+    /// socket (1009) before it is read whole.
+    pub max_message_mib: usize,
+    /// MiB one kernel connection may hold: its queued cells' code and its
+    /// frames not yet sent. Cells take at most half (so replies have room);
+    /// a cell beyond is refused, and a connection whose unsent frames go
+    /// beyond is closed (1008) as a reader too slow to keep.
+    pub connection_budget_mib: usize,
+    /// MiB all the kernel connections of one key may hold together, on the
+    /// same terms.
+    pub key_budget_mib: usize,
+    /// Cells one kernel may have waiting to run; more are refused.
+    pub max_queued_cells: usize,
+    /// Messages a connection may send a second (bursts of this many, or of
+    /// `max_queued_cells` if more); past it each is answered with an error.
+    pub messages_per_second: u32,
+    /// Restarts a kernel may go through a minute (restarts asked for while
+    /// one is under way join it); past it a restart is refused (`429` with
+    /// `Retry-After`, or an error `shutdown_reply`).
+    pub restarts_per_minute: u32,
+}
+
+impl Default for JupyterConfig {
+    fn default() -> Self {
+        Self {
+            max_message_mib: 4,
+            connection_budget_mib: 32,
+            key_budget_mib: 128,
+            max_queued_cells: 256,
+            messages_per_second: 200,
+            restarts_per_minute: 6,
         }
     }
 }
@@ -647,6 +690,7 @@ impl Default for Config {
             http: HttpConfig::default(),
             e2b: E2bConfig::default(),
             browser: BrowserConfig::default(),
+            jupyter: JupyterConfig::default(),
         }
     }
 }
@@ -763,6 +807,27 @@ impl Config {
                 self.e2b.max_sandbox_timeout_secs,
             ),
             ("browser.attach_wait_secs", self.browser.attach_wait_secs),
+            (
+                "jupyter.max_message_mib",
+                self.jupyter.max_message_mib as u64,
+            ),
+            (
+                "jupyter.connection_budget_mib",
+                self.jupyter.connection_budget_mib as u64,
+            ),
+            ("jupyter.key_budget_mib", self.jupyter.key_budget_mib as u64),
+            (
+                "jupyter.max_queued_cells",
+                self.jupyter.max_queued_cells as u64,
+            ),
+            (
+                "jupyter.messages_per_second",
+                u64::from(self.jupyter.messages_per_second),
+            ),
+            (
+                "jupyter.restarts_per_minute",
+                u64::from(self.jupyter.restarts_per_minute),
+            ),
             ("browser.gone_grace_secs", self.browser.gone_grace_secs),
             (
                 "notebook.sessions_per_hour",

@@ -223,6 +223,7 @@ impl AppState {
         let gateway = crate::jupyter::Gateway::new(
             Arc::clone(&code_api),
             config.sandbox.max_limits(),
+            &config.jupyter,
             turns.clone(),
         );
         let runner = Arc::new(TurnRunner::new(

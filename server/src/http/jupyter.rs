@@ -25,15 +25,18 @@ use tokio_util::sync::CancellationToken;
 use super::ApiError;
 use crate::auth::token::{Audience, bearer};
 use crate::auth::{Auth, Caller};
+use crate::jupyter::budget::BudgetError;
 use crate::jupyter::message::Incoming;
-use crate::jupyter::{Connection, Gateway, GatewayError, Received};
+use crate::jupyter::restarts::RestartError;
+use crate::jupyter::{Connection, Gateway, GatewayError, Next};
 use crate::state::AppState;
 
-/// The largest frame a client may send: the largest program, JSON-escaped.
-const MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;
 /// Pings keep clients that time out a silent socket (jupyter_client's
 /// gateway client: 40 s) connected through long, quiet cells.
 const PING_EVERY: Duration = Duration::from_secs(15);
+/// How long a closing frame may take to go out before the socket is just
+/// dropped (a client that reads nothing never takes it).
+const CLOSE_GRACE: Duration = Duration::from_secs(20);
 
 /// What the routes need of the server.
 #[derive(Clone)]
@@ -70,32 +73,51 @@ pub fn router() -> Router<AppState> {
 /// An error as Jupyter's clients read one; status and headers (such as
 /// `Retry-After`) as the rest of the API has them.
 #[derive(Debug)]
-pub struct JupyterError(ApiError);
+pub struct JupyterError {
+    error: ApiError,
+    /// Seconds to wait, for a refusal the API's errors do not carry one of.
+    retry_after: Option<u64>,
+}
 
 impl<E: Into<ApiError>> From<E> for JupyterError {
     fn from(error: E) -> Self {
-        Self(error.into())
+        Self {
+            error: error.into(),
+            retry_after: None,
+        }
     }
 }
 
-impl From<GatewayError> for ApiError {
+impl From<GatewayError> for JupyterError {
     fn from(error: GatewayError) -> Self {
-        match error {
+        let (error, retry_after) = match error {
             GatewayError::NotFound(_) | GatewayError::NoSuchSpec(_) => {
-                Self::NotFound(error.to_string())
+                (ApiError::NotFound(error.to_string()), None)
             }
-            GatewayError::Api(error) => error.into(),
-        }
+            GatewayError::Api(error) => (error.into(), None),
+            // Too many restarts: 429 with Retry-After.
+            GatewayError::Restart(error @ RestartError::TooMany { .. }) => {
+                let wait = error.retry_after_secs();
+                (ApiError::Busy(error.to_string()), wait)
+            }
+            GatewayError::Restart(error) => (ApiError::Unavailable(error.to_string()), None),
+        };
+        Self { error, retry_after }
     }
 }
 
 impl IntoResponse for JupyterError {
     fn into_response(self) -> Response {
-        let message = match &self.0 {
+        let message = match &self.error {
             ApiError::Internal(_) => "internal error".to_string(),
             other => other.to_string(),
         };
-        let (parts, _) = self.0.into_response().into_parts();
+        let (mut parts, _) = self.error.into_response().into_parts();
+        if let Some(wait) = self.retry_after {
+            parts
+                .headers
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(wait));
+        }
         let reason = parts.status.canonical_reason().unwrap_or("error");
         let body = json!({ "message": message, "reason": reason }).to_string();
         Response::from_parts(parts, Body::from(body))
@@ -159,9 +181,10 @@ async fn version() -> Json<serde_json::Value> {
 }
 
 async fn not_found() -> JupyterError {
-    JupyterError(ApiError::NotFound(
+    ApiError::NotFound(
         "no such Jupyter route; runcell serves /api/kernels and /api/kernelspecs here".into(),
-    ))
+    )
+    .into()
 }
 
 async fn kernelspecs(
@@ -257,67 +280,130 @@ async fn channels(
     JupyterCaller(caller): JupyterCaller,
     Path(id): Path<String>,
 ) -> Result<Response, JupyterError> {
-    let kernel = state.gateway.kernel(&caller, &id)?;
-    let connection = kernel.connect();
+    let connection = state.gateway.connect(&caller, &id)?;
+    let most = state.gateway.max_message_bytes();
     Ok(ws
-        .max_message_size(MAX_FRAME_BYTES)
+        .max_message_size(most)
+        .max_frame_size(most)
         .on_upgrade(move |socket| serve(socket, connection, caller, state)))
 }
 
-/// Runs one connection until either side closes, the kernel is shut down or
-/// the server stops.
-async fn serve(socket: WebSocket, mut connection: Connection, caller: Caller, state: JupyterState) {
+/// Why a connection ends.
+enum Ending {
+    /// Closed with this code and reason.
+    Close(u16, String),
+    /// The client left, or the socket failed.
+    Gone,
+}
+
+/// Runs one connection until either side closes, the kernel is shut down,
+/// the server stops, or the client reads too slowly for what it asks (its
+/// unsent frames past its budget: 1008). Frames go out in their own future,
+/// so that a client that does not read holds only its budget's worth and
+/// is cut off even while a write to it is stuck.
+async fn serve(socket: WebSocket, connection: Connection, caller: Caller, state: JupyterState) {
     let (mut sink, mut stream) = socket.split();
     let kernel = Arc::clone(&connection.kernel);
-    let mut ping = tokio::time::interval(PING_EVERY);
-    ping.tick().await;
-    let closing = loop {
-        let frame = tokio::select! {
-            () = state.shutdown.cancelled() => break Some((close_code::AWAY, "server shutting down")),
-            () = kernel.closed.cancelled() => break Some((close_code::NORMAL, "kernel shut down")),
-            _ = ping.tick() => Message::Ping(Default::default()),
-            received = connection.recv() => match received {
-                Received::Frame(frame) => Message::Text(Utf8Bytes::from(frame.as_ref())),
-                Received::Missed(missed) => {
-                    tracing::warn!(kernel = %kernel.id, missed, "a Jupyter connection fell behind");
-                    Message::Text(connection.missed(missed).into())
-                }
-                Received::Closed => break Some((close_code::NORMAL, "kernel shut down")),
-            },
-            received = stream.next() => {
-                let message = match received {
-                    Some(Ok(Message::Text(text))) => Incoming::parse(text.as_str()),
-                    Some(Ok(Message::Binary(bytes))) => Incoming::parse_binary(&bytes),
-                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
-                    Some(Ok(Message::Close(_)) | Err(_)) | None => break None,
-                };
-                match message {
-                    Ok(message) => {
-                        if let Some(asked) = kernel.handle(message, connection.id()) {
-                            let gateway = Arc::clone(&state.gateway);
-                            let (caller, id) = (caller.clone(), kernel.id.clone());
-                            tokio::spawn(async move { gateway.asked(&caller, &id, asked).await });
-                        }
-                    }
-                    // A client's mistake ends nothing: it is logged and
-                    // the frame skipped, as Jupyter Server does.
-                    Err(e) => tracing::debug!(kernel = %kernel.id, %e, "a frame is not a Jupyter message"),
-                }
-                continue;
+    let most_mib = state.gateway.max_message_bytes() / (1024 * 1024);
+    let writing = async {
+        let mut ping = tokio::time::interval(PING_EVERY);
+        ping.tick().await;
+        loop {
+            let (message, _sending) = tokio::select! {
+                _ = ping.tick() => (Message::Ping(Default::default()), None),
+                next = connection.next() => match next {
+                    Next::Frame(sending) => (Message::Text(Utf8Bytes::from(sending.frame.as_ref())), Some(sending)),
+                    Next::Overflowed(why) => break too_slow(&why),
+                },
+            };
+            // The frame's bytes stay charged until it is written.
+            if sink.send(message).await.is_err() {
+                break Ending::Gone;
             }
-        };
-        if sink.send(frame).await.is_err() {
-            break None;
         }
     };
-    if let Some((code, reason)) = closing {
-        let _ = sink
-            .send(Message::Close(Some(CloseFrame {
-                code,
-                reason: Utf8Bytes::from_static(reason),
-            })))
-            .await;
+    let reading = async {
+        loop {
+            let message = match stream.next().await {
+                Some(Ok(Message::Text(text))) => Incoming::parse(text.as_str()),
+                Some(Ok(Message::Binary(bytes))) => Incoming::parse_binary(&bytes),
+                Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+                Some(Err(e)) if too_big(&e) => {
+                    break Ending::Close(
+                        close_code::SIZE,
+                        format!(
+                            "a message is larger than {most_mib} MiB (jupyter.max_message_mib)"
+                        ),
+                    );
+                }
+                Some(Ok(Message::Close(_)) | Err(_)) | None => break Ending::Gone,
+            };
+            match message {
+                Ok(message) => {
+                    if let Some(asked) = connection.receive(message) {
+                        state.gateway.asked(&caller, &kernel, asked);
+                    }
+                }
+                // A client's mistake ends nothing: it is logged and the
+                // frame skipped, as Jupyter Server does.
+                Err(e) => {
+                    tracing::debug!(kernel = %kernel.id, %e, "a frame is not a Jupyter message");
+                }
+            }
+        }
+    };
+    let ending = tokio::select! {
+        () = state.shutdown.cancelled() => Ending::Close(close_code::AWAY, "server shutting down".into()),
+        () = kernel.closed.cancelled() => Ending::Close(close_code::NORMAL, "kernel shut down".into()),
+        why = connection.cut_off() => too_slow(&why),
+        ending = writing => ending,
+        ending = reading => ending,
+    };
+    // Cut off from the kernel before the goodbye, which may never be read.
+    drop(connection);
+    if let Ending::Close(code, reason) = ending {
+        let close = Message::Close(Some(CloseFrame {
+            code,
+            reason: Utf8Bytes::from(reason),
+        }));
+        // The closing handshake: what the client still sends is read and
+        // dropped until its close, so that the socket ends with a FIN the
+        // client reads our close before, not a reset that loses it.
+        let _ = tokio::time::timeout(CLOSE_GRACE, async {
+            sink.send(close).await.ok()?;
+            while let Some(Ok(message)) = stream.next().await {
+                if let Message::Close(_) = message {
+                    break;
+                }
+            }
+            Some(())
+        })
+        .await;
     }
+}
+
+/// The end of a client that reads too slowly for what it asks (a close
+/// reason is at most 123 bytes: the setting says the rest).
+fn too_slow(why: &BudgetError) -> Ending {
+    Ending::Close(
+        close_code::POLICY,
+        format!("reading too slowly: unsent messages past {}", why.setting()),
+    )
+}
+
+/// Whether a socket's error is a frame over the size allowed.
+fn too_big(error: &axum::Error) -> bool {
+    use std::error::Error as _;
+    let mut source: Option<&(dyn std::error::Error + 'static)> = error.source();
+    while let Some(error) = source {
+        if let Some(tokio_tungstenite::tungstenite::Error::Capacity(_)) =
+            error.downcast_ref::<tokio_tungstenite::tungstenite::Error>()
+        {
+            return true;
+        }
+        source = error.source();
+    }
+    false
 }
 
 #[cfg(test)]

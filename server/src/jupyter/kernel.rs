@@ -6,30 +6,38 @@
 //! sandbox's bytes passed through: a cell's output is bounded, its time
 //! limited and its errors named by the same code as every other run.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use serde_json::{Map, Value, json};
-use tokio::sync::{broadcast, mpsc};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::message::{Channel, Incoming, Outgoing, now_iso};
+use super::budget::{Charge, ConnectionBudget, Share};
+use super::connection::{Connection, Outbound};
+use super::message::{Channel, Incoming, Outgoing, Parent, now_iso};
+use super::restarts::{Begin, Restarts, Ticket};
 use crate::auth::Caller;
 use crate::code_api::{CodeApi, CodeApiError};
 use crate::sandbox::{ExecError, Language, Limits, RunEvent, RunOutcome, RunRequest, limit_error};
 
-/// Messages a slow connection may fall behind on iopub before it misses
-/// some (it is then told so on stderr).
-const IOPUB_BACKLOG: usize = 1024;
-/// Cells waiting to run, at most; more are answered `aborted`.
-const MAX_QUEUED: usize = 256;
-
 /// What a client asked of the kernel that the gateway does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Asked {
-    Restart,
+    /// A restart this client leads (others asked for meanwhile join it).
+    Restart(Ticket),
     Shutdown,
+}
+
+/// What bounds a kernel and its connections (from `[jupyter]`).
+#[derive(Debug, Clone)]
+pub struct KernelSettings {
+    /// Cells waiting to run, at most; more are refused.
+    pub max_queued_cells: usize,
+    /// Messages a connection may send a second.
+    pub messages_per_second: u32,
+    pub restarts_per_minute: u32,
 }
 
 /// The connection a reply goes to (shell, control, stdin replies go only to
@@ -45,6 +53,8 @@ struct Job {
     /// The kernel's generation when it was sent: a restart aborts the
     /// cells sent before it.
     generation: u64,
+    /// Its code's bytes, charged to the sender's budget until it has run.
+    _held: Charge,
 }
 
 /// What changes as the kernel lives.
@@ -54,7 +64,6 @@ struct State {
     session_id: String,
     execution_state: &'static str,
     last_activity: String,
-    connections: usize,
     execution_count: u64,
     generation: u64,
     /// Why the kernel cannot run cells any more (a failed restart).
@@ -67,17 +76,19 @@ pub struct Kernel {
     pub owner: Caller,
     out: Outgoing,
     state: Mutex<State>,
-    /// Every frame the kernel sends, in order, with the connection it is
-    /// for: one stream, so that a reply never overtakes the iopub messages
-    /// sent before it (nor `idle` the reply).
-    frames: broadcast::Sender<(ReplyTo, Arc<str>)>,
+    /// Each connection's queue of frames to write. Every frame is pushed
+    /// under this lock, in the order the kernel sends them, so that a reply
+    /// never overtakes the iopub messages sent before it (nor `idle` the
+    /// reply); a connection whose queue goes past its budget is dropped
+    /// from here.
+    connections: Mutex<BTreeMap<ReplyTo, Arc<Outbound>>>,
     next_connection: std::sync::atomic::AtomicU64,
     queue: Mutex<VecDeque<Job>>,
     wake: tokio::sync::Notify,
     /// The running cell's stop.
     current: Mutex<Option<CancellationToken>>,
-    /// Restarts one at a time.
-    restarting: tokio::sync::Mutex<()>,
+    pub restarts: Restarts,
+    settings: KernelSettings,
     /// Cancelled when the kernel is shut down: its connections close.
     pub closed: CancellationToken,
     python_version: String,
@@ -111,8 +122,8 @@ impl Kernel {
         session_id: String,
         python_version: String,
         limits: Limits,
+        settings: KernelSettings,
     ) -> Arc<Self> {
-        let (frames, _) = broadcast::channel(IOPUB_BACKLOG);
         Arc::new(Self {
             out: Outgoing::new(uuid::Uuid::new_v4().to_string()),
             id,
@@ -122,17 +133,17 @@ impl Kernel {
                 session_id,
                 execution_state: "idle",
                 last_activity: now_iso(),
-                connections: 0,
                 execution_count: 0,
                 generation: 0,
                 dead: None,
             }),
-            frames,
+            connections: Mutex::new(BTreeMap::new()),
             next_connection: std::sync::atomic::AtomicU64::new(EVERYONE + 1),
             queue: Mutex::new(VecDeque::new()),
             wake: tokio::sync::Notify::new(),
             current: Mutex::new(None),
-            restarting: tokio::sync::Mutex::new(()),
+            restarts: Restarts::new(settings.restarts_per_minute),
+            settings,
             closed: CancellationToken::new(),
             python_version,
             limits,
@@ -140,6 +151,7 @@ impl Kernel {
     }
 
     pub fn model(&self) -> KernelModel {
+        let connections = self.connections.lock().len();
         let state = self.state.lock();
         KernelModel {
             id: self.id.clone(),
@@ -150,7 +162,7 @@ impl Kernel {
             } else {
                 state.execution_state.into()
             },
-            connections: state.connections,
+            connections,
         }
     }
 
@@ -158,17 +170,27 @@ impl Kernel {
         self.state.lock().session_id.clone()
     }
 
-    /// A new connection's view of the kernel's frames, counted until it is
-    /// dropped.
-    pub fn connect(self: &Arc<Self>) -> Connection {
-        self.state.lock().connections += 1;
-        Connection {
-            id: self
-                .next_connection
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-            kernel: Arc::clone(self),
-            frames: self.frames.subscribe(),
-        }
+    /// A new connection to the kernel, its frames charged to `budget`;
+    /// counted among the kernel's until it is dropped or cut off.
+    pub fn connect(self: &Arc<Self>, budget: Arc<ConnectionBudget>) -> Connection {
+        let id = self
+            .next_connection
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let outbound = Arc::new(Outbound::new(Arc::clone(&budget)));
+        self.connections.lock().insert(id, Arc::clone(&outbound));
+        Connection::new(
+            id,
+            Arc::clone(self),
+            outbound,
+            budget,
+            self.settings.messages_per_second,
+            self.settings.max_queued_cells,
+        )
+    }
+
+    /// Forgets a connection (it was dropped).
+    pub(super) fn detach(&self, id: ReplyTo) {
+        self.connections.lock().remove(&id);
     }
 
     /// An iopub frame, for every connection.
@@ -176,12 +198,26 @@ impl Kernel {
         self.send_to(EVERYONE, frame);
     }
 
+    /// Queues a frame for its connection (or every one); a connection it
+    /// takes past its budget is cut off: it closes, and is sent nothing more.
     fn send_to(&self, to: ReplyTo, frame: String) {
-        // No connection is listening: nothing to tell.
-        let _ = self.frames.send((to, Arc::from(frame)));
+        let frame: Arc<str> = Arc::from(frame);
+        let mut connections = self.connections.lock();
+        let mut cut = Vec::new();
+        for (&id, outbound) in connections.range(..) {
+            if (to == EVERYONE || to == id)
+                && let Err(why) = outbound.push(&frame)
+            {
+                tracing::info!(kernel = %self.id, connection = id, %why, "a Jupyter connection reads too slowly for what it asked; it is closed");
+                cut.push(id);
+            }
+        }
+        for id in cut {
+            connections.remove(&id);
+        }
     }
 
-    fn set_state(&self, parent: Option<&Map<String, Value>>, state: &'static str) {
+    fn set_state(&self, parent: Option<&Parent>, state: &'static str) {
         {
             let mut s = self.state.lock();
             s.execution_state = state;
@@ -193,14 +229,15 @@ impl Kernel {
     /// Handles a client's message; cells are queued for [`Self::work`].
     /// A restart or shutdown asked for on the control channel is the
     /// caller's to do (as through the REST API).
-    pub fn handle(&self, message: Incoming, reply: ReplyTo) -> Option<Asked> {
+    pub fn handle(&self, message: Incoming, from: &Connection) -> Option<Asked> {
         self.state.lock().last_activity = now_iso();
-        let parent = Some(&message.header);
+        let reply = from.id();
+        let parent = Some(&message.parent);
         let answer = |channel: Channel, msg_type: &str, content: Value| {
             self.out.frame(channel, msg_type, parent, content)
         };
         match (message.channel, message.msg_type.as_str()) {
-            (Channel::Shell, "execute_request") => self.enqueue(message, reply),
+            (Channel::Shell, "execute_request") => self.enqueue(message, from),
             (Channel::Shell | Channel::Control, "kernel_info_request") => {
                 // Clients take its busy and idle as the sign that iopub is
                 // connected.
@@ -219,7 +256,26 @@ impl Kernel {
                 );
             }
             (_, "shutdown_request") => {
-                let restart = message.flag("restart", false);
+                let restart = message.content.restart.unwrap_or(false);
+                // Restarts asked for during one join it; too many are refused.
+                let asked = if restart {
+                    match self.restarts.begin() {
+                        Begin::Lead(ticket) => Some(Asked::Restart(ticket)),
+                        Begin::Join(_) => None,
+                        Begin::Refused(why) => {
+                            tracing::info!(kernel = %self.id, %why, "a restart is refused");
+                            let mut content = error_content("RateLimited", &why.to_string());
+                            content["restart"] = true.into();
+                            self.send_to(
+                                reply,
+                                answer(Channel::Control, "shutdown_reply", content),
+                            );
+                            return None;
+                        }
+                    }
+                } else {
+                    Some(Asked::Shutdown)
+                };
                 let content = json!({"status": "ok", "restart": restart});
                 self.send_to(
                     reply,
@@ -227,20 +283,12 @@ impl Kernel {
                 );
                 // JupyterLab looks for it on iopub too.
                 self.publish(answer(Channel::Iopub, "shutdown_reply", content));
-                return Some(if restart {
-                    Asked::Restart
-                } else {
-                    Asked::Shutdown
-                });
+                return asked;
             }
             (Channel::Shell, other) => {
                 let content = match other {
                     "complete_request" => {
-                        let cursor = message
-                            .content
-                            .get("cursor_pos")
-                            .and_then(Value::as_u64)
-                            .unwrap_or(0);
+                        let cursor = message.content.cursor_pos.unwrap_or(0);
                         json!({"status": "ok", "matches": [], "cursor_start": cursor,
                             "cursor_end": cursor, "metadata": {}})
                     }
@@ -275,28 +323,69 @@ impl Kernel {
 }
 
 impl Kernel {
-    fn enqueue(&self, request: Incoming, reply: ReplyTo) {
+    /// Queues a cell, its code charged to the sender's budget; one past the
+    /// budget or `jupyter.max_queued_cells` is refused (`ResourceExhausted`)
+    /// rather than held.
+    fn enqueue(&self, request: Incoming, from: &Connection) {
         let generation = self.state.lock().generation;
+        let held = match from
+            .budget()
+            .charge(request.content.code.len(), Share::Half)
+        {
+            Ok(held) => held,
+            Err(why) => {
+                tracing::info!(kernel = %self.id, %why, "a cell is refused");
+                self.refuse(&request, from.id(), "ResourceExhausted", &why.to_string());
+                return;
+            }
+        };
         let mut queue = self.queue.lock();
-        if queue.len() >= MAX_QUEUED {
+        let most = self.settings.max_queued_cells;
+        if queue.len() >= most {
             drop(queue);
-            tracing::warn!(kernel = %self.id, "too many cells queued; one is aborted");
-            let frame = self.out.frame(
-                Channel::Shell,
-                "execute_reply",
-                Some(&request.header),
-                json!({"status": "aborted", "execution_count": null}),
+            tracing::info!(kernel = %self.id, "too many cells queued; one is refused");
+            self.refuse(
+                &request,
+                from.id(),
+                "ResourceExhausted",
+                &format!(
+                    "this kernel has {most} cells waiting to run, its most (jupyter.max_queued_cells)"
+                ),
             );
-            self.send_to(reply, frame);
             return;
         }
         queue.push_back(Job {
             request,
-            reply,
+            reply: from.id(),
             generation,
+            _held: held,
         });
         drop(queue);
         self.wake.notify_one();
+    }
+
+    /// Answers a request with an error reply (Jupyter's `status: error`,
+    /// with `ename`, `evalue`, `traceback`) instead of doing it; a message
+    /// that is not a request gets nothing.
+    pub(super) fn refuse(&self, request: &Incoming, to: ReplyTo, ename: &str, evalue: &str) {
+        let Some(kind) = request.msg_type.strip_suffix("_request") else {
+            return;
+        };
+        let mut content = error_content(ename, evalue);
+        if kind == "execute" {
+            content["execution_count"] = self.state.lock().execution_count.into();
+        }
+        let parent = Some(&request.parent);
+        let channel = match request.channel {
+            Channel::Control => Channel::Control,
+            _ => Channel::Shell,
+        };
+        self.reply_between_statuses(
+            parent,
+            to,
+            self.out
+                .frame(channel, &format!("{kind}_reply"), parent, content),
+        );
     }
 
     /// Stops the running cell, if one is; the cells after it still run
@@ -323,7 +412,7 @@ impl Kernel {
                 continue;
             }
             let failed = self.execute(&code_api, &job).await;
-            if failed && job.request.flag("stop_on_error", true) {
+            if failed && job.request.content.stop_on_error.unwrap_or(true) {
                 // As ipykernel does: what was queued behind a failed cell
                 // is not run.
                 let pending: Vec<Job> = self.queue.lock().drain(..).collect();
@@ -335,7 +424,7 @@ impl Kernel {
     }
 
     fn abort(&self, job: &Job) {
-        let parent = Some(&job.request.header);
+        let parent = Some(&job.request.parent);
         let count = self.state.lock().execution_count;
         self.reply_between_statuses(
             parent,
@@ -351,12 +440,7 @@ impl Kernel {
 
     /// A reply with `busy` before it and `idle` after, on iopub, as ipykernel
     /// sends every shell reply that runs no code.
-    fn reply_between_statuses(
-        &self,
-        parent: Option<&Map<String, Value>>,
-        to: ReplyTo,
-        frame: String,
-    ) {
+    fn reply_between_statuses(&self, parent: Option<&Parent>, to: ReplyTo, frame: String) {
         self.publish(self.out.status(parent, "busy"));
         self.send_to(to, frame);
         self.publish(self.out.status(parent, "idle"));
@@ -365,10 +449,10 @@ impl Kernel {
     /// Runs one cell; `true` if it ended in an error.
     async fn execute(&self, code_api: &CodeApi, job: &Job) -> bool {
         let request = &job.request;
-        let parent = Some(&request.header);
-        let code = request.text("code").unwrap_or_default().to_string();
-        let silent = request.flag("silent", false);
-        let store_history = request.flag("store_history", !silent);
+        let parent = Some(&request.parent);
+        let code = request.content.code.clone();
+        let silent = request.content.silent.unwrap_or(false);
+        let store_history = request.content.store_history.unwrap_or(!silent);
         self.set_state(parent, "busy");
         let (count, session_id, dead) = {
             let mut state = self.state.lock();
@@ -438,7 +522,7 @@ impl Kernel {
         code_api: &CodeApi,
         session_id: &str,
         code: String,
-        parent: Option<&Map<String, Value>>,
+        parent: Option<&Parent>,
         count: u64,
         silent: bool,
     ) -> Result<RunOutcome, ExecError> {
@@ -479,13 +563,7 @@ impl Kernel {
         outcome.map_err(|e| refused(&e))
     }
 
-    fn publish_event(
-        &self,
-        event: RunEvent,
-        parent: Option<&Map<String, Value>>,
-        count: u64,
-        silent: bool,
-    ) {
+    fn publish_event(&self, event: RunEvent, parent: Option<&Parent>, count: u64, silent: bool) {
         let frame = match event {
             RunEvent::Stdout { text, .. } => self.out.frame(
                 Channel::Iopub,
@@ -522,9 +600,9 @@ impl Kernel {
     }
 
     /// Starts the kernel afresh in a new session of its key's (variables
-    /// are lost); cells queued before are aborted.
+    /// are lost); cells queued before are aborted. Only the leader of a
+    /// restart ([`Restarts::begin`]) calls this, so one runs at a time.
     pub async fn restart(&self, code_api: &CodeApi) -> Result<(), CodeApiError> {
-        let _one_at_a_time = self.restarting.lock().await;
         let old = {
             let mut state = self.state.lock();
             state.generation += 1;
@@ -572,63 +650,6 @@ impl Kernel {
     }
 }
 
-/// A connection's view of the kernel: iopub and its own replies, in the
-/// order the kernel sent them; counted among the kernel's connections until
-/// dropped.
-pub struct Connection {
-    id: ReplyTo,
-    pub kernel: Arc<Kernel>,
-    frames: broadcast::Receiver<(ReplyTo, Arc<str>)>,
-}
-
-/// What a connection receives next.
-pub enum Received {
-    Frame(Arc<str>),
-    /// It fell this many frames behind, and they are lost.
-    Missed(u64),
-    Closed,
-}
-
-impl Drop for Connection {
-    fn drop(&mut self) {
-        let mut state = self.kernel.state.lock();
-        state.connections = state.connections.saturating_sub(1);
-    }
-}
-
-impl Connection {
-    pub fn id(&self) -> ReplyTo {
-        self.id
-    }
-
-    /// The next frame for this connection.
-    pub async fn recv(&mut self) -> Received {
-        loop {
-            match self.frames.recv().await {
-                Ok((to, frame)) if to == EVERYONE || to == self.id => {
-                    return Received::Frame(frame);
-                }
-                Ok(_) => {}
-                Err(broadcast::error::RecvError::Lagged(missed)) => {
-                    return Received::Missed(missed);
-                }
-                Err(broadcast::error::RecvError::Closed) => return Received::Closed,
-            }
-        }
-    }
-
-    /// What a connection that fell behind is told it missed.
-    pub fn missed(&self, count: u64) -> String {
-        self.kernel.out.frame(
-            Channel::Iopub,
-            "stream",
-            None,
-            json!({"name": "stderr",
-                "text": format!("[runcell: this connection fell behind and missed {count} messages]\n")}),
-        )
-    }
-}
-
 /// An error as Jupyter's `error` message has it; a stop by the person
 /// (interrupt) is Python's `KeyboardInterrupt`, as clients expect.
 fn jupyter_error(error: &ExecError) -> Value {
@@ -643,6 +664,12 @@ fn jupyter_error(error: &ExecError) -> Value {
         error.traceback.clone()
     };
     json!({"ename": ename, "evalue": error.value, "traceback": traceback})
+}
+
+/// An error reply's content.
+fn error_content(ename: &str, evalue: &str) -> Value {
+    json!({"status": "error", "ename": ename, "evalue": evalue,
+        "traceback": [format!("{ename}: {evalue}")]})
 }
 
 /// A run the gateway could not start, as the cell's error.

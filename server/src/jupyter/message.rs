@@ -1,18 +1,25 @@
 //! Jupyter messages in their JSON form, as the kernel WebSocket carries
 //! them (`/api/kernels/{id}/channels`): what a client sends, read
-//! defensively, and what the gateway answers, built here.
+//! defensively into the few typed fields the gateway uses, and what the
+//! gateway answers, built here.
 //!
 //! A message is `{"header", "parent_header", "metadata", "content",
-//! "buffers", "channel"}`; a reply's `parent_header` is the request's
-//! header, verbatim, which is how clients match replies to requests.
+//! "buffers", "channel"}`; a reply's `parent_header` names the request
+//! (clients match replies by its `msg_id`). Nothing a client sends is kept
+//! whole: a request is read into [`Incoming`] (the header's six standard
+//! fields, each at most [`MAX_FIELD`] bytes, and the content fields the
+//! gateway acts on), and everything else in the frame is skipped as it is
+//! parsed, never held.
 
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use serde_json::{Number, Value, json};
 
 /// The version of the messaging protocol spoken.
 pub const PROTOCOL_VERSION: &str = "5.3";
-/// The longest message id, session id or message type accepted.
-const MAX_ID: usize = 256;
+/// The longest header field kept (a longer `msg_id` or `msg_type` is
+/// refused; a longer `session`, `username`, `date` or `version` is cut).
+pub const MAX_FIELD: usize = 256;
 
 /// The channels of a kernel connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -44,59 +51,256 @@ pub enum MessageError {
     BadField(&'static str),
 }
 
-/// A message from a client.
+/// A message from a client: only what the gateway uses of it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Incoming {
     pub channel: Channel,
     pub msg_type: String,
     pub msg_id: String,
-    /// The client's session id (from its header), echoed in nothing of
-    /// ours but kept for the logs.
+    /// The client's session id (from its header), kept for the logs.
     pub session: String,
-    /// The header as sent: a reply's `parent_header`.
-    pub header: Map<String, Value>,
-    pub content: Map<String, Value>,
+    /// What a reply's `parent_header` says of this request.
+    pub parent: Parent,
+    pub content: Content,
+}
+
+/// A request's header as its replies echo it: the six standard fields,
+/// each short, whatever else the client put in its header.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Parent {
+    msg_id: String,
+    msg_type: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session: Option<Echo>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    username: Option<Echo>,
+    /// A string in Jupyter's clients, a number in some.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    date: Option<Echo>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    version: Option<Echo>,
+}
+
+/// A header field echoed back: text cut to [`MAX_FIELD`] bytes, or a number.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+enum Echo {
+    Text(String),
+    Number(Number),
+}
+
+/// The content fields the gateway acts on; the rest is not kept.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Content {
+    /// `execute_request`'s program (empty if missing or not text).
+    pub code: String,
+    pub silent: Option<bool>,
+    pub store_history: Option<bool>,
+    pub stop_on_error: Option<bool>,
+    /// `shutdown_request`'s.
+    pub restart: Option<bool>,
+    /// `complete_request`'s.
+    pub cursor_pos: Option<u64>,
+}
+
+/// A JSON value as far as the gateway reads it: a scalar, with text cut to
+/// a length as it is read; arrays and objects are skipped, not built.
+#[derive(Debug, Clone, PartialEq)]
+enum Scalar {
+    Text(String),
+    /// Text that was longer than the length it was read with (cut to it).
+    Cut(String),
+    Bool(bool),
+    Number(Number),
+    Other,
+}
+
+/// Reads a [`Scalar`], keeping at most `max` bytes of text.
+struct ScalarVisitor {
+    max: usize,
+}
+
+fn cut(text: &str, max: usize) -> Scalar {
+    if text.len() <= max {
+        return Scalar::Text(text.to_string());
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Scalar::Cut(text[..end].to_string())
+}
+
+impl<'de> Visitor<'de> for ScalarVisitor {
+    type Value = Scalar;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Scalar, E> {
+        Ok(Scalar::Bool(v))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Scalar, E> {
+        Ok(Scalar::Number(v.into()))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Scalar, E> {
+        Ok(Scalar::Number(v.into()))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Scalar, E> {
+        Ok(Number::from_f64(v).map_or(Scalar::Other, Scalar::Number))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Scalar, E> {
+        Ok(cut(v, self.max))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Scalar, E> {
+        if v.len() <= self.max {
+            Ok(Scalar::Text(v))
+        } else {
+            Ok(cut(&v, self.max))
+        }
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Scalar, E> {
+        Ok(Scalar::Other)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Scalar, E> {
+        Ok(Scalar::Other)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Scalar, D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Scalar, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Scalar::Other)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scalar, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Scalar::Other)
+    }
+}
+
+/// A header field: text of at most [`MAX_FIELD`] bytes.
+#[derive(Debug, Clone, PartialEq)]
+struct Short(Scalar);
+
+impl<'de> Deserialize<'de> for Short {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ScalarVisitor { max: MAX_FIELD })
+            .map(Self)
+    }
+}
+
+/// A content field: text whole (the frame's size bounds it).
+#[derive(Debug, Clone, PartialEq)]
+struct Whole(Scalar);
+
+impl<'de> Deserialize<'de> for Whole {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ScalarVisitor { max: usize::MAX })
+            .map(Self)
+    }
 }
 
 #[derive(Deserialize)]
 struct Raw {
-    header: Map<String, Value>,
+    header: RawHeader,
     #[serde(default)]
-    content: Option<Map<String, Value>>,
+    content: Option<RawContent>,
     /// Missing in what jupyter_client's gateway client sends: shell, as
     /// Jupyter Server takes it.
     #[serde(default)]
     channel: Option<Channel>,
 }
 
-fn short_str<'a>(
-    header: &'a Map<String, Value>,
-    field: &'static str,
-) -> Result<&'a str, MessageError> {
-    match header.get(field) {
-        Some(Value::String(s)) if !s.is_empty() && s.len() <= MAX_ID => Ok(s),
-        _ => Err(MessageError::BadField(field)),
+#[derive(Deserialize)]
+struct RawHeader {
+    msg_id: Option<Short>,
+    msg_type: Option<Short>,
+    session: Option<Short>,
+    username: Option<Short>,
+    date: Option<Short>,
+    version: Option<Short>,
+}
+
+#[derive(Deserialize)]
+struct RawContent {
+    code: Option<Whole>,
+    silent: Option<Short>,
+    store_history: Option<Short>,
+    stop_on_error: Option<Short>,
+    restart: Option<Short>,
+    cursor_pos: Option<Short>,
+}
+
+/// A header's identifying field: whole text, not empty, not cut.
+fn id_field(field: Option<Short>, name: &'static str) -> Result<String, MessageError> {
+    match field {
+        Some(Short(Scalar::Text(text))) if !text.is_empty() => Ok(text),
+        _ => Err(MessageError::BadField(name)),
+    }
+}
+
+fn echo(field: Option<Short>) -> Option<Echo> {
+    match field?.0 {
+        Scalar::Text(text) | Scalar::Cut(text) => Some(Echo::Text(text)),
+        Scalar::Number(number) => Some(Echo::Number(number)),
+        Scalar::Bool(_) | Scalar::Other => None,
+    }
+}
+
+fn flag(field: Option<Short>) -> Option<bool> {
+    match field?.0 {
+        Scalar::Bool(value) => Some(value),
+        _ => None,
+    }
+}
+
+impl Content {
+    fn read(raw: RawContent) -> Self {
+        Self {
+            code: match raw.code {
+                Some(Whole(Scalar::Text(code))) => code,
+                _ => String::new(),
+            },
+            silent: flag(raw.silent),
+            store_history: flag(raw.store_history),
+            stop_on_error: flag(raw.stop_on_error),
+            restart: flag(raw.restart),
+            cursor_pos: match raw.cursor_pos.map(|f| f.0) {
+                Some(Scalar::Number(n)) => n.as_u64(),
+                _ => None,
+            },
+        }
     }
 }
 
 impl Incoming {
-    /// Reads a text frame. The frame's size is bounded by the socket.
+    /// Reads a text frame. The frame's size is bounded by the socket
+    /// (`jupyter.max_message_mib`).
     pub fn parse(frame: &str) -> Result<Self, MessageError> {
         let raw: Raw =
             serde_json::from_str(frame).map_err(|e| MessageError::Malformed(e.to_string()))?;
         let channel = raw.channel.unwrap_or(Channel::Shell);
-        let msg_type = short_str(&raw.header, "msg_type")?.to_string();
-        let msg_id = short_str(&raw.header, "msg_id")?.to_string();
-        let session = short_str(&raw.header, "session")
-            .map(str::to_string)
-            .unwrap_or_default();
+        let header = raw.header;
+        let msg_type = id_field(header.msg_type, "msg_type")?;
+        let msg_id = id_field(header.msg_id, "msg_id")?;
+        let session = echo(header.session);
         Ok(Self {
             channel,
+            session: match &session {
+                Some(Echo::Text(text)) => text.clone(),
+                _ => String::new(),
+            },
+            parent: Parent {
+                msg_id: msg_id.clone(),
+                msg_type: msg_type.clone(),
+                session,
+                username: echo(header.username),
+                date: echo(header.date),
+                version: echo(header.version),
+            },
             msg_type,
             msg_id,
-            session,
-            header: raw.header,
-            content: raw.content.unwrap_or_default(),
+            content: raw.content.map(Content::read).unwrap_or_default(),
         })
     }
 
@@ -123,19 +327,6 @@ impl Incoming {
         let text = std::str::from_utf8(json)
             .map_err(|_| MessageError::Malformed("a binary frame's JSON is not UTF-8".into()))?;
         Self::parse(text)
-    }
-
-    /// A string field of the content, if it is one.
-    pub fn text(&self, field: &str) -> Option<&str> {
-        self.content.get(field).and_then(Value::as_str)
-    }
-
-    /// A boolean field of the content, or `default`.
-    pub fn flag(&self, field: &str, default: bool) -> bool {
-        self.content
-            .get(field)
-            .and_then(Value::as_bool)
-            .unwrap_or(default)
     }
 }
 
@@ -168,7 +359,7 @@ impl Outgoing {
         &self,
         channel: Channel,
         msg_type: &str,
-        parent: Option<&Map<String, Value>>,
+        parent: Option<&Parent>,
         content: Value,
     ) -> String {
         let msg_id = uuid::Uuid::new_v4().to_string();
@@ -183,7 +374,7 @@ impl Outgoing {
                 "date": now_iso(),
                 "version": PROTOCOL_VERSION,
             },
-            "parent_header": parent.cloned().unwrap_or_default(),
+            "parent_header": parent.map_or_else(|| json!({}), |p| json!(p)),
             "metadata": {},
             "content": {},
             "buffers": [],
@@ -194,7 +385,7 @@ impl Outgoing {
     }
 
     /// `status` on iopub: `busy`, `idle`, `starting`, `restarting`.
-    pub fn status(&self, parent: Option<&Map<String, Value>>, state: &str) -> String {
+    pub fn status(&self, parent: Option<&Parent>, state: &str) -> String {
         self.frame(
             Channel::Iopub,
             "status",
@@ -249,17 +440,53 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_client_message_is_read_with_its_header_kept_verbatim() {
+    fn a_client_message_is_read_into_the_fields_the_gateway_uses() {
         let frame = r#"{"header":{"msg_id":"m1","msg_type":"execute_request","session":"s1","username":"u","date":"2020-01-01T00:00:00Z","version":"5.3","extra":7},
-            "parent_header":{},"metadata":{},"content":{"code":"1+1","silent":false},"buffers":[],"channel":"shell"}"#;
+            "parent_header":{},"metadata":{},"content":{"code":"1+1","silent":false,"user_expressions":{"a":[1,2]},"stop_on_error":"yes"},"buffers":[],"channel":"shell"}"#;
         let message = Incoming::parse(frame).expect("a message");
         assert_eq!(message.channel, Channel::Shell);
         assert_eq!(message.msg_type, "execute_request");
         assert_eq!(message.msg_id, "m1");
-        assert_eq!(message.text("code"), Some("1+1"));
-        assert!(!message.flag("silent", true));
-        assert!(message.flag("store_history", true));
-        assert_eq!(message.header.get("extra"), Some(&json!(7)));
+        assert_eq!(message.session, "s1");
+        assert_eq!(message.content.code, "1+1");
+        assert_eq!(message.content.silent, Some(false));
+        assert_eq!(message.content.store_history, None);
+        // A flag that is not a boolean is as good as missing.
+        assert_eq!(message.content.stop_on_error, None);
+        assert_eq!(
+            json!(message.parent),
+            json!({"msg_id": "m1", "msg_type": "execute_request", "session": "s1",
+                "username": "u", "date": "2020-01-01T00:00:00Z", "version": "5.3"})
+        );
+    }
+
+    #[test]
+    fn the_echoed_header_keeps_six_short_fields_whatever_the_request_carried() {
+        let long = "é".repeat(MAX_FIELD);
+        let frame = json!({
+            "header": {"msg_id": "m", "msg_type": "kernel_info_request", "session": long,
+                "username": long, "date": 1.5, "version": {"nested": [long]},
+                "extra": long, "more": [long, long]},
+            "content": {"code": 7, "restart": true, "cursor_pos": 3},
+        })
+        .to_string();
+        let message = Incoming::parse(&frame).expect("a message");
+        let parent = json!(message.parent);
+        let fields = parent.as_object().expect("an object");
+        let mut names: Vec<&String> = fields.keys().collect();
+        names.sort();
+        assert_eq!(names, ["date", "msg_id", "msg_type", "session", "username"]);
+        assert_eq!(parent["date"], 1.5);
+        for field in ["session", "username"] {
+            let text = parent[field].as_str().expect("text");
+            assert!(
+                text.len() <= MAX_FIELD && text.len() >= MAX_FIELD - 1,
+                "{field}"
+            );
+        }
+        assert_eq!(message.content.code, "");
+        assert_eq!(message.content.restart, Some(true));
+        assert_eq!(message.content.cursor_pos, Some(3));
     }
 
     #[test]
@@ -284,7 +511,7 @@ mod tests {
         }
         let long = format!(
             r#"{{"header":{{"msg_type":"x","msg_id":"{}"}},"channel":"shell"}}"#,
-            "a".repeat(MAX_ID + 1)
+            "a".repeat(MAX_FIELD + 1)
         );
         assert_eq!(
             Incoming::parse(&long),
@@ -302,7 +529,7 @@ mod tests {
         let frame = out.frame(
             Channel::Shell,
             "kernel_info_reply",
-            Some(&request.header),
+            Some(&request.parent),
             kernel_info("3.11"),
         );
         let value: Value = serde_json::from_str(&frame).expect("JSON");

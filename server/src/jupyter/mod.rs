@@ -6,9 +6,18 @@
 //! by `/v1/sessions` too, counted under the key's sessions), and each cell a
 //! run under the key's rate and concurrency, with the server's limits (the
 //! longest wall time it allows). Another key's kernels are not found.
+//!
+//! What a client can make the server hold is bounded (`[jupyter]`): a frame
+//! is read into a few typed fields ([`message`]), queued cells and unsent
+//! frames are charged to the connection's and its key's byte budgets
+//! ([`budget`], [`connection`]), and restarts are coalesced and governed
+//! ([`restarts`]).
 
+pub mod budget;
+pub mod connection;
 pub mod kernel;
 pub mod message;
+pub mod restarts;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,8 +30,12 @@ use tokio_util::task::TaskTracker;
 
 use crate::auth::Caller;
 use crate::code_api::{CodeApi, CodeApiError};
+use crate::config::JupyterConfig;
 use crate::sandbox::{Language, Limits};
-pub use kernel::{Asked, Connection, Kernel, KernelModel, Received, ReplyTo};
+use budget::Budgets;
+pub use connection::{Connection, Next};
+pub use kernel::{Asked, Kernel, KernelModel, KernelSettings, ReplyTo};
+use restarts::{Begin, Joined, RestartError, Ticket};
 
 /// The one kernel spec on offer.
 pub const KERNEL_NAME: &str = "python3";
@@ -39,6 +52,8 @@ pub enum GatewayError {
     NoSuchSpec(String),
     #[error(transparent)]
     Api(#[from] CodeApiError),
+    #[error(transparent)]
+    Restart(#[from] RestartError),
 }
 
 pub struct Gateway {
@@ -49,6 +64,10 @@ pub struct Gateway {
     kernels: Mutex<HashMap<String, Arc<Kernel>>>,
     python_version: String,
     tasks: TaskTracker,
+    settings: KernelSettings,
+    budgets: Budgets,
+    /// The largest frame a client may send, in bytes.
+    max_message_bytes: usize,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -58,14 +77,38 @@ impl std::fmt::Debug for Gateway {
 }
 
 impl Gateway {
-    pub fn new(code_api: Arc<CodeApi>, limits: Limits, tasks: TaskTracker) -> Arc<Self> {
+    pub fn new(
+        code_api: Arc<CodeApi>,
+        limits: Limits,
+        config: &JupyterConfig,
+        tasks: TaskTracker,
+    ) -> Arc<Self> {
         Arc::new(Self {
             code_api,
             limits,
             kernels: Mutex::new(HashMap::new()),
             python_version: python_version(),
             tasks,
+            settings: KernelSettings {
+                max_queued_cells: config.max_queued_cells,
+                messages_per_second: config.messages_per_second,
+                restarts_per_minute: config.restarts_per_minute,
+            },
+            budgets: Budgets::new(config.connection_budget_mib, config.key_budget_mib),
+            max_message_bytes: config.max_message_mib.saturating_mul(1024 * 1024),
         })
+    }
+
+    /// The largest frame a client may send, in bytes.
+    pub fn max_message_bytes(&self) -> usize {
+        self.max_message_bytes
+    }
+
+    /// A new connection of the caller's to one of its kernels, within its
+    /// key's budget.
+    pub fn connect(&self, caller: &Caller, id: &str) -> Result<Connection, GatewayError> {
+        let kernel = self.kernel(caller, id)?;
+        Ok(kernel.connect(self.budgets.connection(&caller.key_id)))
     }
 
     /// Keeps connected kernels' sessions open and forgets kernels whose
@@ -146,6 +189,7 @@ impl Gateway {
             info.session_id,
             self.python_version.clone(),
             self.limits.clone(),
+            self.settings.clone(),
         );
         self.kernels
             .lock()
@@ -184,10 +228,29 @@ impl Gateway {
         Ok(())
     }
 
+    /// Restarts one of the caller's kernels, or joins the restart under
+    /// way; past `jupyter.restarts_per_minute`, refused.
     pub async fn restart(&self, caller: &Caller, id: &str) -> Result<KernelModel, GatewayError> {
         let kernel = self.kernel(caller, id)?;
-        kernel.restart(&self.code_api).await?;
+        let joined = match kernel.restarts.begin() {
+            Begin::Lead(ticket) => self.lead_restart(&kernel, ticket),
+            Begin::Join(joined) => joined,
+            Begin::Refused(why) => return Err(why.into()),
+        };
+        joined.outcome().await?;
         Ok(kernel.model())
+    }
+
+    /// Does a restart its leader was given the ticket of, in a task of its
+    /// own (it is seen through whoever asked leaving).
+    pub fn lead_restart(&self, kernel: &Arc<Kernel>, ticket: Ticket) -> Joined {
+        let joined = ticket.joined();
+        let (kernel, code_api) = (Arc::clone(kernel), Arc::clone(&self.code_api));
+        self.tasks.spawn(async move {
+            let outcome = kernel.restart(&code_api).await;
+            ticket.finish(outcome.map_err(|e| RestartError::Failed(e.to_string())));
+        });
+        joined
     }
 
     pub async fn shutdown(&self, caller: &Caller, id: &str) -> Result<(), GatewayError> {
@@ -198,14 +261,27 @@ impl Gateway {
         Ok(())
     }
 
-    /// Does what a client asked for on the control channel.
-    pub async fn asked(&self, caller: &Caller, id: &str, asked: Asked) {
-        let done = match asked {
-            Asked::Restart => self.restart(caller, id).await.map(|_| ()),
-            Asked::Shutdown => self.shutdown(caller, id).await,
-        };
-        if let Err(e) = done {
-            tracing::warn!(kernel = %id, %e, "a kernel's restart or shutdown failed");
+    /// Does what a client asked for on the control channel, in the
+    /// background.
+    pub fn asked(self: &Arc<Self>, caller: &Caller, kernel: &Arc<Kernel>, asked: Asked) {
+        match asked {
+            Asked::Restart(ticket) => {
+                let joined = self.lead_restart(kernel, ticket);
+                let id = kernel.id.clone();
+                self.tasks.spawn(async move {
+                    if let Err(e) = joined.outcome().await {
+                        tracing::warn!(kernel = %id, %e, "a kernel's restart failed");
+                    }
+                });
+            }
+            Asked::Shutdown => {
+                let (this, caller, id) = (Arc::clone(self), caller.clone(), kernel.id.clone());
+                self.tasks.spawn(async move {
+                    if let Err(e) = this.shutdown(&caller, &id).await {
+                        tracing::warn!(kernel = %id, %e, "a kernel's shutdown failed");
+                    }
+                });
+            }
         }
     }
 }

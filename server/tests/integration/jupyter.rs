@@ -461,3 +461,318 @@ async fn an_interrupt_stops_a_cell_a_restart_forgets_and_a_shutdown_closes_the_s
         .unwrap();
     assert!(refused.status().is_client_error());
 }
+
+/// The next frame's JSON, within patience (pings and such skipped).
+async fn next_message(socket: &mut Socket) -> Value {
+    loop {
+        let frame = tokio::time::timeout(PATIENCE, socket.next())
+            .await
+            .expect("a message in time")
+            .expect("the socket open")
+            .unwrap();
+        if let Message::Text(text) = frame {
+            return serde_json::from_str(&text).unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn cells_beyond_the_connections_budget_are_refused_not_held() {
+    // 2 MiB a connection: cells may hold 1 MiB of it.
+    let server = TestServer::start_configured(|config| {
+        config.jupyter.connection_budget_mib = 2;
+    })
+    .await;
+    let key = server.api_key("budget").await;
+    let kernel = start_kernel(&server, &key).await;
+    let id = kernel["id"].as_str().unwrap().to_string();
+    let mut socket = open(&server, &id, &key).await;
+
+    // One cell runs a while; ten of 300 kB each queue behind it.
+    let (sleeping, frame) = request("execute_request", cell("import time\ntime.sleep(60)"));
+    socket.send(Message::text(frame)).await.unwrap();
+    let big = format!("x = '{}'", "a".repeat(300_000));
+    let mut queued = Vec::new();
+    for _ in 0..10 {
+        let (msg_id, frame) = request("execute_request", cell(&big));
+        socket.send(Message::text(frame)).await.unwrap();
+        queued.push(msg_id);
+    }
+    // Three fit in 1 MiB; the other seven are refused at once, each with
+    // an error reply (between busy and idle, as clients wait for).
+    let mut refused = 0;
+    for msg_id in &queued[3..] {
+        let (reply, iopub) = answer(&mut socket, msg_id).await;
+        assert_eq!(reply["msg_type"], "execute_reply");
+        assert_eq!(reply["content"]["status"], "error", "{reply}");
+        assert_eq!(reply["content"]["ename"], "ResourceExhausted");
+        let why = reply["content"]["evalue"].as_str().unwrap();
+        assert!(why.contains("jupyter.connection_budget_mib"), "{why}");
+        assert_eq!(iopub[0]["content"]["execution_state"], "busy");
+        refused += 1;
+    }
+    assert_eq!(refused, 7);
+
+    // The kernel goes on: the sleeping cell is stopped, what queued behind
+    // it aborted, and a new cell runs.
+    let interrupted = call(
+        &server,
+        &key,
+        reqwest::Method::POST,
+        &format!("/api/kernels/{id}/interrupt"),
+    )
+    .await;
+    assert_eq!(interrupted.status(), 204);
+    let (reply, _) = answer(&mut socket, &sleeping).await;
+    assert_eq!(reply["content"]["ename"], "KeyboardInterrupt");
+    for msg_id in &queued[..3] {
+        let (reply, _) = answer(&mut socket, msg_id).await;
+        assert_eq!(reply["content"]["status"], "aborted");
+    }
+    let (reply, iopub) = ask(&mut socket, "execute_request", cell("print(6 * 7)")).await;
+    assert_eq!(reply["content"]["status"], "ok");
+    assert_eq!(streamed(&iopub), "42\n");
+}
+
+#[tokio::test]
+async fn a_reply_echoes_a_short_header_however_big_the_requests_was() {
+    let server = TestServer::start().await;
+    let key = server.api_key("headers").await;
+    let kernel = start_kernel(&server, &key).await;
+    let id = kernel["id"].as_str().unwrap();
+    let mut socket = open(&server, id, &key).await;
+
+    let long = "h".repeat(1024 * 1024);
+    let frame = json!({
+        "header": {"msg_id": "big-1", "msg_type": "kernel_info_request", "session": "s1",
+            "username": long, "date": "2026-11-29T00:00:00Z", "version": "5.3",
+            "extra": long, "nested": {"deeper": [long]}},
+        "parent_header": {}, "metadata": {}, "content": {}, "channel": "shell",
+    });
+    socket.send(Message::text(frame.to_string())).await.unwrap();
+    let mut seen = 0;
+    loop {
+        let frame = tokio::time::timeout(PATIENCE, socket.next())
+            .await
+            .expect("an answer in time")
+            .expect("the socket open")
+            .unwrap();
+        let Message::Text(text) = frame else { continue };
+        assert!(text.len() < 8 * 1024, "a reply of {} bytes", text.len());
+        let message: Value = serde_json::from_str(&text).unwrap();
+        let parent = message["parent_header"].as_object().unwrap();
+        for (name, value) in parent {
+            assert!(
+                [
+                    "msg_id", "session", "username", "date", "msg_type", "version"
+                ]
+                .contains(&name.as_str()),
+                "{name} echoed"
+            );
+            assert!(
+                value.as_str().is_none_or(|text| text.len() <= 256),
+                "{name}"
+            );
+        }
+        assert_eq!(parent["msg_id"], "big-1");
+        assert_eq!(parent["username"].as_str().unwrap().len(), 256);
+        seen += 1;
+        if message["msg_type"] == "status" && message["content"]["execution_state"] == "idle" {
+            break;
+        }
+    }
+    assert_eq!(seen, 3, "busy, kernel_info_reply, idle");
+
+    // A frame over jupyter.max_message_mib (4) closes the socket, saying why.
+    let _ = socket
+        .send(Message::text("x".repeat(5 * 1024 * 1024)))
+        .await;
+    let close = tokio::time::timeout(PATIENCE, async {
+        loop {
+            match socket.next().await {
+                Some(Ok(Message::Close(frame))) => break frame,
+                None | Some(Err(_)) => break None,
+                Some(Ok(_)) => {}
+            }
+        }
+    })
+    .await
+    .expect("closed in time")
+    .expect("a close frame");
+    assert_eq!(u16::from(close.code), 1009);
+    assert!(
+        close.reason.contains("jupyter.max_message_mib"),
+        "{}",
+        close.reason
+    );
+}
+
+#[tokio::test]
+async fn a_connection_that_does_not_read_is_closed_once_its_frames_exceed_its_budget() {
+    let server = TestServer::start_configured(|config| {
+        config.jupyter.connection_budget_mib = 1;
+        config.jupyter.messages_per_second = 1_000_000;
+    })
+    .await;
+    let key = server.api_key("slow").await;
+    let kernel = start_kernel(&server, &key).await;
+    let id = kernel["id"].as_str().unwrap().to_string();
+    let mut socket = open(&server, &id, &key).await;
+    let connections = || async {
+        let model: Value = call(
+            &server,
+            &key,
+            reqwest::Method::GET,
+            &format!("/api/kernels/{id}"),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+        model["connections"].as_u64().unwrap()
+    };
+    assert_eq!(connections().await, 1);
+
+    // Requests, each answered with three frames (~2 kB), and nothing read:
+    // past the socket's buffers, the frames pile up on the server.
+    let (_, frame) = request("kernel_info_request", json!({}));
+    let mut sent = 0u64;
+    let mut cut = false;
+    'flood: for _ in 0..100 {
+        for _ in 0..500 {
+            if socket.send(Message::text(frame.clone())).await.is_err() {
+                break 'flood;
+            }
+            sent += 1;
+        }
+        if connections().await == 0 {
+            cut = true;
+            break;
+        }
+    }
+    if !cut {
+        cut = connections().await == 0;
+    }
+    assert!(cut, "{sent} requests unread and the connection still held");
+
+    // Reading now: what was sent before the cut, then a close saying why.
+    let mut frames = 0u64;
+    let close = tokio::time::timeout(PATIENCE, async {
+        loop {
+            match socket.next().await {
+                Some(Ok(Message::Close(frame))) => break frame,
+                None | Some(Err(_)) => break None,
+                Some(Ok(_)) => frames += 1,
+            }
+        }
+    })
+    .await
+    .expect("closed in time")
+    .expect("a close frame");
+    assert_eq!(u16::from(close.code), 1008);
+    assert!(
+        close.reason.contains("jupyter.connection_budget_mib"),
+        "{}",
+        close.reason
+    );
+    assert!(
+        frames < 3 * sent,
+        "{frames} frames of {sent} requests' answers"
+    );
+    // The kernel is fine for others.
+    let mut other = open(&server, &id, &key).await;
+    let (reply, _) = ask(&mut other, "kernel_info_request", json!({})).await;
+    assert_eq!(reply["msg_type"], "kernel_info_reply");
+}
+
+#[tokio::test]
+async fn a_flood_of_restart_requests_restarts_the_kernel_a_bounded_number_of_times() {
+    let server = TestServer::start_configured(|config| {
+        config.jupyter.restarts_per_minute = 2;
+    })
+    .await;
+    let key = server.api_key("restarts").await;
+    let kernel = start_kernel(&server, &key).await;
+    let id = kernel["id"].as_str().unwrap().to_string();
+    let mut socket = open(&server, &id, &key).await;
+
+    // Forty restarts asked for at once, on control.
+    for _ in 0..40 {
+        let (_, frame) = request("shutdown_request", json!({"restart": true}));
+        let frame = frame.replace("\"shell\"", "\"control\"");
+        socket.send(Message::text(frame)).await.unwrap();
+    }
+    let (mut ok, mut refused, mut restarting) = (0, 0, 0);
+    while ok + refused < 40 {
+        let message = next_message(&mut socket).await;
+        match (message["channel"].as_str(), message["msg_type"].as_str()) {
+            (Some("control"), Some("shutdown_reply")) => {
+                if message["content"]["status"] == "ok" {
+                    ok += 1;
+                } else {
+                    assert_eq!(message["content"]["status"], "error", "{message}");
+                    let why = message["content"]["evalue"].as_str().unwrap();
+                    assert!(why.contains("restarts_per_minute"), "{why}");
+                    refused += 1;
+                }
+            }
+            (Some("iopub"), Some("status"))
+                if message["content"]["execution_state"] == "restarting" =>
+            {
+                restarting += 1;
+            }
+            _ => {}
+        }
+    }
+    // Through the REST API: joined or done until the minute's restarts are
+    // spent, then 429 with Retry-After.
+    let path = format!("/api/kernels/{id}/restart");
+    let mut answered = Vec::new();
+    let refusal = loop {
+        let response = call(&server, &key, reqwest::Method::POST, &path).await;
+        if response.status() == 429 {
+            break response;
+        }
+        assert_eq!(response.status(), 200);
+        answered.push(response.status());
+        assert!(answered.len() <= 2, "more restarts than the minute allows");
+    };
+    let wait: u64 = refusal.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&wait), "{wait}");
+    let body: Value = refusal.json().await.unwrap();
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("restarts_per_minute"),
+        "{body}"
+    );
+
+    // Every restart's frames are in before this reply (one ordered stream).
+    let (info, frame) = request("kernel_info_request", json!({}));
+    socket.send(Message::text(frame)).await.unwrap();
+    loop {
+        let message = next_message(&mut socket).await;
+        if message["msg_type"] == "status" && message["content"]["execution_state"] == "restarting"
+        {
+            restarting += 1;
+        }
+        if message["parent_header"]["msg_id"] == info && message["msg_type"] == "kernel_info_reply"
+        {
+            break;
+        }
+    }
+    assert!(
+        (1..=2).contains(&restarting),
+        "{restarting} restarts for 40 requests and {} more",
+        answered.len()
+    );
+    // The kernel runs cells after it all.
+    let (reply, iopub) = ask(&mut socket, "execute_request", cell("print(6 * 7)")).await;
+    assert_eq!(reply["content"]["status"], "ok");
+    assert_eq!(streamed(&iopub), "42\n");
+}

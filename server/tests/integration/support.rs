@@ -104,6 +104,7 @@ impl TestServer {
             http: Default::default(),
             e2b: Default::default(),
             browser: Default::default(),
+            jupyter: Default::default(),
         };
         change(&mut config);
         Self::launch(config, data).await
