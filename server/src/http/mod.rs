@@ -39,6 +39,7 @@ use std::time::Duration;
 use tower_http::trace::TraceLayer;
 
 pub use error::ApiError;
+pub(crate) use listener::address_key;
 pub use listener::{ConnectionLimits, peer_of, serve as serve_connections};
 pub use v1::openapi;
 
@@ -64,6 +65,10 @@ pub fn router(state: AppState) -> Router {
     // in and viewing a share link.
     let pages = with_time_limit(pages(&state, context.clone()), request_limit)
         .merge(uploads(request_limit.max(UPLOAD_TIME_LIMIT)))
+        .layer(axum::middleware::from_fn_with_state(
+            owner::ClientNotes::from_ref(&state),
+            owner::note_client,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             signin::gate,

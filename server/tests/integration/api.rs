@@ -931,3 +931,95 @@ async fn when_required_the_metrics_ask_for_a_key_too() {
         "no owner for scrapers"
     );
 }
+
+/// Runs `print(...)` in a new notebook session of a fresh anonymous owner
+/// (a client that dropped its cookie), sent through a proxy that says the
+/// client is `client`; the run's NDJSON answer as text, which says
+/// `ran {1000 + n}` if it ran.
+async fn anonymous_run(server: &TestServer, n: u32, client: &str) -> String {
+    let owner = format!("a4000000000000000000000000{n:06}");
+    let page = crate::support::client_with(&[
+        ("cookie", &crate::support::cookie_of(&owner)),
+        ("x-forwarded-for", client),
+    ]);
+    let created = page.post(server.url("/api/sessions")).send().await.unwrap();
+    assert_eq!(created.status(), 201);
+    let id = created.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let ran = page
+        .post(server.url(&format!("/api/sessions/{id}/run")))
+        .json(&json!({ "code": format!("print('ran', {n} + 1000)"), "language": "python" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ran.status(), 200);
+    ran.text().await.unwrap()
+}
+
+#[tokio::test]
+async fn cookie_less_pages_cannot_take_the_sandbox_slots_a_key_needs() {
+    let server = TestServer::start_configured(|config| {
+        config.sandbox.max_sessions = 4;
+        config.sandbox.anonymous_share_percent = 50;
+        config.sandbox.anonymous_sessions_per_client = 4;
+    })
+    .await;
+    let mut refused = 0;
+    for n in 0..4 {
+        let answer = anonymous_run(&server, n, "198.51.100.1").await;
+        if answer.contains("open to anonymous pages are all in use") {
+            refused += 1;
+        } else {
+            assert!(answer.contains(&format!("ran {}", n + 1000)), "{answer}");
+        }
+    }
+    assert_eq!(refused, 2, "two of the four slots are the anonymous pages'");
+    // The rest stay for keys.
+    let api = server.api().await;
+    for _ in 0..2 {
+        let created = api
+            .post(server.url(SESSIONS))
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status(), 201);
+    }
+    let (status, code, headers) = error_of(
+        api.post(server.url(SESSIONS))
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, code.as_str()), (503, "unavailable"));
+    assert!(headers.contains_key("retry-after"));
+}
+
+#[tokio::test]
+async fn one_client_address_holds_a_few_of_the_anonymous_kernels() {
+    let server = TestServer::start_configured(|config| {
+        config.http.trust_forwarded = true;
+        config.sandbox.max_sessions = 8;
+        config.sandbox.anonymous_share_percent = 100;
+        config.sandbox.anonymous_sessions_per_client = 2;
+    })
+    .await;
+    for n in 0..2 {
+        let answer = anonymous_run(&server, n, "203.0.113.7").await;
+        assert!(answer.contains(&format!("ran {}", n + 1000)), "{answer}");
+    }
+    // A third owner from the same address, however many cookies it drops.
+    let answer = anonymous_run(&server, 2, "203.0.113.7").await;
+    assert!(
+        answer.contains("pages from your address hold 2 sandbox sessions"),
+        "{answer}"
+    );
+    assert!(!answer.contains("ran 1002"), "{answer}");
+    // Another address has its own few; a proxy's chain is read from its end.
+    let answer = anonymous_run(&server, 3, "203.0.113.7, 203.0.113.8").await;
+    assert!(answer.contains("ran 1003"), "{answer}");
+}
