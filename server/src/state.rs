@@ -15,6 +15,7 @@ use crate::code_api::CodeApi;
 use crate::config::Config;
 use crate::e2b::served::{Served, ServedSettings};
 use crate::http::host::AllowedHosts;
+use crate::http::mcp_sessions::McpSessions;
 use crate::llm::Llm;
 use crate::llm::catalog::Catalog;
 use crate::notebook::Notebooks;
@@ -90,6 +91,8 @@ pub struct AppState {
     /// Where each notebook owner was last seen from, and whether signed
     /// in: anonymous owners' kernels take from a share of the slots.
     pub clients: Arc<Clients>,
+    /// The MCP sessions of `/mcp`, each bound to its key.
+    pub mcp_sessions: Arc<McpSessions>,
     /// The other nodes on a shared (PostgreSQL) database.
     pub cluster: Option<Arc<Cluster>>,
 }
@@ -252,6 +255,7 @@ impl AppState {
             shutdown.clone(),
             pyodide.as_ref().map(|runtime| runtime.url.clone()),
         ));
+        let mcp_sessions = McpSessions::from_config(&config.auth);
         Self {
             hosts: AllowedHosts::from_config(&config),
             config: Arc::new(config),
@@ -271,6 +275,7 @@ impl AppState {
             turns,
             shutdown,
             clients,
+            mcp_sessions,
             cluster,
         }
     }

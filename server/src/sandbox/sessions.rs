@@ -452,6 +452,31 @@ impl Sessions {
     }
 }
 
+/// A revoked key's `/v1` sessions are closed.
+#[async_trait::async_trait]
+impl crate::auth::revocation::HeldByKey for Sessions {
+    fn what(&self) -> &'static str {
+        "sandbox sessions"
+    }
+
+    async fn close_key(&self, key_id: &str) -> usize {
+        let ids: Vec<String> = self
+            .live
+            .lock()
+            .iter()
+            .filter(|(_, l)| l.owner.as_deref() == Some(key_id))
+            .map(|(id, _)| id.clone())
+            .collect();
+        let mut closed = 0;
+        for id in ids {
+            if self.delete(&id).await.is_ok() {
+                closed += 1;
+            }
+        }
+        closed
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1023,3 +1023,112 @@ async fn one_client_address_holds_a_few_of_the_anonymous_kernels() {
     let answer = anonymous_run(&server, 3, "203.0.113.7, 203.0.113.8").await;
     assert!(answer.contains("ran 1003"), "{answer}");
 }
+
+/// Opens an MCP session as `client`: its id, or the refusal's status and
+/// body.
+async fn open_mcp(client: &reqwest::Client, server: &TestServer) -> Result<String, (u16, Value)> {
+    let response = mcp(client, server, None, &initialize()).await;
+    match response.headers().get("mcp-session-id") {
+        Some(id) if response.status() == 200 => Ok(id.to_str().unwrap().to_string()),
+        _ => {
+            let status = response.status().as_u16();
+            Err((status, response.json().await.unwrap_or(Value::Null)))
+        }
+    }
+}
+
+/// The status `/mcp` answers a `tools/list` in MCP session `id` with.
+async fn mcp_status(client: &reqwest::Client, server: &TestServer, id: &str) -> u16 {
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    mcp(client, server, Some(id), &list).await.status().as_u16()
+}
+
+#[tokio::test]
+async fn a_key_holds_a_bounded_number_of_mcp_sessions() {
+    let server = TestServer::start_configured(|config| config.auth.mcp_sessions_per_key = 3).await;
+    let api = server.api().await;
+    let opens = (0..8).map(|_| open_mcp(&api, &server));
+    let results = futures::future::join_all(opens).await;
+    let opened: Vec<&String> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+    assert_eq!(opened.len(), 3, "{results:?}");
+    for refused in results.iter().filter_map(|r| r.as_ref().err()) {
+        assert_eq!(refused.0, 429, "{refused:?}");
+        assert_eq!(refused.1["jsonrpc"], "2.0");
+        assert!(
+            refused.1["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("MCP sessions"),
+            "{refused:?}"
+        );
+    }
+    // Another key has its own; one closed makes room.
+    assert!(open_mcp(&server.api().await, &server).await.is_ok());
+    let closed = api
+        .delete(server.url("/mcp"))
+        .header("mcp-session-id", opened[0].as_str())
+        .send()
+        .await
+        .unwrap();
+    assert!(closed.status().is_success(), "{}", closed.status());
+    assert!(open_mcp(&api, &server).await.is_ok());
+}
+
+#[tokio::test]
+async fn an_idle_mcp_session_is_closed_and_no_longer_counts() {
+    let server = TestServer::start_configured(|config| {
+        config.auth.mcp_sessions_per_key = 1;
+        config.auth.mcp_session_idle_secs = 1;
+    })
+    .await;
+    let api = server.api().await;
+    let first = open_mcp(&api, &server).await.expect("a first session");
+    assert_eq!(mcp_status(&api, &server, &first).await, 200);
+    assert_eq!(open_mcp(&api, &server).await.unwrap_err().0, 429);
+    // Left alone, it is closed, and its place is free again.
+    let mut reopened = None;
+    for _ in 0..80 {
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        if let Ok(id) = open_mcp(&api, &server).await {
+            reopened = Some(id);
+            break;
+        }
+    }
+    let second = reopened.expect("the idle session's place came back");
+    assert_ne!(mcp_status(&api, &server, &first).await, 200);
+    assert_eq!(mcp_status(&api, &server, &second).await, 200);
+}
+
+#[tokio::test]
+async fn a_revoked_keys_mcp_session_is_closed_within_seconds() {
+    let server = TestServer::start_configured(|config| config.auth.revocation_check_secs = 1).await;
+    let key = server.api_key("leaving").await;
+    let api = bearer(&key);
+    let id = open_mcp(&api, &server).await.expect("a session");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert!(
+        mcp(&api, &server, Some(&id), &initialized)
+            .await
+            .status()
+            .is_success()
+    );
+    // The session's own stream, which a client keeps open to hear the
+    // server: it ends when the session is closed.
+    let stream = api
+        .get(server.url("/mcp"))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+
+    server.revoke("leaving").await;
+    let mut bytes = stream.bytes_stream();
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        use futures::StreamExt;
+        while let Some(Ok(_)) = bytes.next().await {}
+    })
+    .await;
+    assert!(ended.is_ok(), "a revoked key's MCP session stayed open");
+}

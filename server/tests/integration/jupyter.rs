@@ -461,3 +461,40 @@ async fn an_interrupt_stops_a_cell_a_restart_forgets_and_a_shutdown_closes_the_s
         .unwrap();
     assert!(refused.status().is_client_error());
 }
+
+#[tokio::test]
+async fn a_revoked_keys_socket_and_kernel_are_closed_within_seconds() {
+    let server = TestServer::start_configured(|config| config.auth.revocation_check_secs = 1).await;
+    let key = server.api_key("leaving").await;
+    let kernel = start_kernel(&server, &key).await;
+    let id = kernel["id"].as_str().unwrap().to_string();
+    let mut socket = open(&server, &id, &key).await;
+    let (_, iopub) = ask(&mut socket, "execute_request", cell("print('before')")).await;
+    assert_eq!(streamed(&iopub), "before\n");
+    let staying = server.api_key("staying").await;
+    let kept = start_kernel(&server, &staying).await;
+    let kept = kept["id"].as_str().unwrap();
+
+    server.revoke("leaving").await;
+    // The socket it opened before is closed, though its token was checked
+    // only when it opened.
+    let closed = tokio::time::timeout(PATIENCE, async {
+        loop {
+            match socket.next().await {
+                Some(Ok(Message::Close(_)) | Err(_)) | None => break,
+                Some(Ok(_)) => {}
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "a revoked key's socket stayed open");
+    // Another key's kernel goes on.
+    let model = call(
+        &server,
+        &staying,
+        reqwest::Method::GET,
+        &format!("/api/kernels/{kept}"),
+    )
+    .await;
+    assert_eq!(model.status(), 200);
+}

@@ -134,6 +134,23 @@ impl TestServer {
         key.as_str().to_string()
     }
 
+    /// Revokes the key named `name`, as `runcell keys revoke` does (another
+    /// process writing the store).
+    pub async fn revoke(&self, name: &str) {
+        let database =
+            runcell::store::Database::open(self.config.database_url.expose(), &self.data_dir())
+                .await
+                .unwrap();
+        assert!(
+            database
+                .keys()
+                .revoke_key(name, runcell::clock::now_ms())
+                .await
+                .unwrap()
+        );
+        database.close().await;
+    }
+
     /// Waits until the server answers `/healthz`.
     pub async fn ready(&self) {
         let deadline = tokio::time::Instant::now() + PATIENCE;
