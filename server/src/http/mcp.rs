@@ -249,7 +249,7 @@ const SESSION_HEADER: &str = "mcp-session-id";
 
 /// A JSON-RPC error for a request `/mcp` refuses before any MCP session
 /// sees it, with its HTTP status.
-fn json_rpc_refusal(status: StatusCode, message: String) -> Response {
+fn json_rpc_refusal(status: StatusCode, message: &str) -> Response {
     let body = serde_json::json!({
         "jsonrpc": "2.0",
         "id": null,
@@ -301,7 +301,7 @@ pub async fn authenticate(
             None => {
                 return json_rpc_refusal(
                     StatusCode::TOO_MANY_REQUESTS,
-                    format!(
+                    &format!(
                         "this key holds {} MCP sessions, the most it may; close one (DELETE /mcp with its Mcp-Session-Id) or wait for an idle one to be closed",
                         sessions.per_key()
                     ),
