@@ -186,6 +186,14 @@ pub struct AuthConfig {
     pub max_concurrent_runs: u32,
     /// Sandbox sessions one key may hold open at once.
     pub max_live_sessions: u32,
+    /// Seconds between looks at the key store for revoked keys, whose live
+    /// connections (Jupyter sockets and kernels, MCP sessions, E2B
+    /// sandboxes, `/v1` sessions) are then closed.
+    pub revocation_check_secs: u64,
+    /// MCP sessions one key may hold open at once; one more is refused.
+    pub mcp_sessions_per_key: u32,
+    /// Seconds an MCP session may go unused before it is closed.
+    pub mcp_session_idle_secs: u64,
 }
 
 /// Whether the pages ask for a key.
@@ -224,6 +232,9 @@ impl Default for AuthConfig {
             // Enough to keep every core busy with runs that wait on I/O.
             max_concurrent_runs: cores.saturating_mul(2).max(4),
             max_live_sessions: 20,
+            revocation_check_secs: 5,
+            mcp_sessions_per_key: 16,
+            mcp_session_idle_secs: 600,
         }
     }
 }
@@ -571,6 +582,14 @@ pub struct SandboxConfig {
     pub session_idle_secs: u64,
     /// Sandbox sessions open at once, at most.
     pub max_sessions: usize,
+    /// The part of `max_sessions`, in percent, that the notebooks of
+    /// anonymous pages (no key, not signed in) may hold together; the rest
+    /// stays for keys and signed-in people.
+    pub anonymous_share_percent: u8,
+    /// Sandbox sessions the anonymous pages of one client address (an
+    /// IPv6 client's /64; the forwarded one where `http.trust_forwarded`)
+    /// may hold together.
+    pub anonymous_sessions_per_client: usize,
     /// Wall time a run gets unless it asks for less or more.
     pub timeout_secs: u64,
     /// The most wall time a run may ask for.
@@ -657,6 +676,8 @@ impl Default for SandboxConfig {
             pool_size: 2,
             session_idle_secs: 15 * 60,
             max_sessions: 32,
+            anonymous_share_percent: 50,
+            anonymous_sessions_per_client: 4,
             timeout_secs: 30,
             max_timeout_secs: 300,
             memory_mib: 512,
@@ -786,6 +807,26 @@ impl Config {
                 "auth.max_live_sessions",
                 u64::from(self.auth.max_live_sessions),
             ),
+            (
+                "sandbox.anonymous_share_percent",
+                u64::from(sandbox.anonymous_share_percent),
+            ),
+            (
+                "sandbox.anonymous_sessions_per_client",
+                sandbox.anonymous_sessions_per_client as u64,
+            ),
+            (
+                "auth.revocation_check_secs",
+                self.auth.revocation_check_secs,
+            ),
+            (
+                "auth.mcp_sessions_per_key",
+                u64::from(self.auth.mcp_sessions_per_key),
+            ),
+            (
+                "auth.mcp_session_idle_secs",
+                self.auth.mcp_session_idle_secs,
+            ),
             ("http.request_timeout_secs", self.http.request_timeout_secs),
             ("http.max_connections", self.http.max_connections as u64),
             (
@@ -860,6 +901,12 @@ impl Config {
             return Err(ConfigError::Setting {
                 setting: "sandbox.jail",
                 reason: "a node without the local jail runs its sessions' code on E2B: set E2B_API_KEY (and E2B_DOMAIN or E2B_API_URL)".into(),
+            });
+        }
+        if sandbox.anonymous_share_percent > 100 {
+            return Err(ConfigError::Setting {
+                setting: "sandbox.anonymous_share_percent",
+                reason: "must be at most 100".into(),
             });
         }
         if sandbox.timeout_secs > sandbox.max_timeout_secs {

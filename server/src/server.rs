@@ -5,6 +5,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::revocation::{self, HeldByKey};
 use crate::config::{Config, display_path};
 use crate::http::router;
 use crate::state::AppState;
@@ -114,6 +115,23 @@ impl Engine {
             backend.spawn_maintenance(&state.turns, shutdown.clone());
         }
         state.gateway.spawn_maintenance(shutdown.clone());
+        state.mcp_sessions.spawn_maintenance(shutdown.clone());
+        // Revoked keys' live connections are closed: the Jupyter kernels
+        // first (their sockets), then sandboxes, MCP sessions and sessions.
+        let mut holders: Vec<Arc<dyn HeldByKey>> = vec![
+            state.gateway.clone(),
+            state.e2b.clone(),
+            state.mcp_sessions.clone(),
+        ];
+        for backend in state.backends.all() {
+            holders.push(Arc::clone(backend) as Arc<dyn HeldByKey>);
+        }
+        revocation::spawn_watch(
+            Arc::clone(&state.auth),
+            holders,
+            Duration::from_secs(state.config.auth.revocation_check_secs),
+            shutdown.clone(),
+        );
         Ok(Self {
             state,
             database,

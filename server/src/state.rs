@@ -15,6 +15,7 @@ use crate::code_api::CodeApi;
 use crate::config::Config;
 use crate::e2b::served::{Served, ServedSettings};
 use crate::http::host::AllowedHosts;
+use crate::http::mcp_sessions::McpSessions;
 use crate::llm::Llm;
 use crate::llm::catalog::Catalog;
 use crate::notebook::Notebooks;
@@ -24,6 +25,7 @@ use crate::sandbox::browser::{BrowserSettings, BrowserTabs, Runtime, find_runtim
 use crate::sandbox::jail::{JailConfig, JailSandbox};
 use crate::sandbox::sessions::{SessionSettings, Sessions};
 use crate::session::SessionHub;
+use crate::session::clients::Clients;
 use crate::session::quota::NewSessionRate;
 use crate::session::uploads::Uploads;
 use crate::store::nodes::Node;
@@ -86,6 +88,11 @@ pub struct AppState {
     pub turns: TaskTracker,
     /// Cancelled when the server begins to shut down.
     pub shutdown: CancellationToken,
+    /// Where each notebook owner was last seen from, and whether signed
+    /// in: anonymous owners' kernels take from a share of the slots.
+    pub clients: Arc<Clients>,
+    /// The MCP sessions of `/mcp`, each bound to its key.
+    pub mcp_sessions: Arc<McpSessions>,
     /// The other nodes on a shared (PostgreSQL) database.
     pub cluster: Option<Arc<Cluster>>,
 }
@@ -160,6 +167,8 @@ impl AppState {
                 pool_size: config.sandbox.pool_size,
                 idle_ttl: std::time::Duration::from_secs(config.sandbox.session_idle_secs),
                 max_sessions: config.sandbox.max_sessions,
+                anonymous_share_percent: config.sandbox.anonymous_share_percent,
+                anonymous_per_client: config.sandbox.anonymous_sessions_per_client,
                 limits: jail_config.max_limits,
             },
         );
@@ -182,6 +191,7 @@ impl AppState {
                 "no Pyodide in the site: the browser sandbox is not offered"
             );
         }
+        let clients = Arc::new(Clients::default());
         let llm = crate::llm::from_config(&config);
         let models = Catalog::new(Arc::clone(&llm), config.llm.model.clone());
         let agent = Agent::new(
@@ -195,7 +205,8 @@ impl AppState {
                 Uploads::new(&config.data_dir)
                     .with_quota(config.sandbox.default_limits().home_bytes()),
             )
-            .with_owner_cap(config.notebook.max_kernels_per_owner as usize),
+            .with_owner_cap(config.notebook.max_kernels_per_owner as usize)
+            .with_clients(Arc::clone(&clients)),
             AgentSettings {
                 max_tokens: config.llm.max_tokens,
                 answer_timeout: std::time::Duration::from_secs(config.llm.answer_timeout_secs),
@@ -245,6 +256,7 @@ impl AppState {
             shutdown.clone(),
             pyodide.as_ref().map(|runtime| runtime.url.clone()),
         ));
+        let mcp_sessions = McpSessions::from_config(&config.auth);
         Self {
             hosts: AllowedHosts::from_config(&config),
             config: Arc::new(config),
@@ -263,6 +275,8 @@ impl AppState {
             pyodide,
             turns,
             shutdown,
+            clients,
+            mcp_sessions,
             cluster,
         }
     }
@@ -282,6 +296,8 @@ fn e2b_sessions(config: &Config) -> Option<Arc<Sessions>> {
                 pool_size: 0,
                 idle_ttl: std::time::Duration::from_secs(config.sandbox.session_idle_secs),
                 max_sessions: config.sandbox.max_sessions,
+                anonymous_share_percent: config.sandbox.anonymous_share_percent,
+                anonymous_per_client: config.sandbox.anonymous_sessions_per_client,
                 limits: config.sandbox.max_limits(),
             },
         )),

@@ -252,6 +252,8 @@ fn is_outage(error: &SessionError) -> bool {
     matches!(
         error,
         SessionError::TooMany(_)
+            | SessionError::AnonymousFull(_)
+            | SessionError::ClientFull(_)
             | SessionError::OwnerFull(_)
             | SessionError::Sandbox(SandboxError::Unavailable(_) | SandboxError::Internal(_))
     )

@@ -4,6 +4,7 @@
 pub mod cli;
 pub mod key;
 pub mod limits;
+pub mod revocation;
 pub mod token;
 
 use std::sync::Arc;
@@ -145,6 +146,18 @@ impl Auth {
             tracing::warn!(%err, "cannot note an API key's use");
         }
         Ok(Caller::of(&key))
+    }
+
+    /// The ids of every revoked key, as the store says now.
+    pub async fn revoked_key_ids(&self) -> Result<Vec<String>, AuthError> {
+        Ok(self
+            .keys
+            .keys()
+            .await?
+            .into_iter()
+            .filter(|key| !key.is_live())
+            .map(|key| key.id)
+            .collect())
     }
 
     async fn live_key(&self, text: &str) -> Result<KeyRecord, AuthError> {

@@ -29,6 +29,10 @@ pub struct ErrorDetail {
     pub message: String,
 }
 
+/// How long a client refused for want of a sandbox slot is told to wait:
+/// about as long as a short session lasts.
+const NO_ROOM_RETRY_SECS: u64 = 30;
+
 /// The one error type of the HTTP layer: a status and a JSON body
 /// `{"error": {"code", "message"}}` that never carries internals.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +68,10 @@ pub enum ApiError {
     Busy(String),
     #[error("{0}")]
     Unavailable(String),
+    /// No room for another sandbox session now (503 with `Retry-After`):
+    /// the server's slots, or the share anonymous pages may hold.
+    #[error("{0}")]
+    NoRoom(String),
     /// Logged in full; the client sees only that something failed.
     #[error("internal error")]
     Internal(String),
@@ -84,7 +92,9 @@ impl ApiError {
             Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
             Self::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             Self::Busy(_) => (StatusCode::TOO_MANY_REQUESTS, "busy"),
-            Self::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            Self::Unavailable(_) | Self::NoRoom(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
+            }
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
@@ -132,9 +142,7 @@ impl From<CodeApiError> for ApiError {
             CodeApiError::Exists(path) => Self::Conflict(format!(
                 "{path} exists already: add overwrite=true to replace it"
             )),
-            CodeApiError::Session(err @ SessionError::TooMany(_)) => {
-                Self::Unavailable(err.to_string())
-            }
+            CodeApiError::Session(err) if err.is_no_room() => Self::NoRoom(err.to_string()),
             CodeApiError::Session(err @ SessionError::OwnerFull(_)) => Self::Busy(err.to_string()),
             CodeApiError::Session(err) => Self::Internal(err.to_string()),
         }
@@ -177,10 +185,9 @@ impl From<FilesError> for ApiError {
             FilesError::Session(SessionError::NotFound(_)) => {
                 Self::NotFound("the session's kernel is gone; try again".into())
             }
-            FilesError::Session(err @ SessionError::TooMany(_)) => {
-                Self::Unavailable(err.to_string())
-            }
+            FilesError::Session(err) if err.is_no_room() => Self::NoRoom(err.to_string()),
             FilesError::Session(err @ SessionError::OwnerFull(_)) => Self::Busy(err.to_string()),
+            FilesError::Session(err) => Self::Internal(err.to_string()),
         }
     }
 }
@@ -254,6 +261,9 @@ impl IntoResponse for ApiError {
                 headers.insert("x-ratelimit-limit", HeaderValue::from(limited.limit()));
                 headers.insert("x-ratelimit-remaining", HeaderValue::from(0u32));
                 headers.insert("x-ratelimit-reset", HeaderValue::from(wait));
+            }
+            Self::NoRoom(_) => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(NO_ROOM_RETRY_SECS));
             }
             Self::TooManySessions(too_many) => {
                 headers.insert(

@@ -388,7 +388,7 @@ impl Drop for Slot {
 
 /// The address a client is counted under: itself, or for IPv6 its /64 (one
 /// host's usual share, which it may fill with addresses at will).
-fn address_key(ip: IpAddr) -> IpAddr {
+pub(crate) fn address_key(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V4(_) => ip,
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {

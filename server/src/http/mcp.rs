@@ -3,15 +3,13 @@
 //! credentials as `/v1`; each tool acts as the caller's API key through the
 //! same [`CodeApi`](crate::code_api::CodeApi), limits included.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::Method;
 use axum::http::request::Parts;
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use parking_lot::Mutex;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::Extension;
 use rmcp::handler::server::wrapper::Parameters;
@@ -22,6 +20,7 @@ use rmcp::{ErrorData, ServerHandler, schemars, tool, tool_handler, tool_router};
 use serde::Deserialize;
 
 use super::ApiError;
+use super::mcp_sessions::{McpSessions, Whose};
 use super::v1::run::RunState;
 use crate::auth::Auth;
 use crate::auth::Caller;
@@ -246,17 +245,31 @@ impl ServerHandler for McpServer {
     }
 }
 
-/// Which API key opened each MCP session (by `Mcp-Session-Id`), so that
-/// another key holding the id cannot resume, replay or close it.
-#[derive(Clone, Default)]
-pub struct Bindings(Arc<Mutex<HashMap<String, String>>>);
-
 const SESSION_HEADER: &str = "mcp-session-id";
 
+/// A JSON-RPC error for a request `/mcp` refuses before any MCP session
+/// sees it, with its HTTP status.
+fn json_rpc_refusal(status: StatusCode, message: &str) -> Response {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": { "code": -32000, "message": message },
+    });
+    let mut response = (status, axum::Json(body)).into_response();
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(MCP_RETRY_SECS));
+    response
+}
+
+/// How long a key refused another MCP session is told to wait.
+const MCP_RETRY_SECS: u64 = 60;
+
 /// Authenticates requests to `/mcp` (every other API route's handler does
-/// so itself by taking a `Caller`) and keeps each MCP session to its key.
+/// so itself by taking a `Caller`), keeps each MCP session to its key, and
+/// holds each key to its number of sessions.
 pub async fn authenticate(
-    State((auth, bindings)): State<(Arc<Auth>, Bindings)>,
+    State((auth, sessions)): State<(Arc<Auth>, Arc<McpSessions>)>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -274,45 +287,61 @@ pub async fn authenticate(
         .get(SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    if let Some(id) = &session
-        && bindings
-            .0
-            .lock()
-            .get(id)
-            .is_some_and(|owner| *owner != caller.key_id)
-    {
-        return ApiError::NotFound("no such MCP session".into()).into_response();
-    }
-    let closing = parts.method == Method::DELETE;
     let key = caller.key_id.clone();
+    // A request without a session may open one (an `initialize`).
+    let opening = match &session {
+        Some(id) => {
+            if sessions.used(id, &key) == Whose::Other {
+                return ApiError::NotFound("no such MCP session".into()).into_response();
+            }
+            None
+        }
+        None if parts.method == Method::POST => match sessions.begin_open(&key) {
+            Some(opening) => Some(opening),
+            None => {
+                return json_rpc_refusal(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    &format!(
+                        "this key holds {} MCP sessions, the most it may; close one (DELETE /mcp with its Mcp-Session-Id) or wait for an idle one to be closed",
+                        sessions.per_key()
+                    ),
+                );
+            }
+        },
+        None => None,
+    };
+    let closing = parts.method == Method::DELETE;
     parts.extensions.insert(caller);
     let response = next.run(Request::from_parts(parts, body)).await;
-    let mut bound = bindings.0.lock();
-    match session {
-        Some(id) if closing && response.status().is_success() => {
-            bound.remove(&id);
+    match (session, opening) {
+        (Some(id), _) if closing && response.status().is_success() => sessions.forget(&id),
+        (Some(id), _) => {
+            sessions.used(&id, &key);
         }
-        Some(_) => {}
-        None => {
+        (None, Some(opening)) => {
             if let Some(id) = response
                 .headers()
                 .get(SESSION_HEADER)
                 .and_then(|v| v.to_str().ok())
             {
-                bound.insert(id.to_string(), key);
+                sessions.opened(id, opening);
             }
         }
+        (None, None) => {}
     }
     response
 }
 
 /// The `/mcp` service. Host checks are off: every request must carry a
 /// bearer credential, which a rebinding page cannot have.
-pub fn service(state: RunState) -> StreamableHttpService<McpServer, LocalSessionManager> {
+pub fn service(
+    state: RunState,
+    sessions: &McpSessions,
+) -> StreamableHttpService<McpServer, LocalSessionManager> {
     let shutdown = state.shutdown.child_token();
     StreamableHttpService::new(
         move || Ok(McpServer::new(state.clone())),
-        Arc::new(LocalSessionManager::default()),
+        sessions.manager(),
         StreamableHttpServerConfig::default()
             .disable_allowed_hosts()
             .with_cancellation_token(shutdown),

@@ -12,6 +12,7 @@ mod ipynb;
 mod jupyter;
 mod listener;
 mod mcp;
+pub mod mcp_sessions;
 mod metrics;
 mod ndjson;
 mod origin;
@@ -39,6 +40,7 @@ use std::time::Duration;
 use tower_http::trace::TraceLayer;
 
 pub use error::ApiError;
+pub(crate) use listener::address_key;
 pub use listener::{ConnectionLimits, peer_of, serve as serve_connections};
 pub use v1::openapi;
 
@@ -64,6 +66,10 @@ pub fn router(state: AppState) -> Router {
     // in and viewing a share link.
     let pages = with_time_limit(pages(&state, context.clone()), request_limit)
         .merge(uploads(request_limit.max(UPLOAD_TIME_LIMIT)))
+        .layer(axum::middleware::from_fn_with_state(
+            owner::ClientNotes::from_ref(&state),
+            owner::note_client,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             signin::gate,
@@ -225,7 +231,10 @@ fn api(state: &AppState) -> Router<AppState> {
     let limit = state.config.http.request_timeout_secs + state.config.sandbox.max_timeout_secs;
     let mut api = v1::router(&state.config)
         .merge(jupyter::router())
-        .nest_service("/mcp", mcp::service(RunState::from_ref(state)));
+        .nest_service(
+            "/mcp",
+            mcp::service(RunState::from_ref(state), &state.mcp_sessions),
+        );
     if state.config.serves_e2b() {
         api = api.merge(e2b::control_plane());
     }
@@ -233,7 +242,7 @@ fn api(state: &AppState) -> Router<AppState> {
     // `/mcp` is not a handler of ours: it is authenticated here, and each
     // MCP session is bound to the key that opened it.
     api = api.layer(axum::middleware::from_fn_with_state(
-        (Arc::clone(&state.auth), mcp::Bindings::default()),
+        (Arc::clone(&state.auth), Arc::clone(&state.mcp_sessions)),
         mcp::authenticate,
     ));
     if let Some(cors) = hygiene::cors(&state.config.http.cors_origins) {

@@ -11,9 +11,16 @@ use axum::middleware::Next;
 use axum::response::Response;
 use cookie::{Cookie, SameSite};
 
+use std::sync::Arc;
+
+use axum::extract::FromRef;
+
 use super::ApiError;
-use super::request_origin::{RequestOrigin, TrustForwarded};
+use super::request_origin::{RequestOrigin, TrustForwarded, client_address};
+use super::signin::{SIGNIN_COOKIE, SignIn, signed_in};
 use crate::session::OwnerId;
+use crate::session::clients::Clients;
+use crate::state::AppState;
 
 /// The cookie's name.
 pub const OWNER_COOKIE: &str = "runcell_owner";
@@ -118,6 +125,45 @@ pub async fn owner_layer(
         set_cookie(&mut response, &owner_cookie(owner, secure));
     }
     response
+}
+
+/// What noting a request's client needs.
+#[derive(Clone)]
+pub struct ClientNotes {
+    clients: Arc<Clients>,
+    trust: TrustForwarded,
+    sign_in: SignIn,
+}
+
+impl FromRef<AppState> for ClientNotes {
+    fn from_ref(state: &AppState) -> Self {
+        Self {
+            clients: Arc::clone(&state.clients),
+            trust: TrustForwarded::from_ref(state),
+            sign_in: SignIn::from_ref(state),
+        }
+    }
+}
+
+/// Notes where the request's owner is, and whether it is signed in, for
+/// the share of the sandbox slots its kernels take (see
+/// [`Clients`]). A layer inside the sign-in gate: when the pages need a
+/// key, whoever passed it is signed in.
+pub async fn note_client(
+    State(notes): State<ClientNotes>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if let Some(Owner(owner)) = request.extensions().get::<Owner>().copied() {
+        let client = client_address(request.headers(), super::peer_of(&request), notes.trust);
+        let signed_in = notes.sign_in.pages_need_key
+            || (cookie_in(request.headers(), SIGNIN_COOKIE).is_some()
+                && signed_in(&notes.sign_in.auth, request.headers())
+                    .await
+                    .is_ok());
+        notes.clients.note(owner, client, signed_in);
+    }
+    next.run(request).await
 }
 
 #[cfg(test)]

@@ -71,6 +71,30 @@ impl RequestOrigin {
     }
 }
 
+/// The address of the client a request came from: the connection's peer,
+/// or, where `trust` says a proxy is in front, the address that proxy
+/// appended last to `X-Forwarded-For` (the earlier entries are whatever
+/// the client sent). `None` when neither is known.
+pub fn client_address(
+    headers: &HeaderMap,
+    peer: Option<std::net::SocketAddr>,
+    trust: TrustForwarded,
+) -> Option<std::net::IpAddr> {
+    let forwarded = trust
+        .0
+        .then(|| {
+            headers
+                .get_all("x-forwarded-for")
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(','))
+                .next_back()
+                .and_then(|last| last.trim().parse().ok())
+        })
+        .flatten();
+    forwarded.or_else(|| peer.map(|p| p.ip()))
+}
+
 impl<S> FromRequestParts<S> for RequestOrigin
 where
     TrustForwarded: FromRef<S>,
@@ -125,6 +149,34 @@ mod tests {
             )
             .base_url(),
             "http://localhost:3000"
+        );
+    }
+
+    #[test]
+    fn the_client_is_the_peer_or_what_a_trusted_proxy_appended_last() {
+        let peer = Some("192.0.2.1:5000".parse().unwrap());
+        let mut headers = HeaderMap::new();
+        headers.append("x-forwarded-for", HeaderValue::from_static("6.6.6.6"));
+        headers.append(
+            "x-forwarded-for",
+            HeaderValue::from_static("7.7.7.7, 203.0.113.9"),
+        );
+        let ip = |s: &str| Some(s.parse().unwrap());
+        assert_eq!(
+            client_address(&headers, peer, TrustForwarded(true)),
+            ip("203.0.113.9")
+        );
+        assert_eq!(
+            client_address(&headers, peer, TrustForwarded(false)),
+            ip("192.0.2.1")
+        );
+        assert_eq!(
+            client_address(&HeaderMap::new(), peer, TrustForwarded(true)),
+            ip("192.0.2.1")
+        );
+        assert_eq!(
+            client_address(&HeaderMap::new(), None, TrustForwarded(false)),
+            None
         );
     }
 

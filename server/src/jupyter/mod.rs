@@ -286,6 +286,31 @@ impl Gateway {
     }
 }
 
+/// A revoked key's kernels are shut down: their cells, sessions and
+/// sockets.
+#[async_trait::async_trait]
+impl crate::auth::revocation::HeldByKey for Gateway {
+    fn what(&self) -> &'static str {
+        "jupyter kernels"
+    }
+
+    async fn close_key(&self, key_id: &str) -> usize {
+        let kernels: Vec<Arc<Kernel>> = {
+            let mut all = self.kernels.lock();
+            let ids: Vec<String> = all
+                .values()
+                .filter(|k| k.owner.key_id == key_id)
+                .map(|k| k.id.clone())
+                .collect();
+            ids.iter().filter_map(|id| all.remove(id)).collect()
+        };
+        for kernel in &kernels {
+            kernel.shutdown(&self.code_api).await;
+        }
+        kernels.len()
+    }
+}
+
 /// The sandbox Python's version, from its venv's `pyvenv.cfg`.
 fn python_version() -> String {
     let cfg = std::path::Path::new(crate::sandbox::jail::PYTHON_ENV).join("pyvenv.cfg");

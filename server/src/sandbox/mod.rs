@@ -16,6 +16,7 @@ pub mod files;
 pub mod jail;
 mod output;
 pub mod sessions;
+pub mod slots;
 
 use std::time::Duration;
 

@@ -11,6 +11,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::slots::{Claim, Slot, SlotError, SlotSettings, Slots};
 use super::{
     Language, Limits, RunEvent, RunOutcome, RunRequest, Sandbox, SandboxError, SandboxKind,
     SandboxSession, SandboxSessionExt, now_ms,
@@ -27,6 +28,11 @@ pub struct SessionSettings {
     pub idle_ttl: Duration,
     /// Live sessions at most; more are refused.
     pub max_sessions: usize,
+    /// The part of `max_sessions`, in percent, that anonymous owners'
+    /// notebooks may hold together.
+    pub anonymous_share_percent: u8,
+    /// Sessions the anonymous owners of one client address may hold.
+    pub anonymous_per_client: usize,
     /// The limits a session's runs may use at most.
     pub limits: Limits,
 }
@@ -37,6 +43,8 @@ impl Default for SessionSettings {
             pool_size: 2,
             idle_ttl: Duration::from_secs(15 * 60),
             max_sessions: 32,
+            anonymous_share_percent: 50,
+            anonymous_per_client: 4,
             limits: Limits {
                 wall: super::MAX_WALL,
                 ..Limits::default()
@@ -51,11 +59,38 @@ pub enum SessionError {
     NotFound(String),
     #[error("{0} sandbox sessions are open already; close one first")]
     TooMany(usize),
+    /// Anonymous pages hold their whole share of the sessions.
+    #[error("{}", SlotError::AnonymousFull(*.0))]
+    AnonymousFull(usize),
+    /// Anonymous pages from one client address hold as many as they may.
+    #[error("{}", SlotError::ClientFull(*.0))]
+    ClientFull(usize),
     /// One owner's notebooks hold as many kernels as they may, all running.
     #[error("your sessions hold {0} kernels, all running; try again when one ends, or stop one")]
     OwnerFull(usize),
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
+}
+
+impl From<SlotError> for SessionError {
+    fn from(err: SlotError) -> Self {
+        match err {
+            SlotError::Full(total) => Self::TooMany(total),
+            SlotError::AnonymousFull(share) => Self::AnonymousFull(share),
+            SlotError::ClientFull(held) => Self::ClientFull(held),
+        }
+    }
+}
+
+impl SessionError {
+    /// Whether the server has no room for another session now (a `503`
+    /// that is worth retrying later), rather than anything being wrong.
+    pub fn is_no_room(&self) -> bool {
+        matches!(
+            self,
+            Self::TooMany(_) | Self::AnonymousFull(_) | Self::ClientFull(_)
+        )
+    }
 }
 
 /// What the API says about a session.
@@ -80,6 +115,8 @@ struct Live {
     /// When set, the session is closed at this time rather than when idle
     /// (an E2B sandbox's timeout).
     deadline: Mutex<Option<Instant>>,
+    /// The slot it holds, given back when the last use of it ends.
+    _slot: Slot,
 }
 
 impl Live {
@@ -107,6 +144,8 @@ pub struct Sessions {
     sandbox: Arc<dyn Sandbox>,
     settings: SessionSettings,
     live: Mutex<HashMap<String, Arc<Live>>>,
+    /// What `live` may hold, reserved before a session starts.
+    slots: Arc<Slots>,
     warm: tokio::sync::Mutex<Vec<Box<dyn SandboxSession>>>,
     refill: Notify,
 }
@@ -122,10 +161,16 @@ impl std::fmt::Debug for Sessions {
 
 impl Sessions {
     pub fn new(sandbox: Arc<dyn Sandbox>, settings: SessionSettings) -> Arc<Self> {
+        let slots = Slots::new(SlotSettings::shared(
+            settings.max_sessions,
+            settings.anonymous_share_percent,
+            settings.anonymous_per_client,
+        ));
         Arc::new(Self {
             sandbox,
             settings,
             live: Mutex::new(HashMap::new()),
+            slots,
             warm: tokio::sync::Mutex::new(Vec::new()),
             refill: Notify::new(),
         })
@@ -170,26 +215,31 @@ impl Sessions {
         language: Language,
         owner: &str,
     ) -> Result<SessionInfo, SessionError> {
-        self.open(language, Some(owner.to_string())).await
+        self.open(language, Some(owner.to_string()), Claim::Known)
+            .await
     }
 
     /// A notebook session's kernel: hidden from the `/v1` API (`list`, `get`,
     /// `delete_public` do not see it), reached only through its notebook.
+    /// `claim` says whose notebook it is (anonymous pages share a part of
+    /// the slots).
     pub async fn create_for_notebook(
         &self,
         language: Language,
+        claim: Claim,
     ) -> Result<SessionInfo, SessionError> {
-        self.open(language, None).await
+        self.open(language, None, claim).await
     }
 
     async fn open(
         &self,
         language: Language,
         owner: Option<String>,
+        claim: Claim,
     ) -> Result<SessionInfo, SessionError> {
-        if self.live.lock().len() >= self.settings.max_sessions {
-            return Err(SessionError::TooMany(self.settings.max_sessions));
-        }
+        // Reserved before any await: opens at once cannot all pass the cap,
+        // and a failed start gives the slot back as `slot` drops.
+        let slot = self.slots.reserve(claim)?;
         let pooled = self.warm.lock().await.pop();
         self.refill.notify_one();
         let session = match pooled {
@@ -203,6 +253,7 @@ impl Sessions {
             created_at_ms: now_ms(),
             last_used: Mutex::new(Instant::now()),
             deadline: Mutex::new(None),
+            _slot: slot,
         });
         let info = live.info(self.backend());
         self.live.lock().insert(info.session_id.clone(), live);
@@ -398,5 +449,134 @@ impl Sessions {
     /// Sessions ready in the pool (for tests and health).
     pub async fn pooled(&self) -> usize {
         self.warm.lock().await.len()
+    }
+}
+
+/// A revoked key's `/v1` sessions are closed.
+#[async_trait::async_trait]
+impl crate::auth::revocation::HeldByKey for Sessions {
+    fn what(&self) -> &'static str {
+        "sandbox sessions"
+    }
+
+    async fn close_key(&self, key_id: &str) -> usize {
+        let ids: Vec<String> = self
+            .live
+            .lock()
+            .iter()
+            .filter(|(_, l)| l.owner.as_deref() == Some(key_id))
+            .map(|(id, _)| id.clone())
+            .collect();
+        let mut closed = 0;
+        for id in ids {
+            if self.delete(&id).await.is_ok() {
+                closed += 1;
+            }
+        }
+        closed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::super::Capabilities;
+    use super::*;
+
+    /// A sandbox whose sessions take a while to start, and which counts
+    /// how many it started.
+    #[derive(Default)]
+    struct Slow {
+        started: AtomicUsize,
+    }
+
+    struct Nothing(String);
+
+    #[async_trait::async_trait]
+    impl SandboxSession for Nothing {
+        fn id(&self) -> &str {
+            &self.0
+        }
+        async fn run(
+            &self,
+            _: &RunRequest,
+            _: Option<&mpsc::Sender<RunEvent>>,
+            _: &CancellationToken,
+        ) -> Result<RunOutcome, SandboxError> {
+            Err(SandboxError::NotSupported("nothing runs here".into()))
+        }
+        async fn close(&self) {}
+    }
+
+    #[async_trait::async_trait]
+    impl Sandbox for Slow {
+        fn capabilities(&self) -> Capabilities {
+            Capabilities {
+                backend: SandboxKind::Jail,
+                languages: vec![Language::Python],
+                stateful: true,
+                files: false,
+                interrupt: false,
+                one_shot: false,
+                isolated_sessions: true,
+                contexts: false,
+            }
+        }
+        async fn run(
+            &self,
+            _: RunRequest,
+            _: Option<mpsc::Sender<RunEvent>>,
+            _: CancellationToken,
+        ) -> Result<RunOutcome, SandboxError> {
+            Err(SandboxError::NotSupported("no one-shot runs".into()))
+        }
+        async fn open_session(&self) -> Result<Box<dyn SandboxSession>, SandboxError> {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let n = self.started.fetch_add(1, Ordering::SeqCst);
+            Ok(Box::new(Nothing(format!("s{n}"))))
+        }
+    }
+
+    #[tokio::test]
+    async fn sessions_opened_at_once_never_pass_the_cap() {
+        let sandbox = Arc::new(Slow::default());
+        let sessions = Sessions::new(
+            Arc::clone(&sandbox) as Arc<dyn Sandbox>,
+            SessionSettings {
+                pool_size: 0,
+                max_sessions: 4,
+                ..SessionSettings::default()
+            },
+        );
+        let opens = (0..20).map(|i| {
+            let sessions = Arc::clone(&sessions);
+            async move { sessions.create(Language::Python, &format!("key{i}")).await }
+        });
+        let results = futures::future::join_all(opens).await;
+        let opened = results.iter().filter(|r| r.is_ok()).count();
+        assert_eq!(opened, 4, "{results:?}");
+        assert!(
+            results
+                .iter()
+                .filter_map(|r| r.as_ref().err())
+                .all(|e| matches!(e, SessionError::TooMany(4)))
+        );
+        assert_eq!(sandbox.started.load(Ordering::SeqCst), 4, "kernels started");
+        // A closed session gives its slot back.
+        let id = results
+            .iter()
+            .find_map(|r| r.as_ref().ok())
+            .map(|s| s.session_id.clone())
+            .expect("an open session");
+        sessions.delete(&id).await.expect("closed");
+        assert!(sessions.create(Language::Python, "late").await.is_ok());
+        // An anonymous page's kernel takes from the anonymous share only.
+        assert!(matches!(
+            sessions
+                .create_for_notebook(Language::Python, Claim::Anonymous { client: None })
+                .await,
+            Err(SessionError::TooMany(4))
+        ));
     }
 }

@@ -2,6 +2,7 @@
 //! their owners' quota and uploads. Their ids (session, owner, share link)
 //! are the pages' too, defined once in `app::api` and re-exported here.
 
+pub mod clients;
 mod hub;
 pub mod quota;
 pub mod uploads;

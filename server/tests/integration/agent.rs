@@ -51,6 +51,7 @@ async fn harness_offering(
             idle_ttl: Duration::from_secs(600),
             max_sessions: 4,
             limits: Limits::default(),
+            ..SessionSettings::default()
         },
     );
     let agent = Agent::new(

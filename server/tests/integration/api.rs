@@ -938,3 +938,204 @@ async fn when_required_the_metrics_ask_for_a_key_too() {
         "no owner for scrapers"
     );
 }
+
+/// Runs `print(...)` in a new notebook session of a fresh anonymous owner
+/// (a client that dropped its cookie), sent through a proxy that says the
+/// client is `client`; the run's NDJSON answer as text, which says
+/// `ran {1000 + n}` if it ran.
+async fn anonymous_run(server: &TestServer, n: u32, client: &str) -> String {
+    let owner = format!("a4000000000000000000000000{n:06}");
+    let page = crate::support::client_with(&[
+        ("cookie", &crate::support::cookie_of(&owner)),
+        ("x-forwarded-for", client),
+    ]);
+    let created = page.post(server.url("/api/sessions")).send().await.unwrap();
+    assert_eq!(created.status(), 201);
+    let id = created.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let ran = page
+        .post(server.url(&format!("/api/sessions/{id}/run")))
+        .json(&json!({ "code": format!("print('ran', {n} + 1000)"), "language": "python" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ran.status(), 200);
+    ran.text().await.unwrap()
+}
+
+#[tokio::test]
+async fn cookie_less_pages_cannot_take_the_sandbox_slots_a_key_needs() {
+    let server = TestServer::start_configured(|config| {
+        config.sandbox.max_sessions = 4;
+        config.sandbox.anonymous_share_percent = 50;
+        config.sandbox.anonymous_sessions_per_client = 4;
+    })
+    .await;
+    let mut refused = 0;
+    for n in 0..4 {
+        let answer = anonymous_run(&server, n, "198.51.100.1").await;
+        if answer.contains("open to anonymous pages are all in use") {
+            refused += 1;
+        } else {
+            assert!(answer.contains(&format!("ran {}", n + 1000)), "{answer}");
+        }
+    }
+    assert_eq!(refused, 2, "two of the four slots are the anonymous pages'");
+    // The rest stay for keys.
+    let api = server.api().await;
+    for _ in 0..2 {
+        let created = api
+            .post(server.url(SESSIONS))
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status(), 201);
+    }
+    let (status, code, headers) = error_of(
+        api.post(server.url(SESSIONS))
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, code.as_str()), (503, "unavailable"));
+    assert!(headers.contains_key("retry-after"));
+}
+
+#[tokio::test]
+async fn one_client_address_holds_a_few_of_the_anonymous_kernels() {
+    let server = TestServer::start_configured(|config| {
+        config.http.trust_forwarded = true;
+        config.sandbox.max_sessions = 8;
+        config.sandbox.anonymous_share_percent = 100;
+        config.sandbox.anonymous_sessions_per_client = 2;
+    })
+    .await;
+    for n in 0..2 {
+        let answer = anonymous_run(&server, n, "203.0.113.7").await;
+        assert!(answer.contains(&format!("ran {}", n + 1000)), "{answer}");
+    }
+    // A third owner from the same address, however many cookies it drops.
+    let answer = anonymous_run(&server, 2, "203.0.113.7").await;
+    assert!(
+        answer.contains("pages from your address hold 2 sandbox sessions"),
+        "{answer}"
+    );
+    assert!(!answer.contains("ran 1002"), "{answer}");
+    // Another address has its own few; a proxy's chain is read from its end.
+    let answer = anonymous_run(&server, 3, "203.0.113.7, 203.0.113.8").await;
+    assert!(answer.contains("ran 1003"), "{answer}");
+}
+
+/// Opens an MCP session as `client`: its id, or the refusal's status and
+/// body.
+async fn open_mcp(client: &reqwest::Client, server: &TestServer) -> Result<String, (u16, Value)> {
+    let response = mcp(client, server, None, &initialize()).await;
+    match response.headers().get("mcp-session-id") {
+        Some(id) if response.status() == 200 => Ok(id.to_str().unwrap().to_string()),
+        _ => {
+            let status = response.status().as_u16();
+            Err((status, response.json().await.unwrap_or(Value::Null)))
+        }
+    }
+}
+
+/// The status `/mcp` answers a `tools/list` in MCP session `id` with.
+async fn mcp_status(client: &reqwest::Client, server: &TestServer, id: &str) -> u16 {
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    mcp(client, server, Some(id), &list).await.status().as_u16()
+}
+
+#[tokio::test]
+async fn a_key_holds_a_bounded_number_of_mcp_sessions() {
+    let server = TestServer::start_configured(|config| config.auth.mcp_sessions_per_key = 3).await;
+    let api = server.api().await;
+    let opens = (0..8).map(|_| open_mcp(&api, &server));
+    let results = futures::future::join_all(opens).await;
+    let opened: Vec<&String> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+    assert_eq!(opened.len(), 3, "{results:?}");
+    for refused in results.iter().filter_map(|r| r.as_ref().err()) {
+        assert_eq!(refused.0, 429, "{refused:?}");
+        assert_eq!(refused.1["jsonrpc"], "2.0");
+        assert!(
+            refused.1["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("MCP sessions"),
+            "{refused:?}"
+        );
+    }
+    // Another key has its own; one closed makes room.
+    assert!(open_mcp(&server.api().await, &server).await.is_ok());
+    let closed = api
+        .delete(server.url("/mcp"))
+        .header("mcp-session-id", opened[0].as_str())
+        .send()
+        .await
+        .unwrap();
+    assert!(closed.status().is_success(), "{}", closed.status());
+    assert!(open_mcp(&api, &server).await.is_ok());
+}
+
+#[tokio::test]
+async fn an_idle_mcp_session_is_closed_and_no_longer_counts() {
+    let server = TestServer::start_configured(|config| {
+        config.auth.mcp_sessions_per_key = 1;
+        config.auth.mcp_session_idle_secs = 1;
+    })
+    .await;
+    let api = server.api().await;
+    let first = open_mcp(&api, &server).await.expect("a first session");
+    assert_eq!(mcp_status(&api, &server, &first).await, 200);
+    assert_eq!(open_mcp(&api, &server).await.unwrap_err().0, 429);
+    // Left alone, it is closed, and its place is free again.
+    let mut reopened = None;
+    for _ in 0..80 {
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        if let Ok(id) = open_mcp(&api, &server).await {
+            reopened = Some(id);
+            break;
+        }
+    }
+    let second = reopened.expect("the idle session's place came back");
+    assert_ne!(mcp_status(&api, &server, &first).await, 200);
+    assert_eq!(mcp_status(&api, &server, &second).await, 200);
+}
+
+#[tokio::test]
+async fn a_revoked_keys_mcp_session_is_closed_within_seconds() {
+    let server = TestServer::start_configured(|config| config.auth.revocation_check_secs = 1).await;
+    let key = server.api_key("leaving").await;
+    let api = bearer(&key);
+    let id = open_mcp(&api, &server).await.expect("a session");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert!(
+        mcp(&api, &server, Some(&id), &initialized)
+            .await
+            .status()
+            .is_success()
+    );
+    // The session's own stream, which a client keeps open to hear the
+    // server: it ends when the session is closed.
+    let stream = api
+        .get(server.url("/mcp"))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+
+    server.revoke("leaving").await;
+    let mut bytes = stream.bytes_stream();
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        use futures::StreamExt;
+        while let Some(Ok(_)) = bytes.next().await {}
+    })
+    .await;
+    assert!(ended.is_ok(), "a revoked key's MCP session stayed open");
+}

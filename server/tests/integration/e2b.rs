@@ -782,3 +782,37 @@ async fn code_contexts_count_under_the_keys_run_limits() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_revoked_keys_sandbox_is_closed_within_seconds() {
+    let server = TestServer::start_configured(|config| config.auth.revocation_check_secs = 1).await;
+    let key = server.api_key("leaving").await;
+    let (id, token) = create(
+        &server,
+        &key,
+        "/v2/sandboxes",
+        json!({"templateID": "code-interpreter-v1", "timeout": 3600}),
+    )
+    .await;
+    let execute = || {
+        data(&server, &id, 49999, "/execute")
+            .header("X-Access-Token", &token)
+            .json(&json!({"code": "print('still here')"}))
+    };
+    let response = execute().send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(response.text().await.unwrap().contains("still here"));
+
+    server.revoke("leaving").await;
+    // The data plane's token is the sandbox's, not the key's: the sandbox
+    // itself has to go.
+    let mut gone = false;
+    for _ in 0..80 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        if execute().send().await.unwrap().status() == 404 {
+            gone = true;
+            break;
+        }
+    }
+    assert!(gone, "a revoked key's sandbox kept running code");
+}

@@ -776,3 +776,43 @@ async fn a_flood_of_restart_requests_restarts_the_kernel_a_bounded_number_of_tim
     assert_eq!(reply["content"]["status"], "ok");
     assert_eq!(streamed(&iopub), "42\n");
 }
+         .unwrap();
+     assert!(refused.status().is_client_error());
+ }
+
+#[tokio::test]
+async fn a_revoked_keys_socket_and_kernel_are_closed_within_seconds() {
+    let server = TestServer::start_configured(|config| config.auth.revocation_check_secs = 1).await;
+    let key = server.api_key("leaving").await;
+    let kernel = start_kernel(&server, &key).await;
+    let id = kernel["id"].as_str().unwrap().to_string();
+    let mut socket = open(&server, &id, &key).await;
+    let (_, iopub) = ask(&mut socket, "execute_request", cell("print('before')")).await;
+    assert_eq!(streamed(&iopub), "before\n");
+    let staying = server.api_key("staying").await;
+    let kept = start_kernel(&server, &staying).await;
+    let kept = kept["id"].as_str().unwrap();
+
+    server.revoke("leaving").await;
+    // The socket it opened before is closed, though its token was checked
+    // only when it opened.
+    let closed = tokio::time::timeout(PATIENCE, async {
+        loop {
+            match socket.next().await {
+                Some(Ok(Message::Close(_)) | Err(_)) | None => break,
+                Some(Ok(_)) => {}
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "a revoked key's socket stayed open");
+    // Another key's kernel goes on.
+    let model = call(
+        &server,
+        &staying,
+        reqwest::Method::GET,
+        &format!("/api/kernels/{kept}"),
+    )
+    .await;
+    assert_eq!(model.status(), 200);
+}

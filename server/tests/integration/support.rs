@@ -16,6 +16,11 @@ use tokio_util::sync::CancellationToken;
 /// Long enough for anything these tests wait for; only a failing test waits it out.
 pub const PATIENCE: Duration = Duration::from_secs(20);
 
+/// Sandbox sessions the anonymous pages of one address may hold in tests:
+/// every test's pages come from loopback, and most are anonymous, so the
+/// per-address budget is set out of their way (tests of it set their own).
+pub const LOOPBACK_PAGES: usize = 64;
+
 /// The owner every test request carries unless it says otherwise.
 pub const OWNER: &str = "7e570000000000000000000000000001";
 
@@ -49,7 +54,10 @@ impl TestServer {
 
     pub async fn start_with_llm(sandbox: SandboxConfig, llm: LlmConfig) -> Self {
         Self::start_configured(|config| {
-            config.sandbox = sandbox;
+            config.sandbox = SandboxConfig {
+                anonymous_sessions_per_client: LOOPBACK_PAGES,
+                ..sandbox
+            };
             config.llm = llm;
         })
         .await
@@ -96,6 +104,7 @@ impl TestServer {
             log: "warn".into(),
             sandbox: SandboxConfig {
                 pool_size: 0,
+                anonymous_sessions_per_client: LOOPBACK_PAGES,
                 ..SandboxConfig::default()
             },
             notebook: Default::default(),
@@ -124,6 +133,23 @@ impl TestServer {
             .unwrap();
         database.close().await;
         key.as_str().to_string()
+    }
+
+    /// Revokes the key named `name`, as `runcell keys revoke` does (another
+    /// process writing the store).
+    pub async fn revoke(&self, name: &str) {
+        let database =
+            runcell::store::Database::open(self.config.database_url.expose(), &self.data_dir())
+                .await
+                .unwrap();
+        assert!(
+            database
+                .keys()
+                .revoke_key(name, runcell::clock::now_ms())
+                .await
+                .unwrap()
+        );
+        database.close().await;
     }
 
     /// Waits until the server answers `/healthz`.
@@ -234,9 +260,21 @@ pub fn http_as(owner: Option<&str>) -> reqwest::Client {
 /// A client that does not follow redirects and sends `header` (if any)
 /// with every request.
 fn client_sending(header: Option<(reqwest::header::HeaderName, String)>) -> reqwest::Client {
+    match header {
+        Some((name, value)) => client_with(&[(name.as_str(), &value)]),
+        None => client_with(&[]),
+    }
+}
+
+/// A client that does not follow redirects and sends `headers` with every
+/// request.
+pub fn client_with(pairs: &[(&str, &str)]) -> reqwest::Client {
     let mut headers = reqwest::header::HeaderMap::new();
-    if let Some((name, value)) = header {
-        headers.insert(name, HeaderValue::from_str(&value).unwrap());
+    for (name, value) in pairs {
+        headers.insert(
+            reqwest::header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            HeaderValue::from_str(value).unwrap(),
+        );
     }
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())

@@ -23,9 +23,11 @@ use crate::sandbox::backends::Backends;
 use crate::sandbox::browser::BrowserTabs;
 use crate::sandbox::files::FileEntry;
 use crate::sandbox::sessions::SessionError;
+use crate::sandbox::slots::Claim;
 use crate::sandbox::{
     Language, RunEvent, RunOutcome, RunRequest, Sandbox, SandboxError, SandboxKind, SandboxSession,
 };
+use crate::session::clients::Clients;
 use crate::session::uploads::Uploads;
 use crate::session::{OwnerId, SessionId};
 
@@ -57,6 +59,10 @@ pub struct Kernels {
     /// backends (a kernel in the page costs the server nothing).
     holders: Mutex<Holders>,
     max_per_owner: usize,
+    /// Where each owner was seen from, and whether signed in: anonymous
+    /// owners' kernels take from a share of the slots. `None`: every owner
+    /// counts as known (no pages in front).
+    clients: Option<Arc<Clients>>,
     /// The files' profiles the model was told, while the files are as
     /// they were.
     profiles: ProfileCache,
@@ -124,6 +130,7 @@ impl Kernels {
             file_locks: Mutex::new(HashMap::new()),
             holders: Mutex::new(Holders::default()),
             max_per_owner: usize::MAX,
+            clients: None,
             profiles: ProfileCache::default(),
         }
     }
@@ -133,6 +140,20 @@ impl Kernels {
     pub fn with_owner_cap(mut self, max: usize) -> Self {
         self.max_per_owner = max.max(1);
         self
+    }
+
+    /// Counts each owner's kernels as `clients` says they are: anonymous
+    /// ones from their address, or known.
+    pub fn with_clients(mut self, clients: Arc<Clients>) -> Self {
+        self.clients = Some(clients);
+        self
+    }
+
+    /// Whose a kernel of `owner`'s is, to the sandbox slots.
+    fn claim_of(&self, owner: OwnerId) -> Claim {
+        self.clients
+            .as_ref()
+            .map_or(Claim::Known, |clients| clients.claim_of(owner))
     }
 
     /// Whether a kernel is still open (the idle reaper may have closed it).
@@ -294,7 +315,7 @@ impl Kernels {
         } else {
             Some(self.make_room(session, owner).await?)
         };
-        let kernel = self.open(session, wanted).await?;
+        let kernel = self.open(session, owner, wanted).await?;
         self.sessions.lock().entry(session).or_default().kernel = Some(kernel.clone());
         drop(room);
         Ok(kernel)
@@ -359,7 +380,12 @@ impl Kernels {
         }
     }
 
-    async fn open(&self, session: SessionId, backend: SandboxKind) -> Result<Kernel, SessionError> {
+    async fn open(
+        &self,
+        session: SessionId,
+        owner: OwnerId,
+        backend: SandboxKind,
+    ) -> Result<Kernel, SessionError> {
         if backend == SandboxKind::Browser {
             let offer = self.browser.as_ref().ok_or_else(|| {
                 SandboxError::InvalidInput("the browser sandbox is not on offer here".into())
@@ -368,7 +394,9 @@ impl Kernels {
             return Ok(Kernel::Browser(Arc::from(kernel)));
         }
         let sessions = self.backends.get(Some(backend))?;
-        let info = sessions.create_for_notebook(Language::Python).await?;
+        let info = sessions
+            .create_for_notebook(Language::Python, self.claim_of(owner))
+            .await?;
         // The session's kept files come back into every new kernel.
         if let Some(kernel) = sessions.session(&info.session_id)
             && let Some(files) = kernel.files()

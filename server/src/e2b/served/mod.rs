@@ -60,6 +60,35 @@ pub struct ServedSettings {
     pub cpu_count: u32,
 }
 
+/// A revoked key's sandboxes are killed.
+#[async_trait::async_trait]
+impl crate::auth::revocation::HeldByKey for Served {
+    fn what(&self) -> &'static str {
+        "E2B sandboxes"
+    }
+
+    async fn close_key(&self, key_id: &str) -> usize {
+        let ids: Vec<String> = {
+            let mut all = self.sandboxes.lock();
+            let ids: Vec<String> = all
+                .values()
+                .filter(|s| s.owner == key_id)
+                .map(|s| s.id.clone())
+                .collect();
+            for id in &ids {
+                all.remove(id);
+            }
+            ids
+        };
+        for id in &ids {
+            if let Err(err) = self.sessions.delete(id).await {
+                tracing::debug!(%err, "a revoked key's sandbox was closed already");
+            }
+        }
+        ids.len()
+    }
+}
+
 /// One served sandbox.
 pub struct ServedSandbox {
     pub id: String,
