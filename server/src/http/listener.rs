@@ -167,7 +167,10 @@ impl Counts {
     /// A slot for a connection from `ip`, or `None` when a cap is reached.
     fn admit(&self, ip: IpAddr, limits: &ConnectionLimits) -> Option<Slot> {
         let key = address_key(ip);
-        let mut inner = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut inner = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let from_address = inner.by_address.get(&key).copied().unwrap_or(0);
         if inner.total >= limits.max_connections || from_address >= limits.max_per_address {
             return None;
@@ -256,7 +259,10 @@ mod tests {
         let _third = counts.admit(b, &limits).unwrap();
         assert!(counts.admit(b, &limits).is_none(), "three in all");
         drop(first);
-        assert!(counts.admit(b, &limits).is_some(), "a closed connection frees its place");
+        assert!(
+            counts.admit(b, &limits).is_some(),
+            "a closed connection frees its place"
+        );
     }
 
     #[test]
@@ -275,7 +281,10 @@ mod tests {
         let text = std::str::from_utf8(REFUSAL).unwrap();
         let (head, body) = text.split_once("\r\n\r\n").unwrap();
         assert!(head.starts_with("HTTP/1.1 503 "));
-        assert!(head.contains(&format!("content-length: {}", body.len())), "{head}");
+        assert!(
+            head.contains(&format!("content-length: {}", body.len())),
+            "{head}"
+        );
         let parsed: serde_json::Value = serde_json::from_str(body).unwrap();
         assert_eq!(parsed["error"]["code"], "unavailable");
     }

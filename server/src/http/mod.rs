@@ -19,6 +19,7 @@ pub mod owner;
 mod request_origin;
 mod sessions;
 mod signin;
+pub mod spool;
 mod terminal;
 mod turns;
 mod upload;
@@ -40,6 +41,7 @@ use tower_http::trace::TraceLayer;
 
 pub use error::ApiError;
 pub use listener::{ConnectionLimits, peer_of, serve as serve_connections};
+pub use spool::Spool;
 pub use v1::openapi;
 
 use crate::http::v1::run::RunState;
@@ -94,6 +96,7 @@ pub fn router(state: AppState) -> Router {
         all = all.layer(axum::middleware::from_fn_with_state(
             e2b::data_plane(
                 Arc::clone(&state.e2b),
+                Arc::clone(&state.spool),
                 usize::try_from(state.config.sandbox.disk_mib * 1024 * 1024).unwrap_or(usize::MAX),
             ),
             e2b::dispatch,

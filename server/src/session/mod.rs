@@ -4,6 +4,7 @@
 
 mod hub;
 pub mod quota;
+pub mod sockets;
 pub mod uploads;
 mod writer;
 
