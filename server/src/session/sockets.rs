@@ -84,16 +84,16 @@ impl OpenSockets {
 impl Drop for SocketSlot {
     fn drop(&mut self) {
         let mut counts = self.sockets.counts.lock();
-        release(&mut counts.by_session, self.session);
-        release(&mut counts.by_owner, self.owner);
+        release(&mut counts.by_session, &self.session);
+        release(&mut counts.by_owner, &self.owner);
     }
 }
 
-fn release<K: std::hash::Hash + Eq>(map: &mut HashMap<K, usize>, key: K) {
-    if let Some(count) = map.get_mut(&key) {
+fn release<K: std::hash::Hash + Eq>(map: &mut HashMap<K, usize>, key: &K) {
+    if let Some(count) = map.get_mut(key) {
         *count = count.saturating_sub(1);
         if *count == 0 {
-            map.remove(&key);
+            map.remove(key);
         }
     }
 }
