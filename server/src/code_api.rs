@@ -324,7 +324,7 @@ impl CodeApi {
         caller: &Caller,
         id: &str,
         path: &str,
-        bytes: Vec<u8>,
+        bytes: crate::sandbox::files::Contents,
         overwrite: bool,
     ) -> Result<(FileEntry, bool), CodeApiError> {
         let session = self.session_of(caller, id)?;

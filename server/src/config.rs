@@ -89,6 +89,16 @@ pub struct NotebookConfig {
     /// Kernels one owner's sessions may hold at once; a new one closes the
     /// owner's longest-idle kernel, or is refused while all of them run.
     pub max_kernels_per_owner: u32,
+    /// MiB of `.ipynb` one import may send; a bigger one is refused as it
+    /// streams in.
+    pub import_mib: u64,
+    /// Notebook imports read at once, from everyone; one more gets 429.
+    pub imports_in_flight: u32,
+    /// Sockets open at once on one session; one more is closed (1013).
+    pub max_sockets_per_session: u32,
+    /// Sockets one owner may have open at once, on all its sessions and
+    /// share links together; one more is closed (1013).
+    pub max_sockets_per_owner: u32,
 }
 
 impl Default for NotebookConfig {
@@ -97,6 +107,10 @@ impl Default for NotebookConfig {
             sessions_per_hour: 120,
             session_burst: 30,
             max_kernels_per_owner: 4,
+            import_mib: 8,
+            imports_in_flight: 2,
+            max_sockets_per_session: 8,
+            max_sockets_per_owner: 32,
         }
     }
 }
@@ -272,6 +286,10 @@ pub struct HttpConfig {
     pub body_idle_timeout_secs: u64,
     /// KiB of request head (start line and headers) one connection may send.
     pub max_header_kib: usize,
+    /// Upload bodies (files, notebooks) being received at once, from
+    /// everyone; each goes to a file under `<data_dir>/spool`, never to
+    /// memory. One more is refused with 429 and `Retry-After`.
+    pub uploads_in_flight: usize,
 }
 
 impl Default for HttpConfig {
@@ -286,6 +304,7 @@ impl Default for HttpConfig {
             header_read_timeout_secs: 10,
             body_idle_timeout_secs: 30,
             max_header_kib: 64,
+            uploads_in_flight: 8,
         }
     }
 }
@@ -842,6 +861,7 @@ impl Config {
                 self.http.body_idle_timeout_secs,
             ),
             ("http.max_header_kib", self.http.max_header_kib as u64),
+            ("http.uploads_in_flight", self.http.uploads_in_flight as u64),
             ("e2b.sandbox_timeout_secs", self.e2b.sandbox_timeout_secs),
             (
                 "e2b.max_sandbox_timeout_secs",
@@ -881,6 +901,19 @@ impl Config {
             (
                 "notebook.max_kernels_per_owner",
                 u64::from(self.notebook.max_kernels_per_owner),
+            ),
+            ("notebook.import_mib", self.notebook.import_mib),
+            (
+                "notebook.imports_in_flight",
+                u64::from(self.notebook.imports_in_flight),
+            ),
+            (
+                "notebook.max_sockets_per_session",
+                u64::from(self.notebook.max_sockets_per_session),
+            ),
+            (
+                "notebook.max_sockets_per_owner",
+                u64::from(self.notebook.max_sockets_per_owner),
             ),
         ];
         for (setting, value) in positive {

@@ -95,6 +95,10 @@ pub struct AppState {
     pub mcp_sessions: Arc<McpSessions>,
     /// The other nodes on a shared (PostgreSQL) database.
     pub cluster: Option<Arc<Cluster>>,
+    /// Where upload bodies wait on disk while they arrive.
+    pub spool: Arc<crate::http::Spool>,
+    /// The session sockets open, per session and per owner.
+    pub sockets: Arc<crate::session::sockets::OpenSockets>,
 }
 
 impl AppState {
@@ -153,6 +157,11 @@ impl AppState {
         auth: Arc<Auth>,
         cluster: Option<Arc<Cluster>>,
     ) -> Self {
+        let spool = Arc::new(crate::http::Spool::of_config(&config));
+        let sockets = crate::session::sockets::OpenSockets::new(
+            config.notebook.max_sockets_per_session as usize,
+            config.notebook.max_sockets_per_owner as usize,
+        );
         let leptos = LeptosOptions::builder()
             .output_name(app::OUTPUT_NAME)
             .site_root(config.site_root.to_string_lossy().to_string())
@@ -278,6 +287,8 @@ impl AppState {
             clients,
             mcp_sessions,
             cluster,
+            spool,
+            sockets,
         }
     }
 }

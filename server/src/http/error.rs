@@ -63,9 +63,12 @@ pub enum ApiError {
     /// The thing is there already (409).
     #[error("{0}")]
     Conflict(String),
-    /// Too much already under way (429).
+    /// Too much already under way (429 with `Retry-After`).
     #[error("{0}")]
     Busy(String),
+    /// The client stopped sending (a body idle too long): 408.
+    #[error("{0}")]
+    TimedOut(String),
     #[error("{0}")]
     Unavailable(String),
     /// No room for another sandbox session now (503 with `Retry-After`):
@@ -78,6 +81,11 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// The status it answers with.
+    pub fn status(&self) -> StatusCode {
+        self.parts().0
+    }
+
     fn parts(&self) -> (StatusCode, &'static str) {
         match self {
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
@@ -92,6 +100,7 @@ impl ApiError {
             Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
             Self::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             Self::Busy(_) => (StatusCode::TOO_MANY_REQUESTS, "busy"),
+            Self::TimedOut(_) => (StatusCode::REQUEST_TIMEOUT, "timed_out"),
             Self::Unavailable(_) | Self::NoRoom(_) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
             }
@@ -270,6 +279,9 @@ impl IntoResponse for ApiError {
                     header::RETRY_AFTER,
                     HeaderValue::from(too_many.retry_after_secs()),
                 );
+            }
+            Self::Busy(_) => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(1u32));
             }
             _ => {}
         }

@@ -15,6 +15,7 @@ use serde::Deserialize;
 
 use super::ApiError;
 use super::owner::Owner;
+use super::spool::Spool;
 use super::upload::{download, uploads};
 use crate::config::Config;
 use crate::notebook::{NotebookError, Notebooks, parse_session_id};
@@ -65,6 +66,7 @@ pub async fn get(
 pub async fn put(
     State(notebooks): State<Arc<Notebooks>>,
     State(config): State<Arc<Config>>,
+    State(spool): State<Arc<Spool>>,
     Owner(owner): Owner,
     Path(id): Path<String>,
     params: Result<Query<FileQuery>, QueryRejection>,
@@ -74,7 +76,7 @@ pub async fn put(
     let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
     let max = config.sandbox.upload_bytes();
     let mut written = Vec::new();
-    for upload in uploads(request, params.path.as_deref(), max).await? {
+    for upload in uploads(&spool, request, params.path.as_deref(), max).await? {
         let entry = notebooks
             .upload(&channel, &upload.path, upload.bytes, params.overwrite)
             .await?;

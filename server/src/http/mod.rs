@@ -20,6 +20,7 @@ pub mod owner;
 mod request_origin;
 mod sessions;
 mod signin;
+pub mod spool;
 mod terminal;
 mod turns;
 mod upload;
@@ -42,6 +43,7 @@ use tower_http::trace::TraceLayer;
 pub use error::ApiError;
 pub(crate) use listener::address_key;
 pub use listener::{ConnectionLimits, peer_of, serve as serve_connections};
+pub use spool::Spool;
 pub use v1::openapi;
 
 use crate::http::v1::run::RunState;
@@ -100,6 +102,7 @@ pub fn router(state: AppState) -> Router {
         all = all.layer(axum::middleware::from_fn_with_state(
             e2b::data_plane(
                 Arc::clone(&state.e2b),
+                Arc::clone(&state.spool),
                 usize::try_from(state.config.sandbox.disk_mib * 1024 * 1024).unwrap_or(usize::MAX),
             ),
             e2b::dispatch,

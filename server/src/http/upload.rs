@@ -1,30 +1,36 @@
 //! Files coming in (a raw body or a multipart form, each file at most a set
 //! size) and going out (with a content type and a download name).
 
-use axum::body::Body;
 use axum::extract::{FromRequest, Multipart, Request};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 
 use super::ApiError;
+use super::spool::{Spool, too_large};
+use crate::sandbox::files::Contents;
 
-/// One file of a request: where it goes and its bytes.
+/// One file of a request: where it goes and what it holds (spooled on
+/// the server's disk).
 pub struct Upload {
     pub path: String,
-    pub bytes: Vec<u8>,
+    pub bytes: Contents,
 }
 
 /// The files a request carries: its raw body to `path`, or each file field
 /// of a multipart form (to `path`, or to `path` + the field's file name
 /// when `path` ends with `/`, or to the file name when there is no `path`).
-/// A file over `max_bytes` is refused with 413 before it is all read, and so
-/// is a form whose files come to more than that together (or more than
-/// [`MAX_FORM_FILES`] files): what a request carries is held in memory.
+/// Each goes to `spool` as it arrives, never to memory: a file over
+/// `max_bytes` is refused with 413 before it is all read, and so is a form
+/// whose files come to more than that together (or more than
+/// [`MAX_FORM_FILES`] files); a body that stops sending is dropped (408),
+/// and one more request than the spool takes at once gets 429.
 pub async fn uploads(
+    spool: &Spool,
     request: Request,
     path: Option<&str>,
     max_bytes: usize,
 ) -> Result<Vec<Upload>, ApiError> {
+    let max = max_bytes as u64;
     let multipart = request
         .headers()
         .get(header::CONTENT_TYPE)
@@ -35,30 +41,28 @@ pub async fn uploads(
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if !multipart && announced.is_some_and(|n| n > max_bytes) {
-        return Err(too_large(max_bytes));
+        .and_then(|v| v.parse::<u64>().ok());
+    if !multipart && announced.is_some_and(|n| n > max) {
+        return Err(too_large(max));
     }
     if !multipart {
         let path = path
             .filter(|p| !p.ends_with('/'))
             .ok_or_else(|| ApiError::BadRequest("say where the file goes: ?path=".into()))?;
-        let bytes = read_at_most(request.into_body(), max_bytes).await?;
+        let place = spool.place()?;
+        let bytes = spool.body(&place, request.into_body(), max).await?;
         return Ok(vec![Upload {
             path: path.to_string(),
             bytes,
         }]);
     }
+    let place = spool.place()?;
     let mut form = Multipart::from_request(request, &())
         .await
         .map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let mut files = Vec::new();
     let mut total = 0;
-    while let Some(mut field) = form
-        .next_field()
-        .await
-        .map_err(|e| ApiError::BadRequest(e.body_text()))?
-    {
+    while let Some(field) = form.next_field().await.map_err(|e| form_broke(&e))? {
         let Some(name) = field.file_name().map(str::to_string) else {
             continue;
         };
@@ -72,24 +76,19 @@ pub async fn uploads(
             Some(path) => path.to_string(),
             None => name,
         };
-        let mut bytes = Vec::new();
-        while let Some(chunk) = field
-            .chunk()
+        let left = max - total;
+        let bytes = spool
+            .take(&place, field, left, |e| form_broke(&e))
             .await
-            .map_err(|e| ApiError::BadRequest(e.body_text()))?
-        {
-            if bytes.len() + chunk.len() > max_bytes {
-                return Err(too_large(max_bytes));
-            }
-            total += chunk.len();
-            if total > max_bytes {
-                return Err(ApiError::TooLarge(format!(
+            .map_err(|e| match e {
+                ApiError::TooLarge(_) if left < max => ApiError::TooLarge(format!(
                     "the files of one form may come to at most {} MiB together: send them one by one",
                     max_bytes / (1024 * 1024)
-                )));
-            }
-            bytes.extend_from_slice(&chunk);
-        }
+                )),
+                ApiError::TooLarge(_) => too_large(max),
+                other => other,
+            })?;
+        total += bytes.len();
         files.push(Upload {
             path: target,
             bytes,
@@ -104,25 +103,13 @@ pub async fn uploads(
 /// The most files one multipart form may carry.
 pub const MAX_FORM_FILES: usize = 100;
 
-fn too_large(max_bytes: usize) -> ApiError {
-    ApiError::TooLarge(format!(
-        "a file may be at most {} MiB",
-        max_bytes / (1024 * 1024)
-    ))
-}
-
-/// The body, if it is at most `max_bytes` (413 as soon as it is more).
-async fn read_at_most(body: Body, max_bytes: usize) -> Result<Vec<u8>, ApiError> {
-    match axum::body::to_bytes(body, max_bytes).await {
-        Ok(bytes) => Ok(bytes.into()),
-        Err(e) if over_limit(&e) => Err(too_large(max_bytes)),
-        Err(e) => Err(ApiError::BadRequest(format!("the body broke off: {e}"))),
+/// A form that broke off: its body's own error (an idle body's time-out
+/// included) or the form's.
+fn form_broke(error: &axum::extract::multipart::MultipartError) -> ApiError {
+    match super::spool::broke(error) {
+        timed_out @ ApiError::TimedOut(_) => timed_out,
+        _ => ApiError::BadRequest(error.body_text()),
     }
-}
-
-/// Whether `to_bytes` stopped at its limit (rather than a broken body).
-fn over_limit(error: &axum::Error) -> bool {
-    std::error::Error::source(error).is_some_and(|e| e.is::<http_body_util::LengthLimitError>())
 }
 
 /// A file to download: its type from its name, and the name to save it as.
@@ -178,18 +165,5 @@ mod tests {
         assert!(axum::http::HeaderValue::from_str(&odd).is_ok(), "{odd}");
         assert!(odd.contains("filename*=UTF-8''%C3%A9t%C3%A9%20%22q%22%0D%0A.txt"));
         assert!(attachment("a-b_c.~d/e%f").ends_with("''a-b_c.~d%2Fe%25f"));
-    }
-
-    #[tokio::test]
-    async fn a_body_is_read_up_to_its_limit_and_no_further() {
-        let read = read_at_most(Body::from(vec![7u8; 10]), 10).await;
-        assert_eq!(read.ok(), Some(vec![7u8; 10]));
-        let chunks =
-            futures::stream::iter([vec![1u8; 6], vec![2u8; 6]].map(Ok::<_, std::io::Error>));
-        let read = read_at_most(Body::from_stream(chunks), 10).await;
-        assert!(matches!(read, Err(ApiError::TooLarge(_))));
-        let broken = futures::stream::iter([Ok(vec![1u8; 2]), Err(std::io::Error::other("cut"))]);
-        let read = read_at_most(Body::from_stream(broken), 10).await;
-        assert!(matches!(read, Err(ApiError::BadRequest(m)) if m.contains("broke off")));
     }
 }

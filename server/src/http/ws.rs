@@ -22,10 +22,18 @@ use crate::agent::TurnRefusal;
 use crate::notebook::{Notebooks, Turn, parse_session_id};
 use crate::sandbox::browser::{BrowserError, BrowserTabs, Reply, TabLink};
 use crate::session::SessionChannel;
+use crate::session::sockets::OpenSockets;
 use crate::state::AppState;
 
 /// A frame bigger than this closes the connection (messages are far smaller).
 pub(crate) const MAX_FRAME_BYTES: usize = 256 * 1024;
+
+/// Events read from the history at once: what one socket holds of it.
+const PAGE_EVENTS: usize = 64;
+
+/// How long a page may take to read what was sent to it before it is
+/// dropped; it may come back and resume from its last `seq`.
+const SEND_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
 #[derive(Debug, Deserialize)]
 pub struct Resume {
@@ -41,6 +49,8 @@ pub struct SocketState {
     notebooks: Arc<Notebooks>,
     /// The pages that run their sessions' Python (the Browser sandbox).
     browser: Arc<BrowserTabs>,
+    /// The sockets open, capped per session and per owner.
+    sockets: Arc<OpenSockets>,
     shutdown: CancellationToken,
 }
 
@@ -50,6 +60,7 @@ impl FromRef<AppState> for SocketState {
             hosts: state.hosts.clone(),
             notebooks: Arc::clone(&state.notebooks),
             browser: Arc::clone(&state.browser),
+            sockets: Arc::clone(&state.sockets),
             shutdown: state.shutdown.clone(),
         }
     }
@@ -76,16 +87,41 @@ pub async fn session_socket(
         .notebooks
         .open_owned(owner, parse_session_id(&id)?)
         .await?;
+    // Over a cap, the socket opens and is closed at once with the reason
+    // (a refused handshake would tell the page nothing).
+    let slot = state.sockets.admit(channel.id(), owner);
     Ok(ws
         .protocols([SUBPROTOCOL])
         .max_message_size(MAX_FRAME_BYTES)
         .on_upgrade(move |socket: WebSocket| {
-            let (sink, stream) = socket.split();
+            let (mut sink, stream) = socket.split();
             async move {
+                let _slot = match slot {
+                    Ok(slot) => slot,
+                    Err(refusal) => {
+                        tracing::debug!(%refusal, "a session socket over its cap");
+                        let _ = sink
+                            .send(close(close_code::AGAIN, &refusal.to_string()))
+                            .await;
+                        return;
+                    }
+                };
                 let _open = crate::metrics::SocketOpen::new();
                 serve_socket(sink, stream, channel, resume.after, state).await;
             }
         }))
+}
+
+/// A close frame with `reason` (cut to the 123 bytes a close frame holds).
+fn close(code: u16, reason: &str) -> Message {
+    let mut end = reason.len().min(123);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    Message::Close(Some(CloseFrame {
+        code,
+        reason: Utf8Bytes::from(&reason[..end]),
+    }))
 }
 
 /// Runs one connection until either side closes or the server shuts down.
@@ -101,7 +137,7 @@ pub async fn serve_socket<W, R>(
     W: Sink<Message> + Unpin,
     R: Stream<Item = Result<Message, axum::Error>> + Unpin,
 {
-    let (backlog, last_seq, mut live) = channel.subscribe(after);
+    let (last_seq, mut live) = channel.follow();
     // Frames for this page alone: the Browser sandbox's runs, if it attaches.
     let (link, mut outbound) = state.browser.link();
     let welcome = ServerMessage::Welcome {
@@ -115,10 +151,11 @@ pub async fn serve_socket<W, R>(
     // A page that claims more than the history holds follows from now on;
     // `last_seq` in the welcome tells it that its copy is stale.
     let mut sent = after.min(last_seq);
-    for event in backlog {
-        if send_event(&mut sink, &mut sent, event).await.is_err() {
-            return;
-        }
+    if catch_up(&mut sink, &mut sent, &channel, last_seq, SEND_PATIENCE)
+        .await
+        .is_err()
+    {
+        return;
     }
     tracing::debug!(after, "page connected");
 
@@ -145,20 +182,17 @@ pub async fn serve_socket<W, R>(
                 break;
             }
             received = live.recv() => {
-                let events = match received {
-                    Ok(event) => vec![event],
-                    // Fell behind the live buffer: catch up from the history.
-                    Err(RecvError::Lagged(_)) => channel.events_after(sent),
+                let sent_on = match received {
+                    Ok(event) => send_event(&mut sink, &mut sent, event).await,
+                    // Fell behind the live buffer: catch up from the
+                    // history, a page at a time.
+                    Err(RecvError::Lagged(_)) => {
+                        let upto = channel.last_seq();
+                        catch_up(&mut sink, &mut sent, &channel, upto, SEND_PATIENCE).await
+                    }
                     Err(RecvError::Closed) => break,
                 };
-                let mut failed = false;
-                for event in events {
-                    failed = send_event(&mut sink, &mut sent, event).await.is_err();
-                    if failed {
-                        break;
-                    }
-                }
-                if failed {
+                if sent_on.is_err() {
                     break;
                 }
             }
@@ -282,6 +316,38 @@ fn refusal_message(code: ErrorCode, message: &str) -> ServerMessage {
     }
 }
 
+/// Sends the history after `sent` up to `upto`, [`PAGE_EVENTS`] events
+/// read at a time; a page that does not take a page of them within
+/// `patience` is dropped.
+async fn catch_up<W: Sink<Message> + Unpin>(
+    sink: &mut W,
+    sent: &mut u64,
+    channel: &SessionChannel,
+    upto: u64,
+    patience: std::time::Duration,
+) -> Result<(), ()> {
+    while *sent < upto {
+        let page = channel.page_after(*sent, PAGE_EVENTS);
+        if page.is_empty() {
+            break;
+        }
+        let sending = async {
+            for event in page {
+                send_event(sink, sent, event).await?;
+            }
+            Ok::<(), ()>(())
+        };
+        match tokio::time::timeout(patience, sending).await {
+            Ok(result) => result?,
+            Err(_) => {
+                tracing::debug!(sent = *sent, "a page stopped reading its history: dropped");
+                return Err(());
+            }
+        }
+    }
+    Ok(())
+}
+
 async fn send_event<W: Sink<Message> + Unpin>(
     sink: &mut W,
     sent: &mut u64,
@@ -294,9 +360,127 @@ async fn send_event<W: Sink<Message> + Unpin>(
     send(sink, &ServerMessage::Event(event)).await
 }
 
+/// Sends one frame; a page that does not take it within [`SEND_PATIENCE`]
+/// has stopped reading, and is dropped.
 async fn send<W: Sink<Message> + Unpin>(sink: &mut W, message: &ServerMessage) -> Result<(), ()> {
     let text = serde_json::to_string(message).map_err(|err| {
         tracing::error!(%err, "cannot encode a frame");
     })?;
-    sink.send(Message::Text(text.into())).await.map_err(|_| ())
+    match tokio::time::timeout(SEND_PATIENCE, sink.send(Message::Text(text.into()))).await {
+        Ok(sent) => sent.map_err(|_| ()),
+        Err(_) => {
+            tracing::debug!("a page stopped reading: dropped");
+            Err(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+    use std::time::Duration;
+
+    use app::protocol::EventBody;
+
+    use super::*;
+    use crate::session::{OwnerId, SessionHub};
+
+    /// A page that reads `reads` frames, then nothing more.
+    struct Page {
+        got: Vec<SessionEvent>,
+        reads: usize,
+    }
+
+    impl Sink<Message> for Page {
+        type Error = ();
+
+        fn poll_ready(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<(), ()>> {
+            if self.got.len() < self.reads {
+                Poll::Ready(Ok(()))
+            } else {
+                Poll::Pending
+            }
+        }
+
+        fn start_send(mut self: Pin<&mut Self>, item: Message) -> Result<(), ()> {
+            if let Message::Text(text) = item
+                && let Ok(ServerMessage::Event(event)) = serde_json::from_str(text.as_str())
+            {
+                self.got.push(event);
+            }
+            Ok(())
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<(), ()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<(), ()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    async fn session_of(events: u64) -> (Arc<SessionChannel>, SessionHub, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::SqliteStore::open_in(dir.path())
+            .await
+            .unwrap();
+        let hub = SessionHub::new(Arc::new(store));
+        let channel = hub.create(OwnerId::random()).await.unwrap();
+        for cell in 0..events {
+            channel.publish(EventBody::CellStarted {
+                cell_id: app::protocol::CellId(cell + 1),
+                cell_kind: app::protocol::CellKind::Code,
+                language: None,
+                attempt: None,
+                source: None,
+            });
+        }
+        (channel, hub, dir)
+    }
+
+    #[tokio::test]
+    async fn the_history_goes_out_in_order_a_page_at_a_time() {
+        let (channel, _hub, _dir) = session_of(150).await;
+        let mut page = Page {
+            got: Vec::new(),
+            reads: usize::MAX,
+        };
+        let mut sent = 20;
+        let done = catch_up(&mut page, &mut sent, &channel, 150, SEND_PATIENCE).await;
+        assert_eq!(done, Ok(()));
+        assert_eq!(sent, 150);
+        let seqs: Vec<u64> = page.got.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (21..=150).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn a_page_that_stops_reading_its_history_is_dropped() {
+        let (channel, _hub, _dir) = session_of(150).await;
+        let mut page = Page {
+            got: Vec::new(),
+            reads: 10,
+        };
+        let mut sent = 0;
+        let done = catch_up(
+            &mut page,
+            &mut sent,
+            &channel,
+            150,
+            Duration::from_millis(100),
+        )
+        .await;
+        assert_eq!(done, Err(()));
+        assert_eq!(page.got.len(), 10);
+    }
+
+    #[test]
+    fn a_close_reason_fits_its_frame() {
+        let Message::Close(Some(frame)) = close(close_code::AGAIN, &"é".repeat(100)) else {
+            unreachable!()
+        };
+        assert!(frame.reason.len() <= 123);
+        assert_eq!(frame.code, 1013);
+    }
 }

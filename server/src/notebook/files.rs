@@ -3,7 +3,7 @@
 
 use super::remote::{Answer, Call, unexpected};
 use super::{NotebookError, Notebooks};
-use crate::sandbox::files::FileEntry;
+use crate::sandbox::files::{Contents, FileEntry};
 use crate::session::SessionChannel;
 
 impl Notebooks {
@@ -48,7 +48,7 @@ impl Notebooks {
         &self,
         channel: &SessionChannel,
         path: &str,
-        bytes: Vec<u8>,
+        bytes: Contents,
         overwrite: bool,
     ) -> Result<FileEntry, NotebookError> {
         if let Some(holder) = channel.remote_holder() {
@@ -56,8 +56,12 @@ impl Notebooks {
                 path: path.into(),
                 overwrite,
             };
+            // Another node's call carries its payload whole.
+            let bytes = bytes.to_bytes().await.map_err(|e| {
+                NotebookError::Unreachable(format!("the upload could not be read back: {e}"))
+            })?;
             return match self
-                .ask_holder(&holder, channel.id(), call, Some(bytes))
+                .ask_holder(&holder, channel.id(), call, Some(bytes.into()))
                 .await?
                 .0
             {

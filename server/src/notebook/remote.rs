@@ -283,7 +283,7 @@ impl Notebooks {
             },
             Call::Upload { path, overwrite } => {
                 let bytes = call.payload.clone().unwrap_or_default();
-                match self.upload(&channel, &path, bytes, overwrite).await {
+                match self.upload(&channel, &path, bytes.into(), overwrite).await {
                     Ok(entry) => (Answer::File(entry), None),
                     Err(e) => failed(&e),
                 }

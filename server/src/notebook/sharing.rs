@@ -113,7 +113,9 @@ impl Notebooks {
                 (Answer::File(_), bytes) => bytes.unwrap_or_default(),
                 (other, _) => return Err(unexpected(other)),
             };
-            self.kernels().upload(to, &file.path, bytes, true).await?;
+            self.kernels()
+                .upload(to, &file.path, bytes.into(), true)
+                .await?;
         }
         Ok(())
     }

@@ -42,7 +42,7 @@ async fn put(
     overwrite: bool,
 ) {
     notebooks
-        .upload(channel, path, bytes.to_vec(), overwrite)
+        .upload(channel, path, bytes.to_vec().into(), overwrite)
         .await
         .unwrap();
 }

@@ -89,7 +89,7 @@ impl Notebooks {
         turn: Turn,
     ) -> Result<TurnEvents, TurnRefusal> {
         // Listen before starting, so that nothing of the turn is missed.
-        let (_, listening_from, live) = channel.subscribe(u64::MAX);
+        let (listening_from, live) = channel.follow();
         if channel.is_retired() {
             return Err(moved());
         }

@@ -493,7 +493,7 @@ pub async fn session_files_go_both_ways(sandbox: &dyn Sandbox) {
     let token = CancellationToken::new();
     let quick = |code: &str| request(code, Language::Python, Duration::from_secs(20));
     let entry = files
-        .write("/home/user/in/data.csv", b"a,b\n1,2\n3,4\n".to_vec())
+        .write("/home/user/in/data.csv", b"a,b\n1,2\n3,4\n".to_vec().into())
         .await
         .unwrap_or_else(|e| panic!("write: {e}"));
     assert_eq!(entry.path, "/home/user/in/data.csv");

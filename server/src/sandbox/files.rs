@@ -9,6 +9,7 @@ use std::path::{Component, Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::SandboxError;
+pub use super::contents::{Contents, SpooledFile};
 
 /// The sandbox user's home, as code in any backend sees it.
 pub const HOME: &str = "/home/user";
@@ -45,10 +46,10 @@ pub struct FileEntry {
 #[async_trait::async_trait]
 pub trait Files: Send + Sync {
     /// Writes (or replaces) a file, making its directories.
-    async fn write(&self, path: &str, bytes: Vec<u8>) -> Result<FileEntry, SandboxError>;
+    async fn write(&self, path: &str, bytes: Contents) -> Result<FileEntry, SandboxError>;
     /// Writes a file that is not there yet; `None` (and nothing written) if
     /// one is. Backends that can should make this one atomic step.
-    async fn create(&self, path: &str, bytes: Vec<u8>) -> Result<Option<FileEntry>, SandboxError> {
+    async fn create(&self, path: &str, bytes: Contents) -> Result<Option<FileEntry>, SandboxError> {
         match self.stat(path).await {
             Ok(_) => Ok(None),
             Err(SandboxError::NotFound(_)) => self.write(path, bytes).await.map(Some),
@@ -310,10 +311,10 @@ impl HomeDir {
     async fn put(
         &self,
         path: &str,
-        bytes: Vec<u8>,
+        bytes: Contents,
         replace: bool,
     ) -> Result<Option<FileEntry>, SandboxError> {
-        if bytes.len() as u64 > self.max_file_bytes {
+        if bytes.len() > self.max_file_bytes {
             return Err(SandboxError::NoSpace(format!(
                 "the file is {} bytes; at most {} are accepted",
                 bytes.len(),
@@ -382,10 +383,9 @@ impl Confined {
         dir: &cap_std::fs::Dir,
         temp: &str,
         name: &std::ffi::OsStr,
-        bytes: &[u8],
+        bytes: &Contents,
         replace: bool,
     ) -> Result<bool, SandboxError> {
-        use std::io::Write;
         let mut options = cap_std::fs::OpenOptions::new();
         options.write(true).create_new(true);
         let mut file = dir
@@ -393,7 +393,7 @@ impl Confined {
             .map_err(|e| self.error(&e))?
             .into_std();
         self.own(&file)?;
-        file.write_all(bytes).map_err(|e| self.error(&e))?;
+        bytes.copy_into(&mut file).map_err(|e| self.error(&e))?;
         drop(file);
         if replace {
             dir.rename(temp, dir, name).map_err(|e| self.error(&e))?;
@@ -412,13 +412,13 @@ impl Confined {
 
 #[async_trait::async_trait]
 impl Files for HomeDir {
-    async fn write(&self, path: &str, bytes: Vec<u8>) -> Result<FileEntry, SandboxError> {
+    async fn write(&self, path: &str, bytes: Contents) -> Result<FileEntry, SandboxError> {
         self.put(path, bytes, true)
             .await?
             .ok_or_else(|| SandboxError::Internal("a replacing write wrote nothing".into()))
     }
 
-    async fn create(&self, path: &str, bytes: Vec<u8>) -> Result<Option<FileEntry>, SandboxError> {
+    async fn create(&self, path: &str, bytes: Contents) -> Result<Option<FileEntry>, SandboxError> {
         self.put(path, bytes, false).await
     }
 
@@ -620,7 +620,7 @@ mod tests {
     async fn files_are_written_read_listed_and_removed() {
         let (dir, home) = home();
         let entry = home
-            .write("/home/user/d/a.txt", b"hello".to_vec())
+            .write("/home/user/d/a.txt", b"hello".to_vec().into())
             .await
             .unwrap();
         assert_eq!(entry.path, "/home/user/d/a.txt");
@@ -646,7 +646,7 @@ mod tests {
             Err(SandboxError::InvalidInput(_))
         ));
         assert!(matches!(
-            home.write("big", vec![0; 2048]).await,
+            home.write("big", vec![0; 2048].into()).await,
             Err(SandboxError::NoSpace(_))
         ));
         assert!(matches!(
@@ -675,7 +675,7 @@ mod tests {
         }
         for path in ["abs", "dirlink/new"] {
             assert!(
-                home.write(path, b"x".to_vec()).await.is_err(),
+                home.write(path, b"x".to_vec().into()).await.is_err(),
                 "{path} was written"
             );
         }

@@ -11,6 +11,7 @@ pub mod backends;
 pub mod browser;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
+pub mod contents;
 pub mod e2b;
 pub mod files;
 pub mod jail;

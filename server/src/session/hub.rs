@@ -612,16 +612,23 @@ impl SessionChannel {
         event
     }
 
-    /// The events after `seq`, the newest `seq` now, and a feed of every
-    /// later event.
-    pub fn subscribe(
-        &self,
-        after: u64,
-    ) -> (Vec<SessionEvent>, u64, broadcast::Receiver<SessionEvent>) {
+    /// The newest `seq` now, and a feed of every later event. What came
+    /// before is read a page at a time ([`Self::page_after`]), so that no
+    /// follower holds a copy of the whole history.
+    pub fn follow(&self) -> (u64, broadcast::Receiver<SessionEvent>) {
         let history = self.inner.lock();
         let receiver = self.live.subscribe();
-        let last_seq = history.events.len() as u64;
-        (Self::after(&history, after), last_seq, receiver)
+        (history.events.len() as u64, receiver)
+    }
+
+    /// At most `limit` events after `seq`, oldest first.
+    pub fn page_after(&self, after: u64, limit: usize) -> Vec<SessionEvent> {
+        let history = self.inner.lock();
+        let start = usize::try_from(after)
+            .unwrap_or(usize::MAX)
+            .min(history.events.len());
+        let end = start.saturating_add(limit).min(history.events.len());
+        history.events[start..end].to_vec()
     }
 
     pub fn events_after(&self, after: u64) -> Vec<SessionEvent> {
@@ -698,8 +705,9 @@ mod tests {
         let channel = hub.create(OwnerId::random()).await.unwrap();
         channel.publish(started(1));
         channel.publish(started(2));
-        let (history, last_seq, mut live) = channel.subscribe(1);
+        let (last_seq, mut live) = channel.follow();
         assert_eq!(last_seq, 2);
+        let history = channel.page_after(1, 64);
         assert_eq!(history.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2]);
         channel.publish(started(3));
         assert_eq!(live.try_recv().map(|e| e.seq).ok(), Some(3));
@@ -717,6 +725,26 @@ mod tests {
         assert!(channel.reserve_turn().is_none());
         drop(slots);
         assert!(channel.reserve_turn().is_some());
+    }
+
+    #[tokio::test]
+    async fn history_is_read_a_bounded_page_at_a_time() {
+        let (hub, _dir) = hub().await;
+        let channel = hub.create(OwnerId::random()).await.unwrap();
+        for cell in 1..=150 {
+            channel.publish(started(cell));
+        }
+        let seqs = |page: Vec<SessionEvent>| page.iter().map(|e| e.seq).collect::<Vec<_>>();
+        assert_eq!(
+            seqs(channel.page_after(0, 64)),
+            (1..=64).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            seqs(channel.page_after(128, 64)),
+            (129..=150).collect::<Vec<_>>()
+        );
+        assert!(channel.page_after(150, 64).is_empty());
+        assert!(channel.page_after(u64::MAX, 64).is_empty());
     }
 
     #[tokio::test]

@@ -5,6 +5,7 @@
 pub mod clients;
 mod hub;
 pub mod quota;
+pub mod sockets;
 pub mod uploads;
 mod writer;
 

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
 use crate::sandbox::SandboxError;
-use crate::sandbox::files::{FileEntry, FileKind, confine, sandbox_path};
+use crate::sandbox::files::{Contents, FileEntry, FileKind, confine, sandbox_path};
 use crate::session::SessionId;
 
 /// What a session keeps when no quota is given: the default home's size.
@@ -67,7 +67,7 @@ impl Uploads {
         &self,
         session: SessionId,
         path: &str,
-        bytes: Vec<u8>,
+        bytes: Contents,
         replace: bool,
         modified_ms: Option<u64>,
     ) -> Result<bool, SandboxError> {
@@ -94,7 +94,7 @@ impl Uploads {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
                 Err(e) => return Err(e),
             };
-            if let Some(refused) = room(&dir, old, bytes.len() as u64, quota, &shown)? {
+            if let Some(refused) = room(&dir, old, bytes.len(), quota, &shown)? {
                 return Ok(Err(refused));
             }
             if let Some(parent) = target.parent() {
@@ -105,7 +105,7 @@ impl Uploads {
                 target.with_file_name(format!(".runcell-keep-{:016x}", rand::random::<u64>()));
             let written = (|| {
                 let file = std::fs::File::create_new(&temp)?;
-                std::io::Write::write_all(&mut &file, &bytes)?;
+                bytes.copy_into(&mut &file)?;
                 if let Some(ms) = modified_ms {
                     file.set_modified(UNIX_EPOCH + Duration::from_millis(ms))?;
                 }
@@ -353,18 +353,30 @@ mod tests {
         let other = SessionId::random();
         assert!(
             uploads
-                .save(session, "/home/user/a.csv", b"a".to_vec(), false, None)
+                .save(
+                    session,
+                    "/home/user/a.csv",
+                    b"a".to_vec().into(),
+                    false,
+                    None
+                )
                 .await
                 .unwrap()
         );
         assert!(
             uploads
-                .save(session, "in/b.txt", b"bb".to_vec(), false, Some(1_000_000))
+                .save(
+                    session,
+                    "in/b.txt",
+                    b"bb".to_vec().into(),
+                    false,
+                    Some(1_000_000)
+                )
                 .await
                 .unwrap()
         );
         uploads
-            .save(other, "c.txt", b"c".to_vec(), false, None)
+            .save(other, "c.txt", b"c".to_vec().into(), false, None)
             .await
             .unwrap();
         let listed = uploads.list(session).await.unwrap();
@@ -379,14 +391,14 @@ mod tests {
         // Kept files are not replaced unless asked.
         assert!(
             !uploads
-                .save(session, "a.csv", b"new".to_vec(), false, None)
+                .save(session, "a.csv", b"new".to_vec().into(), false, None)
                 .await
                 .unwrap()
         );
         assert_eq!(uploads.read(session, "a.csv").await.unwrap(), b"a");
         assert!(
             uploads
-                .save(session, "a.csv", b"new".to_vec(), true, None)
+                .save(session, "a.csv", b"new".to_vec().into(), true, None)
                 .await
                 .unwrap()
         );
@@ -394,7 +406,7 @@ mod tests {
         for outside in ["../x", "/etc/passwd", "a/../../x"] {
             assert!(
                 uploads
-                    .save(session, outside, Vec::new(), true, None)
+                    .save(session, outside, Vec::new().into(), true, None)
                     .await
                     .is_err(),
                 "{outside}"
@@ -418,14 +430,14 @@ mod tests {
         let kept = Uploads::new(data.path());
         let shared = kept.sibling("shared-files");
         let (one, two) = (SessionId::random(), SessionId::random());
-        kept.save(one, "a.csv", b"a".to_vec(), true, None)
+        kept.save(one, "a.csv", b"a".to_vec().into(), true, None)
             .await
             .unwrap();
-        kept.save(one, "d/b.txt", b"b".to_vec(), true, None)
+        kept.save(one, "d/b.txt", b"b".to_vec().into(), true, None)
             .await
             .unwrap();
         shared
-            .save(two, "old.txt", b"old".to_vec(), true, None)
+            .save(two, "old.txt", b"old".to_vec().into(), true, None)
             .await
             .unwrap();
         kept.copy_to(one, &shared, two).await.unwrap();
@@ -448,17 +460,19 @@ mod tests {
         let uploads = Uploads::new(data.path()).with_quota(10);
         let session = SessionId::random();
         uploads
-            .save(session, "a", vec![0; 6], true, None)
+            .save(session, "a", vec![0; 6].into(), true, None)
             .await
             .unwrap();
-        let refused = uploads.save(session, "b", vec![0; 5], true, None).await;
+        let refused = uploads
+            .save(session, "b", vec![0; 5].into(), true, None)
+            .await;
         assert!(
             matches!(&refused, Err(SandboxError::NoSpace(m)) if m.contains("may take")),
             "{refused:?}"
         );
         // Replacing counts the old file's room as free.
         uploads
-            .save(session, "a", vec![0; 10], true, None)
+            .save(session, "a", vec![0; 10].into(), true, None)
             .await
             .unwrap();
         assert_eq!(uploads.list(session).await.unwrap().len(), 1);

@@ -168,7 +168,11 @@ impl Backend for InProcess {
             });
         }
         let channel = self.channel(id).await?;
-        match self.notebooks.upload(&channel, name, bytes, replace).await {
+        match self
+            .notebooks
+            .upload(&channel, name, bytes.into(), replace)
+            .await
+        {
             Ok(entry) => Ok(Uploaded::Written(FileSummary {
                 path: entry.path,
                 name: entry.name,

@@ -134,7 +134,7 @@ impl Harness {
 
     /// Runs a turn; the first event that `stop_at` picks cancels it.
     async fn turn(&self, request: TurnRequest, stop_at: impl Fn(&SessionEvent) -> bool) -> Turn {
-        let (_, from, mut live) = self.channel.subscribe(u64::MAX);
+        let (from, mut live) = self.channel.follow();
         let cancel = CancellationToken::new();
         let turn = self.channel.next_turn_id();
         let task = tokio::spawn({
@@ -544,14 +544,14 @@ async fn the_model_is_told_the_sessions_files_and_what_they_hold() {
     let csv = b"region,amount\nnorth,10\nsouth,32\neast,7\n".to_vec();
     h.agent
         .kernels()
-        .upload(h.channel.id(), "sales.csv", csv.clone(), false)
+        .upload(h.channel.id(), "sales.csv", csv.clone().into(), false)
         .await
         .unwrap();
     // An upload never replaces a file silently.
     assert!(
         h.agent
             .kernels()
-            .upload(h.channel.id(), "sales.csv", csv, false)
+            .upload(h.channel.id(), "sales.csv", csv.into(), false)
             .await
             .is_err()
     );
@@ -1046,7 +1046,7 @@ async fn the_model_is_told_each_files_profile_computed_in_the_kernel() {
     ];
     for (name, bytes) in files {
         kernels
-            .upload(id, name, bytes.to_vec(), false)
+            .upload(id, name, bytes.to_vec().into(), false)
             .await
             .unwrap();
     }
@@ -1154,7 +1154,7 @@ async fn a_big_tables_rows_are_counted_not_read() {
     assert!(size > 8 * 1024 * 1024, "{size}");
     h.agent
         .kernels()
-        .upload(h.channel.id(), "big.csv", csv, false)
+        .upload(h.channel.id(), "big.csv", csv.into(), false)
         .await
         .unwrap();
     let (turn, system) = model.system_of(&h, &fenced("print('ok')")).await;

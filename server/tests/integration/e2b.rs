@@ -816,3 +816,82 @@ async fn a_revoked_keys_sandbox_is_closed_within_seconds() {
     }
     assert!(gone, "a revoked key's sandbox kept running code");
 }
+
+#[tokio::test]
+async fn an_e2b_upload_streams_to_disk_within_the_sandboxs_size() {
+    const UPLOADS: usize = 4;
+    const SIZE: usize = 40 * 1024 * 1024;
+    let server = TestServer::start_configured(|config| {
+        config.sandbox.pool_size = 0;
+        config.sandbox.disk_mib = 64;
+        config.http.body_idle_timeout_secs = 120;
+    })
+    .await;
+    let key = server.api_key("e2b").await;
+    let (id, token) = create(
+        &server,
+        &key,
+        "/v2/sandboxes",
+        json!({"templateID": "base"}),
+    )
+    .await;
+    let headers = [
+        ("e2b-sandbox-id", id.as_str()),
+        ("e2b-sandbox-port", "49983"),
+        ("x-access-token", token.as_str()),
+        ("content-type", "application/octet-stream"),
+    ];
+    let before = crate::support::rss_bytes();
+    let mut held = Vec::new();
+    for i in 0..UPLOADS {
+        held.push(
+            crate::support::unfinished_request(
+                &server,
+                "POST",
+                &format!("/files?path=/home/user/big{i}.bin"),
+                &headers,
+                SIZE,
+                SIZE - 10,
+            )
+            .await,
+        );
+    }
+    crate::support::wait_for_spool(&server, (UPLOADS * (SIZE - 10)) as u64, UPLOADS).await;
+    let grown = crate::support::rss_bytes().saturating_sub(before);
+    assert!(
+        grown < (UPLOADS * SIZE / 2) as u64,
+        "the server grew by {} MiB while {} MiB of uploads waited",
+        grown / (1024 * 1024),
+        UPLOADS * SIZE / (1024 * 1024)
+    );
+    // Finished, one goes into the sandbox whole.
+    let mut last = held.pop().unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut last, &[b'x'; 10])
+        .await
+        .unwrap();
+    let (status, body) = crate::support::answer_of(&mut last).await;
+    assert_eq!(status, 200, "{body}");
+    drop(held);
+    let stat = data(&server, &id, 49983, "/filesystem.Filesystem/Stat")
+        .header("X-Access-Token", &token)
+        .json(&json!({"path": "/home/user/big3.bin"}))
+        .send()
+        .await
+        .unwrap();
+    let stat: Value = stat.json().await.unwrap();
+    assert_eq!(stat["entry"]["size"], SIZE.to_string(), "{stat}");
+    // More than the sandbox's disk is refused as it streams.
+    let over = data(&server, &id, 49983, "/files")
+        .query(&[("path", "/home/user/over.bin")])
+        .header("X-Access-Token", &token)
+        .header("Content-Type", "application/octet-stream")
+        .body(vec![0u8; 65 * 1024 * 1024])
+        .send()
+        .await;
+    // Refused before its end: the answer, or a connection the server
+    // stopped reading.
+    if let Ok(over) = over {
+        let status = over.status();
+        assert_eq!(status, 413, "{}", over.text().await.unwrap_or_default());
+    }
+}

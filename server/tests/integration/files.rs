@@ -572,3 +572,109 @@ async fn pipes_made_by_code_hang_nothing_and_the_quota_holds() {
     );
     assert_eq!(notebook_list(&server, &id).await, ["/home/user/one.bin"]);
 }
+
+/// The head of a notebook upload as a page sends it.
+fn owner_headers() -> Vec<(&'static str, String)> {
+    vec![
+        ("cookie", crate::support::cookie_of(crate::support::OWNER)),
+        ("content-type", "application/octet-stream".into()),
+    ]
+}
+
+#[tokio::test]
+async fn an_unfinished_upload_waits_on_disk_not_in_memory() {
+    const UPLOADS: usize = 8;
+    const SIZE: usize = 40 * 1024 * 1024;
+    let server = TestServer::start_configured(|config| {
+        config.sandbox.pool_size = 0;
+        config.sandbox.upload_mib = 64;
+        config.http.uploads_in_flight = UPLOADS;
+        config.http.body_idle_timeout_secs = 120;
+    })
+    .await;
+    let id = server.new_session().await;
+    let before = crate::support::rss_bytes();
+    let headers = owner_headers();
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let mut held = Vec::new();
+    for i in 0..UPLOADS {
+        // Each held ten bytes short of its end, as an attacker would.
+        held.push(
+            crate::support::unfinished_request(
+                &server,
+                "PUT",
+                &format!("/api/sessions/{id}/files?path=big{i}.bin"),
+                &headers,
+                SIZE,
+                SIZE - 10,
+            )
+            .await,
+        );
+    }
+    crate::support::wait_for_spool(&server, (UPLOADS * (SIZE - 10)) as u64, UPLOADS).await;
+    let grown = crate::support::rss_bytes().saturating_sub(before);
+    let sent = (UPLOADS * SIZE) as u64;
+    assert!(
+        grown < sent / 3,
+        "the server grew by {} MiB while {} MiB of bodies waited",
+        grown / (1024 * 1024),
+        sent / (1024 * 1024)
+    );
+    // One finished upload still goes in whole.
+    let mut last = held.pop().unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut last, &[b'x'; 10])
+        .await
+        .unwrap();
+    let (status, body) = crate::support::answer_of(&mut last).await;
+    assert_eq!(status, 201, "{body}");
+    let written: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(written["files"][0]["size"], SIZE as u64);
+    drop(held);
+}
+
+#[tokio::test]
+async fn a_stalled_upload_is_dropped_and_few_are_under_way_at_once() {
+    let server = TestServer::start_configured(|config| {
+        config.sandbox.pool_size = 0;
+        config.http.uploads_in_flight = 2;
+        config.http.body_idle_timeout_secs = 1;
+    })
+    .await;
+    let id = server.new_session().await;
+    let headers = owner_headers();
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let path = |name: &str| format!("/api/sessions/{id}/files?path={name}");
+    let mut stalled = Vec::new();
+    for name in ["a", "b"] {
+        stalled.push(
+            crate::support::unfinished_request(&server, "PUT", &path(name), &headers, 100, 5).await,
+        );
+    }
+    crate::support::wait_for_spool(&server, 10, 2).await;
+    // A third, whole, is refused while the two are under way.
+    let owner = crate::support::http();
+    let refused = owner
+        .put(server.url(&path("c")))
+        .body("whole")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 429);
+    assert!(refused.headers().contains_key("retry-after"));
+    assert_eq!(status_and_code(refused).await, (429, "busy".to_string()));
+    // The stalled ones are dropped with 408 once they send nothing for a
+    // second, and leave nothing on disk.
+    for mut stream in stalled {
+        let (status, body) = crate::support::answer_of(&mut stream).await;
+        assert_eq!(status, 408, "{body}");
+        assert!(body.contains("timed_out"), "{body}");
+    }
+    assert_eq!(crate::support::spooled(&server), (0, 0));
+    let put = owner
+        .put(server.url(&path("c")))
+        .body("whole")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), 201);
+}

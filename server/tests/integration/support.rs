@@ -487,3 +487,123 @@ pub async fn history_at(base: &str, id: &str) -> Vec<SessionEvent> {
     )
     .await
 }
+
+/// This process's resident memory, in bytes (the server runs in it).
+pub fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| {
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+        .map_or(0, |kib| kib * 1024)
+}
+
+/// The bytes waiting under `<data_dir>/spool`, and how many files hold them.
+pub fn spooled(server: &TestServer) -> (u64, usize) {
+    let Ok(dir) = std::fs::read_dir(server.data_dir().join("spool")) else {
+        return (0, 0);
+    };
+    dir.flatten()
+        .filter_map(|entry| entry.metadata().ok())
+        .fold((0, 0), |(bytes, files), meta| {
+            (bytes + meta.len(), files + 1)
+        })
+}
+
+/// Waits until the spool holds at least `bytes` in `files` files; panics
+/// (saying what it holds) if it never does.
+pub async fn wait_for_spool(server: &TestServer, bytes: u64, files: usize) {
+    let deadline = tokio::time::Instant::now() + PATIENCE * 3;
+    loop {
+        let held = spooled(server);
+        if held.0 >= bytes && held.1 >= files {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the spool holds {held:?}, not {bytes} bytes in {files} files: bodies are not waiting on disk"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A request sent by hand on its own connection: its head (with
+/// `Content-Length: length`), then `sent` bytes of its body, and no more
+/// until the caller says (the connection is kept open).
+pub async fn unfinished_request(
+    server: &TestServer,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    length: usize,
+    sent: usize,
+) -> TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let mut stream = TcpStream::connect(server.addr).await.unwrap();
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nhost: {}\r\ncontent-length: {length}\r\n",
+        server.addr
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let piece = vec![b'x'; 1024 * 1024];
+    let mut left = sent;
+    while left > 0 {
+        let n = left.min(piece.len());
+        stream.write_all(&piece[..n]).await.unwrap();
+        left -= n;
+    }
+    stream.flush().await.unwrap();
+    stream
+}
+
+/// The status line and body of the answer on a hand-made connection.
+pub async fn answer_of(stream: &mut TcpStream) -> (u16, String) {
+    use tokio::io::AsyncReadExt;
+    let mut text = Vec::new();
+    let mut piece = [0u8; 4096];
+    let read = tokio::time::timeout(PATIENCE, async {
+        loop {
+            match stream.read(&mut piece).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => text.extend_from_slice(&piece[..n]),
+            }
+            let so_far = String::from_utf8_lossy(&text);
+            if let Some((head, body)) = so_far.split_once("\r\n\r\n") {
+                let length = head
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().to_string())
+                    })
+                    .and_then(|v| v.parse::<usize>().ok());
+                if length.is_some_and(|n| body.len() >= n) {
+                    break;
+                }
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "no answer came");
+    let text = String::from_utf8_lossy(&text).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}

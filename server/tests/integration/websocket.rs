@@ -277,3 +277,72 @@ async fn shutdown_closes_sockets_and_stops_the_server() {
     let result = tokio::time::timeout(PATIENCE, task).await;
     assert!(matches!(result, Ok(Ok(Ok(())))), "{result:?}");
 }
+
+/// The close frame a socket ends with: its code and reason.
+async fn close_of(client: &mut crate::support::Client) -> Option<(u16, String)> {
+    loop {
+        let frame = tokio::time::timeout(PATIENCE, client.ws.next())
+            .await
+            .expect("no frame in time");
+        match frame {
+            Some(Ok(Message::Close(Some(frame)))) => {
+                return Some((u16::from(frame.code), frame.reason.to_string()));
+            }
+            Some(Ok(Message::Close(None)) | Err(_)) | None => return None,
+            Some(Ok(_)) => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn more_pages_than_a_session_takes_are_closed_saying_why() {
+    let server = TestServer::start_configured(|config| {
+        config.sandbox.pool_size = 0;
+        config.notebook.max_sockets_per_session = 2;
+        config.notebook.max_sockets_per_owner = 3;
+    })
+    .await;
+    let one = server.new_session().await;
+    let two = server.new_session().await;
+    let a = server.join(&one).await;
+    let _b = server.join(&one).await;
+    // A third page of the same session is told why it is closed.
+    let mut third = server.connect(&one, 0).await;
+    let (code, reason) = close_of(&mut third).await.expect("a close frame");
+    assert_eq!(code, 1013);
+    assert!(reason.contains("this session has 2 pages open"), "{reason}");
+    // The owner's cap holds across sessions.
+    let _c = server.join(&two).await;
+    let mut fourth = server.connect(&two, 0).await;
+    let (code, reason) = close_of(&mut fourth).await.expect("a close frame");
+    assert_eq!(code, 1013);
+    assert!(reason.contains("you have 3 session pages open"), "{reason}");
+    // Another owner is not held to this one's count.
+    let other = "7e570000000000000000000000000002";
+    let response = crate::support::http_as(Some(other))
+        .post(server.url("/api/sessions"))
+        .send()
+        .await
+        .unwrap();
+    let created: serde_json::Value = response.json().await.unwrap();
+    let theirs = created["id"].as_str().unwrap();
+    let mut theirs = server.try_connect_as(theirs, Some(other)).await.unwrap();
+    assert!(matches!(
+        theirs.next().await,
+        Some(ServerMessage::Welcome { .. })
+    ));
+    // A page that closes frees its place.
+    drop(a);
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let mut again = server.connect(&one, 0).await;
+        match again.next().await {
+            Some(ServerMessage::Welcome { .. }) => break,
+            _ => assert!(
+                tokio::time::Instant::now() < deadline,
+                "the place never came back"
+            ),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

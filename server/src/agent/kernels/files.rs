@@ -8,7 +8,7 @@ use super::{Kernel, Kernels};
 use crate::sandbox::SandboxError;
 use crate::sandbox::SandboxKind;
 use crate::sandbox::SandboxSession;
-use crate::sandbox::files::{FileEntry, FileKind, Files, HOME};
+use crate::sandbox::files::{Contents, FileEntry, FileKind, Files, HOME};
 use crate::sandbox::sessions::SessionError;
 use crate::session::SessionId;
 
@@ -103,7 +103,7 @@ impl Kernels {
         &self,
         session: SessionId,
         path: &str,
-        bytes: Vec<u8>,
+        bytes: Contents,
         overwrite: bool,
     ) -> Result<FileEntry, FilesError> {
         let live = self.live_files(session)?;
@@ -122,9 +122,7 @@ impl Kernels {
         };
         let files = files_of(&*kernel)?;
         // Nothing goes into the kernel that could not be kept.
-        self.uploads
-            .check_room(session, path, bytes.len() as u64)
-            .await?;
+        self.uploads.check_room(session, path, bytes.len()).await?;
         let entry = if overwrite {
             files.write(path, bytes.clone()).await?
         } else {
@@ -251,7 +249,7 @@ impl Kernels {
             let saved = match files.read(&path).await {
                 Ok(bytes) => {
                     self.uploads
-                        .save(session, &path, bytes, true, entry.modified_ms)
+                        .save(session, &path, bytes.into(), true, entry.modified_ms)
                         .await
                 }
                 Err(err) => Err(err),

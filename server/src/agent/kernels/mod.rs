@@ -406,7 +406,7 @@ impl Kernels {
             let mut restored = HashMap::new();
             for entry in self.uploads.list(session).await? {
                 let put = match self.uploads.read(session, &entry.path).await {
-                    Ok(bytes) => files.write(&entry.path, bytes).await,
+                    Ok(bytes) => files.write(&entry.path, bytes.into()).await,
                     Err(err) => Err(err),
                 };
                 match put {

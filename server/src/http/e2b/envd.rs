@@ -14,7 +14,7 @@ use futures::stream::BoxStream;
 use serde::Deserialize;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::{InSandbox, json_error, status_of};
+use super::{InSandbox, MaxUpload, json_error, status_of};
 use crate::e2b::protocol::{
     self, EntryInfo, FLAG_MESSAGE, ProcessEvent, ProcessEventJson, StartRequest, WrittenEntry,
     envelope,
@@ -22,8 +22,10 @@ use crate::e2b::protocol::{
 use crate::e2b::served::{
     DEFAULT_KEEPALIVE, ProcessOptions, ProcessStep, Served, ServedError, ServedSandbox,
 };
+use crate::http::ApiError;
+use crate::http::spool::Spool;
 use crate::sandbox::SandboxError;
-use crate::sandbox::files::{FileEntry, FileKind, permissions};
+use crate::sandbox::files::{Contents, FileEntry, FileKind, permissions};
 
 fn failed(err: &ServedError) -> Response {
     let (status, message) = status_of(err);
@@ -79,8 +81,12 @@ pub(super) async fn download(
 
 /// `POST /files?path=`: multipart (field `file`, its file name the path
 /// when the query has none) or raw bytes; parents are made, files replaced.
+/// Each file streams to the spool as it arrives (at most a sandbox's disk
+/// in all), then from there into the sandbox.
 pub(super) async fn upload(
     State(served): State<Arc<Served>>,
+    State(spool): State<Arc<Spool>>,
+    State(MaxUpload(max)): State<MaxUpload>,
     InSandbox { sandbox }: InSandbox,
     Query(query): Query<FileQuery>,
     request: Request,
@@ -92,45 +98,10 @@ pub(super) async fn upload(
     let Some(files) = session.files() else {
         return json_error(StatusCode::BAD_REQUEST, "this sandbox has no files");
     };
-    let multipart = request
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("multipart/form-data"));
-    let mut uploads: Vec<(String, Vec<u8>)> = Vec::new();
-    if multipart {
-        let mut form = match Multipart::from_request(request, &()).await {
-            Ok(form) => form,
-            Err(e) => return json_error(StatusCode::BAD_REQUEST, &e.body_text()),
-        };
-        loop {
-            match form.next_field().await {
-                Ok(Some(field)) => {
-                    if field.name() != Some("file") {
-                        continue;
-                    }
-                    let name = field.file_name().map(str::to_string);
-                    let Some(path) = query.path.clone().or(name) else {
-                        return json_error(StatusCode::BAD_REQUEST, "the path is missing");
-                    };
-                    match field.bytes().await {
-                        Ok(bytes) => uploads.push((path, bytes.to_vec())),
-                        Err(e) => return json_error(e.status(), &e.body_text()),
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => return json_error(e.status(), &e.body_text()),
-            }
-        }
-    } else {
-        let Some(path) = query.path.clone() else {
-            return json_error(StatusCode::BAD_REQUEST, "the path is missing");
-        };
-        match Bytes::from_request(request, &()).await {
-            Ok(bytes) => uploads.push((path, bytes.to_vec())),
-            Err(e) => return json_error(e.status(), &e.body_text()),
-        }
-    }
+    let uploads = match spooled(&spool, request, query.path, max).await {
+        Ok(uploads) => uploads,
+        Err(e) => return refused(&e),
+    };
     let mut written = Vec::new();
     for (path, bytes) in uploads {
         match files.write(&path, bytes).await {
@@ -143,6 +114,67 @@ pub(super) async fn upload(
         }
     }
     Json(written).into_response()
+}
+
+/// The files of an upload, spooled: a raw body to `path`, or each `file`
+/// field of a form (to `path`, else to its file name); `max` bytes in all.
+async fn spooled(
+    spool: &Spool,
+    request: Request,
+    path: Option<String>,
+    max: u64,
+) -> Result<Vec<(String, Contents)>, ApiError> {
+    let multipart = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("multipart/form-data"));
+    let place = spool.place()?;
+    if !multipart {
+        let path = path.ok_or_else(|| ApiError::BadRequest("the path is missing".into()))?;
+        return Ok(vec![(
+            path,
+            spool.body(&place, request.into_body(), max).await?,
+        )]);
+    }
+    let mut form = Multipart::from_request(request, &())
+        .await
+        .map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let mut uploads = Vec::new();
+    let mut total = 0;
+    while let Some(field) = form
+        .next_field()
+        .await
+        .map_err(|e| ApiError::BadRequest(e.body_text()))?
+    {
+        if field.name() != Some("file") {
+            continue;
+        }
+        let name = field.file_name().map(str::to_string);
+        let path = path
+            .clone()
+            .or(name)
+            .ok_or_else(|| ApiError::BadRequest("the path is missing".into()))?;
+        let bytes = spool
+            .take(&place, field, max - total, |e| {
+                ApiError::BadRequest(e.body_text())
+            })
+            .await?;
+        total += bytes.len();
+        uploads.push((path, bytes));
+    }
+    Ok(uploads)
+}
+
+/// An upload refused before it reached the sandbox, as envd's JSON error.
+fn refused(err: &ApiError) -> Response {
+    let mut response = json_error(err.status(), &err.to_string());
+    if matches!(err, ApiError::Busy(_)) {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, axum::http::HeaderValue::from(1u32));
+    }
+    response
 }
 
 /// A Connect error for a unary call.

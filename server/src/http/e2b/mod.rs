@@ -46,9 +46,28 @@ where
         .route("/v2/sandboxes/{id}/connect", post(control::connect))
 }
 
+/// What the data plane's handlers share: the served sandboxes, and the
+/// spool uploads stream to.
+#[derive(Clone, FromRef)]
+pub(super) struct DataPlane {
+    served: Arc<Served>,
+    spool: Arc<crate::http::Spool>,
+    /// The largest upload: a sandbox's disk.
+    max_upload: MaxUpload,
+}
+
+/// The largest file an upload may carry, in bytes.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct MaxUpload(pub u64);
+
 /// The data plane: every route a sandbox's ports answer.
-/// Uploads may be as large as a sandbox's disk, `max_upload` bytes.
-pub fn data_plane(served: Arc<Served>, max_upload: usize) -> Router {
+/// Uploads stream to the spool and may be as large as a sandbox's disk,
+/// `max_upload` bytes; other bodies are held to the run API's bound.
+pub fn data_plane(
+    served: Arc<Served>,
+    spool: Arc<crate::http::Spool>,
+    max_upload: usize,
+) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/execute", post(code::execute))
@@ -59,12 +78,21 @@ pub fn data_plane(served: Arc<Served>, max_upload: usize) -> Router {
         .route("/contexts/{id}/restart", post(code::restart_context))
         .route("/contexts/{id}", delete(code::delete_context))
         .route("/envs", get(envd::envs))
-        .route("/files", get(envd::download).post(envd::upload))
+        .route(
+            "/files",
+            get(envd::download)
+                .post(envd::upload)
+                .layer(DefaultBodyLimit::disable()),
+        )
         .route("/filesystem.Filesystem/{method}", post(envd::filesystem))
         .route("/process.Process/{method}", post(envd::process))
         .fallback(|| async { plain_error(StatusCode::NOT_FOUND, "no such route in a sandbox") })
-        .layer(DefaultBodyLimit::max(max_upload))
-        .with_state(served)
+        .layer(DefaultBodyLimit::max(crate::http::v1::MAX_RUN_BODY))
+        .with_state(DataPlane {
+            served,
+            spool,
+            max_upload: MaxUpload(max_upload as u64),
+        })
 }
 
 /// Sends requests that name a sandbox to the data plane; the rest go on.

@@ -109,6 +109,7 @@ pub async fn get_files(
 pub async fn put_files(
     State(api): State<Arc<CodeApi>>,
     State(config): State<Arc<Config>>,
+    State(spool): State<Arc<crate::http::Spool>>,
     caller: Caller,
     Path(id): Path<String>,
     params: Result<Query<FileQuery>, QueryRejection>,
@@ -119,7 +120,7 @@ pub async fn put_files(
     api.session(&caller, &id)?;
     let max = config.sandbox.upload_bytes();
     let mut written = Vec::new();
-    for upload in uploads(request, params.path.as_deref(), max).await? {
+    for upload in uploads(&spool, request, params.path.as_deref(), max).await? {
         let (entry, _) = api
             .write_file(&caller, &id, &upload.path, upload.bytes, params.overwrite)
             .await?;

@@ -444,19 +444,20 @@ impl Client {
         .map(drop)
     }
 
-    /// Writes a file (raw bytes, envd ≥ 0.5.7).
+    /// Writes a file (raw bytes, envd ≥ 0.5.7), streamed from where it is.
     pub async fn upload(
         &self,
         handle: &Handle,
         path: &str,
-        bytes: Vec<u8>,
+        bytes: crate::sandbox::files::Contents,
     ) -> Result<(), SandboxError> {
         Self::send(
             "write a file",
             self.data(handle, protocol::ENVD_PORT, reqwest::Method::POST, "/files")
                 .query(&[("path", path)])
                 .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
-                .body(bytes)
+                .header(reqwest::header::CONTENT_LENGTH, bytes.len())
+                .body(reqwest::Body::wrap_stream(bytes.stream()))
                 .timeout(CALL_TIMEOUT),
         )
         .await

@@ -218,7 +218,11 @@ const MAX_DOWNLOAD: u64 = 256 * 1024 * 1024;
 /// Files in the E2B sandbox, confined to `/home/user` as the jail's are.
 #[async_trait::async_trait]
 impl Files for E2bSession {
-    async fn write(&self, path: &str, bytes: Vec<u8>) -> Result<FileEntry, SandboxError> {
+    async fn write(
+        &self,
+        path: &str,
+        bytes: crate::sandbox::files::Contents,
+    ) -> Result<FileEntry, SandboxError> {
         let path = sandbox_path(&confine(path)?);
         self.client.upload(&self.handle, &path, bytes).await?;
         self.stat(&path).await
