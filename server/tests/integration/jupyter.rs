@@ -776,9 +776,6 @@ async fn a_flood_of_restart_requests_restarts_the_kernel_a_bounded_number_of_tim
     assert_eq!(reply["content"]["status"], "ok");
     assert_eq!(streamed(&iopub), "42\n");
 }
-         .unwrap();
-     assert!(refused.status().is_client_error());
- }
 
 #[tokio::test]
 async fn a_revoked_keys_socket_and_kernel_are_closed_within_seconds() {
