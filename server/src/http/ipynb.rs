@@ -35,16 +35,56 @@ pub async fn shared(
     Ok(download(&notebook))
 }
 
+/// How many notebook imports may be read at once, and how big each may
+/// be (`notebook.imports_in_flight`, `notebook.import_mib`): an import is
+/// read whole and parsed, so both bound what anonymous posts can make the
+/// server hold.
+#[derive(Clone)]
+pub struct ImportGate {
+    permits: Arc<tokio::sync::Semaphore>,
+    max_bytes: usize,
+}
+
+impl ImportGate {
+    pub fn new(in_flight: usize, max_bytes: usize) -> Self {
+        Self {
+            permits: Arc::new(tokio::sync::Semaphore::new(in_flight.max(1))),
+            max_bytes,
+        }
+    }
+}
+
 /// `POST /api/sessions/import`: a Jupyter notebook (the file's bytes as
 /// the body) becomes a new session of the caller's; answers like
-/// `POST /api/sessions`.
+/// `POST /api/sessions`. A place is taken before the body is read, and
+/// the body is cut at its bound as it arrives.
 pub async fn import(
     State(notebooks): State<Arc<Notebooks>>,
     Owner(owner): Owner,
-    body: axum::body::Bytes,
+    axum::Extension(gate): axum::Extension<ImportGate>,
+    body: axum::body::Body,
 ) -> Result<Response, ApiError> {
+    let Ok(_permit) = gate.permits.try_acquire() else {
+        return Err(ApiError::Busy(
+            "other notebooks are being imported; try again in a moment".into(),
+        ));
+    };
+    let limited = http_body_util::Limited::new(body, gate.max_bytes);
+    let bytes = http_body_util::BodyExt::collect(limited)
+        .await
+        .map_err(|err| {
+            if err.is::<http_body_util::LengthLimitError>() {
+                ApiError::TooLarge(format!(
+                    "the notebook is over {} MiB (notebook.import_mib)",
+                    gate.max_bytes / (1024 * 1024)
+                ))
+            } else {
+                ApiError::BadRequest(format!("the notebook did not arrive whole: {err}"))
+            }
+        })?
+        .to_bytes();
     Ok(super::sessions::created(
-        notebooks.import_notebook(owner, &body).await?.id(),
+        notebooks.import_notebook(owner, &bytes).await?.id(),
     ))
 }
 

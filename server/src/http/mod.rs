@@ -67,7 +67,16 @@ pub fn router(state: AppState) -> Router {
     // The pages and their routes: behind the sign-in gate, except signing
     // in and viewing a share link.
     let pages = with_time_limit(pages(&state, context.clone()), request_limit)
-        .merge(uploads(request_limit.max(UPLOAD_TIME_LIMIT)))
+        .merge(uploads(
+            request_limit.max(UPLOAD_TIME_LIMIT),
+            ipynb::ImportGate::new(
+                state.config.notebook.imports_in_flight as usize,
+                usize::try_from(state.config.notebook.import_mib)
+                    .unwrap_or(usize::MAX)
+                    .saturating_mul(1024 * 1024)
+                    .min(crate::notebook::ipynb::MAX_IMPORT_BYTES),
+            ),
+        ))
         .layer(axum::middleware::from_fn_with_state(
             owner::ClientNotes::from_ref(&state),
             owner::note_client,
@@ -268,7 +277,7 @@ fn scrape(state: &AppState) -> Router<AppState> {
 /// A session's files: uploads are not held to the page's body limit
 /// (`sandbox.upload_mib` bounds them as they stream in), and have `limit`
 /// to arrive, since an upload's answer begins only once its body is in.
-fn uploads(limit: Duration) -> Router<AppState> {
+fn uploads(limit: Duration, imports: ipynb::ImportGate) -> Router<AppState> {
     let files = Router::new()
         .route(
             "/api/sessions/{id}/files",
@@ -279,9 +288,7 @@ fn uploads(limit: Duration) -> Router<AppState> {
         )
         .route(
             "/api/sessions/import",
-            post(ipynb::import).layer(DefaultBodyLimit::max(
-                crate::notebook::ipynb::MAX_IMPORT_BYTES,
-            )),
+            post(ipynb::import).layer(axum::Extension(imports)),
         );
     with_time_limit(files, limit)
 }

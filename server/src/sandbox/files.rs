@@ -128,6 +128,11 @@ pub fn permissions(kind: FileKind, mode: u32) -> String {
     text
 }
 
+/// The most entries one listing visits: code can make millions of files,
+/// and a listing (the page's files panel, after every run) must not walk
+/// them all into memory. Past it the listing stops where it got to.
+pub const MAX_LISTED: usize = 10_000;
+
 /// A host directory seen as a sandbox's home, confined with `cap-std`.
 /// Files made here belong to the jail's uid, so the code can change them.
 pub struct HomeDir {
@@ -485,7 +490,7 @@ impl Files for HomeDir {
             }
             let mut entries = Vec::new();
             let mut pending = vec![(c.relative.clone(), 1u32)];
-            while let Some((dir, level)) = pending.pop() {
+            'walk: while let Some((dir, level)) = pending.pop() {
                 let listing = if dir.as_os_str().is_empty() {
                     home.entries()
                 } else {
@@ -493,6 +498,10 @@ impl Files for HomeDir {
                 }
                 .map_err(|e| c.error(&e))?;
                 for item in listing.flatten() {
+                    if entries.len() >= MAX_LISTED {
+                        tracing::debug!(path = %c.shown(), "listing cut at {MAX_LISTED} entries");
+                        break 'walk;
+                    }
                     let relative = dir.join(item.file_name());
                     let Ok(meta) = home.symlink_metadata(&relative) else {
                         continue;
@@ -614,6 +623,23 @@ mod tests {
             .unwrap();
         let home = HomeDir::new(dir.path().to_path_buf(), uid, gid, 1024);
         (dir, home)
+    }
+
+    /// Issue 40, point 13: a home of many files is listed a bounded part.
+    #[tokio::test]
+    async fn a_listing_stops_at_its_bound() {
+        let (dir, home) = home();
+        for d in 0..11 {
+            let sub = dir.path().join(format!("d{d}"));
+            std::fs::create_dir(&sub).unwrap();
+            for f in 0..1000 {
+                std::fs::write(sub.join(format!("f{f}")), b"").unwrap();
+            }
+        }
+        let listed = home.list("", 2).await.unwrap();
+        assert_eq!(listed.len(), MAX_LISTED, "11,011 entries there");
+        let top = home.list("", 1).await.unwrap();
+        assert_eq!(top.len(), 11);
     }
 
     #[tokio::test]

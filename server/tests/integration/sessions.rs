@@ -921,3 +921,68 @@ async fn an_imported_notebook_is_a_session_whose_run_all_stops_at_the_first_erro
     }
     assert_eq!(before, ids().await);
 }
+
+/// Issue 40, point 7: a notebook import is read whole and parsed, so few
+/// are read at once and each is bounded as it arrives.
+#[tokio::test]
+async fn few_notebooks_are_read_at_once_and_a_big_one_is_refused_as_it_streams() {
+    use std::time::Duration;
+    use tokio::io::AsyncWriteExt;
+    let server = TestServer::start_configured(|config| {
+        config.notebook.import_mib = 1;
+        config.notebook.imports_in_flight = 1;
+    })
+    .await;
+    // Over the bound: refused, however the rest of the file would look.
+    let big = http()
+        .post(server.url("/api/sessions/import"))
+        .body(vec![b' '; 2 * 1024 * 1024])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(big.status(), 413);
+    // One import under way (its body not yet whole) holds the only place.
+    let mut held = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    held.write_all(
+        format!(
+            "POST /api/sessions/import HTTP/1.1\r\nHost: {}\r\nContent-Length: 1000\r\n\r\n{{",
+            server.addr
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let other = http()
+            .post(server.url("/api/sessions/import"))
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        if other.status() == 429 {
+            assert!(other.headers().contains_key("retry-after"));
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{}", other.status());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(held);
+    // Then the place is free again.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let status = http()
+            .post(server.url("/api/sessions/import"))
+            .body("{}")
+            .send()
+            .await
+            .unwrap()
+            .status();
+        if status != 429 {
+            assert_eq!(status, 400, "an empty notebook is refused as one");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
