@@ -660,6 +660,51 @@ async fn filling_the_disk_hits_the_disk_limit() {
     assert_eq!(error_name(&outcome), "DiskLimit", "{outcome:?}");
 }
 
+/// Issue 40: `/dev` is read-only, and `/dev/shm` is a bounded share of
+/// the disk rather than a tmpfs of half the host's memory.
+#[tokio::test]
+async fn dev_is_read_only_and_shared_memory_is_bounded() {
+    let outcome = run(
+        r#"
+import os
+try:
+    open("/dev/planted", "w")
+    print("dev writable")
+except OSError:
+    print("dev refused")
+st = os.statvfs("/dev/shm")
+print("shm bytes", st.f_blocks * st.f_frsize)
+written = 0
+try:
+    with open("/dev/shm/fill", "wb") as f:
+        for _ in range(1024):
+            f.write(b"x" * (1024 * 1024))
+            f.flush()
+            written += 1
+except OSError:
+    pass
+print("shm filled at", written)
+"#,
+        Language::Python,
+    )
+    .await;
+    assert!(outcome.stdout.contains("dev refused"), "{outcome:?}");
+    let size: u64 = outcome
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("shm bytes "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(u64::MAX);
+    assert!(size <= 64 * 1024 * 1024, "{outcome:?}");
+    let filled: u64 = outcome
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("shm filled at "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(u64::MAX);
+    assert!(filled <= 64, "{outcome:?}");
+}
+
 #[tokio::test]
 async fn one_huge_file_hits_the_file_limit() {
     let outcome = run(

@@ -102,6 +102,12 @@ pub(crate) struct Mounts {
     pub env: Vec<(&'static str, &'static str)>,
 }
 
+/// The most of a jail's disk its `/dev/shm` takes.
+const MAX_SHM_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The smallest tmpfs given (a size of 0 would mean no bound at all).
+const MIN_TMPFS_BYTES: u64 = 1024 * 1024;
+
 fn bwrap_args(
     limits: &Limits,
     mounts: &Mounts,
@@ -110,7 +116,11 @@ fn bwrap_args(
     command: Vec<String>,
 ) -> Vec<String> {
     let home = limits.home_bytes();
-    let tmp = limits.disk_bytes - home;
+    // /dev/shm (POSIX shared memory, multiprocessing's semaphores) is a
+    // share of the disk too, beside /tmp: /dev itself is read-only.
+    let scratch = limits.disk_bytes - home;
+    let shm = (scratch / 4).clamp(MIN_TMPFS_BYTES, MAX_SHM_BYTES);
+    let tmp = scratch.saturating_sub(shm).max(MIN_TMPFS_BYTES);
     let mut args: Vec<String> = Vec::new();
     let mut push = |items: &[&str]| args.extend(items.iter().map(|s| (*s).to_string()));
     push(&["--ro-bind", "/usr", "/usr"]);
@@ -132,7 +142,10 @@ fn bwrap_args(
         "/proc",
         "--dev",
         "/dev",
+        "--remount-ro",
+        "/dev",
     ]);
+    push(&["--size", &shm.to_string(), "--tmpfs", "/dev/shm"]);
     push(&["--size", &tmp.to_string(), "--tmpfs", "/tmp"]);
     // After the /tmp tmpfs, or it would hide binds below /tmp.
     for dir in &mounts.shared {
