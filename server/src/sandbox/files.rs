@@ -223,6 +223,16 @@ impl Confined {
             ErrorKind::PermissionDenied => SandboxError::InvalidInput(format!(
                 "'{path}' leads outside {HOME} (a link out of the home is not followed)"
             )),
+            // Opening a socket (ENXIO), or a device the jail may not use.
+            _ if matches!(
+                e.raw_os_error(),
+                Some(libc::ENXIO | libc::ENODEV | libc::EOPNOTSUPP)
+            ) =>
+            {
+                SandboxError::InvalidInput(format!(
+                    "'{path}' is not a regular file (a pipe, socket or device)"
+                ))
+            }
             _ => SandboxError::Internal(format!("'{path}': {e}")),
         }
     }

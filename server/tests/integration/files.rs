@@ -678,3 +678,25 @@ async fn a_stalled_upload_is_dropped_and_few_are_under_way_at_once() {
         .unwrap();
     assert_eq!(put.status(), 201);
 }
+
+/// Issue 40 (suspected): a socket in the home, downloaded from the page,
+/// is a clear 400 saying what it is, not a 500.
+#[tokio::test]
+async fn a_socket_in_the_home_is_refused_as_one() {
+    let server = TestServer::start().await;
+    let id = server.new_session().await;
+    let printed = notebook_run(
+        &server,
+        &id,
+        "import socket\ns = socket.socket(socket.AF_UNIX)\ns.bind('/home/user/s.sock')\nprint('made')",
+    )
+    .await;
+    assert!(printed.contains("made"), "{printed}");
+    let response = crate::support::http()
+        .get(server.url(&format!("/api/sessions/{id}/files?path=s.sock")))
+        .send()
+        .await
+        .unwrap();
+    let (status, code) = status_and_code(response).await;
+    assert_eq!(status, 400, "{code}");
+}
