@@ -429,6 +429,13 @@ pub struct LlmConfig {
     pub context_tokens: usize,
     /// The longest answer, in tokens.
     pub max_tokens: u32,
+    /// Requests that may wait for the embedded model (one runs at a time),
+    /// anonymous pages' at most half of them; past it a turn is told the
+    /// model is busy.
+    pub queued_requests: usize,
+    /// Of those, one requester's (a signed-in person or a key; anonymous
+    /// pages per client address).
+    pub queued_per_requester: usize,
     /// Fixes the model may write after a program fails (so at most
     /// `1 + max_fixes` attempts a question).
     pub max_fixes: u32,
@@ -496,6 +503,8 @@ impl Default for LlmConfig {
             threads: 2,
             context_tokens: 8192,
             max_tokens: 1024,
+            queued_requests: 32,
+            queued_per_requester: 4,
             max_fixes: 2,
             timeout_secs: 120,
             max_retries: 3,
@@ -635,6 +644,10 @@ pub struct SandboxConfig {
     pub total_memory_mib: u64,
     /// Processes of every jail together.
     pub total_pids: u64,
+    /// CPU time of every jail together, in thousandths of a core; 0 is
+    /// three quarters of the host's CPUs (at least one core), leaving the
+    /// rest to the server and its model. Never below `cpu_millis`.
+    pub total_cpu_millis: u64,
     /// Whether this node offers the local jail (`RUNCELL_SANDBOX__JAIL`).
     /// `false` makes a web-only node: every session's code runs on E2B
     /// (which then must be configured), no jail is started here, and E2B's
@@ -710,6 +723,7 @@ impl Default for SandboxConfig {
             uid_count: 1024,
             total_memory_mib: 0,
             total_pids: 8192,
+            total_cpu_millis: 0,
             jail: true,
         }
     }

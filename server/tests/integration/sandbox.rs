@@ -705,6 +705,29 @@ print("shm filled at", written)
     assert!(filled <= 64, "{outcome:?}");
 }
 
+/// Issue 40: every jail together runs under a CPU cap (`cpu.max` or its v1
+/// quota on runcell's parent group) below the host's CPUs, beside the
+/// memory and pids caps, so busy runs always leave the server and its model
+/// a share of the machine.
+#[tokio::test]
+async fn jails_together_run_under_a_cpu_cap_below_the_hosts() {
+    let jail = jail().await;
+    let caps = jail.total_caps().expect("the jail is ready");
+    let cpu = caps.cpu_millis.expect("the parent group has a CPU cap");
+    assert_eq!(cpu, JailConfig::default().total.cpu_millis, "{caps:?}");
+    let host = std::thread::available_parallelism().map_or(1, |n| n.get() as u64) * 1000;
+    if host > 1000 {
+        assert!(
+            cpu < host,
+            "the cap {cpu} leaves the server nothing of {host}"
+        );
+    }
+    assert!(
+        caps.memory_bytes.is_some() && caps.pids.is_some(),
+        "{caps:?}"
+    );
+}
+
 #[tokio::test]
 async fn one_huge_file_hits_the_file_limit() {
     let outcome = run(

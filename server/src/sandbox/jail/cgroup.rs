@@ -74,23 +74,44 @@ pub fn detect() -> Result<CgroupMode, CgroupError> {
 pub struct TotalCaps {
     pub memory_bytes: u64,
     pub pids: u64,
+    /// CPU time of every jail together, in thousandths of a core, so that
+    /// jails can never take the CPU the server (and its model) needs.
+    pub cpu_millis: u64,
 }
 
-/// The parent group's directories: (memory, pids).
-fn parent_dirs(mode: &CgroupMode) -> (PathBuf, PathBuf) {
+/// What the parent group holds now, as the kernel reports it (`None` where
+/// there is no cap, or it cannot be read).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParentCaps {
+    pub memory_bytes: Option<u64>,
+    pub pids: Option<u64>,
+    pub cpu_millis: Option<u64>,
+}
+
+/// The CFS period the parent's CPU quota is counted in (the kernel's default).
+const CPU_PERIOD_US: u64 = 100_000;
+
+/// The parent group's directories: (memory, pids, cpu).
+fn parent_dirs(mode: &CgroupMode) -> (PathBuf, PathBuf, PathBuf) {
     let root = Path::new(ROOT);
     match mode {
-        CgroupMode::V2 => (root.join(PARENT), root.join(PARENT)),
+        CgroupMode::V2 => (root.join(PARENT), root.join(PARENT), root.join(PARENT)),
         CgroupMode::V1 { .. } => (
             root.join("memory").join(PARENT),
             root.join("pids").join(PARENT),
+            root.join("cpu").join(PARENT),
         ),
     }
 }
 
+/// `cpu_millis` as a quota for [`CPU_PERIOD_US`].
+fn cpu_quota_us(cpu_millis: u64) -> u64 {
+    (cpu_millis.saturating_mul(CPU_PERIOD_US) / 1000).max(MIN_CPU_QUOTA_US)
+}
+
 /// Writes `caps` to the parent group (every jail's group is below it).
 pub fn set_parent_caps(mode: &CgroupMode, caps: &TotalCaps) -> Result<(), CgroupError> {
-    let (memory_dir, pids_dir) = parent_dirs(mode);
+    let (memory_dir, pids_dir, cpu_dir) = parent_dirs(mode);
     let write = |path: PathBuf, value: &str| {
         fs::write(&path, value).map_err(|e| io_err("cannot write", &path, &e))
     };
@@ -119,13 +140,25 @@ pub fn set_parent_caps(mode: &CgroupMode, caps: &TotalCaps) -> Result<(), Cgroup
             write(memsw, &memory).ok();
         }
     }
-    write(pids_dir.join("pids.max"), &caps.pids.to_string())
+    write(pids_dir.join("pids.max"), &caps.pids.to_string())?;
+    let quota = cpu_quota_us(caps.cpu_millis);
+    match mode {
+        CgroupMode::V2 => write(cpu_dir.join("cpu.max"), &format!("{quota} {CPU_PERIOD_US}")),
+        CgroupMode::V1 { .. } => {
+            // v1 refuses a parent quota below a child's: a run's own quota
+            // is never above the total (`JailConfig::from_settings`).
+            write(
+                cpu_dir.join("cpu.cfs_period_us"),
+                &CPU_PERIOD_US.to_string(),
+            )?;
+            write(cpu_dir.join("cpu.cfs_quota_us"), &quota.to_string())
+        }
+    }
 }
 
-/// The caps the parent group holds now, as the kernel reports them
-/// (`None` where there is none, or it cannot be read).
-pub fn parent_caps(mode: &CgroupMode) -> (Option<u64>, Option<u64>) {
-    let (memory_dir, pids_dir) = parent_dirs(mode);
+/// The caps the parent group holds now, as the kernel reports them.
+pub fn parent_caps(mode: &CgroupMode) -> ParentCaps {
+    let (memory_dir, pids_dir, cpu_dir) = parent_dirs(mode);
     let read =
         |path: PathBuf| -> Option<u64> { fs::read_to_string(path).ok()?.trim().parse().ok() };
     let memory = match mode {
@@ -135,7 +168,37 @@ pub fn parent_caps(mode: &CgroupMode) -> (Option<u64>, Option<u64>) {
             read(memory_dir.join("memory.limit_in_bytes")).filter(|&m| m < 1 << 62)
         }
     };
-    (memory, read(pids_dir.join("pids.max")))
+    // A quota over its period, in thousandths of a core; "max" or -1 is none.
+    let millis = |quota: &str, period: &str| -> Option<u64> {
+        let quota: u64 = quota.trim().parse().ok()?;
+        let period: u64 = period.trim().parse().ok()?;
+        (period > 0).then(|| quota * 1000 / period)
+    };
+    let cpu = match mode {
+        CgroupMode::V2 => fs::read_to_string(cpu_dir.join("cpu.max"))
+            .ok()
+            .and_then(|line| {
+                let (quota, period) = line.trim().split_once(' ')?;
+                millis(quota, period)
+            }),
+        CgroupMode::V1 { .. } => {
+            let quota = fs::read_to_string(cpu_dir.join("cpu.cfs_quota_us")).ok();
+            let period = fs::read_to_string(cpu_dir.join("cpu.cfs_period_us")).ok();
+            quota.zip(period).and_then(|(q, p)| millis(&q, &p))
+        }
+    };
+    ParentCaps {
+        memory_bytes: memory,
+        pids: read(pids_dir.join("pids.max")),
+        cpu_millis: cpu,
+    }
+}
+
+/// Three quarters of the host's CPUs, at least one: the default CPU total
+/// for jails, leaving the rest to the server and its model.
+pub fn default_total_cpu_millis() -> u64 {
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get) as u64;
+    (cpus * 1000 / 4 * 3).max(1000)
 }
 
 /// Three quarters of the host's memory: the default total for jails.

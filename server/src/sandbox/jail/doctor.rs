@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::{JailConfig, JailSandbox};
+use super::{JailConfig, JailSandbox, ParentCaps};
 use crate::sandbox::{Language, Limits, RunOutcome, RunRequest, Sandbox};
 
 /// One line of the report.
@@ -172,15 +172,24 @@ fn failure(outcome: &RunOutcome) -> String {
 fn total_caps(jail: &JailSandbox) -> Check {
     const NAME: &str = "a cap on all jails together";
     match jail.total_caps() {
-        Some((Some(memory), Some(pids))) => Check::new(
+        Some(ParentCaps {
+            memory_bytes: Some(memory),
+            pids: Some(pids),
+            cpu_millis: Some(cpu),
+        }) => Check::new(
             NAME,
             true,
-            format!("memory {} MiB, {pids} processes", memory / (1024 * 1024)),
+            format!(
+                "memory {} MiB, {pids} processes, {}.{:03} CPUs",
+                memory / (1024 * 1024),
+                cpu / 1000,
+                cpu % 1000
+            ),
         ),
         other => Check::new(
             NAME,
             false,
-            format!("runcell's parent cgroup lacks a memory or pids cap: {other:?}"),
+            format!("runcell's parent cgroup lacks a memory, pids or CPU cap: {other:?}"),
         ),
     }
 }

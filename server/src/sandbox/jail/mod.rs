@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 pub(crate) use cgroup::RunGroup;
-pub use cgroup::{CgroupMode, TotalCaps};
+pub use cgroup::{CgroupMode, ParentCaps, TotalCaps};
 pub use identity::{HostId, JAIL_UID};
 use identity::{Lease, UidPool};
 use launch::BWRAP;
@@ -62,6 +62,7 @@ impl Default for JailConfig {
             total: TotalCaps {
                 memory_bytes: cgroup::default_total_memory(),
                 pids: settings.total_pids,
+                cpu_millis: cgroup::default_total_cpu_millis().max(u64::from(settings.cpu_millis)),
             },
             max_limits: Limits {
                 wall: super::MAX_WALL,
@@ -83,6 +84,12 @@ impl JailConfig {
                     mib => mib.saturating_mul(1024 * 1024),
                 },
                 pids: settings.total_pids,
+                // Never below one run's own quota (cgroup v1 refuses that).
+                cpu_millis: match settings.total_cpu_millis {
+                    0 => cgroup::default_total_cpu_millis(),
+                    millis => millis,
+                }
+                .max(u64::from(settings.cpu_millis)),
             },
             max_limits: settings.max_limits(),
         }
@@ -145,8 +152,8 @@ impl JailSandbox {
     }
 
     /// The caps every jail together runs under, as the parent group holds
-    /// them now: (memory bytes, pids).
-    pub fn total_caps(&self) -> Option<(Option<u64>, Option<u64>)> {
+    /// them now.
+    pub fn total_caps(&self) -> Option<ParentCaps> {
         self.ready
             .as_ref()
             .ok()
