@@ -36,9 +36,10 @@ pub use self::runner::{TurnRefusal, TurnRunner, parse_language};
 use crate::highlight::Highlighter;
 use crate::llm::tools::{EXECUTE_CODE, ExecuteCode, execute_code_spec, program_of, result_message};
 use crate::llm::{
-    ChatRequest, Completion, FinishReason, Llm, LlmError, LlmEvent, Message, ResponseSchema, Role,
-    ToolChoice,
+    ChatRequest, Completion, FinishReason, Llm, LlmError, LlmEvent, Message, Requester,
+    ResponseSchema, Role, ToolChoice,
 };
+use crate::sandbox::slots::Claim;
 use crate::sandbox::{Language, Limits, validate_code};
 use crate::session::SessionChannel;
 
@@ -498,6 +499,20 @@ impl Agent {
             }),
             max_tokens: Some(self.settings.max_tokens),
             temperature: Some(0.0),
+            requester: Requester::Unnamed,
+        }
+    }
+
+    /// Whom the session's model requests are for: its owner when signed in,
+    /// else the anonymous pages of its owner's address together (a shared
+    /// model is fair between these).
+    fn requester(&self, session: &SessionChannel) -> Requester {
+        match self.kernels.claim_of(session.owner()) {
+            Claim::Known => Requester::Known(session.owner().to_string()),
+            Claim::Anonymous {
+                client: Some(address),
+            } => Requester::Anonymous(address.to_string()),
+            Claim::Anonymous { client: None } => Requester::Anonymous("unknown".into()),
         }
     }
 
@@ -511,7 +526,10 @@ impl Agent {
         channel: CodeChannel,
         cancel: &CancellationToken,
     ) -> Reply {
-        let request = self.code_request(messages, model, channel);
+        let request = ChatRequest {
+            requester: self.requester(session),
+            ..self.code_request(messages, model, channel)
+        };
         let mut cell = CodeCell::new(session, &self.highlighter, attempt);
         let mut prose = String::new();
         let streamed = tokio::select! {
@@ -639,6 +657,7 @@ impl Agent {
                 response_schema: None,
                 max_tokens: Some(self.settings.max_tokens.min(400)),
                 temperature: Some(0.0),
+                requester: self.requester(session),
             };
             let (cell_id, started, outcome) =
                 self.stream_explanation(session, request, cancel).await;

@@ -70,6 +70,7 @@ pub async fn run(options: LlmBenchOptions) -> Result<(), BenchError> {
         threads: options.threads,
         context_tokens: 4096,
         max_tokens: options.max_tokens,
+        ..EmbeddedConfig::default()
     };
     let started = Instant::now();
     let model = tokio::task::spawn_blocking(move || EmbeddedModel::load(config))

@@ -85,6 +85,10 @@ fn backend_of(config: &Config) -> Arc<dyn Llm> {
                 threads: llm.threads,
                 context_tokens: llm.context_tokens,
                 max_tokens: llm.max_tokens,
+                queue: embedded::queue::QueueLimits {
+                    total: llm.queued_requests,
+                    per_requester: llm.queued_per_requester,
+                },
             };
             let shelf = embedded::shelf::Shelf::new(config.data_dir.join("models"), settings);
             shelf.preload();

@@ -106,6 +106,30 @@ pub struct ChatRequest {
     pub max_tokens: Option<u32>,
     /// `None`: the backend's default. `Some(0.0)`: greedy.
     pub temperature: Option<f32>,
+    /// Whose request it is, so that a model shared by everyone (the
+    /// embedded one) can be fair between them; never sent anywhere.
+    #[serde(skip)]
+    pub requester: Requester,
+}
+
+/// Who a model request is for.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Requester {
+    /// The server's own use (benchmarks, checks) or a caller that does not
+    /// say: counted with the known requesters, as one of them.
+    #[default]
+    Unnamed,
+    /// A signed-in person or a key, by its owner id.
+    Known(String),
+    /// Anonymous pages, together per client address (`unknown` where the
+    /// address is not known): a cookie anyone can drop names nobody.
+    Anonymous(String),
+}
+
+impl Requester {
+    pub fn is_anonymous(&self) -> bool {
+        matches!(self, Self::Anonymous(_))
+    }
 }
 
 /// A complete tool call: `arguments` is the raw JSON text the model wrote.

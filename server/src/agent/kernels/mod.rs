@@ -150,7 +150,7 @@ impl Kernels {
     }
 
     /// Whose a kernel of `owner`'s is, to the sandbox slots.
-    fn claim_of(&self, owner: OwnerId) -> Claim {
+    pub(crate) fn claim_of(&self, owner: OwnerId) -> Claim {
         self.clients
             .as_ref()
             .map_or(Claim::Known, |clients| clients.claim_of(owner))

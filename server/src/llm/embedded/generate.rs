@@ -7,8 +7,8 @@
 //! (the last prompt and what was generated after it), and the next job
 //! computes only what follows the longest prefix it shares with them.
 
+use super::queue::{FairQueue, Waiting};
 use std::sync::Arc;
-use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -67,6 +67,12 @@ pub struct Job {
     pub tx: Sender<Result<LlmEvent, LlmError>>,
 }
 
+impl Waiting for Job {
+    fn departed(&self) -> bool {
+        self.tx.is_closed()
+    }
+}
+
 /// Timings of the last finished job, for benchmarks.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct GenStats {
@@ -113,9 +119,10 @@ pub fn reusable_prefix(cached: &[u32], prompt: &[u32]) -> usize {
 }
 
 impl Worker {
-    /// Runs jobs until every sender is gone; candle's maths runs on `pool`.
-    pub fn run(mut self, pool: &rayon::ThreadPool, jobs: &Receiver<Job>) {
-        while let Ok(job) = jobs.recv() {
+    /// Runs jobs until the queue is closed and empty; candle's maths runs
+    /// on `pool`.
+    pub fn run(mut self, pool: &rayon::ThreadPool, jobs: &FairQueue<Job>) {
+        while let Some(job) = jobs.pop() {
             if job.tx.is_closed() {
                 continue;
             }

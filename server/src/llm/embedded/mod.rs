@@ -6,10 +6,12 @@
 //! - [`tokenizer`]: the tokenizer rebuilt from the GGUF metadata.
 //! - [`template`]: the GGUF's own chat template (Jinja, via minijinja).
 //! - [`constrain`]: llguidance masks for tool calls and JSON schemas.
-//! - [`generate`]: the sampling loop on one dedicated thread; requests queue
-//!   and run one at a time, never on the async runtime's workers. The KV
+//! - [`generate`]: the sampling loop on one dedicated thread; requests run
+//!   one at a time, never on the async runtime's workers. The KV
 //!   cache is kept between requests: a follow-up computes only its new tokens.
 //! - [`qwen2`]: candle's quantized Qwen2 with a cache that can be cut back.
+//! - [`queue`]: where requests wait for that thread: bounded, fair between
+//!   requesters, and rid of requests nobody waits for any more.
 //! - [`shelf`]: every GGUF in the models folder, one loaded at a time.
 //!
 //! Invariant: the weights are loaded once and owned by the worker thread;
@@ -20,6 +22,7 @@ pub mod decoder;
 pub mod generate;
 pub mod lean_matmul;
 pub mod model;
+pub mod queue;
 pub mod shelf;
 pub mod template;
 pub mod tokenizer;
@@ -34,6 +37,7 @@ use parking_lot::Mutex;
 use self::constrain::Constrainer;
 use self::generate::{GenStats, Job, Mode, Worker};
 use self::model::Gguf;
+use self::queue::{FairQueue, QueueError, QueueLimits};
 use self::template::ChatTemplate;
 use self::tokenizer::GgufTokenizer;
 use crate::llm::{
@@ -129,6 +133,8 @@ pub struct EmbeddedConfig {
     pub context_tokens: usize,
     /// Reply length when a request does not say.
     pub max_tokens: u32,
+    /// How many requests may wait for the model.
+    pub queue: QueueLimits,
 }
 
 impl Default for EmbeddedConfig {
@@ -138,6 +144,7 @@ impl Default for EmbeddedConfig {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             context_tokens: 4096,
             max_tokens: 512,
+            queue: QueueLimits::default(),
         }
     }
 }
@@ -148,7 +155,7 @@ struct Inner {
     name: Option<String>,
     tokenizer: Arc<GgufTokenizer>,
     template: ChatTemplate,
-    jobs: std::sync::mpsc::Sender<Job>,
+    jobs: Arc<FairQueue<Job>>,
     context_tokens: usize,
     max_tokens: u32,
     stats: Arc<Mutex<Option<GenStats>>>,
@@ -156,8 +163,14 @@ struct Inner {
     fenced_code_calls: AtomicBool,
     prefix_cache: AtomicBool,
     /// The worker thread, which ends (dropping the weights) once `jobs` is
-    /// dropped and the queued jobs are done.
+    /// closed (when the last handle goes) and the queued jobs are done.
     worker: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.jobs.close();
+    }
 }
 
 /// The embedded model. Cheap to clone: clones share the weights and the
@@ -197,6 +210,7 @@ impl EmbeddedModel {
             threads,
             context_tokens,
             max_tokens,
+            queue,
         } = config;
         let path = &path;
         if !path.is_file() {
@@ -243,10 +257,11 @@ impl EmbeddedModel {
             stats: stats.clone(),
             cached: Vec::new(),
         };
-        let (jobs, queue) = std::sync::mpsc::channel();
+        let jobs = Arc::new(FairQueue::new(queue));
+        let waiting = Arc::clone(&jobs);
         let thread = std::thread::Builder::new()
             .name("runcell-llm".into())
-            .spawn(move || worker.run(&pool, &queue))
+            .spawn(move || worker.run(&pool, &waiting))
             .map_err(|e| LlmError::Backend(format!("cannot start the model thread: {e}")))?;
 
         let id = path
@@ -444,8 +459,17 @@ impl Llm for EmbeddedModel {
         };
         self.inner
             .jobs
-            .send(job)
-            .map_err(|_| LlmError::Backend("the model thread has stopped".into()))?;
+            .push(request.requester, job)
+            .map_err(|refused| match refused {
+                QueueError::Closed => LlmError::Backend(refused.to_string()),
+                _ => {
+                    crate::metrics::rate_limited("llm_queue");
+                    LlmError::RateLimited {
+                        message: refused.to_string(),
+                        retry_after: Some(std::time::Duration::from_secs(5)),
+                    }
+                }
+            })?;
         Ok(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx)))
     }
 }

@@ -764,6 +764,8 @@ fn requests_map_to_the_openai_shape() {
         response_schema: None,
         max_tokens: Some(64),
         temperature: Some(0.0),
+        // Whose request it is stays in runcell: the body below has no trace.
+        requester: crate::llm::Requester::Known("0123456789abcdef".into()),
     };
     let body = request_body(&request, "m", true, false, None);
     assert_eq!(
