@@ -74,6 +74,10 @@ pub struct ShareLinkLog {
     /// they were then).
     #[serde(default)]
     pub files: Vec<FileItem>,
+    /// Whether the session is longer than the page shows: `events` are
+    /// its first part only (the `.ipynb` download has all of it).
+    #[serde(default)]
+    pub cut: bool,
 }
 
 /// A file or directory in the session's home, as the server lists it

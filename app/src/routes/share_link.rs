@@ -46,6 +46,7 @@ pub fn ShareLinkView(log: ShareLinkLog) -> impl IntoView {
         title,
         events,
         files,
+        cut,
     } = log;
     provide_session(SessionState::for_share_link(&events));
     provide_share_link_offer(ShareLinkOffer::new(&token, &files));
@@ -77,6 +78,22 @@ pub fn ShareLinkView(log: ShareLinkLog) -> impl IntoView {
                 <main class="notebook" id="main" tabindex="-1">
                     <Cells/>
                 </main>
+                {cut
+                    .then(|| {
+                        view! {
+                            <p class="notice share-cut" role="note">
+                                "This session is too long to show whole: the page ends here. "
+                                <a
+                                    href=format!("/s/{token}/notebook.ipynb")
+                                    download=""
+                                    rel="external"
+                                >
+                                    "Download all of it as a Jupyter notebook"
+                                </a>
+                                ", or fork it to open it in full."
+                            </p>
+                        }
+                    })}
                 {(!files.is_empty()).then(|| view! { <ShareLinkFiles files/> })}
             </div>
         </div>

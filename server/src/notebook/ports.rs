@@ -63,11 +63,14 @@ impl SessionLogs for Notebooks {
             .await
             .map_err(unavailable)?
             .ok_or(LogError::NotFound)?;
+        let events = super::figures::by_address(events, &format!("/s/{token}/figures"));
+        let (events, cut) = super::sharing::page_part(events, super::sharing::SHARE_PAGE_BYTES);
         Ok(ShareLinkLog {
             token: token.to_string(),
             title: record.title,
-            events: super::figures::by_address(events, &format!("/s/{token}/figures")),
+            events,
             files: Vec::new(),
+            cut,
         })
     }
 }

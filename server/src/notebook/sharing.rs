@@ -183,3 +183,68 @@ impl Notebooks {
             .await?)
     }
 }
+
+/// The most of a session's history a share link's page shows, in bytes of
+/// its events as JSON: the page (markup, and the state a page reads) is a
+/// few times that, so a stranger opening a link to a long session makes
+/// the server hold megabytes, not the session's whole size.
+pub const SHARE_PAGE_BYTES: usize = 2 * 1024 * 1024;
+
+/// The first events of `events` that fit in `budget` bytes (as JSON), and
+/// whether any were left out. The first event is always kept.
+pub fn page_part(
+    events: Vec<app::protocol::SessionEvent>,
+    budget: usize,
+) -> (Vec<app::protocol::SessionEvent>, bool) {
+    let mut used = 0usize;
+    let mut kept = Vec::new();
+    let total = events.len();
+    for event in events {
+        let size = serde_json::to_vec(&event).map_or(budget, |json| json.len());
+        if !kept.is_empty() && used.saturating_add(size) > budget {
+            break;
+        }
+        used = used.saturating_add(size);
+        kept.push(event);
+    }
+    let cut = kept.len() < total;
+    (kept, cut)
+}
+
+#[cfg(test)]
+mod tests {
+    use app::protocol::{CellId, EventBody, Output, SessionEvent};
+
+    use super::*;
+
+    fn output(bytes: usize) -> EventBody {
+        EventBody::CellOutput {
+            cell_id: CellId(1),
+            output: Output::Stdout {
+                text: "x".repeat(bytes),
+            },
+        }
+    }
+
+    #[test]
+    fn a_share_links_page_holds_a_bounded_part_of_a_long_session() {
+        // 16 MiB of output, as the review's long session.
+        let events = SessionEvent::numbered((0..64).map(|_| output(256 * 1024)), 1);
+        let (shown, cut) = page_part(events, SHARE_PAGE_BYTES);
+        assert!(cut);
+        let bytes: usize = shown
+            .iter()
+            .map(|e| serde_json::to_vec(e).unwrap().len())
+            .sum();
+        assert!(bytes <= SHARE_PAGE_BYTES, "{bytes}");
+        assert_eq!(shown.len(), 7, "whole events, from the first");
+        assert_eq!(shown.last().map(|e| e.seq), Some(7));
+
+        // A short session is shown whole; a first event over the budget
+        // still shows, alone.
+        let short = SessionEvent::numbered((0..3).map(|_| output(10)), 1);
+        assert_eq!(page_part(short.clone(), SHARE_PAGE_BYTES), (short, false));
+        let (alone, cut) = page_part(SessionEvent::numbered([output(100), output(1)], 1), 10);
+        assert_eq!((alone.len(), cut), (1, true));
+    }
+}

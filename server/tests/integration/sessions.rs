@@ -986,3 +986,61 @@ async fn few_notebooks_are_read_at_once_and_a_big_one_is_refused_as_it_streams()
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Issue 40, point 8: a share link's page shows the first part of a long
+/// session (2 MiB of its events) and says where the rest is, so a
+/// stranger's slow reads of a long session's link hold megabytes, not the
+/// session's whole size several times over.
+#[tokio::test]
+async fn a_long_sessions_share_page_shows_its_first_part_and_offers_the_rest() {
+    let server = TestServer::start().await;
+    let line = "0123456789abcdef".repeat(64 * 100); // 100 KiB of output a cell
+    let cells: Vec<serde_json::Value> = (0..70)
+        .map(|i| {
+            serde_json::json!({
+                "cell_type": "code", "id": format!("c{i}"), "metadata": {},
+                "execution_count": i + 1, "source": format!("print({i})"),
+                "outputs": [{"output_type": "stream", "name": "stdout", "text": line}],
+            })
+        })
+        .collect();
+    let notebook = serde_json::json!({
+        "nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells,
+    });
+    let response = http()
+        .post(server.url("/api/sessions/import"))
+        .body(notebook.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let created: serde_json::Value = response.json().await.unwrap();
+    let id = created["id"].as_str().unwrap().to_string();
+    let shared: serde_json::Value =
+        json_of(http().post(server.url(&format!("/api/sessions/{id}/share")))).await;
+    let token = shared["token"].as_str().unwrap().to_string();
+
+    let (status, html) = page(&http(), &server, &format!("/s/{token}")).await;
+    assert_eq!(status, 200);
+    // 7 MiB of output (21 MB of page when shown whole); the page holds a
+    // bounded part of it.
+    println!("share page: {} bytes", html.len());
+    assert!(
+        html.len() < 10 * 1024 * 1024,
+        "the page is {} bytes",
+        html.len()
+    );
+    assert!(html.contains("too long to show whole"), "the page says so");
+    assert!(html.contains(&format!("/s/{token}/notebook.ipynb")));
+    assert!(html.contains("print(0)"), "it starts at the beginning");
+    assert!(!html.contains("print(69)"), "and ends before the end");
+    // The download still has all of it.
+    let ipynb = http()
+        .get(server.url(&format!("/s/{token}/notebook.ipynb")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ipynb.status(), 200);
+    let whole: serde_json::Value = ipynb.json().await.unwrap();
+    assert!(whole["cells"].as_array().map_or(0, Vec::len) >= 70);
+}
