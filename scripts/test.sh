@@ -44,6 +44,11 @@ step "release build"
 step "sandbox doctor"
 "$ROOT/target/release/runcell" doctor
 
+step "abuse: the review's attacks at once while a key and a signed-in page are served"
+# Fails on any good request answered wrong or 5xx, on the server dying, or on
+# its RSS growing over the budget (issue 40; numbers in the README).
+(cd "$(mktemp -d)" && "$ROOT/target/release/runcell" bench abuse --seconds 20)
+
 step "end-to-end (Chromium, JavaScript off and on)"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 (cd "$ROOT/end2end" && RUNCELL_E2E_PORT=$port RUNCELL_E2E_DATA=$e2e_data npx playwright test) 2>&1 | tee "$e2e_log"

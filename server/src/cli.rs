@@ -104,6 +104,15 @@ pub enum Command {
         /// [default: RUNCELL_DATABASE_URL]
         #[arg(long)]
         database_url: Option<String>,
+        /// `abuse`: how long the attacks last, in seconds.
+        #[arg(long, default_value_t = 30)]
+        seconds: u64,
+        /// `abuse`: anonymous pages attacking at once.
+        #[arg(long, default_value_t = 24)]
+        anonymous: usize,
+        /// `abuse`: how far the server's RSS may grow, in MiB.
+        #[arg(long, default_value_t = 1024)]
+        rss_budget_mib: u64,
     },
 }
 
@@ -222,6 +231,9 @@ pub enum BenchTarget {
     Cluster,
     Agent,
     Throughput,
+    /// The review's attacks at once against a runcell started from this
+    /// binary, while a key and a signed-in page use it.
+    Abuse,
 }
 
 /// Settings that may be given as flags; they win over the environment

@@ -198,7 +198,9 @@ pub struct AuthConfig {
     /// Runs of one key under way at once, at most (default: two per core,
     /// at least 4).
     pub max_concurrent_runs: u32,
-    /// Sandbox sessions one key may hold open at once.
+    /// Sandbox sessions one key may hold open at once: a quarter of
+    /// `sandbox.max_sessions` by default, so that one key and the
+    /// anonymous pages' share together still leave slots for everyone else.
     pub max_live_sessions: u32,
     /// Seconds between looks at the key store for revoked keys, whose live
     /// connections (Jupyter sockets and kernels, MCP sessions, E2B
@@ -245,7 +247,7 @@ impl Default for AuthConfig {
             run_burst: RUN_BURST_PER_CORE.saturating_mul(cores),
             // Enough to keep every core busy with runs that wait on I/O.
             max_concurrent_runs: cores.saturating_mul(2).max(4),
-            max_live_sessions: 20,
+            max_live_sessions: 8,
             revocation_check_secs: 5,
             mcp_sessions_per_key: 16,
             mcp_session_idle_secs: 600,

@@ -35,6 +35,9 @@ async fn main() -> ExitCode {
             events,
             interval_ms,
             database_url,
+            seconds,
+            anonymous,
+            rss_budget_mib,
             url,
             concurrency,
             only,
@@ -77,6 +80,14 @@ async fn main() -> ExitCode {
                     runcell::bench::throughput::run(runcell::bench::throughput::ThroughputOptions {
                         url: url.clone(),
                         concurrency: concurrency.clone(),
+                    })
+                    .await
+                }
+                BenchTarget::Abuse => {
+                    runcell::bench::abuse::run(runcell::bench::abuse::AbuseOptions {
+                        seconds: *seconds,
+                        anonymous: *anonymous,
+                        rss_budget_mib: *rss_budget_mib,
                     })
                     .await
                 }

@@ -2,6 +2,7 @@
 //! side by side with the targets. A command, not a test: these machines are
 //! too noisy for timed assertions.
 
+pub mod abuse;
 pub mod agent;
 pub mod llm;
 pub mod sandbox;

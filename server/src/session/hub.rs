@@ -35,6 +35,7 @@ pub struct SessionHub {
     loading: tokio::sync::Mutex<()>,
     /// Past this many sessions in memory, those nobody holds are let go.
     memory_cap: usize,
+    memory_bytes: usize,
     /// Sessions let go from memory by this process: their kernels may live
     /// on, so reloading one is not a restart.
     evicted: Mutex<HashSet<SessionId>>,
@@ -58,6 +59,11 @@ pub enum CreateError {
 /// the store when next used).
 pub const MEMORY_CAP: usize = 256;
 
+/// The histories kept in memory, in bytes, before idle sessions are let
+/// go: anyone can make sessions of megabytes (an import, a long output),
+/// so the count alone would let a few hundred of them hold gigabytes.
+pub const MEMORY_BYTES: usize = 256 * 1024 * 1024;
+
 impl SessionHub {
     /// A hub over `store`; starts the event writer on the current runtime.
     pub fn new(store: Arc<dyn Store>) -> Self {
@@ -65,8 +71,15 @@ impl SessionHub {
     }
 
     pub fn with_memory_cap(store: Arc<dyn Store>, memory_cap: usize) -> Self {
+        Self::with_memory_caps(store, memory_cap, MEMORY_BYTES)
+    }
+
+    /// A hub that keeps at most `memory_cap` idle sessions, and at most
+    /// `memory_bytes` of histories, in memory.
+    pub fn with_memory_caps(store: Arc<dyn Store>, memory_cap: usize, memory_bytes: usize) -> Self {
         Self {
             memory_cap,
+            memory_bytes,
             evicted: Mutex::new(HashSet::new()),
             sessions: Mutex::new(HashMap::new()),
             writer: EventWriter::spawn(Arc::clone(&store)),
@@ -172,7 +185,8 @@ impl SessionHub {
     fn remember(&self, channel: &Arc<SessionChannel>) {
         let mut sessions = self.sessions.lock();
         sessions.insert(channel.id(), Arc::clone(channel));
-        if sessions.len() > self.memory_cap {
+        let over_bytes = || sessions.values().map(|c| c.bytes()).sum::<usize>() > self.memory_bytes;
+        if sessions.len() > self.memory_cap || over_bytes() {
             let mut evicted = self.evicted.lock();
             sessions.retain(|id, c| {
                 let held = Arc::strong_count(c) > 1 || self.writer.lost_events_of(*id);
@@ -454,7 +468,34 @@ impl Drop for TurnSlot {
 #[derive(Default)]
 struct History {
     events: Vec<SessionEvent>,
+    /// The events' size as JSON: what the session holds in memory, near
+    /// enough to share a budget by.
+    bytes: usize,
     next_cell: u64,
+}
+
+impl History {
+    fn push(&mut self, event: SessionEvent) {
+        self.bytes = self.bytes.saturating_add(json_bytes(&event));
+        self.events.push(event);
+    }
+}
+
+/// `event`'s size as JSON, counted without writing it anywhere.
+fn json_bytes(event: &SessionEvent) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, event);
+    count.0
 }
 
 impl SessionChannel {
@@ -465,6 +506,7 @@ impl SessionChannel {
             id,
             owner: Mutex::new(owner),
             inner: Mutex::new(History {
+                bytes: events.iter().map(json_bytes).sum(),
                 events,
                 next_cell: notebook.max_cell_id(),
             }),
@@ -520,7 +562,7 @@ impl SessionChannel {
                 tracing::warn!(session = %self.id, seq = event.seq, next, "a gap in a followed session's events");
                 break;
             }
-            history.events.push(event.clone());
+            history.push(event.clone());
             let _ = self.live.send(event);
             added += 1;
         }
@@ -541,6 +583,11 @@ impl SessionChannel {
 
     pub fn owner(&self) -> OwnerId {
         *self.owner.lock()
+    }
+
+    /// What the session's history holds in memory (its events as JSON).
+    pub fn bytes(&self) -> usize {
+        self.inner.lock().bytes
     }
 
     fn set_owner(&self, owner: OwnerId) {
@@ -604,7 +651,7 @@ impl SessionChannel {
             ts_ms: now_ms(),
             event,
         };
-        history.events.push(event.clone());
+        history.push(event.clone());
         // Queued under the lock, so the store gets events in `seq` order.
         self.writer.write(self.id, event.clone());
         // No subscriber is fine: the history keeps the event for later pages.
@@ -840,6 +887,38 @@ mod tests {
         assert_eq!(back.last_seq(), 2);
         assert!(Notebook::from_events(&back.events_after(0)).is_busy());
         assert_eq!(back.next_cell_id(), CellId(2));
+    }
+
+    /// Issue 40: a few sessions of megabytes (imports, long outputs)
+    /// are let go from memory by their size, well before the count cap.
+    #[tokio::test]
+    async fn big_idle_sessions_leave_memory_by_their_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open_in(dir.path()).await.unwrap();
+        let hub = SessionHub::with_memory_caps(Arc::new(store), 100, 1024 * 1024);
+        let owner = OwnerId::random();
+        let mut idle = Vec::new();
+        for _ in 0..2 {
+            let channel = hub.create(owner).await.unwrap();
+            channel.publish(EventBody::CellOutput {
+                cell_id: CellId(1),
+                output: app::protocol::Output::Stdout {
+                    text: "x".repeat(600 * 1024),
+                },
+            });
+            assert!(channel.bytes() > 600 * 1024);
+            idle.push(channel.id());
+        }
+        hub.flush().await;
+        // 1.2 MiB of idle histories: the next session lets them go.
+        let held = hub.create(owner).await.unwrap();
+        for id in &idle {
+            assert!(hub.existing(*id).is_none(), "an idle big session stayed");
+        }
+        assert!(hub.existing(held.id()).is_some());
+        // And each comes back whole when next used.
+        let back = hub.open(idle[0]).await.unwrap().expect("reloaded");
+        assert_eq!(back.last_seq(), 1);
     }
 
     #[tokio::test]
