@@ -50,11 +50,15 @@ export default defineConfig({
     reuseExistingServer: false,
     // Every test opens sessions of its own, and each holds a kernel: idle
     // ones close after 30 s (not fifteen minutes), so that a whole run stays
-    // under the server's 32 open kernels.
+    // under the server's 32 open kernels. Every test's page is an anonymous
+    // visitor from 127.0.0.1, standing in for many people: the anonymous
+    // pages' share of the kernels (half, four per address) is theirs whole.
     env: {
       RUNCELL_LOG: process.env.RUNCELL_LOG ?? 'warn',
       RUNCELL_LLM: 'scripted',
       RUNCELL_SANDBOX__SESSION_IDLE_SECS: '30',
+      RUNCELL_SANDBOX__ANONYMOUS_SHARE_PERCENT: '100',
+      RUNCELL_SANDBOX__ANONYMOUS_SESSIONS_PER_CLIENT: '32',
     },
     timeout: 60_000,
     stdout: 'ignore',

@@ -110,8 +110,10 @@ pub enum Command {
         /// `abuse`: anonymous pages attacking at once.
         #[arg(long, default_value_t = 24)]
         anonymous: usize,
-        /// `abuse`: how far the server's RSS may grow, in MiB.
-        #[arg(long, default_value_t = 1024)]
+        /// `abuse`: how far the server's RSS may grow, in MiB (what the
+        /// budgets let the attacks hold: 256 MiB of idle histories, two
+        /// imports being parsed, pages being sent, and the allocator's keep).
+        #[arg(long, default_value_t = 1536)]
         rss_budget_mib: u64,
     },
 }

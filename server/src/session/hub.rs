@@ -172,6 +172,12 @@ impl SessionHub {
         for event in &events {
             self.writer.write(id, event.clone());
         }
+        // A copied history (an import, a fork) is stored before the session
+        // is answered: the writer's queue is unbounded, and imports made
+        // back to back outran the disk by hundreds of megabytes.
+        if !events.is_empty() {
+            self.writer.flush().await;
+        }
         let channel = Arc::new(SessionChannel::new(id, owner, events, self.writer.clone()));
         if let Some(cluster) = &self.cluster {
             cluster.hold(&channel);
