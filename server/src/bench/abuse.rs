@@ -28,6 +28,8 @@ use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
+use super::own_server::{OwnServer, rss_mib};
+use super::sandbox::stats;
 use super::{BenchError, fail};
 
 pub struct AbuseOptions {
@@ -69,7 +71,7 @@ impl Tally {
     }
 
     fn row(&mut self, name: &str) {
-        let (p50, p99) = percentiles(&mut self.latencies);
+        let (p50, p99) = stats(&mut self.latencies);
         println!(
             "{name:<40} {:>6} {:>6} {:>6} {:>6} {p50:>9.1} {p99:>9.1}",
             self.latencies.len(),
@@ -78,18 +80,6 @@ impl Tally {
             self.wrong
         );
     }
-}
-
-fn percentiles(samples: &mut [Duration]) -> (f64, f64) {
-    if samples.is_empty() {
-        return (0.0, 0.0);
-    }
-    samples.sort();
-    let at = |q: f64| {
-        let i = ((samples.len() as f64 - 1.0) * q).round() as usize;
-        samples[i.min(samples.len() - 1)].as_secs_f64() * 1000.0
-    };
-    (at(0.5), at(0.99))
 }
 
 /// What the attackers were answered, by kind and status.
@@ -112,122 +102,6 @@ impl Answers {
             Err(_) => self.note(attack, "connection refused or closed"),
         }
     }
-}
-
-/// The server under attack: a child process, killed when dropped.
-struct Server {
-    child: tokio::process::Child,
-    pid: u32,
-    addr: SocketAddr,
-    good_key: String,
-    hostile_key: String,
-    _data: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.start_kill();
-    }
-}
-
-impl Server {
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    fn rss_mib(&self) -> Option<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).ok()?;
-        let kib: u64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))?
-            .trim()
-            .trim_end_matches("kB")
-            .trim()
-            .parse()
-            .ok()?;
-        Some(kib / 1024)
-    }
-
-    fn alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-}
-
-async fn make_key(
-    exe: &std::path::Path,
-    data: &std::path::Path,
-    name: &str,
-) -> Result<String, BenchError> {
-    let created = tokio::process::Command::new(exe)
-        .args(["keys", "create", "--name", name, "--data-dir"])
-        .arg(data)
-        .output()
-        .await
-        .map_err(fail)?;
-    if !created.status.success() {
-        return Err(BenchError(format!(
-            "runcell keys create: {}",
-            String::from_utf8_lossy(&created.stderr)
-        )));
-    }
-    Ok(String::from_utf8_lossy(&created.stdout)
-        .lines()
-        .last()
-        .unwrap_or_default()
-        .trim()
-        .to_string())
-}
-
-/// `runcell serve` from this binary with its defaults, but the scripted
-/// model (the attacks are on the server, not on a model's speed).
-async fn start_server() -> Result<Server, BenchError> {
-    let exe = std::env::current_exe().map_err(fail)?;
-    let data = tempfile::tempdir().map_err(fail)?;
-    let good_key = make_key(&exe, data.path(), "good").await?;
-    let hostile_key = make_key(&exe, data.path(), "hostile").await?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(fail)?
-        .port();
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let child = tokio::process::Command::new(&exe)
-        .args(["serve", "--addr", &addr.to_string(), "--data-dir"])
-        .arg(data.path())
-        .env("RUNCELL_LLM", "scripted")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(fail)?;
-    let pid = child
-        .id()
-        .ok_or_else(|| BenchError("the server exited at once".into()))?;
-    let server = Server {
-        child,
-        pid,
-        addr,
-        good_key,
-        hostile_key,
-        _data: data,
-    };
-    let http = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !http
-        .get(server.url("/healthz"))
-        .send()
-        .await
-        .is_ok_and(|r| r.status().is_success())
-    {
-        if Instant::now() > deadline {
-            return Err(BenchError(
-                "the server did not answer /healthz in 60 s".into(),
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    // Let its start-up work (the kernel pool) settle.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    Ok(server)
 }
 
 /// A client whose connections come from `from`.
@@ -289,9 +163,11 @@ pub async fn run(options: AbuseOptions) -> Result<(), BenchError> {
         "runcell bench abuse: {} s of attacks ({} anonymous pages, one hostile key, held heads, imports, slow readers, silent sockets) against runcell serve, while a key and a signed-in page use it",
         options.seconds, options.anonymous
     );
-    let mut server = start_server().await?;
+    let mut server = OwnServer::start(&["good", "hostile"]).await?;
     let server_addr = server.addr;
-    let rss_before = server.rss_mib().unwrap_or(0);
+    let url = |path: &str| format!("{}{path}", server.url);
+    let (good_key, hostile_key) = (server.keys[0].clone(), server.keys[1].clone());
+    let rss_before = rss_mib(server.pid()).unwrap_or(0);
     let stop = CancellationToken::new();
     let answers = Arc::new(Answers::default());
     let peak = Arc::new(AtomicU64::new(rss_before));
@@ -299,20 +175,11 @@ pub async fn run(options: AbuseOptions) -> Result<(), BenchError> {
 
     // The server's RSS, sampled.
     {
-        let (stop, peak, pid) = (stop.clone(), Arc::clone(&peak), server.pid);
+        let (stop, peak, pid) = (stop.clone(), Arc::clone(&peak), server.pid());
         tasks.spawn(async move {
             while !stop.is_cancelled() {
-                if let Some(rss) = std::fs::read_to_string(format!("/proc/{pid}/status"))
-                    .ok()
-                    .and_then(|s| {
-                        s.lines()
-                            .find_map(|l| l.strip_prefix("VmRSS:"))
-                            .and_then(|v| {
-                                v.trim().trim_end_matches("kB").trim().parse::<u64>().ok()
-                            })
-                    })
-                {
-                    peak.fetch_max(rss / 1024, Ordering::Relaxed);
+                if let Some(rss) = rss_mib(pid) {
+                    peak.fetch_max(rss, Ordering::Relaxed);
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
@@ -322,7 +189,7 @@ pub async fn run(options: AbuseOptions) -> Result<(), BenchError> {
     // The long shared session the slow readers and silent sockets use.
     let setup = client_from(attacker(40), Duration::from_secs(60))?;
     let imported = setup
-        .post(server.url("/api/sessions/import"))
+        .post(url("/api/sessions/import"))
         .body(long_notebook(70))
         .send()
         .await
@@ -332,7 +199,7 @@ pub async fn run(options: AbuseOptions) -> Result<(), BenchError> {
     let long: serde_json::Value = imported.json().await.map_err(fail)?;
     let long_id = long["id"].as_str().unwrap_or_default().to_string();
     let shared: serde_json::Value = setup
-        .post(server.url(&format!("/api/sessions/{long_id}/share")))
+        .post(url(&format!("/api/sessions/{long_id}/share")))
         .header("cookie", &owner)
         .send()
         .await
@@ -376,7 +243,7 @@ pub async fn run(options: AbuseOptions) -> Result<(), BenchError> {
         let (stop, answers) = (stop.clone(), Arc::clone(&answers));
         let from = attacker(10 + (i % 8) as u8);
         let client = client_from(from, Duration::from_secs(60))?;
-        let url = server.url("");
+        let url = url("");
         tasks.spawn(async move {
             while !stop.is_cancelled() {
                 let _ = client.get(format!("{url}/")).send().await;
@@ -411,7 +278,7 @@ pub async fn run(options: AbuseOptions) -> Result<(), BenchError> {
     let hostile = client_from(attacker(20), Duration::from_secs(60))?;
     for attack in 0..10 {
         let (stop, answers, client) = (stop.clone(), Arc::clone(&answers), hostile.clone());
-        let (url, key) = (server.url(""), server.hostile_key.clone());
+        let (url, key) = (url(""), hostile_key.clone());
         tasks.spawn(async move {
             while !stop.is_cancelled() {
                 let (name, result) = match attack {
@@ -472,7 +339,7 @@ pub async fn run(options: AbuseOptions) -> Result<(), BenchError> {
     for _ in 0..4 {
         let (stop, answers) = (stop.clone(), Arc::clone(&answers));
         let client = client_from(attacker(30), Duration::from_secs(60))?;
-        let (url, notebook) = (server.url("/api/sessions/import"), notebook.clone());
+        let (url, notebook) = (url("/api/sessions/import"), notebook.clone());
         tasks.spawn(async move {
             while !stop.is_cancelled() {
                 let result = client.post(&url).body(notebook.clone()).send().await;
@@ -560,14 +427,11 @@ pub async fn run(options: AbuseOptions) -> Result<(), BenchError> {
     tokio::time::sleep(Duration::from_secs(3)).await;
 
     // The good key: one-shot runs, one after another.
-    let good_key = Arc::new(Mutex::new(Tally::default()));
+    let key_runs = Arc::new(Mutex::new(Tally::default()));
     let good_client = client_from(Ipv4Addr::LOCALHOST, Duration::from_secs(60))?;
     {
-        let (stop, tally, client) = (stop.clone(), Arc::clone(&good_key), good_client.clone());
-        let (url, key) = (
-            server.url("/v1/code_interpreter/run"),
-            server.good_key.clone(),
-        );
+        let (stop, tally, client) = (stop.clone(), Arc::clone(&key_runs), good_client.clone());
+        let (url, key) = (url("/v1/code_interpreter/run"), good_key.clone());
         tasks.spawn(async move {
             while !stop.is_cancelled() {
                 let started = Instant::now();
@@ -606,8 +470,8 @@ pub async fn run(options: AbuseOptions) -> Result<(), BenchError> {
     let page_turns = Arc::new(Mutex::new(Tally::default()));
     let page_loads = Arc::new(Mutex::new(Tally::default()));
     let signed_in = good_client
-        .post(server.url("/login"))
-        .form(&[("api_key", server.good_key.as_str()), ("next", "/")])
+        .post(url("/login"))
+        .form(&[("api_key", good_key.as_str()), ("next", "/")])
         .send()
         .await
         .map_err(fail)?;
@@ -632,7 +496,7 @@ pub async fn run(options: AbuseOptions) -> Result<(), BenchError> {
             Arc::clone(&page_loads),
             good_client.clone(),
         );
-        let url = server.url("");
+        let url = url("");
         tasks.spawn(async move {
             let mut session: Option<String> = None;
             while !stop.is_cancelled() {
@@ -733,7 +597,7 @@ pub async fn run(options: AbuseOptions) -> Result<(), BenchError> {
 
     tokio::time::sleep(Duration::from_secs(options.seconds)).await;
     let alive = server.alive();
-    let rss_end = server.rss_mib().unwrap_or(0);
+    let rss_end = rss_mib(server.pid()).unwrap_or(0);
     stop.cancel();
     // Tasks notice the stop at their next await; the rest are aborted.
     let _ = tokio::time::timeout(Duration::from_secs(10), async {
@@ -748,7 +612,7 @@ pub async fn run(options: AbuseOptions) -> Result<(), BenchError> {
         "{:<40} {:>6} {:>6} {:>6} {:>6} {:>9} {:>9}",
         "good user", "asked", "right", "5xx", "wrong", "p50 ms", "p99 ms"
     );
-    let mut key = std::mem::take(&mut *good_key.lock());
+    let mut key = std::mem::take(&mut *key_runs.lock());
     let mut turns = std::mem::take(&mut *page_turns.lock());
     let mut loads = std::mem::take(&mut *page_loads.lock());
     key.row("key: one-shot run (/v1)");

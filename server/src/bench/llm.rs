@@ -481,12 +481,5 @@ fn own_peak_rss_mib() -> u64 {
 
 /// This process's resident memory, in MiB.
 fn own_rss_mib() -> u64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| {
-            s.split_whitespace()
-                .nth(1)
-                .and_then(|p| p.parse::<u64>().ok())
-        })
-        .map_or(0, |pages| pages * 4096 / (1024 * 1024))
+    super::own_server::rss_mib(std::process::id()).unwrap_or(0)
 }

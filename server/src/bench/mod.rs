@@ -5,6 +5,7 @@
 pub mod abuse;
 pub mod agent;
 pub mod llm;
+mod own_server;
 pub mod sandbox;
 pub mod stream;
 pub mod throughput;

@@ -15,6 +15,9 @@ use super::{BenchError, fail};
 
 /// Median and 99th percentile, in milliseconds.
 pub(super) fn stats(samples: &mut [Duration]) -> (f64, f64) {
+    if samples.is_empty() {
+        return (0.0, 0.0);
+    }
     samples.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let at = |q: f64| {

@@ -160,21 +160,7 @@ impl McpSessions {
 
     /// Closes every session of `key`'s (it was revoked); how many.
     pub async fn close_key(&self, key: &str) -> usize {
-        let ids: Vec<String> = {
-            let mut held = self.held.lock();
-            let ids: Vec<String> = held
-                .by_id
-                .iter()
-                .filter(|(_, b)| b.key == key)
-                .map(|(id, _)| id.clone())
-                .collect();
-            for id in &ids {
-                held.by_id.remove(id);
-            }
-            ids
-        };
-        self.close_all(&ids).await;
-        ids.len()
+        self.close_where(|_, b| b.key == key).await
     }
 
     /// Closes the sessions unused for longer than the idle time, and
@@ -188,12 +174,18 @@ impl McpSessions {
             .keys()
             .map(ToString::to_string)
             .collect();
+        self.close_where(|id, b| b.last_used.elapsed() > self.idle || !live.contains(id))
+            .await
+    }
+
+    /// Forgets the sessions `which` picks, then closes them; how many.
+    async fn close_where(&self, which: impl Fn(&str, &Bound) -> bool) -> usize {
         let ids: Vec<String> = {
             let mut held = self.held.lock();
             let ids: Vec<String> = held
                 .by_id
                 .iter()
-                .filter(|(id, b)| b.last_used.elapsed() > self.idle || !live.contains(*id))
+                .filter(|(id, b)| which(id, b))
                 .map(|(id, _)| id.clone())
                 .collect();
             for id in &ids {

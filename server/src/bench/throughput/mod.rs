@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use self::programs::Program;
+use super::own_server::OwnServer;
 use super::sandbox::stats;
 use super::{BenchError, fail};
 use crate::sandbox::Language;
@@ -207,90 +208,6 @@ async fn pass(
     })
 }
 
-/// A runcell this bench started: killed when dropped.
-struct OwnServer {
-    child: tokio::process::Child,
-    url: String,
-    key: String,
-    _data: tempfile::TempDir,
-}
-
-impl Drop for OwnServer {
-    fn drop(&mut self) {
-        let _ = self.child.start_kill();
-    }
-}
-
-/// Starts `runcell serve` from this binary, the way a person does, with the
-/// default settings (the scripted model: no model is loaded) and a new key.
-async fn own_server() -> Result<OwnServer, BenchError> {
-    let exe = std::env::current_exe().map_err(fail)?;
-    let data = tempfile::tempdir().map_err(fail)?;
-    let created = tokio::process::Command::new(&exe)
-        .args(["keys", "create", "--name", "bench", "--data-dir"])
-        .arg(data.path())
-        .output()
-        .await
-        .map_err(fail)?;
-    if !created.status.success() {
-        return Err(BenchError(format!(
-            "runcell keys create: {}",
-            String::from_utf8_lossy(&created.stderr)
-        )));
-    }
-    let key = String::from_utf8_lossy(&created.stdout)
-        .lines()
-        .last()
-        .unwrap_or_default()
-        .trim()
-        .to_string();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(fail)?
-        .port();
-    let child = tokio::process::Command::new(&exe)
-        .args([
-            "serve",
-            "--addr",
-            &format!("127.0.0.1:{port}"),
-            "--data-dir",
-        ])
-        .arg(data.path())
-        .env("RUNCELL_LLM", "scripted")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(fail)?;
-    let server = OwnServer {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-        key,
-        _data: data,
-    };
-    let http = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let ready = http
-            .get(format!("{}/healthz", server.url))
-            .send()
-            .await
-            .is_ok_and(|r| r.status().is_success());
-        if ready {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err(BenchError(
-                "the server did not answer /healthz in 60 s".into(),
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    // Let its start-up work (the kernel pool) settle.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    Ok(server)
-}
-
 fn ms(samples: &mut [Duration]) -> String {
     let (p50, p99) = stats(samples);
     format!("{p50:>7.1} {p99:>7.1}")
@@ -328,8 +245,8 @@ pub async fn run(options: ThroughputOptions) -> Result<(), BenchError> {
                 .map_err(|_| BenchError("--url needs RUNCELL_API_KEY".into()))?,
         ),
         None => {
-            own = own_server().await?;
-            (own.url.clone(), own.key.clone())
+            own = OwnServer::start(&["bench"]).await?;
+            (own.url.clone(), own.keys[0].clone())
         }
     };
     let api_runner = Runner::Api {
