@@ -191,13 +191,19 @@ impl Notebooks {
 pub const SHARE_PAGE_BYTES: usize = 2 * 1024 * 1024;
 
 /// The first events of `events` that fit in `budget` bytes (as JSON), and
-/// whether any were left out. The first event is always kept.
+/// whether any were left out. A cut ends where no cell and no turn is
+/// open, so that the page shows no cell as still running; the first event
+/// is always kept.
 pub fn page_part(
     events: Vec<app::protocol::SessionEvent>,
     budget: usize,
 ) -> (Vec<app::protocol::SessionEvent>, bool) {
+    use app::protocol::EventBody;
     let mut used = 0usize;
     let mut kept = Vec::new();
+    // Cells and turns open after the events kept so far, and how many
+    // events were kept when none last was.
+    let (mut open, mut quiet) = (0usize, 0usize);
     let total = events.len();
     for event in events {
         let size = serde_json::to_vec(&event).map_or(budget, |json| json.len());
@@ -205,9 +211,22 @@ pub fn page_part(
             break;
         }
         used = used.saturating_add(size);
+        match event.event {
+            EventBody::CellStarted { .. } | EventBody::TurnStarted { .. } => open += 1,
+            EventBody::CellFinished { .. } | EventBody::TurnFinished { .. } => {
+                open = open.saturating_sub(1);
+            }
+            _ => {}
+        }
         kept.push(event);
+        if open == 0 {
+            quiet = kept.len();
+        }
     }
     let cut = kept.len() < total;
+    if cut && quiet > 0 {
+        kept.truncate(quiet);
+    }
     (kept, cut)
 }
 
@@ -242,6 +261,35 @@ mod tests {
 
         // A short session is shown whole; a first event over the budget
         // still shows, alone.
+        // A cut inside a cell ends before that cell began.
+        let cell = |n: u64| {
+            [
+                EventBody::CellStarted {
+                    cell_id: CellId(n),
+                    cell_kind: app::protocol::CellKind::Result,
+                    language: None,
+                    attempt: None,
+                    source: None,
+                },
+                output(400 * 1024),
+                output(400 * 1024),
+                EventBody::CellFinished {
+                    cell_id: CellId(n),
+                    status: app::protocol::CellStatus::Ok,
+                    elapsed_ms: 0,
+                    error: None,
+                },
+            ]
+        };
+        let cells = SessionEvent::numbered((1..=4).flat_map(cell), 1);
+        let (shown, cut) = page_part(cells, SHARE_PAGE_BYTES);
+        assert!(cut);
+        assert_eq!(shown.len(), 8, "two whole cells, not a third begun");
+        assert!(matches!(
+            shown.last().map(|e| &e.event),
+            Some(EventBody::CellFinished { .. })
+        ));
+
         let short = SessionEvent::numbered((0..3).map(|_| output(10)), 1);
         assert_eq!(page_part(short.clone(), SHARE_PAGE_BYTES), (short, false));
         let (alone, cut) = page_part(SessionEvent::numbered([output(100), output(1)], 1), 10);
