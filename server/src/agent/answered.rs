@@ -94,9 +94,15 @@ pub fn doubt(question: &str, language: &str, code: &str, report: &str) -> Option
     if only_empty_values(report) {
         return Some(Doubt::Empty);
     }
-    if only_figures(report) && !asks_for_chart(question) {
+    let asked_for_chart = asks_for_chart(question);
+    if only_figures(report) && !asked_for_chart {
         return Some(Doubt::OnlyFigure);
     }
+    // A chart (an image, Plotly, Vega-Lite) or a table shown answers a
+    // question that asked for one, whatever the program printed beside, and
+    // its rows need no grouping of their own (`px.bar` and seaborn sum per
+    // bar): only a period the chart never derived still tells it wrong.
+    let charted = asked_for_chart && shows_rich_output(report);
     if language != Language::Python.name() || !uses_pandas(code) {
         return None;
     }
@@ -104,7 +110,7 @@ pub fn doubt(question: &str, language: &str, code: &str, report: &str) -> Option
     // revenue for each region" above a per-row `idxmax()`).
     let statements: Vec<&str> = code.lines().map(without_comment).collect();
     let per_group = asks_per_group(question);
-    if per_group && !groups(&statements) {
+    if per_group && !charted && !groups(&statements) {
         return Some(Doubt::Ungrouped);
     }
     if let Some(period) = asks_per_period(question)
@@ -112,7 +118,7 @@ pub fn doubt(question: &str, language: &str, code: &str, report: &str) -> Option
     {
         return Some(Doubt::NoPeriod(period));
     }
-    if !per_group && asks_one_value(question) && prints_series(report) {
+    if !per_group && !charted && asks_one_value(question) && prints_series(report) {
         return Some(Doubt::WholeColumn);
     }
     None
@@ -186,7 +192,22 @@ fn only_figures(report: &str) -> bool {
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .peekable();
-    lines.peek().is_some() && lines.all(|line| line == super::prompt::FIGURE_SHOWN)
+    lines.peek().is_some() && lines.all(|line| RICH_MARKERS[..2].contains(&line))
+}
+
+/// The report's lines for a picture, an interactive chart and an HTML table.
+const RICH_MARKERS: [&str; 3] = [
+    super::prompt::FIGURE_SHOWN,
+    super::prompt::CHART_SHOWN,
+    super::prompt::HTML_TABLE_SHOWN,
+];
+
+/// Whether the program showed a figure, a chart or an HTML table.
+fn shows_rich_output(report: &str) -> bool {
+    report
+        .lines()
+        .map(str::trim)
+        .any(|line| RICH_MARKERS.contains(&line))
 }
 
 /// "plot", "chart", "draw", "histogram"...: a chart is what was asked for.
@@ -397,6 +418,51 @@ mod tests {
     use super::*;
 
     const PANDAS: &str = "import pandas as pd\ndf = pd.read_csv('sales.csv')\n";
+
+    #[test]
+    fn a_chart_of_any_kind_answers_a_question_that_asks_for_one() {
+        // Issue 41: a Plotly-only program was sent back three times.
+        let chart = format!("{}\n", crate::agent::prompt::CHART_SHOWN);
+        let per_row =
+            format!("{PANDAS}import plotly.express as px\npx.line(df, x='date', y='units').show()");
+        for question in [
+            "plot the units sold per region",
+            "Draw an interactive chart of units by region",
+        ] {
+            assert_eq!(
+                doubt(question, "python", &per_row, &chart),
+                None,
+                "{question}"
+            );
+            let figure = format!("{}\n", crate::agent::prompt::FIGURE_SHOWN);
+            assert_eq!(
+                doubt(question, "python", &per_row, &figure),
+                None,
+                "{question}"
+            );
+            let table = format!("{}\n", crate::agent::prompt::HTML_TABLE_SHOWN);
+            assert_eq!(
+                doubt(question, "python", &per_row, &table),
+                None,
+                "{question}"
+            );
+        }
+        // Not asked for: a chart alone is no answer, whichever library drew it.
+        assert_eq!(
+            doubt("what is the total revenue", "python", "", &chart),
+            Some(Doubt::OnlyFigure)
+        );
+        // A chart of days for a question per month is still the wrong chart.
+        assert_eq!(
+            doubt("plot the units sold per month", "python", &per_row, &chart),
+            Some(Doubt::NoPeriod(Period::Month))
+        );
+        // Asked for a chart but shown none: the usual checks still hold.
+        assert_eq!(
+            doubt("plot the units per region", "python", &per_row, "West 3\n"),
+            Some(Doubt::Ungrouped)
+        );
+    }
 
     #[test]
     fn a_program_that_printed_nothing_or_only_empty_values_did_not_answer() {

@@ -363,6 +363,12 @@ pub fn report_of_cell(cell: &Cell) -> String {
 /// What a report says for each image a program showed.
 pub const FIGURE_SHOWN: &str = "[a figure was shown]";
 
+/// What a report says for each interactive chart (Plotly, Vega-Lite).
+pub const CHART_SHOWN: &str = "[an interactive chart was shown]";
+
+/// What a report says for an HTML table shown without a plain form.
+pub const HTML_TABLE_SHOWN: &str = "[an HTML table was shown]";
+
 /// Outputs as text for the model: printed text, values, a note for each
 /// image, and errors without their colours.
 pub fn report(outputs: &[Output]) -> String {
@@ -376,9 +382,11 @@ pub fn report(outputs: &[Output]) -> String {
                     text.push_str(FIGURE_SHOWN);
                     text.push('\n');
                 } else if app::protocol::chart_of(data).is_some() {
-                    text.push_str("[an interactive chart was shown]\n");
+                    text.push_str(CHART_SHOWN);
+                    text.push('\n');
                 } else if data.contains_key("text/html") && !data.contains_key("text/plain") {
-                    text.push_str("[an HTML table was shown]\n");
+                    text.push_str(HTML_TABLE_SHOWN);
+                    text.push('\n');
                 }
                 if let Some(plain) = data
                     .get("text/plain")
