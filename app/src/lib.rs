@@ -75,7 +75,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <link rel="icon" href="/favicon.svg" type="image/svg+xml"/>
                 // Marks pages where scripts run, so that CSS can hide what is
                 // only for readers without JavaScript, with no flash.
-                {live.then(|| view! { <script nonce=nonce>"document.documentElement.classList.add('js')"</script> })}
+                {live.then(|| view! { <script nonce=nonce inner_html=PAGE_GUARD></script> })}
                 {live.then(|| view! { <HydrationScripts options/> })}
                 <MetaTags/>
             </head>
@@ -85,6 +85,26 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
         </html>
     }
 }
+
+/// The first script of a live page: marks it as one where scripts run (so
+/// that CSS hides what is only for readers without JavaScript, with no
+/// flash), and watches the bundle. Should the bundle fail to load, or panic
+/// (a hydration mismatch, a bug), the page says so with a Reload button and
+/// its connection dot says "page error": a dead page never looks alive. It
+/// is plain JavaScript, so it works when the bundle never ran.
+const PAGE_GUARD: &str = r#"(function(){var root=document.documentElement;root.classList.add('js');
+function ours(x,file){if(typeof WebAssembly!=='undefined'&&(x instanceof WebAssembly.RuntimeError||x instanceof WebAssembly.CompileError||x instanceof WebAssembly.LinkError))return true;
+var text=String(file||'')+' '+String(x&&x.stack||'')+' '+String(x);return text.indexOf('/pkg/')>=0;}
+function show(){var conn=document.querySelector('.conn');if(conn){conn.setAttribute('data-state','failed');
+var dot=conn.querySelector('.dot');while(conn.lastChild&&conn.lastChild!==dot)conn.removeChild(conn.lastChild);conn.appendChild(document.createTextNode('page error'));}
+var note=document.createElement('div');note.className='page-failed';note.setAttribute('role','alert');
+note.appendChild(document.createTextNode('This page stopped working: its script failed. Nothing is lost: the session is kept on the server. '));
+var again=document.createElement('button');again.type='button';again.className='primary';again.textContent='Reload';again.onclick=function(){location.reload();};
+note.appendChild(again);document.body.insertBefore(note,document.body.firstChild);}
+function failed(){if(root.hasAttribute('data-page-failed'))return;root.setAttribute('data-page-failed','true');
+if(document.body)show();else document.addEventListener('DOMContentLoaded',show);}
+addEventListener('error',function(e){if(ours(e.error,e.filename))failed();});
+addEventListener('unhandledrejection',function(e){if(ours(e.reason,''))failed();});})();"#;
 
 /// The policy of every page this app renders: scripts run only with this
 /// response's `nonce` (and what those load: the bundle, its wasm), so that no
@@ -142,4 +162,11 @@ pub fn App() -> impl IntoView {
 #[cfg(feature = "hydrate")]
 pub fn hydrate() {
     hydrate_body(App);
+    // For tests and the page guard: the page came to life whole.
+    if let Some(root) = web_sys::window()
+        .and_then(|w| w.document())
+        .and_then(|d| d.document_element())
+    {
+        let _ = root.set_attribute("data-hydrated", "true");
+    }
 }

@@ -238,6 +238,12 @@ const MAX_OUTPUTS: usize = 200;
 #[error("{0}")]
 pub struct ImportError(String);
 
+impl ImportError {
+    pub fn new(what: impl Into<String>) -> Self {
+        Self(what.into())
+    }
+}
+
 fn bad(what: impl Into<String>) -> ImportError {
     ImportError(what.into())
 }
@@ -449,8 +455,13 @@ impl Notebooks {
         static HIGHLIGHTER: std::sync::OnceLock<crate::highlight::Highlighter> =
             std::sync::OnceLock::new();
         let highlighter = HIGHLIGHTER.get_or_init(crate::highlight::Highlighter::new);
-        let (title, events) =
-            import(bytes, highlighter).map_err(|e| NotebookError::BadNotebook(e.to_string()))?;
+        // A notebook, or a session's own history (`…/events` saved to a file).
+        let (title, events) = if super::history_import::is_history(bytes) {
+            super::history_import::import(bytes, highlighter)
+        } else {
+            import(bytes, highlighter)
+        }
+        .map_err(|e| NotebookError::BadNotebook(e.to_string()))?;
         let channel = self.hub.import(owner, &title, events).await?;
         tracing::info!(session = %channel.id(), "notebook imported");
         Ok(channel)

@@ -13,6 +13,7 @@ mod error;
 mod figures;
 mod files;
 mod handover;
+mod history_import;
 pub mod ipynb;
 mod ports;
 pub mod remote;

@@ -1,0 +1,222 @@
+//! A session's own history as a file: what `GET /api/sessions/{id}/events`
+//! gives (one `{"type":"event",…}` frame per line) read back into a new
+//! session by `POST /api/sessions/import`, beside Jupyter notebooks. It
+//! keeps what a notebook cannot (attempts, stops, withdrawn explanations),
+//! so a session moves between servers whole.
+//!
+//! The file is the visitor's, so nothing in it is trusted as the server's
+//! own: code highlighting (markup the page shows as it is) is dropped and
+//! made again here, images that point elsewhere are left out, the events
+//! are numbered afresh, and their number is bounded.
+
+use app::protocol::{CellId, CellKind, EventBody, Output, ServerMessage, SessionEvent};
+
+use super::ipynb::ImportError;
+use crate::highlight::{Highlighter, highlight_all};
+
+/// The most events one history file may hold.
+pub const MAX_EVENTS: usize = 200_000;
+
+/// Whether `bytes` look like a history file (its first line an event frame)
+/// rather than a notebook.
+pub fn is_history(bytes: &[u8]) -> bool {
+    let first = bytes
+        .split(|&b| b == b'\n')
+        .map(<[u8]>::trim_ascii)
+        .find(|line| !line.is_empty());
+    first.is_some_and(|line| {
+        serde_json::from_slice::<serde_json::Value>(line)
+            .is_ok_and(|v| v.get("type").and_then(|t| t.as_str()) == Some("event"))
+    })
+}
+
+/// The history's title (its first question's first line) and its events,
+/// numbered from 1.
+pub fn import(
+    bytes: &[u8],
+    highlighter: &Highlighter,
+) -> Result<(String, Vec<SessionEvent>), ImportError> {
+    if bytes.len() > super::ipynb::MAX_IMPORT_BYTES {
+        return Err(ImportError::new(format!(
+            "the file is {} bytes; at most {} are accepted",
+            bytes.len(),
+            super::ipynb::MAX_IMPORT_BYTES
+        )));
+    }
+    let mut events = Vec::new();
+    // Code cells' text and language, to highlight each when it finishes.
+    let mut code: std::collections::HashMap<CellId, (String, String)> = Default::default();
+    for (n, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        let line = line.trim_ascii();
+        if line.is_empty() {
+            continue;
+        }
+        let frame: ServerMessage = serde_json::from_slice(line).map_err(|e| {
+            ImportError::new(format!("line {} is not an event of a session ({e})", n + 1))
+        })?;
+        let ServerMessage::Event(SessionEvent { ts_ms, event, .. }) = frame else {
+            return Err(ImportError::new(format!(
+                "line {} is not an event of a session",
+                n + 1
+            )));
+        };
+        if events.len() >= MAX_EVENTS {
+            return Err(ImportError::new(format!(
+                "it holds more than {MAX_EVENTS} events"
+            )));
+        }
+        let mut bodies = vec![event];
+        match &mut bodies[0] {
+            EventBody::CellStarted {
+                cell_id,
+                cell_kind: CellKind::Code,
+                language,
+                ..
+            } => {
+                code.insert(
+                    *cell_id,
+                    (String::new(), language.clone().unwrap_or_default()),
+                );
+            }
+            EventBody::CellDelta {
+                cell_id,
+                text,
+                highlight,
+            } => {
+                *highlight = None;
+                if let Some((shown, _)) = code.get_mut(cell_id) {
+                    shown.push_str(text);
+                }
+            }
+            EventBody::CellOutput { output, .. } => {
+                if matches!(output, Output::Image { .. }) {
+                    continue;
+                }
+            }
+            EventBody::CellFinished { cell_id, .. } => {
+                let cell_id = *cell_id;
+                if let Some((shown, language)) = code.remove(&cell_id)
+                    && let Some(highlight) = highlight_all(highlighter, &language, &shown)
+                {
+                    bodies.insert(
+                        0,
+                        EventBody::CellDelta {
+                            cell_id,
+                            text: String::new(),
+                            highlight: Some(highlight),
+                        },
+                    );
+                }
+            }
+            _ => {}
+        }
+        for event in bodies {
+            events.push(SessionEvent {
+                seq: events.len() as u64 + 1,
+                ts_ms,
+                event,
+            });
+        }
+    }
+    if events.is_empty() {
+        return Err(ImportError::new("it holds no events"));
+    }
+    let title = events
+        .iter()
+        .find_map(|e| match &e.event {
+            EventBody::UserMessage { text, .. } => Some(app::api::title_from(text)),
+            _ => None,
+        })
+        .unwrap_or_default();
+    Ok((title, events))
+}
+
+#[cfg(test)]
+mod tests {
+    use app::notebook::Notebook;
+    use app::protocol::{CellStatus, Highlight, TurnId, TurnKind};
+
+    use super::*;
+
+    fn file(bodies: Vec<EventBody>) -> Vec<u8> {
+        SessionEvent::numbered(bodies, 40)
+            .into_iter()
+            .map(|e| serde_json::to_string(&ServerMessage::Event(e)).expect("json") + "\n")
+            .collect::<String>()
+            .into_bytes()
+    }
+
+    #[test]
+    fn a_history_comes_back_renumbered_with_its_own_highlighting_only() {
+        let code = CellId(2);
+        let bytes = file(vec![
+            EventBody::TurnStarted {
+                turn: TurnId(1),
+                turn_kind: TurnKind::Ask,
+            },
+            EventBody::UserMessage {
+                cell_id: CellId(1),
+                text: "Sum it\nplease".into(),
+            },
+            EventBody::CellStarted {
+                cell_id: code,
+                cell_kind: CellKind::Code,
+                language: Some("python".into()),
+                attempt: Some(1),
+                source: None,
+            },
+            EventBody::CellDelta {
+                cell_id: code,
+                text: "print(1 + 1)".into(),
+                highlight: Some(Highlight {
+                    html: "<img src=x onerror=alert(1)>".into(),
+                    upto: 12,
+                }),
+            },
+            EventBody::CellOutput {
+                cell_id: code,
+                output: Output::Image {
+                    url: "https://elsewhere.example/track.png".into(),
+                    text: String::new(),
+                },
+            },
+            EventBody::CellFinished {
+                cell_id: code,
+                status: CellStatus::Ok,
+                elapsed_ms: 3,
+                error: None,
+            },
+        ]);
+        assert!(is_history(&bytes));
+        let (title, events) = import(&bytes, &Highlighter::new()).expect("a history");
+        assert_eq!(title, "Sum it");
+        assert_eq!(
+            events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            (1..=events.len() as u64).collect::<Vec<_>>()
+        );
+        let all = serde_json::to_string(&events).expect("json");
+        assert!(!all.contains("onerror"), "{all}");
+        assert!(!all.contains("elsewhere.example"), "{all}");
+        let notebook = Notebook::from_events(&events);
+        let cell = notebook.cell(code).expect("the code cell");
+        assert_eq!(cell.text, "print(1 + 1)");
+        assert!(
+            cell.html.contains("print"),
+            "highlighted here: {}",
+            cell.html
+        );
+    }
+
+    #[test]
+    fn what_is_not_a_history_is_refused_plainly() {
+        assert!(!is_history(b"{\"nbformat\": 4}"));
+        assert!(!is_history(b""));
+        let bad =
+            b"{\"type\":\"event\",\"seq\":1,\"ts_ms\":0,\"event\":{\"kind\":\"turn_started\"}}\n";
+        let err = import(bad, &Highlighter::new()).expect_err("a broken event");
+        assert!(err.to_string().contains("line 1"), "{err}");
+        let welcome =
+            b"{\"type\":\"welcome\",\"protocol\":1,\"session_id\":\"x\",\"last_seq\":0}\n";
+        assert!(import(welcome, &Highlighter::new()).is_err());
+    }
+}
