@@ -61,15 +61,22 @@ impl Cell {
         self.text.get(self.highlighted..).unwrap_or_default()
     }
 
-    /// Everything the result cell printed to stdout and stderr, as one text.
+    /// Everything the result cell printed to stdout and stderr, as one
+    /// text without its colours (what Copy output and Download give).
     pub fn printed(&self) -> String {
-        self.outputs
+        let all: String = self
+            .outputs
             .iter()
             .filter_map(|o| match o {
                 Output::Stdout { text } | Output::Stderr { text } => Some(text.as_str()),
                 _ => None,
             })
-            .collect()
+            .collect();
+        if all.contains('\u{1b}') {
+            crate::render::ansi::strip(&all)
+        } else {
+            all
+        }
     }
 }
 
@@ -81,6 +88,55 @@ pub struct Turn {
     /// `None` while it runs.
     pub status: Option<TurnStatus>,
     pub final_cell: Option<CellId>,
+}
+
+/// What an open turn is doing, as the page tells it between the question
+/// and the answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Nothing of the answer yet: the model is queued or reading the
+    /// question (the first token can take a minute on a small machine).
+    WaitingForModel,
+    /// Code is streaming in.
+    WritingCode,
+    /// The code is written; its program is about to run.
+    Starting,
+    /// The program runs.
+    Running,
+    /// The program is over; the model reads what it printed.
+    ReadingOutput,
+    /// The explanation is streaming in.
+    Explaining,
+    /// The explanation is written; its figures are checked against the output.
+    Checking,
+}
+
+impl Phase {
+    /// The phase in words, as the page shows and a screen reader hears it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::WaitingForModel => "Waiting for the model",
+            Self::WritingCode => "Writing code",
+            Self::Starting => "Starting the program",
+            Self::Running => "Running",
+            Self::ReadingOutput => "Reading the output",
+            Self::Explaining => "Explaining",
+            Self::Checking => "Checking the answer",
+        }
+    }
+
+    /// A stable name, for the page's `data-phase` and tests.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::WaitingForModel => "waiting",
+            Self::WritingCode => "writing-code",
+            Self::Starting => "starting",
+            Self::Running => "running",
+            Self::ReadingOutput => "reading-output",
+            Self::Explaining => "explaining",
+            Self::Checking => "checking",
+        }
+    }
 }
 
 /// What applying one event did.
@@ -228,6 +284,29 @@ impl Notebook {
             .collect();
         let turn = self.turns.iter().find(|t| t.status.is_none()).map(|t| t.id);
         (cells, turn)
+    }
+
+    /// What the open turn is doing; `None` when no turn is open.
+    pub fn phase(&self) -> Option<Phase> {
+        let turn = self.turns.iter().rev().find(|t| t.status.is_none())?;
+        let last = self
+            .cells_of(turn.id)
+            .filter(|c| c.kind != CellKind::User)
+            .last();
+        Some(match last {
+            // An edited run or a re-run asks no model.
+            None if turn.kind != TurnKind::Ask => Phase::Starting,
+            None => Phase::WaitingForModel,
+            Some(c) => match (c.kind, c.status == CellStatus::Streaming) {
+                (CellKind::Code, true) => Phase::WritingCode,
+                (CellKind::Code, false) => Phase::Starting,
+                (CellKind::Result, true) => Phase::Running,
+                (CellKind::Result, false) => Phase::ReadingOutput,
+                (CellKind::Explanation, true) => Phase::Explaining,
+                (CellKind::Explanation, false) => Phase::Checking,
+                (CellKind::User, _) => Phase::WaitingForModel,
+            },
+        })
     }
 
     /// Whether a turn is under way or some cell is still streaming.

@@ -51,6 +51,46 @@ test.describe('on a phone', () => {
   });
 });
 
+test.describe('fixed chrome on a phone', () => {
+  test.use({ viewport: PHONE });
+
+  test('the header is one row of at most 56 px, and header and composer take at most a quarter of the screen', async ({ page }) => {
+    await longSession(page);
+    const header = page.locator('header.topbar');
+    const composer = page.locator('form.prompt');
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await expect(header).toBeInViewport({ ratio: 1 });
+    const headerBox = await header.boundingBox();
+    expect(headerBox?.height ?? 999).toBeLessThanOrEqual(56);
+    const composerBox = await composer.boundingBox();
+    expect((headerBox?.height ?? 999) + (composerBox?.height ?? 999)).toBeLessThanOrEqual(0.25 * PHONE.height);
+    // The list of sessions is not under the header.
+    const drawer = await page.locator('details.sidebar > summary').boundingBox();
+    expect(drawer?.y ?? 0).toBeGreaterThanOrEqual((headerBox?.y ?? 0) + (headerBox?.height ?? 0) - 1);
+    // The composer grows while typing (up to a part of the screen).
+    if (await page.evaluate(() => document.documentElement.classList.contains('js'))) {
+      const message = page.getByRole('textbox', { name: 'Message' });
+      const one = (await message.boundingBox())?.height ?? 0;
+      await message.fill('a\nb\nc\nd\ne');
+      const five = (await message.boundingBox())?.height ?? 0;
+      expect(five).toBeGreaterThan(one + 40);
+      expect(five).toBeLessThanOrEqual(0.3 * PHONE.height + 1);
+    }
+  });
+
+  test('the header hides while scrolling down and comes back on the way up', async ({ page }, info) => {
+    test.skip(info.project.name === 'no-js', 'a live page needs scripts');
+    await longSession(page);
+    const header = page.locator('header.topbar');
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await expect(header).toBeInViewport();
+    await page.mouse.wheel(0, 600);
+    await expect(header).not.toBeInViewport();
+    await page.mouse.wheel(0, -200);
+    await expect(header).toBeInViewport();
+  });
+});
+
 test.describe('on a touch screen', () => {
   test.use({ viewport: PHONE, hasTouch: true, isMobile: true });
 
@@ -113,7 +153,7 @@ test.describe('with the keyboard', () => {
     await notebook.waitConnected();
     const said = page.locator('.visually-hidden[role="status"]');
     await notebook.ask(fenced('import time\nfor i in range(30):\n    print(i, flush=True)\n    time.sleep(0.5)'));
-    await expect(said).toHaveText(/Writing the answer|Running the code/);
+    await expect(said).toHaveText(/Waiting for the model|Writing code|Starting the program|Running/);
     await expect(notebook.resultCells.first()).toContainText('1', { timeout: 25_000 });
     await notebook.stop.click();
     await expect(said).toHaveText('Stopped.');

@@ -10,7 +10,7 @@ pub mod files;
 pub mod import;
 mod keys;
 mod page_python;
-mod scroll;
+pub mod scroll;
 pub mod sessions;
 pub mod share;
 mod socket;
@@ -38,7 +38,7 @@ pub fn connect(state: SessionState, files: FilesState) {
         }
     });
     on_cleanup(move || python.shut());
-    scroll::follow_bottom(state.notebook);
+    scroll::follow_bottom(state);
     keys::close_menus_on_escape();
     files::watch(state, files);
 }

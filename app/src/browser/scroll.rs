@@ -1,5 +1,9 @@
-//! Auto-scroll: the newest cell stays in view while the reader is at the
-//! bottom of the page; scrolling up stops it until they come back down.
+//! Following: the newest output stays in view while the reader is at the
+//! bottom of the page. Scrolling up stops it, and "Jump to latest" (with a
+//! count of the cells that came since) shows until they are back. Content
+//! that grows by itself (an image or a chart that loads, a table that
+//! renders) is followed too: a resize observer watches the conversation, so
+//! the page never stops following because a picture arrived late.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -8,10 +12,14 @@ use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::closure::Closure;
 
-use crate::notebook::Notebook;
+use crate::contexts::SessionState;
 
 /// How close to the bottom counts as "at the bottom", in CSS pixels.
 const PIN_SLACK: f64 = 80.0;
+
+fn scroll_y() -> f64 {
+    window().scroll_y().unwrap_or(0.0)
+}
 
 fn at_bottom() -> bool {
     let window = window();
@@ -23,30 +31,94 @@ fn at_bottom() -> bool {
         .ok()
         .and_then(|v| v.as_f64())
         .unwrap_or(0.0);
-    let scrolled = window.scroll_y().unwrap_or(0.0);
-    scrolled + viewport >= f64::from(body.scroll_height()) - PIN_SLACK
+    scroll_y() + viewport >= f64::from(body.scroll_height()) - PIN_SLACK
 }
 
-/// Follows the reader's scrolling, and keeps the newest cell in view
-/// whenever `notebook` changes while they are at the bottom.
-pub fn follow_bottom(notebook: RwSignal<Notebook>) {
-    // Whether the reader is at the bottom (and so wants to follow new
-    // output): this page's, held by its scroll listener and its effect.
-    let pinned = Rc::new(Cell::new(true));
+/// Follows the reader's scrolling and the conversation's growth.
+pub fn follow_bottom(state: SessionState) {
+    let following = state.following;
+    let unseen = state.unseen;
+    // Where the page was at the last scroll event: a move up is the reader
+    // leaving the bottom; a move down, or a page that grew under a still
+    // reader, is not.
+    let last_y = Rc::new(Cell::new(scroll_y()));
     let on_scroll = Closure::<dyn FnMut()>::new({
-        let pinned = Rc::clone(&pinned);
-        move || pinned.set(at_bottom())
+        let last_y = Rc::clone(&last_y);
+        move || {
+            let y = scroll_y();
+            if at_bottom() {
+                if !following.get_untracked() {
+                    following.set(true);
+                }
+                unseen.set(0);
+            } else if y < last_y.get() - 2.0 && following.get_untracked() {
+                following.set(false);
+            }
+            mark_direction(y, last_y.get());
+            last_y.set(y);
+        }
     });
     let _ = window().add_event_listener_with_callback("scroll", on_scroll.as_ref().unchecked_ref());
     // The listener lives as long as the page (every navigation away from a
-    // session loads a new document); it only ever writes `pinned`.
+    // session loads a new document); it only ever writes the two signals.
     on_scroll.forget();
-    Effect::new(move |_| {
-        notebook.track();
-        if pinned.get() {
+
+    // Whatever makes the conversation taller while the reader follows
+    // (cells, images loading, charts drawing) brings its end into view.
+    let on_resize = Closure::<dyn FnMut()>::new(move || {
+        if following.get_untracked() {
             scroll_to_bottom();
         }
     });
+    let on_resize = StoredValue::new_local(Some(on_resize));
+    // After the page is built (effects run once it is in the document).
+    Effect::new(move |_| {
+        let Some(on_resize) = on_resize.try_update_value(Option::take).flatten() else {
+            return;
+        };
+        if let Ok(observer) = web_sys::ResizeObserver::new(on_resize.as_ref().unchecked_ref())
+            && let Some(cells) = document().query_selector("section.cells").ok().flatten()
+        {
+            observer.observe(&cells);
+            // Held by the page for its life, as the scroll listener is.
+            std::mem::forget(observer);
+        }
+        on_resize.forget();
+    });
+
+    // New cells: followed, or counted for "Jump to latest".
+    let seen_cells = Cell::new(state.notebook.with_untracked(|n| n.cells().len()));
+    Effect::new(move |_| {
+        let cells = state.notebook.with(|n| n.cells().len());
+        let new = cells.saturating_sub(seen_cells.replace(cells));
+        if following.get_untracked() {
+            scroll_to_bottom();
+        } else if new > 0 {
+            unseen.update(|u| *u += new);
+        }
+    });
+}
+
+/// Brings the end of the conversation into view and follows from there on
+/// (the person sent a message, or asked for the latest).
+pub fn jump_to_latest(state: SessionState) {
+    state.following.set(true);
+    state.unseen.set(0);
+    scroll_to_bottom();
+}
+
+/// Marks the page while the reader scrolls down past the top (a phone's
+/// header hides then, and comes back on the first move up).
+fn mark_direction(y: f64, before: f64) {
+    let Some(root) = document().document_element() else {
+        return;
+    };
+    let classes = root.class_list();
+    if y > before + 4.0 && y > 64.0 {
+        let _ = classes.add_1("scrolled-down");
+    } else if y < before - 4.0 || y <= 64.0 {
+        let _ = classes.remove_1("scrolled-down");
+    }
 }
 
 fn scroll_to_bottom() {

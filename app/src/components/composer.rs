@@ -35,6 +35,20 @@ pub fn Prompt() -> impl IntoView {
                 .problem
                 .set(Some("Not stopped: the server is not connected.".into()));
         }
+        // Stop means stop: the messages queued behind the turn are taken
+        // back into the box (before what is typed there), not sent.
+        let taken: Vec<String> =
+            queued.with_untracked(|q| q.iter().map(|m| m.text.clone()).collect());
+        if !taken.is_empty() {
+            queued.set(Vec::new());
+            draft.update(|d| {
+                let mut texts = taken;
+                if !d.trim().is_empty() {
+                    texts.push(std::mem::take(d));
+                }
+                *d = texts.join("\n\n");
+            });
+        }
         if let Some(message) = message.get_untracked() {
             let _ = message.focus();
         }
@@ -78,6 +92,10 @@ pub fn Prompt() -> impl IntoView {
             state.problem.set(Some(format!("Not sent: {err}.")));
             return;
         }
+        // Sending brings the conversation's end (where the question goes)
+        // into view and follows it from there.
+        #[cfg(feature = "hydrate")]
+        crate::browser::scroll::jump_to_latest(state);
         if busy() || !queued.with_untracked(Vec::is_empty) {
             let id = next_id.get_value();
             next_id.set_value(id + 1);
@@ -105,6 +123,22 @@ pub fn Prompt() -> impl IntoView {
                 submit();
             }
         >
+            // Shown while the reader looks above the latest output.
+            <button
+                type="button"
+                class="jump-latest js-only"
+                hidden=move || state.following.get()
+                on:click=move |_| {
+                    #[cfg(feature = "hydrate")]
+                    crate::browser::scroll::jump_to_latest(state);
+                }
+            >
+                {move || match state.unseen.get() {
+                    0 => "↓ Jump to latest".to_string(),
+                    1 => "↓ Jump to latest (1 new cell)".to_string(),
+                    n => format!("↓ Jump to latest ({n} new cells)"),
+                }}
+            </button>
             <p class="problem-line" role="alert">{move || state.problem.get()}</p>
             <Show when=move || !queued.with(Vec::is_empty)>
                 <ul class="queued" aria-label="Queued messages">

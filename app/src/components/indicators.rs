@@ -4,8 +4,8 @@
 use leptos::prelude::*;
 
 use crate::contexts::{PyStatus, use_session};
-use crate::notebook::Notebook;
-use crate::protocol::{CellKind, CellStatus, TurnStatus};
+use crate::notebook::{Notebook, Phase};
+use crate::protocol::TurnStatus;
 
 /// The page's own Python, while Browser is picked: loading, ready, or why
 /// it could not start.
@@ -57,6 +57,57 @@ pub fn ConnectionIndicator() -> impl IntoView {
     }
 }
 
+/// What the open turn is doing, with the seconds it has been at it, where
+/// its next output will appear: from Enter on, never a silent wait. (The
+/// announcer below says the phase to screen readers; this is what is seen.)
+#[component]
+pub fn TurnPhase() -> impl IntoView {
+    let state = use_session();
+    let notebook = state.notebook;
+    let phase = Memo::new(move |_| notebook.with(Notebook::phase));
+    // When the page saw the phase begin (the page's clock: a reload starts
+    // counting again), and the clock's tick while a phase shows.
+    let since = RwSignal::new(0.0_f64);
+    let now = RwSignal::new(0.0_f64);
+    #[cfg(feature = "hydrate")]
+    {
+        Effect::new(move |_| {
+            phase.track();
+            let t = js_sys::Date::now();
+            since.set(t);
+            now.set(t);
+        });
+        let tick = set_interval_with_handle(
+            move || {
+                if phase.with_untracked(Option::is_some) {
+                    now.set(js_sys::Date::now());
+                }
+            },
+            std::time::Duration::from_millis(1000),
+        );
+        on_cleanup(move || {
+            if let Ok(tick) = tick {
+                tick.clear();
+            }
+        });
+    }
+    let seconds = move || {
+        let elapsed = ((now.get() - since.get()) / 1000.0).floor();
+        (elapsed >= 1.0).then(|| format!(" · {elapsed} s"))
+    };
+    view! {
+        <Show when=move || phase.get().is_some()>
+            <div class="turn-phase" data-phase=move || phase.get().map(Phase::name)>
+                <span class="spinner" aria-hidden="true"></span>
+                <span class="turn-phase-label">
+                    {move || phase.get().map(|p| format!("{}…", p.label()))}
+                </span>
+                <span class="turn-phase-time" aria-hidden="true">{seconds}</span>
+            </div>
+        </Show>
+    }
+}
+
 /// What a screen reader hears as a turn goes (a polite live region): that
 /// the answer is being written, that its code runs, and how the turn ended.
 #[component]
@@ -77,17 +128,10 @@ fn announcement(notebook: &Notebook) -> String {
         return String::new();
     };
     match turn.status {
-        None => {
-            let running = notebook
-                .cells_of(turn.id)
-                .last()
-                .is_some_and(|c| c.kind == CellKind::Result && c.status == CellStatus::Streaming);
-            if running {
-                "Running the code…".into()
-            } else {
-                "Writing the answer…".into()
-            }
-        }
+        None => format!(
+            "{}…",
+            notebook.phase().unwrap_or(Phase::WaitingForModel).label()
+        ),
         Some(TurnStatus::Ok) => "The answer is ready.".into(),
         Some(TurnStatus::Cancelled) => "Stopped.".into(),
         Some(TurnStatus::Error) => {
@@ -126,7 +170,7 @@ mod tests {
                 turn_kind: TurnKind::Ask,
             },
         ));
-        assert_eq!(announcement(&notebook), "Writing the answer…");
+        assert_eq!(announcement(&notebook), "Waiting for the model…");
         notebook.apply(&event(
             2,
             EventBody::TurnFinished {

@@ -59,6 +59,10 @@ pub struct SessionState {
     pub send: StoredValue<Option<Sender>>,
     /// A share link's page: cells only, no controls.
     pub read_only: bool,
+    /// Whether the view follows new output (the reader is at the bottom).
+    pub following: RwSignal<bool>,
+    /// Cells that arrived while the reader looked elsewhere.
+    pub unseen: RwSignal<usize>,
 }
 
 impl SessionState {
@@ -83,6 +87,8 @@ impl SessionState {
             pyodide_url: StoredValue::new(pyodide_url),
             send: StoredValue::new(None),
             read_only: false,
+            following: RwSignal::new(true),
+            unseen: RwSignal::new(0),
         }
     }
 
@@ -99,6 +105,8 @@ impl SessionState {
             pyodide_url: StoredValue::new(None),
             send: StoredValue::new(None),
             read_only: true,
+            following: RwSignal::new(true),
+            unseen: RwSignal::new(0),
         }
     }
 

@@ -12,6 +12,7 @@ use leptos::prelude::*;
 pub use outputs::{OUTPUT_FRAME_POLICY, output_document};
 
 use crate::components::copy_text;
+use crate::components::indicators::TurnPhase;
 use crate::contexts::use_session;
 use crate::notebook::{Cell, Notebook};
 use crate::protocol::{CellId, CellKind, CellStatus, ClientMessage, Output, UNGROUNDED};
@@ -41,6 +42,7 @@ pub fn Cells() -> impl IntoView {
             <For each=ids key=|id| *id let:id>
                 <CellView id/>
             </For>
+            <TurnPhase/>
         </section>
     }
 }
@@ -177,12 +179,12 @@ fn fold_summary(notebook: &Notebook, id: CellId) -> Option<String> {
         _ => return None,
     };
     let (turn, attempt) = (code.turn?, code.attempt?);
-    let later = notebook
+    let next = notebook
         .cells_of(turn)
         .filter(|c| c.kind == CellKind::Code)
         .filter_map(|c| c.attempt)
         .filter(|&a| a > attempt)
-        .max()?;
+        .min()?;
     let failure = notebook
         .result_of(turn, code.id)
         .and_then(|r| {
@@ -196,16 +198,24 @@ fn fold_summary(notebook: &Notebook, id: CellId) -> Option<String> {
         Some(name) => format!("attempt {attempt} failed: {name}"),
         None => format!("attempt {attempt} did not answer"),
     };
-    let standing = notebook
+    // "Fixed" only by the attempt that stands and whose program ran well:
+    // a turn whose last attempt failed too was not fixed.
+    let fixed_by = notebook
         .turns()
         .iter()
         .find(|t| t.id == turn)
         .and_then(|t| t.final_cell)
         .and_then(|c| notebook.cell(c))
+        .filter(|c| c.kind == CellKind::Code)
+        .filter(|c| {
+            notebook
+                .result_of(turn, c.id)
+                .is_some_and(|r| r.status == CellStatus::Ok && !has_error(r))
+        })
         .and_then(|c| c.attempt);
-    let next = match standing {
+    let next = match fixed_by {
         Some(fixed) if fixed > attempt => format!(" — fixed in attempt {fixed}"),
-        _ => format!(" — attempt {later} followed"),
+        _ => format!(" — attempt {next} followed"),
     };
     let whose = if cell.kind == CellKind::Result {
         "its output: "
@@ -213,6 +223,12 @@ fn fold_summary(notebook: &Notebook, id: CellId) -> Option<String> {
         ""
     };
     Some(format!("{whose}{what}{next}"))
+}
+
+fn has_error(cell: &Cell) -> bool {
+    cell.outputs
+        .iter()
+        .any(|o| matches!(o, Output::Error { .. }))
 }
 
 /// What a folded code cell says of itself: "Show code (python, 12 lines)".
@@ -406,5 +422,95 @@ fn CodeBody(id: CellId, cell: Memo<Option<Cell>>) -> impl IntoView {
                 </Show>
             </div>
         </div>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{EventBody, SessionEvent, TurnId, TurnKind, TurnStatus};
+
+    /// A turn of `attempts` code cells, each with its result; `ok` says
+    /// which attempts' programs ran well.
+    fn turn_of_attempts(ok: &[bool], turn_status: TurnStatus) -> Notebook {
+        let turn = TurnId(1);
+        let mut bodies = vec![EventBody::TurnStarted {
+            turn,
+            turn_kind: TurnKind::Ask,
+        }];
+        let mut last_code = None;
+        for (n, &ran_well) in ok.iter().enumerate() {
+            let code = CellId(10 + 2 * n as u64);
+            let result = CellId(11 + 2 * n as u64);
+            last_code = Some(code);
+            bodies.push(EventBody::CellStarted {
+                cell_id: code,
+                cell_kind: CellKind::Code,
+                language: Some("python".into()),
+                attempt: Some(n as u32 + 1),
+                source: None,
+            });
+            bodies.push(EventBody::CellFinished {
+                cell_id: code,
+                status: CellStatus::Ok,
+                elapsed_ms: 0,
+                error: None,
+            });
+            bodies.push(EventBody::CellStarted {
+                cell_id: result,
+                cell_kind: CellKind::Result,
+                language: None,
+                attempt: Some(n as u32 + 1),
+                source: Some(code),
+            });
+            if !ran_well {
+                bodies.push(EventBody::CellOutput {
+                    cell_id: result,
+                    output: Output::Error {
+                        name: "FileNotFoundError".into(),
+                        value: "sales.csv".into(),
+                        traceback: Vec::new(),
+                    },
+                });
+            }
+            bodies.push(EventBody::CellFinished {
+                cell_id: result,
+                status: if ran_well {
+                    CellStatus::Ok
+                } else {
+                    CellStatus::Error
+                },
+                elapsed_ms: 0,
+                error: None,
+            });
+        }
+        bodies.push(EventBody::TurnFinished {
+            turn,
+            status: turn_status,
+            elapsed_ms: 0,
+            final_cell: last_code,
+        });
+        Notebook::from_events(&SessionEvent::numbered(bodies, 1))
+    }
+
+    #[test]
+    fn a_fold_says_fixed_only_when_the_standing_attempt_ran_well() {
+        let fixed = turn_of_attempts(&[false, false, true], TurnStatus::Ok);
+        assert_eq!(
+            fold_summary(&fixed, CellId(10)).as_deref(),
+            Some("attempt 1 failed: FileNotFoundError — fixed in attempt 3")
+        );
+        // Issue 41: every attempt failed, and the first said "fixed in 3".
+        let failed = turn_of_attempts(&[false, false, false], TurnStatus::Error);
+        assert_eq!(
+            fold_summary(&failed, CellId(10)).as_deref(),
+            Some("attempt 1 failed: FileNotFoundError — attempt 2 followed")
+        );
+        assert_eq!(
+            fold_summary(&failed, CellId(13)).as_deref(),
+            Some("its output: attempt 2 failed: FileNotFoundError — attempt 3 followed")
+        );
+        // The attempt that stands folds behind nothing.
+        assert_eq!(fold_summary(&failed, CellId(14)), None);
     }
 }

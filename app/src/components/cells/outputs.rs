@@ -210,9 +210,8 @@ fn OutputView(
                     class:capped=capped
                     tabindex=move || capped().then_some("0")
                     aria-label=move || capped().then_some("Output, scrollable")
-                >
-                    {shown.to_string()}
-                </pre>
+                    inner_html=ansi::to_html(shown)
+                ></pre>
                 <ShowAll lines open/>
             }
             .into_any()

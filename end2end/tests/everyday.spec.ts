@@ -1,0 +1,139 @@
+import { test, expect } from './fixtures';
+import { NotebookPage } from './pages/notebook';
+
+// Issue 41: the notebook in everyday use: always saying what it is doing,
+// following the output, stopping what was queued, colours in every stream,
+// truthful about attempts and charts.
+
+const fenced = (code: string) => '```python\n' + code + '\n```';
+
+const hydratedOnly = (name: string) => test.skip(name === 'no-js', 'a live page needs scripts');
+
+/** How far the view is from the page's end, in CSS pixels. */
+const distanceToBottom = (notebook: NotebookPage) =>
+  notebook.page.evaluate(() => document.body.scrollHeight - (window.scrollY + window.innerHeight));
+
+test.describe('everyday use', () => {
+  test('from Enter on, the turn says what it is doing', async ({ page }, info) => {
+    hydratedOnly(info.project.name);
+    const notebook = new NotebookPage(page);
+    await notebook.openNew();
+    await notebook.waitConnected();
+    // The slow script waits half a second before each piece: long enough
+    // to see the wait for the model's first token.
+    await notebook.ask('#scripted: slow\n' + fenced('print(6 * 7)'));
+    const phase = page.locator('.turn-phase');
+    await expect(phase).toHaveAttribute('data-phase', 'waiting');
+    await expect(phase).toContainText('Waiting for the model…');
+    // Inside the conversation, below the question, before any code cell.
+    await expect(notebook.conversation.locator('.turn-phase')).toBeVisible();
+    await expect(notebook.codeCells).toHaveCount(0);
+    const announcer = page.locator('p[role="status"][aria-live="polite"]');
+    await expect(announcer).toHaveText('Waiting for the model…');
+    // The seconds count while it waits.
+    await expect(phase.locator('.turn-phase-time')).toHaveText(/· [1-9]\d* s/, { timeout: 5_000 });
+    // Then it moves on, and is gone when the turn ends.
+    await expect(phase).toHaveAttribute('data-phase', /writing-code|starting|running|reading-output|explaining/, { timeout: 20_000 });
+    await notebook.waitTurnEnd();
+    await expect(phase).toHaveCount(0);
+    await expect(announcer).toHaveText('The answer is ready.');
+  });
+
+  test('Stop takes the queued messages back into the box instead of sending them', async ({ page }, info) => {
+    hydratedOnly(info.project.name);
+    const notebook = new NotebookPage(page);
+    await notebook.openNew();
+    await notebook.waitConnected();
+    await notebook.ask('#scripted: slow\n' + fenced('print(1)'));
+    await expect(notebook.stop).toBeVisible();
+    await notebook.ask('second question');
+    await expect(page.getByRole('list', { name: 'Queued messages' })).toContainText('second question');
+    await notebook.stop.click();
+    await notebook.waitTurnEnd();
+    await expect(page.getByRole('list', { name: 'Queued messages' })).toHaveCount(0);
+    await expect(notebook.message).toHaveValue('second question');
+    // Nothing was sent in its place.
+    await page.waitForTimeout(1_000);
+    await expect(notebook.userCells).toHaveCount(1);
+  });
+
+  test('colours printed to stdout are drawn, not shown as escape codes', async ({ page }, info) => {
+    hydratedOnly(info.project.name);
+    const notebook = new NotebookPage(page);
+    await notebook.openNew();
+    await notebook.waitConnected();
+    await notebook.ask(fenced("print('\\033[31mred\\033[0m and plain')"));
+    await notebook.waitTurnEnd();
+    const out = notebook.resultCells.first().locator('.out-stdout');
+    await expect(out.locator('span.ansi-red')).toHaveText('red');
+    await expect(out).toHaveText('red and plain\n');
+    await expect(out).not.toContainText('[31m');
+  });
+
+  test('a question that asks for a chart is answered by a Plotly chart alone', async ({ page }, info) => {
+    hydratedOnly(info.project.name);
+    const notebook = new NotebookPage(page);
+    await notebook.openNew();
+    await notebook.waitConnected();
+    // Plotly sums per bar itself: no groupby is needed, and no fix is asked.
+    await notebook.ask(
+      'Plot the values per group\n' +
+        fenced(
+          [
+            'import pandas as pd, plotly.express as px',
+            "df = pd.DataFrame({'g': ['a', 'b', 'a'], 'v': [1, 2, 3]})",
+            "px.bar(df, x='g', y='v').show()",
+          ].join('\n'),
+        ),
+    );
+    await notebook.waitTurnEnd();
+    await expect(notebook.codeCells).toHaveCount(1);
+    await expect(notebook.resultCells.first().locator('figure.out-chart')).toHaveCount(1);
+    await expect(notebook.explanationCells.last()).toContainText('interactive chart');
+  });
+
+  test('the view follows an image turn, lets the reader scroll away, and jumps back', async ({ page }, info) => {
+    hydratedOnly(info.project.name);
+    await page.setViewportSize({ width: 1000, height: 700 });
+    const notebook = new NotebookPage(page);
+    await notebook.openNew();
+    await notebook.waitConnected();
+    const chart = fenced(
+      ['import matplotlib.pyplot as plt', 'plt.figure(figsize=(6, 6))', 'plt.plot([1, 2, 3], [3, 1, 2])', 'plt.title("A tall one")', 'plt.show()'].join('\n'),
+    );
+    await notebook.ask('Draw a chart\n' + chart);
+    await notebook.waitTurnEnd();
+    await expect(notebook.resultCells.first().locator('img')).toBeVisible();
+    // After the image loaded (late, after its cell), the end is in view.
+    await expect.poll(() => distanceToBottom(notebook)).toBeLessThan(100);
+    await notebook.ask('Draw it again\n' + chart);
+    await notebook.waitTurnEnd();
+    await expect(notebook.resultCells.nth(1).locator('img')).toBeVisible();
+    await expect.poll(() => distanceToBottom(notebook)).toBeLessThan(100);
+
+    // The reader scrolls up: following stops and "Jump to latest" shows.
+    const jump = page.getByRole('button', { name: /Jump to latest/ });
+    await expect(jump).toBeHidden();
+    await page.mouse.wheel(0, -1500);
+    await expect(jump).toBeVisible();
+    const away = await distanceToBottom(notebook);
+    expect(away).toBeGreaterThan(300);
+    // A turn asked elsewhere (the API) arrives: the view stays, the button counts it.
+    const id = page.url().split('/').pop();
+    const asked = await page.request.post(`/api/sessions/${id}/ask`, { data: { text: fenced('print(1)') } });
+    expect(asked.status()).toBe(200);
+    await expect(jump).toHaveText(/Jump to latest \(\d+ new cells?\)/);
+    expect(await distanceToBottom(notebook)).toBeGreaterThan(300);
+    await jump.click();
+    await expect.poll(() => distanceToBottom(notebook)).toBeLessThan(100);
+    await expect(jump).toBeHidden();
+
+    // Scrolled away again, sending brings the question into view.
+    await page.mouse.wheel(0, -1500);
+    await expect(jump).toBeVisible();
+    await notebook.ask(fenced('print("the latest")'));
+    await expect(notebook.userCells.last()).toBeInViewport();
+    await notebook.waitTurnEnd();
+    await expect.poll(() => distanceToBottom(notebook)).toBeLessThan(100);
+  });
+});
