@@ -68,12 +68,18 @@ test.describe('tables', () => {
   });
 
 
-  test('a long frame says how much the kernel showed', async ({ page }) => {
-    const result = await frameShown(page, ['display(pd.DataFrame({"x": range(1000)}))']);
-    const table = result.getByRole('table');
-    await expect(table.locator('tbody tr')).toHaveCount(10);
+  test('a long frame holds all its rows, and says so when it holds fewer than the frame has', async ({ page }) => {
+    // Issue 41: the table held only the ten rows pandas printed.
+    const result = await frameShown(page, ['display(pd.DataFrame({"x": range(1000)}))', 'display(pd.DataFrame({"y": range(25000)}))']);
+    const table = result.getByRole('table').first();
+    await expect(result.locator('.table-size').first()).toHaveText('1000 rows × 1 column');
+    await expect(table).toHaveAttribute('aria-rowcount', '1001');
+    // Only the rows near the view are in the page.
+    const inPage = await table.locator('tbody tr:not(.spacer)').count();
+    expect(inPage).toBeGreaterThan(10);
+    expect(inPage).toBeLessThanOrEqual(120);
     await expect(table).not.toContainText('...');
-    await expect(result.locator('.table-size')).toHaveText('10 rows × 1 columns shown, of 1000 rows × 1 columns');
+    await expect(result.locator('.table-size').nth(1)).toHaveText('10000 rows × 1 column shown, of 25000 rows × 1 column');
   });
 
   test('other HTML stays in its sandboxed frame, in the reader\'s theme', async ({ page, pageErrors }) => {
@@ -118,6 +124,31 @@ test.describe('tables with scripts', () => {
     // The keyboard sorts too.
     await region.getByRole('button').press('Enter');
     await expect(region).toHaveAttribute('aria-sort', 'descending');
+  });
+
+  test('a 200-row frame sorts, filters, scrolls and exports all 200 rows', async ({ page }) => {
+    const result = await frameShown(page, ['display(pd.DataFrame({"n": range(200), "sq": [i * i for i in range(200)]}))']);
+    const table = result.getByRole('table');
+    await expect(result.locator('.table-size')).toHaveText('200 rows × 2 columns');
+    const n = table.getByRole('columnheader', { name: 'n', exact: true });
+    await n.getByRole('button').click();
+    await n.getByRole('button').click();
+    await expect(n).toHaveAttribute('aria-sort', 'descending');
+    await expect(table.locator('tbody tr:not(.spacer)').first().getByRole('rowheader')).toHaveText('199');
+    // Scrolled to its end, the box shows the last rows.
+    await result.getByRole('region', { name: /^Table/ }).evaluate((box) => box.scrollTo(0, box.scrollHeight));
+    await expect(table.getByRole('rowheader', { name: '0', exact: true })).toBeVisible();
+    const [saved] = await Promise.all([page.waitForEvent('download'), result.getByRole('button', { name: 'Download CSV' }).click()]);
+    const lines = readFileSync((await saved.path()) ?? '', 'utf8').trim().split('\r\n');
+    expect(lines).toHaveLength(201);
+    expect(lines[1]).toBe('199,199,39601');
+    expect(lines[200]).toBe('0,0,0');
+    // A filter keeps the rows that match, and the download follows it.
+    await result.getByRole('searchbox', { name: 'Filter rows' }).fill('39601');
+    await expect(result.locator('.table-size')).toHaveText('1 of 200 rows match · 200 rows × 2 columns');
+    await expect(table.locator('tbody tr:not(.spacer)')).toHaveCount(1);
+    const [filtered] = await Promise.all([page.waitForEvent('download'), result.getByRole('button', { name: 'Download CSV' }).click()]);
+    expect(readFileSync((await filtered.path()) ?? '', 'utf8')).toBe(',n,sq\r\n199,199,39601\r\n');
   });
 
   test('Download CSV saves the rows as shown, and Copy table copies them', async ({ page, context }) => {

@@ -265,7 +265,10 @@ fn output_of(event: RunEvent) -> Option<Output> {
     Some(match event {
         RunEvent::Stdout { text, .. } => Output::Stdout { text },
         RunEvent::Stderr { text, .. } => Output::Stderr { text },
-        RunEvent::Result { data, .. } => {
+        RunEvent::Result { mut data, .. } => {
+            let table_data = data
+                .remove(crate::sandbox::TABLE_DATA_MIME)
+                .and_then(|value| super::tables::from_data(&value));
             let data: BTreeMap<String, String> = data
                 .into_iter()
                 .filter_map(|(mime, value)| match value {
@@ -284,12 +287,16 @@ fn output_of(event: RunEvent) -> Option<Output> {
             if data.is_empty() {
                 return None;
             }
-            // A plain data frame becomes a table of the page's own; its
-            // HTML is then not needed (and not sent twice).
+            // A data frame becomes a table of the page's own: from its data
+            // when the kernel gave it (all of its rows, up to a bound), else
+            // from a plain frame's HTML (the rows pandas printed). Its HTML
+            // is then not needed (and not sent twice).
             let table = (!data.keys().any(|k| k.starts_with("image/")))
                 .then(|| {
-                    data.get("text/html")
-                        .and_then(|html| super::tables::read(html))
+                    table_data.or_else(|| {
+                        data.get("text/html")
+                            .and_then(|html| super::tables::read(html))
+                    })
                 })
                 .flatten();
             match table {

@@ -30,6 +30,67 @@ const ALLOWED: [&str; 12] = [
 /// What pandas writes for a value, a row or a column it left out.
 const ELLIPSIS: &str = "...";
 
+/// The most bytes of values one table's data may hold (the kernel stops at
+/// 2 MB of characters; a character may take up to four bytes).
+const MAX_DATA_BYTES: usize = 8 * 1024 * 1024;
+
+/// A data frame's own data, as the jail's kernel gives it beside its HTML
+/// (`sandbox::TABLE_DATA_MIME`): `{"columns", "index_columns", "rows",
+/// "total_rows"}`, every value a string. `None` for anything else (it is
+/// the program's to forge): the frame is then read from its HTML.
+pub fn from_data(value: &serde_json::Value) -> Option<Table> {
+    let text = |v: &serde_json::Value| {
+        v.as_str()
+            .map(|s| s.chars().take(MAX_CELL_CHARS).collect::<String>())
+    };
+    let columns: Vec<String> = value
+        .get("columns")?
+        .as_array()?
+        .iter()
+        .map(text)
+        .collect::<Option<_>>()?;
+    if columns.is_empty() || columns.len() > MAX_COLUMNS {
+        return None;
+    }
+    let index_columns = usize::try_from(value.get("index_columns")?.as_u64()?).ok()?;
+    if index_columns > columns.len() {
+        return None;
+    }
+    let mut rows = Vec::new();
+    let mut bytes = 0;
+    for row in value.get("rows")?.as_array()?.iter().take(MAX_ROWS) {
+        let row: Vec<String> = row.as_array()?.iter().map(text).collect::<Option<_>>()?;
+        if row.len() != columns.len() {
+            return None;
+        }
+        bytes += row.iter().map(String::len).sum::<usize>();
+        if bytes > MAX_DATA_BYTES {
+            break;
+        }
+        rows.push(row);
+    }
+    let total = value.get("total_rows")?.as_u64()?;
+    let shape = |n: u64| {
+        let data_columns = columns.len() - index_columns;
+        format!(
+            "{n} {} × {data_columns} {}",
+            if n == 1 { "row" } else { "rows" },
+            if data_columns == 1 {
+                "column"
+            } else {
+                "columns"
+            }
+        )
+    };
+    let elided = (total > rows.len() as u64).then(|| shape(total));
+    Some(Table {
+        columns,
+        index_columns,
+        rows,
+        elided,
+    })
+}
+
 /// The table in `html`, if it is a plain data frame that reads back
 /// exactly; `None` leaves it HTML.
 pub fn read(html: &str) -> Option<Table> {
@@ -306,6 +367,37 @@ mod tests {
   </tbody>
 </table>
 </div>"#;
+
+    #[test]
+    fn a_frames_data_gives_all_its_rows_and_forged_data_is_refused() {
+        let rows: Vec<serde_json::Value> = (0..200)
+            .map(|i| serde_json::json!([i.to_string(), format!("r{i}"), (i * 2).to_string()]))
+            .collect();
+        let data = serde_json::json!({
+            "columns": ["", "name", "double"], "index_columns": 1, "rows": rows, "total_rows": 200
+        });
+        let table = from_data(&data).expect("a table");
+        assert_eq!(table.rows.len(), 200);
+        assert_eq!(table.rows[199], strings(&["199", "r199", "398"]));
+        assert_eq!(table.elided, None);
+        // Fewer rows than the frame has: said.
+        let cut = serde_json::json!({
+            "columns": ["", "a"], "index_columns": 1, "rows": [["0", "1"]], "total_rows": 123456
+        });
+        assert_eq!(
+            from_data(&cut).and_then(|t| t.elided).as_deref(),
+            Some("123456 rows × 1 column")
+        );
+        for forged in [
+            serde_json::json!({"columns": ["a"], "index_columns": 2, "rows": [], "total_rows": 0}),
+            serde_json::json!({"columns": ["a"], "index_columns": 0, "rows": [["1", "2"]], "total_rows": 1}),
+            serde_json::json!({"columns": ["a"], "index_columns": 0, "rows": [[1]], "total_rows": 1}),
+            serde_json::json!({"columns": [], "index_columns": 0, "rows": [], "total_rows": 0}),
+            serde_json::json!("a string"),
+        ] {
+            assert_eq!(from_data(&forged), None, "{forged}");
+        }
+    }
 
     fn strings(values: &[&str]) -> Vec<String> {
         values.iter().map(|v| v.to_string()).collect()

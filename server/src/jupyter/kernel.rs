@@ -564,6 +564,18 @@ impl Kernel {
     }
 
     fn publish_event(&self, event: RunEvent, parent: Option<&Parent>, count: u64, silent: bool) {
+        let event = match event {
+            // runcell's own table data is for its notebook only.
+            RunEvent::Result {
+                mut data,
+                main,
+                ts_ms,
+            } => {
+                data.remove(crate::sandbox::TABLE_DATA_MIME);
+                RunEvent::Result { data, main, ts_ms }
+            }
+            other => other,
+        };
         let frame = match event {
             RunEvent::Stdout { text, .. } => self.out.frame(
                 Channel::Iopub,

@@ -124,6 +124,8 @@ impl ResultLine {
                 Some((_, name)) => {
                     line.formats.insert((*name).to_string(), value.clone());
                 }
+                // runcell's own table data is for its notebook only.
+                None if mime == crate::sandbox::TABLE_DATA_MIME => {}
                 None => {
                     line.extra.insert(mime.clone(), value.clone());
                 }

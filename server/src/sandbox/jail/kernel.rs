@@ -130,7 +130,9 @@ impl Kernel {
             connection_file.to_string_lossy().into_owned(),
             "--HistoryManager.enabled=False".into(),
             "--IPKernelApp.log_level=ERROR".into(),
-            format!("--IPKernelApp.exec_lines={HOME_ON_PATH}; {LEFT_OUT_BACK}"),
+            format!(
+                "--IPKernelApp.exec_lines={HOME_ON_PATH}; {LEFT_OUT_BACK}; exec({TABLE_DATA:?})"
+            ),
         ];
         let mut child =
             jail.spawn_jail(user, limits, &group, &mounts, command, super::Code::None)?;
@@ -512,6 +514,54 @@ const LAUNCH: &str = "import sys; sys.modules['debugpy'] = sys.modules['psutil']
 /// by cells like any other.
 const LEFT_OUT_BACK: &str =
     "import sys as _s; _s.modules.pop('debugpy', None); _s.modules.pop('psutil', None); del _s";
+
+/// Run by the kernel once it is up: a data frame shown is also given as
+/// its data ([`crate::sandbox::TABLE_DATA_MIME`]: its first 10,000 rows or
+/// 2 MB of values, whichever comes first, and how many rows it has), each
+/// value as pandas writes it in its own tables (`format_array`, `str` if
+/// that fails). Registered by name, so pandas is imported only
+/// by the cells that use it. Any failure leaves the frame to its HTML.
+const TABLE_DATA: &str = r#"def _runcell_table_data():
+    from IPython import get_ipython
+    from IPython.core.formatters import JSONFormatter
+    class TableData(JSONFormatter):
+        format_type = 'application/vnd.runcell.table+json'
+    shown = get_ipython().display_formatter
+    formatter = TableData(parent=shown)
+    shown.formatters[formatter.format_type] = formatter
+    def frame(df, most_rows=10000, most_chars=2000000):
+        try:
+            from pandas.io.formats.format import format_array
+        except Exception:
+            format_array = None
+        def texts(values):
+            if format_array is not None:
+                try:
+                    return [v.strip() for v in format_array(values, None)]
+                except Exception:
+                    pass
+            return [str(v) for v in values]
+        def name(n):
+            return ' '.join(map(str, n)) if isinstance(n, tuple) else ('' if n is None else str(n))
+        if df.columns.nlevels > 1:
+            return None  # headers over several columns: its HTML shows them
+        head = df.head(most_rows)
+        values = [texts(head.index.get_level_values(i)._values) for i in range(head.index.nlevels)]
+        values += [texts(head.iloc[:, j]._values) for j in range(head.shape[1])]
+        rows, size = [], 0
+        for i in range(len(head)):
+            row = [column[i] for column in values]
+            size += sum(map(len, row))
+            if size > most_chars:
+                break
+            rows.append(row)
+        index = [name(n) for n in df.index.names]
+        return {'columns': index + [name(c) for c in df.columns], 'index_columns': len(index), 'rows': rows, 'total_rows': len(df)}
+    # pandas 3 names its classes' module `pandas`; earlier ones, where they live.
+    for module in ('pandas', 'pandas.core.frame'):
+        formatter.for_type_by_name(module, 'DataFrame', frame)
+_runcell_table_data()
+del _runcell_table_data"#;
 
 const HOME_ON_PATH: &str = "import sys as _s; _s.path.insert(next((i for i, p in enumerate(_s.path) if p.endswith(('site-packages', 'dist-packages'))), 0), ''); del _s";
 
