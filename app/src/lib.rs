@@ -140,7 +140,8 @@ pub fn App() -> impl IntoView {
         <Meta name="color-scheme" content="light dark"/>
         <Router>
             <Routes fallback=routes::NotFound>
-                <Route path=StaticSegment("") view=routes::HomePage/>
+                // Async too: what runs where is in the first response.
+                <Route path=StaticSegment("") view=routes::HomePage ssr=SsrMode::Async/>
                 // Async: the whole notebook is in the first response, so the page
                 // reads the same with JavaScript off.
                 <Route

@@ -13,6 +13,42 @@ const hydratedOnly = (name: string) => test.skip(name === 'no-js', 'a live page 
 const distanceToBottom = (notebook: NotebookPage) =>
   notebook.page.evaluate(() => document.body.scrollHeight - (window.scrollY + window.innerHeight));
 
+test.describe('the first screen', () => {
+  test('offers questions to start with, one with a sample file, and says what runs where', async ({ page }) => {
+    await page.goto('/');
+    await expect(page.locator('.what-runs-where')).toHaveText(/Answers: scripted\. Code runs in a sandbox on this server, without network\./);
+    const suggestions = page.getByRole('region', { name: 'Or try one of these' }).getByRole('button');
+    await expect(suggestions).toHaveCount(4);
+    await suggestions.filter({ hasText: 'Analyse a sample file' }).click();
+    await expect(page).toHaveURL(/\/sessions\/[0-9a-f-]{36}$/);
+    await expect(new NotebookPage(page).userCells.first()).toContainText('In sales.csv, which region sold the most');
+    const id = page.url().split('/').pop();
+    const files = await (await page.request.get(`/api/sessions/${id}/files`)).json();
+    expect(JSON.stringify(files)).toContain('sales.csv');
+  });
+});
+
+test.describe('math', () => {
+  test('math in an explanation is MathML, also without scripts', async ({ page }) => {
+    const notebook = new NotebookPage(page);
+    const url = await notebook.openNew();
+    const id = url.split('/').pop() ?? '';
+    // The scripted model's explanation quotes the output, formula and all.
+    const asked = await page.request.post(`/api/sessions/${id}/ask`, {
+      data: { text: fenced('print(r"$\\frac{a}{b} + x^2$ costs $5-$10")') },
+    });
+    expect(asked.status()).toBe(200);
+    await page.reload();
+    const explanation = notebook.explanationCells.last();
+    const formula = explanation.locator('math');
+    await expect(formula).toHaveCount(1);
+    await expect(formula.locator('mfrac')).toHaveCount(1);
+    await expect(formula.locator('msup')).toHaveCount(1);
+    // Money stays money.
+    await expect(explanation).toContainText('costs $5-$10');
+  });
+});
+
 test.describe('everyday use', () => {
   test('from Enter on, the turn says what it is doing', async ({ page }, info) => {
     hydratedOnly(info.project.name);

@@ -20,12 +20,13 @@ test('a renamed session\'s share link and fork carry its name', async ({ page, b
   await expect(reader).toHaveTitle('Quarterly numbers · shared · runcell');
   await reader.getByRole('button', { name: 'Fork' }).click();
   await expect(reader).toHaveURL(/\/sessions\/[0-9a-f-]{36}$/);
-  await expect(reader.getByRole('heading', { level: 1 })).toHaveText('Quarterly numbers');
+  // A fork is told apart from what it copies (issue 41).
+  await expect(reader.getByRole('heading', { level: 1 })).toHaveText('Quarterly numbers (copy)');
   // The fork is in its owner's list, by that name.
   const fork = reader.url().split('/').pop() ?? '';
   await expect(
     reader.getByRole('navigation', { name: 'Sessions' }).locator(`a[href="/sessions/${fork}"]`),
-  ).toHaveText('Quarterly numbers');
+  ).toHaveText('Quarterly numbers (copy)');
   await stranger.close();
 });
 

@@ -115,9 +115,13 @@ pub fn Prompt() -> impl IntoView {
     };
 
     view! {
+        // Without scripts the form posts the question, and the page
+        // reloads itself while the turn runs (see `NoScriptRefresh`).
         <form
             class="prompt"
             aria-label="Ask"
+            method="post"
+            action=format!("/sessions/{}/ask", state.session_id.get_value())
             on:submit=move |ev| {
                 ev.prevent_default();
                 submit();
@@ -182,7 +186,13 @@ pub fn Prompt() -> impl IntoView {
                 >
                     "Stop"
                 </button>
-                <button type="submit" class="primary" disabled=move || !connected()>
+                // Disabled only on a live page that lost its link (a page
+                // without scripts posts the form instead).
+                <button
+                    type="submit"
+                    class="primary"
+                    disabled=move || state.send.with_value(Option::is_some) && !connected()
+                >
                     "Send"
                 </button>
             </div>

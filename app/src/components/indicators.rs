@@ -45,8 +45,9 @@ pub fn ConnectionIndicator() -> impl IntoView {
     let state = use_session();
     let conn = state.conn;
     view! {
+        // A page without scripts has no link to lose: no dot.
         <span
-            class="conn"
+            class="conn js-only"
             role="status"
             aria-label="Connection"
             data-state=move || format!("{:?}", conn.get()).to_lowercase()

@@ -67,26 +67,33 @@ pub fn ModelPicker(models: ModelChoices) -> impl IntoView {
         problem,
     } = models;
     let others: Vec<String> = models.into_iter().filter(|m| *m != default_model).collect();
+    let default_short = short_name(&default_model);
     let title = problem
         .clone()
         .unwrap_or_else(|| format!("Answers come from the {backend} backend"));
     view! {
-        <label class="model-picker" title=title>
-            <span class="model-backend">{backend}</span>
+        <label class="model-picker" title=title data-backend=backend>
+            <span class="model-backend">"model"</span>
             <select
                 aria-label="Model"
                 on:change=move |ev| state.model.set(event_target_value(&ev))
             >
-                <option value="">{default_model}</option>
+                <option value="" title=default_model>{default_short}</option>
                 {others
                     .into_iter()
                     .map(|m| {
-                        let label = m.clone();
-                        view! { <option value=m>{label}</option> }
+                        let label = short_name(&m);
+                        view! { <option value=m.clone() title=m>{label}</option> }
                     })
                     .collect_view()}
             </select>
             {problem.map(|p| view! { <span class="model-problem" role="note">{p}</span> })}
         </label>
     }
+}
+
+/// A model's name as the picker shows it: a model file without its
+/// `.gguf` (the whole name is the option's title).
+fn short_name(model: &str) -> String {
+    model.strip_suffix(".gguf").unwrap_or(model).to_string()
 }

@@ -1,9 +1,11 @@
 //! Markdown for explanations and questions, rendered the same on the server
 //! and in the browser. The text is untrusted: raw HTML is shown as text,
 //! images are reduced to their alt text (no requests to other sites), and
-//! links keep only safe schemes.
+//! links keep only safe schemes. `$…$` and `$$…$$` are math, rendered as
+//! MathML here (so it shows with scripts off too), and a code block can be
+//! reached by the keyboard to scroll it.
 
-use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd, html};
+use pulldown_cmark::{CowStr, Event, Options, Parser, Tag, TagEnd, html};
 
 /// Safe HTML for `text`.
 pub fn to_html(text: &str) -> String {
@@ -17,31 +19,116 @@ pub fn question_html(text: &str) -> String {
 }
 
 fn render(text: &str, keep_lines: bool) -> String {
-    let options = Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH;
-    let events = Parser::new_ext(text, options).filter_map(|event| match event {
-        Event::SoftBreak if keep_lines => Some(Event::HardBreak),
-        Event::Html(raw) | Event::InlineHtml(raw) => Some(Event::Text(raw)),
-        Event::Start(Tag::Image { .. }) | Event::End(TagEnd::Image) => None,
-        Event::Start(Tag::Link {
-            link_type,
-            dest_url,
-            title,
-            id,
-        }) => Some(Event::Start(Tag::Link {
-            link_type,
-            dest_url: if safe_url(&dest_url) {
-                dest_url
-            } else {
-                "".into()
-            },
-            title,
-            id,
-        })),
-        other => Some(other),
-    });
+    let options = Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_MATH;
+    let events = Parser::new_ext(text, options)
+        .into_offset_iter()
+        .filter_map(|(event, at)| match event {
+            // "$5-$10": money, not math (a closing `$` right before a digit
+            // does not close a formula, as in pandoc).
+            Event::InlineMath(_) if text[at.end..].starts_with(|c: char| c.is_ascii_digit()) => {
+                Some(Event::Text(CowStr::from(text[at].to_string())))
+            }
+            Event::InlineMath(tex) => Some(Event::InlineHtml(math(&tex, false).into())),
+            Event::DisplayMath(tex) => Some(Event::Html(math(&tex, true).into())),
+            // A block that scrolls sideways takes the keyboard's focus, so that
+            // its long lines can be read without a mouse.
+            Event::Start(Tag::CodeBlock(kind)) => {
+                let language = match &kind {
+                    pulldown_cmark::CodeBlockKind::Fenced(info) => info
+                        .split_whitespace()
+                        .next()
+                        .unwrap_or_default()
+                        .to_string(),
+                    pulldown_cmark::CodeBlockKind::Indented => String::new(),
+                };
+                let class = if language.is_empty() {
+                    String::new()
+                } else {
+                    format!(" class=\"language-{}\"", escape(&language))
+                };
+                Some(Event::Html(CowStr::from(format!(
+                    "<pre tabindex=\"0\"><code{class}>"
+                ))))
+            }
+            Event::SoftBreak if keep_lines => Some(Event::HardBreak),
+            Event::Html(raw) | Event::InlineHtml(raw) => Some(Event::Text(raw)),
+            Event::Start(Tag::Image { .. }) | Event::End(TagEnd::Image) => None,
+            Event::Start(Tag::Link {
+                link_type,
+                dest_url,
+                title,
+                id,
+            }) => Some(Event::Start(Tag::Link {
+                link_type,
+                dest_url: if safe_url(&dest_url) {
+                    dest_url
+                } else {
+                    "".into()
+                },
+                title,
+                id,
+            })),
+            other => Some(other),
+        });
     let mut out = String::with_capacity(text.len() * 3 / 2);
     html::push_html(&mut out, events);
     out
+}
+
+/// The most characters of one formula rendered; longer ones stay as text.
+#[cfg(feature = "ssr")]
+const MAX_MATH_CHARS: usize = 4_000;
+
+/// An explanation's whole markup with its math as MathML, for the server to
+/// send with a finished cell (the page cannot render math itself); `None`
+/// when it holds no formula.
+#[cfg(feature = "ssr")]
+pub fn rendered_with_math(text: &str) -> Option<crate::protocol::Highlight> {
+    let options = Options::ENABLE_MATH;
+    let has_math = Parser::new_ext(text, options)
+        .any(|e| matches!(e, Event::InlineMath(_) | Event::DisplayMath(_)));
+    has_math.then(|| crate::protocol::Highlight {
+        html: to_html(text),
+        upto: text.len(),
+    })
+}
+
+/// A formula as the page's bundle shows it: its source (the server sends the
+/// MathML once the cell is finished).
+#[cfg(not(feature = "ssr"))]
+fn math(tex: &str, display: bool) -> String {
+    let dollars = if display { "$$" } else { "$" };
+    format!(
+        "<code class=\"math-source\">{dollars}{}{dollars}</code>",
+        escape(tex)
+    )
+}
+
+/// MathML for a formula (`display`: a block of its own); a formula that
+/// cannot be read shows as its text, in the error colour.
+#[cfg(feature = "ssr")]
+fn math(tex: &str, display: bool) -> String {
+    use pulldown_latex::config::DisplayMode;
+    use pulldown_latex::{Parser, RenderConfig, Storage, push_mathml};
+    if tex.chars().count() > MAX_MATH_CHARS {
+        return format!("<code>{}</code>", escape(tex));
+    }
+    let storage = Storage::new();
+    let config = RenderConfig {
+        display_mode: if display {
+            DisplayMode::Block
+        } else {
+            DisplayMode::Inline
+        },
+        ..RenderConfig::default()
+    };
+    let mut out = String::new();
+    match push_mathml(&mut out, Parser::new(tex, &storage), config) {
+        // A formula it could not read shows as it was written, not as the
+        // parser's report.
+        Ok(()) if !out.contains("<merror") => out,
+        _ => format!("<code class=\"math-source\">{}</code>", escape(tex)),
+    }
 }
 
 /// Web links, mail links, fragments and relative paths; nothing that runs.
@@ -104,6 +191,61 @@ mod tests {
                 .contains("href=\"https://docs.python.org/3/\"")
         );
         assert!(to_html("[a](#b) [c](d/e:f)").contains("href=\"d/e:f\""));
+    }
+
+    #[cfg(feature = "ssr")]
+    #[test]
+    fn math_is_mathml_and_dollars_of_money_are_not_math() {
+        let html =
+            to_html("The area is $\\pi r^2$, and\n\n$$\\sum_{i=1}^n i = \\frac{n(n+1)}{2}$$");
+        assert!(html.contains("<math"), "{html}");
+        assert!(html.contains("display=\"block\""), "{html}");
+        assert!(html.contains("<mfrac>"), "{html}");
+        for money in [
+            "Revenue went from $1,200 to $980.",
+            "It costs $5 and $10.",
+            "between $5-$10 a unit",
+        ] {
+            let html = to_html(money);
+            assert!(!html.contains("<math"), "{money:?} gave {html}");
+        }
+        // Code blocks can be scrolled from the keyboard.
+        assert!(
+            question_html("```python\nprint(1)\n```")
+                .contains("<pre tabindex=\"0\"><code class=\"language-python\">")
+        );
+    }
+
+    #[cfg(feature = "ssr")]
+    #[test]
+    fn hostile_math_is_defused() {
+        for input in [
+            "$\\text{<img src=x onerror=alert(1)>}$",
+            "$$\\text{</math><script>alert(1)</script>}$$",
+            "$\\href{javascript:alert(1)}{x}$",
+            "$\\unknowncommand{<b>}$",
+            "$\\frac{$",
+        ] {
+            let html = to_html(input);
+            assert!(!html.contains("<img"), "{input:?} gave {html:?}");
+            assert!(!html.contains("<script"), "{input:?} gave {html:?}");
+            assert!(!html.contains("<b>"), "{input:?} gave {html:?}");
+            assert!(!html.contains("href="), "{input:?} gave {html:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_formula_renders_without_panicking(tex in "\\PC{0,80}") {
+            let _ = to_html(&format!("${tex}$ and $${tex}$$"));
+        }
+
+        #[test]
+        fn tex_like_formulas_render_without_panicking(
+            tex in "(\\\\(frac|sqrt|sum|int|text|mathbb|mathcal|left|right|begin|end|operatorname|over|color)|[{}^_a-zA-Z0-9 ()\\[\\]|&=+-]){0,40}"
+        ) {
+            let _ = to_html(&format!("$${tex}$$"));
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@ use crate::components::{
     ModelPicker, PageTitle, Prompt, PythonIndicator, ShareControls, Sidebar, TurnAnnouncer,
 };
 use crate::contexts::{SessionState, provide_files, provide_session};
+use crate::notebook::Notebook;
 
 /// `/sessions/{id}`: one conversation.
 #[component]
@@ -103,29 +104,40 @@ pub fn SessionView(log: SessionLog) -> impl IntoView {
             <TurnAnnouncer/>
             <Sidebar sessions current=session_id.clone() title heading=Signal::derive(heading)/>
             <div class="column">
-                <div class="session-bar">
-                    <h1 class="session-title">{heading}</h1>
-                    // Shown once there is something to share, also when the
-                    // first question was asked on this page.
-                    <Show when=move || state.notebook.with(|n| n.last_seq() > 0)>
-                        <a
-                            class="button download-notebook"
-                            href=format!("/api/sessions/{}/notebook.ipynb", session_id)
-                            download=""
-                            rel="external"
-                            title="Download this session as a Jupyter notebook"
-                        >
-                            "Download .ipynb"
-                        </a>
-                        <ShareControls
-                            session_id=session_id.clone()
-                            share_path=share_path.clone()
-                            share_files
-                        />
-                    </Show>
-                </div>
-                <p class="notice no-js-only">"JavaScript is off: this notebook is read-only."</p>
+                // The title and the session's controls are part of the main
+                // landmark, with the conversation (axe: all content in landmarks).
                 <main class="notebook" id="main" tabindex="-1">
+                    <div class="session-bar">
+                        <h1 class="session-title">{heading}</h1>
+                        // Shown once there is something to share, also when the
+                        // first question was asked on this page.
+                        <Show when=move || state.notebook.with(|n| n.last_seq() > 0)>
+                            <a
+                                class="button download-notebook"
+                                href=format!("/api/sessions/{}/notebook.ipynb", session_id)
+                                download=""
+                                rel="external"
+                                title="Download this session as a Jupyter notebook"
+                            >
+                                "Download .ipynb"
+                            </a>
+                            <ShareControls
+                                session_id=session_id.clone()
+                                share_path=share_path.clone()
+                                share_files
+                            />
+                        </Show>
+                    </div>
+                    <p class="notice no-js-only">
+                        "JavaScript is off: answers appear when the page reloads (it does by itself while one is written)."
+                    </p>
+                    // Without scripts, the page reloads itself while a turn
+                    // runs. As markup of its own (`inner_html`): a page with
+                    // scripts reads a `noscript`'s content as text, which
+                    // hydration must not walk.
+                    <Show when=move || state.notebook.with(Notebook::is_busy)>
+                        <noscript inner_html=r#"<meta http-equiv="refresh" content="3">"#></noscript>
+                    </Show>
                     <Cells/>
                 </main>
                 <KernelNotice/>

@@ -693,6 +693,7 @@ impl Agent {
                 }
             };
             let invented = grounding::invented(&text, &sources, code);
+            publish_rendered(session, cell_id, &text);
             if invented.is_empty() {
                 self.finish_explanation(session, cell_id, started, CellStatus::Ok, None);
                 crate::metrics::explained(if round == 0 { "grounded" } else { "regrounded" });
@@ -889,12 +890,29 @@ fn publish_cell(
         text: text.to_string(),
         highlight: None,
     });
+    if kind == CellKind::Explanation {
+        publish_rendered(session, cell_id, text);
+    }
     session.publish(EventBody::CellFinished {
         cell_id,
         status,
         elapsed_ms: 0,
         error,
     });
+}
+
+/// An explanation's whole markup, rendered here, when it holds math: the
+/// page's bundle has no LaTeX parser (it shows a formula as its source
+/// while it streams), so the finished cell takes the server's MathML, as a
+/// code cell takes the server's highlighting.
+pub fn publish_rendered(session: &SessionChannel, cell_id: CellId, text: &str) {
+    if let Some(highlight) = app::render::markdown::rendered_with_math(text) {
+        session.publish(EventBody::CellDelta {
+            cell_id,
+            text: String::new(),
+            highlight: Some(highlight),
+        });
+    }
 }
 
 /// The first few invented figures, for a withdrawn cell's reason.

@@ -182,6 +182,7 @@ fn pages(state: &AppState, context: impl Fn() + Clone + Send + Sync + 'static) -
             "/api/sessions/{id}/share",
             post(sessions::share).delete(sessions::unshare),
         )
+        .route("/sessions/{id}/ask", post(sessions::ask_form))
         .route("/sessions/{id}/rename", post(sessions::rename_form))
         .route("/sessions/{id}/delete", post(sessions::delete_form))
         .route("/sessions/{id}/share", post(sessions::share_form))

@@ -28,7 +28,18 @@ pub struct TitleBody {
 pub struct NewSessionForm {
     #[serde(default)]
     message: String,
+    /// A bundled sample file the session gets before its first question
+    /// (the first screen's suggestions): `sales`.
+    #[serde(default)]
+    sample: Option<String>,
 }
+
+/// The sample files the first screen's suggestions can bring along.
+const SAMPLES: [(&str, &str, &[u8]); 1] = [(
+    "sales",
+    "sales.csv",
+    include_bytes!("../../assets/samples/sales.csv"),
+)];
 
 /// `POST /sessions` (form): a new session of the visitor's, asked its first
 /// question if one was typed; then its page, where the turn streams. Only
@@ -44,7 +55,24 @@ pub async fn create_form(
         Err(FormRejection::InvalidFormContentType(_)) => NewSessionForm::default(),
         Err(err) => return Err(ApiError::BadRequest(err.body_text())),
     };
+    let sample = match form.sample.as_deref().filter(|s| !s.is_empty()) {
+        None => None,
+        Some(name) => Some(
+            SAMPLES
+                .iter()
+                .find(|(sample, ..)| *sample == name)
+                .ok_or_else(|| ApiError::BadRequest(format!("there is no sample `{name}`")))?,
+        ),
+    };
     let channel = notebooks.create(owner).await?;
+    if let Some((_, file, bytes)) = sample
+        && let Err(err) = notebooks
+            .upload(&channel, file, (*bytes).into(), false)
+            .await
+    {
+        notebooks.delete(&channel).await?;
+        return Err(err.into());
+    }
     let text = form.message.trim();
     if !text.is_empty() {
         let turn = Turn::Ask {
@@ -211,6 +239,29 @@ pub async fn rename_form(
     let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
     let Form(form) = form.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     notebooks.rename(&channel, &form.title).await?;
+    Ok(see_other(&format!("/sessions/{}", channel.id())))
+}
+
+/// `POST /sessions/{id}/ask` (form): the page's composer without scripts.
+/// The question is asked as over the socket; back to the session's page,
+/// which reloads itself while the turn runs.
+pub async fn ask_form(
+    State(notebooks): State<Arc<Notebooks>>,
+    Owner(owner): Owner,
+    Path(id): Path<String>,
+    form: Result<Form<NewSessionForm>, FormRejection>,
+) -> Result<Response, ApiError> {
+    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
+    let Form(form) = form.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let text = form.message.trim();
+    if !text.is_empty() {
+        let turn = Turn::Ask {
+            text: text.to_string(),
+            model: None,
+            backend: None,
+        };
+        notebooks.start(&channel, turn).await?;
+    }
     Ok(see_other(&format!("/sessions/{}", channel.id())))
 }
 

@@ -46,6 +46,7 @@ pub fn import(
     let mut events = Vec::new();
     // Code cells' text and language, to highlight each when it finishes.
     let mut code: std::collections::HashMap<CellId, (String, String)> = Default::default();
+    let mut explanations: std::collections::HashMap<CellId, String> = Default::default();
     for (n, line) in bytes.split(|&b| b == b'\n').enumerate() {
         let line = line.trim_ascii();
         if line.is_empty() {
@@ -78,6 +79,13 @@ pub fn import(
                     (String::new(), language.clone().unwrap_or_default()),
                 );
             }
+            EventBody::CellStarted {
+                cell_id,
+                cell_kind: CellKind::Explanation,
+                ..
+            } => {
+                explanations.insert(*cell_id, String::new());
+            }
             EventBody::CellDelta {
                 cell_id,
                 text,
@@ -85,6 +93,9 @@ pub fn import(
             } => {
                 *highlight = None;
                 if let Some((shown, _)) = code.get_mut(cell_id) {
+                    shown.push_str(text);
+                }
+                if let Some(shown) = explanations.get_mut(cell_id) {
                     shown.push_str(text);
                 }
             }
@@ -95,6 +106,19 @@ pub fn import(
             }
             EventBody::CellFinished { cell_id, .. } => {
                 let cell_id = *cell_id;
+                // An explanation's math, rendered here as the agent does.
+                if let Some(shown) = explanations.remove(&cell_id)
+                    && let Some(highlight) = app::render::markdown::rendered_with_math(&shown)
+                {
+                    bodies.insert(
+                        0,
+                        EventBody::CellDelta {
+                            cell_id,
+                            text: String::new(),
+                            highlight: Some(highlight),
+                        },
+                    );
+                }
                 if let Some((shown, language)) = code.remove(&cell_id)
                     && let Some(highlight) = highlight_all(highlighter, &language, &shown)
                 {

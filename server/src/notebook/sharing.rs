@@ -71,7 +71,8 @@ impl Notebooks {
             .link_events(&link)
             .await?
             .ok_or(NotebookError::LinkGone)?;
-        let channel = self.hub.fork(owner, &record.title, token, events).await?;
+        let title = fork_title(&record.title, &events);
+        let channel = self.hub.fork(owner, &title, token, events).await?;
         if link.files {
             match self.holder_elsewhere(link.session_id).await {
                 Some(holder) => {
@@ -228,6 +229,24 @@ pub fn page_part(
         kept.truncate(quiet);
     }
     (kept, cut)
+}
+
+/// A fork's title: the original's (or its first question's), said to be a
+/// copy, so that the two are told apart in the sessions list.
+fn fork_title(title: &str, events: &[app::protocol::SessionEvent]) -> String {
+    let original = if title.trim().is_empty() {
+        app::notebook::Notebook::from_events(events)
+            .first_question()
+            .map(app::api::title_from)
+            .unwrap_or_default()
+    } else {
+        title.to_string()
+    };
+    if original.trim().is_empty() {
+        "Copy of a shared session".into()
+    } else {
+        format!("{original} (copy)")
+    }
 }
 
 #[cfg(test)]

@@ -222,8 +222,8 @@ async fn a_share_link_is_read_only_lasts_across_restarts_forks_and_can_be_revoke
     assert!(html.contains("shared cell output"));
     assert!(html.contains("This is a fork"));
     assert!(
-        html.contains("<title>Secret plans · runcell</title>"),
-        "the fork carries the title: {html}"
+        html.contains("<title>Secret plans (copy) · runcell</title>"),
+        "the fork carries the title, said to be a copy: {html}"
     );
     assert_eq!(
         page(&http(), &server, &location).await.0,

@@ -144,7 +144,7 @@ pub fn CellView(id: CellId) -> impl IntoView {
                 }
                 CellKind::Explanation => {
                     view! {
-                        <div class="cell-body markdown" inner_html=move || markdown::to_html(&text_of(cell))></div>
+                        <div class="cell-body markdown" inner_html=move || explanation_html(cell)></div>
                     }
                         .into_any()
                 }
@@ -242,6 +242,16 @@ fn code_summary(language: &str, code: &str) -> String {
 /// with the reason, above the one that stands.
 fn withdrawn(cell: &Cell) -> bool {
     cell.kind == CellKind::Explanation && cell.error.as_ref().is_some_and(|e| e.code == UNGROUNDED)
+}
+
+/// An explanation's markup: the server's, when it sent the whole (its math
+/// as MathML), else rendered here from the text.
+fn explanation_html(cell: Memo<Option<Cell>>) -> String {
+    cell.with(|c| match c {
+        Some(c) if !c.html.is_empty() && c.highlighted == c.text.len() => c.html.clone(),
+        Some(c) => markdown::to_html(&c.text),
+        None => String::new(),
+    })
 }
 
 fn text_of(cell: Memo<Option<Cell>>) -> String {

@@ -187,6 +187,10 @@ fn ShowAll(lines: usize, open: RwSignal<bool>) -> impl IntoView {
     })
 }
 
+/// The error a sandbox reports for a run that Stop ended
+/// (`sandbox::limit_error::CANCELLED` on the server).
+const STOPPED_ERROR: &str = "Cancelled";
+
 /// The richest form of a value the page can show safely.
 #[component]
 fn OutputView(
@@ -233,6 +237,10 @@ fn OutputView(
                 <ShowAll lines open/>
             }
             .into_any()
+        }
+        // Stopped by the person (Stop): said plainly, not as a failure.
+        Output::Error { name: ename, .. } if ename == STOPPED_ERROR => {
+            view! { <p class="out out-stopped">"Stopped."</p> }.into_any()
         }
         Output::Error {
             name: ename,
