@@ -68,7 +68,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     }
     view! {
         <!DOCTYPE html>
-        <html lang="en">
+        <html lang="en" data-theme=components::current_theme().name()>
             <head>
                 <meta charset="utf-8"/>
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>

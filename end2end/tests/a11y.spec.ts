@@ -57,6 +57,21 @@ for (const colorScheme of ['light', 'dark'] as const) {
       dropFrameRefusals(pageErrors);
     });
 
+    test('a phone page with code in a question and a failed attempt has none', async ({ page, pageErrors }) => {
+      await page.setViewportSize({ width: 390, height: 844 });
+      const notebook = new NotebookPage(page);
+      const url = await notebook.openNew();
+      const id = url.split('/').pop() ?? '';
+      // A first attempt that fails, then the fix; a long line in the question.
+      const text = '#scripted: fail_first\nRun this, it has a long line:\n' + fenced(`print("${'x'.repeat(150)}")`);
+      const response = await page.request.post(`/api/sessions/${id}/ask`, { data: { text } });
+      expect(await response.text()).toContain('turn_finished');
+      await page.reload();
+      await expect(notebook.codeCells).toHaveCount(2);
+      expect(await problems(page)).toEqual([]);
+      dropFrameRefusals(pageErrors);
+    });
+
     test('a share page has none', async ({ page, pageErrors }) => {
       const id = await answeredSession(page);
       const shared = await page.request.post(`/api/sessions/${id}/share`);

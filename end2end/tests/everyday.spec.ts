@@ -28,6 +28,49 @@ test.describe('the first screen', () => {
   });
 });
 
+test.describe('the theme switch', () => {
+  test('picks light or dark over the system theme, and keeps it', async ({ page }) => {
+    await page.emulateMedia({ colorScheme: 'dark' });
+    await page.goto('/');
+    const html = page.locator('html');
+    const background = () => page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+    const darkBackground = await background();
+    const toggle = page.getByRole('button', { name: /^Theme:/ });
+    await expect(toggle).toHaveText('Theme: system');
+    await toggle.click();
+    await expect(html).toHaveAttribute('data-theme', 'light');
+    await expect(page.getByRole('button', { name: /^Theme:/ })).toHaveText('Theme: light');
+    expect(await background()).not.toBe(darkBackground);
+    // Kept for the next page, rendered so by the server (no flash).
+    await page.reload();
+    await expect(html).toHaveAttribute('data-theme', 'light');
+    await page.getByRole('button', { name: /^Theme:/ }).click();
+    await expect(html).toHaveAttribute('data-theme', 'dark');
+    await page.getByRole('button', { name: /^Theme:/ }).click();
+    await expect(html).toHaveAttribute('data-theme', 'auto');
+    expect(await background()).toBe(darkBackground);
+  });
+});
+
+test.describe('the sessions list', () => {
+  test('shows each session\'s day and finds sessions by title', async ({ page }, info) => {
+    const notebook = new NotebookPage(page);
+    for (const title of ['Rainfall by month', 'Strawberry letters']) {
+      const url = await notebook.openNew();
+      const id = url.split('/').pop() ?? '';
+      await page.request.post(`/api/sessions/${id}/ask`, { data: { text: fenced('print(1)') } });
+      expect((await page.request.patch(`/api/sessions/${id}`, { data: { title } })).status()).toBe(200);
+    }
+    await page.reload();
+    const list = page.getByRole('navigation', { name: 'Sessions' });
+    const today = new Date().toISOString().slice(0, 10);
+    await expect(list.locator('time.session-date').first()).toHaveAttribute('datetime', today);
+    if (info.project.name === 'no-js') return;
+    await list.getByRole('searchbox', { name: 'Search sessions' }).fill('rain');
+    await expect(list.locator('.session-entry > a')).toHaveText(['Rainfall by month']);
+  });
+});
+
 test.describe('math', () => {
   test('math in an explanation is MathML, also without scripts', async ({ page }) => {
     const notebook = new NotebookPage(page);

@@ -16,7 +16,12 @@ fn modified_label(ms: Option<u64>) -> String {
     {
         ms.map(|ms| {
             let date = js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(ms as f64));
-            String::from(date.to_locale_string("en-GB", &wasm_bindgen::JsValue::UNDEFINED))
+            // In the reader's own language and format.
+            let language = window()
+                .navigator()
+                .language()
+                .unwrap_or_else(|| "en".into());
+            String::from(date.to_locale_string(&language, &wasm_bindgen::JsValue::UNDEFINED))
         })
         .unwrap_or_default()
     }

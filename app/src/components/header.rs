@@ -30,6 +30,7 @@ pub fn Header(#[prop(optional)] children: Option<Children>) -> impl IntoView {
                 </form>
                 <super::import::ImportNotebook/>
                 {children.map(|c| c())}
+                <super::theme::ThemeSwitch/>
             </nav>
         </header>
     }

@@ -15,6 +15,7 @@ mod pickers;
 mod problem;
 mod share;
 mod sidebar;
+mod theme;
 
 pub use cells::{CellView, Cells, OUTPUT_FRAME_POLICY, output_document};
 pub use composer::Prompt;
@@ -27,6 +28,7 @@ pub use pickers::{BackendPicker, ModelPicker};
 pub use problem::LoadProblem;
 pub use share::ShareControls;
 pub use sidebar::Sidebar;
+pub use theme::{THEME_COOKIE, Theme, ThemeSwitch, current_theme};
 
 /// Copies `text` to the clipboard (in the browser; on the server nothing
 /// is clicked).

@@ -39,16 +39,46 @@ pub fn Sidebar(
         list
     });
     let count = move || entries.with(Vec::len);
+    // Sessions whose title holds what is typed in the search box.
+    let query = RwSignal::new(String::new());
+    let shown = move || {
+        let wanted = query.with(|q| q.trim().to_lowercase());
+        let id = current.get_value();
+        entries.with(|list| {
+            list.iter()
+                .filter(|s| {
+                    wanted.is_empty() || {
+                        let title = if s.id == id {
+                            heading.get()
+                        } else {
+                            display_title(&s.title).to_string()
+                        };
+                        title.to_lowercase().contains(&wanted)
+                    }
+                })
+                .cloned()
+                .collect::<Vec<_>>()
+        })
+    };
     view! {
         // Closed as sent: on wide screens the list shows as a column
         // anyway (CSS); on narrow ones the summary opens it as a drawer.
         <details class="sidebar">
             <summary>"Sessions " <span class="count">{move || format!("({})", count())}</span></summary>
             <nav aria-label="Sessions">
+                <input
+                    type="search"
+                    class="session-search js-only"
+                    aria-label="Search sessions"
+                    placeholder="Search sessions"
+                    prop:value=move || query.get()
+                    on:input=move |ev| query.set(event_target_value(&ev))
+                />
                 <ul class="session-list">
-                    <For each=move || entries.get() key=|s| s.id.clone() let:session>
+                    <For each=shown key=|s| s.id.clone() let:session>
                         <SessionEntry
                             is_current=session.id == current.get_value()
+                            updated_ms=session.updated_ms
                             id=session.id
                             listed
                             title
@@ -73,6 +103,8 @@ pub fn Sidebar(
 fn SessionEntry(
     id: String,
     is_current: bool,
+    /// When it last changed (0: not known, as for a session just asked).
+    updated_ms: u64,
     listed: RwSignal<Vec<SessionSummary>>,
     title: RwSignal<String>,
     heading: Signal<String>,
@@ -142,6 +174,11 @@ fn SessionEntry(
             >
                 {label}
             </a>
+            {(updated_ms > 0).then(|| {
+                let day = crate::render::dates::iso_day(updated_ms);
+                let shown = day.clone();
+                view! { <time class="session-date" datetime=day>{shown}</time> }
+            })}
             <details class="entry-actions" node_ref=actions>
                 <summary aria-label=move || format!("Actions for {}", label())>"⋯"</summary>
                 <form

@@ -7,6 +7,7 @@
 //! - [`table`]: a table's numeric columns, sort order, CSV and TSV.
 
 pub mod ansi;
+pub mod dates;
 pub mod markdown;
 pub mod sizes;
 pub mod table;

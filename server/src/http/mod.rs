@@ -22,6 +22,7 @@ mod sessions;
 mod signin;
 pub mod spool;
 mod terminal;
+mod theme;
 mod turns;
 mod upload;
 mod v1;
@@ -182,6 +183,7 @@ fn pages(state: &AppState, context: impl Fn() + Clone + Send + Sync + 'static) -
             "/api/sessions/{id}/share",
             post(sessions::share).delete(sessions::unshare),
         )
+        .route("/theme", post(theme::set))
         .route("/sessions/{id}/ask", post(sessions::ask_form))
         .route("/sessions/{id}/rename", post(sessions::rename_form))
         .route("/sessions/{id}/delete", post(sessions::delete_form))
