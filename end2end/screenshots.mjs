@@ -8,6 +8,10 @@ const args = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run
 const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args });
 const setup = await browser.newPage();
 await setup.goto(base + '/');
+// The first screen, then a new session (opening `/` makes none).
+await setup.screenshot({ path: `${dir}/first-screen.png`, fullPage: false });
+await setup.getByRole('button', { name: 'New session' }).click();
+await setup.waitForURL(/\/sessions\//);
 const id = setup.url().split('/').pop();
 const code = [
   'import matplotlib.pyplot as plt, pandas as pd',
@@ -16,6 +20,7 @@ const code = [
   'display(df)',
   'print("top region:", df.loc[df.revenue.idxmax(), "region"])',
   'plt.bar(df.region, df.revenue); plt.title("Revenue by region"); plt.show()',
+  'print(r"the mean is $\\bar{x} = \\frac{1}{n}\\sum_i x_i$")',
 ].join('\n');
 const r = await setup.request.post(`${base}/api/sessions/${id}/ask`, { data: { text: '```python\n' + code + '\n```' } });
 await r.text();

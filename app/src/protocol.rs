@@ -281,6 +281,12 @@ pub enum Output {
         /// The value's `text/plain` form.
         #[serde(default)]
         text: String,
+        /// Its size in pixels, read from the PNG's header, so that the page
+        /// keeps its room before it loads (the view never jumps).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        width: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        height: Option<u32>,
     },
     /// A file the program wrote in the session's home (an image, a table),
     /// offered for download from the result cell.

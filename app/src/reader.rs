@@ -230,6 +230,20 @@ pub fn output(v: &Value) -> Read<Output> {
         "image" => Output::Image {
             url: text(v, "url")?,
             text: text_or_empty(v, "text")?,
+            width: optional(v, "width")
+                .map(|w| {
+                    w.as_u64()
+                        .and_then(|w| u32::try_from(w).ok())
+                        .ok_or(Unreadable("width"))
+                })
+                .transpose()?,
+            height: optional(v, "height")
+                .map(|h| {
+                    h.as_u64()
+                        .and_then(|h| u32::try_from(h).ok())
+                        .ok_or(Unreadable("height"))
+                })
+                .transpose()?,
         },
         "file" => Output::File {
             path: text(v, "path")?,

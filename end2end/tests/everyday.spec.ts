@@ -183,6 +183,10 @@ test.describe('everyday use', () => {
     await notebook.ask('Draw a chart\n' + chart);
     await notebook.waitTurnEnd();
     await expect(notebook.resultCells.first().locator('img')).toBeVisible();
+    // The figure's size came with it (read from the PNG's header), so its
+    // room was kept before it loaded: 6 × 6 inches at matplotlib's 100 dpi.
+    await expect(notebook.resultCells.first().locator('img')).toHaveAttribute('width', /^[1-9]\d+$/);
+    await expect(notebook.resultCells.first().locator('img')).toHaveAttribute('height', /^[1-9]\d+$/);
     // After the image loaded (late, after its cell), the end is in view.
     await expect.poll(() => distanceToBottom(notebook)).toBeLessThan(100);
     await notebook.ask('Draw it again\n' + chart);

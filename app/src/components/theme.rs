@@ -91,13 +91,33 @@ pub fn theme_in(headers: &http::HeaderMap) -> Option<Theme> {
         .and_then(|(_, value)| Theme::parse(value.trim()))
 }
 
+/// The page's own path, where the form goes back to.
+fn current_path() -> String {
+    #[cfg(feature = "ssr")]
+    {
+        use_context::<http::request::Parts>()
+            .map(|parts| parts.uri.path().to_string())
+            .unwrap_or_else(|| "/".into())
+    }
+    #[cfg(not(feature = "ssr"))]
+    {
+        #[cfg(feature = "hydrate")]
+        {
+            window()
+                .location()
+                .pathname()
+                .unwrap_or_else(|_| "/".into())
+        }
+        #[cfg(not(feature = "hydrate"))]
+        "/".to_string()
+    }
+}
+
 /// The switch, in the header.
 #[component]
 pub fn ThemeSwitch() -> impl IntoView {
     let theme = RwSignal::new(current_theme());
-    let back = leptos_router::hooks::use_location()
-        .pathname
-        .get_untracked();
+    let back = current_path();
     view! {
         <form
             method="post"

@@ -36,6 +36,14 @@ fn event_bodies() -> Vec<EventBody> {
         Output::Image {
             url: "/api/sessions/x/figures/4.png".into(),
             text: "<Figure>".into(),
+            width: None,
+            height: None,
+        },
+        Output::Image {
+            url: "/api/sessions/x/figures/5.png".into(),
+            text: String::new(),
+            width: Some(640),
+            height: Some(480),
         },
         Output::File {
             path: "/home/user/a.csv".into(),

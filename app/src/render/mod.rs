@@ -9,5 +9,6 @@
 pub mod ansi;
 pub mod dates;
 pub mod markdown;
+pub mod png;
 pub mod sizes;
 pub mod table;

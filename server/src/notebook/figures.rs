@@ -25,9 +25,15 @@ pub fn by_address(events: Vec<SessionEvent>, base: &str) -> Vec<SessionEvent> {
                 && let Output::Rich { data } = output
                 && data.contains_key(PNG)
             {
+                let (width, height) = data
+                    .get(PNG)
+                    .and_then(|b64| app::render::png::png_size(b64))
+                    .unzip();
                 *output = Output::Image {
                     url: format!("{base}/{seq}.png"),
                     text: data.get("text/plain").cloned().unwrap_or_default(),
+                    width,
+                    height,
                 };
             }
             event
@@ -127,6 +133,9 @@ mod tests {
                 &Output::Image {
                     url: "/sessions/abc/figures/4.png".into(),
                     text: "<Figure size 640x480 with 1 Axes>".into(),
+                    // Not a PNG's header: no size.
+                    width: None,
+                    height: None,
                 }
             ),
             other => panic!("{other:?}"),

@@ -202,6 +202,8 @@ mod tests {
                 output: Output::Image {
                     url: "https://elsewhere.example/track.png".into(),
                     text: String::new(),
+                    width: Some(1),
+                    height: Some(1),
                 },
             },
             EventBody::CellFinished {

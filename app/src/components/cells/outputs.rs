@@ -256,13 +256,24 @@ fn OutputView(
         }
         Output::File { path, name, size } => view! { <FileOffer path name size/> }.into_any(),
         Output::Table { table, .. } => view! { <TableView table name index/> }.into_any(),
-        Output::Image { url, text, .. } => {
+        Output::Image {
+            url,
+            text,
+            width,
+            height,
+        } => {
             // The page names the figure by its address: a plain link
-            // downloads it, with or without scripts.
+            // downloads it, with or without scripts. Its size, when known,
+            // keeps its room before it loads.
             let file = format!("figure-{name}-{}.png", index + 1);
             view! {
                 <figure class="out out-image">
-                    <img src=url.clone() alt=figure_alt(&text, &question)/>
+                    <img
+                        src=url.clone()
+                        alt=figure_alt(&text, &question)
+                        width=width.map(|w| w.to_string())
+                        height=height.map(|h| h.to_string())
+                    />
                     <figcaption>
                         <a class="button" href=url download=file>"Download PNG"</a>
                     </figcaption>
@@ -283,9 +294,15 @@ fn OutputView(
                 let src = format!("data:image/png;base64,{}", png.trim());
                 let file = format!("figure-{name}-{}.png", index + 1);
                 let saved = src.clone();
+                let (width, height) = crate::render::png::png_size(png).unzip();
                 view! {
                     <figure class="out out-image">
-                        <img src=src alt=figure_alt(data.get("text/plain").map_or("", String::as_str), &question)/>
+                        <img
+                            src=src
+                            alt=figure_alt(data.get("text/plain").map_or("", String::as_str), &question)
+                            width=width.map(|w| w.to_string())
+                            height=height.map(|h| h.to_string())
+                        />
                         <figcaption class="js-only">
                             <button
                                 type="button"

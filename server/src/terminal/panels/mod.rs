@@ -483,7 +483,7 @@ impl<'h, W: Write> Panels<'h, W> {
                     self.text_block(text, Style::new())
                 }
             }
-            Output::Image { url, text } => {
+            Output::Image { url, text, .. } => {
                 let line = if text.is_empty() {
                     format!("[image] {url}")
                 } else {
