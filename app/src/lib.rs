@@ -140,8 +140,7 @@ pub fn App() -> impl IntoView {
         <Meta name="color-scheme" content="light dark"/>
         <Router>
             <Routes fallback=routes::NotFound>
-                // Async too: what runs where is in the first response.
-                <Route path=StaticSegment("") view=routes::HomePage ssr=SsrMode::Async/>
+                <Route path=StaticSegment("") view=routes::HomePage/>
                 // Async: the whole notebook is in the first response, so the page
                 // reads the same with JavaScript off.
                 <Route

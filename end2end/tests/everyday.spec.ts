@@ -14,8 +14,10 @@ const distanceToBottom = (notebook: NotebookPage) =>
   notebook.page.evaluate(() => document.body.scrollHeight - (window.scrollY + window.innerHeight));
 
 test.describe('the first screen', () => {
-  test('offers questions to start with, one with a sample file, and says what runs where', async ({ page }) => {
+  test('offers questions to start with, one with a sample file, and says what runs where', async ({ page }, info) => {
     await page.goto('/');
+    // The server's words stay once the page has come to life.
+    if (info.project.name !== 'no-js') await expect(page.locator('html')).toHaveAttribute('data-hydrated', 'true');
     await expect(page.locator('.what-runs-where')).toHaveText(/Answers: scripted\. Code runs in a sandbox on this server, without network\./);
     const suggestions = page.getByRole('region', { name: 'Or try one of these' }).getByRole('button');
     await expect(suggestions).toHaveCount(4);

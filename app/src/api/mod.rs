@@ -6,7 +6,6 @@
 //! functions here only parse, call the port and map the result.
 
 mod error;
-mod home;
 mod ids;
 #[cfg(feature = "ssr")]
 pub mod ports;
@@ -16,7 +15,6 @@ mod share_link;
 use serde::{Deserialize, Serialize};
 
 pub use error::{LoadError, UNREACHABLE};
-pub use home::{LoadHome, load_home};
 pub use ids::{
     InvalidOwnerId, InvalidSessionId, InvalidShareToken, OwnerId, SessionId, ShareToken,
 };
@@ -56,14 +54,6 @@ pub struct SessionLog {
     pub share_files: bool,
     /// The viewer's sessions, for the sidebar, most recent first.
     pub sessions: Vec<SessionSummary>,
-}
-
-/// What the first screen says: which model answers and where code runs.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HomeInfo {
-    pub models: ModelChoices,
-    /// The sandbox backends on offer, the default first.
-    pub backends: Vec<SandboxKind>,
 }
 
 /// A session as the sidebar lists it.

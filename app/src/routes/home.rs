@@ -5,9 +5,7 @@
 
 use leptos::prelude::*;
 
-use crate::api::{HomeInfo, load_home};
 use crate::components::Header;
-use crate::protocol::SandboxKind;
 
 /// `/`: a question box whose post makes the session.
 #[component]
@@ -23,7 +21,6 @@ pub fn HomePage() -> impl IntoView {
             }
         }
     };
-    let info = Resource::new(|| (), |()| load_home());
     view! {
         <div class="page">
             <Header/>
@@ -65,11 +62,8 @@ pub fn HomePage() -> impl IntoView {
                             .collect_view()}
                     </ul>
                 </section>
-                <Suspense fallback=|| ()>
-                    {move || Suspend::new(async move {
-                        info.await.ok().map(|info| view! { <WhatRunsWhere info/> })
-                    })}
-                </Suspense>
+                // Said by the server; the page keeps its words as they are.
+                <p class="what-runs-where" inner_html=what_runs_where()></p>
             </main>
         </div>
     }
@@ -106,33 +100,46 @@ const SUGGESTIONS: [Suggestion; 4] = [
     },
 ];
 
-/// Which model answers and where the code runs, in a line.
-#[component]
-fn WhatRunsWhere(info: HomeInfo) -> impl IntoView {
-    let HomeInfo { models, backends } = info;
-    let model = if models.default_model.is_empty() {
-        "no model".to_string()
-    } else {
+/// Which model answers and where the code runs, in a line of markup: made
+/// on the server from its ports; in the page, where hydration keeps the
+/// server's markup as it is, nothing.
+fn what_runs_where() -> String {
+    #[cfg(feature = "ssr")]
+    {
+        use crate::api::ports::{ArcModelCatalog, ArcSandboxChoices};
+        use crate::protocol::SandboxKind;
+        use crate::render::markdown::escape;
+
+        let models = use_context::<ArcModelCatalog>()
+            .map(|catalog| catalog.choices())
+            .unwrap_or_default();
+        let backends = use_context::<ArcSandboxChoices>()
+            .map(|sandboxes| sandboxes.backends())
+            .unwrap_or_default();
         let name = models
             .default_model
             .strip_suffix(".gguf")
-            .unwrap_or(&models.default_model)
-            .to_string();
-        match models.backend.as_str() {
-            "embedded" => format!("{name}, running on this server"),
-            "openai" => format!("{name}, from the configured model server"),
-            _ => name,
-        }
-    };
-    let sandbox = match backends.first() {
-        Some(SandboxKind::Jail) | None => "in a sandbox on this server, without network",
-        Some(SandboxKind::E2b) => "in an E2B cloud sandbox",
-        Some(SandboxKind::Browser) => "in your browser (Pyodide)",
-    };
-    view! {
-        <p class="what-runs-where">
-            "Answers: " <strong>{model}</strong> ". Code runs " {sandbox} "."
-            {models.problem.map(|p| view! { <span class="model-problem">" " {p}</span> })}
-        </p>
+            .unwrap_or(&models.default_model);
+        let model = match (name.is_empty(), models.backend.as_str()) {
+            (true, _) => "no model".to_string(),
+            (false, "embedded") => format!("{name}, running on this server"),
+            (false, "openai") => format!("{name}, from the configured model server"),
+            (false, _) => name.to_string(),
+        };
+        let sandbox = match backends.first() {
+            Some(SandboxKind::Jail) | None => "in a sandbox on this server, without network",
+            Some(SandboxKind::E2b) => "in an E2B cloud sandbox",
+            Some(SandboxKind::Browser) => "in your browser (Pyodide)",
+        };
+        let problem = models
+            .problem
+            .map(|p| format!(" <span class=\"model-problem\">{}</span>", escape(&p)))
+            .unwrap_or_default();
+        format!(
+            "Answers: <strong>{}</strong>. Code runs {sandbox}.{problem}",
+            escape(&model)
+        )
     }
+    #[cfg(not(feature = "ssr"))]
+    String::new()
 }
