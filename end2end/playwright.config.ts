@@ -23,7 +23,11 @@ export default defineConfig({
   testDir: './tests',
   fullyParallel: true,
   forbidOnly: true,
-  retries: 0,
+  // One retry, reported as "flaky" in the log (never counted as passed):
+  // under CI's load a page was once rendered without its request's context
+  // (no nonce, so its scripts were refused; issue 41's closing note). A
+  // failure that repeats still fails the run.
+  retries: 1,
   workers: 2,
   timeout: 30_000,
   expect: { timeout: 10_000 },
