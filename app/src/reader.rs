@@ -231,18 +231,10 @@ pub fn output(v: &Value) -> Read<Output> {
             url: text(v, "url")?,
             text: text_or_empty(v, "text")?,
             width: optional(v, "width")
-                .map(|w| {
-                    w.as_u64()
-                        .and_then(|w| u32::try_from(w).ok())
-                        .ok_or(Unreadable("width"))
-                })
+                .map(|_| u32_of(v, "width"))
                 .transpose()?,
             height: optional(v, "height")
-                .map(|h| {
-                    h.as_u64()
-                        .and_then(|h| u32::try_from(h).ok())
-                        .ok_or(Unreadable("height"))
-                })
+                .map(|_| u32_of(v, "height"))
                 .transpose()?,
         },
         "file" => Output::File {
