@@ -431,6 +431,12 @@ fn ready(kind: SocketType, identity: Option<&[u8]>) -> Vec<u8> {
     out
 }
 
+/// How often, and how far apart, a refused connection to a socket that
+/// exists is tried again: 2 s in all, longer than a loaded machine takes
+/// from a kernel's `bind()` to its `listen()`.
+const CONNECT_REFUSED_TRIES: u32 = 200;
+const CONNECT_REFUSED_PAUSE: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// One ZMTP connection over a unix socket.
 #[derive(Debug)]
 pub struct Connection {
@@ -443,13 +449,30 @@ impl Connection {
     /// of `peer_uid` (checked with `SO_PEERCRED` before a byte is sent), and
     /// completes the handshake. An identity (at most 255 bytes, not starting
     /// with 0) names a DEALER to the kernel's ROUTER.
+    ///
+    /// A socket file appears at `bind()` and accepts only after `listen()`:
+    /// a connection refused in between is tried again for a short while
+    /// (the caller bounds the whole start with its own timeout).
     pub async fn connect(
         path: &Path,
         kind: SocketType,
         identity: Option<&[u8]>,
         peer_uid: u32,
     ) -> Result<Self, ZmtpError> {
-        let stream = UnixStream::connect(path).await?;
+        let mut refused = 0;
+        let stream = loop {
+            match UnixStream::connect(path).await {
+                Ok(stream) => break stream,
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::ConnectionRefused
+                        && refused < CONNECT_REFUSED_TRIES =>
+                {
+                    refused += 1;
+                    tokio::time::sleep(CONNECT_REFUSED_PAUSE).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
         let uid = stream.peer_cred()?.uid();
         if uid != peer_uid {
             return Err(ZmtpError::Peer(format!(

@@ -423,3 +423,33 @@ async fn peers_that_are_not_kernels_are_refused() {
     let result = Connection::connect(&path, SocketType::Dealer, None, own_uid() + 1).await;
     assert!(matches!(result, Err(ZmtpError::Peer(_))), "{result:?}");
 }
+
+#[tokio::test]
+async fn a_socket_bound_but_not_yet_listening_is_tried_again() {
+    // A kernel's socket file exists from bind() on, and refuses until
+    // listen(): a stale socket file refuses the same way.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k-1");
+    drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+    let late = path.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        std::fs::remove_file(&late).unwrap();
+        let listener = tokio::net::UnixListener::bind(&late).unwrap();
+        if let Ok((mut stream, _)) = listener.accept().await {
+            let mut hello = vec![0u8; 64 + ready(SocketType::Dealer, None).len()];
+            let _ = stream.read_exact(&mut hello).await;
+            let _ = stream
+                .write_all(&cat(&[peer_greeting(), peer_ready(b"ROUTER")]))
+                .await;
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+    });
+    let connected = tokio::time::timeout(
+        Duration::from_secs(5),
+        Connection::connect(&path, SocketType::Dealer, None, own_uid()),
+    )
+    .await
+    .expect("the connection was never made");
+    assert!(connected.is_ok(), "{connected:?}");
+}
