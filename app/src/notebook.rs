@@ -34,6 +34,9 @@ pub struct Cell {
     pub elapsed_ms: Option<u64>,
     /// Why the cell failed, when it did.
     pub error: Option<CellError>,
+    /// Its turn is on a branch that is not on show.
+    #[serde(default, skip)]
+    pub off_branch: bool,
 }
 
 impl Cell {
@@ -53,6 +56,7 @@ impl Cell {
             status: CellStatus::Streaming,
             elapsed_ms: None,
             error: None,
+            off_branch: false,
         }
     }
 
@@ -88,12 +92,41 @@ pub struct Turn {
     /// `None` while it runs.
     pub status: Option<TurnStatus>,
     pub final_cell: Option<CellId>,
+    /// The turn it follows (`None` for a first turn): turns with the same
+    /// one are versions of each other (an edited question, a regenerated
+    /// answer).
+    pub parent: Option<TurnId>,
+    /// Whether it is on the branch on show.
+    pub on_branch: bool,
+    /// Its kernel was rebuilt for its branch before it ran.
+    pub restored: Option<Restored>,
+}
+
+/// A kernel rebuilt for a branch: how many programs re-ran, and what
+/// failed, if one did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Restored {
+    pub programs: u32,
+    pub error: Option<CellError>,
+}
+
+/// Where a turn stands among its versions: "← 2/3 →".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Versions {
+    /// 1-based.
+    pub position: usize,
+    pub count: usize,
+    pub previous: Option<TurnId>,
+    pub next: Option<TurnId>,
 }
 
 /// What an open turn is doing, as the page tells it between the question
 /// and the answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
+    /// The kernel holds another branch's variables: this branch's programs
+    /// run again first.
+    Restoring,
     /// Nothing of the answer yet: the model is queued or reading the
     /// question (the first token can take a minute on a small machine).
     WaitingForModel,
@@ -115,6 +148,7 @@ impl Phase {
     /// The phase in words, as the page shows and a screen reader hears it.
     pub fn label(self) -> &'static str {
         match self {
+            Self::Restoring => "Rebuilding this version's variables",
             Self::WaitingForModel => "Waiting for the model",
             Self::WritingCode => "Writing code",
             Self::Starting => "Starting the program",
@@ -128,6 +162,7 @@ impl Phase {
     /// A stable name, for the page's `data-phase` and tests.
     pub fn name(self) -> &'static str {
         match self {
+            Self::Restoring => "restoring",
             Self::WaitingForModel => "waiting",
             Self::WritingCode => "writing-code",
             Self::Starting => "starting",
@@ -151,11 +186,23 @@ pub enum Applied {
     Gap,
 }
 
-/// A session's cells, in order.
+/// A session's cells, in order. Its turns form a tree (an edited question
+/// or a regenerated answer starts a branch beside the turn it replaces);
+/// [`cells`](Self::cells) and [`turns`](Self::turns) are the branch on
+/// show, the one the newest turn is on unless another was selected since.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Notebook {
+    /// Every cell, of every branch, in the order they started.
     cells: Vec<Cell>,
+    /// Every turn, in the order they started.
     turns: Vec<Turn>,
+    /// The last turn of the branch on show.
+    leaf: Option<TurnId>,
+    /// The turns whose programs the current kernel ran, in order.
+    kernel_ran: Vec<TurnId>,
+    /// When the server recorded the last event that began a phase of a
+    /// turn (ms since the Unix epoch): a reloaded page counts from it.
+    phase_since_ms: u64,
     last_seq: u64,
     /// Set when the kernel was lost and no "Re-run all" has succeeded since.
     kernel_lost: Option<KernelLoss>,
@@ -186,16 +233,63 @@ impl Notebook {
         self.last_seq
     }
 
-    pub fn cells(&self) -> &[Cell] {
+    /// The cells of the branch on show, in order.
+    pub fn cells(&self) -> impl DoubleEndedIterator<Item = &Cell> + Clone {
+        self.cells.iter().filter(|c| !c.off_branch)
+    }
+
+    /// The turns of the branch on show, in order.
+    pub fn turns(&self) -> impl DoubleEndedIterator<Item = &Turn> + Clone {
+        self.turns.iter().filter(|t| t.on_branch)
+    }
+
+    /// Every cell, of every branch.
+    pub fn all_cells(&self) -> &[Cell] {
         &self.cells
     }
 
-    pub fn turns(&self) -> &[Turn] {
+    /// Every turn, of every branch.
+    pub fn all_turns(&self) -> &[Turn] {
         &self.turns
+    }
+
+    pub fn turn(&self, id: TurnId) -> Option<&Turn> {
+        self.turns.iter().rev().find(|t| t.id == id)
     }
 
     pub fn cell(&self, id: CellId) -> Option<&Cell> {
         self.cells.iter().rev().find(|c| c.id == id)
+    }
+
+    /// Where `turn` stands among the versions of its place (the turns that
+    /// follow the same turn); `None` for a turn that has no other version.
+    pub fn versions(&self, turn: TurnId) -> Option<Versions> {
+        let parent = self.turn(turn)?.parent;
+        let siblings: Vec<TurnId> = self
+            .turns
+            .iter()
+            .filter(|t| t.parent == parent)
+            .map(|t| t.id)
+            .collect();
+        if siblings.len() < 2 {
+            return None;
+        }
+        let at = siblings.iter().position(|&t| t == turn)?;
+        Some(Versions {
+            position: at + 1,
+            count: siblings.len(),
+            previous: at.checked_sub(1).map(|i| siblings[i]),
+            next: siblings.get(at + 1).copied(),
+        })
+    }
+
+    /// Whether the kernel holds variables of a turn that is not on the
+    /// branch on show: the branch's programs must run again in a fresh one
+    /// before the next program can rely on them.
+    pub fn kernel_off_branch(&self) -> bool {
+        self.kernel_ran
+            .iter()
+            .any(|id| self.turn(*id).is_some_and(|t| !t.on_branch))
     }
 
     /// The cells of one turn, in order.
@@ -212,8 +306,7 @@ impl Notebook {
 
     /// The session's first question, if one was asked.
     pub fn first_question(&self) -> Option<&str> {
-        self.cells
-            .iter()
+        self.cells()
             .find(|c| c.kind == CellKind::User)
             .map(|c| c.text.as_str())
     }
@@ -249,8 +342,7 @@ impl Notebook {
     /// run that is over, the code cell that stood, if its result was ok.
     /// Earlier re-runs are copies and are skipped.
     pub fn rerun_plan(&self) -> Vec<RerunStep> {
-        self.turns
-            .iter()
+        self.turns()
             .filter(|t| matches!(t.kind, TurnKind::Ask | TurnKind::Run))
             .filter_map(|t| t.final_cell)
             .filter_map(|id| self.cell(id))
@@ -294,6 +386,14 @@ impl Notebook {
             .filter(|c| c.kind != CellKind::User)
             .last();
         Some(match last {
+            // Before anything runs: the agent first rebuilds the kernel
+            // for the turn's branch (a re-run starts afresh anyway).
+            None if turn.kind != TurnKind::Rerun
+                && turn.restored.is_none()
+                && self.kernel_off_branch() =>
+            {
+                Phase::Restoring
+            }
             // An edited run or a re-run asks no model.
             None if turn.kind != TurnKind::Ask => Phase::Starting,
             None => Phase::WaitingForModel,
@@ -307,6 +407,12 @@ impl Notebook {
                 (CellKind::User, _) => Phase::WaitingForModel,
             },
         })
+    }
+
+    /// When the open turn's phase began, by the server's clock (ms since
+    /// the Unix epoch); 0 for histories without times.
+    pub fn phase_since_ms(&self) -> u64 {
+        self.phase_since_ms
     }
 
     /// Whether a turn is under way or some cell is still streaming.
@@ -324,18 +430,63 @@ impl Notebook {
             return Applied::Gap;
         }
         self.last_seq = event.seq;
+        if matches!(
+            event.event,
+            EventBody::TurnStarted { .. }
+                | EventBody::CellStarted { .. }
+                | EventBody::CellFinished { .. }
+                | EventBody::TurnFinished { .. }
+        ) {
+            self.phase_since_ms = event.ts_ms;
+        }
         let turn = self
             .turns
             .last()
             .filter(|t| t.status.is_none())
             .map(|t| t.id);
         match &event.event {
-            EventBody::TurnStarted { turn, turn_kind } => self.turns.push(Turn {
-                id: *turn,
-                kind: *turn_kind,
-                status: None,
-                final_cell: None,
-            }),
+            EventBody::TurnStarted {
+                turn,
+                turn_kind,
+                alternative_to,
+            } => {
+                let parent = match alternative_to.and_then(|id| self.turn(id)) {
+                    Some(replaced) => replaced.parent,
+                    None => self.leaf,
+                };
+                let follows_leaf = parent == self.leaf;
+                self.turns.push(Turn {
+                    id: *turn,
+                    kind: *turn_kind,
+                    status: None,
+                    final_cell: None,
+                    parent,
+                    on_branch: true,
+                    restored: None,
+                });
+                self.leaf = Some(*turn);
+                if !follows_leaf {
+                    self.mark_branch();
+                }
+                if *turn_kind == TurnKind::Rerun {
+                    self.kernel_ran.clear();
+                }
+            }
+            EventBody::BranchSelected { turn } => {
+                if self.turn(*turn).is_some() {
+                    self.leaf = Some(self.newest_end(*turn));
+                    self.mark_branch();
+                }
+            }
+            EventBody::KernelRestored { programs, error } => {
+                self.kernel_ran.clear();
+                if let Some(t) = self.turns.last_mut().filter(|t| t.status.is_none()) {
+                    t.restored = Some(Restored {
+                        programs: *programs,
+                        error: error.clone(),
+                    });
+                }
+            }
             EventBody::UserMessage { cell_id, text } => {
                 let mut cell = Cell::new(*cell_id, CellKind::User, turn);
                 cell.text.clone_from(text);
@@ -351,6 +502,11 @@ impl Notebook {
             } => {
                 if *cell_kind == CellKind::Result {
                     self.kernel_used = true;
+                    if let Some(turn) = turn
+                        && self.kernel_ran.last() != Some(&turn)
+                    {
+                        self.kernel_ran.push(turn);
+                    }
                 }
                 let mut cell = Cell::new(*cell_id, *cell_kind, turn);
                 cell.language.clone_from(language);
@@ -411,9 +567,43 @@ impl Notebook {
             EventBody::KernelLost { reason } => {
                 self.kernel_lost = Some(*reason);
                 self.kernel_used = false;
+                self.kernel_ran.clear();
             }
         }
         Applied::Applied
+    }
+
+    /// The newest end of the branches through `turn`: from it, the newest
+    /// turn that follows, until none does.
+    fn newest_end(&self, turn: TurnId) -> TurnId {
+        let mut end = turn;
+        // Each step goes to a later turn, so at most one per turn.
+        for _ in 0..self.turns.len() {
+            match self.turns.iter().rev().find(|t| t.parent == Some(end)) {
+                Some(next) => end = next.id,
+                None => break,
+            }
+        }
+        end
+    }
+
+    /// Marks the turns and cells of the branch that ends at `leaf` as on
+    /// show, and the others as not.
+    fn mark_branch(&mut self) {
+        let mut on = std::collections::HashSet::new();
+        let mut at = self.leaf;
+        while let Some(id) = at {
+            if !on.insert(id) {
+                break;
+            }
+            at = self.turn(id).and_then(|t| t.parent);
+        }
+        for t in &mut self.turns {
+            t.on_branch = on.contains(&t.id);
+        }
+        for c in &mut self.cells {
+            c.off_branch = c.turn.is_some_and(|t| !on.contains(&t));
+        }
     }
 
     fn cell_mut(&mut self, id: CellId) -> Option<&mut Cell> {
@@ -445,6 +635,7 @@ mod tests {
             EventBody::TurnStarted {
                 turn,
                 turn_kind: TurnKind::Ask,
+                alternative_to: None,
             },
             EventBody::UserMessage {
                 cell_id: user,
@@ -483,12 +674,12 @@ mod tests {
         let events = turn(1, 1, "how many r's in strawberry");
         let notebook = Notebook::from_events(&events);
         assert_eq!(notebook.last_seq(), events.len() as u64);
-        let cells = notebook.cells();
+        let cells = notebook.all_cells();
         assert_eq!(cells.len(), 2);
         assert_eq!(cells[0].kind, CellKind::User);
         assert_eq!(cells[1].kind, CellKind::Explanation);
         assert_eq!(cells[1].turn, Some(TurnId(1)));
-        assert_eq!(notebook.turns()[0].status, Some(TurnStatus::Ok));
+        assert_eq!(notebook.all_turns()[0].status, Some(TurnStatus::Ok));
         assert_eq!(cells[1].text, "how many r's in strawberry");
         assert_eq!(cells[1].status, CellStatus::Ok);
         assert_eq!(cells[1].elapsed_ms, Some(7));
@@ -528,7 +719,7 @@ mod tests {
             },
         };
         assert_eq!(notebook.apply(&stray), Applied::Applied);
-        assert!(notebook.cells().is_empty());
+        assert!(notebook.cells().next().is_none());
         assert_eq!(notebook.last_seq(), 1);
     }
 
@@ -572,7 +763,7 @@ mod tests {
             at(5, stdout("c\n")),
         ];
         let notebook = Notebook::from_events(&events);
-        let result = &notebook.cells()[0];
+        let result = &notebook.all_cells()[0];
         assert_eq!(result.outputs.len(), 3, "{:?}", result.outputs);
         assert_eq!(result.printed(), "a\nb\nc\n");
         assert_eq!(result.source, Some(CellId(0)));
@@ -595,6 +786,7 @@ mod tests {
                 EventBody::TurnStarted {
                     turn: TurnId(1),
                     turn_kind: TurnKind::Ask,
+                    alternative_to: None,
                 },
             ),
             at(
@@ -620,7 +812,7 @@ mod tests {
             ),
         ];
         let notebook = Notebook::from_events(&events);
-        let cell = &notebook.cells()[0];
+        let cell = &notebook.all_cells()[0];
         assert_eq!(cell.html, "<b>6</b>");
         assert_eq!(cell.unhighlighted(), "y = 2");
         assert!(cell.is_final);
@@ -678,6 +870,7 @@ mod tests {
             EventBody::TurnStarted {
                 turn: TurnId(id),
                 turn_kind: kind,
+                alternative_to: None,
             },
             EventBody::CellStarted {
                 cell_id: code_cell,
@@ -768,5 +961,176 @@ mod tests {
         let cut = Notebook::from_events(&events[..5]);
         assert_eq!(cut.unfinished(), (vec![CellId(11)], Some(TurnId(1))));
         assert_eq!(Notebook::from_events(&events).unfinished(), (vec![], None));
+    }
+
+    /// A question whose program ran well: turn `id`, cells `10*id..`.
+    fn ran(id: u64, alternative_to: Option<u64>, code: &str) -> Vec<EventBody> {
+        let (turn, user, cell, result) = (
+            TurnId(id),
+            CellId(10 * id),
+            CellId(10 * id + 1),
+            CellId(10 * id + 2),
+        );
+        let finished = |cell_id| EventBody::CellFinished {
+            cell_id,
+            status: CellStatus::Ok,
+            elapsed_ms: 1,
+            error: None,
+        };
+        vec![
+            EventBody::TurnStarted {
+                turn,
+                turn_kind: TurnKind::Ask,
+                alternative_to: alternative_to.map(TurnId),
+            },
+            EventBody::UserMessage {
+                cell_id: user,
+                text: format!("question {id}"),
+            },
+            EventBody::CellStarted {
+                cell_id: cell,
+                cell_kind: CellKind::Code,
+                language: Some("python".into()),
+                attempt: Some(1),
+                source: None,
+            },
+            EventBody::CellDelta {
+                cell_id: cell,
+                text: code.into(),
+                highlight: None,
+            },
+            finished(cell),
+            EventBody::CellStarted {
+                cell_id: result,
+                cell_kind: CellKind::Result,
+                language: None,
+                attempt: Some(1),
+                source: Some(cell),
+            },
+            finished(result),
+            EventBody::TurnFinished {
+                turn,
+                status: TurnStatus::Ok,
+                elapsed_ms: 2,
+                final_cell: Some(cell),
+            },
+        ]
+    }
+
+    fn shown(notebook: &Notebook) -> Vec<u64> {
+        notebook.turns().map(|t| t.id.0).collect()
+    }
+
+    fn plan(notebook: &Notebook) -> Vec<String> {
+        notebook.rerun_plan().into_iter().map(|s| s.code).collect()
+    }
+
+    #[test]
+    fn an_edited_question_starts_a_branch_and_the_old_one_stays_reachable() {
+        let mut bodies = ran(1, None, "a = 1");
+        bodies.extend(ran(2, None, "b = a + 1"));
+        bodies.extend(ran(3, Some(2), "b = a + 2"));
+        let mut notebook = Notebook::from_events(&SessionEvent::numbered(bodies, 1));
+        assert_eq!(shown(&notebook), [1, 3]);
+        assert!(notebook.cells().all(|c| c.turn != Some(TurnId(2))));
+        assert_eq!(notebook.all_cells().len(), 9);
+        assert_eq!(plan(&notebook), ["a = 1", "b = a + 2"]);
+        let versions = notebook.versions(TurnId(3)).unwrap();
+        assert_eq!(
+            (
+                versions.position,
+                versions.count,
+                versions.previous,
+                versions.next
+            ),
+            (2, 2, Some(TurnId(2)), None)
+        );
+        assert_eq!(notebook.versions(TurnId(2)).unwrap().next, Some(TurnId(3)));
+        assert_eq!(notebook.versions(TurnId(1)), None);
+        // The kernel ran turn 2's program, which this branch does not have.
+        assert!(notebook.kernel_off_branch());
+
+        // Back to the first version; a new question follows it there.
+        let next = notebook.last_seq() + 1;
+        let mut more = vec![EventBody::BranchSelected { turn: TurnId(2) }];
+        more.extend(ran(4, None, "c = b * 2"));
+        for event in SessionEvent::numbered(more, next) {
+            notebook.apply(&event);
+        }
+        assert_eq!(shown(&notebook), [1, 2, 4]);
+        assert_eq!(notebook.turn(TurnId(4)).unwrap().parent, Some(TurnId(2)));
+        assert_eq!(plan(&notebook), ["a = 1", "b = a + 1", "c = b * 2"]);
+
+        // Selecting the other version shows its newest end.
+        let next = notebook.last_seq() + 1;
+        let mut more = vec![EventBody::BranchSelected { turn: TurnId(3) }];
+        more.extend(ran(5, None, "d = 0"));
+        more.push(EventBody::BranchSelected { turn: TurnId(2) });
+        more.push(EventBody::BranchSelected { turn: TurnId(3) });
+        for event in SessionEvent::numbered(more, next) {
+            notebook.apply(&event);
+        }
+        assert_eq!(shown(&notebook), [1, 3, 5]);
+    }
+
+    #[test]
+    fn a_restored_kernel_holds_the_branch_on_show() {
+        let mut bodies = ran(1, None, "a = 1");
+        bodies.extend(ran(2, Some(1), "a = 2"));
+        let mut notebook = Notebook::from_events(&SessionEvent::numbered(bodies, 1));
+        assert_eq!(shown(&notebook), [2]);
+        assert!(notebook.kernel_off_branch());
+        let next = notebook.last_seq() + 1;
+        let mut more = ran(3, None, "b = a");
+        more.insert(
+            1,
+            EventBody::KernelRestored {
+                programs: 1,
+                error: None,
+            },
+        );
+        for event in SessionEvent::numbered(more, next) {
+            notebook.apply(&event);
+        }
+        assert!(!notebook.kernel_off_branch());
+        assert_eq!(
+            notebook.turn(TurnId(3)).unwrap().restored,
+            Some(Restored {
+                programs: 1,
+                error: None
+            })
+        );
+        // An edit of a first question stands beside it, with no parent.
+        assert_eq!(notebook.turn(TurnId(2)).unwrap().parent, None);
+        assert_eq!(notebook.versions(TurnId(2)).unwrap().position, 2);
+    }
+
+    #[test]
+    fn a_turn_says_it_rebuilds_the_kernel_before_it_waits_for_the_model() {
+        let mut bodies = ran(1, None, "a = 1");
+        bodies.extend(ran(2, Some(1), "a = 2"));
+        bodies.extend(ran(3, Some(2), "a = 3")[..2].to_vec());
+        let mut notebook = Notebook::from_events(&SessionEvent::numbered(bodies, 1));
+        assert_eq!(notebook.phase(), Some(Phase::Restoring));
+        let next = notebook.last_seq() + 1;
+        notebook.apply(&SessionEvent {
+            seq: next,
+            ts_ms: 5,
+            event: EventBody::KernelRestored {
+                programs: 0,
+                error: None,
+            },
+        });
+        assert_eq!(notebook.phase(), Some(Phase::WaitingForModel));
+    }
+
+    #[test]
+    fn a_branch_to_an_unknown_turn_changes_nothing() {
+        let mut bodies = ran(1, None, "a = 1");
+        bodies.push(EventBody::BranchSelected { turn: TurnId(9) });
+        bodies.extend(ran(2, Some(9), "b = 1"));
+        let notebook = Notebook::from_events(&SessionEvent::numbered(bodies, 1));
+        assert_eq!(shown(&notebook), [1, 2]);
+        assert!(!notebook.kernel_off_branch());
     }
 }

@@ -360,7 +360,27 @@ pub enum CellStatus {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum EventBody {
     /// A turn begins; every event up to its `turn_finished` belongs to it.
-    TurnStarted { turn: TurnId, turn_kind: TurnKind },
+    /// It follows the turn at the end of the branch on show, or, as an
+    /// edited question or a regenerated answer, stands beside
+    /// `alternative_to` (after the same turn), which stays as another branch.
+    TurnStarted {
+        turn: TurnId,
+        turn_kind: TurnKind,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        alternative_to: Option<TurnId>,
+    },
+    /// The branch through `turn` is on show from now on (to its newest
+    /// end); new turns follow it.
+    BranchSelected { turn: TurnId },
+    /// The turn's kernel was rebuilt for its branch before it ran: a fresh
+    /// kernel re-ran the branch's `programs` programs that stood (their
+    /// output not shown again), because the kernel held another branch's
+    /// variables. `error` says which program failed, if one did.
+    KernelRestored {
+        programs: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<CellError>,
+    },
     /// The person's message, complete.
     UserMessage { cell_id: CellId, text: String },
     /// A cell opens; deltas or outputs follow until it is finished.
@@ -452,6 +472,9 @@ pub enum ErrorCode {
     Busy,
     /// Code sent to run is unacceptable (too big, NUL bytes, unknown language).
     InvalidCode,
+    /// An edit, a regenerate or a branch switch named a turn that is not a
+    /// finished question of this session.
+    UnknownTurn,
     /// The server is shutting down or hit an internal fault.
     Unavailable,
 }
@@ -510,7 +533,14 @@ pub enum ClientMessage {
             skip_serializing_if = "Option::is_none"
         )]
         backend: Option<SandboxKind>,
+        /// An edited question or a regenerated answer: the turn it stands
+        /// beside, which stays reachable as another branch.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        alternative_to: Option<TurnId>,
     },
+    /// Show the branch through `turn` (one of a question's versions, ← 1/2 →);
+    /// refused with `busy` while a turn runs.
+    SelectBranch { turn: TurnId },
     /// Run code as written ("Edit & run"), with no model; `source` is the
     /// code cell it was edited from.
     Run {
@@ -691,7 +721,23 @@ mod tests {
                 text: "2+2".into(),
                 model: None,
                 backend: None,
+                alternative_to: None,
             })
+        );
+        let edited: Result<ClientMessage, _> =
+            serde_json::from_str(r#"{"type":"ask","text":"2+3","alternative_to":4}"#);
+        assert!(matches!(
+            edited,
+            Ok(ClientMessage::Ask {
+                alternative_to: Some(TurnId(4)),
+                ..
+            })
+        ));
+        let select: Result<ClientMessage, _> =
+            serde_json::from_str(r#"{"type":"select_branch","turn":2}"#);
+        assert_eq!(
+            select.ok(),
+            Some(ClientMessage::SelectBranch { turn: TurnId(2) })
         );
         let with_model: Result<ClientMessage, _> =
             serde_json::from_str(r#"{"type":"ask","text":"hi","model":"qwen"}"#);
@@ -785,6 +831,7 @@ mod tests {
             text: "hi".into(),
             model: None,
             backend,
+            alternative_to: None,
         };
         assert_eq!(
             parse(r#"{"type":"ask","text":"hi","backend":"e2b"}"#).ok(),

@@ -91,6 +91,13 @@ where
     session_events(&value).map_err(serde::de::Error::custom)
 }
 
+fn cell_error(e: &Value) -> Read<CellError> {
+    Ok(CellError {
+        code: text(e, "code")?,
+        message: text(e, "message")?,
+    })
+}
+
 /// A sequenced event.
 pub fn session_event(v: &Value) -> Read<SessionEvent> {
     Ok(SessionEvent {
@@ -111,6 +118,16 @@ pub fn event_body(v: &Value) -> Read<EventBody> {
                 "rerun" => TurnKind::Rerun,
                 _ => return Err(Unreadable("turn_kind")),
             },
+            alternative_to: optional(v, "alternative_to")
+                .map(|_| u64_of(v, "alternative_to").map(TurnId))
+                .transpose()?,
+        },
+        "branch_selected" => EventBody::BranchSelected {
+            turn: TurnId(u64_of(v, "turn")?),
+        },
+        "kernel_restored" => EventBody::KernelRestored {
+            programs: u32_of(v, "programs")?,
+            error: optional(v, "error").map(cell_error).transpose()?,
         },
         "user_message" => EventBody::UserMessage {
             cell_id: cell_id(v, "cell_id")?,
@@ -161,14 +178,7 @@ pub fn event_body(v: &Value) -> Read<EventBody> {
                 _ => return Err(Unreadable("status")),
             },
             elapsed_ms: u64_of(v, "elapsed_ms")?,
-            error: optional(v, "error")
-                .map(|e| {
-                    Ok(CellError {
-                        code: text(e, "code")?,
-                        message: text(e, "message")?,
-                    })
-                })
-                .transpose()?,
+            error: optional(v, "error").map(cell_error).transpose()?,
         },
         "turn_finished" => EventBody::TurnFinished {
             turn: TurnId(u64_of(v, "turn")?),
@@ -442,6 +452,7 @@ fn error_code(v: &Value) -> Read<ErrorCode> {
         Some("message_too_long") => ErrorCode::MessageTooLong,
         Some("busy") => ErrorCode::Busy,
         Some("invalid_code") => ErrorCode::InvalidCode,
+        Some("unknown_turn") => ErrorCode::UnknownTurn,
         Some("unavailable") => ErrorCode::Unavailable,
         _ => return Err(Unreadable("code")),
     })

@@ -89,10 +89,19 @@ function history(r: Rng): Body[] {
     bodies.push({ kind: 'cell_finished', cell_id: cell, status, elapsed_ms: r.int(90_000), ...(error ? { error } : {}) });
   };
   const turns = 1 + r.int(4);
+  const started: number[] = [];
   for (let t = 0; t < turns; t++) {
     const turn = nextId();
     const turnKind = r.pick(['ask', 'ask', 'run', 'rerun']);
-    bodies.push({ kind: 'turn_started', turn, turn_kind: turnKind });
+    // Branches: another version of an earlier turn, or a switch back to one.
+    if (started.length > 0 && r.chance(0.15)) bodies.push({ kind: 'branch_selected', turn: r.pick(started) });
+    const alternative = started.length > 0 && r.chance(0.25) ? { alternative_to: r.pick(started) } : {};
+    started.push(turn);
+    bodies.push({ kind: 'turn_started', turn, turn_kind: turnKind, ...alternative });
+    if (r.chance(0.1)) {
+      const failed = r.chance(0.3);
+      bodies.push({ kind: 'kernel_restored', programs: r.int(4), ...(failed ? { error: { code: 'restore_failed', message: 'Program 1 of 2 failed' } } : {}) });
+    }
     if (turnKind === 'ask') bodies.push({ kind: 'user_message', cell_id: nextId(), text: r.pick(TEXTS) });
     let lastCode: number | undefined;
     const attempts = r.int(4);

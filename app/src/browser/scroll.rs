@@ -87,9 +87,9 @@ pub fn follow_bottom(state: SessionState) {
     });
 
     // New cells: followed, or counted for "Jump to latest".
-    let seen_cells = Cell::new(state.notebook.with_untracked(|n| n.cells().len()));
+    let seen_cells = Cell::new(state.notebook.with_untracked(|n| n.cells().count()));
     Effect::new(move |_| {
-        let cells = state.notebook.with(|n| n.cells().len());
+        let cells = state.notebook.with(|n| n.cells().count());
         let new = cells.saturating_sub(seen_cells.replace(cells));
         if following.get_untracked() {
             scroll_to_bottom();

@@ -27,6 +27,7 @@ pub fn Prompt() -> impl IntoView {
             text,
             model,
             backend,
+            alternative_to: None,
         })
     };
     let stop = move || {

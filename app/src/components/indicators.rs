@@ -66,8 +66,9 @@ pub fn TurnPhase() -> impl IntoView {
     let state = use_session();
     let notebook = state.notebook;
     let phase = Memo::new(move |_| notebook.with(Notebook::phase));
-    // When the page saw the phase begin (the page's clock: a reload starts
-    // counting again), and the clock's tick while a phase shows.
+    // When the phase began: the server's time of the event that began it
+    // (so a reload keeps counting), or when the page saw it begin for a
+    // history without times; and the clock's tick while a phase shows.
     let since = RwSignal::new(0.0_f64);
     let now = RwSignal::new(0.0_f64);
     #[cfg(feature = "hydrate")]
@@ -75,7 +76,13 @@ pub fn TurnPhase() -> impl IntoView {
         Effect::new(move |_| {
             phase.track();
             let t = js_sys::Date::now();
-            since.set(t);
+            let recorded = notebook.with_untracked(Notebook::phase_since_ms) as f64;
+            // A clock far from the server's (or no time at all): the page's.
+            since.set(if recorded > 0.0 && (t - recorded).abs() < 3_600_000.0 {
+                recorded.min(t)
+            } else {
+                t
+            });
             now.set(t);
         });
         let tick = set_interval_with_handle(
@@ -125,7 +132,7 @@ pub fn TurnAnnouncer() -> impl IntoView {
 
 /// The last turn's phase in words; nothing before the first question.
 fn announcement(notebook: &Notebook) -> String {
-    let Some(turn) = notebook.turns().last() else {
+    let Some(turn) = notebook.turns().next_back() else {
         return String::new();
     };
     match turn.status {
@@ -169,6 +176,7 @@ mod tests {
             EventBody::TurnStarted {
                 turn: TurnId(1),
                 turn_kind: TurnKind::Ask,
+                alternative_to: None,
             },
         ));
         assert_eq!(announcement(&notebook), "Waiting for the model…");

@@ -24,6 +24,8 @@ pub use header::Header;
 pub use indicators::{ConnectionIndicator, PythonIndicator, TurnAnnouncer};
 pub use kernel_notice::KernelNotice;
 pub use page_title::PageTitle;
+#[cfg(feature = "ssr")]
+pub(crate) use pickers::short_name as model_short_name;
 pub use pickers::{BackendPicker, ModelPicker};
 pub use problem::LoadProblem;
 pub use share::ShareControls;

@@ -94,6 +94,6 @@ pub fn ModelPicker(models: ModelChoices) -> impl IntoView {
 
 /// A model's name as the picker shows it: a model file without its
 /// `.gguf` (the whole name is the option's title).
-fn short_name(model: &str) -> String {
+pub(crate) fn short_name(model: &str) -> String {
     model.strip_suffix(".gguf").unwrap_or(model).to_string()
 }

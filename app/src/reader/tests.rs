@@ -65,14 +65,34 @@ fn event_bodies() -> Vec<EventBody> {
         EventBody::TurnStarted {
             turn: TurnId(1),
             turn_kind: TurnKind::Ask,
+            alternative_to: None,
         },
         EventBody::TurnStarted {
             turn: TurnId(2),
             turn_kind: TurnKind::Run,
+            alternative_to: None,
         },
         EventBody::TurnStarted {
             turn: TurnId(3),
             turn_kind: TurnKind::Rerun,
+            alternative_to: None,
+        },
+        EventBody::TurnStarted {
+            turn: TurnId(4),
+            turn_kind: TurnKind::Ask,
+            alternative_to: Some(TurnId(1)),
+        },
+        EventBody::BranchSelected { turn: TurnId(1) },
+        EventBody::KernelRestored {
+            programs: 2,
+            error: None,
+        },
+        EventBody::KernelRestored {
+            programs: 0,
+            error: Some(CellError {
+                code: "restore_failed".into(),
+                message: "program 1 of 2 failed".into(),
+            }),
         },
         EventBody::UserMessage {
             cell_id: CellId(1),
@@ -188,6 +208,7 @@ fn server_messages() -> Vec<ServerMessage> {
         ErrorCode::MessageTooLong,
         ErrorCode::Busy,
         ErrorCode::InvalidCode,
+        ErrorCode::UnknownTurn,
         ErrorCode::Unavailable,
     ] {
         messages.push(ServerMessage::Error {

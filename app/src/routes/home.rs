@@ -116,15 +116,12 @@ fn what_runs_where() -> String {
         let backends = use_context::<ArcSandboxChoices>()
             .map(|sandboxes| sandboxes.backends())
             .unwrap_or_default();
-        let name = models
-            .default_model
-            .strip_suffix(".gguf")
-            .unwrap_or(&models.default_model);
+        let name = crate::components::model_short_name(&models.default_model);
         let model = match (name.is_empty(), models.backend.as_str()) {
             (true, _) => "no model".to_string(),
             (false, "embedded") => format!("{name}, running on this server"),
             (false, "openai") => format!("{name}, from the configured model server"),
-            (false, _) => name.to_string(),
+            (false, _) => name,
         };
         let sandbox = match backends.first() {
             Some(SandboxKind::Jail) | None => "in a sandbox on this server, without network",

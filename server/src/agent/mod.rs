@@ -46,8 +46,13 @@ use crate::session::SessionChannel;
 /// What a turn is asked to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TurnRequest {
-    /// A question for the model.
-    Ask { text: String, model: Option<String> },
+    /// A question for the model; `alternative_to` makes it another version
+    /// of an earlier question (an edit, a regenerate), on a branch of its own.
+    Ask {
+        text: String,
+        model: Option<String>,
+        alternative_to: Option<TurnId>,
+    },
     /// Code to run as written, with no model.
     Run {
         code: String,
@@ -139,13 +144,31 @@ impl Agent {
     ) {
         let _turn = session.turn.lock().await;
         let started = Instant::now();
-        let turn_kind = match request {
-            TurnRequest::Ask { .. } => TurnKind::Ask,
-            TurnRequest::Run { .. } => TurnKind::Run,
-            TurnRequest::RerunAll => TurnKind::Rerun,
+        let (turn_kind, alternative_to) = match &request {
+            TurnRequest::Ask { alternative_to, .. } => (TurnKind::Ask, *alternative_to),
+            TurnRequest::Run { .. } => (TurnKind::Run, None),
+            TurnRequest::RerunAll => (TurnKind::Rerun, None),
         };
-        let history = Notebook::from_events(&session.events_after(0));
-        session.publish(EventBody::TurnStarted { turn, turn_kind });
+        session.publish(EventBody::TurnStarted {
+            turn,
+            turn_kind,
+            alternative_to,
+        });
+        // The question shows at once, also while a kernel is rebuilt for it.
+        if let TurnRequest::Ask { text, .. } = &request
+            && !cancel.is_cancelled()
+        {
+            session.publish(EventBody::UserMessage {
+                cell_id: session.next_cell_id(),
+                text: text.clone(),
+            });
+        }
+        // The history as this turn sees it: the branch it is on.
+        let mut history = Notebook::from_events(&session.events_after(0));
+        if turn_kind != TurnKind::Rerun && history.kernel_off_branch() && !cancel.is_cancelled() {
+            self.restore_branch(session, &history, &cancel).await;
+            history = Notebook::from_events(&session.events_after(0));
+        }
         let ended = if cancel.is_cancelled() {
             Ended {
                 status: TurnStatus::Cancelled,
@@ -153,7 +176,7 @@ impl Agent {
             }
         } else {
             match request {
-                TurnRequest::Ask { text, model } => {
+                TurnRequest::Ask { text, model, .. } => {
                     self.ask(session, &history, text, model, &cancel).await
                 }
                 TurnRequest::Run {
@@ -220,6 +243,73 @@ impl Agent {
         ended
     }
 
+    /// Rebuilds the kernel for the branch the turn is on, when it holds
+    /// another branch's variables: a fresh kernel re-runs the branch's
+    /// programs that stood, as "Re-run all" does, without showing their
+    /// output again; the turn says how many re-ran and which failed.
+    async fn restore_branch(
+        &self,
+        session: &SessionChannel,
+        history: &Notebook,
+        cancel: &CancellationToken,
+    ) {
+        self.kernels.reset(session.id()).await;
+        let plan = history.rerun_plan();
+        let total = plan.len();
+        let mut programs = 0;
+        let mut error = None;
+        for (n, step) in plan.into_iter().enumerate() {
+            if cancel.is_cancelled() {
+                break;
+            }
+            let Ok(language) = parse_language(&step.language) else {
+                continue;
+            };
+            let request = crate::sandbox::RunRequest {
+                code: step.code,
+                language,
+                limits: self.settings.limits.clone(),
+            };
+            // Output is not shown again; the channel only has to be read.
+            let (events, mut drain) = tokio::sync::mpsc::channel(64);
+            let drained = tokio::spawn(async move { while drain.recv().await.is_some() {} });
+            let run = self
+                .kernels
+                .run(session.id(), session.owner(), &request, &events, cancel)
+                .await;
+            drop(events);
+            let _ = drained.await;
+            let failure = match run {
+                Ok(run) => run
+                    .outcome
+                    .error
+                    .map(|e| format!("{}: {}", e.name, e.value)),
+                Err(e) => Some(e.to_string()),
+            };
+            match failure {
+                None => programs += 1,
+                Some(why) => {
+                    error = Some(CellError {
+                        code: "restore_failed".into(),
+                        message: format!(
+                            "Program {} of {total} of this branch failed when re-run ({}), so the variables it and later programs made are missing.",
+                            n + 1,
+                            why.chars().take(200).collect::<String>(),
+                        ),
+                    });
+                    break;
+                }
+            }
+        }
+        tracing::info!(
+            programs,
+            total,
+            failed = error.is_some(),
+            "kernel rebuilt for a branch"
+        );
+        session.publish(EventBody::KernelRestored { programs, error });
+    }
+
     /// "Edit & run": the code as the person wrote it, then its result.
     async fn run_code(
         &self,
@@ -259,10 +349,6 @@ impl Agent {
         model: Option<String>,
         cancel: &CancellationToken,
     ) -> Ended {
-        session.publish(EventBody::UserMessage {
-            cell_id: session.next_cell_id(),
-            text: text.clone(),
-        });
         let mut system = SYSTEM_PROMPT.to_string();
         if let Some(note) = self.kernels.environment_note(session.id()) {
             system = format!("{system} {note}");
@@ -286,12 +372,21 @@ impl Agent {
         let channel = self.code_channel();
         let mut messages = vec![Message::system(system)];
         messages.extend(prompt::history(history, budget));
-        messages.push(Message::user(match history.kernel_lost() {
-            // The earlier programs' variables are gone: say so, or the
-            // model would use them.
-            Some(_) => format!("{}\n\n{text}", prompt::KERNEL_LOST_NOTE),
-            None => text.clone(),
-        }));
+        // A rebuild for this branch that failed part-way lost variables too.
+        let restore_failed = history
+            .all_turns()
+            .last()
+            .and_then(|t| t.restored.as_ref())
+            .is_some_and(|r| r.error.is_some());
+        messages.push(Message::user(
+            if history.kernel_lost().is_some() || restore_failed {
+                // The earlier programs' variables are gone: say so, or the
+                // model would use them.
+                format!("{}\n\n{text}", prompt::KERNEL_LOST_NOTE)
+            } else {
+                text.clone()
+            },
+        ));
 
         let attempts = 1 + self.settings.max_fixes;
         // Where the question ends: the last attempt may start over from it.

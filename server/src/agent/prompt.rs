@@ -251,7 +251,8 @@ pub fn cut(text: &str, max: usize) -> String {
 pub fn history(notebook: &Notebook, budget: usize) -> Vec<Message> {
     let mut turns: Vec<Vec<Message>> = Vec::new();
     let mut used = 0;
-    for turn in notebook.turns().iter().rev() {
+    // The turn under way (the one being asked) is not memory.
+    for turn in notebook.turns().rev().filter(|t| t.status.is_some()) {
         let cells: Vec<&Cell> = notebook.cells_of(turn.id).collect();
         let code = turn
             .final_cell
@@ -540,6 +541,7 @@ mod tests {
                 EventBody::TurnStarted {
                     turn: TurnId(t),
                     turn_kind: TurnKind::Ask,
+                    alternative_to: None,
                 },
                 EventBody::UserMessage {
                     cell_id: user,

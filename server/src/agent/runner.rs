@@ -28,6 +28,10 @@ pub enum TurnRefusal {
     Deleted,
     #[error("not sent: {0}")]
     Backend(String),
+    /// An edit, a regenerate or a branch switch named no finished question
+    /// of the session's.
+    #[error("not sent: {0}")]
+    UnknownTurn(String),
     /// The session is held by another node that did not take the turn.
     #[error("not sent: {0}")]
     Unreachable(String),
@@ -40,6 +44,7 @@ impl TurnRefusal {
             Self::TooLong => ErrorCode::MessageTooLong,
             Self::InvalidCode(_) => ErrorCode::InvalidCode,
             Self::Backend(_) => ErrorCode::BadFrame,
+            Self::UnknownTurn(_) => ErrorCode::UnknownTurn,
             Self::Busy => ErrorCode::Busy,
             Self::ShuttingDown | Self::Deleted | Self::Unreachable(_) => ErrorCode::Unavailable,
         }

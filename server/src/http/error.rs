@@ -177,7 +177,7 @@ impl From<TurnRefusal> for ApiError {
             TurnRefusal::TooLong => Self::TooLarge(message),
             TurnRefusal::Busy => Self::Busy(message),
             TurnRefusal::ShuttingDown | TurnRefusal::Unreachable(_) => Self::Unavailable(message),
-            TurnRefusal::Deleted => Self::NotFound(message),
+            TurnRefusal::Deleted | TurnRefusal::UnknownTurn(_) => Self::NotFound(message),
         }
     }
 }

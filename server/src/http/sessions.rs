@@ -75,11 +75,7 @@ pub async fn create_form(
     }
     let text = form.message.trim();
     if !text.is_empty() {
-        let turn = Turn::Ask {
-            text: text.to_string(),
-            model: None,
-            backend: None,
-        };
+        let turn = Turn::question(text);
         if let Err(refusal) = notebooks.start(&channel, turn).await {
             // The session stands, empty; the page says why the question
             // was not taken rather than losing it silently.
@@ -255,11 +251,7 @@ pub async fn ask_form(
     let Form(form) = form.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let text = form.message.trim();
     if !text.is_empty() {
-        let turn = Turn::Ask {
-            text: text.to_string(),
-            model: None,
-            backend: None,
-        };
+        let turn = Turn::question(text);
         notebooks.start(&channel, turn).await?;
     }
     Ok(see_other(&format!("/sessions/{}", channel.id())))

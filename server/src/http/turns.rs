@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use app::protocol::{CellId, SandboxKind, ServerMessage};
+use app::protocol::{CellId, SandboxKind, ServerMessage, TurnId};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
@@ -28,6 +28,9 @@ pub struct AskBody {
     /// The sandbox backend from now on (blank: the one it has).
     #[serde(default, deserialize_with = "SandboxKind::deserialize_pick")]
     backend: Option<SandboxKind>,
+    /// An edited question or a regenerated answer: the turn it stands
+    /// beside (kept as another branch).
+    alternative_to: Option<TurnId>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -47,8 +50,9 @@ pub struct After {
     after: u64,
 }
 
-/// `POST /api/sessions/{id}/ask {"text", "model"?, "backend"?}`: a
-/// question; its turn streams back.
+/// `POST /api/sessions/{id}/ask {"text", "model"?, "backend"?,
+/// "alternative_to"?}`: a question (or another version of an earlier one);
+/// its turn streams back.
 pub async fn ask(
     State(notebooks): State<Arc<Notebooks>>,
     Owner(owner): Owner,
@@ -61,6 +65,7 @@ pub async fn ask(
         text: body.text,
         model: body.model,
         backend: body.backend,
+        alternative_to: body.alternative_to,
     };
     stream(&notebooks, channel, turn).await
 }

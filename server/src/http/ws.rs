@@ -241,11 +241,21 @@ async fn handle_text(
             text,
             model,
             backend,
+            alternative_to,
         } => Turn::Ask {
             text,
             model,
             backend,
+            alternative_to,
         },
+        ClientMessage::SelectBranch { turn } => {
+            return state
+                .notebooks
+                .select_branch(channel, turn)
+                .await
+                .err()
+                .map(|refusal| refused(&refusal));
+        }
         ClientMessage::Run {
             code,
             language,

@@ -177,6 +177,7 @@ mod tests {
             EventBody::TurnStarted {
                 turn: TurnId(1),
                 turn_kind: TurnKind::Ask,
+                alternative_to: None,
             },
             EventBody::UserMessage {
                 cell_id: CellId(1),

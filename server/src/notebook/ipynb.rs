@@ -319,6 +319,7 @@ pub fn import(
         bodies.push(EventBody::TurnStarted {
             turn,
             turn_kind: TurnKind::Run,
+            alternative_to: None,
         });
         let finished = |cell_id| EventBody::CellFinished {
             cell_id,
@@ -499,7 +500,6 @@ mod tests {
         assert_eq!(plan[0].code, "x = 2\nprint(x)");
         let result = read
             .cells()
-            .iter()
             .find(|c| c.kind == CellKind::Result)
             .expect("a result");
         assert_eq!(result.outputs.len(), 3);

@@ -30,6 +30,7 @@ const WITH_BYTES: Duration = Duration::from_secs(60);
 pub enum Call {
     Start(Turn),
     Stop,
+    SelectBranch(TurnId),
     Share {
         files: bool,
     },
@@ -270,6 +271,10 @@ impl Notebooks {
                 self.runner.stop(&channel);
                 (Answer::Done, None)
             }
+            Call::SelectBranch(turn) => match self.select_branch(&channel, turn).await {
+                Ok(()) => (Answer::Done, None),
+                Err(refusal) => (Answer::Refused(refusal), None),
+            },
             Call::Share { files } => done(self.share(&channel, files).await.map(|_| ())),
             Call::Unshare => done(self.unshare(&channel).await),
             Call::Delete => done(self.delete(&channel).await),

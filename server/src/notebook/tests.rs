@@ -239,11 +239,7 @@ async fn renaming_keeps_a_cut_title_and_refuses_an_empty_one() {
 async fn turns_are_checked_before_they_start() {
     let f = fixture().await;
     let session = f.notebooks.create(OwnerId::random()).await.unwrap();
-    let ask = |text: &str| Turn::Ask {
-        text: text.into(),
-        model: None,
-        backend: None,
-    };
+    let ask = Turn::question;
     assert_eq!(
         f.notebooks.start(&session, ask("  ")).await,
         Err(TurnRefusal::Empty)
@@ -266,6 +262,7 @@ async fn turns_are_checked_before_they_start() {
             text: "hi".into(),
             model: None,
             backend: Some(elsewhere),
+            alternative_to: None,
         };
         assert!(matches!(
             f.notebooks.start(&session, elsewhere).await,

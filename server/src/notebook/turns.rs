@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use app::protocol::{CellId, EventBody, SandboxKind, SessionEvent, TurnId};
+use app::notebook::Notebook;
+use app::protocol::{CellId, EventBody, SandboxKind, SessionEvent, TurnId, TurnKind};
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -22,6 +23,10 @@ pub enum Turn {
         model: Option<String>,
         /// The sandbox backend the session's programs run on from now on.
         backend: Option<SandboxKind>,
+        /// The question this one is another version of (an edit, a
+        /// regenerate): it follows the same turn, on a branch of its own.
+        #[serde(default)]
+        alternative_to: Option<TurnId>,
     },
     /// Code run as written, with no model.
     Run {
@@ -35,6 +40,19 @@ pub enum Turn {
     },
     /// "Re-run all": a fresh kernel runs the code cells that stood.
     RerunAll,
+}
+
+impl Turn {
+    /// A question with the server's model, on the session's backend, after
+    /// the branch on show (what a form posts).
+    pub fn question(text: &str) -> Self {
+        Self::Ask {
+            text: text.to_string(),
+            model: None,
+            backend: None,
+            alternative_to: None,
+        }
+    }
 }
 
 /// The live events of one turn, from its `turn_started` to its
@@ -111,6 +129,42 @@ impl Notebooks {
         Ok(ReceiverStream::new(receiver))
     }
 
+    /// Shows the branch through `turn` from now on (its newest end); new
+    /// turns follow it. Refused while a turn runs: the running turn's
+    /// branch is the one on show until it ends.
+    pub async fn select_branch(
+        &self,
+        channel: &Arc<SessionChannel>,
+        turn: TurnId,
+    ) -> Result<(), TurnRefusal> {
+        if channel.is_retired() {
+            return Err(moved());
+        }
+        if let Some(holder) = channel.remote_holder() {
+            return match self
+                .ask_holder(&holder, channel.id(), Call::SelectBranch(turn), None)
+                .await
+            {
+                Ok((Answer::Done, _)) => Ok(()),
+                Ok((Answer::Refused(refusal), _)) => Err(refusal),
+                Ok((other, _)) => Err(TurnRefusal::Unreachable(unexpected(other).to_string())),
+                Err(e) => Err(TurnRefusal::Unreachable(e.to_string())),
+            };
+        }
+        let Ok(_idle) = channel.turn.try_lock() else {
+            return Err(TurnRefusal::Busy);
+        };
+        let history = Notebook::from_events(&channel.events_after(0));
+        if history.turn(turn).is_none_or(|t| t.status.is_none()) {
+            return Err(TurnRefusal::UnknownTurn(format!(
+                "turn {} is no finished turn of this session",
+                turn.0
+            )));
+        }
+        channel.publish(EventBody::BranchSelected { turn });
+        Ok(())
+    }
+
     /// Stops the session's running turn and the turns waiting behind it.
     pub fn stop(self: &Arc<Self>, channel: &Arc<SessionChannel>) {
         let Some(holder) = channel.remote_holder() else {
@@ -136,9 +190,26 @@ impl Notebooks {
                 text,
                 model,
                 backend,
+                alternative_to,
             } => {
+                if let Some(replaced) = alternative_to {
+                    let history = Notebook::from_events(&channel.events_after(0));
+                    if !history
+                        .turn(replaced)
+                        .is_some_and(|t| t.kind == TurnKind::Ask && t.status.is_some())
+                    {
+                        return Err(TurnRefusal::UnknownTurn(format!(
+                            "turn {} is no finished question of this session",
+                            replaced.0
+                        )));
+                    }
+                }
                 self.runner.choose_backend(channel, backend)?;
-                Ok(TurnRequest::Ask { text, model })
+                Ok(TurnRequest::Ask {
+                    text,
+                    model,
+                    alternative_to,
+                })
             }
             Turn::Run {
                 code,

@@ -820,6 +820,7 @@ mod tests {
             channel.publish(EventBody::TurnStarted {
                 turn: TurnId(1),
                 turn_kind: TurnKind::Run,
+                alternative_to: None,
             });
             channel.publish(started(1));
             channel.publish(EventBody::CellStarted {
@@ -875,6 +876,7 @@ mod tests {
             channel.publish(EventBody::TurnStarted {
                 turn: TurnId(1),
                 turn_kind: TurnKind::Run,
+                alternative_to: None,
             });
             channel.publish(EventBody::CellStarted {
                 cell_id: CellId(1),

@@ -107,5 +107,7 @@ pub fn kind_of(event: &app::protocol::EventBody) -> &'static str {
         EventBody::CellFinished { .. } => "cell_finished",
         EventBody::TurnFinished { .. } => "turn_finished",
         EventBody::KernelLost { .. } => "kernel_lost",
+        EventBody::BranchSelected { .. } => "branch_selected",
+        EventBody::KernelRestored { .. } => "kernel_restored",
     }
 }

@@ -43,6 +43,7 @@ fn turn(first_seq: u64, turn: u64, question: &str) -> Vec<SessionEvent> {
         EventBody::TurnStarted {
             turn: TurnId(turn),
             turn_kind: TurnKind::Ask,
+            alternative_to: None,
         },
         EventBody::UserMessage {
             cell_id: CellId(cell),

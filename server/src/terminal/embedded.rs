@@ -139,6 +139,7 @@ impl Backend for InProcess {
             text: text.to_string(),
             model: model.map(str::to_string),
             backend: None,
+            alternative_to: None,
         };
         self.follow(id, turn).await
     }

@@ -124,6 +124,7 @@ impl Harness {
     async fn ask(&self, text: &str) -> Turn {
         self.turn(
             TurnRequest::Ask {
+                alternative_to: None,
                 text: text.into(),
                 model: None,
             },
@@ -356,6 +357,7 @@ async fn stop_while_the_model_writes_ends_the_turn_and_the_session_goes_on() {
     let turn = h
         .turn(
             TurnRequest::Ask {
+                alternative_to: None,
                 text: format!(
                     "#scripted: slow\n{}",
                     fenced("for word in 'the quick brown fox jumps over the lazy dog'.split():\n    print(word)")
@@ -380,6 +382,7 @@ async fn stop_while_the_program_runs_interrupts_it_and_the_session_goes_on() {
     let turn = h
         .turn(
             TurnRequest::Ask {
+                alternative_to: None,
                 text: fenced("import time\nprint('started', flush=True)\ntime.sleep(120)\nprint('never')"),
                 model: None,
             },

@@ -50,6 +50,7 @@ async fn send(client: &mut Client, message: &ClientMessage) {
 
 fn ask_on_browser(code: &str) -> ClientMessage {
     ClientMessage::Ask {
+        alternative_to: None,
         text: format!("```python\n{code}\n```"),
         model: None,
         backend: Some(SandboxKind::Browser),

@@ -661,7 +661,6 @@ async fn a_notebook_runs_on_the_backend_its_page_picked() {
         let notebook = Notebook::from_events(&events);
         let result = notebook
             .cells()
-            .iter()
             .rfind(|c| c.kind == app::protocol::CellKind::Result)
             .map(app::notebook::Cell::printed)
             .unwrap_or_default();

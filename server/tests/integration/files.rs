@@ -404,7 +404,6 @@ async fn notebook_run(server: &TestServer, id: &str, code: &str) -> String {
     let notebook = app::notebook::Notebook::from_events(&events);
     notebook
         .cells()
-        .iter()
         .rev()
         .find(|cell| cell.kind == app::protocol::CellKind::Result)
         .map(|cell| cell.printed())

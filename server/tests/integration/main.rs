@@ -10,6 +10,7 @@ mod agent;
 mod api;
 mod bench_agent;
 mod binary;
+mod branches;
 mod browser;
 mod cluster;
 mod e2b;

@@ -45,9 +45,9 @@ async fn an_ask_streams_its_turn_as_ndjson_and_a_follow_up_keeps_state() {
     let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>());
     let notebook = Notebook::from_events(&events);
-    let kinds: Vec<CellKind> = notebook.cells().iter().map(|c| c.kind).collect();
+    let kinds: Vec<CellKind> = notebook.cells().map(|c| c.kind).collect();
     assert_eq!(kinds, ASKED);
-    assert_eq!(notebook.cells()[2].printed(), "42\n");
+    assert_eq!(notebook.all_cells()[2].printed(), "42\n");
 
     // Code as written, no model; the kernel still has `answer`.
     let response = http()
@@ -59,7 +59,7 @@ async fn an_ask_streams_its_turn_as_ndjson_and_a_follow_up_keeps_state() {
     let run = ndjson_events(response).await;
     assert_eq!(run[0].seq, events.len() as u64 + 1, "no gap, no repeat");
     let both = Notebook::from_events(&[events.clone(), run.clone()].concat());
-    assert_eq!(both.cells().last().unwrap().printed(), "43\n");
+    assert_eq!(both.cells().next_back().unwrap().printed(), "43\n");
 
     // The whole history, as a page would replay it.
     let history = ndjson_events(

@@ -37,7 +37,6 @@ async fn a_session_reads_back_identical_after_a_restart_and_re_run_all_rebuilds_
     let notebook = Notebook::from_events(&before);
     let image = notebook
         .cells()
-        .iter()
         .flat_map(|c| &c.outputs)
         .find_map(|o| match o {
             app::protocol::Output::Rich { data } => data.get("image/png").cloned(),
@@ -107,7 +106,6 @@ async fn a_session_reads_back_identical_after_a_restart_and_re_run_all_rebuilds_
     let printed = Notebook::from_events(&history(&server, &id).await);
     let last_result = printed
         .cells()
-        .iter()
         .rev()
         .find(|c| c.kind == CellKind::Result)
         .unwrap();
@@ -127,8 +125,9 @@ async fn a_session_reads_back_identical_after_a_restart_and_re_run_all_rebuilds_
     assert_eq!(notebook.kernel_lost(), None, "{rerun:?}");
     let rerun_codes: Vec<&str> = notebook
         .cells()
-        .iter()
-        .filter(|c| c.kind == CellKind::Code && c.turn == notebook.turns().last().map(|t| t.id))
+        .filter(|c| {
+            c.kind == CellKind::Code && c.turn == notebook.turns().next_back().map(|t| t.id)
+        })
         .map(|c| c.text.as_str())
         .collect();
     assert_eq!(
@@ -140,7 +139,6 @@ async fn a_session_reads_back_identical_after_a_restart_and_re_run_all_rebuilds_
     let notebook = Notebook::from_events(&history(&server, &id).await);
     let last = notebook
         .cells()
-        .iter()
         .rev()
         .find(|c| c.kind == CellKind::Result)
         .unwrap();
@@ -809,13 +807,13 @@ async fn an_owner_holds_a_bounded_number_of_kernels() {
     let first = server.new_session().await;
     let second = server.new_session().await;
     let kept = run(first.clone(), "x = 41\nprint(x + 1)").await;
-    assert_eq!(kept.cells().last().unwrap().printed(), "42\n");
+    assert_eq!(kept.cells().next_back().unwrap().printed(), "42\n");
     // The second session's kernel takes the first one's place...
     let other = run(second.clone(), "print('second')").await;
-    assert_eq!(other.cells().last().unwrap().printed(), "second\n");
+    assert_eq!(other.cells().next_back().unwrap().printed(), "second\n");
     // ...so the first starts afresh: its variable is gone.
     let again = run(first.clone(), "print('x' in globals())").await;
-    let printed = again.cells().last().unwrap().printed();
+    let printed = again.cells().next_back().unwrap().printed();
     assert!(printed.starts_with("False\n"), "{printed}");
     assert!(printed.contains("needed the room"), "{printed}");
 }
@@ -875,10 +873,9 @@ async fn an_imported_notebook_is_a_session_whose_run_all_stops_at_the_first_erro
     )
     .await;
     let notebook = Notebook::from_events(&history(&server, &id).await);
-    let last_turn = notebook.turns().last().map(|t| t.id);
+    let last_turn = notebook.turns().next_back().map(|t| t.id);
     let ran: Vec<(String, CellStatus)> = notebook
         .cells()
-        .iter()
         .filter(|c| c.kind == CellKind::Result && c.turn == last_turn)
         .map(|c| (c.printed(), c.status))
         .collect();

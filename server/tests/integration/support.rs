@@ -343,6 +343,7 @@ impl Client {
 
     pub async fn ask(&mut self, text: &str) {
         let frame = serde_json::to_string(&ClientMessage::Ask {
+            alternative_to: None,
             text: text.into(),
             model: None,
             backend: None,

@@ -53,9 +53,9 @@ async fn an_ask_streams_back_as_a_cell_in_several_frames() {
         .count();
     assert!(deltas >= 3, "{deltas} deltas");
     let notebook = Notebook::from_events(&events);
-    let kinds: Vec<CellKind> = notebook.cells().iter().map(|c| c.kind).collect();
+    let kinds: Vec<CellKind> = notebook.cells().map(|c| c.kind).collect();
     assert_eq!(kinds, ASKED);
-    let cells = notebook.cells();
+    let cells = notebook.all_cells();
     assert_eq!(cells[1].text, printed("count the r's in strawberry"));
     assert_eq!(cells[2].printed(), "count the r's in strawberry\n");
     assert!(
@@ -115,7 +115,7 @@ async fn bad_frames_get_an_error_and_the_connection_keeps_working() {
         "refused frames must not enter the history"
     );
     assert_eq!(
-        Notebook::from_events(&events).cells()[1].text,
+        Notebook::from_events(&events).all_cells()[1].text,
         printed("still fine")
     );
 }
@@ -143,7 +143,7 @@ async fn an_oversized_frame_closes_only_that_connection() {
     neighbour.ask("the neighbour is unaffected").await;
     let events = neighbour.events_until_finished().await;
     assert_eq!(
-        Notebook::from_events(&events).cells()[1].text,
+        Notebook::from_events(&events).all_cells()[1].text,
         printed("the neighbour is unaffected")
     );
     let health = http().get(server.url("/healthz")).send().await.unwrap();

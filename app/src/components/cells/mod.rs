@@ -5,6 +5,7 @@
 
 mod chart;
 mod outputs;
+mod question;
 mod table;
 
 use leptos::prelude::*;
@@ -25,8 +26,8 @@ use outputs::ResultBody;
 pub fn Cells() -> impl IntoView {
     let state = use_session();
     let notebook = state.notebook;
-    let ids = move || notebook.with(|n| n.cells().iter().map(|c| c.id).collect::<Vec<_>>());
-    let empty = move || notebook.with(|n| n.cells().is_empty());
+    let ids = move || notebook.with(|n| n.cells().map(|c| c.id).collect::<Vec<_>>());
+    let empty = move || notebook.with(|n| n.cells().next().is_none());
 
     view! {
         <section class="cells" aria-label="Conversation">
@@ -117,6 +118,7 @@ pub fn CellView(id: CellId) -> impl IntoView {
                 CellKind::User => {
                     view! {
                         <div class="cell-body markdown question" inner_html=move || markdown::question_html(&text_of(cell))></div>
+                        <question::QuestionTools cell/>
                     }
                         .into_any()
                 }
@@ -201,9 +203,7 @@ fn fold_summary(notebook: &Notebook, id: CellId) -> Option<String> {
     // "Fixed" only by the attempt that stands and whose program ran well:
     // a turn whose last attempt failed too was not fixed.
     let fixed_by = notebook
-        .turns()
-        .iter()
-        .find(|t| t.id == turn)
+        .turn(turn)
         .and_then(|t| t.final_cell)
         .and_then(|c| notebook.cell(c))
         .filter(|c| c.kind == CellKind::Code)
@@ -447,6 +447,7 @@ mod tests {
         let mut bodies = vec![EventBody::TurnStarted {
             turn,
             turn_kind: TurnKind::Ask,
+            alternative_to: None,
         }];
         let mut last_code = None;
         for (n, &ran_well) in ok.iter().enumerate() {

@@ -385,7 +385,6 @@ pub fn judge(question: &str, expect: &Expect, history: &[SessionEvent]) -> TurnR
         .unwrap_or((None, None));
     let cells: Vec<&Cell> = notebook
         .cells()
-        .iter()
         .filter(|c| c.turn.is_some() && c.turn == turn)
         .collect();
     let code = final_cell.and_then(|id| cells.iter().copied().find(|c| c.id == id));
@@ -656,6 +655,7 @@ mod tests {
             status: CellStatus::Ok,
             elapsed_ms: None,
             error: None,
+            off_branch: false,
         }
     }
 

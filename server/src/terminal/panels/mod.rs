@@ -249,6 +249,19 @@ impl<'h, W: Write> Panels<'h, W> {
                 let line = self.look.paint(fg(AnsiColor::Yellow), &line);
                 writeln!(self.out, "{line}")?;
             }
+            // The terminal shows one line of turns; branches are the page's.
+            EventBody::BranchSelected { .. } => {}
+            EventBody::KernelRestored { programs, error } => {
+                self.close(None)?;
+                let line = match error {
+                    None => {
+                        format!("(variables rebuilt for this branch: {programs} programs re-ran)")
+                    }
+                    Some(e) => e.message.clone(),
+                };
+                let line = self.look.paint(fg(AnsiColor::Yellow), &clean(&line));
+                writeln!(self.out, "{line}")?;
+            }
         }
         self.out.flush()
     }

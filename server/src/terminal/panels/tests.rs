@@ -66,6 +66,7 @@ fn turn(bodies: Vec<EventBody>, status: TurnStatus) -> Vec<EventBody> {
         EventBody::TurnStarted {
             turn: TurnId(1),
             turn_kind: TurnKind::Ask,
+            alternative_to: None,
         },
         EventBody::UserMessage {
             cell_id: CellId(1),
