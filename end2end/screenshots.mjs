@@ -24,6 +24,11 @@ const code = [
 ].join('\n');
 const r = await setup.request.post(`${base}/api/sessions/${id}/ask`, { data: { text: '```python\n' + code + '\n```' } });
 await r.text();
+// Regenerated once: the question shows its versions (‹ 2 / 2 ›).
+const again = await setup.request.post(`${base}/api/sessions/${id}/ask`, {
+  data: { text: '```python\n' + code + '\n```', alternative_to: 1 },
+});
+await again.text();
 const cookies = await setup.context().cookies();
 for (const [name, viewport, mobile] of [['phone', { width: 390, height: 844 }, true], ['desktop', { width: 1280, height: 900 }, false]]) {
   for (const scheme of ['light', 'dark']) {

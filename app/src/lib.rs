@@ -133,6 +133,7 @@ pub fn page_policy(nonce: Option<&str>) -> http::HeaderValue {
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
+    components::provide_theme();
     view! {
         <Stylesheet id="leptos" href=format!("/pkg/{OUTPUT_NAME}.css")/>
         <components::PageTitle text="runcell".to_string()/>

@@ -14,7 +14,7 @@ test('the sandbox picker offers Python in the page', async ({ page }) => {
 test.describe('the Browser sandbox', () => {
   test.skip(({ javaScriptEnabled }) => !javaScriptEnabled, "Python in the page needs the page's scripts");
   // Pyodide loads in a few seconds; more on a busy machine.
-  test.setTimeout(120_000);
+  test.setTimeout(180_000);
 
   test('Python runs in the page, which is cross-origin isolated, and keeps its state', async ({ page }) => {
     const notebook = new NotebookPage(page);
@@ -69,7 +69,9 @@ test.describe('the Browser sandbox', () => {
     await notebook.waitConnected();
     await notebook.pickBrowser();
     await notebook.ask(fenced('import sympy\nprint(sympy.factor("x**2 - 1"))'));
-    await expect(notebook.resultCells.nth(0).locator('.out-stdout')).toHaveText('(x - 1)*(x + 1)\n', { timeout: 30_000 });
+    // sympy and mpmath load from the vendored wheels: over 30 s when the
+    // machine's two cores are shared with the rest of the suite.
+    await expect(notebook.resultCells.nth(0).locator('.out-stdout')).toHaveText('(x - 1)*(x + 1)\n', { timeout: 90_000 });
     await notebook.waitTurnEnd();
     await notebook.ask(fenced('import numpy'));
     await expect(notebook.resultCells.nth(1)).toContainText('not available offline');

@@ -72,7 +72,9 @@ test.describe('without a reload', () => {
     const notebook = new NotebookPage(page);
     await notebook.openNew();
     await notebook.waitConnected();
-    await notebook.ask(fenced("import time\ntime.sleep(2)\nprint('first done')"));
+    // Long enough that a loaded machine's page still finds it running when
+    // the second message is typed (two seconds were not, once in CI).
+    await notebook.ask(fenced("import time\ntime.sleep(8)\nprint('first done')"));
     await expect(notebook.stop).toBeVisible();
     const queue = page.getByRole('list', { name: 'Queued messages' });
 

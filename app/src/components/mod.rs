@@ -30,7 +30,7 @@ pub use pickers::{BackendPicker, ModelPicker};
 pub use problem::LoadProblem;
 pub use share::ShareControls;
 pub use sidebar::Sidebar;
-pub use theme::{THEME_COOKIE, Theme, ThemeSwitch, current_theme};
+pub use theme::{THEME_COOKIE, Theme, ThemeSwitch, current_theme, provide_theme, use_theme};
 
 /// Copies `text` to the clipboard (in the browser; on the server nothing
 /// is clicked).

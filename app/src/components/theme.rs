@@ -45,6 +45,15 @@ impl Theme {
         }
     }
 
+    /// The CSS `color-scheme` it stands for.
+    pub fn color_scheme(self) -> &'static str {
+        match self {
+            Self::Auto => "light dark",
+            Self::Light => "light",
+            Self::Dark => "dark",
+        }
+    }
+
     fn label(self) -> &'static str {
         match self {
             Self::Auto => "Theme: system",
@@ -52,6 +61,23 @@ impl Theme {
             Self::Dark => "Theme: dark",
         }
     }
+}
+
+/// The theme on show, shared by the switch and what follows it (HTML
+/// outputs' frames): provided once by the app.
+#[derive(Clone, Copy)]
+struct ThemeChoice(RwSignal<Theme>);
+
+/// Makes the theme the page was rendered in the page's theme signal.
+pub fn provide_theme() {
+    provide_context(ThemeChoice(RwSignal::new(current_theme())));
+}
+
+/// The theme on show (tracked); the rendered one where none was provided.
+pub fn use_theme() -> RwSignal<Theme> {
+    use_context::<ThemeChoice>()
+        .map(|choice| choice.0)
+        .unwrap_or_else(|| RwSignal::new(current_theme()))
 }
 
 /// The theme this request's page is rendered in (the server reads the
@@ -116,7 +142,7 @@ fn current_path() -> String {
 /// The switch, in the header.
 #[component]
 pub fn ThemeSwitch() -> impl IntoView {
-    let theme = RwSignal::new(current_theme());
+    let theme = use_theme();
     let back = current_path();
     view! {
         <form

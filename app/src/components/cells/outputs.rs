@@ -7,7 +7,7 @@ use leptos::prelude::*;
 
 use super::table::TableView;
 use crate::api::session_file_url;
-use crate::components::{copy_text, save_as};
+use crate::components::{Theme, copy_text, save_as, use_theme};
 use crate::contexts::{use_session, use_share_link_offer};
 use crate::notebook::Cell;
 use crate::protocol::{CellStatus, Output};
@@ -124,16 +124,24 @@ pub const OUTPUT_FRAME_POLICY: &str = "default-src 'none'; img-src data: blob:; 
 /// what comes after it, and only in the head; a later policy can only
 /// narrow it).
 pub fn output_document(html: &str) -> String {
+    output_document_in(html, Theme::Auto)
+}
+
+/// [`output_document`] in the theme the page shows (the switch's pick, or
+/// the system's).
+pub fn output_document_in(html: &str, theme: Theme) -> String {
+    let scheme = theme.color_scheme();
     format!(
-        "<html><head><meta http-equiv=\"Content-Security-Policy\" content=\"{OUTPUT_FRAME_POLICY}\">{OUTPUT_FRAME_STYLE}</head><body>{html}</body></html>"
+        "<html><head><meta http-equiv=\"Content-Security-Policy\" content=\"{OUTPUT_FRAME_POLICY}\">\
+         <meta name=\"color-scheme\" content=\"{scheme}\"><style>:root{{color-scheme:{scheme}}}</style>\
+         {OUTPUT_FRAME_STYLE}</head><body>{html}</body></html>"
     )
 }
 
-/// How an HTML output reads in the page's theme: the reader's light or
-/// dark, the page's fonts, and tables with lines between rows (an output's
-/// own styles come after, and win).
-const OUTPUT_FRAME_STYLE: &str = "<meta name=\"color-scheme\" content=\"light dark\">\
-     <style>:root{color-scheme:light dark;font:14px/1.45 system-ui,sans-serif}\
+/// How an HTML output reads in the page's theme (its colour scheme is set
+/// before this): the page's fonts, and tables with lines between rows (an
+/// output's own styles come after, and win).
+const OUTPUT_FRAME_STYLE: &str = "<style>:root{font:14px/1.45 system-ui,sans-serif}\
      body{margin:0.5rem}table{border-collapse:collapse;font-size:13px}\
      th,td{padding:0.25rem 0.6rem;border:0;border-bottom:1px solid #8886;text-align:right}\
      thead th{border-bottom-width:2px}</style>";
@@ -322,9 +330,11 @@ fn OutputView(
                     .into_any()
             } else if let Some(html) = data.get("text/html") {
                 // No scripts, no same origin: the frame can only show markup,
-                // and its policy lets it load nothing from elsewhere.
+                // and its policy lets it load nothing from elsewhere. It
+                // follows the page's theme switch.
+                let (html, theme) = (html.clone(), use_theme());
                 view! {
-                    <iframe class="out out-html" sandbox="" srcdoc=output_document(html) title="HTML output"></iframe>
+                    <iframe class="out out-html" sandbox="" srcdoc=move || output_document_in(&html, theme.get()) title="HTML output"></iframe>
                 }
                 .into_any()
             } else if let Some(md) = data.get("text/markdown") {
@@ -367,6 +377,26 @@ fn figure_alt(plain: &str, question: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_html_output_follows_the_theme_on_show() {
+        for (theme, scheme) in [
+            (Theme::Auto, "light dark"),
+            (Theme::Light, "light"),
+            (Theme::Dark, "dark"),
+        ] {
+            let document = output_document_in("<table></table>", theme);
+            let (head, _) = document.split_once("</head>").expect("a head");
+            assert!(
+                head.contains(&format!("content=\"{scheme}\"")),
+                "{document}"
+            );
+            assert!(
+                head.contains(&format!(":root{{color-scheme:{scheme}}}")),
+                "{document}"
+            );
+        }
+    }
 
     #[test]
     fn an_html_output_loads_nothing_from_elsewhere() {

@@ -71,6 +71,27 @@ pub fn QuestionTools(cell: Memo<Option<Cell>>) -> impl IntoView {
     };
 
     view! {
+        <Show when=move || editing.get()>
+            <textarea
+                class="question-editor"
+                aria-label="Edit the question"
+                aria-keyshortcuts="Enter Escape"
+                node_ref=editor
+                rows=move || draft.with(|d| d.lines().count().clamp(2, 12))
+                prop:value=move || draft.get()
+                on:input=move |ev| draft.set(event_target_value(&ev))
+                on:keydown=move |ev| {
+                    if ev.key() == "Enter" && !ev.shift_key() {
+                        ev.prevent_default();
+                        ask_again(draft.get_untracked());
+                    } else if ev.key() == "Escape" {
+                        ev.prevent_default();
+                        editing.set(false);
+                    }
+                }
+            ></textarea>
+        </Show>
+        <div class="question-tools">
         {move || {
             versions
                 .get()
@@ -105,26 +126,6 @@ pub fn QuestionTools(cell: Memo<Option<Cell>>) -> impl IntoView {
                     }
                 })
         }}
-        <Show when=move || editing.get()>
-            <textarea
-                class="question-editor"
-                aria-label="Edit the question"
-                aria-keyshortcuts="Enter Escape"
-                node_ref=editor
-                rows=move || draft.with(|d| d.lines().count().clamp(2, 12))
-                prop:value=move || draft.get()
-                on:input=move |ev| draft.set(event_target_value(&ev))
-                on:keydown=move |ev| {
-                    if ev.key() == "Enter" && !ev.shift_key() {
-                        ev.prevent_default();
-                        ask_again(draft.get_untracked());
-                    } else if ev.key() == "Escape" {
-                        ev.prevent_default();
-                        editing.set(false);
-                    }
-                }
-            ></textarea>
-        </Show>
         <div class="cell-actions question-actions js-only" hidden=state.read_only>
             <Show
                 when=move || editing.get()
@@ -163,6 +164,7 @@ pub fn QuestionTools(cell: Memo<Option<Cell>>) -> impl IntoView {
                 </button>
             </Show>
         </div>
+        </div>
         {move || restored.get().map(|r| view! { <p class="restored" data-failed=r.error.is_some().then_some("true")>{restored_note(&r)}</p> })}
     }
     .into_any()
@@ -172,6 +174,10 @@ pub fn QuestionTools(cell: Memo<Option<Cell>>) -> impl IntoView {
 fn restored_note(restored: &Restored) -> String {
     match &restored.error {
         Some(e) => e.message.clone(),
+        // The first question's other version: nothing came before it.
+        None if restored.programs == 0 => {
+            "Started in a fresh kernel: the other version's variables are not here.".into()
+        }
         None if restored.programs == 1 => {
             "Variables rebuilt for this version: 1 earlier program re-ran first.".into()
         }
