@@ -1,5 +1,6 @@
 import { test, expect } from './fixtures';
 import { NotebookPage } from './pages/notebook';
+import { problems } from './axe';
 
 // Issue 41: editing a question or regenerating its answer keeps the old
 // version as a branch (‹ 1/2 ›); the kernel follows the branch on show, and
@@ -76,6 +77,11 @@ test('Regenerate asks the same question again as a new version', async ({ page }
   const versions = notebook.userCells.first().getByRole('navigation', { name: 'Versions of this question' });
   await expect(versions).toContainText('2 / 2');
   await expect(versions.getByRole('button', { name: 'Next version' })).toBeDisabled();
+  // The switcher and the question's actions pass axe, light and dark.
+  for (const colorScheme of ['light', 'dark'] as const) {
+    await page.emulateMedia({ colorScheme });
+    expect(await problems(page, { iframes: false })).toEqual([]);
+  }
   await expect(notebook.resultCells).toHaveCount(1);
   await expect(notebook.resultCells.first()).toContainText('drawn True');
   await versions.getByRole('button', { name: 'Previous version' }).click();
