@@ -52,7 +52,23 @@ pub fn hydrates(path: &str) -> bool {
 /// The HTML document around the app, rendered on the server only.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
     #[cfg(feature = "ssr")]
-    let live = use_context::<http::request::Parts>().is_none_or(|parts| hydrates(parts.uri.path()));
+    let parts = use_context::<http::request::Parts>();
+    // Seen under load in CI: a page rendered with none of its request's
+    // context (no path, no nonce), whose scripts the policy then refused.
+    // Said in the log, to find where the context is lost.
+    #[cfg(feature = "ssr")]
+    if parts.is_none() {
+        leptos::logging::warn!(
+            "runcell: a page shell rendered without its request's context (no request parts; nonce {})",
+            if use_nonce().is_some() {
+                "present"
+            } else {
+                "missing"
+            }
+        );
+    }
+    #[cfg(feature = "ssr")]
+    let live = parts.is_none_or(|parts| hydrates(parts.uri.path()));
     #[cfg(not(feature = "ssr"))]
     let live = true;
     // The one key that lets a script run on this page (the hydration
