@@ -21,12 +21,10 @@ pub fn Prompt() -> impl IntoView {
     let connected = move || state.conn.get() == ConnState::Connected;
     let busy = move || state.notebook.with(Notebook::is_busy);
     let send = move |text: String| {
-        let model = Some(state.model.get_untracked()).filter(|m| !m.is_empty());
-        let backend = state.picked_backend();
         state.send_frame(ClientMessage::Ask {
             text,
-            model,
-            backend,
+            model: state.picked_model(),
+            backend: state.picked_backend(),
             alternative_to: None,
         })
     };

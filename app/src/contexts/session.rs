@@ -111,6 +111,11 @@ impl SessionState {
     }
 
     /// The backend picked, if one was.
+    /// The model picked for the next question; `None` for the default.
+    pub fn picked_model(&self) -> Option<String> {
+        Some(self.model.get_untracked()).filter(|m| !m.is_empty())
+    }
+
     pub fn picked_backend(&self) -> Option<SandboxKind> {
         self.backend.get_untracked()
     }

@@ -40,14 +40,14 @@ pub fn QuestionTools(cell: Memo<Option<Cell>>) -> impl IntoView {
             let _ = editor.focus();
         }
     });
-    let text = move || cell.with(|c| c.as_ref().map(|c| c.text.clone()).unwrap_or_default());
+    let text = move || super::text_of(cell);
     let ask_again = move |text: String| {
         if text.trim().is_empty() {
             return;
         }
         let message = ClientMessage::Ask {
             text,
-            model: Some(state.model.get_untracked()).filter(|m| !m.is_empty()),
+            model: state.picked_model(),
             backend: state.picked_backend(),
             alternative_to: Some(turn),
         };
@@ -96,32 +96,28 @@ pub fn QuestionTools(cell: Memo<Option<Cell>>) -> impl IntoView {
             versions
                 .get()
                 .map(|v| {
-                    let (previous, next) = (v.previous, v.next);
-                    view! {
-                        <nav class="versions" aria-label="Versions of this question">
+                    // One step to a neighbouring version, if there is one.
+                    let step = move |to: Option<TurnId>, label: &'static str, glyph: &'static str| {
+                        view! {
                             <button
                                 type="button"
                                 class="js-only"
                                 hidden=state.read_only
-                                aria-label="Previous version"
-                                disabled=move || previous.is_none() || busy()
-                                on:click=move |_| select(previous)
+                                aria-label=label
+                                disabled=move || to.is_none() || busy()
+                                on:click=move |_| select(to)
                             >
-                                "‹"
+                                {glyph}
                             </button>
+                        }
+                    };
+                    view! {
+                        <nav class="versions" aria-label="Versions of this question">
+                            {step(v.previous, "Previous version", "‹")}
                             <span class="versions-count">
                                 {format!("{} / {}", v.position, v.count)}
                             </span>
-                            <button
-                                type="button"
-                                class="js-only"
-                                hidden=state.read_only
-                                aria-label="Next version"
-                                disabled=move || next.is_none() || busy()
-                                on:click=move |_| select(next)
-                            >
-                                "›"
-                            </button>
+                            {step(v.next, "Next version", "›")}
                         </nav>
                     }
                 })
