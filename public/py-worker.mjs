@@ -27,6 +27,7 @@
 let pyodide = null;
 let runCell = null;
 let cancelCell = null;
+let preimport = null;
 let ready = null;
 const queue = [];
 let busy = false;
@@ -42,6 +43,8 @@ const NOTE_MAX = 4 * 1024; // why Python failed to start
 const CUT = '\u2026 (cut)';
 // Output waits at most this long (ms) to be sent with more.
 const FLUSH_MS = 50;
+// How often a stop is looked for while packages load.
+const STOP_POLL_MS = 50;
 
 const post = (message) => postMessage(JSON.stringify(message));
 
@@ -138,6 +141,32 @@ async def run_cell(code, fresh):
         return {}
     _ns["_"] = value
     return {"result": _bundle(value)}
+
+
+def _preimport(code):
+    """Imports the page's packages that the code imports (those the lock file
+    lists, never the person's own modules), before the program's time
+    starts: "import sympy" takes seconds in the page, and is not the
+    program's. True when a stop interrupted it. An interrupted import leaves
+    half-run modules behind that would break the program's own import: what
+    it added is dropped, so the next import starts clean."""
+    from pyodide.code import find_imports
+    try:
+        names = find_imports(code)
+    except BaseException:
+        return False
+    for name in names:
+        if name not in _offline or name in sys.modules:
+            continue
+        before = set(sys.modules)
+        try:
+            __import__(name)
+        except BaseException as e:
+            for added in set(sys.modules) - before:
+                sys.modules.pop(added, None)
+            if isinstance(e, KeyboardInterrupt):
+                return True
+    return False
 
 
 def _cancel():
@@ -318,6 +347,10 @@ let shared = null;
 let raised = false;
 // The run a cancel message stopped while it was running.
 let cancelled = 0;
+// The run's own Python is running (its program, or the imports before it):
+// only then does a stop raise KeyboardInterrupt. Pyodide's package loader
+// is Python too, and a wheel cut off half unpacked would stay broken.
+let programRuns = false;
 
 function interrupted() {
   return current !== 0 && shared !== null && Atomics.load(shared.flag, 0) === 2 && shared.run[0] === current;
@@ -334,7 +367,7 @@ function clearInterrupt(run) {
 const signals = {
   get 0() {
     tick();
-    raised = interrupted();
+    raised = programRuns && interrupted();
     return raised ? 2 : 0;
   },
   set 0(value) {
@@ -359,6 +392,7 @@ async function init(indexURL) {
     pyodide.setInterruptBuffer(signals);
     runCell = pyodide.runPython(RUNNER);
     cancelCell = pyodide.globals.get('_cancel');
+    preimport = pyodide.globals.get('_preimport');
     const lock = await (await fetch(indexURL + 'pyodide-lock.json')).json();
     const packages = Object.values(lock.packages).flatMap((p) => p.imports);
     pyodide.globals.get('_offline').update(pyodide.toPy(packages));
@@ -379,6 +413,28 @@ async function loadPackagesFor(code) {
   return problems;
 }
 
+// Packages load one run after another: a run stopped while its packages
+// loaded leaves the loading going, and the next run's waits for it to end
+// (Pyodide would take a package being installed for one already there).
+let loads = Promise.resolve();
+function loadInTurn(code) {
+  const load = loads.then(() => loadPackagesFor(code));
+  loads = load.catch(() => {});
+  return load;
+}
+
+// Resolves when the page stops `run` (its interrupt, or a cancel) while the
+// worker waits on something other than Python; `end` stops looking.
+function whenStopped(run) {
+  let poll = null;
+  const promise = new Promise((resolve) => {
+    poll = setInterval(() => {
+      if (cancelled === run || interrupted()) resolve(true);
+    }, STOP_POLL_MS);
+  });
+  return { promise, end: () => clearInterval(poll) };
+}
+
 async function run({ run, code, fresh }) {
   current = run;
   // Stopped while it waited, or while its packages loaded.
@@ -390,10 +446,40 @@ async function run({ run, code, fresh }) {
   };
   try {
     if (stoppedEarly()) return;
-    const problems = await loadPackagesFor(code);
-    for (const problem of problems) emit(run, 'stderr', problem + '\n');
+    // Packages load while no Python runs to see a stop: one is looked for
+    // meanwhile, and answered at once (the loading goes on, for next time).
+    const stop = whenStopped(run);
+    let problems;
+    try {
+      problems = await Promise.race([loadInTurn(code).catch((err) => [why(err)]), stop.promise]);
+    } finally {
+      stop.end();
+    }
     if (stoppedEarly()) return;
-    const reply = await runCell(code, fresh);
+    for (const problem of problems) emit(run, 'stderr', problem + '\n');
+    programRuns = true;
+    let preempted;
+    try {
+      preempted = preimport(code);
+    } finally {
+      programRuns = false;
+    }
+    if (preempted) {
+      clearInterrupt(run);
+      postError(run, 'KeyboardInterrupt', 'stopped before it began');
+      return;
+    }
+    if (stoppedEarly()) return;
+    // The program begins: its time limit counts from here, not from the
+    // wait for Python or its packages.
+    post({ t: 'started', run });
+    programRuns = true;
+    let reply;
+    try {
+      reply = await runCell(code, fresh);
+    } finally {
+      programRuns = false;
+    }
     const answer = reply.toJs({ dict_converter: Object.fromEntries });
     reply.destroy();
     flushOut();

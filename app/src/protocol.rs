@@ -506,8 +506,14 @@ pub enum ServerMessage {
         /// Re-run all); otherwise the globals of the runs before stay.
         #[serde(default)]
         fresh: bool,
-        /// The wall-clock limit; the server stops the run after it.
+        /// The wall-clock limit, counted from `browser_started`; the server
+        /// stops the run after it.
         timeout_ms: u64,
+        /// How long the page may take to start the program (its Python and
+        /// the packages the program imports loading) before `timeout_ms`
+        /// counts anyway.
+        #[serde(default)]
+        prepare_ms: u64,
     },
     /// Stop a browser run (Stop was pressed, or a limit was hit).
     BrowserStop {
@@ -568,6 +574,9 @@ pub enum ClientMessage {
     /// the Python identified by `kernel` (new each time the tab's Python
     /// starts). Sent when the page's Python is ready and on every reconnect.
     BrowserAttach { kernel: String },
+    /// A browser run's program began: the page's Python is up and the
+    /// packages it imports are loaded (the run's wall time counts from here).
+    BrowserStarted { run: u64 },
     /// A piece of a browser run's output, in order.
     BrowserOutput { run: u64, output: Output },
     /// A browser run ended (its error, if any, came as an output before).
@@ -866,10 +875,11 @@ mod tests {
             code: "print(1)".into(),
             fresh: true,
             timeout_ms: 30_000,
+            prepare_ms: 180_000,
         };
         assert_eq!(
             wire(&run),
-            r#"{"type":"browser_run","run":7,"code":"print(1)","fresh":true,"timeout_ms":30000}"#
+            r#"{"type":"browser_run","run":7,"code":"print(1)","fresh":true,"timeout_ms":30000,"prepare_ms":180000}"#
         );
         assert_eq!(
             wire(&ServerMessage::BrowserStop { run: 7 }),
@@ -891,6 +901,10 @@ mod tests {
                     text: "hi\n".into()
                 },
             })
+        );
+        assert_eq!(
+            parse(r#"{"type":"browser_started","run":7}"#).ok(),
+            Some(ClientMessage::BrowserStarted { run: 7 })
         );
         assert_eq!(
             parse(r#"{"type":"browser_done","run":7,"kernel":"k1"}"#).ok(),

@@ -61,6 +61,10 @@ pub fn server_message(v: &Value) -> Read<ServerMessage> {
                 .transpose()?
                 .unwrap_or(false),
             timeout_ms: u64_of(v, "timeout_ms")?,
+            prepare_ms: optional(v, "prepare_ms")
+                .map(|p| p.as_u64().ok_or(Unreadable("prepare_ms")))
+                .transpose()?
+                .unwrap_or(0),
         },
         "browser_stop" => ServerMessage::BrowserStop {
             run: u64_of(v, "run")?,
@@ -303,6 +307,10 @@ pub enum FromWorker {
     Failed {
         message: String,
     },
+    /// A run's program began (Python is up, its packages loaded).
+    Started {
+        run: u64,
+    },
     Out {
         run: u64,
         stream: String,
@@ -348,6 +356,9 @@ pub fn from_worker(v: &Value) -> Read<FromWorker> {
         },
         "failed" => FromWorker::Failed {
             message: text(v, "message")?,
+        },
+        "started" => FromWorker::Started {
+            run: u64_of(v, "run")?,
         },
         "out" => FromWorker::Out {
             run: u64_of(v, "run")?,

@@ -124,6 +124,11 @@ pub struct BrowserConfig {
     pub attach_wait_secs: u64,
     /// How long a run whose page went away waits for it to come back.
     pub gone_grace_secs: u64,
+    /// How long a page may take to start a program (its Python starting,
+    /// the packages it imports loading) before the run's own wall time
+    /// begins: a first `import sympy` on a slow device is not the program's
+    /// time.
+    pub prepare_wait_secs: u64,
 }
 
 impl Default for BrowserConfig {
@@ -131,6 +136,7 @@ impl Default for BrowserConfig {
         Self {
             attach_wait_secs: 60,
             gone_grace_secs: 10,
+            prepare_wait_secs: 180,
         }
     }
 }
@@ -884,6 +890,7 @@ impl Config {
                 self.e2b.max_sandbox_timeout_secs,
             ),
             ("browser.attach_wait_secs", self.browser.attach_wait_secs),
+            ("browser.prepare_wait_secs", self.browser.prepare_wait_secs),
             (
                 "jupyter.max_message_mib",
                 self.jupyter.max_message_mib as u64,

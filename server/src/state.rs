@@ -191,6 +191,7 @@ impl AppState {
         let browser = BrowserTabs::new(BrowserSettings {
             attach_wait: std::time::Duration::from_secs(config.browser.attach_wait_secs),
             gone_grace: std::time::Duration::from_secs(config.browser.gone_grace_secs),
+            prepare_wait: std::time::Duration::from_secs(config.browser.prepare_wait_secs),
             ..BrowserSettings::default()
         });
         let pyodide = find_runtime(&config.site_root);

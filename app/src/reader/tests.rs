@@ -193,12 +193,14 @@ fn server_messages() -> Vec<ServerMessage> {
             code: "print(1)".into(),
             fresh: true,
             timeout_ms: 30_000,
+            prepare_ms: 180_000,
         },
         ServerMessage::BrowserRun {
             run: 8,
             code: String::new(),
             fresh: false,
             timeout_ms: 0,
+            prepare_ms: 0,
         },
         ServerMessage::BrowserStop { run: 7 },
     ];
@@ -263,6 +265,7 @@ fn defaults_and_nulls_are_read_as_serde_reads_them() {
                 code: "x".into(),
                 fresh: false,
                 timeout_ms: 5,
+                prepare_ms: 0,
             }),
         ),
         (
@@ -480,6 +483,11 @@ fn the_page_pythons_messages_are_read() {
             json!({"t": "done", "run": 2}),
             Some(FromWorker::Done { run: 2 }),
         ),
+        (
+            json!({"t": "started", "run": 2}),
+            Some(FromWorker::Started { run: 2 }),
+        ),
+        (json!({"t": "started", "run": "2"}), None),
         (json!({"t": "done"}), None),
         (json!({"t": "done", "run": -2}), None),
         (json!({"t": "frame"}), None),

@@ -279,6 +279,9 @@ async fn handle_text(
                 .err()
                 .map(|e| refusal_message(ErrorCode::BadFrame, &e.to_string()));
         }
+        ClientMessage::BrowserStarted { run } => {
+            return browser_reply(state, channel, link, run, Reply::Started).await;
+        }
         ClientMessage::BrowserOutput { run, output } => {
             return browser_reply(state, channel, link, run, Reply::Output(output)).await;
         }

@@ -692,6 +692,7 @@ async fn harness_in_the_page() -> (Harness, Arc<BrowserTabs>) {
         attach_wait: Duration::from_millis(300),
         gone_grace: Duration::from_millis(300),
         stop_grace: Duration::from_millis(300),
+        prepare_wait: Duration::from_millis(300),
     });
     let offer = BrowserOffer {
         tabs: Arc::clone(&tabs),
@@ -792,6 +793,9 @@ async fn a_program_that_fails_in_the_page_is_still_fixed() {
                     panic!("expected a run");
                 };
                 let conn = link.conn();
+                tabs.reply(session, conn, run, Reply::Started)
+                    .await
+                    .unwrap();
                 tabs.reply(session, conn, run, Reply::Output(output))
                     .await
                     .unwrap();

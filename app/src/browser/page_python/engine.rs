@@ -1,7 +1,7 @@
 //! The page's Python itself: the sandboxed frame, the channel its worker
 //! talks over, and what may come back through it.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use leptos::prelude::*;
@@ -39,8 +39,13 @@ pub(super) struct Engine {
     /// The frame can interrupt a run (it is cross-origin isolated); false
     /// until it says so.
     pub(super) interruptible: bool,
-    /// Runs posted to the worker, the running one first.
+    /// Runs posted to the worker, the running one first, each with its
+    /// wall-clock limit in milliseconds (counted from its program's start).
     pub(super) runs: VecDeque<u64>,
+    pub(super) limits: HashMap<u64, u64>,
+    /// The run whose program began (its Python up, its packages loaded);
+    /// before that the worker may be busy for seconds without reading a stop.
+    pub(super) started: Option<u64>,
     /// The worker said it is ready.
     pub(super) ready: bool,
     /// Why the worker could not start: every run is answered with it.
@@ -120,6 +125,8 @@ impl Engine {
             kernel,
             interruptible: false,
             runs: VecDeque::new(),
+            limits: HashMap::new(),
+            started: None,
             ready: false,
             failed: None,
             on_hello,
@@ -201,11 +208,18 @@ impl Engine {
         }
     }
 
-    pub(super) fn post_run(&mut self, run: u64, code: &str, fresh: bool) -> Result<(), String> {
+    pub(super) fn post_run(
+        &mut self,
+        run: u64,
+        code: &str,
+        fresh: bool,
+        limit_ms: u64,
+    ) -> Result<(), String> {
         self.post_json(&serde_json::json!({
             "cmd": "run", "run": run, "code": code, "fresh": fresh,
         }))?;
         self.runs.push_back(run);
+        self.limits.insert(run, limit_ms);
         Ok(())
     }
 }

@@ -36,6 +36,10 @@ use outbox::Outbox;
 
 /// How long an interrupted program has to stop before its Python is ended.
 const INTERRUPT_GRACE: Duration = Duration::from_millis(1500);
+/// The same for a run whose program has not begun: the worker may be busy
+/// for seconds starting Python or installing a package, and answers the stop
+/// when it is done (ending Python then would lose the variables for nothing).
+const PREPARE_STOP_GRACE: Duration = Duration::from_secs(20);
 /// Added to the server's time limit before the page stops a run itself (the
 /// server normally asks first).
 const LOCAL_LIMIT_SLACK_MS: u64 = 2_000;
@@ -152,6 +156,7 @@ impl PagePython {
                 code,
                 fresh,
                 timeout_ms,
+                prepare_ms,
             } => {
                 self.start();
                 let posted = self
@@ -159,18 +164,16 @@ impl PagePython {
                         e.as_mut().map(|engine| match &engine.failed {
                             Some(why) => Err((cannot_start(why), engine.kernel.clone())),
                             None => engine
-                                .post_run(*run, code, *fresh)
+                                .post_run(*run, code, *fresh, *timeout_ms)
                                 .map_err(|message| (message, engine.kernel.clone())),
                         })
                     })
                     .flatten();
                 match posted {
+                    // The limit counts from the program's start (`started`);
+                    // this one bounds the wait for Python and packages too.
                     Some(Ok(())) => {
-                        let (run, limit) = (*run, *timeout_ms);
-                        set_timeout(
-                            move || self.stop(run, "the time limit"),
-                            Duration::from_millis(limit.saturating_add(LOCAL_LIMIT_SLACK_MS)),
-                        );
+                        self.stop_after(*run, prepare_ms.saturating_add(*timeout_ms));
                     }
                     Some(Err((message, kernel))) => self.refuse(*run, &message, kernel),
                     None => self.refuse(*run, "", String::new()),
@@ -183,6 +186,15 @@ impl PagePython {
             }
             _ => false,
         }
+    }
+
+    /// Stops `run` itself when it is still on `limit_ms` (and a slack) from
+    /// now: the server normally asks first.
+    fn stop_after(self, run: u64, limit_ms: u64) {
+        set_timeout(
+            move || self.stop(run, "the time limit"),
+            Duration::from_millis(limit_ms.saturating_add(LOCAL_LIMIT_SLACK_MS)),
+        );
     }
 
     fn refuse(self, run: u64, message: &str, kernel: String) {
@@ -232,7 +244,7 @@ impl PagePython {
     fn stop(self, run: u64, why: &'static str) {
         enum Action {
             Nothing,
-            Interrupted,
+            Interrupted(Duration),
             Restart,
         }
         let action = self
@@ -252,16 +264,20 @@ impl PagePython {
                     "cancel"
                 };
                 let _ = engine.post_json(&serde_json::json!({"cmd": command, "run": run}));
+                let began = engine.started == Some(run);
                 match (engine.interruptible, position) {
-                    (true, _) => Action::Interrupted,
-                    (false, 0) => Action::Restart,
+                    (true, _) if began => Action::Interrupted(INTERRUPT_GRACE),
+                    (false, 0) if began => Action::Restart,
+                    // Not begun: the worker answers the stop (or the cancel)
+                    // once it is free.
+                    (true, _) | (false, 0) => Action::Interrupted(PREPARE_STOP_GRACE),
                     (false, _) => Action::Nothing,
                 }
             })
             .unwrap_or(Action::Nothing);
         match action {
             Action::Nothing => {}
-            Action::Interrupted => set_timeout(
+            Action::Interrupted(grace) => set_timeout(
                 move || {
                     // Still the running one: it did not stop.
                     let still = self
@@ -278,7 +294,7 @@ impl PagePython {
                         );
                     }
                 },
-                INTERRUPT_GRACE,
+                grace,
             ),
             Action::Restart => self.restart(
                 &format!(
@@ -351,6 +367,21 @@ impl PagePython {
                 });
                 self.state.python.set(PyStatus::Failed(message));
             }
+            FromWorker::Started { run } => {
+                let limit = self
+                    .with_engine(|e| {
+                        let engine = e.as_mut()?;
+                        let limit = engine.limits.get(&run).copied()?;
+                        engine.started = Some(run);
+                        Some(limit)
+                    })
+                    .flatten();
+                // A run this Python has: its time starts now.
+                if let Some(limit) = limit {
+                    self.stop_after(run, limit);
+                    self.send(ClientMessage::BrowserStarted { run });
+                }
+            }
             FromWorker::Out { run, stream, text } => self.output(
                 run,
                 if stream == "stderr" {
@@ -378,6 +409,10 @@ impl PagePython {
                     .with_engine(|e| {
                         let engine = e.as_mut()?;
                         engine.runs.retain(|r| *r != run);
+                        engine.limits.remove(&run);
+                        if engine.started == Some(run) {
+                            engine.started = None;
+                        }
                         Some(engine.kernel.clone())
                     })
                     .flatten();
@@ -400,6 +435,7 @@ impl PagePython {
                     .failed
                     .get_or_insert_with(|| why.take().unwrap_or_else(|| WORKER_FAILED.into()))
                     .clone();
+                engine.limits.clear();
                 Some((std::mem::take(&mut engine.runs), engine.kernel.clone(), why))
             })
             .flatten();

@@ -101,6 +101,10 @@ pub struct BrowserSettings {
     /// After a stop, how long the page has to confirm before the run ends
     /// anyway.
     pub stop_grace: Duration,
+    /// How long the page may take to start the program (its Python and the
+    /// packages the program imports loading) before the run's wall time
+    /// begins anyway.
+    pub prepare_wait: Duration,
 }
 
 impl Default for BrowserSettings {
@@ -109,6 +113,7 @@ impl Default for BrowserSettings {
             attach_wait: Duration::from_secs(60),
             gone_grace: Duration::from_secs(10),
             stop_grace: Duration::from_secs(3),
+            prepare_wait: Duration::from_secs(180),
         }
     }
 }
@@ -147,8 +152,13 @@ struct Tab {
 /// What a page sends back about a run.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Reply {
+    /// The program itself began (the page's Python is up and its packages
+    /// loaded): the run's wall time counts from here.
+    Started,
     Output(Output),
-    Done { kernel: String },
+    Done {
+        kernel: String,
+    },
 }
 
 /// The pages of one notebook session.

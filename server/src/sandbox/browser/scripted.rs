@@ -264,6 +264,7 @@ impl Page {
                 .attach(self.session, &self.link, &kernel)
                 .err()
                 .map(|e| e.to_string()),
+            Ok(ClientMessage::BrowserStarted { run }) => self.reply(run, Reply::Started).await,
             Ok(ClientMessage::BrowserOutput { run, output }) => {
                 self.reply(run, Reply::Output(output)).await
             }

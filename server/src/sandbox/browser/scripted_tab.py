@@ -3,7 +3,7 @@
 It plays what a page and its Pyodide worker do (app/src/browser/page_python/
 and public/py-worker.mjs) with CPython, speaking the page's socket frames,
 one JSON object a line: it reads the server's (`browser_run`,
-`browser_stop`, `error`) on stdin and writes the page's (`browser_output`,
+`browser_stop`, `error`) on stdin and writes the page's (`browser_started`, `browser_output`,
 `browser_done`) on stdout. As in the worker:
 
 - runs happen one at a time, in the order sent; each cell runs in globals
@@ -384,6 +384,8 @@ def run_cell(message):
         post_error(run, "KeyboardInterrupt", "stopped before it began")
         done(run)
         return
+    # The program begins: its wall time counts from here, as a page's does.
+    post({"type": "browser_started", "run": run})
     timeout_s = message.get("timeout_ms", 0) / 1000 + LOCAL_LIMIT_SLACK_S
     limit = threading.Timer(timeout_s, stop, args=(run, "the time limit"))
     limit.daemon = True

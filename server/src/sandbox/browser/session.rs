@@ -46,6 +46,9 @@ impl BrowserSession {
 enum Ending {
     Cancelled,
     Timeout,
+    /// The page did not start the program (its Python and packages still
+    /// loading) within the prepare wait and the wall time together.
+    SlowStart(Duration),
     OutputLimit,
 }
 
@@ -56,6 +59,14 @@ impl Ending {
             Self::Timeout => ExecError::new(
                 limit_error::TIMEOUT,
                 format!("the program ran longer than {} s", wall.as_secs()),
+            ),
+            Self::SlowStart(waited) => ExecError::new(
+                limit_error::TIMEOUT,
+                format!(
+                    "the page's Python did not start the program within {} s \
+                     (it was still starting, or loading the packages the program imports)",
+                    waited.as_secs()
+                ),
             ),
             Self::OutputLimit => budget.limit_error().unwrap_or_else(|| {
                 ExecError::new(
@@ -203,6 +214,7 @@ impl SandboxSession for BrowserSession {
                 code: request.code.clone(),
                 fresh,
                 timeout_ms: crate::clock::millis(wall),
+                prepare_ms: crate::clock::millis(self.tabs.settings.prepare_wait),
             })
             .await;
         if sent.is_err() {
@@ -211,7 +223,12 @@ impl SandboxSession for BrowserSession {
             ));
         }
 
-        let deadline = tokio::time::Instant::now() + wall;
+        // The program's wall time counts from the page's `browser_started`;
+        // until then the page's Python and the program's packages load, for
+        // at most the prepare wait (and the wall time on top of it).
+        let sent_at = tokio::time::Instant::now();
+        let mut started_at: Option<tokio::time::Instant> = None;
+        let mut deadline = sent_at + self.tabs.settings.prepare_wait + wall;
         // Set once the server has asked the page to stop.
         let mut ending: Option<(Ending, tokio::time::Instant)> = None;
         // A stop not yet handed to `link`: it waits for room on a busy
@@ -228,6 +245,13 @@ impl SandboxSession for BrowserSession {
             let ending_at = ending.map(|(_, at)| at);
             tokio::select! {
                 reply = replies.recv() => match reply {
+                    Some(Reply::Started) => {
+                        if started_at.is_none() {
+                            let now = tokio::time::Instant::now();
+                            started_at = Some(now);
+                            deadline = deadline.min(now + wall);
+                        }
+                    }
                     Some(Reply::Output(output)) => {
                         if ending.is_some_and(|(e, _)| e == Ending::OutputLimit) {
                             continue;
@@ -250,7 +274,10 @@ impl SandboxSession for BrowserSession {
                     stop_owed = true;
                 }
                 () = tokio::time::sleep_until(deadline), if ending.is_none() => {
-                    ending = stop(Ending::Timeout);
+                    ending = stop(match started_at {
+                        Some(_) => Ending::Timeout,
+                        None => Ending::SlowStart(deadline - sent_at),
+                    });
                     stop_owed = true;
                 }
                 permit = link.tx.clone().reserve_owned(), if stop_owed => {
@@ -299,6 +326,7 @@ impl SandboxSession for BrowserSession {
             // a run they finish is not lost.
             while let Ok(reply) = replies.try_recv() {
                 match reply {
+                    Reply::Started => {}
                     Reply::Output(_) if ending.is_some_and(|(e, _)| e == Ending::OutputLimit) => {}
                     Reply::Output(output) => {
                         if !collected.take(output, events).await {

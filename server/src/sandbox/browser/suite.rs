@@ -22,6 +22,7 @@ fn patient() -> BrowserSettings {
         attach_wait: Duration::from_secs(10),
         gone_grace: Duration::from_secs(10),
         stop_grace: Duration::from_secs(5),
+        prepare_wait: Duration::from_secs(10),
     }
 }
 

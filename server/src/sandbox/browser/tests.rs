@@ -9,6 +9,7 @@ fn quick() -> BrowserSettings {
         attach_wait: Duration::from_millis(300),
         gone_grace: Duration::from_millis(300),
         stop_grace: Duration::from_millis(300),
+        prepare_wait: Duration::from_millis(300),
     }
 }
 
@@ -19,6 +20,7 @@ fn patient() -> BrowserSettings {
         attach_wait: Duration::from_secs(5),
         gone_grace: Duration::from_secs(5),
         stop_grace: Duration::from_secs(5),
+        prepare_wait: Duration::from_secs(5),
     }
 }
 
@@ -60,9 +62,19 @@ impl Page {
         self.tabs.attach(self.session, &self.link, kernel).unwrap();
     }
 
-    /// The next run sent to the page: its id and code (`fresh:` before
-    /// the code when it must start from empty globals).
+    /// The next run sent to the page, its program started at once, as a
+    /// page whose Python is ready and has the packages starts it: its id
+    /// and code (`fresh:` before the code when it must start from empty
+    /// globals).
     async fn next_run(&mut self) -> (u64, String) {
+        let (run, code) = self.next_run_unstarted().await;
+        // A run that already ended: nothing to start.
+        let _ = self.send(run, Reply::Started).await;
+        (run, code)
+    }
+
+    /// The next run sent to the page, its program not started yet.
+    async fn next_run_unstarted(&mut self) -> (u64, String) {
         match tokio::time::timeout(Duration::from_secs(5), self.rx.recv()).await {
             Ok(Some(ServerMessage::BrowserRun {
                 run, code, fresh, ..
@@ -362,6 +374,54 @@ async fn stop_and_the_time_limit_ask_the_page_to_stop() {
     let outcome = run(&*kernel, &quick_wall).await;
     page.await.unwrap();
     assert_eq!(outcome.error.unwrap().name, limit_error::TIMEOUT);
+}
+
+#[tokio::test]
+async fn a_runs_wall_time_counts_from_its_programs_start() {
+    let settings = BrowserSettings {
+        prepare_wait: Duration::from_secs(2),
+        ..quick()
+    };
+    let (mut page, kernel) = attached_with(settings, "k").await;
+    let page = tokio::spawn(async move {
+        // Packages load for longer than the program may run: not its time.
+        let (run, _) = page.next_run_unstarted().await;
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        page.send(run, Reply::Started).await.unwrap();
+        page.say(run, stdout("loaded\n")).await;
+        page.done(run, "k").await;
+        // A page that never starts the program: stopped after the prepare
+        // wait and the wall time together.
+        let (run, _) = page.next_run_unstarted().await;
+        page.expect_stop(run).await;
+        page.say(run, interrupted()).await;
+        page.done(run, "k").await;
+        // Started, then longer than the wall time: the program's own limit.
+        let (run, _) = page.next_run().await;
+        page.expect_stop(run).await;
+        page.done(run, "k").await;
+    });
+    let mut short = python("import sympy");
+    short.limits.wall = Duration::from_millis(300);
+    let outcome = run(&*kernel, &short).await;
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    assert_eq!(outcome.stdout, "loaded\n");
+
+    let started = std::time::Instant::now();
+    let outcome = run(&*kernel, &short).await;
+    let error = outcome.error.unwrap();
+    assert_eq!(error.name, limit_error::TIMEOUT);
+    assert!(
+        error.value.contains("did not start the program within 2 s"),
+        "{error:?}"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(2_300));
+
+    let outcome = run(&*kernel, &short).await;
+    let error = outcome.error.unwrap();
+    assert_eq!(error.name, limit_error::TIMEOUT);
+    assert!(error.value.contains("ran longer than"), "{error:?}");
+    page.await.unwrap();
 }
 
 #[tokio::test]
