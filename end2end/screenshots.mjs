@@ -42,6 +42,8 @@ for (const [name, viewport, mobile] of [['phone', { width: 390, height: 844 }, t
     // And the top of the answer: the question, the code and the table.
     await page.locator('article[aria-label="You"]').first().scrollIntoViewIfNeeded();
     await page.evaluate(() => window.scrollTo(0, 0));
+    // The phone header slides back in over 0.2 s.
+    await page.waitForTimeout(500);
     await page.screenshot({ path: `${dir}/${name}-${scheme}-top.png`, fullPage: false });
     await context.close();
   }

@@ -50,4 +50,37 @@ test.describe('interactive charts', () => {
     await expect(frame.locator('svg.marks')).toBeVisible({ timeout: 30_000 });
     await expect(frame.locator('.mark-rect path')).toHaveCount(3);
   });
+
+  test('charts follow the theme switch, Plotly and Vega-Lite alike', async ({ page }) => {
+    await page.emulateMedia({ colorScheme: 'light' });
+    const notebook = new NotebookPage(page);
+    await notebook.openNew();
+    await notebook.waitConnected();
+    await notebook.ask(fenced(
+      "import plotly.express as px\nfrom IPython.display import display\npx.bar(x=[1, 2], y=[3, 4]).show()\nspec = {'data': {'values': [{'a': 1, 'b': 4}, {'a': 2, 'b': 6}]}, 'mark': 'bar', 'encoding': {'x': {'field': 'a', 'type': 'ordinal'}, 'y': {'field': 'b', 'type': 'quantitative'}}}\ndisplay({'application/vnd.vegalite.v5+json': spec, 'text/plain': 'a bar chart'}, raw=True)",
+    ));
+    await notebook.waitTurnEnd();
+    const plotly = page.frameLocator('iframe[title="Interactive chart"] >> nth=0');
+    const vega = page.frameLocator('iframe[title="Interactive chart"] >> nth=1');
+    await expect(plotly.locator('.main-svg').first()).toBeVisible({ timeout: 30_000 });
+    await expect(vega.locator('svg.marks')).toBeVisible({ timeout: 30_000 });
+    const paper = () => plotly.locator('.main-svg').first().evaluate((svg) => getComputedStyle(svg).backgroundColor);
+    const label = () => vega.locator('.role-axis-label text').first().getAttribute('fill');
+    const scheme = () => vega.locator('html').evaluate((root) => (root as HTMLElement).style.colorScheme);
+    const lightPaper = await paper();
+    const lightLabel = await label();
+    expect(await scheme()).toBe('light');
+    // system → light → dark
+    const toggle = () => page.getByRole('button', { name: /^Theme:/ }).click();
+    await toggle();
+    await toggle();
+    await expect(page.locator('html')).toHaveAttribute('data-theme', 'dark');
+    await expect.poll(paper).toBe('rgb(17, 17, 17)');
+    await expect.poll(scheme).toBe('dark');
+    await expect.poll(label).not.toBe(lightLabel);
+    // dark → system (light here): as drawn at first.
+    await toggle();
+    await expect.poll(paper).toBe(lightPaper);
+    await expect.poll(label).toBe(lightLabel);
+  });
 });

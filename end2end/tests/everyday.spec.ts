@@ -42,7 +42,10 @@ test.describe('the theme switch', () => {
     await toggle.click();
     await expect(html).toHaveAttribute('data-theme', 'light');
     await expect(page.getByRole('button', { name: /^Theme:/ })).toHaveText('Theme: light');
-    expect(await background()).not.toBe(darkBackground);
+    // Read once the new page's styles apply (without scripts the switch is
+    // a form: the page reloads, and is transparent until its CSS is in).
+    await expect.poll(background).not.toBe(darkBackground);
+    await expect.poll(background).not.toBe('rgba(0, 0, 0, 0)');
     // Kept for the next page, rendered so by the server (no flash).
     await page.reload();
     await expect(html).toHaveAttribute('data-theme', 'light');
@@ -50,12 +53,15 @@ test.describe('the theme switch', () => {
     await expect(html).toHaveAttribute('data-theme', 'dark');
     await page.getByRole('button', { name: /^Theme:/ }).click();
     await expect(html).toHaveAttribute('data-theme', 'auto');
-    expect(await background()).toBe(darkBackground);
+    await expect.poll(background).toBe(darkBackground);
   });
 });
 
 test.describe('the sessions list', () => {
-  test('shows each session\'s day and finds sessions by title', async ({ page }, info) => {
+  // Fourteen hours ahead of UTC: for most of a UTC day, another day.
+  test.use({ timezoneId: 'Pacific/Kiritimati' });
+
+  test('shows each session\'s day, in the reader\'s time zone once live, and finds sessions by title', async ({ page }, info) => {
     const notebook = new NotebookPage(page);
     for (const title of ['Rainfall by month', 'Strawberry letters']) {
       const url = await notebook.openNew();
@@ -65,9 +71,19 @@ test.describe('the sessions list', () => {
     }
     await page.reload();
     const list = page.getByRole('navigation', { name: 'Sessions' });
-    const today = new Date().toISOString().slice(0, 10);
-    await expect(list.locator('time.session-date').first()).toHaveAttribute('datetime', today);
-    if (info.project.name === 'no-js') return;
+    const utcToday = new Date().toISOString().slice(0, 10);
+    if (info.project.name === 'no-js') {
+      // Without scripts, the server's day: in UTC.
+      await expect(list.locator('time.session-date').first()).toHaveAttribute('datetime', utcToday);
+      return;
+    }
+    const localToday = await page.evaluate(() => {
+      const d = new Date();
+      const two = (n: number) => String(n).padStart(2, '0');
+      return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())}`;
+    });
+    await expect(list.locator('time.session-date').first()).toHaveAttribute('datetime', localToday);
+    await expect(list.locator('time.session-date').first()).toHaveText(localToday);
     await list.getByRole('searchbox', { name: 'Search sessions' }).fill('rain');
     await expect(list.locator('.session-entry > a')).toHaveText(['Rainfall by month']);
   });
@@ -100,25 +116,30 @@ test.describe('everyday use', () => {
     const notebook = new NotebookPage(page);
     await notebook.openNew();
     await notebook.waitConnected();
-    // The slow script waits half a second before each piece: long enough
-    // to see the wait for the model's first token.
+    // Every state the page passes through is recorded as it happens, so that
+    // a busy machine cannot miss the wait for the first piece (half a second
+    // in the slow script): the phase, its words, how many code cells there
+    // are, and what the announcer says.
+    await page.evaluate(() => {
+      const seen: unknown[] = [];
+      (window as unknown as { seenPhases: unknown[] }).seenPhases = seen;
+      const look = () => {
+        const shown = document.querySelector('[aria-label="Conversation"] .turn-phase');
+        const said = document.querySelector('p[role="status"][aria-live="polite"]');
+        const code = document.querySelectorAll('[aria-label="Conversation"] article[aria-label="Code"]');
+        const label = shown?.querySelector('.turn-phase-label')?.textContent;
+        const now = shown ? [shown.getAttribute('data-phase'), label, code.length, said?.textContent] : null;
+        if (JSON.stringify(now) !== JSON.stringify(seen[seen.length - 1])) seen.push(now);
+      };
+      new MutationObserver(look).observe(document.body, { subtree: true, childList: true, attributes: true, characterData: true });
+    });
     await notebook.ask('#scripted: slow\n' + fenced('print(6 * 7)'));
     const phase = page.locator('.turn-phase');
-    // One look at the page, so that a busy machine's slow assertions cannot
-    // miss the wait (the first piece comes after half a second): the phase
-    // says it waits, inside the conversation, before any code cell, and the
+    // It waits, inside the conversation, before any code cell, and the
     // announcer says the same.
     await expect
-      .poll(() =>
-        page.evaluate(() => {
-          const shown = document.querySelector('[aria-label="Conversation"] .turn-phase');
-          const said = document.querySelector('p[role="status"][aria-live="polite"]');
-          const code = document.querySelectorAll('[aria-label="Conversation"] article[aria-label="Code"]');
-          const label = shown?.querySelector('.turn-phase-label')?.textContent;
-          return shown ? [shown.getAttribute('data-phase'), label, code.length, said?.textContent] : null;
-        }),
-      )
-      .toEqual(['waiting', 'Waiting for the model…', 0, 'Waiting for the model…']);
+      .poll(() => page.evaluate(() => (window as unknown as { seenPhases: unknown[] }).seenPhases))
+      .toContainEqual(['waiting', 'Waiting for the model…', 0, 'Waiting for the model…']);
     const announcer = page.locator('p[role="status"][aria-live="polite"]');
     // The seconds count while it waits.
     await expect(phase.locator('.turn-phase-time')).toHaveText(/· [1-9]\d* s/, { timeout: 5_000 });

@@ -175,9 +175,12 @@ fn SessionEntry(
                 {label}
             </a>
             {(updated_ms > 0).then(|| {
-                let day = crate::render::dates::iso_day(updated_ms);
-                let shown = day.clone();
-                view! { <time class="session-date" datetime=day>{shown}</time> }
+                // Rendered in UTC (the server knows no reader's zone), then
+                // the reader's own day once the page is live.
+                let day = RwSignal::new(crate::render::dates::iso_day(updated_ms));
+                #[cfg(feature = "hydrate")]
+                Effect::new(move |_| day.set(crate::render::dates::local_day(updated_ms)));
+                view! { <time class="session-date" datetime=move || day.get()>{move || day.get()}</time> }
             })}
             <details class="entry-actions" node_ref=actions>
                 <summary aria-label=move || format!("Actions for {}", label())>"⋯"</summary>

@@ -1,5 +1,6 @@
 //! Dates the same on the server and in the page (no time zone database in
-//! the bundle): a day as `YYYY-MM-DD`, in UTC.
+//! the bundle): a day as `YYYY-MM-DD`, in UTC; once the page is live, in
+//! the reader's own time zone (the browser's clock knows it).
 
 /// The day of `ms` (milliseconds since the Unix epoch), `YYYY-MM-DD` in UTC.
 pub fn iso_day(ms: u64) -> String {
@@ -15,6 +16,18 @@ pub fn iso_day(ms: u64) -> String {
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
     format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// The day of `ms` in the reader's time zone, `YYYY-MM-DD` (in the page).
+#[cfg(feature = "hydrate")]
+pub fn local_day(ms: u64) -> String {
+    let date = js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(ms as f64));
+    format!(
+        "{:04}-{:02}-{:02}",
+        date.get_full_year(),
+        date.get_month() + 1,
+        date.get_date()
+    )
 }
 
 #[cfg(test)]

@@ -24,16 +24,26 @@ pub(super) fn ChartView(
 ) -> impl IntoView {
     let frame = NodeRef::<leptos::html::Iframe>::new();
     let height = RwSignal::new(460.0_f64);
-    let message = chart_message(kind, spec);
     #[cfg(feature = "hydrate")]
     {
+        // The chart follows the page's theme switch: the frame gets the
+        // theme with the chart, and again whenever it changes.
+        let theme = crate::components::use_theme();
         let handle = window_event_listener(leptos::ev::message, move |event| {
+            let message = chart_message(kind, &spec, theme.get_untracked().name());
             answer(&event, frame, &message, height);
         });
         on_cleanup(move || handle.remove());
+        Effect::new(move |_| {
+            let name = theme.get().name();
+            if let Some(window) = frame.get_untracked().and_then(|f| f.content_window()) {
+                let message = serde_json::json!({ "theme": name }).to_string();
+                let _ = window.post_message(&wasm_bindgen::JsValue::from_str(&message), "*");
+            }
+        });
     }
     #[cfg(not(feature = "hydrate"))]
-    let _ = (&message, &frame);
+    let _ = (spec, frame, kind);
     let fallback = match png {
         Some(png) => view! {
             <img class="no-js-only" src=format!("data:image/png;base64,{}", png.trim()) alt=text/>
@@ -59,11 +69,11 @@ pub(super) fn ChartView(
     }
 }
 
-/// What the frame is handed: the kind and the chart's JSON text.
-fn chart_message(kind: &str, spec: String) -> String {
-    let mut message = serde_json::json!({ "kind": kind });
-    message["spec"] = serde_json::Value::String(spec);
-    message.to_string()
+/// What the frame is handed: the kind, the chart's JSON text and the
+/// page's theme.
+#[cfg(any(feature = "hydrate", test))]
+fn chart_message(kind: &str, spec: &str, theme: &str) -> String {
+    serde_json::json!({ "kind": kind, "spec": spec, "theme": theme }).to_string()
 }
 
 /// Answers what the chart's frame posts (untrusted: it is checked to come
@@ -104,5 +114,22 @@ fn answer(
             }
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_frame_gets_the_chart_as_json_text_with_the_theme() {
+        let hostile =
+            r#"{"data": [], "layout": {"title": "</script><script>alert(1)</script>\""}}"#;
+        let message = chart_message("plotly", hostile, "dark");
+        let read: serde_json::Value = serde_json::from_str(&message).unwrap();
+        assert_eq!(read["kind"], "plotly");
+        assert_eq!(read["theme"], "dark");
+        // The spec stays text, exactly as the program made it.
+        assert_eq!(read["spec"].as_str(), Some(hostile));
     }
 }
