@@ -30,8 +30,8 @@ pub(super) fn ChartView(
         // theme with the chart, and again whenever it changes.
         let theme = crate::components::use_theme();
         let handle = window_event_listener(leptos::ev::message, move |event| {
-            let message = chart_message(kind, &spec, theme.get_untracked().name());
-            answer(&event, frame, &message, height);
+            let message = || chart_message(kind, &spec, theme.get_untracked().name());
+            answer(&event, frame, message, height);
         });
         on_cleanup(move || handle.remove());
         Effect::new(move |_| {
@@ -78,12 +78,13 @@ fn chart_message(kind: &str, spec: &str, theme: &str) -> String {
 
 /// Answers what the chart's frame posts (untrusted: it is checked to come
 /// from this chart's frame, and read as data): `ready` gets the chart,
-/// `height` sizes the frame, within bounds.
+/// `height` sizes the frame, within bounds. The chart's message is made
+/// only for a `ready`: every frame's messages reach every chart's listener.
 #[cfg(feature = "hydrate")]
 fn answer(
     event: &web_sys::MessageEvent,
     frame: NodeRef<leptos::html::Iframe>,
-    message: &str,
+    message: impl FnOnce() -> String,
     height: RwSignal<f64>,
 ) {
     let Some(frame) = frame.get_untracked() else {
@@ -106,7 +107,7 @@ fn answer(
     };
     match said["t"].as_str() {
         Some("ready") => {
-            let _ = window.post_message(&wasm_bindgen::JsValue::from_str(message), "*");
+            let _ = window.post_message(&wasm_bindgen::JsValue::from_str(&message()), "*");
         }
         Some("height") => {
             if let Some(h) = said["h"].as_f64().filter(|h| h.is_finite()) {
