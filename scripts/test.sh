@@ -60,6 +60,9 @@ e2e_skipped=$(count skipped)
 # Passed only on their retry: said, never counted as passed.
 e2e_flaky=$(count flaky)
 
+step "a phone's page load: Chromium, throttled (numbers for the log; it fails only if a page never comes alive)"
+"$ROOT/scripts/bench-page.sh" 1
+
 step "agent benchmark, a subset: the embedded model"
 # Eleven of the benchmark's tasks, one or two of each kind, through the real
 # agent: the table goes into the CI log beside the README's full runs. It
