@@ -205,6 +205,9 @@ pub enum KernelLoss {
     ServerRestart,
     /// This session is a fork of a shared one: its cells were copied, not run.
     Fork,
+    /// A fork of a link shared without its files, of a session that has
+    /// some: the code may read files that are not here.
+    ForkWithoutFiles,
     /// This session was imported from a Jupyter notebook: its cells were
     /// read from the file, not run here.
     Import,

@@ -201,6 +201,7 @@ pub fn event_body(v: &Value) -> Read<EventBody> {
             reason: match name(v, "reason")? {
                 "server_restart" => KernelLoss::ServerRestart,
                 "fork" => KernelLoss::Fork,
+                "fork_without_files" => KernelLoss::ForkWithoutFiles,
                 "import" => KernelLoss::Import,
                 _ => return Err(Unreadable("reason")),
             },

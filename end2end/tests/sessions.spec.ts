@@ -118,6 +118,28 @@ test.describe('with JavaScript', () => {
     await page.reload();
     await expect(notebook.resultCells).toHaveCount(1);
   });
+
+  test('a fork of a link shared without its files says its code may need them', async ({ page, browser }) => {
+    const notebook = new NotebookPage(page);
+    await notebook.openNew();
+    await notebook.waitConnected();
+    await notebook.ask(fenced("open('rows.csv', 'w').write('a\\n1\\n2\\n')\nprint('rows', len(open('rows.csv').readlines()) - 1)"));
+    await expect(notebook.resultCells.first()).toContainText('rows 2');
+    await notebook.waitTurnEnd();
+    await page.getByRole('button', { name: 'Share' }).click();
+    const link = page.locator('a.share-link');
+    await expect(link).toHaveAttribute('href', /^\/s\//);
+    const path = (await link.getAttribute('href')) ?? '';
+
+    const stranger = await browser.newContext();
+    const other = await stranger.newPage();
+    await other.goto(path);
+    await other.getByRole('button', { name: 'Fork' }).click();
+    await expect(other).toHaveURL(/\/sessions\/[0-9a-f-]{36}$/);
+    await expect(other.getByText('This is a fork of a link shared without its files')).toBeVisible();
+    await expect(other.getByText('Upload them (Files) first.')).toBeVisible();
+    await stranger.close();
+  });
 });
 
 test.describe('notebooks in and out', () => {

@@ -29,6 +29,9 @@ pub fn KernelNotice() -> impl IntoView {
                         Some(KernelLoss::Fork) => {
                             "This is a fork: its cells were copied, not run here, so none of their variables exist yet."
                         }
+                        Some(KernelLoss::ForkWithoutFiles) => {
+                            "This is a fork of a link shared without its files: its cells were copied, not run here, so none of their variables exist yet, and files its code reads may be missing. Upload them (Files) first."
+                        }
                         Some(KernelLoss::Import) => {
                             "These cells come from an imported notebook: their outputs are the notebook's, and nothing has run here yet."
                         }

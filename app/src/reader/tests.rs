@@ -145,6 +145,9 @@ fn event_bodies() -> Vec<EventBody> {
         EventBody::KernelLost {
             reason: KernelLoss::Fork,
         },
+        EventBody::KernelLost {
+            reason: KernelLoss::ForkWithoutFiles,
+        },
     ];
     for cell_kind in [
         CellKind::User,
@@ -570,6 +573,7 @@ fn frame_like() -> impl Strategy<Value = Value> {
         "kernel_lost",
         "reason",
         "fork",
+        "fork_without_files",
         "import",
     ]);
     let leaf = prop_oneof![

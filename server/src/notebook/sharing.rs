@@ -72,7 +72,11 @@ impl Notebooks {
             .await?
             .ok_or(NotebookError::LinkGone)?;
         let title = fork_title(&record.title, &events);
-        let channel = self.hub.fork(owner, &title, token, events).await?;
+        let files_left_behind = !link.files && self.has_files(link.session_id).await;
+        let channel = self
+            .hub
+            .fork(owner, &title, token, events, files_left_behind)
+            .await?;
         if link.files {
             match self.holder_elsewhere(link.session_id).await {
                 Some(holder) => {
@@ -119,6 +123,33 @@ impl Notebooks {
                 .await?;
         }
         Ok(())
+    }
+
+    /// Whether the session has files in its home now (on whichever node
+    /// holds it); false when they cannot be listed.
+    async fn has_files(&self, session: SessionId) -> bool {
+        let listed = match self.holder_elsewhere(session).await {
+            Some(holder) => match self
+                .ask_holder(&holder, session, Call::ListFiles, None)
+                .await
+            {
+                Ok((Answer::Files(files), _)) => Ok(files),
+                Ok((other, _)) => Err(unexpected(other)),
+                Err(e) => Err(e),
+            },
+            None => self
+                .kernels()
+                .list_files(session)
+                .await
+                .map_err(NotebookError::from),
+        };
+        match listed {
+            Ok(files) => files.iter().any(|f| f.kind == FileKind::File),
+            Err(e) => {
+                tracing::warn!(%session, error = %e, "a shared session's files could not be listed");
+                false
+            }
+        }
     }
 
     /// The live link behind `token`, if it offers files.

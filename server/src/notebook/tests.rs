@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use app::protocol::{CellId, EventBody, SandboxKind};
+use app::protocol::{CellId, CellKind, CellStatus, EventBody, KernelLoss, SandboxKind};
 use tokio_util::sync::CancellationToken;
 
 use super::{NotebookError, Notebooks, Turn, parse_link_token, parse_session_id};
@@ -110,6 +110,74 @@ async fn a_link_without_files_offers_none_and_forks_without_them() {
     ));
     let fork = f.notebooks.fork(OwnerId::random(), &token).await.unwrap();
     assert!(f.notebooks.list_files(&fork).await.unwrap().is_empty());
+}
+
+/// The kernel loss a fork's history records, if any.
+fn loss_of(channel: &SessionChannel) -> Option<KernelLoss> {
+    channel
+        .events_after(0)
+        .into_iter()
+        .find_map(|e| match e.event {
+            EventBody::KernelLost { reason } => Some(reason),
+            _ => None,
+        })
+}
+
+/// Code ran in the session: its fork has a kernel to rebuild.
+fn ran_code(session: &SessionChannel) {
+    session.publish(EventBody::CellStarted {
+        cell_id: CellId(2),
+        cell_kind: CellKind::Result,
+        language: None,
+        attempt: Some(1),
+        source: None,
+    });
+    session.publish(EventBody::CellFinished {
+        cell_id: CellId(2),
+        status: CellStatus::Ok,
+        elapsed_ms: 1,
+        error: None,
+    });
+}
+
+#[tokio::test]
+async fn a_fork_says_when_the_files_its_code_may_read_were_left_behind() {
+    let f = fixture().await;
+    let session = f.notebooks.create(OwnerId::random()).await.unwrap();
+    session.publish(asked("how many rows?"));
+    ran_code(&session);
+    put(&f.notebooks, &session, "data.csv", b"a\n1\n", false).await;
+
+    let without = f.notebooks.share(&session, false).await.unwrap();
+    let fork = f
+        .notebooks
+        .fork(OwnerId::random(), &without.token)
+        .await
+        .unwrap();
+    assert_eq!(loss_of(&fork), Some(KernelLoss::ForkWithoutFiles));
+
+    let with = f.notebooks.share(&session, true).await.unwrap();
+    let fork = f
+        .notebooks
+        .fork(OwnerId::random(), &with.token)
+        .await
+        .unwrap();
+    assert_eq!(loss_of(&fork), Some(KernelLoss::Fork));
+}
+
+#[tokio::test]
+async fn a_fork_of_a_session_without_files_is_a_plain_fork() {
+    let f = fixture().await;
+    let session = f.notebooks.create(OwnerId::random()).await.unwrap();
+    session.publish(asked("2+2?"));
+    ran_code(&session);
+    let link = f.notebooks.share(&session, false).await.unwrap();
+    let fork = f
+        .notebooks
+        .fork(OwnerId::random(), &link.token)
+        .await
+        .unwrap();
+    assert_eq!(loss_of(&fork), Some(KernelLoss::Fork));
 }
 
 #[tokio::test]
@@ -289,7 +357,7 @@ async fn a_link_shows_the_owners_name_for_the_session_never_a_later_question() {
     let owner = OwnerId::random();
     let session = f.notebooks.create(owner).await.unwrap();
     session.publish(EventBody::KernelLost {
-        reason: app::protocol::KernelLoss::Fork,
+        reason: KernelLoss::Fork,
     });
     let link = f.notebooks.share(&session, false).await.unwrap();
     // Asked after the link was made: it names the session, not the link.

@@ -118,19 +118,27 @@ impl SessionHub {
 
     /// A new session for `owner` holding a copy of `events` (a shared
     /// session's, up to its link's end): cells cut short are closed, and the
-    /// kernel is marked lost, so "Re-run all" rebuilds it.
+    /// kernel is marked lost, so "Re-run all" rebuilds it; `files_left_behind`
+    /// when the original has files the link does not offer (the page says
+    /// so beside Re-run all).
     pub async fn fork(
         &self,
         owner: OwnerId,
         title: &str,
         from: &ShareToken,
         events: Vec<SessionEvent>,
+        files_left_behind: bool,
     ) -> Result<Arc<SessionChannel>, CreateError> {
         self.new_sessions.admit(owner)?;
         let channel = self
             .insert(owner, title, Some(from.to_string()), events)
             .await?;
-        settle(&channel, KernelLoss::Fork);
+        let reason = if files_left_behind {
+            KernelLoss::ForkWithoutFiles
+        } else {
+            KernelLoss::Fork
+        };
+        settle(&channel, reason);
         Ok(channel)
     }
 
@@ -393,7 +401,9 @@ fn settle(channel: &SessionChannel, reason: KernelLoss) {
     let (cells, turn) = notebook.unfinished();
     let message = match reason {
         KernelLoss::ServerRestart => "The server stopped before this cell finished.",
-        KernelLoss::Fork => "This cell had not finished when the session was shared.",
+        KernelLoss::Fork | KernelLoss::ForkWithoutFiles => {
+            "This cell had not finished when the session was shared."
+        }
         KernelLoss::Import => "This cell was not finished in the imported notebook.",
     };
     for cell_id in cells {
@@ -418,7 +428,9 @@ fn settle(channel: &SessionChannel, reason: KernelLoss) {
     // A fork has no kernel at all, even when the original had already lost
     // its own; a restart matters only if code ran since the last loss.
     let lost = match reason {
-        KernelLoss::Fork => notebook.kernel_used() || notebook.kernel_lost().is_some(),
+        KernelLoss::Fork | KernelLoss::ForkWithoutFiles => {
+            notebook.kernel_used() || notebook.kernel_lost().is_some()
+        }
         // Nothing of an imported notebook ran here.
         KernelLoss::Import => true,
         KernelLoss::ServerRestart => notebook.kernel_used(),
@@ -949,7 +961,7 @@ mod tests {
             1,
         );
         let fork = hub
-            .fork(owner, "t", &ShareToken::random(), events)
+            .fork(owner, "t", &ShareToken::random(), events, false)
             .await
             .unwrap();
         let notebook = Notebook::from_events(&fork.events_after(0));

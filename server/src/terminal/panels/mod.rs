@@ -241,6 +241,9 @@ impl<'h, W: Write> Panels<'h, W> {
                 let why = match reason {
                     KernelLoss::ServerRestart => "the server restarted",
                     KernelLoss::Fork => "this session is a fork",
+                    KernelLoss::ForkWithoutFiles => {
+                        "this session is a fork, shared without its files"
+                    }
                     KernelLoss::Import => "this session was imported",
                 };
                 let line = format!(
