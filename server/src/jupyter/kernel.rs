@@ -621,7 +621,15 @@ impl Kernel {
             state.session_id.clone()
         };
         self.interrupt();
-        self.set_state(None, "restarting");
+        // Recorded, not published: jupyter_server's sockets say
+        // `restarting` only for its auto-restarter (a kernel that died), and
+        // JupyterLab takes that status as "the kernel appears to have died";
+        // a restart someone asked for shows `starting`, then `idle`.
+        {
+            let mut state = self.state.lock();
+            state.execution_state = "restarting";
+            state.last_activity = now_iso();
+        }
         // Closed first: the new session counts against the key's sessions.
         if let Err(e) = code_api.delete_session(&self.owner, &old).await {
             tracing::debug!(%e, "the old session of a restarted kernel was gone");
