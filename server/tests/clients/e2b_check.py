@@ -5,14 +5,16 @@ Usage: E2B_API_URL=URL E2B_SANDBOX_URL=URL E2B_API_KEY=KEY \
        E2B_VALIDATE_API_KEY=false python e2b_check.py
 
 Covers create, run_code (state, text, stdout, png results, errors),
-code contexts, files.write/read/list, commands.run, set_timeout, list and
-kill. Exits non-zero, saying what went wrong, on the first unexpected answer.
+code contexts (their order, one in /root), connect, files.write/read/list,
+commands.run, set_timeout, list, kill, and a kill during a run. Exits non-zero, saying what went wrong, on the first unexpected answer.
 """
 
 import os
 import sys
+import threading
+import time
 
-from e2b import AuthenticationException, CommandExitException, SandboxQuery
+from e2b import AuthenticationException, CommandExitException, SandboxQuery, TimeoutException
 from e2b import Sandbox as BaseSandbox
 from e2b_code_interpreter import Sandbox
 
@@ -73,6 +75,24 @@ def main():
     check(leak.text == "False", "contexts do not share variables", leak.text)
     contexts = sandbox.list_code_contexts()
     check(any(c.id == context.id for c in contexts), "contexts are listed", contexts)
+    # E2B's own suite: the newest context is listed last, and one may start
+    # in root's home.
+    rooted = sandbox.create_code_context(language="python", cwd="/root")
+    contexts = sandbox.list_code_contexts()
+    check([c.id for c in contexts][-2:] == [context.id, rooted.id],
+          "contexts are listed in the order they were made", [c.id for c in contexts])
+    check(contexts[-1].cwd == "/root", "a context's cwd is listed", contexts[-1])
+    where = sandbox.run_code("import os; os.getcwd()", context=rooted)
+    check(where.text.strip("'") == "/root", "a context runs in its cwd, /root", where.text)
+    plain = sandbox.create_code_context()
+    check(sandbox.list_code_contexts()[-1].id == plain.id, "a context made with no options is listed last",
+          sandbox.list_code_contexts())
+
+    # The newest SDK connects with `{}` (no timeout): the sandbox and its
+    # state are there.
+    again = Sandbox.connect(sandbox.sandbox_id)
+    kept = again.run_code("x")
+    check(kept.text == "41", "Sandbox.connect reaches the same kernel", kept.text)
 
     info = sandbox.files.write("/home/user/data/a.txt", "hello world\n")
     check(info.path == "/home/user/data/a.txt", "a file is written", info)
@@ -123,6 +143,23 @@ def main():
     check(sandbox.is_running(), "the sandbox is running", None)
     check(sandbox.kill() is True, "the sandbox is killed", None)
     check(BaseSandbox.kill(sandbox.sandbox_id) is False, "a killed sandbox is gone", None)
+    check(not sandbox.is_running(), "a killed sandbox is not running", None)
+
+    # Killed while a cell runs: the run ends at once, and the SDK says why
+    # (E2B's own suite: test_run_code_raises_when_sandbox_is_killed_during_execution).
+    doomed = Sandbox.create(timeout=120)
+    killer = threading.Timer(2.0, doomed.kill)
+    killer.start()
+    started = time.monotonic()
+    try:
+        doomed.run_code("import time; time.sleep(100)", timeout=150)
+        check(False, "a run in a killed sandbox raises", "it returned")
+    except TimeoutException as e:
+        check("killed while the request was in progress" in str(e),
+              "a run in a killed sandbox raises that it was killed", str(e))
+    killer.join()
+    took = time.monotonic() - started
+    check(took < 60, "the kill ends the run, not the program's own end", took)
 
     os.environ["E2B_API_KEY"] = "rc_wrong"
     try:

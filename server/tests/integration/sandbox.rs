@@ -1250,3 +1250,55 @@ print("run {i}", os.getuid())
         assert_eq!(outcome.exit_code, Some(3), "{outcome:?}");
     }
 }
+
+/// Closing a session (its sandbox killed) ends the cell it is running at
+/// once, in the kernel and in a one-shot process, however long the program
+/// meant to run: the close no longer waits for the run to finish.
+#[tokio::test]
+async fn closing_a_session_ends_what_it_is_running() {
+    let jail = jail().await;
+    for (code, language) in [
+        (
+            "import time\nprint('started', flush=True)\ntime.sleep(120)",
+            Language::Python,
+        ),
+        ("echo started; sleep 120", Language::Bash),
+    ] {
+        let session: std::sync::Arc<dyn SandboxSession> =
+            std::sync::Arc::from(jail.open_session().await.unwrap());
+        let (events, mut seen) = tokio::sync::mpsc::channel(16);
+        let running = {
+            let session = std::sync::Arc::clone(&session);
+            let request = RunRequest {
+                code: code.into(),
+                language,
+                limits: Limits {
+                    wall: Duration::from_secs(300),
+                    ..quick()
+                },
+            };
+            tokio::spawn(async move {
+                session
+                    .run(&request, Some(&events), &CancellationToken::new())
+                    .await
+            })
+        };
+        // The program has started.
+        while let Some(event) = seen.recv().await {
+            if matches!(event, runcell::sandbox::RunEvent::Stdout { .. }) {
+                break;
+            }
+        }
+        // Bounds far above the time a close takes (well under a second),
+        // below the session's 30 s wall limit that would end the program.
+        tokio::time::timeout(Duration::from_secs(15), session.close())
+            .await
+            .unwrap_or_else(|_| panic!("{language:?}: the close waited for the program"));
+        let ran = tokio::time::timeout(Duration::from_secs(10), running)
+            .await
+            .unwrap_or_else(|_| panic!("{language:?}: the run outlived its session"))
+            .unwrap();
+        let err = ran.expect_err("a run whose session closed under it fails");
+        assert!(err.to_string().contains("closed"), "{language:?}: {err}");
+    }
+}

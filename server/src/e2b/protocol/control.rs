@@ -64,11 +64,24 @@ pub struct ListedSandbox {
     pub metadata: BTreeMap<String, String>,
 }
 
-/// `POST /sandboxes/{id}/timeout` and `…/connect`.
+/// `POST /sandboxes/{id}/timeout`.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 pub struct TimeoutBody {
     pub timeout: u64,
 }
+
+/// `POST /sandboxes/{id}/connect` (and `/v2/…`): E2B's newer SDKs send no
+/// `timeout` unless asked (`{}`), and E2B's API then gives the sandbox
+/// [`CONNECT_TIMEOUT_SECS`]; other fields (`memory`, for paused sandboxes)
+/// are ignored.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct ConnectBody {
+    #[serde(default)]
+    pub timeout: Option<u64>,
+}
+
+/// The timeout a connect without one gives, as E2B's API does.
+pub const CONNECT_TIMEOUT_SECS: u64 = 300;
 
 /// The control plane's (and envd's HTTP) error body.
 #[derive(Clone, Debug, Deserialize, Serialize)]

@@ -101,9 +101,10 @@ pub struct ServedSandbox {
     pub traffic_token: String,
     pub started_ms: u64,
     end_ms: Mutex<u64>,
-    /// Contexts by id; the defaults (one per language) have the language's
-    /// name as id and run in the session's own kernel or processes.
-    contexts: Mutex<HashMap<String, ContextJson>>,
+    /// Contexts in the order they were made, as E2B lists them; the
+    /// defaults (one per language, first) have the language's name as id
+    /// and run in the session's own kernel or processes.
+    contexts: Mutex<Vec<ContextJson>>,
     executions: Mutex<HashMap<String, u64>>,
 }
 
@@ -172,9 +173,11 @@ impl ServedSandbox {
     }
 
     pub fn contexts(&self) -> Vec<ContextJson> {
-        let mut contexts: Vec<ContextJson> = self.contexts.lock().values().cloned().collect();
-        contexts.sort_by(|a, b| a.id.cmp(&b.id));
-        contexts
+        self.contexts.lock().clone()
+    }
+
+    fn context(&self, id: &str) -> Option<ContextJson> {
+        self.contexts.lock().iter().find(|c| c.id == id).cloned()
     }
 
     /// The next execution number of a context.
@@ -285,15 +288,10 @@ impl Served {
         let id = info.session_id;
         self.sessions.set_deadline(&id, Instant::now() + timeout);
         let now = now_ms();
-        let defaults = ["python", "javascript"].map(|language| {
-            (
-                language.to_string(),
-                ContextJson {
-                    id: language.into(),
-                    language: language.into(),
-                    cwd: protocol::HOME.into(),
-                },
-            )
+        let defaults = ["python", "javascript"].map(|language| ContextJson {
+            id: language.into(),
+            language: language.into(),
+            cwd: protocol::HOME.into(),
         });
         // As in E2B's own sandboxes, code can tell where it runs.
         let mut env_vars = new.env_vars;
@@ -426,7 +424,7 @@ impl Served {
             language: name,
             cwd,
         };
-        sandbox.contexts.lock().insert(id, context.clone());
+        sandbox.contexts.lock().push(context.clone());
         Ok(context)
     }
 
@@ -435,8 +433,7 @@ impl Served {
         sandbox: &ServedSandbox,
         id: &str,
     ) -> Result<(), ServedError> {
-        let known = sandbox.contexts.lock().get(id).cloned();
-        let context = known.ok_or_else(|| context_not_found(id))?;
+        let context = sandbox.context(id).ok_or_else(|| context_not_found(id))?;
         if context.id == context.language {
             // A default context: its state is the session's own kernel's.
             return Err(ServedError::BadRequest(
@@ -455,12 +452,11 @@ impl Served {
         sandbox: &ServedSandbox,
         id: &str,
     ) -> Result<(), ServedError> {
-        let known = sandbox.contexts.lock().get(id).cloned();
-        let context = known.ok_or_else(|| context_not_found(id))?;
+        let context = sandbox.context(id).ok_or_else(|| context_not_found(id))?;
         if context.id != context.language {
             self.session(sandbox)?.delete_context(id).await?;
         }
-        sandbox.contexts.lock().remove(id);
+        sandbox.contexts.lock().retain(|c| c.id != id);
         Ok(())
     }
 
@@ -476,8 +472,7 @@ impl Served {
                 "Only one of context_id or language can be provided".into(),
             )),
             (Some(id), None) => {
-                let known = sandbox.contexts.lock().get(id).cloned();
-                let context = known.ok_or_else(|| context_not_found(id))?;
+                let context = sandbox.context(id).ok_or_else(|| context_not_found(id))?;
                 let language = language_of(&context.language)?;
                 let own = context.id != context.language;
                 Ok(Target {

@@ -45,7 +45,10 @@ fn line(event: RunEvent) -> Option<Line> {
 
 /// `POST /execute`: the run's lines as they happen, a keepalive every five
 /// seconds of silence, the error if any and `end_of_execution`. A client
-/// that goes away stops the run.
+/// that goes away stops the run. A sandbox killed (or timed out) during the
+/// run ends the response mid-stream, as E2B's own does when its machine
+/// goes: the SDKs then ask whether the sandbox still runs and raise "the
+/// sandbox was killed while the request was in progress".
 pub(super) async fn execute(
     State(served): State<Arc<Served>>,
     InSandbox { sandbox }: InSandbox,
@@ -67,13 +70,18 @@ pub(super) async fn execute(
         Err(e) => return failed(&e),
     };
     let count = served.count(&sandbox, &target);
-    let (lines, body) = mpsc::channel::<Bytes>(64);
+    let (lines, body) = mpsc::channel::<Result<Bytes, std::io::Error>>(64);
     let served = Arc::clone(&served);
     tokio::spawn(async move {
         let cancel = CancellationToken::new();
         let send = |line: Line| {
             let lines = lines.clone();
-            async move { lines.send(Bytes::from(ndjson_line(&line))).await.is_ok() }
+            async move {
+                lines
+                    .send(Ok(Bytes::from(ndjson_line(&line))))
+                    .await
+                    .is_ok()
+            }
         };
         send(Line::NumberOfExecutions {
             execution_count: count,
@@ -107,6 +115,11 @@ pub(super) async fn execute(
                 send(line).await;
             }
         }
+        if outcome.is_err() && served.get(&sandbox.id).is_err() {
+            let killed = std::io::Error::other("the sandbox was killed during the run");
+            let _ = lines.send(Err(killed)).await;
+            return;
+        }
         let error = match outcome {
             Ok(outcome) => outcome.error.map(|e| Line::Error {
                 name: e.name,
@@ -128,9 +141,7 @@ pub(super) async fn execute(
         send(Line::EndOfExecution).await;
     });
     let stream = futures::stream::unfold(body, |mut body| async move {
-        body.recv()
-            .await
-            .map(|bytes| (Ok::<_, std::convert::Infallible>(bytes), body))
+        body.recv().await.map(|line| (line, body))
     });
     // No content type: E2B's server sends none either.
     Response::new(Body::from_stream(stream))

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use super::{header, json_error, status_of};
 use crate::auth::Auth;
 use crate::auth::{Audience, Caller};
-use crate::e2b::protocol::{self, NewSandbox, TimeoutBody};
+use crate::e2b::protocol::{self, ConnectBody, NewSandbox, TimeoutBody};
 use crate::e2b::served::Served;
 use crate::e2b::served::ServedError;
 
@@ -203,10 +203,15 @@ pub(super) async fn connect(
     State(served): State<Arc<Served>>,
     KeyHolder(caller): KeyHolder,
     Path(id): Path<String>,
-    timeout: Option<Json<TimeoutBody>>,
+    body: Result<Option<Json<ConnectBody>>, JsonRejection>,
 ) -> Response {
-    let secs = timeout.map(|Json(t)| t.timeout);
-    match served.set_timeout(&caller, &id, secs) {
+    let secs = match body {
+        Ok(body) => body
+            .and_then(|Json(b)| b.timeout)
+            .unwrap_or(protocol::CONNECT_TIMEOUT_SECS),
+        Err(e) => return json_error(StatusCode::BAD_REQUEST, &e.body_text()),
+    };
+    match served.set_timeout(&caller, &id, Some(secs)) {
         Ok(sandbox) => Json(sandbox.json()).into_response(),
         Err(e) => failed(&e),
     }

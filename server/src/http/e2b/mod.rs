@@ -110,7 +110,18 @@ pub async fn dispatch(State(plane): State<Router>, request: Request, next: Next)
 }
 
 /// `GET /health` of each port: the code interpreter says `"OK"`, envd 204.
-async fn health(headers: HeaderMap) -> Response {
+/// A sandbox that is gone (killed, timed out) answers 502, as E2B's edge
+/// does for a machine that is no more: the SDKs' `is_running()` reads that
+/// as "not running" (and then say a run cut short was killed).
+async fn health(State(served): State<Arc<Served>>, headers: HeaderMap) -> Response {
+    if let Some(id) = header(&headers, protocol::SANDBOX_ID_HEADER)
+        && served.get(id).is_err()
+    {
+        return json_error(
+            StatusCode::BAD_GATEWAY,
+            &format!("The sandbox {id} was not found"),
+        );
+    }
     if port(&headers) == Some(protocol::CODE_PORT) {
         axum::Json("OK").into_response()
     } else {

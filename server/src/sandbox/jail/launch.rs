@@ -107,6 +107,8 @@ const MAX_SHM_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The smallest tmpfs given (a size of 0 would mean no bound at all).
 const MIN_TMPFS_BYTES: u64 = 1024 * 1024;
+/// `/root`, for programs that expect root's home to exist.
+const ROOT_HOME_BYTES: u64 = 4 * 1024 * 1024;
 
 fn bwrap_args(
     limits: &Limits,
@@ -120,7 +122,9 @@ fn bwrap_args(
     // share of the disk too, beside /tmp: /dev itself is read-only.
     let scratch = limits.disk_bytes - home;
     let shm = (scratch / 4).clamp(MIN_TMPFS_BYTES, MAX_SHM_BYTES);
-    let tmp = scratch.saturating_sub(shm).max(MIN_TMPFS_BYTES);
+    let tmp = scratch
+        .saturating_sub(shm + ROOT_HOME_BYTES)
+        .max(MIN_TMPFS_BYTES);
     let mut args: Vec<String> = Vec::new();
     let mut push = |items: &[&str]| args.extend(items.iter().map(|s| (*s).to_string()));
     push(&["--ro-bind", "/usr", "/usr"]);
@@ -147,6 +151,9 @@ fn bwrap_args(
     ]);
     push(&["--size", &shm.to_string(), "--tmpfs", "/dev/shm"]);
     push(&["--size", &tmp.to_string(), "--tmpfs", "/tmp"]);
+    // root's home as E2B's sandboxes have it (a code context may start in
+    // it): small, empty in every jail, and a share of the disk limit.
+    push(&["--size", &ROOT_HOME_BYTES.to_string(), "--tmpfs", "/root"]);
     // After the /tmp tmpfs, or it would hide binds below /tmp.
     for dir in &mounts.shared {
         let dir = dir.to_string_lossy();

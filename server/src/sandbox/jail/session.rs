@@ -51,6 +51,10 @@ pub struct JailSession {
     contexts: parking_lot::Mutex<HashMap<String, Arc<Context>>>,
     /// The host uid of every jail of the session.
     user: HostId,
+    /// Cancelled first thing by `close`: a run in progress ends at once
+    /// (its kernel shut down, its process killed) instead of holding the
+    /// kernel's lock, and with it the close, until it finishes.
+    closing: CancellationToken,
     /// Last, so that it is given back only after the kernels (and their
     /// groups) were dropped.
     _lease: Lease,
@@ -101,6 +105,7 @@ impl JailSession {
             files,
             contexts: parking_lot::Mutex::new(HashMap::new()),
             user,
+            closing: CancellationToken::new(),
             _lease: lease,
         };
         // Whose session this is: a later server removes it only once this
@@ -206,13 +211,29 @@ impl JailSession {
     ) -> Result<RunOutcome, SandboxError> {
         validate_code(&request.code)?;
         let limits = super::clamp(&request.limits, &self.limits);
-        let mut slot = slot.lock().await;
+        let mut slot = tokio::select! {
+            slot = slot.lock() => slot,
+            () = self.closing.cancelled() => return Err(closed()),
+        };
+        if self.closing.is_cancelled() {
+            return Err(closed());
+        }
         let kernel = match slot.as_mut() {
             Some(kernel) => kernel,
             None => slot.insert(self.start_kernel_in(ipc, cwd).await?),
         };
-        let (outcome, state) = kernel.execute(&request.code, &limits, events, cancel).await;
-        if matches!(state, KernelState::Lost) {
+        let ran = tokio::select! {
+            ran = kernel.execute(&request.code, &limits, events, cancel) => Some(ran),
+            () = self.closing.cancelled() => None,
+        };
+        let Some((outcome, state)) = ran else {
+            // The session is closing: the kernel goes now, mid-run.
+            if let Some(kernel) = slot.take() {
+                kernel.shutdown().await;
+            }
+            return Err(closed());
+        };
+        if matches!(state, KernelState::Lost) && !self.closing.is_cancelled() {
             if let Some(dead) = slot.take() {
                 dead.shutdown().await;
             }
@@ -226,6 +247,36 @@ impl JailSession {
         Ok(outcome)
     }
 
+    /// A jailed process in the session's home, stopped by `cancel` or by
+    /// the session closing.
+    async fn run_process(
+        &self,
+        request: &RunRequest,
+        events: Option<&mpsc::Sender<RunEvent>>,
+        cancel: &CancellationToken,
+    ) -> Result<RunOutcome, SandboxError> {
+        if self.closing.is_cancelled() {
+            return Err(closed());
+        }
+        let either = self.closing.child_token();
+        let link = {
+            let (either, cancel) = (either.clone(), cancel.clone());
+            tokio::spawn(async move {
+                cancel.cancelled().await;
+                either.cancel();
+            })
+        };
+        let ran = self
+            .jail
+            .run_process(request, Some((&self.home, self.user)), events, &either)
+            .await;
+        link.abort();
+        if self.closing.is_cancelled() {
+            return Err(closed());
+        }
+        ran
+    }
+
     fn context(&self, id: &str) -> Result<Arc<Context>, SandboxError> {
         self.contexts
             .lock()
@@ -233,6 +284,12 @@ impl JailSession {
             .cloned()
             .ok_or_else(|| SandboxError::NotFound(format!("Context {id} not found")))
     }
+}
+
+/// What a run gets when its session closes under it (its sandbox killed
+/// or timed out).
+fn closed() -> SandboxError {
+    SandboxError::NotFound("the sandbox was closed while the code ran".into())
 }
 
 /// A program that first moves to `cwd` (for contexts of languages without a
@@ -305,10 +362,7 @@ impl SandboxSession for JailSession {
     ) -> Result<RunOutcome, SandboxError> {
         if request.language != Language::Python {
             // run_process checks the program itself.
-            return self
-                .jail
-                .run_process(request, Some((&self.home, self.user)), events, cancel)
-                .await;
+            return self.run_process(request, events, cancel).await;
         }
         self.run_in_kernel(&self.kernel, &self.ipc, None, request, events, cancel)
             .await
@@ -324,6 +378,7 @@ impl SandboxSession for JailSession {
 
     /// Stops everything in the session and removes its files.
     async fn close(&self) {
+        self.closing.cancel();
         if let Some(kernel) = self.kernel.lock().await.take() {
             kernel.shutdown().await;
         }
@@ -402,9 +457,7 @@ impl Contexts for JailSession {
             code: in_directory(request.language, context.cwd.as_deref(), &request.code),
             ..request.clone()
         };
-        self.jail
-            .run_process(&request, Some((&self.home, self.user)), events, cancel)
-            .await
+        self.run_process(&request, events, cancel).await
     }
 
     async fn restart_context(&self, context: &str) -> Result<(), SandboxError> {
