@@ -108,7 +108,7 @@ pub async fn owner_layer(
 ) -> Response {
     let found = owner_in(request.headers());
     let owner = found.unwrap_or_else(OwnerId::random);
-    let secure = RequestOrigin::read(request.uri(), request.headers(), trust).secure_context();
+    let secure = RequestOrigin::read(request.uri(), request.headers(), trust).cookies_secure();
     request.extensions_mut().insert(Owner(owner));
     request.extensions_mut().insert(Viewer(owner));
     let mut response = next.run(request).await;
@@ -172,7 +172,7 @@ mod tests {
 
     /// Behind a proxy that is trusted to say the scheme.
     fn secure_context(headers: &HeaderMap) -> bool {
-        RequestOrigin::read(&"/".parse().unwrap(), headers, TrustForwarded(true)).secure_context()
+        RequestOrigin::read(&"/".parse().unwrap(), headers, TrustForwarded(true)).cookies_secure()
     }
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
@@ -203,16 +203,16 @@ mod tests {
     }
 
     #[test]
-    fn the_cookie_is_http_only_lax_and_secure_where_browsers_keep_it() {
+    fn the_cookie_is_http_only_lax_and_secure_over_https() {
         let owner = OwnerId::random();
         let cookie = owner_cookie(owner, true);
         for part in ["HttpOnly", "SameSite=Lax", "Secure", "Path=/", "Max-Age="] {
             assert!(cookie.contains(part), "{cookie}");
         }
         assert!(!owner_cookie(owner, false).contains("Secure"));
-        assert!(secure_context(&headers(&[("host", "127.0.0.1:3000")])));
-        assert!(secure_context(&headers(&[("host", "localhost")])));
-        assert!(secure_context(&headers(&[("host", "[::1]:3000")])));
+        // Plain HTTP, loopback included: every cookie jar sends it back.
+        assert!(!secure_context(&headers(&[("host", "127.0.0.1:3000")])));
+        assert!(!secure_context(&headers(&[("host", "localhost")])));
         assert!(secure_context(&headers(&[
             ("host", "box.lan"),
             ("x-forwarded-proto", "https")

@@ -53,21 +53,13 @@ impl RequestOrigin {
         format!("{scheme}://{}", self.host.as_deref().unwrap_or("localhost"))
     }
 
-    /// Whether the browser will keep a `Secure` cookie from this request:
-    /// over HTTPS, or on a loopback host, which browsers treat as secure.
-    /// Elsewhere plain HTTP would drop it.
-    pub fn secure_context(&self) -> bool {
-        let host = self.host.as_deref().unwrap_or_default();
-        let hostname = match host.rsplit_once(':') {
-            Some((name, port)) if !name.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => {
-                name
-            }
-            _ => host,
-        };
+    /// Whether cookies set in answer to this request are `Secure`: only
+    /// over HTTPS. Browsers would keep a `Secure` cookie on plain HTTP to
+    /// loopback too, but other clients' cookie jars (Python's
+    /// `http.cookiejar`, and so `requests`) never send one back over HTTP,
+    /// and a cookie on loopback has no network to cross.
+    pub fn cookies_secure(&self) -> bool {
         self.https
-            || matches!(hostname, "localhost" | "[::1]")
-            || hostname.starts_with("127.")
-            || hostname.ends_with(".localhost")
     }
 }
 
@@ -181,12 +173,11 @@ mod tests {
     }
 
     #[test]
-    fn secure_cookies_on_https_and_loopback_only() {
-        let secure = |pairs: &[(&str, &str)], trust| origin(pairs, trust).secure_context();
-        assert!(secure(&[("host", "127.0.0.1:3000")], false));
-        assert!(secure(&[("host", "localhost")], false));
-        assert!(secure(&[("host", "[::1]:3000")], false));
-        assert!(secure(&[("host", "app.localhost:3000")], false));
+    fn secure_cookies_on_https_only() {
+        let secure = |pairs: &[(&str, &str)], trust| origin(pairs, trust).cookies_secure();
+        assert!(!secure(&[("host", "127.0.0.1:3000")], false));
+        assert!(!secure(&[("host", "localhost")], false));
+        assert!(!secure(&[("host", "192.168.1.5:3000")], false));
         assert!(secure(
             &[("host", "runcell.example"), ("x-forwarded-proto", "https")],
             true
@@ -195,6 +186,5 @@ mod tests {
             &[("host", "runcell.example"), ("x-forwarded-proto", "https")],
             false
         ));
-        assert!(!secure(&[("host", "192.168.1.5:3000")], false));
     }
 }

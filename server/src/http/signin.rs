@@ -167,7 +167,7 @@ pub async fn sign_in(
             let cookie = site_cookie(
                 SIGNIN_COOKIE,
                 &issued.token,
-                origin.secure_context(),
+                origin.cookies_secure(),
                 time::Duration::seconds(i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX)),
             );
             let mut response = Redirect::to(&next).into_response();

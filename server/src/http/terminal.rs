@@ -73,7 +73,7 @@ pub async fn join(
     .into_response();
     set_cookie(
         &mut response,
-        &owner_cookie(joined.owner, origin.secure_context()),
+        &owner_cookie(joined.owner, origin.cookies_secure()),
     );
     Ok(response)
 }

@@ -114,6 +114,22 @@ async fn the_official_mcp_client_lists_tools_and_runs_code() {
     assert!(!output.contains("ok: the tools are listed"), "{output}");
 }
 
+/// Over plain HTTP (loopback included) the owner cookie is not `Secure`:
+/// Python's `http.cookiejar` would never send a `Secure` one back, and a
+/// session made through the API answered 404 to the client that made it.
+#[tokio::test]
+async fn pythons_cookie_jar_keeps_the_session_its_client_made() {
+    let server = TestServer::start().await;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/cookie_check.py");
+    let mut command = Command::new("python3");
+    command
+        .current_dir(std::env::temp_dir())
+        .args([script, &server.url("")]);
+    let (ok, output) = run(command).await;
+    assert!(ok, "the cookie jar check failed:\n{output}");
+    assert!(output.contains("ok: the cookie jar keeps"), "{output}");
+}
+
 #[tokio::test]
 async fn the_official_e2b_sdk_runs_on_runcell() {
     let Some(venv) = venv() else {
