@@ -312,7 +312,12 @@ pub async fn authenticate(
     };
     let closing = parts.method == Method::DELETE;
     parts.extensions.insert(caller);
-    let response = next.run(Request::from_parts(parts, body)).await;
+    let mut response = next.run(Request::from_parts(parts, body)).await;
+    if closing && response.status() == StatusCode::ACCEPTED {
+        // rmcp answers a closed session 202; the MCP SDKs take 200 or 204
+        // (the Python SDK logs "Session termination failed: 202").
+        *response.status_mut() = StatusCode::OK;
+    }
     match (session, opening) {
         (Some(id), _) if closing && response.status().is_success() => sessions.forget(&id),
         (Some(id), _) => {
