@@ -757,6 +757,8 @@ mod tests {
                     cell_id: cell,
                     output: Output::Rich {
                         data: [("text/plain".to_string(), "3".to_string())].into(),
+                        main: false,
+                        metadata: String::new(),
                     },
                 },
             ),

@@ -265,6 +265,15 @@ pub enum Output {
     /// `text/html`, `image/svg+xml`, `text/markdown`, `text/plain`.
     Rich {
         data: std::collections::BTreeMap<String, String>,
+        /// The value of the program's last expression (Jupyter's
+        /// `execute_result`, `Out[n]`) rather than something it displayed.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        main: bool,
+        /// Jupyter's metadata of the output, as JSON text (an image's size,
+        /// `isolated`...); empty for none. Kept for notebooks made of the
+        /// session; pages do not use it.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        metadata: String,
     },
     /// A data frame the kernel showed as a plain HTML table, read into rows
     /// on the server (`agent::tables`), so that the page can show it as a
@@ -274,6 +283,9 @@ pub enum Output {
         /// The value's `text/plain` form (what the model reads).
         #[serde(default)]
         text: String,
+        /// The program's last expression, as for [`Output::Rich`].
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        main: bool,
     },
     /// An image the page loads by its address (the server's
     /// `…/figures/{seq}.png`), so that a page holds each figure once, as a
@@ -702,6 +714,8 @@ mod tests {
                     cell_id: CellId(3),
                     output: Output::Rich {
                         data: [("image/png".to_string(), "iVBOR".to_string())].into(),
+                        main: false,
+                        metadata: String::new(),
                     },
                 },
             }),

@@ -221,6 +221,8 @@ pub fn output(v: &Value) -> Read<Output> {
         },
         "rich" => Output::Rich {
             data: string_map(v, "data")?,
+            main: main_of(v),
+            metadata: String::new(),
         },
         "table" => {
             let t = required(v, "table")?;
@@ -240,6 +242,7 @@ pub fn output(v: &Value) -> Read<Output> {
                         .transpose()?,
                 },
                 text: text_or_empty(v, "text")?,
+                main: main_of(v),
             }
         }
         "image" => Output::Image {
@@ -387,6 +390,13 @@ pub fn from_worker(v: &Value) -> Read<FromWorker> {
 }
 
 /// `v[key]` when `v` is an object that has it, not `null`.
+/// An output's `main` flag: absent (or not a boolean) is `false`.
+fn main_of(v: &Value) -> bool {
+    optional(v, "main")
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+}
+
 fn optional<'v>(v: &'v Value, key: &str) -> Option<&'v Value> {
     v.as_object()?.get(key).filter(|x| !x.is_null())
 }

@@ -21,17 +21,23 @@ fn event_bodies() -> Vec<EventBody> {
         },
         Output::Rich {
             data: [("text/plain".to_string(), "3".to_string())].into(),
+            main: false,
+            metadata: String::new(),
         },
         Output::Rich {
             data: BTreeMap::new(),
+            main: false,
+            metadata: String::new(),
         },
         Output::Table {
             table,
             text: "   a\n0  1.5".into(),
+            main: false,
         },
         Output::Table {
             table: Table::default(),
             text: String::new(),
+            main: false,
         },
         Output::Image {
             url: "/api/sessions/x/figures/4.png".into(),
@@ -283,6 +289,7 @@ fn defaults_and_nulls_are_read_as_serde_reads_them() {
                     output: Output::Table {
                         table: Table::default(),
                         text: String::new(),
+                        main: false,
                     },
                 },
             })),

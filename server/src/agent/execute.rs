@@ -265,7 +265,12 @@ fn output_of(event: RunEvent) -> Option<Output> {
     Some(match event {
         RunEvent::Stdout { text, .. } => Output::Stdout { text },
         RunEvent::Stderr { text, .. } => Output::Stderr { text },
-        RunEvent::Result { mut data, .. } => {
+        RunEvent::Result {
+            mut data,
+            main,
+            metadata,
+            ..
+        } => {
             let table_data = data
                 .remove(crate::sandbox::TABLE_DATA_MIME)
                 .and_then(|value| super::tables::from_data(&value));
@@ -303,8 +308,17 @@ fn output_of(event: RunEvent) -> Option<Output> {
                 Some(table) => Output::Table {
                     table,
                     text: data.get("text/plain").cloned().unwrap_or_default(),
+                    main,
                 },
-                None => Output::Rich { data },
+                None => Output::Rich {
+                    data,
+                    main,
+                    metadata: if metadata.is_empty() {
+                        String::new()
+                    } else {
+                        serde_json::Value::Object(metadata).to_string()
+                    },
+                },
             }
         }
         RunEvent::Error { error, .. } => Output::Error {
@@ -345,9 +359,10 @@ mod tests {
             serde_json::json!({"x": 1}),
         );
         data.insert("text/plain".into(), "Figure".into());
-        let Some(Output::Rich { data }) = output_of(RunEvent::Result {
+        let Some(Output::Rich { data, .. }) = output_of(RunEvent::Result {
             data,
             main: false,
+            metadata: serde_json::Map::new(),
             ts_ms: 1,
         }) else {
             panic!("a rich output")

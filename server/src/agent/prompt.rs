@@ -378,7 +378,7 @@ pub fn report(outputs: &[Output]) -> String {
         match output {
             Output::Stdout { text: t } => text.push_str(t),
             Output::Stderr { text: t } => text.push_str(&app::render::ansi::strip(t)),
-            Output::Rich { data } => {
+            Output::Rich { data, .. } => {
                 if data.contains_key("image/png") || data.contains_key("image/svg+xml") {
                     text.push_str(FIGURE_SHOWN);
                     text.push('\n');
@@ -645,6 +645,8 @@ mod tests {
             },
             Output::Rich {
                 data: [("image/png".to_string(), "iVBOR".to_string())].into(),
+                main: false,
+                metadata: String::new(),
             },
             Output::Error {
                 name: "ValueError".into(),

@@ -569,10 +569,16 @@ impl Kernel {
             RunEvent::Result {
                 mut data,
                 main,
+                metadata,
                 ts_ms,
             } => {
                 data.remove(crate::sandbox::TABLE_DATA_MIME);
-                RunEvent::Result { data, main, ts_ms }
+                RunEvent::Result {
+                    data,
+                    main,
+                    metadata,
+                    ts_ms,
+                }
             }
             other => other,
         };
@@ -590,20 +596,26 @@ impl Kernel {
                 json!({"name": "stderr", "text": text}),
             ),
             RunEvent::Result {
-                data, main: true, ..
+                data,
+                main: true,
+                metadata,
+                ..
             } if !silent => self.out.frame(
                 Channel::Iopub,
                 "execute_result",
                 parent,
-                json!({"data": data, "metadata": {}, "execution_count": count}),
+                json!({"data": data, "metadata": metadata, "execution_count": count}),
             ),
             RunEvent::Result {
-                data, main: false, ..
+                data,
+                main: false,
+                metadata,
+                ..
             } => self.out.frame(
                 Channel::Iopub,
                 "display_data",
                 parent,
-                json!({"data": data, "metadata": {}, "transient": {}}),
+                json!({"data": data, "metadata": metadata, "transient": {}}),
             ),
             // The outcome's error is published once, at the end.
             RunEvent::Result { .. } | RunEvent::Error { .. } => return,

@@ -22,7 +22,7 @@ pub fn by_address(events: Vec<SessionEvent>, base: &str) -> Vec<SessionEvent> {
         .map(|mut event| {
             let seq = event.seq;
             if let EventBody::CellOutput { output, .. } = &mut event.event
-                && let Output::Rich { data } = output
+                && let Output::Rich { data, .. } = output
                 && data.contains_key(PNG)
             {
                 let (width, height) = data
@@ -48,7 +48,7 @@ fn png_at(events: &[SessionEvent], seq: u64) -> Option<Vec<u8>> {
         .find(|e| e.seq == seq)
         .and_then(|e| match &e.event {
             EventBody::CellOutput {
-                output: Output::Rich { data },
+                output: Output::Rich { data, .. },
                 ..
             } => data.get(PNG).and_then(|b64| {
                 let cleaned: String = b64.split_whitespace().collect();
@@ -108,6 +108,8 @@ mod tests {
                         .iter()
                         .map(|(k, v)| (k.to_string(), v.to_string()))
                         .collect(),
+                    main: false,
+                    metadata: String::new(),
                 },
             },
         }

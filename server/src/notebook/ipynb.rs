@@ -25,11 +25,11 @@ pub fn export(events: &[SessionEvent]) -> Value {
             match cell.kind {
                 CellKind::User => cells.push(markdown(cells.len(), &quoted(&cell.text))),
                 CellKind::Code if turn.final_cell == Some(cell.id) => {
+                    count += 1;
                     let outputs = notebook
                         .result_of(turn.id, cell.id)
-                        .map(outputs_of)
+                        .map(|result| outputs_of(result, count))
                         .unwrap_or_default();
-                    count += 1;
                     cells.push(code(cells.len(), cell, count, outputs));
                 }
                 CellKind::Explanation if !cell.text.trim().is_empty() => {
@@ -93,23 +93,34 @@ fn code(index: usize, cell: &Cell, count: u64, outputs: Vec<Value>) -> Value {
     cell
 }
 
-fn outputs_of(result: &Cell) -> Vec<Value> {
+/// A result cell's outputs as nbformat's; the program's last value is the
+/// cell's `execute_result` (JupyterLab's `Out[count]`).
+fn outputs_of(result: &Cell, count: u64) -> Vec<Value> {
     let mut outputs: Vec<Value> = Vec::new();
     for output in &result.outputs {
         let (stream, text) = match output {
             Output::Stdout { text } => ("stdout", text),
             Output::Stderr { text } => ("stderr", text),
-            Output::Rich { data } => {
+            Output::Rich {
+                data,
+                main,
+                metadata,
+            } => {
                 if let Some(data) = mime_bundle(data) {
-                    outputs.push(display(data));
+                    let mut output = rich(data, main.then_some(count));
+                    if let Ok(Value::Object(metadata)) = serde_json::from_str(metadata) {
+                        output["metadata"] = Value::Object(metadata);
+                    }
+                    outputs.push(output);
                 }
                 continue;
             }
-            Output::Table { table, text } => {
-                outputs.push(display(Map::from_iter([
+            Output::Table { table, text, main } => {
+                let data = Map::from_iter([
                     ("text/html".to_string(), html_table(table).into()),
                     ("text/plain".to_string(), text.clone().into()),
-                ])));
+                ]);
+                outputs.push(rich(data, main.then_some(count)));
                 continue;
             }
             Output::Image { text, .. } => {
@@ -157,7 +168,18 @@ fn plain(text: String) -> Value {
 }
 
 fn display(data: Map<String, Value>) -> Value {
-    let mut output = json!({"output_type": "display_data", "metadata": {}});
+    rich(data, None)
+}
+
+/// A rich output: the cell's `execute_result` when it carries the
+/// execution's count (the program's last value), else a `display_data`.
+fn rich(data: Map<String, Value>, value_of: Option<u64>) -> Value {
+    let mut output = match value_of {
+        Some(count) => {
+            json!({"output_type": "execute_result", "execution_count": count, "metadata": {}})
+        }
+        None => json!({"output_type": "display_data", "metadata": {}}),
+    };
     output["data"] = Value::Object(data);
     output
 }
@@ -413,7 +435,7 @@ fn output_of(output: &Value) -> Option<Output> {
                 _ => Output::Stdout { text },
             })
         }
-        "display_data" | "execute_result" => {
+        kind @ ("display_data" | "execute_result") => {
             let data = output.get("data")?.as_object()?;
             let bundle: std::collections::BTreeMap<String, String> = data
                 .iter()
@@ -426,7 +448,15 @@ fn output_of(output: &Value) -> Option<Output> {
                     (mime.clone(), text)
                 })
                 .collect();
-            (!bundle.is_empty()).then_some(Output::Rich { data: bundle })
+            let metadata = match output.get("metadata") {
+                Some(Value::Object(m)) if !m.is_empty() => Value::Object(m.clone()).to_string(),
+                _ => String::new(),
+            };
+            (!bundle.is_empty()).then_some(Output::Rich {
+                data: bundle,
+                main: kind == "execute_result",
+                metadata,
+            })
         }
         "error" => Some(Output::Error {
             name: output.get("ename")?.as_str()?.to_string(),
@@ -482,7 +512,7 @@ mod tests {
                 {"cell_type": "code", "id": "b", "metadata": {}, "execution_count": 1,
                  "source": "x = 2\nprint(x)", "outputs": [
                     {"output_type": "stream", "name": "stdout", "text": ["2\n"]},
-                    {"output_type": "execute_result", "execution_count": 1, "metadata": {},
+                    {"output_type": "execute_result", "execution_count": 1, "metadata": {"isolated": true},
                      "data": {"text/plain": "2", "application/vnd.plotly.v1+json": {"data": []}}},
                     {"output_type": "error", "ename": "E", "evalue": "v", "traceback": ["t"]},
                     {"output_type": "unknown"}]},
@@ -511,6 +541,13 @@ mod tests {
         assert_eq!(
             code["outputs"][1]["data"]["application/vnd.plotly.v1+json"],
             json!({"data": []})
+        );
+        // The cell's value stays its `Out[n]`, with its metadata.
+        assert_eq!(code["outputs"][1]["output_type"], "execute_result");
+        assert_eq!(code["outputs"][1]["metadata"], json!({"isolated": true}));
+        assert_eq!(
+            code["outputs"][1]["execution_count"],
+            code["execution_count"]
         );
     }
 

@@ -131,6 +131,10 @@ pub enum RunEvent {
         /// `execute_result`) rather than something it displayed.
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         main: bool,
+        /// Jupyter's output metadata (an image's size, `isolated`...), at
+        /// most [`output::MAX_METADATA_BYTES`] of it; empty for none.
+        #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+        metadata: serde_json::Map<String, serde_json::Value>,
         ts_ms: u64,
     },
     Error {

@@ -9,6 +9,9 @@ use super::{ExecError, RunEvent, RunOutcome, limit_error};
 /// The most rich results (displays, the last expression's value) one run
 /// keeps, whatever their size.
 pub const MAX_RESULTS: usize = 64;
+/// The most of a result's Jupyter metadata kept; more is dropped, the
+/// result kept.
+pub const MAX_METADATA_BYTES: usize = 4 * 1024;
 /// The most bytes of one traceback (its lines, a newline after each).
 pub const MAX_TRACEBACK_BYTES: usize = 64 * 1024;
 /// The most bytes of an error's name.
@@ -137,7 +140,11 @@ impl OutputBudget {
     }
 
     /// Whether a rich result fits; if so its bytes are taken.
-    pub fn take_result(&mut self, data: &serde_json::Map<String, serde_json::Value>) -> bool {
+    pub fn take_result(
+        &mut self,
+        data: &serde_json::Map<String, serde_json::Value>,
+        metadata: &serde_json::Map<String, serde_json::Value>,
+    ) -> bool {
         if self.dropped.is_some() {
             return false;
         }
@@ -145,7 +152,12 @@ impl OutputBudget {
             self.refuse(Dropped::TooManyResults);
             return false;
         }
-        let bytes = serialized_len(data);
+        let noted = if metadata.is_empty() {
+            0
+        } else {
+            serialized_len(metadata)
+        };
+        let bytes = serialized_len(data) + noted;
         if bytes > self.remaining() {
             self.refuse(Dropped::Result { bytes });
             return false;
@@ -191,12 +203,27 @@ impl OutputBudget {
                 outcome.stderr.push_str(&text);
                 (!text.is_empty()).then_some(RunEvent::Stderr { text, ts_ms })
             }
-            RunEvent::Result { data, main, ts_ms } => {
-                if !self.take_result(&data) {
+            RunEvent::Result {
+                data,
+                main,
+                mut metadata,
+                ts_ms,
+            } => {
+                // Metadata is a note on the result: past its own bound it
+                // is dropped, the result kept.
+                if serialized_len(&metadata) > MAX_METADATA_BYTES {
+                    metadata.clear();
+                }
+                if !self.take_result(&data, &metadata) {
                     return None;
                 }
                 outcome.results.push(data.clone());
-                Some(RunEvent::Result { data, main, ts_ms })
+                Some(RunEvent::Result {
+                    data,
+                    main,
+                    metadata,
+                    ts_ms,
+                })
             }
             RunEvent::Error { error, .. } => {
                 if outcome.error.is_none() {
@@ -453,7 +480,10 @@ mod tests {
                     match piece {
                         Text(text) => budget.take_text(text),
                         Plain(bytes) => {
-                            budget.take_result(&bundle("text/plain", *bytes));
+                            budget.take_result(
+                                &bundle("text/plain", *bytes),
+                                &serde_json::Map::new(),
+                            );
                             budget.used() - before
                         }
                     }
@@ -471,9 +501,9 @@ mod tests {
     fn results_are_counted_as_well_as_measured() {
         let mut budget = OutputBudget::new(usize::MAX);
         for _ in 0..MAX_RESULTS {
-            assert!(budget.take_result(&bundle("text/plain", 1)));
+            assert!(budget.take_result(&bundle("text/plain", 1), &serde_json::Map::new()));
         }
-        assert!(!budget.take_result(&bundle("text/plain", 1)));
+        assert!(!budget.take_result(&bundle("text/plain", 1), &serde_json::Map::new()));
         assert_eq!(budget.dropped(), Some(Dropped::TooManyResults));
         let error = budget.limit_error().unwrap();
         assert_eq!(error.name, limit_error::OUTPUT);
@@ -484,7 +514,7 @@ mod tests {
     fn an_image_counts_by_its_base64_length() {
         let mut budget = OutputBudget::new(1024 * 1024);
         let png = bundle("image/png", 2 * 1024 * 1024);
-        assert!(!budget.take_result(&png));
+        assert!(!budget.take_result(&png, &serde_json::Map::new()));
         assert_eq!(budget.used(), 0);
         let error = budget.limit_error().unwrap();
         assert!(
@@ -509,6 +539,7 @@ mod tests {
         let result = |bytes| RunEvent::Result {
             data: bundle("text/plain", bytes),
             main: false,
+            metadata: serde_json::Map::new(),
             ts_ms: 0,
         };
         assert_eq!(budget.record(&mut outcome, out("hi\n")), Some(out("hi\n")));
@@ -524,6 +555,36 @@ mod tests {
         assert_eq!(outcome.results.len(), 1);
         assert_eq!(outcome.error.as_ref().unwrap().value, "bad");
         assert!(budget.truncated());
+    }
+
+    #[test]
+    fn a_results_metadata_is_kept_within_its_bound_and_counted() {
+        let mut budget = OutputBudget::new(64 * 1024);
+        let mut outcome = RunOutcome::default();
+        let with = |metadata: serde_json::Map<String, serde_json::Value>| RunEvent::Result {
+            data: bundle("text/plain", 1),
+            main: true,
+            metadata,
+            ts_ms: 0,
+        };
+        let small = bundle("isolated", 4);
+        let Some(RunEvent::Result { metadata, .. }) =
+            budget.record(&mut outcome, with(small.clone()))
+        else {
+            panic!("the result was dropped")
+        };
+        assert_eq!(metadata, small);
+        let used = budget.used;
+        assert!(used >= serialized_len(&small), "metadata counts: {used}");
+        // A hostile kernel's huge metadata: dropped, the result kept.
+        let huge = bundle("width", MAX_METADATA_BYTES + 1);
+        let Some(RunEvent::Result { metadata, data, .. }) = budget.record(&mut outcome, with(huge))
+        else {
+            panic!("the result was dropped")
+        };
+        assert!(metadata.is_empty());
+        assert_eq!(data, bundle("text/plain", 1));
+        assert!(budget.used - used < MAX_METADATA_BYTES);
     }
 
     #[test]

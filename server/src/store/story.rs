@@ -65,6 +65,8 @@ fn turn(first_seq: u64, turn: u64, question: &str) -> Vec<SessionEvent> {
             cell_id: CellId(cell + 2),
             output: Output::Rich {
                 data: BTreeMap::from([("image/png".to_string(), png)]),
+                main: false,
+                metadata: String::new(),
             },
         },
     ];

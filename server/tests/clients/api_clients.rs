@@ -228,7 +228,7 @@ async fn a_session_downloads_as_a_notebook_that_nbformat_validates() {
         .flat_map(|c| c["outputs"].as_array().into_iter().flatten())
         .map(|o| o["output_type"].as_str().unwrap())
         .collect();
-    for kind in ["stream", "display_data", "error"] {
+    for kind in ["stream", "display_data", "execute_result", "error"] {
         assert!(outputs.contains(&kind), "no {kind} output: {outputs:?}");
     }
     assert!(owned.contains("image/png"), "the figure is in the notebook");

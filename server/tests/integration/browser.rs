@@ -259,8 +259,11 @@ async fn the_page_runs_the_programs_and_keeps_their_state() {
     send(&mut page, &ask_on_browser("x = 41\nx + 1")).await;
     let (run, _, fresh) = next_run(&mut page).await;
     assert!(!fresh, "the same kernel keeps its globals");
+    // The page's results are the run's values (`Out[n]`).
     let value = Output::Rich {
         data: [("text/plain".to_string(), "42".to_string())].into(),
+        main: true,
+        metadata: String::new(),
     };
     answer(&mut page, run, vec![value.clone()], "k1").await;
     let events = rest_of_turn(&mut page).await;

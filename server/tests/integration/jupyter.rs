@@ -286,7 +286,7 @@ async fn cells_run_in_order_and_a_failed_one_aborts_what_was_queued_behind_it() 
     let (_, iopub) = ask(
         &mut socket,
         "execute_request",
-        cell("from IPython.display import display, HTML\ndisplay(HTML('<b>hi</b>'))\nx * 21"),
+        cell("from IPython.display import display, HTML\ndisplay(HTML('<b>hi</b>'), metadata={'isolated': True})\nx * 21"),
     )
     .await;
     let display = iopub
@@ -294,6 +294,9 @@ async fn cells_run_in_order_and_a_failed_one_aborts_what_was_queued_behind_it() 
         .find(|m| m["msg_type"] == "display_data")
         .unwrap();
     assert_eq!(display["content"]["data"]["text/html"], "<b>hi</b>");
+    // Its metadata comes along (JupyterLab sizes images and isolates
+    // HTML by it).
+    assert_eq!(display["content"]["metadata"], json!({"isolated": true}));
     let result = iopub
         .iter()
         .find(|m| m["msg_type"] == "execute_result")

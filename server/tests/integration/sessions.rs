@@ -39,7 +39,7 @@ async fn a_session_reads_back_identical_after_a_restart_and_re_run_all_rebuilds_
         .cells()
         .flat_map(|c| &c.outputs)
         .find_map(|o| match o {
-            app::protocol::Output::Rich { data } => data.get("image/png").cloned(),
+            app::protocol::Output::Rich { data, .. } => data.get("image/png").cloned(),
             _ => None,
         })
         .expect("the plot is an image");

@@ -390,7 +390,14 @@ impl PagePython {
                     Output::Stdout { text }
                 },
             ),
-            FromWorker::Result { run, data } => self.output(run, Output::Rich { data }),
+            FromWorker::Result { run, data } => self.output(
+                run,
+                Output::Rich {
+                    data,
+                    main: false,
+                    metadata: String::new(),
+                },
+            ),
             FromWorker::Error {
                 run,
                 name,

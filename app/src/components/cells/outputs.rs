@@ -289,7 +289,7 @@ fn OutputView(
             }
             .into_any()
         }
-        Output::Rich { data } => {
+        Output::Rich { data, .. } => {
             if let Some((kind, spec)) = crate::protocol::chart_of(&data) {
                 let spec = spec.clone();
                 let png = data.get("image/png").cloned();
@@ -434,6 +434,8 @@ mod tests {
                             "<img src=\"http://example.invalid/x.png\"><p>hi</p>".to_string(),
                         )]
                         .into(),
+                        main: false,
+                        metadata: String::new(),
                     }
                     index=0
                     name="c1".to_string()

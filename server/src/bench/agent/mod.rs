@@ -453,7 +453,7 @@ pub fn judge(question: &str, expect: &Expect, history: &[SessionEvent]) -> TurnR
 pub fn is_right(expect: &Expect, result: &Cell, output: &str) -> bool {
     match expect {
         Expect::Image => result.outputs.iter().any(|o| match o {
-            Output::Rich { data } => {
+            Output::Rich { data, .. } => {
                 data.contains_key("image/png") || data.contains_key("image/svg+xml")
             }
             Output::Image { .. } => true,
@@ -719,6 +719,8 @@ mod tests {
     fn an_image_is_a_rich_output_with_a_picture() {
         let png = result_cell(vec![Output::Rich {
             data: [("image/png".to_string(), "iVBOR".to_string())].into(),
+            main: false,
+            metadata: String::new(),
         }]);
         assert!(is_right(&Expect::Image, &png, ""));
         assert!(!is_right(&Expect::Image, &stdout("plotted"), "plotted"));

@@ -96,12 +96,13 @@ impl Collected {
             // read by the server from a result's HTML, and images by address
             // are the server's pages' alone.
             Output::File { .. } | Output::Table { .. } | Output::Image { .. } => return true,
-            Output::Rich { data } => RunEvent::Result {
+            Output::Rich { data, .. } => RunEvent::Result {
                 data: data
                     .into_iter()
                     .map(|(k, v)| (k, serde_json::Value::String(v)))
                     .collect(),
                 main: true,
+                metadata: serde_json::Map::new(),
                 ts_ms,
             },
             // Kept, and streamed when the run ends: a stop or a limit may

@@ -184,7 +184,15 @@ async fn a_run_goes_to_the_attached_page_and_its_replies_come_back() {
         );
         page.say(run, stdout("1\n")).await;
         let value = [("text/plain".to_string(), "2".to_string())].into();
-        page.say(run, Output::Rich { data: value }).await;
+        page.say(
+            run,
+            Output::Rich {
+                data: value,
+                main: false,
+                metadata: String::new(),
+            },
+        )
+        .await;
         page.done(run, "k1").await;
         // The run is over: its id is not answerable any more.
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -447,6 +455,8 @@ async fn output_past_the_limit_is_cut_and_stops_the_run() {
 fn rich(bytes: usize) -> Output {
     Output::Rich {
         data: [("text/html".to_string(), "x".repeat(bytes))].into(),
+        main: false,
+        metadata: String::new(),
     }
 }
 

@@ -634,6 +634,7 @@ impl LineReader {
             Line::Result(result) => RunEvent::Result {
                 data: result.to_bundle(),
                 main: result.is_main_result,
+                metadata: serde_json::Map::new(),
                 ts_ms,
             },
             Line::Error {

@@ -288,9 +288,9 @@ impl Kernel {
                                     Stdio::Stderr => RunEvent::Stderr { text: stream.text, ts_ms },
                                 }),
                                 JupyterMessageContent::ExecuteResult(result) => bundle(&result.data)
-                                    .map(|data| RunEvent::Result { data, main: true, ts_ms }),
+                                    .map(|data| RunEvent::Result { data, main: true, metadata: result.metadata, ts_ms }),
                                 JupyterMessageContent::DisplayData(display) => bundle(&display.data)
-                                    .map(|data| RunEvent::Result { data, main: false, ts_ms }),
+                                    .map(|data| RunEvent::Result { data, main: false, metadata: display.metadata, ts_ms }),
                                 JupyterMessageContent::ErrorOutput(error) if stopped_by.is_none() => {
                                     let error = ExecError {
                                         name: error.ename,

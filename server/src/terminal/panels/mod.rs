@@ -456,7 +456,7 @@ impl<'h, W: Write> Panels<'h, W> {
     fn rich(&mut self, output: &Output) -> io::Result<()> {
         match output {
             Output::Stdout { .. } | Output::Stderr { .. } => Ok(()),
-            Output::Rich { data } => {
+            Output::Rich { data, .. } => {
                 if let Some(png) = data.get("image/png") {
                     return self.save_image(png, "png", true, data.get("text/plain"));
                 }
@@ -491,7 +491,7 @@ impl<'h, W: Write> Panels<'h, W> {
                 }
                 Ok(())
             }
-            Output::Table { table, text } => {
+            Output::Table { table, text, .. } => {
                 if text.trim().is_empty() {
                     let text = table_text(table);
                     self.text_block(&text, Style::new())

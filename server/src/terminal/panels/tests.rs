@@ -231,8 +231,22 @@ fn images_are_saved_and_their_path_printed() {
         turn(
             vec![
                 started(3, CellKind::Result, Some(1), None),
-                output(3, Output::Rich { data: data.clone() }),
-                output(3, Output::Rich { data }),
+                output(
+                    3,
+                    Output::Rich {
+                        data: data.clone(),
+                        main: false,
+                        metadata: String::new(),
+                    },
+                ),
+                output(
+                    3,
+                    Output::Rich {
+                        data,
+                        main: false,
+                        metadata: String::new(),
+                    },
+                ),
                 finished(3, CellStatus::Ok),
             ],
             TurnStatus::Ok,
@@ -273,6 +287,7 @@ fn tables_without_text_are_aligned() {
                     Output::Table {
                         table,
                         text: String::new(),
+                        main: false,
                     },
                 ),
                 finished(3, CellStatus::Ok),
