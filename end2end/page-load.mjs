@@ -11,7 +11,7 @@
 // paint (the server-rendered page, readable before any
 // script), the wasm bundle's bytes on the wire and when it arrived, and when
 // the page was live (`data-hydrated` on <html>: every button works).
-import { chromium } from 'playwright-core';
+import { launch, newSession } from './chromium.mjs';
 
 const [base, runsArg] = process.argv.slice(2);
 if (!base) {
@@ -19,8 +19,6 @@ if (!base) {
   process.exit(2);
 }
 const runs = Number(runsArg ?? 3);
-const args = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 const PHONE = {
   latency: 150,
   downloadThroughput: (1.6 * 1024 * 1024) / 8,
@@ -28,12 +26,10 @@ const PHONE = {
   cpu: 4,
 };
 
-const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args });
+const browser = await launch();
 const setup = await browser.newPage();
 await setup.goto(base + '/');
-await setup.getByRole('button', { name: 'New session' }).click();
-await setup.waitForURL(/\/sessions\//);
-const id = setup.url().split('/').pop();
+const id = await newSession(setup);
 const code = [
   'import matplotlib.pyplot as plt, pandas as pd',
   'df = pd.DataFrame({"region": ["north", "south", "east"], "revenue": [1200.5, 980.25, 1530.0]})',

@@ -1,18 +1,14 @@
 // Screenshots for a closing note: a session with an answered question, on a
 // phone and a desktop, light and dark. Usage: node screenshots.mjs URL DIR
-import { chromium } from 'playwright-core';
+import { launch, newSession } from './chromium.mjs';
 
 const [base, dir] = process.argv.slice(2);
-const args = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
-const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args });
+const browser = await launch();
 const setup = await browser.newPage();
 await setup.goto(base + '/');
 // The first screen, then a new session (opening `/` makes none).
 await setup.screenshot({ path: `${dir}/first-screen.png`, fullPage: false });
-await setup.getByRole('button', { name: 'New session' }).click();
-await setup.waitForURL(/\/sessions\//);
-const id = setup.url().split('/').pop();
+const id = await newSession(setup);
 const code = [
   'import matplotlib.pyplot as plt, pandas as pd',
   'from IPython.display import display',
