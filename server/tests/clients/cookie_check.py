@@ -12,12 +12,7 @@ import sys
 import urllib.error
 import urllib.request
 
-
-def check(condition, what, got):
-    if not condition:
-        print(f"FAIL: {what}: {got!r}", file=sys.stderr)
-        sys.exit(1)
-    print(f"ok: {what}")
+from checks import check
 
 
 def main():

@@ -18,12 +18,7 @@ from e2b import AuthenticationException, CommandExitException, SandboxQuery, Tim
 from e2b import Sandbox as BaseSandbox
 from e2b_code_interpreter import Sandbox
 
-
-def check(condition, what, got):
-    if not condition:
-        print(f"FAIL: {what}: {got!r}", file=sys.stderr)
-        sys.exit(1)
-    print(f"ok: {what}")
+from checks import check
 
 
 def main():

@@ -15,12 +15,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-
-def check(condition, what, got):
-    if not condition:
-        print(f"FAIL: {what}: {got!r}", file=sys.stderr)
-        sys.exit(1)
-    print(f"ok: {what}")
+from checks import check
 
 
 def texts(result):
