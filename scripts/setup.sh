@@ -14,7 +14,10 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 # for the tests' OpenAI-compatible peer; postgresql is the tests' database
 # server for the PostgreSQL store (a throwaway cluster, scripts/pg-cluster.sh);
 # tmux is the real terminal the test of `runcell chat` types into.
-debs=(ca-certificates gzip unzip bubblewrap util-linux procps gcc nodejs python3 python3-venv)
+# r-base-core and r-cran-irkernel are R and its Jupyter kernel, for R in
+# the sandbox (about 16 s and 42 MB, with libzmq and the R packages it needs).
+debs=(ca-certificates gzip unzip bubblewrap util-linux procps gcc nodejs python3 python3-venv
+  r-base-core r-cran-irkernel)
 [ "$mode" = test ] && debs+=(chromium g++ postgresql tmux)
 missing=()
 for p in "${debs[@]}"; do
@@ -69,6 +72,20 @@ if ! cmp -s "$py_req" "$py_env/runcell-requirements.txt" 2>/dev/null; then
   as_root cp "$py_req" "$py_env.new/runcell-requirements.txt"
   as_root rm -rf "$py_env"
   as_root mv "$py_env.new" "$py_env"
+fi
+
+# What the sandbox's JavaScript/TypeScript kernel loads (sucrase), bound
+# read-only into every jail; rebuilt only when its lockfile changes.
+node_env=/opt/runcell/node
+node_src=$ROOT/scripts/sandbox-node
+if ! cmp -s "$node_src/package-lock.json" "$node_env/package-lock.json" 2>/dev/null; then
+  step "installing the sandbox's Node packages in $node_env"
+  as_root rm -rf "$node_env.new"
+  as_root mkdir -p "$node_env.new"
+  as_root cp "$node_src/package.json" "$node_src/package-lock.json" "$node_env.new/"
+  (cd "$node_env.new" && as_root npm ci --omit=dev --no-audit --no-fund --loglevel=error >/dev/null)
+  as_root rm -rf "$node_env"
+  as_root mv "$node_env.new" "$node_env"
 fi
 
 # npm packages, from the committed lockfiles; reinstalled only when a lockfile changes.

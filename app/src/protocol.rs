@@ -110,7 +110,8 @@ impl std::str::FromStr for SandboxKind {
 pub struct UnknownSandboxKind(pub String);
 
 /// What a program is written in. The lowercase name (`python`,
-/// `javascript`, `bash`, `c`) is how requests and metric labels spell it.
+/// `javascript`, `typescript`, `r`, `bash`, `c`) is how requests and
+/// metric labels spell it.
 /// A code cell's language stays text: it is what the model wrote, which
 /// may be no language runcell runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -119,17 +120,28 @@ pub struct UnknownSandboxKind(pub String);
 pub enum Language {
     Python,
     Javascript,
+    Typescript,
+    R,
     Bash,
     C,
 }
 
 impl Language {
-    pub const ALL: [Self; 4] = [Self::Python, Self::Javascript, Self::Bash, Self::C];
+    pub const ALL: [Self; 6] = [
+        Self::Python,
+        Self::Javascript,
+        Self::Typescript,
+        Self::R,
+        Self::Bash,
+        Self::C,
+    ];
 
     pub const fn name(self) -> &'static str {
         match self {
             Self::Python => "python",
             Self::Javascript => "javascript",
+            Self::Typescript => "typescript",
+            Self::R => "r",
             Self::Bash => "bash",
             Self::C => "c",
         }
@@ -156,7 +168,7 @@ impl std::str::FromStr for Language {
 
 /// A name that is no [`Language`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown language `{}`: python, javascript, bash or c", clipped(.0))]
+#[error("unknown language `{}`: python, javascript, typescript, r, bash or c", clipped(.0))]
 pub struct UnknownLanguage(pub String);
 
 /// A name as an error quotes it: its first 40 characters.
@@ -813,7 +825,10 @@ mod tests {
             assert_eq!(kind.to_string(), kind.name());
         }
         let languages: Vec<_> = Language::ALL.iter().map(|l| l.name()).collect();
-        assert_eq!(languages, ["python", "javascript", "bash", "c"]);
+        assert_eq!(
+            languages,
+            ["python", "javascript", "typescript", "r", "bash", "c"]
+        );
         for language in Language::ALL {
             assert_eq!(
                 serde_json::to_value(language).ok(),
@@ -831,7 +846,7 @@ mod tests {
         assert!("Python".parse::<Language>().is_err());
         assert_eq!(
             "cobol".parse::<Language>().map_err(|e| e.to_string()),
-            Err("unknown language `cobol`: python, javascript, bash or c".into())
+            Err("unknown language `cobol`: python, javascript, typescript, r, bash or c".into())
         );
         assert_eq!(
             "mars".parse::<SandboxKind>().map_err(|e| e.to_string()),

@@ -36,6 +36,9 @@ impl Highlighter {
     fn syntax(&self, language: &str) -> &SyntaxReference {
         let token = match language {
             "javascript" => "js",
+            // syntect's defaults have no TypeScript grammar: JavaScript's
+            // reads it closely (annotations stay plain).
+            "typescript" | "ts" => "js",
             "bash" => "sh",
             other => other,
         };
@@ -325,9 +328,14 @@ mod tests {
         let highlighter = Highlighter::new();
         let html = highlight_all(&highlighter, "cobol", "<script>alert(1)</script>").unwrap();
         assert!(!html.html.contains("<script"), "{}", html.html);
-        for language in ["javascript", "bash", "c"] {
+        for language in ["javascript", "typescript", "r", "bash", "c"] {
             let html = highlight_all(&highlighter, language, "x").unwrap();
             assert_eq!(text_of(&html.html), "x");
+            assert_ne!(
+                highlighter.syntax(language).name,
+                "Plain Text",
+                "{language} has a grammar"
+            );
         }
     }
 }

@@ -79,6 +79,8 @@ pub async fn run_into_cell(
         code: code.to_string(),
         language,
         limits: limits.clone(),
+        env: Vec::new(),
+        cwd: None,
     };
     let started_ms = crate::clock::now_ms();
     let (tx, mut rx) = mpsc::channel::<RunEvent>(256);

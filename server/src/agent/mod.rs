@@ -269,6 +269,8 @@ impl Agent {
                 code: step.code,
                 language,
                 limits: self.settings.limits.clone(),
+                env: Vec::new(),
+                cwd: None,
             };
             // Output is not shown again; the channel only has to be read.
             let (events, mut drain) = tokio::sync::mpsc::channel(64);
@@ -951,7 +953,7 @@ impl Agent {
 fn checked_language(program: &ExecuteCode) -> Result<Language, String> {
     let language: Language = program.language.parse().map_err(|_| {
         format!(
-            "unknown language `{}`: runcell runs python, javascript, bash and c",
+            "unknown language `{}`: runcell runs python, javascript, typescript, r, bash and c",
             program.language.chars().take(40).collect::<String>()
         )
     })?;

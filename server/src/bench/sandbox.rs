@@ -40,6 +40,8 @@ fn request(code: &str, language: Language) -> RunRequest {
         code: code.into(),
         language,
         limits: Limits::default(),
+        env: Vec::new(),
+        cwd: None,
     }
 }
 
@@ -47,6 +49,8 @@ fn hello(language: Language) -> &'static str {
     match language {
         Language::Python => "print(1)",
         Language::Javascript => "console.log(1)",
+        Language::Typescript => "console.log(1 as number)",
+        Language::R => "cat(1, '\\n', sep = '')",
         Language::Bash => "echo 1",
         Language::C => "#include <stdio.h>\nint main(void){puts(\"1\");}",
     }
@@ -55,8 +59,17 @@ fn hello(language: Language) -> &'static str {
 /// The same program as a bare process, no jail, for comparison: the
 /// command the jail runs (`jail::program`), in `dir`.
 async fn bare(language: Language, dir: &Path) -> Result<Duration, BenchError> {
-    let (file, command) = program(language, "runcell-compile-failed", "");
+    let (file, mut command) = program(language, "runcell-compile-failed", "");
     std::fs::write(dir.join(file), hello(language)).map_err(fail)?;
+    // The TypeScript runner is the kernel's file, which jails find in
+    // their /etc: here, a copy beside the program.
+    let kernel = dir.join("node_kernel.js");
+    for arg in &mut command {
+        if arg == crate::sandbox::jail::NODE_KERNEL_PATH {
+            std::fs::write(&kernel, crate::sandbox::jail::NODE_KERNEL).map_err(fail)?;
+            *arg = kernel.to_string_lossy().into_owned();
+        }
+    }
     let started = Instant::now();
     let status = tokio::process::Command::new(&command[0])
         .args(&command[1..])

@@ -161,6 +161,8 @@ impl McpServer {
             code: args.code,
             language: args.language,
             limits,
+            env: Vec::new(),
+            cwd: None,
         };
         let api = &self.state.code_api;
         let admitted = match api

@@ -73,6 +73,8 @@ struct State {
 pub struct Kernel {
     pub id: String,
     pub name: String,
+    /// What its cells run as (from its spec).
+    language: Language,
     pub owner: Caller,
     out: Outgoing,
     state: Mutex<State>,
@@ -115,9 +117,11 @@ pub struct KernelModel {
 }
 
 impl Kernel {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         id: String,
         name: String,
+        language: Language,
         owner: Caller,
         session_id: String,
         python_version: String,
@@ -128,6 +132,7 @@ impl Kernel {
             out: Outgoing::new(uuid::Uuid::new_v4().to_string()),
             id,
             name,
+            language,
             owner,
             state: Mutex::new(State {
                 session_id,
@@ -241,7 +246,7 @@ impl Kernel {
             (Channel::Shell | Channel::Control, "kernel_info_request") => {
                 // Clients take its busy and idle as the sign that iopub is
                 // connected.
-                let info = super::message::kernel_info(&self.python_version);
+                let info = super::message::kernel_info(self.language, &self.python_version);
                 self.reply_between_statuses(
                     parent,
                     reply,
@@ -528,8 +533,10 @@ impl Kernel {
     ) -> Result<RunOutcome, ExecError> {
         let request = RunRequest {
             code,
-            language: Language::Python,
+            language: self.language,
             limits: self.limits.clone(),
+            env: Vec::new(),
+            cwd: None,
         };
         let admitted = code_api
             .admit(&self.owner, request, Some(session_id.to_string()), None)
@@ -647,7 +654,7 @@ impl Kernel {
             tracing::debug!(%e, "the old session of a restarted kernel was gone");
         }
         match code_api
-            .create_session(&self.owner, Language::Python, None)
+            .create_session(&self.owner, self.language, None)
             .await
         {
             Ok(info) => {

@@ -15,6 +15,8 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::{Number, Value, json};
 
+use crate::sandbox::Language;
+
 /// The version of the messaging protocol spoken.
 pub const PROTOCOL_VERSION: &str = "5.3";
 /// The longest header field kept (a longer `msg_id` or `msg_type` is
@@ -396,36 +398,89 @@ impl Outgoing {
 }
 
 /// What the kernel says about itself (`kernel_info_reply`'s content).
-pub fn kernel_info(python_version: &str) -> Value {
+pub fn kernel_info(language: Language, python_version: &str) -> Value {
+    let (language_info, banner) = match language {
+        Language::Javascript | Language::Typescript => {
+            let (name, mime, ext) = if language == Language::Typescript {
+                ("typescript", "text/typescript", ".ts")
+            } else {
+                ("javascript", "text/javascript", ".js")
+            };
+            (
+                json!({
+                    "name": name,
+                    "version": "",
+                    "mimetype": mime,
+                    "file_extension": ext,
+                    "pygments_lexer": name,
+                    "codemirror_mode": name,
+                    "nbconvert_exporter": "script",
+                }),
+                format!(
+                    "{} on Node in runcell's sandbox (no network; limits apply)",
+                    language_name(language)
+                ),
+            )
+        }
+        Language::R => (
+            json!({
+                "name": "R",
+                "version": "",
+                "mimetype": "text/x-r-source",
+                "file_extension": ".r",
+                "pygments_lexer": "r",
+                "codemirror_mode": "r",
+                "nbconvert_exporter": "script",
+            }),
+            "R in runcell's sandbox (no network; limits apply)".to_string(),
+        ),
+        _ => (
+            json!({
+                "name": "python",
+                "version": python_version,
+                "mimetype": "text/x-python",
+                "file_extension": ".py",
+                "pygments_lexer": "ipython3",
+                "codemirror_mode": { "name": "ipython", "version": 3 },
+                "nbconvert_exporter": "python",
+            }),
+            format!("Python {python_version} in runcell's sandbox (no network; limits apply)"),
+        ),
+    };
     json!({
         "status": "ok",
         "protocol_version": PROTOCOL_VERSION,
         "implementation": "runcell",
         "implementation_version": env!("CARGO_PKG_VERSION"),
-        "language_info": {
-            "name": "python",
-            "version": python_version,
-            "mimetype": "text/x-python",
-            "file_extension": ".py",
-            "pygments_lexer": "ipython3",
-            "codemirror_mode": { "name": "ipython", "version": 3 },
-            "nbconvert_exporter": "python",
-        },
-        "banner": format!("Python {python_version} in runcell's sandbox (no network; limits apply)"),
+        "language_info": language_info,
+        "banner": banner,
         "help_links": [],
         "debugger": false,
     })
 }
 
-/// The kernel spec the gateway offers (`/api/kernelspecs`).
-pub fn kernelspec(name: &str, display_name: &str) -> Value {
+fn language_name(language: Language) -> &'static str {
+    match language {
+        Language::Typescript => "TypeScript",
+        Language::Javascript => "JavaScript",
+        Language::R => "R",
+        _ => "Python",
+    }
+}
+
+/// A kernel spec the gateway offers (`/api/kernelspecs`).
+pub fn kernelspec(name: &str, display_name: &str, language: Language) -> Value {
+    let language = match language {
+        Language::R => "R",
+        other => other.name(),
+    };
     json!({
         "name": name,
         "spec": {
             "argv": [],
             "env": {},
             "display_name": display_name,
-            "language": "python",
+            "language": language,
             "interrupt_mode": "message",
             "metadata": { "runcell": { "sandboxed": true } },
         },
@@ -530,7 +585,7 @@ mod tests {
             Channel::Shell,
             "kernel_info_reply",
             Some(&request.parent),
-            kernel_info("3.11"),
+            kernel_info(Language::Python, "3.11"),
         );
         let value: Value = serde_json::from_str(&frame).expect("JSON");
         assert_eq!(value["parent_header"]["msg_id"], "m1");

@@ -37,8 +37,26 @@ pub use connection::{Connection, Next};
 pub use kernel::{Asked, Kernel, KernelModel, KernelSettings, ReplyTo};
 use restarts::{Begin, Joined, RestartError, Ticket};
 
-/// The one kernel spec on offer.
+/// The default kernel spec.
 pub const KERNEL_NAME: &str = "python3";
+
+/// The kernel specs on offer: a name, the language its cells run as, and
+/// how JupyterLab's launcher shows it.
+pub const SPECS: [(&str, Language, &str); 4] = [
+    (KERNEL_NAME, Language::Python, "Python 3 (runcell)"),
+    ("javascript", Language::Javascript, "JavaScript (runcell)"),
+    ("typescript", Language::Typescript, "TypeScript (runcell)"),
+    ("ir", Language::R, "R (runcell)"),
+];
+
+/// The language of a spec name.
+fn spec(name: &str) -> Result<(Language, &'static str), GatewayError> {
+    SPECS
+        .iter()
+        .find(|(spec, _, _)| *spec == name)
+        .map(|&(_, language, display)| (language, display))
+        .ok_or_else(|| GatewayError::NoSuchSpec(name.to_string()))
+}
 /// How often connected kernels are kept from being closed as idle, and
 /// kernels whose session is gone are forgotten.
 const MAINTAIN_EVERY: Duration = Duration::from_secs(30);
@@ -48,7 +66,7 @@ pub enum GatewayError {
     /// No such kernel of this key (another key's is this too).
     #[error("Kernel does not exist: {0}")]
     NotFound(String),
-    #[error("No such kernel named {0}; this gateway offers python3")]
+    #[error("No such kernel named {0}; this gateway offers python3, javascript, typescript and ir")]
     NoSuchSpec(String),
     #[error(transparent)]
     Api(#[from] CodeApiError),
@@ -152,20 +170,28 @@ impl Gateway {
 
     /// `GET /api/kernelspecs`.
     pub fn kernelspecs(&self) -> Value {
+        let specs: serde_json::Map<String, Value> = SPECS
+            .iter()
+            .map(|&(name, language, display)| {
+                (
+                    name.to_string(),
+                    message::kernelspec(name, display, language),
+                )
+            })
+            .collect();
         json!({
             "default": KERNEL_NAME,
-            "kernelspecs": {
-                KERNEL_NAME: message::kernelspec(KERNEL_NAME, "Python 3 (runcell)"),
-            },
+            "kernelspecs": specs,
         })
     }
 
     pub fn kernelspec(&self, name: &str) -> Result<Value, GatewayError> {
-        if name == KERNEL_NAME {
-            Ok(message::kernelspec(KERNEL_NAME, "Python 3 (runcell)"))
-        } else {
-            Err(GatewayError::NoSuchSpec(name.to_string()))
-        }
+        let (language, display) = spec(name)?;
+        let name = SPECS
+            .iter()
+            .find(|(spec, _, _)| *spec == name)
+            .map_or(KERNEL_NAME, |(spec, _, _)| *spec);
+        Ok(message::kernelspec(name, display, language))
     }
 
     /// Starts a kernel of the caller's (`name` defaults to the one spec).
@@ -175,16 +201,12 @@ impl Gateway {
         name: Option<&str>,
     ) -> Result<KernelModel, GatewayError> {
         let name = name.unwrap_or(KERNEL_NAME);
-        if name != KERNEL_NAME {
-            return Err(GatewayError::NoSuchSpec(name.to_string()));
-        }
-        let info = self
-            .code_api
-            .create_session(caller, Language::Python, None)
-            .await?;
+        let (language, _) = spec(name)?;
+        let info = self.code_api.create_session(caller, language, None).await?;
         let kernel = Kernel::new(
             uuid::Uuid::new_v4().to_string(),
             name.to_string(),
+            language,
             caller.clone(),
             info.session_id,
             self.python_version.clone(),

@@ -68,6 +68,8 @@ pub async fn run_python(sandbox: &dyn Sandbox, code: &str) -> (bool, String) {
             wall: Duration::from_secs(5),
             ..Limits::default()
         },
+        env: Vec::new(),
+        cwd: None,
     };
     match sandbox.run(request, None, CancellationToken::new()).await {
         Ok(outcome) => {

@@ -10,9 +10,11 @@ use crate::sandbox::Language;
 pub const EXECUTE_CODE: &str = "execute_code";
 
 /// Languages the tool's schema offers, in the sandbox's spelling.
-pub const LANGUAGES: [&str; 4] = [
+pub const LANGUAGES: [&str; 6] = [
     Language::Python.name(),
     Language::Javascript.name(),
+    Language::Typescript.name(),
+    Language::R.name(),
     Language::Bash.name(),
     Language::C.name(),
 ];
@@ -282,6 +284,10 @@ mod tests {
     #[test]
     fn the_schema_names_every_language() {
         let spec = execute_code_spec();
-        assert_eq!(spec.parameters["properties"]["language"]["enum"][3], "c");
+        let names: Vec<&str> = Language::ALL.iter().map(|l| l.name()).collect();
+        assert_eq!(
+            spec.parameters["properties"]["language"]["enum"],
+            serde_json::json!(names)
+        );
     }
 }

@@ -79,6 +79,12 @@ fn code(index: usize, cell: &Cell, count: u64, outputs: Vec<Value>) -> Value {
         Language::Python => cell.text.clone(),
         Language::Bash => format!("%%bash\n{}", cell.text),
         Language::Javascript => format!("%%script node\n{}", cell.text),
+        Language::R => format!("%%script Rscript -\n{}", cell.text),
+        // No magic strips TypeScript's types: kept as a cell that runs nothing.
+        Language::Typescript => format!(
+            "%%script false --no-raise-error\n// TypeScript\n{}",
+            cell.text
+        ),
         // No magic runs C: kept as a cell that runs nothing.
         Language::C => format!("%%script false --no-raise-error\n// C\n{}", cell.text),
     };

@@ -29,6 +29,8 @@ fn request(code: &str, language: Language, wall: Duration) -> RunRequest {
             wall,
             ..Limits::default()
         },
+        env: Vec::new(),
+        cwd: None,
     }
 }
 
@@ -134,6 +136,8 @@ fn hello(language: Language) -> &'static str {
     match language {
         Language::Python => "print('hello')",
         Language::Javascript => "console.log('hello')",
+        Language::Typescript => "const greeting: string = 'hello';\nconsole.log(greeting)",
+        Language::R => "cat('hello\\n')",
         Language::Bash => "echo hello",
         Language::C => "#include <stdio.h>\nint main(void){puts(\"hello\");}",
     }

@@ -94,6 +94,58 @@ pub struct RunRequest {
     pub code: String,
     pub language: Language,
     pub limits: Limits,
+    /// Environment variables for a program run as a process of its own
+    /// (Bash, C, a one-shot run); a kernel keeps its own environment.
+    pub env: Vec<(String, String)>,
+    /// Where such a program starts, if not in `/home/user`.
+    pub cwd: Option<String>,
+}
+
+/// The most environment variables a run may set, and their bytes together.
+pub const MAX_ENV_VARS: usize = 256;
+pub const MAX_ENV_BYTES: usize = 64 * 1024;
+
+/// Checks a run's environment variables and working directory: names
+/// without `=`, no NUL anywhere, bounded in number and size.
+pub fn validate_process(request: &RunRequest) -> Result<(), SandboxError> {
+    if request.env.len() > MAX_ENV_VARS {
+        return Err(SandboxError::InvalidInput(format!(
+            "{} environment variables; at most {MAX_ENV_VARS} are accepted",
+            request.env.len()
+        )));
+    }
+    let bytes: usize = request.env.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if bytes > MAX_ENV_BYTES {
+        return Err(SandboxError::InvalidInput(format!(
+            "the environment variables are {bytes} bytes; at most {MAX_ENV_BYTES} are accepted"
+        )));
+    }
+    for (key, value) in &request.env {
+        let word = key
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !word {
+            return Err(SandboxError::InvalidInput(format!(
+                "`{}` is not an environment variable name (letters, digits and _, not first a digit)",
+                key.chars().take(64).collect::<String>()
+            )));
+        }
+        if value.contains('\0') {
+            return Err(SandboxError::InvalidInput(format!(
+                "the value of {key} contains NUL bytes"
+            )));
+        }
+    }
+    if let Some(cwd) = &request.cwd
+        && (!cwd.starts_with('/') || cwd.contains('\0') || cwd.len() > 4096)
+    {
+        return Err(SandboxError::InvalidInput(
+            "the working directory must be an absolute path".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// The checks every backend applies before running anything.

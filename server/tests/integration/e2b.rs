@@ -473,6 +473,8 @@ async fn the_e2b_backend_says_what_went_wrong() {
         code: "1".into(),
         language: runcell::sandbox::Language::Python,
         limits: runcell::sandbox::Limits::default(),
+        env: Vec::new(),
+        cwd: None,
     };
     let gone = session
         .run(&request, None, &tokio_util::sync::CancellationToken::new())
@@ -712,6 +714,8 @@ async fn a_display_flood_through_the_e2b_backend_is_bounded() {
                 output_bytes: budget,
                 ..Limits::default()
             },
+            env: Vec::new(),
+            cwd: None,
         };
         let outcome = session.run(&request, None, &cancel).await.unwrap();
         let shown = outcome.stdout.len()

@@ -28,6 +28,8 @@ async fn run_in(
                     wall,
                     ..Limits::default()
                 },
+                env: Vec::new(),
+                cwd: None,
             },
             None,
             &CancellationToken::new(),
@@ -202,7 +204,7 @@ async fn the_data_stack_imports_and_works_in_the_jail() {
     // Each pinned package is there at its pinned version.
     let outcome = py(
         &session,
-        "import importlib.metadata as m\nfor name in ['ipykernel', 'numpy', 'pandas', 'matplotlib', 'openpyxl', 'pyarrow', 'scipy', 'statsmodels', 'scikit-learn', 'seaborn', 'sympy', 'tabulate', 'plotly', 'nbformat']:\n    print(name, m.version(name))",
+        "import importlib.metadata as m\nfor name in ['ipykernel', 'numpy', 'pandas', 'matplotlib', 'openpyxl', 'pyarrow', 'scipy', 'statsmodels', 'scikit-learn', 'seaborn', 'sympy', 'tabulate', 'plotly', 'nbformat', 'e2b-charts']:\n    print(name, m.version(name))",
     )
     .await;
     assert!(outcome.error.is_none(), "{outcome:?}");
@@ -269,5 +271,127 @@ async fn a_fresh_kernel_imports_none_of_the_data_stack() {
     )
     .await;
     assert_eq!(outcome.stdout, "[]\n", "{outcome:?}");
+    session.close().await;
+}
+
+async fn js(session: &JailSession, code: &str) -> RunOutcome {
+    run_in(session, code, Language::Javascript, Duration::from_secs(20)).await
+}
+
+#[tokio::test]
+async fn javascript_keeps_state_awaits_at_the_top_and_gives_the_last_value() {
+    let session = session().await;
+    assert!(js(&session, "const z = 1").await.error.is_none());
+    let outcome = js(&session, "z + 1").await;
+    assert_eq!(plain(&outcome), Some("2"), "{outcome:?}");
+    // Declared again, as in a console.
+    let outcome = js(&session, "let n = 1; let m = 2; n + m").await;
+    assert_eq!(plain(&outcome), Some("3"), "{outcome:?}");
+    let outcome = js(&session, "let n = 5; n").await;
+    assert_eq!(plain(&outcome), Some("5"), "{outcome:?}");
+    let outcome = js(
+        &session,
+        "async function main() { return 'Hello, World!' }\nawait main()",
+    )
+    .await;
+    assert_eq!(plain(&outcome), Some("Hello, World!"), "{outcome:?}");
+    let outcome = js(
+        &session,
+        "console.log('out'); console.error('err'); ({a: [1, 2]})",
+    )
+    .await;
+    assert_eq!(outcome.stdout, "out\n");
+    assert_eq!(outcome.stderr, "err\n");
+    assert_eq!(plain(&outcome), Some("{ a: [ 1, 2 ] }"), "{outcome:?}");
+    let outcome = js(&session, "import path from 'path'\npath.join('a', 'b')").await;
+    assert_eq!(plain(&outcome), Some("a/b"), "{outcome:?}");
+    let outcome = js(&session, "[process.getuid(), process.cwd()].join(' ')").await;
+    assert_eq!(plain(&outcome), Some("1000 /home/user"), "{outcome:?}");
+    // An error names its line in the cell, and the kernel goes on.
+    let outcome = js(&session, "const ok = 1\nnull.boom").await;
+    let error = outcome.error.expect("an error");
+    assert_eq!(error.name, "TypeError");
+    assert!(
+        error.traceback.join("\n").contains("<anonymous>:2"),
+        "{error:?}"
+    );
+    assert_eq!(plain(&js(&session, "z").await), Some("1"));
+    session.close().await;
+}
+
+#[tokio::test]
+async fn typescript_is_type_stripped_with_its_lines_kept() {
+    let session = session().await;
+    let ts = |code: &'static str| {
+        run_in(
+            &session,
+            code,
+            Language::Typescript,
+            Duration::from_secs(20),
+        )
+    };
+    let outcome = ts(
+        "function subtract(x: number, y: number): number {\n  return x - y;\n}\n\nsubtract(1, 2)",
+    )
+    .await;
+    assert_eq!(plain(&outcome), Some("-1"), "{outcome:?}");
+    let outcome = ts("interface P { a: number }\nconst message: string = 'hi';\nconst p: P = { a: 1 };\n`${message} ${p.a}`").await;
+    assert_eq!(plain(&outcome), Some("hi 1"), "{outcome:?}");
+    // State kept between TypeScript cells; line numbers are the cell's own.
+    let outcome = ts("const len: number = message.length;\nconst none: any = null;\nnone.x").await;
+    let error = outcome.error.expect("an error");
+    assert!(
+        error.traceback.join("\n").contains("<anonymous>:3"),
+        "{error:?}"
+    );
+    let outcome = ts("const bad: number = ;").await;
+    assert_eq!(outcome.error.expect("a syntax error").name, "SyntaxError");
+    session.close().await;
+}
+
+#[tokio::test]
+async fn a_javascript_loop_is_stopped_at_its_time_limit_and_the_kernel_kept() {
+    let session = session().await;
+    assert!(js(&session, "let kept = 7").await.error.is_none());
+    let outcome = run_in(
+        &session,
+        "while (true) {}",
+        Language::Javascript,
+        Duration::from_secs(2),
+    )
+    .await;
+    assert_eq!(
+        outcome.error.expect("a timeout").name,
+        "Timeout",
+        "{:?}",
+        outcome.stdout
+    );
+    let outcome = run_in(
+        &session,
+        "await new Promise(() => {})",
+        Language::Javascript,
+        Duration::from_secs(2),
+    )
+    .await;
+    assert_eq!(outcome.error.expect("a timeout").name, "Timeout");
+    assert_eq!(plain(&js(&session, "kept").await), Some("7"));
+    session.close().await;
+}
+
+#[tokio::test]
+async fn r_keeps_state_and_shows_values_as_r_prints_them() {
+    let session = session().await;
+    let r = |code: &'static str| run_in(&session, code, Language::R, Duration::from_secs(30));
+    assert!(r("x <- c(1, 2, 3, 4)").await.error.is_none());
+    let outcome = r("mean(x)").await;
+    assert_eq!(plain(&outcome), Some("[1] 2.5"), "{outcome:?}");
+    let outcome = r("cat('out\\n'); message('err'); Sys.getenv('HOME')").await;
+    assert_eq!(outcome.stdout, "out\n", "{outcome:?}");
+    assert!(outcome.stderr.contains("err"), "{outcome:?}");
+    assert_eq!(plain(&outcome), Some("[1] \"/home/user\""), "{outcome:?}");
+    let outcome = r("stop('boom')").await;
+    assert!(outcome.error.expect("an error").value.contains("boom"));
+    let outcome = r("length(x)").await;
+    assert_eq!(plain(&outcome), Some("[1] 4"), "{outcome:?}");
     session.close().await;
 }

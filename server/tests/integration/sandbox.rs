@@ -71,6 +71,8 @@ async fn run_with(
             code: code.into(),
             language,
             limits,
+            env: Vec::new(),
+            cwd: None,
         },
         None,
         CancellationToken::new(),
@@ -97,6 +99,8 @@ async fn with_neighbour<F: Future<Output = RunOutcome>>(hostile: F) -> RunOutcom
         code: code.into(),
         language: Language::Python,
         limits: quick(),
+        env: Vec::new(),
+        cwd: None,
     };
     let set = neighbour
         .run(&python("kept = sum(range(1000))"), None, &token)
@@ -408,6 +412,8 @@ fn python(code: &str) -> RunRequest {
         code: code.into(),
         language: Language::Python,
         limits: quick(),
+        env: Vec::new(),
+        cwd: None,
     }
 }
 
@@ -957,6 +963,8 @@ async fn a_session_program_leaves_no_file_in_the_home() {
             code: code.into(),
             language,
             limits: quick(),
+            env: Vec::new(),
+            cwd: None,
         };
         let outcome = session.run(&request, None, &token).await.unwrap();
         assert_eq!(outcome.stdout, "hi\n", "{language:?}: {outcome:?}");
@@ -979,6 +987,8 @@ async fn cells(jail: &JailSandbox, codes: &[&str]) -> Vec<RunOutcome> {
             code: (*code).into(),
             language: Language::Python,
             limits: quick(),
+            env: Vec::new(),
+            cwd: None,
         };
         outcomes.push(session.run(&request, None, &token).await.unwrap());
     }
@@ -1125,6 +1135,8 @@ async fn in_a_kernel(code: &str, after: &str) -> (RunOutcome, RunOutcome) {
         code: code.into(),
         language: Language::Python,
         limits: quick(),
+        env: Vec::new(),
+        cwd: None,
     };
     let outcome =
         with_neighbour(async { session.run(&python(code), None, &token).await.unwrap() }).await;
@@ -1276,6 +1288,8 @@ async fn closing_a_session_ends_what_it_is_running() {
                     wall: Duration::from_secs(300),
                     ..quick()
                 },
+                env: Vec::new(),
+                cwd: None,
             };
             tokio::spawn(async move {
                 session

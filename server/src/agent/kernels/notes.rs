@@ -142,6 +142,8 @@ impl Kernels {
                 output_bytes: profile::MAX_OUTPUT_BYTES,
                 ..Limits::default()
             },
+            env: Vec::new(),
+            cwd: None,
         };
         let started = std::time::Instant::now();
         let outcome = self.run_quietly(session, owner, &request).await?;

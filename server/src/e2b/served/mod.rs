@@ -22,7 +22,7 @@ use crate::code_api::{CodeApi, CodeApiError};
 use crate::sandbox::sessions::Sessions;
 use crate::sandbox::{
     Language, Limits, RunEvent, RunOutcome, RunRequest, SandboxError, SandboxSession,
-    SandboxSessionExt, now_ms,
+    SandboxSessionExt, limit_error, now_ms,
 };
 
 /// Templates this server offers: all are the local jail's one environment.
@@ -199,11 +199,13 @@ fn same(a: &str, b: &str) -> bool {
 pub fn language(name: &str) -> Result<Language, ServedError> {
     match name {
         "python" => Ok(Language::Python),
-        "javascript" | "typescript" => Ok(Language::Javascript),
+        "javascript" => Ok(Language::Javascript),
+        "typescript" => Ok(Language::Typescript),
+        "r" => Ok(Language::R),
         "bash" => Ok(Language::Bash),
         "c" => Ok(Language::C),
         other => Err(ServedError::BadRequest(format!(
-            "language '{other}' is not available here (python, javascript, bash, c)"
+            "language '{other}' is not available here (python, javascript, typescript, r, bash, c)"
         ))),
     }
 }
@@ -311,7 +313,7 @@ impl Served {
             executions: Mutex::new(HashMap::new()),
         });
         self.sandboxes.lock().insert(id, Arc::clone(&sandbox));
-        if let Err(e) = self.apply_env(&sandbox).await {
+        if let Err(e) = self.prepare(&sandbox).await {
             let _ = self.kill(caller, &sandbox.id).await;
             return Err(e);
         }
@@ -412,8 +414,15 @@ impl Served {
         // A context is a kernel: its start counts as a run of the owner's.
         let _starting = self.code_api.admit_kernel_start(&sandbox.caller())?;
         let id = session.create_context(lang, Some(&cwd)).await?;
-        if lang == Language::Python && !sandbox.env_vars.is_empty() {
-            let code = set_env_code(&sandbox.env_vars);
+        let mut code = if lang == Language::Python {
+            E2B_FORMATTERS.to_string()
+        } else {
+            String::new()
+        };
+        if has_kernel(lang) && !sandbox.env_vars.is_empty() {
+            code.push_str(&set_env_code(lang, &sandbox.env_vars));
+        }
+        if !code.is_empty() {
             let request = self.request(code, lang, None);
             session
                 .run_in_context(&id, &request, None, &CancellationToken::new())
@@ -501,6 +510,8 @@ impl Served {
             code,
             language,
             limits,
+            env: Vec::new(),
+            cwd: None,
         }
     }
 
@@ -516,36 +527,46 @@ impl Served {
         cancel: CancellationToken,
     ) -> Result<RunOutcome, ServedError> {
         let caller = sandbox.caller();
-        let env: BTreeMap<String, String> = sandbox
-            .env_vars
-            .iter()
-            .chain(env_vars)
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        let python = target.language == Language::Python;
-        let code = if python || env.is_empty() {
-            code
-        } else {
-            with_env(target.language, &env, &code)
-        };
-        // Python's per-run variables are set by a silent run before and
-        // undone by one after, as E2B's own server does.
-        if python && !env_vars.is_empty() {
-            self.silent(sandbox, &target, set_env_code(env_vars))
+        // A kernel keeps its environment: the sandbox's variables and the
+        // run's own are set by a silent cell before (a kernel started
+        // later, or restarted, gets them too) and the run's own undone by
+        // one after, as E2B's own server does. A process gets them as its
+        // environment.
+        let kernel = has_kernel(target.language);
+        let mut env: BTreeMap<String, String> = sandbox.env_vars.clone();
+        env.extend(env_vars.iter().map(|(k, v)| (k.clone(), v.clone())));
+        if kernel && !env.is_empty() {
+            self.silent(sandbox, &target, set_env_code(target.language, &env))
                 .await?;
         }
-        let request = self.request(code, target.language, None);
+        let mut request = self.request(code, target.language, None);
+        if !kernel {
+            request.env = env.into_iter().collect();
+        }
         let admitted = self
             .code_api
             .admit(&caller, request, Some(sandbox.id.clone()), None)?
             .in_context(target.context.clone());
         let outcome = self.code_api.run(admitted, Some(events), cancel).await;
-        if python && !env_vars.is_empty() {
+        // A Python kernel that was lost came back without E2B's formatters.
+        let lost = outcome.as_ref().is_ok_and(|o| {
+            o.error.as_ref().is_some_and(|e| {
+                [
+                    limit_error::KERNEL_DIED,
+                    limit_error::MEMORY,
+                    limit_error::KERNEL_PROTOCOL,
+                ]
+                .contains(&e.name.as_str())
+            })
+        });
+        if lost && target.language == Language::Python {
+            let _ = self
+                .silent(sandbox, &target, E2B_FORMATTERS.to_string())
+                .await;
+        }
+        if kernel && !env_vars.is_empty() {
             let keys: Vec<&String> = env_vars.keys().collect();
-            let restore = format!(
-                "import os as _os\nfor _k in {keys:?}:\n    _os.environ.pop(_k, None)\n_os.environ.update({})\ndel _os, _k",
-                py_dict(&sandbox.env_vars)
-            );
+            let restore = restore_env_code(target.language, &keys, &sandbox.env_vars);
             let _ = self.silent(sandbox, &target, restore).await;
         }
         Ok(outcome?)
@@ -563,7 +584,7 @@ impl Served {
         code: String,
     ) -> Result<(), ServedError> {
         let session = self.session(sandbox)?;
-        let request = self.request(code, Language::Python, Some(Duration::from_secs(10)));
+        let request = self.request(code, target.language, Some(Duration::from_secs(10)));
         let cancel = CancellationToken::new();
         match &target.context {
             Some(context) => {
@@ -576,18 +597,20 @@ impl Served {
         Ok(())
     }
 
-    /// Sets a new sandbox's environment variables in its kernel.
-    pub async fn apply_env(&self, sandbox: &ServedSandbox) -> Result<(), ServedError> {
-        if sandbox.env_vars.is_empty() {
-            return Ok(());
-        }
+    /// Readies a new sandbox's Python kernel as E2B's template does (its
+    /// formatters, [`E2B_FORMATTERS`]) and sets its environment variables.
+    pub async fn prepare(&self, sandbox: &ServedSandbox) -> Result<(), ServedError> {
         let target = Target {
             language: Language::Python,
             context: None,
             counted_as: "python".into(),
         };
-        self.silent(sandbox, &target, set_env_code(&sandbox.env_vars))
-            .await
+        let mut code = E2B_FORMATTERS.to_string();
+        if !sandbox.env_vars.is_empty() {
+            code.push('\n');
+            code.push_str(&set_env_code(Language::Python, &sandbox.env_vars));
+        }
+        self.silent(sandbox, &target, code).await
     }
 
     /// Runs a command (envd's `process.Process/Start`) in the sandbox's
@@ -606,15 +629,9 @@ impl Served {
             .chain(&command.env)
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let mut code = with_env(Language::Bash, &env, "");
-        if let Some(cwd) = &command.cwd {
-            code.push_str(&format!(
-                "cd {} || exit 1\n",
-                crate::sandbox::jail::shell_quote(cwd)
-            ));
-        }
-        code.push_str(&command.script);
-        let request = self.request(code, Language::Bash, command.wall);
+        let mut request = self.request(command.script, Language::Bash, command.wall);
+        request.env = env.into_iter().collect();
+        request.cwd = command.cwd;
         let admitted = self
             .code_api
             .admit(&caller, request, Some(sandbox.id.clone()), None)?;
@@ -630,40 +647,66 @@ fn language_of(name: &str) -> Result<Language, ServedError> {
     language(name)
 }
 
-/// A Python dict literal of string pairs.
-fn py_dict(vars: &BTreeMap<String, String>) -> String {
-    // JSON strings are valid Python string literals.
-    serde_json::to_string(vars).unwrap_or_else(|_| "{}".into())
-}
+/// What E2B's template registers in its Python kernel: the `e2b/data` and
+/// `e2b/chart` formatters and PIL's show and save hooks.
+const E2B_FORMATTERS: &str = include_str!("e2b_formatters.py");
 
-fn set_env_code(vars: &BTreeMap<String, String>) -> String {
-    format!(
-        "import os as _os\n_os.environ.update({})\ndel _os",
-        py_dict(vars)
+/// Whether a language runs in a kernel that keeps its environment.
+fn has_kernel(language: Language) -> bool {
+    matches!(
+        language,
+        Language::Python | Language::Javascript | Language::Typescript | Language::R
     )
 }
 
-/// `code` with environment variables set first (Bash and JavaScript).
-fn with_env(language: Language, vars: &BTreeMap<String, String>, code: &str) -> String {
-    let mut out = String::new();
+/// A JSON string: a string literal in Python, JavaScript and R alike.
+fn quoted(text: &str) -> String {
+    serde_json::to_string(text).unwrap_or_else(|_| "\"\"".into())
+}
+
+/// A cell that sets environment variables in a kernel of `language`.
+fn set_env_code(language: Language, vars: &BTreeMap<String, String>) -> String {
+    let json = serde_json::to_string(vars).unwrap_or_else(|_| "{}".into());
     match language {
-        Language::Bash => {
-            for (key, value) in vars {
-                if key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !key.is_empty() {
-                    out.push_str(&format!(
-                        "export {key}={}\n",
-                        crate::sandbox::jail::shell_quote(value)
-                    ));
-                }
-            }
+        Language::Javascript | Language::Typescript => {
+            format!("Object.assign(process.env, {json});")
         }
-        Language::Javascript => {
-            out.push_str(&format!("Object.assign(process.env, {});", py_dict(vars)));
+        Language::R => {
+            let pairs: Vec<String> = vars
+                .iter()
+                .map(|(k, v)| format!("{} = {}", quoted(k), quoted(v)))
+                .collect();
+            format!("invisible(do.call(Sys.setenv, list({})))", pairs.join(", "))
         }
-        _ => {}
+        _ => format!("import os as _os\n_os.environ.update({json})\ndel _os"),
     }
-    out.push_str(code);
-    out
+}
+
+/// A cell that removes `keys` from a kernel's environment and sets `vars`
+/// again (undoing a run's own variables).
+fn restore_env_code(
+    language: Language,
+    keys: &[&String],
+    vars: &BTreeMap<String, String>,
+) -> String {
+    let names = serde_json::to_string(keys).unwrap_or_else(|_| "[]".into());
+    let unset = match language {
+        Language::Javascript | Language::Typescript => {
+            format!("for (const k of {names}) delete process.env[k];\n")
+        }
+        Language::R => {
+            let list: Vec<String> = keys.iter().map(|k| quoted(k)).collect();
+            format!("invisible(Sys.unsetenv(c({})))\n", list.join(", "))
+        }
+        _ => format!(
+            "import os as _os\nfor _k in {names}:\n    _os.environ.pop(_k, None)\ndel _os, _k\n"
+        ),
+    };
+    if vars.is_empty() {
+        unset
+    } else {
+        format!("{unset}{}", set_env_code(language, vars))
+    }
 }
 
 #[cfg(test)]
@@ -681,26 +724,40 @@ mod tests {
     }
 
     #[test]
-    fn environment_variables_are_set_safely() {
+    fn environment_variables_are_set_safely_in_each_kernel() {
         let vars: BTreeMap<String, String> = [
-            ("A".to_string(), "it's".to_string()),
+            ("A".to_string(), "it's \"q\"".to_string()),
             ("bad key".to_string(), "x".to_string()),
         ]
         .into();
-        let bash = with_env(Language::Bash, &vars, "echo $A");
-        assert_eq!(bash, "export A='it'\\''s'\necho $A");
-        let js = with_env(Language::Javascript, &vars, "1");
-        assert!(js.starts_with("Object.assign(process.env, {\"A\":\"it's\""));
         assert_eq!(
-            set_env_code(&vars),
-            "import os as _os\n_os.environ.update({\"A\":\"it's\",\"bad key\":\"x\"})\ndel _os"
+            set_env_code(Language::Python, &vars),
+            "import os as _os\n_os.environ.update({\"A\":\"it's \\\"q\\\"\",\"bad key\":\"x\"})\ndel _os"
+        );
+        assert!(
+            set_env_code(Language::Typescript, &vars)
+                .starts_with("Object.assign(process.env, {\"A\":")
+        );
+        assert_eq!(
+            set_env_code(Language::R, &vars),
+            "invisible(do.call(Sys.setenv, list(\"A\" = \"it's \\\"q\\\"\", \"bad key\" = \"x\")))"
+        );
+        let a = "A".to_string();
+        assert_eq!(
+            restore_env_code(Language::R, &[&a], &BTreeMap::new()),
+            "invisible(Sys.unsetenv(c(\"A\")))\n"
+        );
+        assert_eq!(
+            restore_env_code(Language::Javascript, &[&a], &BTreeMap::new()),
+            "for (const k of [\"A\"]) delete process.env[k];\n"
         );
     }
 
     #[test]
     fn code_interpreter_languages_map_to_runcells() {
         assert_eq!(language("python").unwrap(), Language::Python);
-        assert_eq!(language("typescript").unwrap(), Language::Javascript);
-        assert!(language("r").is_err());
+        assert_eq!(language("typescript").unwrap(), Language::Typescript);
+        assert_eq!(language("r").unwrap(), Language::R);
+        assert!(language("java").is_err());
     }
 }

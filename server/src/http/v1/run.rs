@@ -121,6 +121,8 @@ pub async fn run(
         code: body.code,
         language: body.language,
         limits,
+        env: Vec::new(),
+        cwd: None,
     };
     let admitted = state
         .code_api

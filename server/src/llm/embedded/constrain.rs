@@ -225,7 +225,10 @@ mod tests {
     #[test]
     fn code_tools_are_recognised() {
         let langs = code_tool_languages(&crate::llm::tools::execute_code_spec()).unwrap();
-        assert_eq!(langs, ["python", "javascript", "bash", "c"]);
+        assert_eq!(
+            langs,
+            ["python", "javascript", "typescript", "r", "bash", "c"]
+        );
         let mut other = crate::llm::tools::execute_code_spec();
         other.parameters["properties"]["timeout"] = json!({"type": "integer"});
         assert_eq!(code_tool_languages(&other), None);
@@ -235,7 +238,9 @@ mod tests {
             "{lark}"
         );
         assert!(
-            lark.contains("lang: \"python\" | \"javascript\" | \"bash\" | \"c\"\n"),
+            lark.contains(
+                "lang: \"python\" | \"javascript\" | \"typescript\" | \"r\" | \"bash\" | \"c\"\n"
+            ),
             "{lark}"
         );
     }

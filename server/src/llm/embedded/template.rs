@@ -203,7 +203,7 @@ mod tests {
             "tools are written as Python's json.dumps would: {got}"
         );
         assert!(
-            got.contains(r#""enum": ["python", "javascript", "bash", "c"]"#),
+            got.contains(r#""enum": ["python", "javascript", "typescript", "r", "bash", "c"]"#),
             "{got}"
         );
         assert!(

@@ -47,6 +47,8 @@ fn python(code: &str) -> RunRequest {
             wall: Duration::from_secs(20),
             ..Limits::default()
         },
+        env: Vec::new(),
+        cwd: None,
     }
 }
 

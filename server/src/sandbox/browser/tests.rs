@@ -32,6 +32,8 @@ fn python(code: &str) -> RunRequest {
             wall: Duration::from_secs(5),
             ..Limits::default()
         },
+        env: Vec::new(),
+        cwd: None,
     }
 }
 

@@ -20,7 +20,13 @@ use crate::sandbox::{
 };
 
 /// The languages E2B's code interpreter template runs that runcell knows.
-const LANGUAGES: [Language; 3] = [Language::Python, Language::Javascript, Language::Bash];
+const LANGUAGES: [Language; 5] = [
+    Language::Python,
+    Language::Javascript,
+    Language::Typescript,
+    Language::R,
+    Language::Bash,
+];
 
 pub struct E2bSandbox {
     client: Arc<Client>,

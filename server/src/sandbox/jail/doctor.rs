@@ -35,6 +35,11 @@ fn hello(language: Language) -> (&'static str, &'static str) {
             "hello",
         ),
         Language::Javascript => ("console.log('hello', process.getuid())", "hello"),
+        Language::Typescript => (
+            "const who: string = 'hello';\nconsole.log(who, process.getuid())",
+            "hello",
+        ),
+        Language::R => ("cat('hello', Sys.getuid(), '\\n')", "hello"),
         Language::Bash => ("echo hello $(id -u) $(hostname)", "hello"),
         Language::C => (
             "#include <stdio.h>\nint main(void){puts(\"hello\");return 0;}",
@@ -150,6 +155,8 @@ async fn run(
             code: code.into(),
             language,
             limits: Limits::default(),
+            env: Vec::new(),
+            cwd: None,
         },
         None,
         CancellationToken::new(),

@@ -11,7 +11,8 @@
 //! - `ld.so.cache`, `ld.so.conf`, `ld.so.conf.d/`: the loader finds
 //!   libraries; gcc's linker reads them too.
 //! - `localtime`, `timezone`: the host's time zone.
-//! - `alternatives/`: the links `/usr/bin/cc`, `c++`, `awk`... go through.
+//! - `alternatives/`: the links `/usr/bin/cc`, `c++`, `awk`... and the
+//!   libraries chosen the same way (`libblas.so.3`, R's) go through.
 //! - `fonts/`: fontconfig (matplotlib asks it for fonts).
 //! - `mime.types`: Python's `mimetypes`.
 //! - `os-release`, `debian_version`: `platform` and installers read them.
@@ -19,6 +20,10 @@
 //! - `python3/`, `python3.*/`: Debian's Python reads its `sitecustomize` there.
 //! - `ssl/openssl.cnf`: OpenSSL's configuration, read by node and Python
 //!   at start. No certificates: there is no network.
+//! - `R/`: R's own settings (`Renviron`, `ldpaths`: R's `etc` links there).
+//! - `runcell/node_kernel.js`: the JavaScript and TypeScript kernel
+//!   ([`NODE_KERNEL`]), part of this binary, so that what runs is always
+//!   the kernel the server was built with.
 
 use std::fs;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -46,7 +51,13 @@ const COPIED: &[&str] = &[
     "services",
     "python3",
     "ssl/openssl.cnf",
+    "R",
 ];
+
+/// The JavaScript and TypeScript kernel (`node_kernel.js`) and where jails
+/// find it.
+pub const NODE_KERNEL: &str = include_str!("node_kernel.js");
+pub const NODE_KERNEL_PATH: &str = "/etc/runcell/node_kernel.js";
 
 /// The jail's `/etc` for this process, made on first use.
 pub fn jail_etc() -> Result<&'static Path, String> {
@@ -106,6 +117,11 @@ fn build(host: &Path, dir: &Path) -> std::io::Result<()> {
     for name in COPIED {
         copy(&host.join(name), &dir.join(name))?;
     }
+    fs::DirBuilder::new()
+        .mode(0o755)
+        .create(dir.join("runcell"))?;
+    let kernel = NODE_KERNEL_PATH.trim_start_matches("/etc/");
+    write(kernel, NODE_KERNEL)?;
     // Debian's Python keeps its sitecustomize in /etc/python3.X.
     for entry in fs::read_dir(host)?.flatten() {
         let name = entry.file_name();
@@ -154,7 +170,20 @@ fn alternatives(host: &Path, dir: &Path) -> std::io::Result<()> {
     fs::DirBuilder::new()
         .mode(0o755)
         .create(dir.join("alternatives"))?;
-    for bin in ["/usr/bin", "/usr/sbin"] {
+    // Programs, and libraries chosen the same way (R's BLAS and LAPACK).
+    let mut dirs: Vec<PathBuf> = ["/usr/bin", "/usr/sbin", "/usr/lib"]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+    if let Ok(entries) = fs::read_dir("/usr/lib") {
+        dirs.extend(
+            entries
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().contains("-linux-"))
+                .map(|e| e.path()),
+        );
+    }
+    for bin in dirs {
         let Ok(entries) = fs::read_dir(bin) else {
             continue;
         };

@@ -1,8 +1,9 @@
-//! A stateful Python kernel (ipykernel) in a session's jail, driven over
-//! ZeroMQ `ipc` sockets in a directory bound into the jail at the same path
-//! (TCP cannot cross the jail's network namespace). The sockets are spoken
-//! to with our own bounded client (`zmtp.rs`, `wire.rs`): the kernel runs the
-//! session's code and is treated as a hostile peer.
+//! A stateful kernel in a session's jail — Python (ipykernel), JavaScript
+//! and TypeScript (runcell's own `node_kernel.js`) or R (IRkernel) — driven
+//! over ZeroMQ `ipc` sockets in a directory bound into the jail at the same
+//! path (TCP cannot cross the jail's network namespace). The sockets are
+//! spoken to with our own bounded client (`zmtp.rs`, `wire.rs`): the kernel
+//! runs the session's code and is treated as a hostile peer.
 
 use std::os::fd::OwnedFd;
 use std::path::Path;
@@ -20,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::wire::{Channel, Signer, WireError};
 use super::zmtp::{SocketType, ZmtpError};
 use super::{HostId, JailSandbox, Mounts, PYTHON_ENV, RunGroup, stop_error};
+use crate::sandbox::Language;
 use crate::sandbox::{
     ExecError, Limits, OutputBudget, RunEvent, RunOutcome, SandboxError, limit_error, now_ms,
 };
@@ -41,7 +43,125 @@ const IOPUB: &str = "k-2";
 const CONTROL: &str = "k-4";
 const CONNECTION_FILE: &str = "connection.json";
 
+/// Which kernel a language runs in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum KernelKind {
+    Python,
+    Javascript,
+    Typescript,
+    R,
+}
+
+impl KernelKind {
+    /// The kernel of a language, if it has one (Bash and C run as one
+    /// process each).
+    pub fn of(language: Language) -> Option<Self> {
+        match language {
+            Language::Python => Some(Self::Python),
+            Language::Javascript => Some(Self::Javascript),
+            Language::Typescript => Some(Self::Typescript),
+            Language::R => Some(Self::R),
+            Language::Bash | Language::C => None,
+        }
+    }
+
+    /// How people call it, in messages.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Python => "Python",
+            Self::Javascript => "JavaScript",
+            Self::Typescript => "TypeScript",
+            Self::R => "R",
+        }
+    }
+
+    fn kernel_name(self) -> &'static str {
+        match self {
+            Self::Python => "python3",
+            Self::Javascript => "javascript",
+            Self::Typescript => "typescript",
+            Self::R => "ir",
+        }
+    }
+
+    /// The command that starts the kernel on `connection_file`.
+    fn command(self, connection_file: &Path) -> Vec<String> {
+        let file = connection_file.to_string_lossy().into_owned();
+        match self {
+            // `-I`: neither the working directory (the session's home) nor
+            // PYTHON* variables nor the user site take part in starting
+            // the kernel, so a planted `ipykernel_launcher.py` or `.pth`
+            // file is never run; IPython's own configuration lives in the
+            // jail's private /tmp (KERNEL_ENV). The home is put back on
+            // `sys.path` once the kernel is up, where IPython would have
+            // put it, so cells import from it. ipykernel is started as its
+            // launcher does, but without debugpy (LAUNCH): an idle kernel
+            // is 7.5 MiB smaller.
+            Self::Python => vec![
+                format!("{PYTHON_ENV}/bin/python3"),
+                "-I".into(),
+                "-c".into(),
+                LAUNCH.into(),
+                "-f".into(),
+                file,
+                "--HistoryManager.enabled=False".into(),
+                "--IPKernelApp.log_level=ERROR".into(),
+                format!(
+                    "--IPKernelApp.exec_lines={HOME_ON_PATH}; {LEFT_OUT_BACK}; exec({TABLE_DATA:?})"
+                ),
+            ],
+            Self::Javascript | Self::Typescript => {
+                let mut command = vec![
+                    "/usr/bin/node".into(),
+                    super::etc::NODE_KERNEL_PATH.into(),
+                    "-f".into(),
+                    file,
+                ];
+                if self == Self::Typescript {
+                    command.push("--typescript".into());
+                }
+                command
+            }
+            // `--no-environ`... would drop R_HOME's settings; the site
+            // profile is Debian's (no network: its CRAN mirror is unused).
+            Self::R => vec![
+                "/usr/bin/R".into(),
+                "--slave".into(),
+                "--no-save".into(),
+                "--no-restore".into(),
+                "-e".into(),
+                "IRkernel::main()".into(),
+                "--args".into(),
+                file,
+            ],
+        }
+    }
+
+    fn env(self) -> Vec<(String, String)> {
+        let pairs: &[(&str, &str)] = match self {
+            Self::Python => KERNEL_ENV,
+            Self::Javascript | Self::Typescript | Self::R => &[],
+        };
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect()
+    }
+
+    /// A cell that moves the kernel to `cwd`.
+    pub fn chdir(self, cwd: &str) -> String {
+        // A JSON string is a string literal in all three languages.
+        let quoted = serde_json::to_string(cwd).unwrap_or_default();
+        match self {
+            Self::Python => format!("import os as _os; _os.chdir({quoted}); del _os"),
+            Self::Javascript | Self::Typescript => format!("process.chdir({quoted})"),
+            Self::R => format!("invisible(setwd({quoted}))"),
+        }
+    }
+}
+
 pub(crate) struct Kernel {
+    kind: KernelKind,
     child: tokio::process::Child,
     group: RunGroup,
     shell: Channel,
@@ -71,6 +191,7 @@ impl Kernel {
     /// `ipc_dir` is opened beneath its directory handle and never through a
     /// link the jail made.
     pub async fn start(
+        kind: KernelKind,
         jail: &JailSandbox,
         user: HostId,
         name: &str,
@@ -98,7 +219,7 @@ impl Kernel {
                 uuid::Uuid::new_v4().simple()
             ),
             signature_scheme: "hmac-sha256".into(),
-            kernel_name: Some("python3".into()),
+            kernel_name: Some(kind.kernel_name().into()),
         };
         let json = serde_json::to_vec(&info).map_err(|e| internal("connection file", &e))?;
         dir.write_connection_file(&json, uid, gid)
@@ -111,29 +232,10 @@ impl Kernel {
             home: Some(home.to_path_buf()),
             code_file: None,
             shared: vec![ipc_dir.to_path_buf()],
-            env: KERNEL_ENV.to_vec(),
+            env: kind.env(),
+            cwd: None,
         };
-        // `-I`: neither the working directory (the session's home) nor
-        // PYTHON* variables nor the user site take part in starting the
-        // kernel, so a planted `ipykernel_launcher.py` or `.pth` file is never
-        // run; IPython's own configuration lives in the jail's private /tmp
-        // (KERNEL_ENV). The home is put back on `sys.path` once the kernel is
-        // up, where IPython would have put it, so cells import from it.
-        // ipykernel is started as its launcher does, but without debugpy
-        // (LAUNCH): an idle kernel is 7.5 MiB smaller.
-        let command = vec![
-            format!("{PYTHON_ENV}/bin/python3"),
-            "-I".into(),
-            "-c".into(),
-            LAUNCH.into(),
-            "-f".into(),
-            connection_file.to_string_lossy().into_owned(),
-            "--HistoryManager.enabled=False".into(),
-            "--IPKernelApp.log_level=ERROR".into(),
-            format!(
-                "--IPKernelApp.exec_lines={HOME_ON_PATH}; {LEFT_OUT_BACK}; exec({TABLE_DATA:?})"
-            ),
-        ];
+        let command = kind.command(&connection_file);
         let mut child =
             jail.spawn_jail(user, limits, &group, &mounts, command, super::Code::None)?;
         drain_logs(&mut child);
@@ -196,6 +298,7 @@ impl Kernel {
             .await
             .map_err(|_| internal("the kernel did not answer", &"timed out"))??;
         let mut kernel = Self {
+            kind,
             child,
             group,
             shell,
@@ -396,7 +499,7 @@ impl Kernel {
             )),
             _ if lost => Some(ExecError::new(
                 limit_error::KERNEL_DIED,
-                "the Python kernel died",
+                format!("the {} kernel died", self.kind.label()),
             )),
             _ => outcome.error,
         };

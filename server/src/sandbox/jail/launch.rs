@@ -10,7 +10,7 @@ use std::process::Stdio;
 use command_fds::{CommandFdExt, FdMapping};
 
 use super::identity::{HostId, JAIL_UID};
-use super::{JailSandbox, PYTHON_ENV, RunGroup};
+use super::{JailSandbox, NODE_ENV, PYTHON_ENV, RunGroup};
 use crate::sandbox::{Language, Limits, SandboxError};
 
 pub(super) const BWRAP: &str = "/usr/bin/bwrap";
@@ -47,6 +47,26 @@ pub(crate) fn program(language: Language, marker: &str, dir: &str) -> (String, V
         Language::Javascript => (
             file("main.js"),
             vec!["/usr/bin/node".into(), file("main.js")],
+        ),
+        // Types stripped and the program run by the kernel's own code,
+        // once, as a script (top-level await included).
+        Language::Typescript => (
+            file("main.ts"),
+            vec![
+                "/usr/bin/node".into(),
+                super::etc::NODE_KERNEL_PATH.into(),
+                "--typescript".into(),
+                "--run".into(),
+                file("main.ts"),
+            ],
+        ),
+        Language::R => (
+            file("main.R"),
+            vec![
+                "/usr/bin/Rscript".into(),
+                "--no-save".into(),
+                file("main.R"),
+            ],
         ),
         Language::Bash => (file("main.sh"), vec!["/bin/bash".into(), file("main.sh")]),
         Language::C => {
@@ -99,7 +119,9 @@ pub(crate) struct Mounts {
     /// Host directories bound read-write at the same path (kernel sockets).
     pub shared: Vec<std::path::PathBuf>,
     /// Environment variables beyond (or replacing) the defaults.
-    pub env: Vec<(&'static str, &'static str)>,
+    pub env: Vec<(String, String)>,
+    /// Where the program starts, if not `/home/user`.
+    pub cwd: Option<String>,
 }
 
 /// The most of a jail's disk its `/dev/shm` takes.
@@ -137,6 +159,10 @@ fn bwrap_args(
             Err(_) if std::path::Path::new(&host).is_dir() => push(&["--ro-bind", &host, &host]),
             Err(_) => {}
         }
+    }
+    // What the JavaScript/TypeScript kernel loads (sucrase), when installed.
+    if std::path::Path::new(NODE_ENV).is_dir() {
+        push(&["--ro-bind", NODE_ENV, NODE_ENV]);
     }
     push(&[
         "--ro-bind",
@@ -177,9 +203,10 @@ fn bwrap_args(
             Code::None | Code::File(_) => push(&["--file", &CODE_FD.to_string(), &path]),
         }
     }
+    let cwd = mounts.cwd.as_deref().unwrap_or("/home/user");
     push(&[
         "--chdir",
-        "/home/user",
+        cwd,
         "--unshare-all",
         "--unshare-user",
         "--disable-userns",

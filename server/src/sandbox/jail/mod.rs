@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 pub(crate) use cgroup::RunGroup;
 pub use cgroup::{CgroupMode, ParentCaps, TotalCaps};
+pub use etc::{NODE_KERNEL, NODE_KERNEL_PATH};
 pub use identity::{HostId, JAIL_UID};
 use identity::{Lease, UidPool};
 use launch::BWRAP;
@@ -40,6 +41,9 @@ use super::{
 
 /// The Python environment jailed code runs with (built by scripts/setup.sh).
 pub const PYTHON_ENV: &str = "/opt/runcell/python";
+/// The Node packages the JavaScript/TypeScript kernel loads (sucrase),
+/// installed by `scripts/setup.sh` from `scripts/sandbox-node`.
+pub const NODE_ENV: &str = "/opt/runcell/node";
 
 #[derive(Clone, Debug)]
 pub struct JailConfig {

@@ -18,6 +18,7 @@ use super::supervise::supervise;
 use super::{CgroupMode, JailSandbox, RunGroup, clamp};
 use crate::sandbox::{
     Language, Limits, RunEvent, RunOutcome, RunRequest, SandboxError, now_ms, validate_code,
+    validate_process,
 };
 
 /// Jails waiting per language when runs are rare...
@@ -265,9 +266,12 @@ impl JailSandbox {
         cancel: &CancellationToken,
     ) -> Result<RunOutcome, SandboxError> {
         validate_code(&request.code)?;
+        validate_process(request)?;
         let cgroups = self.ready_cgroups()?;
         let limits = clamp(&request.limits, &self.config.max_limits);
-        let warm = if home.is_none() {
+        // A warm jail was made with the default environment and directory.
+        let plain = request.env.is_empty() && request.cwd.is_none();
+        let warm = if home.is_none() && plain {
             self.take_warm(request.language, &limits)
         } else {
             None
@@ -310,6 +314,8 @@ impl JailSandbox {
                 let mounts = Mounts {
                     home: home.map(|(dir, _)| dir.to_path_buf()),
                     code_file: Some(file),
+                    env: request.env.clone(),
+                    cwd: request.cwd.clone(),
                     ..Mounts::default()
                 };
                 let child = self.spawn_jail(

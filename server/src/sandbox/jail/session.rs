@@ -1,8 +1,10 @@
 //! A sandbox session: a home directory that lasts between runs (a sized tmpfs
-//! owned by the session's uid) and a Python kernel that keeps its variables.
-//! JavaScript, Bash and C run as one jailed process each in the same home.
-//! More contexts can be opened: a Python context is a kernel of its own in
-//! the same home; other languages' contexts run each program afresh there.
+//! owned by the session's uid) and kernels that keep their variables: one
+//! for Python, started with the session, and one each for JavaScript,
+//! TypeScript and R, started by their first run. Bash and C run as one
+//! jailed process each in the same home. More contexts can be opened: a
+//! context of a kernel language is a kernel of its own in the same home;
+//! Bash and C contexts run each program afresh there.
 //!
 //! On the host a session is `/tmp/rc-<id>/`, owned by root, mode 0710 with
 //! the session's gid (its jails, which start as the session's uid, must
@@ -23,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::JailSandbox;
 use super::identity::{HostId, Lease};
-use super::kernel::{Kernel, KernelState};
+use super::kernel::{Kernel, KernelKind, KernelState};
 use crate::sandbox::files::{Files, HomeDir};
 use crate::sandbox::{
     Contexts, Language, Limits, RunEvent, RunOutcome, RunRequest, SandboxError, SandboxSession,
@@ -43,10 +45,10 @@ pub struct JailSession {
     id: String,
     root: PathBuf,
     home: PathBuf,
-    ipc: PathBuf,
     jail: Arc<JailSandbox>,
     limits: Limits,
-    kernel: tokio::sync::Mutex<Option<Kernel>>,
+    /// The session's own kernel of each kernel language.
+    kernels: HashMap<KernelKind, KernelSlot>,
     files: HomeDir,
     contexts: parking_lot::Mutex<HashMap<String, Arc<Context>>>,
     /// The host uid of every jail of the session.
@@ -60,14 +62,28 @@ pub struct JailSession {
     _lease: Lease,
 }
 
-/// An execution context beyond the session's own kernel.
+/// A kernel (once started) and the directory of its sockets.
+struct KernelSlot {
+    kernel: tokio::sync::Mutex<Option<Kernel>>,
+    ipc: PathBuf,
+}
+
+impl KernelSlot {
+    fn new(ipc: PathBuf) -> Self {
+        Self {
+            kernel: tokio::sync::Mutex::new(None),
+            ipc,
+        }
+    }
+}
+
+/// An execution context beyond the session's own kernels.
 struct Context {
     language: Language,
     /// The working directory its programs start in.
     cwd: Option<String>,
-    /// A Python context's kernel and the directory of its sockets.
-    kernel: tokio::sync::Mutex<Option<Kernel>>,
-    ipc: PathBuf,
+    /// A kernel language's context has a kernel of its own.
+    kernel: KernelSlot,
 }
 
 /// Contexts a session may hold besides its own kernel.
@@ -86,7 +102,15 @@ impl JailSession {
         let short = uuid::Uuid::new_v4().simple().to_string();
         let root = Path::new(SESSIONS_ROOT).join(format!("{PREFIX}{}", &short[..12]));
         let home = root.join("home");
-        let ipc = root.join("ipc");
+        let kernels: HashMap<KernelKind, KernelSlot> = [
+            (KernelKind::Python, "ipc"),
+            (KernelKind::Javascript, "ipc-js"),
+            (KernelKind::Typescript, "ipc-ts"),
+            (KernelKind::R, "ipc-r"),
+        ]
+        .into_iter()
+        .map(|(kind, dir)| (kind, KernelSlot::new(root.join(dir))))
+        .collect();
         // mkdir never follows a link; /tmp is sticky, so nobody else can
         // move what root made there.
         std::fs::DirBuilder::new()
@@ -98,10 +122,9 @@ impl JailSession {
             id: uuid::Uuid::new_v4().to_string(),
             root,
             home,
-            ipc,
             jail,
             limits,
-            kernel: tokio::sync::Mutex::new(None),
+            kernels,
             files,
             contexts: parking_lot::Mutex::new(HashMap::new()),
             user,
@@ -118,7 +141,8 @@ impl JailSession {
                 std::fs::set_permissions(&session.root, std::fs::Permissions::from_mode(0o710))
             })
             .map_err(|e| internal("session directory", &e))?;
-        for dir in [&session.home, &session.ipc] {
+        let dirs = std::iter::once(&session.home).chain(session.kernels.values().map(|k| &k.ipc));
+        for dir in dirs {
             std::fs::DirBuilder::new()
                 .mode(0o700)
                 .create(dir)
@@ -129,8 +153,11 @@ impl JailSession {
         session
             .mount(&session.home, &format!("size={size},nosuid,nodev"))
             .await?;
-        let kernel = session.start_kernel().await?;
-        *session.kernel.lock().await = Some(kernel);
+        let python = session.slot(KernelKind::Python)?;
+        let kernel = session
+            .start_kernel_in(KernelKind::Python, &python.ipc, None)
+            .await?;
+        *python.kernel.lock().await = Some(kernel);
         Ok(session)
     }
 
@@ -173,18 +200,34 @@ impl JailSession {
         self.mount(ipc, &options).await
     }
 
-    async fn start_kernel(&self) -> Result<Kernel, SandboxError> {
-        self.start_kernel_in(&self.ipc, None).await
+    /// The session's own kernel of `kind`.
+    fn slot(&self, kind: KernelKind) -> Result<&KernelSlot, SandboxError> {
+        self.kernels
+            .get(&kind)
+            .ok_or_else(|| internal("kernel", &format!("no {} kernel", kind.label())))
     }
 
     /// A kernel whose sockets are in `ipc`, started in `cwd` if given.
-    async fn start_kernel_in(&self, ipc: &Path, cwd: Option<&str>) -> Result<Kernel, SandboxError> {
+    async fn start_kernel_in(
+        &self,
+        kind: KernelKind,
+        ipc: &Path,
+        cwd: Option<&str>,
+    ) -> Result<Kernel, SandboxError> {
         self.fresh_ipc(ipc).await?;
         let name = format!("kernel-{}", uuid::Uuid::new_v4().simple());
-        let mut kernel =
-            Kernel::start(&self.jail, self.user, &name, ipc, &self.home, &self.limits).await?;
+        let mut kernel = Kernel::start(
+            kind,
+            &self.jail,
+            self.user,
+            &name,
+            ipc,
+            &self.home,
+            &self.limits,
+        )
+        .await?;
         if let Some(cwd) = cwd {
-            let code = format!("import os as _os; _os.chdir({cwd:?}); del _os");
+            let code = kind.chdir(cwd);
             let (outcome, _) = kernel
                 .execute(&code, &self.limits, None, &CancellationToken::new())
                 .await;
@@ -199,11 +242,12 @@ impl JailSession {
         Ok(kernel)
     }
 
-    /// Runs Python in `slot`'s kernel, replacing a kernel that died.
+    /// Runs a cell in `slot`'s kernel (started if it is not yet),
+    /// replacing a kernel that died.
     async fn run_in_kernel(
         &self,
-        slot: &tokio::sync::Mutex<Option<Kernel>>,
-        ipc: &Path,
+        kind: KernelKind,
+        slot: &KernelSlot,
         cwd: Option<&str>,
         request: &RunRequest,
         events: Option<&mpsc::Sender<RunEvent>>,
@@ -211,8 +255,9 @@ impl JailSession {
     ) -> Result<RunOutcome, SandboxError> {
         validate_code(&request.code)?;
         let limits = super::clamp(&request.limits, &self.limits);
+        let ipc = &slot.ipc;
         let mut slot = tokio::select! {
-            slot = slot.lock() => slot,
+            slot = slot.kernel.lock() => slot,
             () = self.closing.cancelled() => return Err(closed()),
         };
         if self.closing.is_cancelled() {
@@ -220,7 +265,7 @@ impl JailSession {
         }
         let kernel = match slot.as_mut() {
             Some(kernel) => kernel,
-            None => slot.insert(self.start_kernel_in(ipc, cwd).await?),
+            None => slot.insert(self.start_kernel_in(kind, ipc, cwd).await?),
         };
         let ran = tokio::select! {
             ran = kernel.execute(&request.code, &limits, events, cancel) => Some(ran),
@@ -239,7 +284,7 @@ impl JailSession {
             }
             // A fresh kernel now, so that the next run does not wait for it;
             // if it cannot start, the next run tries again.
-            match self.start_kernel_in(ipc, cwd).await {
+            match self.start_kernel_in(kind, ipc, cwd).await {
                 Ok(kernel) => *slot = Some(kernel),
                 Err(e) => tracing::warn!(%e, "cannot restart the kernel"),
             }
@@ -292,16 +337,6 @@ fn closed() -> SandboxError {
     SandboxError::NotFound("the sandbox was closed while the code ran".into())
 }
 
-/// A program that first moves to `cwd` (for contexts of languages without a
-/// kernel).
-fn in_directory(language: Language, cwd: Option<&str>, code: &str) -> String {
-    match (language, cwd) {
-        (Language::Bash, Some(cwd)) => format!("cd {} || exit 1\n{code}", shell_quote(cwd)),
-        (Language::Javascript, Some(cwd)) => format!("process.chdir({cwd:?});{code}"),
-        _ => code.to_string(),
-    }
-}
-
 /// `text` as one word for the shell.
 pub(crate) fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', "'\\''"))
@@ -352,19 +387,20 @@ impl SandboxSession for JailSession {
         &self.id
     }
 
-    /// Python runs in the kernel; other languages as a jailed process in the
-    /// session's home.
+    /// Python, JavaScript, TypeScript and R run in the session's kernel of
+    /// their language; Bash and C as a jailed process in its home.
     async fn run(
         &self,
         request: &RunRequest,
         events: Option<&mpsc::Sender<RunEvent>>,
         cancel: &CancellationToken,
     ) -> Result<RunOutcome, SandboxError> {
-        if request.language != Language::Python {
+        let Some(kind) = KernelKind::of(request.language) else {
             // run_process checks the program itself.
             return self.run_process(request, events, cancel).await;
-        }
-        self.run_in_kernel(&self.kernel, &self.ipc, None, request, events, cancel)
+        };
+        let slot = self.slot(kind)?;
+        self.run_in_kernel(kind, slot, None, request, events, cancel)
             .await
     }
 
@@ -379,12 +415,14 @@ impl SandboxSession for JailSession {
     /// Stops everything in the session and removes its files.
     async fn close(&self) {
         self.closing.cancel();
-        if let Some(kernel) = self.kernel.lock().await.take() {
-            kernel.shutdown().await;
+        for slot in self.kernels.values() {
+            if let Some(kernel) = slot.kernel.lock().await.take() {
+                kernel.shutdown().await;
+            }
         }
         let contexts: Vec<Arc<Context>> = self.contexts.lock().drain().map(|(_, c)| c).collect();
         for context in contexts {
-            if let Some(kernel) = context.kernel.lock().await.take() {
+            if let Some(kernel) = context.kernel.kernel.lock().await.take() {
                 kernel.shutdown().await;
             }
         }
@@ -407,12 +445,12 @@ impl Contexts for JailSession {
         }
         let id = uuid::Uuid::new_v4().to_string();
         let ipc = self.root.join(format!("ipc-{}", &id[..8]));
-        let kernel = if language == Language::Python {
+        let kernel = if let Some(kind) = KernelKind::of(language) {
             std::fs::DirBuilder::new()
                 .mode(0o700)
                 .create(&ipc)
                 .map_err(|e| internal("context directory", &e))?;
-            match self.start_kernel_in(&ipc, cwd).await {
+            match self.start_kernel_in(kind, &ipc, cwd).await {
                 Ok(kernel) => Some(kernel),
                 Err(e) => {
                     unmount(&ipc);
@@ -426,8 +464,10 @@ impl Contexts for JailSession {
         let context = Arc::new(Context {
             language,
             cwd: cwd.map(str::to_string),
-            kernel: tokio::sync::Mutex::new(kernel),
-            ipc,
+            kernel: KernelSlot {
+                kernel: tokio::sync::Mutex::new(kernel),
+                ipc,
+            },
         });
         self.contexts.lock().insert(id.clone(), context);
         Ok(id)
@@ -441,20 +481,26 @@ impl Contexts for JailSession {
         cancel: &CancellationToken,
     ) -> Result<RunOutcome, SandboxError> {
         let context = self.context(context)?;
-        if context.language == Language::Python && request.language == Language::Python {
-            return self
-                .run_in_kernel(
-                    &context.kernel,
-                    &context.ipc,
-                    context.cwd.as_deref(),
-                    request,
-                    events,
-                    cancel,
-                )
-                .await;
+        if let Some(kind) = KernelKind::of(request.language) {
+            if context.language == request.language {
+                return self
+                    .run_in_kernel(
+                        kind,
+                        &context.kernel,
+                        context.cwd.as_deref(),
+                        request,
+                        events,
+                        cancel,
+                    )
+                    .await;
+            }
+            return Err(SandboxError::InvalidInput(format!(
+                "this context runs {}, not {}",
+                context.language, request.language
+            )));
         }
         let request = RunRequest {
-            code: in_directory(request.language, context.cwd.as_deref(), &request.code),
+            cwd: request.cwd.clone().or_else(|| context.cwd.clone()),
             ..request.clone()
         };
         self.run_process(&request, events, cancel).await
@@ -462,11 +508,13 @@ impl Contexts for JailSession {
 
     async fn restart_context(&self, context: &str) -> Result<(), SandboxError> {
         let context = self.context(context)?;
-        let mut slot = context.kernel.lock().await;
-        if let Some(kernel) = slot.take() {
+        let mut slot = context.kernel.kernel.lock().await;
+        if let Some(kernel) = slot.take()
+            && let Some(kind) = KernelKind::of(context.language)
+        {
             kernel.shutdown().await;
             *slot = Some(
-                self.start_kernel_in(&context.ipc, context.cwd.as_deref())
+                self.start_kernel_in(kind, &context.kernel.ipc, context.cwd.as_deref())
                     .await?,
             );
         }
@@ -477,13 +525,13 @@ impl Contexts for JailSession {
         let found = self.contexts.lock().remove(context);
         let context =
             found.ok_or_else(|| SandboxError::NotFound(format!("Context {context} not found")))?;
-        if let Some(kernel) = context.kernel.lock().await.take() {
+        if let Some(kernel) = context.kernel.kernel.lock().await.take() {
             kernel.shutdown().await;
         }
-        let _ = tokio::process::Command::from(unmount_command(&context.ipc))
+        let _ = tokio::process::Command::from(unmount_command(&context.kernel.ipc))
             .status()
             .await;
-        let _ = std::fs::remove_dir_all(&context.ipc);
+        let _ = std::fs::remove_dir_all(&context.kernel.ipc);
         Ok(())
     }
 }
