@@ -9,6 +9,19 @@ req="$root/scripts/api-test-requirements.txt"
 cache="${RUNCELL_CACHE:-$HOME/.cache/runcell}"
 venv="$cache/api-clients"
 
+# The older E2B SDK pair, in a venv of its own (its pins clash with the
+# newest pair's).
+older_req="$root/scripts/api-test-requirements-e2b-older.txt"
+older="$cache/api-clients-e2b-older"
+if ! cmp -s "$older_req" "$older/runcell-requirements.txt" 2>/dev/null; then
+    echo "==> building the older E2B SDKs' venv in $older"
+    rm -rf "$older"
+    python3 -m venv "$older"
+    "$older/bin/pip" install --quiet --disable-pip-version-check -r "$older_req"
+    "$older/bin/python" -c "import e2b, e2b_code_interpreter"
+    cp "$older_req" "$older/runcell-requirements.txt"
+fi
+
 if cmp -s "$req" "$venv/runcell-requirements.txt" 2>/dev/null; then
     exit 0
 fi

@@ -12,12 +12,17 @@ use crate::support::{TestServer, http};
 
 /// The clients' venv: `RUNCELL_CACHE` (or `~/.cache/runcell`) `/api-clients`.
 fn venv() -> Option<PathBuf> {
+    venv_named("api-clients")
+}
+
+/// A venv of `scripts/setup-api-clients.sh`'s, by name.
+fn venv_named(name: &str) -> Option<PathBuf> {
     let cache = std::env::var_os("RUNCELL_CACHE")
         .map(PathBuf::from)
         .or_else(|| {
             std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/runcell"))
         })?;
-    let venv = cache.join("api-clients");
+    let venv = cache.join(name);
     venv.join("bin/python").is_file().then_some(venv)
 }
 
@@ -135,6 +140,20 @@ async fn the_official_e2b_sdk_runs_on_runcell() {
     let Some(venv) = venv() else {
         return missing("the API clients' venv (e2b, e2b-code-interpreter)", HOW);
     };
+    e2b_check(&venv).await;
+}
+
+/// The same check with the older pair (e2b-code-interpreter 2.9.1, e2b
+/// 2.39.1), the versions E2B's own suites ran with against runcell.
+#[tokio::test]
+async fn the_older_e2b_sdk_pair_runs_on_runcell() {
+    let Some(venv) = venv_named("api-clients-e2b-older") else {
+        return missing("the older E2B SDKs' venv", HOW);
+    };
+    e2b_check(&venv).await;
+}
+
+async fn e2b_check(venv: &std::path::Path) {
     let server = TestServer::start().await;
     let key = server.api_key("e2b-sdk").await;
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/e2b_check.py");

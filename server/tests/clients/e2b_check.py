@@ -4,7 +4,8 @@ their cloud.
 Usage: E2B_API_URL=URL E2B_SANDBOX_URL=URL E2B_API_KEY=KEY \
        E2B_VALIDATE_API_KEY=false python e2b_check.py
 
-Covers create, run_code (state, text, stdout, png results, errors),
+Covers create, run_code (state, text, stdout, png results, errors;
+JavaScript, TypeScript and R kernels; environment variables per language),
 code contexts (their order, one in /root), connect, files.write/read/list,
 commands.run, set_timeout, list, kill, and a kill during a run. Exits non-zero, saying what went wrong, on the first unexpected answer.
 """
@@ -19,6 +20,68 @@ from e2b import Sandbox as BaseSandbox
 from e2b_code_interpreter import Sandbox
 
 from checks import check
+
+
+def languages(sandbox):
+    """JavaScript, TypeScript and R as E2B's own language suites use them."""
+    js = lambda code, **kw: sandbox.run_code(code, language="js", **kw)
+    js("const z = 1")
+    check(js("z").text == "1", "js context: state is kept between cells", js("z").text)
+    awaited = js("async function main() {\n  return 'Hello, World!'\n}\n\nawait main()")
+    check(awaited.text == "Hello, World!", "js top level await", awaited.text)
+    es6 = js("const add = (x, y) => x + y;\nadd(1, 2)")
+    check(es6.text == "3", "js es6: the last expression is the value", es6.text)
+    imported = js("import path from 'path'\npath.join('a', 'b')")
+    check(imported.text == "a/b", "js import (ESM syntax)", imported.text)
+    check(js("process.cwd()").text == "/home/user", "js cwd", None)
+    ctx = sandbox.create_code_context(cwd="/home", language="js")
+    cwd = sandbox.run_code("process.cwd()", context=ctx)
+    check(cwd.text == "/home", "a js context runs in its cwd", cwd.text)
+    ts = sandbox.run_code("function subtract(x: number, y: number): number {\n  return x - y;\n}\n\nsubtract(1, 2)",
+                          language="ts")
+    check(ts.text == "-1", "ts simple: types are stripped", ts.text)
+    bad = sandbox.run_code("const a = 1\nnull.x", language="ts")
+    check(bad.error is not None and bad.error.name == "TypeError" and "<anonymous>:2" in bad.error.traceback,
+          "a ts error names the cell's own line", bad.error)
+    env = js("process.env.GREETING")
+    check(env.text == "hi", "js sees the sandbox's envs", env.text)
+    per_run = js("process.env.FOO", envs={"FOO": "bar"})
+    after = js("process.env.FOO || 'default'")
+    check((per_run.text, after.text) == ("bar", "default"), "js: a run's envs are set, then undone",
+          (per_run.text, after.text))
+    r = sandbox.run_code("x <- c(1, 2, 3, 4)\nmean(x)", language="r")
+    check(r.results and r.results[0].text == "[1] 2.5", "r runs and shows its value", r.results)
+    r_env = sandbox.run_code("Sys.getenv('FOO')", language="r", envs={"FOO": "bar"})
+    r_after = sandbox.run_code("Sys.getenv('FOO', unset = 'default')", language="r")
+    check(r_env.results[0].text.strip() == '[1] "bar"' and r_after.results[0].text.strip() == '[1] "default"',
+          "r: a run's envs are set, then undone", (r_env.results, r_after.results))
+    r_global = sandbox.run_code("Sys.getenv('GREETING')", language="r")
+    check(r_global.results[0].text.strip() == '[1] "hi"', "r sees the sandbox's envs", r_global.results)
+    bash = sandbox.run_code("echo $FOO\nfalse_command_here", language="bash", envs={"FOO": "bar"})
+    check(bash.logs.stdout == ["bar\n"], "bash: a run's envs are its environment", bash.logs.stdout)
+    check("line 2" in "".join(bash.logs.stderr), "bash: error lines are the program's own",
+          bash.logs.stderr)
+
+
+def addons(sandbox):
+    """What E2B's template adds to Python: charts, data frames' data, PIL."""
+    figure = sandbox.run_code(
+        "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9], label='squares')\n"
+        "plt.title('Squares')\nplt.xlabel('n')\nplt.show()")
+    charts = [r.chart for r in figure.results if r.chart is not None]
+    check(len(charts) == 1, "a figure comes with its chart", figure.results)
+    chart = charts[0]
+    check(str(getattr(chart.type, "value", chart.type)) == "line" and chart.title == "Squares",
+          "the chart is a line chart with its title", chart)
+    check(chart.elements and [tuple(p) for p in chart.elements[0].points][:2] == [(1, 1), (2, 4)],
+          "the chart's points are the data", chart.elements)
+    frame = sandbox.run_code("import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})")
+    check(frame.results and frame.results[0].data == {"a": [1, 2], "b": ["x", "y"]},
+          "a data frame comes with its data", frame.results)
+    image = sandbox.run_code("from PIL import Image\nImage.new('RGB', (8, 8), 'red').save('red.png')")
+    check(any(r.png for r in image.results), "saving a PIL image shows it", image.results)
+    shown = sandbox.run_code("Image.new('RGB', (8, 8), 'blue').show()")
+    check(any(r.png for r in shown.results), "Image.show() shows it in the cell", shown.results)
 
 
 def main():
@@ -58,8 +121,11 @@ def main():
           "an exception is Execution.error", failed.error)
     check("division by zero" in failed.error.value, "the error says why", failed.error.value)
 
+    addons(sandbox)
+
     js = sandbox.run_code("console.log(6 * 7)", language="javascript")
     check(js.logs.stdout == ["42\n"], "javascript runs", js.logs.stdout)
+    languages(sandbox)
 
     context = sandbox.create_code_context(language="python", cwd="/home/user")
     check(bool(context.id), "a code context is created", context)
