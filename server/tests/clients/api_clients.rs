@@ -287,3 +287,28 @@ async fn a_session_downloads_as_a_notebook_that_nbformat_validates() {
     assert!(ok, "nbformat refused the notebook:\n{output}\n{owned}");
     assert!(output.contains("ok: "), "{output}");
 }
+
+/// Jupyter's own conformance suite for kernels (jupyter_kernel_test) on the
+/// JavaScript and TypeScript kernel and on R's IRkernel.
+#[tokio::test]
+async fn the_kernels_pass_jupyter_kernel_test() {
+    let Some(venv) = venv() else {
+        return missing("the API clients' venv (jupyter_kernel_test)", HOW);
+    };
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/clients/kernel_conformance.py"
+    );
+    let kernel = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/sandbox/jail/node_kernel.js"
+    );
+    let mut command = Command::new(venv.join("bin/python"));
+    command
+        .current_dir(std::env::temp_dir())
+        .env("RUNCELL_NODE_KERNEL", kernel)
+        .arg(script);
+    let (ok, output) = run(command).await;
+    assert!(ok, "the kernel conformance run failed:\n{output}");
+    assert!(output.contains("ok: kernel conformance"), "{output}");
+}

@@ -150,15 +150,15 @@ class Peer {
   }
 }
 
-// A listening socket of one type at `file`.
-function listen(file, socketType, onMessage, onSubscribe) {
+// A listening socket of one type at `address` (`{path}` or `{host, port}`).
+function listen(address, socketType, onMessage, onSubscribe) {
   const peers = new Set();
   const server = net.createServer((socket) => {
     const peer = new Peer(socket, socketType, onMessage, onSubscribe);
     peers.add(peer);
     socket.on('close', () => peers.delete(peer));
   });
-  server.listen(file);
+  server.listen(address);
   return peers;
 }
 
@@ -209,8 +209,11 @@ function wire(connection) {
   };
 }
 
+// Where a socket listens: an `ipc` path as libzmq names it (`<ip>-<port>`),
+// as runcell's jails use, or TCP (as Jupyter's own tools start kernels).
 function socketPath(connection, port) {
-  return `${connection.ip}-${port}`;
+  if (connection.transport === 'tcp') return { host: connection.ip, port };
+  return { path: `${connection.ip}-${port}` };
 }
 
 function arg(name) {
@@ -514,6 +517,15 @@ async function handle(peer, m) {
       current = null;
     } else if (type === 'is_complete_request') {
       reply('is_complete_reply', { status: 'unknown' });
+    } else if (type === 'complete_request') {
+      const at = Number(m.content.cursor_pos) || 0;
+      reply('complete_reply', { status: 'ok', matches: [], cursor_start: at, cursor_end: at, metadata: {} });
+    } else if (type === 'inspect_request') {
+      reply('inspect_reply', { status: 'ok', found: false, data: {}, metadata: {} });
+    } else if (type === 'history_request') {
+      reply('history_reply', { status: 'ok', history: [] });
+    } else if (type === 'comm_info_request') {
+      reply('comm_info_reply', { status: 'ok', comms: {} });
     } else if (type === 'shutdown_request') {
       reply('shutdown_reply', { status: 'ok', restart: !!m.content.restart });
       setTimeout(() => process.exit(0), 50);
