@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the venv of Python API clients the tests use (schemathesis, the MCP
-# and E2B SDKs), outside the checkout. Idempotent: rebuilt only when
+# and E2B SDKs, the older E2B pair in a venv of its own) and installs E2B's
+# JavaScript SDKs, outside the checkout. Idempotent: rebuilt only when
 # scripts/api-test-requirements.txt changes.
 set -euo pipefail
 
@@ -20,6 +21,17 @@ if ! cmp -s "$older_req" "$older/runcell-requirements.txt" 2>/dev/null; then
     "$older/bin/pip" install --quiet --disable-pip-version-check -r "$older_req"
     "$older/bin/python" -c "import e2b, e2b_code_interpreter"
     cp "$older_req" "$older/runcell-requirements.txt"
+fi
+
+# E2B's JavaScript SDKs, from their committed lockfile.
+js_src="$root/server/tests/clients/e2b-js"
+js_dir="$cache/e2b-js"
+if ! cmp -s "$js_src/package-lock.json" "$js_dir/package-lock.json" 2>/dev/null; then
+    echo "==> installing E2B's JavaScript SDKs in $js_dir"
+    rm -rf "$js_dir"
+    mkdir -p "$js_dir"
+    cp "$js_src/package.json" "$js_src/package-lock.json" "$js_dir/"
+    (cd "$js_dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
 
 if cmp -s "$req" "$venv/runcell-requirements.txt" 2>/dev/null; then

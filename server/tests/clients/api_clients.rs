@@ -15,14 +15,19 @@ fn venv() -> Option<PathBuf> {
     venv_named("api-clients")
 }
 
-/// A venv of `scripts/setup-api-clients.sh`'s, by name.
-fn venv_named(name: &str) -> Option<PathBuf> {
+/// A directory `scripts/setup-api-clients.sh` fills, by name.
+fn cache_dir(name: &str) -> Option<PathBuf> {
     let cache = std::env::var_os("RUNCELL_CACHE")
         .map(PathBuf::from)
         .or_else(|| {
             std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/runcell"))
         })?;
-    let venv = cache.join(name);
+    Some(cache.join(name))
+}
+
+/// A venv of `scripts/setup-api-clients.sh`'s, by name.
+fn venv_named(name: &str) -> Option<PathBuf> {
+    let venv = cache_dir(name)?;
     venv.join("bin/python").is_file().then_some(venv)
 }
 
@@ -286,6 +291,37 @@ async fn a_session_downloads_as_a_notebook_that_nbformat_validates() {
     let (ok, output) = run(command).await;
     assert!(ok, "nbformat refused the notebook:\n{output}\n{owned}");
     assert!(output.contains("ok: "), "{output}");
+}
+
+/// E2B's JavaScript SDKs (`@e2b/code-interpreter` 2.8.0, `e2b` 2.51.0, the
+/// version E2B's JS suites ran with) on runcell.
+#[tokio::test]
+async fn the_e2b_javascript_sdk_runs_on_runcell() {
+    let Some(sdk) =
+        cache_dir("e2b-js").filter(|dir| dir.join("node_modules/@e2b/code-interpreter").is_dir())
+    else {
+        return missing("E2B's JavaScript SDKs", HOW);
+    };
+    let server = TestServer::start().await;
+    let key = server.api_key("e2b-js-sdk").await;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/e2b_check.mjs");
+    let base = server.url("");
+    let mut command = Command::new("node");
+    command
+        .current_dir(std::env::temp_dir())
+        .env("E2B_JS_SDK", &sdk)
+        .env("E2B_API_URL", &base)
+        .env("E2B_SANDBOX_URL", &base)
+        .env("E2B_API_KEY", &key)
+        .env_remove("E2B_DOMAIN")
+        .env_remove("E2B_DEBUG")
+        .arg(script);
+    let (ok, output) = run(command).await;
+    assert!(ok, "the E2B JavaScript SDK failed:\n{output}");
+    assert!(
+        output.contains("ok: all E2B JS SDK calls answered"),
+        "{output}"
+    );
 }
 
 /// Jupyter's own conformance suite for kernels (jupyter_kernel_test) on the

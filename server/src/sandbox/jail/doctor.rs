@@ -39,7 +39,10 @@ fn hello(language: Language) -> (&'static str, &'static str) {
             "const who: string = 'hello';\nconsole.log(who, process.getuid())",
             "hello",
         ),
-        Language::R => ("cat('hello', Sys.getuid(), '\\n')", "hello"),
+        Language::R => (
+            "cat('hello', Sys.info()[['effective_user']], '\\n')",
+            "hello",
+        ),
         Language::Bash => ("echo hello $(id -u) $(hostname)", "hello"),
         Language::C => (
             "#include <stdio.h>\nint main(void){puts(\"hello\");return 0;}",
