@@ -366,7 +366,10 @@ async fn chat_keeps_the_session_ctrl_c_stops_a_runaway_turn_and_share_links_open
     chat.until("runcell chat").await;
 
     // A question typed over several lines (a code fence stays open).
-    chat.send("```python\nn = 0\nprint('spin' + 'ning', flush=True)\nwhile True:\n    n += 1\n```")
+    // The loop counts before it says so: Ctrl+C, sent on seeing it, cannot
+    // land before the first count (it landed inside a flushing print once,
+    // on a loaded machine, and the count was still 0).
+    chat.send("```python\nn = 0\nwhile True:\n    n += 1\n    if n == 1:\n        print('spin' + 'ning', flush=True)\n```")
         .await;
     chat.until("spinning").await;
     chat.interrupt().await;
