@@ -414,14 +414,7 @@ impl Served {
         // A context is a kernel: its start counts as a run of the owner's.
         let _starting = self.code_api.admit_kernel_start(&sandbox.caller())?;
         let id = session.create_context(lang, Some(&cwd)).await?;
-        let mut code = if lang == Language::Python {
-            E2B_FORMATTERS.to_string()
-        } else {
-            String::new()
-        };
-        if has_kernel(lang) && !sandbox.env_vars.is_empty() {
-            code.push_str(&set_env_code(lang, &sandbox.env_vars));
-        }
+        let code = setup_code(lang, &sandbox.env_vars);
         if !code.is_empty() {
             let request = self.request(code, lang, None);
             session
@@ -605,11 +598,7 @@ impl Served {
             context: None,
             counted_as: "python".into(),
         };
-        let mut code = E2B_FORMATTERS.to_string();
-        if !sandbox.env_vars.is_empty() {
-            code.push('\n');
-            code.push_str(&set_env_code(Language::Python, &sandbox.env_vars));
-        }
+        let code = setup_code(Language::Python, &sandbox.env_vars);
         self.silent(sandbox, &target, code).await
     }
 
@@ -650,6 +639,20 @@ fn language_of(name: &str) -> Result<Language, ServedError> {
 /// What E2B's template registers in its Python kernel: the `e2b/data` and
 /// `e2b/chart` formatters and PIL's show and save hooks.
 const E2B_FORMATTERS: &str = include_str!("e2b_formatters.py");
+
+/// What a new kernel of `language` in an E2B sandbox runs first, silently:
+/// E2B's formatters (Python) and the sandbox's variables (any kernel).
+fn setup_code(language: Language, vars: &BTreeMap<String, String>) -> String {
+    let mut code = String::new();
+    if language == Language::Python {
+        code.push_str(E2B_FORMATTERS);
+        code.push('\n');
+    }
+    if has_kernel(language) && !vars.is_empty() {
+        code.push_str(&set_env_code(language, vars));
+    }
+    code
+}
 
 /// Whether a language runs in a kernel that keeps its environment.
 fn has_kernel(language: Language) -> bool {
