@@ -530,6 +530,13 @@ impl Notebook {
                     }
                 }
             }
+            EventBody::CellReset { cell_id } => {
+                if let Some(cell) = self.cell_mut(*cell_id) {
+                    cell.text.clear();
+                    cell.html.clear();
+                    cell.highlighted = 0;
+                }
+            }
             EventBody::CellOutput { cell_id, output } => {
                 if let Some(cell) = self.cell_mut(*cell_id) {
                     push_output(&mut cell.outputs, output);
@@ -1134,5 +1141,54 @@ mod tests {
         let notebook = Notebook::from_events(&SessionEvent::numbered(bodies, 1));
         assert_eq!(shown(&notebook), [1, 2]);
         assert!(!notebook.kernel_off_branch());
+    }
+
+    #[test]
+    fn a_reset_explanation_keeps_only_its_new_text() {
+        let cell = CellId(3);
+        let events = [
+            at(
+                1,
+                EventBody::TurnStarted {
+                    turn: TurnId(1),
+                    turn_kind: TurnKind::Ask,
+                    alternative_to: None,
+                },
+            ),
+            at(
+                2,
+                EventBody::CellStarted {
+                    cell_id: cell,
+                    cell_kind: CellKind::Explanation,
+                    language: None,
+                    attempt: None,
+                    source: None,
+                },
+            ),
+            at(
+                3,
+                EventBody::CellDelta {
+                    cell_id: cell,
+                    text: "The answer is 42. ".into(),
+                    highlight: Some(crate::protocol::Highlight {
+                        html: "<p>old</p>".into(),
+                        upto: 3,
+                    }),
+                },
+            ),
+            at(4, EventBody::CellReset { cell_id: cell }),
+            at(
+                5,
+                EventBody::CellDelta {
+                    cell_id: cell,
+                    text: "It is 42.".into(),
+                    highlight: None,
+                },
+            ),
+        ];
+        let notebook = Notebook::from_events(&events);
+        let shown = notebook.cells().find(|c| c.id == cell).unwrap();
+        assert_eq!(shown.text, "It is 42.");
+        assert!(shown.html.is_empty() && shown.highlighted == 0);
     }
 }

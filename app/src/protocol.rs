@@ -434,6 +434,11 @@ pub enum EventBody {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         highlight: Option<Highlight>,
     },
+    /// A streaming explanation starts over: the text (and markup) so far is
+    /// dropped, and the deltas that follow are its new text. An explanation
+    /// that named a figure the output does not show is replaced in place,
+    /// never left standing struck through.
+    CellReset { cell_id: CellId },
     /// More output for a result cell.
     CellOutput { cell_id: CellId, output: Output },
     /// A cell is complete.

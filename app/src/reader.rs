@@ -168,6 +168,9 @@ pub fn event_body(v: &Value) -> Read<EventBody> {
                 })
                 .transpose()?,
         },
+        "cell_reset" => EventBody::CellReset {
+            cell_id: cell_id(v, "cell_id")?,
+        },
         "cell_output" => EventBody::CellOutput {
             cell_id: cell_id(v, "cell_id")?,
             output: output(required(v, "output")?)?,

@@ -124,6 +124,7 @@ fn event_bodies() -> Vec<EventBody> {
             text: String::new(),
             highlight: None,
         },
+        EventBody::CellReset { cell_id: CellId(2) },
         EventBody::CellFinished {
             cell_id: CellId(2),
             status: CellStatus::Error,

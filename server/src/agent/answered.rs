@@ -25,6 +25,9 @@ pub enum Doubt {
     /// the pandas program never derives one from its dates (it grouped by
     /// the day).
     NoPeriod(Period),
+    /// The question gives a template for its answers (`@mean[value]`) and
+    /// the output fills in not every one of them.
+    NoAnswerForm,
 }
 
 /// A calendar period a question groups by.
@@ -69,6 +72,7 @@ impl Doubt {
             Doubt::NoPeriod(Period::Week) => NO_WEEK,
             Doubt::NoPeriod(Period::Month) => NO_MONTH,
             Doubt::NoPeriod(Period::Year) => NO_YEAR,
+            Doubt::NoAnswerForm => NO_ANSWER_FORM,
         }
     }
 
@@ -81,6 +85,7 @@ impl Doubt {
             Doubt::OnlyFigure => "only_a_chart",
             Doubt::WholeColumn => "whole_column",
             Doubt::NoPeriod(_) => "no_period",
+            Doubt::NoAnswerForm => "no_answer_form",
         }
     }
 }
@@ -93,6 +98,18 @@ pub fn doubt(question: &str, language: &str, code: &str, report: &str) -> Option
     }
     if only_empty_values(report) {
         return Some(Doubt::Empty);
+    }
+    // The question's own form for its answers, not followed: a person
+    // who asked for `@mean[value]` gets no answer in another form (DABench:
+    // 4 of 18 wrong answers were right values in another form, and the
+    // form was missing from 8 of 40 outputs).
+    let templates = answer_templates(question);
+    if !templates.is_empty()
+        && !templates
+            .iter()
+            .all(|name| report.contains(&format!("@{name}[")))
+    {
+        return Some(Doubt::NoAnswerForm);
     }
     let asked_for_chart = asks_for_chart(question);
     if only_figures(report) && !asked_for_chart {
@@ -122,6 +139,31 @@ pub fn doubt(question: &str, language: &str, code: &str, report: &str) -> Option
         return Some(Doubt::WholeColumn);
     }
     None
+}
+
+const NO_ANSWER_FORM: &str = "The question says how to write its answer (such as \
+`@name[value]`), but the output does not show every answer in that form. Write the complete \
+program again so that its last lines print each answer exactly in the question's form, with \
+its names, filled in with the computed values.";
+
+/// The names of the answer templates a question gives (`@mean_fare[...]`),
+/// at most sixteen, in order.
+pub fn answer_templates(question: &str) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for (at, _) in question.match_indices('@') {
+        let rest = &question[at + 1..];
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if !name.is_empty() && rest[name.len()..].starts_with('[') && !names.contains(&name) {
+            names.push(name);
+            if names.len() == 16 {
+                break;
+            }
+        }
+    }
+    names
 }
 
 const NOTHING: &str = "The program ran but printed nothing, so it did not answer the \
@@ -333,7 +375,7 @@ fn groups(statements: &[&str]) -> bool {
 }
 
 /// A line of Python up to its comment: the first `#` outside a string.
-fn without_comment(line: &str) -> &str {
+pub fn without_comment(line: &str) -> &str {
     let mut quote: Option<char> = None;
     let mut escaped = false;
     for (at, c) in line.char_indices() {
@@ -350,8 +392,40 @@ fn without_comment(line: &str) -> &str {
     line
 }
 
-/// "per region", "for each month", "total revenue by region", "which region
-/// has the largest total".
+/// A word for one row or one value of a table, or a unit: "each row",
+/// "per square metre" are not groups.
+fn row_unit(word: &str) -> bool {
+    matches!(
+        word,
+        "row"
+            | "record"
+            | "entry"
+            | "value"
+            | "observation"
+            | "item"
+            | "element"
+            | "line"
+            | "sample"
+            | "instance"
+            | "point"
+            | "data"
+            | "column"
+            | "cell"
+            | "individual"
+            | "person"
+            | "unit"
+            | "case"
+            | "square"
+            | "cubic"
+            | "capita"
+            | "one"
+            | "of"
+            | "other"
+    )
+}
+
+/// "total revenue per region", "the average price for each product", "total
+/// revenue by region", "which region has the largest total".
 fn asks_per_group(question: &str) -> bool {
     let q = question.to_lowercase();
     let words: Vec<&str> = q
@@ -391,13 +465,22 @@ fn asks_per_group(question: &str) -> bool {
                 | "worst"
         )
     };
+    // "per region" or "for each product" groups when an aggregate comes
+    // before it in the question ("the total revenue per region", "the mean
+    // fare for each class"); "for each row, compute", "the value of each
+    // passenger" and "per square metre" do not. DABench: the check fired in
+    // 6 of 40 turns on any "each"/"per", 5 of them on a right first program.
+    let aggregated_before = |i: usize| words[i.saturating_sub(6)..i].iter().any(|w| aggregate(w));
     for (i, pair) in words.windows(2).enumerate() {
         match pair {
             // "per region", not "per cent" or "5% per year" in a rate.
-            ["per", next] if !matches!(*next, "cent" | "year" | "annum" | "hour" | "second") => {
+            ["per" | "each", next]
+                if !matches!(*next, "cent" | "year" | "annum" | "hour" | "second")
+                    && !row_unit(next)
+                    && aggregated_before(i) =>
+            {
                 return true;
             }
-            ["each", _] => return true,
             // "total revenue by region": an aggregate within three words before.
             ["by", _] if words[i.saturating_sub(3)..i].iter().any(|w| aggregate(w)) => {
                 return true;
@@ -459,7 +542,12 @@ mod tests {
         );
         // Asked for a chart but shown none: the usual checks still hold.
         assert_eq!(
-            doubt("plot the units per region", "python", &per_row, "West 3\n"),
+            doubt(
+                "plot the total units per region",
+                "python",
+                &per_row,
+                "West 3\n"
+            ),
             Some(Doubt::Ungrouped)
         );
     }
@@ -512,8 +600,13 @@ mod tests {
             );
             assert_eq!(doubt(q, "python", &grouped, "West 10\n"), None, "{q}");
         }
-        // Not a grouping question, or no table.
+        // Not a grouping question, or no table: one row, one value, a
+        // unit, nothing aggregated before the "each".
         for q in [
+            "For each row, compute the ratio of A to B and report the mean ratio.",
+            "Calculate the mean of each value after scaling.",
+            "What is the population density per square kilometre?",
+            "Create a new column with the age of each passenger.",
             "What is 1000 at 5% per year for 10 years?",
             "Divide 10 by 4.",
             "Sort the rows by price and print the first.",
@@ -644,5 +737,28 @@ mod tests {
                 .note()
                 .contains("(df['a'] * df['b']).sum()")
         );
+    }
+
+    #[test]
+    fn an_answer_asked_in_a_form_is_printed_in_it() {
+        let q = "What is the mean fare?\n\n@mean_fare[mean_fare_value] where the value has two decimals; \
+                 and @count[n].";
+        assert_eq!(answer_templates(q), ["mean_fare", "count"]);
+        assert_eq!(
+            doubt(q, "python", "print(1)", "mean fare: 34.65\ncount: 3\n"),
+            Some(Doubt::NoAnswerForm)
+        );
+        assert_eq!(
+            doubt(q, "python", "print(1)", "@mean_fare[34.65]\n"),
+            Some(Doubt::NoAnswerForm),
+            "every name"
+        );
+        assert_eq!(
+            doubt(q, "python", "print(1)", "@mean_fare[34.65]\n@count[3]\n"),
+            None
+        );
+        // An e-mail address or a decorator is no template.
+        assert!(answer_templates("mail a@b.com, use @property").is_empty());
+        assert!(Doubt::NoAnswerForm.note().contains("`@name[value]`"));
     }
 }

@@ -258,6 +258,82 @@ fn sentences(text: &str) -> Vec<&str> {
     out
 }
 
+/// An explanation on its way to the page: text is let through a sentence
+/// at a time, once the sentence is complete and names only figures of the
+/// sources; the first sentence that names another is held, and everything
+/// after it, so that no invented figure is ever shown.
+pub struct Gate<'a> {
+    sources: &'a [&'a str],
+    code: &'a str,
+    text: String,
+    /// Bytes of `text` let through.
+    shown: usize,
+    held: bool,
+}
+
+impl<'a> Gate<'a> {
+    pub fn new(sources: &'a [&'a str], code: &'a str) -> Self {
+        Self {
+            sources,
+            code,
+            text: String::new(),
+            shown: 0,
+            held: false,
+        }
+    }
+
+    /// Takes the next piece of the reply; returns what may be shown now.
+    pub fn push(&mut self, delta: &str) -> Option<String> {
+        self.text.push_str(delta);
+        if self.held {
+            return None;
+        }
+        let from = self.shown;
+        while let Some(end) = sentence_end(&self.text, self.shown) {
+            let sentence = &self.text[self.shown..end];
+            if !invented(sentence, self.sources, self.code).is_empty() {
+                self.held = true;
+                break;
+            }
+            self.shown = end;
+        }
+        (self.shown > from).then(|| self.text[from..self.shown].to_string())
+    }
+
+    /// The rest of `text` (the whole reply), once the whole was found
+    /// grounded.
+    pub fn finish(&mut self, text: &str) -> Option<String> {
+        let rest = text.get(self.shown..).filter(|r| !r.is_empty())?;
+        self.shown = text.len();
+        Some(rest.to_string())
+    }
+}
+
+/// Where the first complete sentence of `text` after `from` ends: after a
+/// `.`, `!` or `?` followed by whitespace (a decimal point is not), or
+/// after a line break; with the whitespace that follows it.
+fn sentence_end(text: &str, from: usize) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut i = from;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let ends = b == b'\n'
+            || matches!(b, b'.' | b'!' | b'?')
+                && bytes.get(i + 1).is_some_and(u8::is_ascii_whitespace);
+        if ends {
+            let mut end = i + 1;
+            while end < bytes.len() && bytes[end].is_ascii_whitespace() {
+                end += 1;
+            }
+            // The whitespace may go on in the next piece: wait for it, so
+            // that a sentence is never shown without its end.
+            return (end < bytes.len()).then_some(end);
+        }
+        i += 1;
+    }
+    None
+}
+
 /// What stands when both of the model's explanations invented a figure:
 /// the second's grounded sentences, followed by the output quoted unless
 /// they already name one of its figures; or the output quoted alone. The
@@ -457,5 +533,32 @@ mod tests {
         let (text, pruned) = stand_in(Some("It is 43."), out, &sources, "");
         assert!(!pruned && text.starts_with("The program printed") && text.contains("total: 42"));
         assert!(!stand_in(None, out, &sources, "").1);
+    }
+
+    #[test]
+    fn the_gate_shows_grounded_sentences_and_holds_from_the_first_invented_one() {
+        let sources = ["total: 42\n", "what is the total?", "x = 3"];
+        let mut gate = Gate::new(&sources, "x = 3");
+        // Nothing before a sentence is complete.
+        assert_eq!(gate.push("The total is 4"), None);
+        assert_eq!(
+            gate.push("2. It used x = "),
+            Some("The total is 42. ".into())
+        );
+        // A literal of the program counts; an invented figure holds all.
+        assert_eq!(
+            gate.push("3 rows. Then 12,345 more"),
+            Some("It used x = 3 rows. ".into())
+        );
+        assert_eq!(gate.push(" were added. The end. "), None);
+        assert_eq!(gate.push("More."), None);
+        // A decimal point is no sentence's end.
+        let mut gate = Gate::new(&sources, "");
+        assert_eq!(gate.push("It is 42.0 exactly"), None);
+        assert_eq!(gate.push(".\nNext"), Some("It is 42.0 exactly.\n".into()));
+        assert_eq!(
+            gate.finish("It is 42.0 exactly.\nNext"),
+            Some("Next".into())
+        );
     }
 }

@@ -111,6 +111,32 @@ enum Reply {
     Failed,
 }
 
+/// Programs written again as they were, refused, that a turn asks for
+/// once more without using one of its attempts.
+const MAX_REPEATS: u32 = 2;
+
+/// A program a turn tried: as compared, the attempt number shown, and what
+/// came of it.
+struct Tried {
+    code: String,
+    shown: u32,
+    /// Its error's last line, or what was wrong with what it printed.
+    verdict: String,
+    /// What it hit, with the remedy, for a start over.
+    hit: String,
+}
+
+/// A program as compared with earlier ones: its lines without trailing
+/// blanks, comments or blank lines (a repeat with a new comment is a
+/// repeat).
+fn normalized(code: &str) -> String {
+    code.lines()
+        .map(|line| answered::without_comment(line).trim_end())
+        .filter(|line| !line.trim().is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// How the steps of a turn ended.
 struct Ended {
     status: TurnStatus,
@@ -358,6 +384,9 @@ impl Agent {
         if let Some(note) = prompt::chart_note(&text) {
             system = format!("{system} {note}");
         }
+        if let Some(note) = prompt::format_note(&text) {
+            system = format!("{system} {note}");
+        }
         // The person's files, so that "summarise the uploaded CSV" reads it.
         if let Some(note) = self.kernels.files_note(session.id(), session.owner()).await {
             system = format!("{system}\n\n{note}");
@@ -368,6 +397,8 @@ impl Agent {
                 system = format!("{system} {product}");
             }
         }
+        // The tables' real column names, for a KeyError's hint.
+        let columns = self.kernels.table_columns(session.id());
         let budget = (self.settings.context_tokens as usize)
             .saturating_sub(self.settings.max_tokens as usize)
             .saturating_sub(prompt::approx_tokens(&system) + prompt::approx_tokens(&text) + 256);
@@ -393,35 +424,82 @@ impl Agent {
         let attempts = 1 + self.settings.max_fixes;
         // Where the question ends: the last attempt may start over from it.
         let asked = messages.len();
+        // The question as asked, which a start over repeats.
+        let question = messages
+            .last()
+            .map(|m| m.content.clone())
+            .unwrap_or_default();
         let mut last: Option<(ExecuteCode, Ran, CellId)> = None;
-        for attempt in 1..=attempts {
+        // The programs of this turn so far, to refuse one written again.
+        let mut tried: Vec<Tried> = Vec::new();
+        // Programs refused as repeats, asked again without using an attempt.
+        let mut repeats = 0;
+        let mut attempt = 0;
+        // Whether the conversation ends with the last result and the
+        // request to explain it (not so when the loop ended on a repeat or
+        // on words without a program).
+        let mut explain_asked = false;
+        while attempt < attempts {
+            attempt += 1;
+            // A repeat is asked for again a little less greedily: at
+            // temperature 0 the same conversation gives the same program.
+            let temperature = if repeats > 0 { 0.5 } else { 0.0 };
+            let shown = tried.len() as u32 + 1;
             let reply = self
-                .write_code(session, &messages, model.clone(), attempt, channel, cancel)
+                .write_code(
+                    session,
+                    &messages,
+                    model.clone(),
+                    shown,
+                    temperature,
+                    channel,
+                    cancel,
+                )
                 .await;
             let (program, cell) = match reply {
                 Reply::Program { program, cell } => (program, cell),
                 Reply::Prose(prose) => {
-                    // Words without a program are the answer only when
-                    // every figure they name is the question's: a number no
-                    // program computed was made up ("x divided by 5 is
-                    // 1676204", from memory and wrong).
+                    // Words without a program are the answer only when no
+                    // program of this turn was tried (after failed ones,
+                    // "Iceland, Denmark, Switzerland" would be a conclusion
+                    // nothing computed) and every figure they name is the
+                    // question's: a number no program computed was made up
+                    // ("x divided by 5 is 1676204", from memory and wrong).
+                    // Such a reply is never shown: the model is asked for
+                    // the program.
                     let invented = grounding::invented(&prose, &[text.as_str()], "");
-                    if invented.is_empty() {
+                    if invented.is_empty() && tried.is_empty() {
                         self.publish_text(session, CellKind::Explanation, &prose);
                         return Ended {
                             status: TurnStatus::Ok,
-                            final_cell: last.map(|(_, _, cell)| cell),
+                            final_cell: None,
                         };
                     }
-                    tracing::info!(attempt, invented = ?invented, "a reply without a program names figures nothing computed");
+                    // After a program that ran but looked unanswered (a
+                    // doubt is a suspicion), words without figures of their
+                    // own say it did answer: that program is explained.
+                    if invented.is_empty() && last.as_ref().is_some_and(|(_, ran, _)| !ran.failed())
+                    {
+                        break;
+                    }
+                    tracing::info!(attempt, invented = ?invented, "a reply without a program answers what nothing computed");
                     crate::metrics::explained("uncomputed");
-                    self.publish_withdrawn(session, &prose, &invented, "which no program computed");
                     if attempt < attempts {
                         messages.push(Message::assistant(prose));
-                        messages.push(Message::user(prompt::compute_request(&invented)));
+                        messages.push(Message::user(if invented.is_empty() {
+                            prompt::NO_PROGRAM_REQUEST.to_string()
+                        } else {
+                            prompt::compute_request(&invented)
+                        }));
                         continue;
                     }
-                    self.publish_text(session, CellKind::Explanation, prompt::UNCOMPUTED);
+                    let text = match &last {
+                        Some((program, ran, _)) => {
+                            prompt::no_answer(tried.len(), &ran.report, &program.code, &columns)
+                        }
+                        None => prompt::UNCOMPUTED.to_string(),
+                    };
+                    self.publish_text(session, CellKind::Explanation, &text);
                     return Ended {
                         status: TurnStatus::Error,
                         final_cell: last.map(|(_, _, cell)| cell),
@@ -446,18 +524,56 @@ impl Agent {
                     };
                 }
             };
+            // The same program as an earlier attempt would fail the same
+            // way (six of DABench's seven turns whose every attempt failed
+            // sent one program three times): refused before it runs, and
+            // asked for again without using an attempt, twice a turn at most.
+            if let Some(earlier) = tried.iter().find(|t| t.code == normalized(&program.code)) {
+                let problem = prompt::repeated_program(earlier.shown, &earlier.verdict);
+                self.publish_refusal(session, cell, shown, "repeated_program", &problem);
+                let hit = format!(
+                    "{} (then the same program was written again, and not run)",
+                    earlier.hit
+                );
+                tried.push(Tried {
+                    code: normalized(&program.code),
+                    shown,
+                    verdict: earlier.verdict.clone(),
+                    hit: earlier.hit.clone(),
+                });
+                crate::metrics::unanswered("repeated_program", repeats < MAX_REPEATS);
+                if repeats < MAX_REPEATS {
+                    // Shown its failed program, a small model copies it:
+                    // asked from the question again, told what it hit.
+                    repeats += 1;
+                    attempt -= 1;
+                    messages.truncate(asked);
+                    if let Some(asked) = messages.last_mut().filter(|m| m.role == Role::User) {
+                        asked.content = prompt::start_over(&question, tried.len() as u32, &hit);
+                    }
+                    tracing::info!(attempt, "the same program again; asked anew");
+                    continue;
+                }
+                if last.is_none() {
+                    return Ended {
+                        status: TurnStatus::Error,
+                        final_cell: Some(cell),
+                    };
+                }
+                break;
+            }
             let ran = match checked_language(&program) {
                 Ok(language) => {
                     let run = Program {
                         code_cell: cell,
-                        attempt: Some(attempt),
+                        attempt: Some(shown),
                         language,
                         code: &program.code,
                     };
                     run_into_cell(&self.kernels, session, run, &self.settings.limits, cancel).await
                 }
                 Err(problem) => {
-                    self.publish_refusal(session, cell, attempt, &problem);
+                    self.publish_refusal(session, cell, shown, "invalid_code", &problem);
                     Ran {
                         report: problem,
                         end: RunEnd::Failed,
@@ -483,6 +599,18 @@ impl Agent {
             let doubt = (!ran.failed())
                 .then(|| answered::doubt(&text, &program.language, &program.code, &ran.report))
                 .flatten();
+            tried.push(Tried {
+                code: normalized(&program.code),
+                shown,
+                verdict: match doubt {
+                    Some(doubt) if !ran.failed() => doubt.reason().replace('_', " "),
+                    _ => prompt::verdict(&ran.report),
+                },
+                hit: match doubt {
+                    Some(doubt) if !ran.failed() => doubt.note().to_string(),
+                    _ => prompt::failure_summary(&ran.report, &program.code, &columns),
+                },
+            });
             if let Some(doubt) = doubt {
                 tracing::info!(
                     attempt,
@@ -493,7 +621,7 @@ impl Agent {
                 crate::metrics::unanswered(doubt.reason(), retry);
             }
             let instruction = match (ran.failed(), doubt) {
-                (true, _) if retry => prompt::fix_request(&ran.report, &program.code),
+                (true, _) if retry => prompt::fix_request(&ran.report, &program.code, &columns),
                 (false, Some(doubt)) if retry => doubt.note().to_string(),
                 _ => prompt::EXPLAIN_REQUEST.to_string(),
             };
@@ -505,11 +633,11 @@ impl Agent {
                 // question, told what the failed attempts hit.
                 let hit = match doubt {
                     Some(doubt) if !ran.failed() => doubt.note().to_string(),
-                    _ => prompt::failure_summary(&ran.report, &program.code),
+                    _ => prompt::failure_summary(&ran.report, &program.code, &columns),
                 };
                 messages.truncate(asked);
-                if let Some(question) = messages.last_mut().filter(|m| m.role == Role::User) {
-                    question.content = prompt::start_over(&question.content, attempt, &hit);
+                if let Some(asked) = messages.last_mut().filter(|m| m.role == Role::User) {
+                    asked.content = prompt::start_over(&question, tried.len() as u32, &hit);
                 }
                 tracing::info!(attempt, "starting over from the question");
                 last = Some((program, ran, cell));
@@ -518,6 +646,7 @@ impl Agent {
             feed_back(&mut messages, &program, &ran.report, &instruction);
             last = Some((program, ran, cell));
             if !again {
+                explain_asked = true;
                 break;
             }
             tracing::info!(attempt, "asking for a fix");
@@ -528,6 +657,40 @@ impl Agent {
                 final_cell: None,
             };
         };
+        // Nothing computed an answer: the explanation says so and what was
+        // tried, in the server's words. Asked to explain a failure, the
+        // model concluded anyway ("does not follow a normal distribution…
+        // the p-value is less than 0.05" after three failed programs).
+        let unanswered = ran.failed()
+            || matches!(
+                answered::doubt(&text, &program.language, &program.code, &ran.report),
+                Some(answered::Doubt::Nothing | answered::Doubt::Empty)
+            );
+        if unanswered {
+            crate::metrics::explained("unanswered");
+            let statement = prompt::no_answer(tried.len(), &ran.report, &program.code, &columns);
+            self.publish_text(session, CellKind::Explanation, &statement);
+            return Ended {
+                status: if cancel.is_cancelled() {
+                    TurnStatus::Cancelled
+                } else {
+                    TurnStatus::Error
+                },
+                final_cell: Some(cell),
+            };
+        }
+        if !explain_asked {
+            messages.truncate(asked);
+            if let Some(asked) = messages.last_mut().filter(|m| m.role == Role::User) {
+                asked.content.clone_from(&question);
+            }
+            feed_back(
+                &mut messages,
+                &program,
+                &ran.report,
+                prompt::EXPLAIN_REQUEST,
+            );
+        }
         let tools = match channel {
             CodeChannel::Tool => vec![execute_code_spec()],
             CodeChannel::Structured | CodeChannel::Fenced => Vec::new(),
@@ -614,17 +777,20 @@ impl Agent {
     }
 
     /// Streams the model's program into a new code cell.
+    #[allow(clippy::too_many_arguments)]
     async fn write_code(
         &self,
         session: &SessionChannel,
         messages: &[Message],
         model: Option<String>,
         attempt: u32,
+        temperature: f32,
         channel: CodeChannel,
         cancel: &CancellationToken,
     ) -> Reply {
         let request = ChatRequest {
             requester: self.requester(session),
+            temperature: Some(temperature),
             ..self.code_request(messages, model, channel)
         };
         let mut cell = CodeCell::new(session, &self.highlighter, attempt);
@@ -726,10 +892,14 @@ impl Agent {
 
     /// Writes the explanation: it continues the conversation the program
     /// was written in (whose last message is the result with the request
-    /// for an explanation). Its figures must all appear in the output or
-    /// the question: when one does not, the cell is withdrawn and the model
-    /// is asked once more, saying which; if it still invents one, a plain
-    /// statement quoting the output stands instead. False if no explanation
+    /// for an explanation). It streams a sentence at a time, each shown once
+    /// it is complete and every figure it names is in the output, the
+    /// question or the program; the first sentence that names another is
+    /// held, with all after it. Such a draft is never shown as text that
+    /// stands: the model is asked once more, saying which figures, and the
+    /// cell starts over in place ([`EventBody::CellReset`]); if it still
+    /// invents one, the grounded sentences of that draft (or a plain
+    /// statement quoting the output) replace it. False if no explanation
     /// could be written at all.
     #[allow(clippy::too_many_arguments)]
     async fn explain(
@@ -743,7 +913,16 @@ impl Agent {
         model: Option<String>,
         cancel: &CancellationToken,
     ) -> bool {
-        let sources = [ran.report.as_str(), question];
+        let sources = [ran.report.as_str(), question, code];
+        let started = Instant::now();
+        let cell_id = session.next_cell_id();
+        session.publish(EventBody::CellStarted {
+            cell_id,
+            cell_kind: CellKind::Explanation,
+            language: None,
+            attempt: None,
+            source: None,
+        });
         let mut last_text = None;
         for round in 0..2 {
             let request = ChatRequest {
@@ -756,8 +935,13 @@ impl Agent {
                 temperature: Some(0.0),
                 requester: self.requester(session),
             };
-            let (cell_id, started, outcome) =
-                self.stream_explanation(session, request, cancel).await;
+            if round > 0 {
+                session.publish(EventBody::CellReset { cell_id });
+            }
+            let mut gate = grounding::Gate::new(&sources, code);
+            let outcome = self
+                .stream_explanation(session, cell_id, &mut gate, request, cancel)
+                .await;
             let text = match outcome {
                 Ok(completion) if !completion.text.trim().is_empty() => completion.text,
                 Ok(_) => {
@@ -790,26 +974,20 @@ impl Agent {
                 }
             };
             let invented = grounding::invented(&text, &sources, code);
-            publish_rendered(session, cell_id, &text);
             if invented.is_empty() {
+                if let Some(rest) = gate.finish(&text) {
+                    session.publish(EventBody::CellDelta {
+                        cell_id,
+                        text: rest,
+                        highlight: None,
+                    });
+                }
+                publish_rendered(session, cell_id, &text);
                 self.finish_explanation(session, cell_id, started, CellStatus::Ok, None);
                 crate::metrics::explained(if round == 0 { "grounded" } else { "regrounded" });
                 return true;
             }
-            tracing::info!(round, invented = ?invented, "the explanation names figures the output does not show");
-            self.finish_explanation(
-                session,
-                cell_id,
-                started,
-                CellStatus::Error,
-                Some(CellError {
-                    code: UNGROUNDED.into(),
-                    message: format!(
-                        "withdrawn: it names {}, which the output does not show",
-                        withdrawn_figures(&invented)
-                    ),
-                }),
-            );
+            tracing::info!(round, invented = ?invented, "the explanation names figures the output does not show; held");
             messages.push(Message::assistant(text.clone()));
             messages.push(Message::user(prompt::regrounding_request(&invented)));
             last_text = Some(text);
@@ -818,27 +996,27 @@ impl Agent {
         // its first (the answer) is grounded, with the output quoted.
         let (text, pruned) = grounding::stand_in(last_text.as_deref(), &ran.report, &sources, code);
         crate::metrics::explained(if pruned { "pruned" } else { "fallback" });
-        self.publish_text(session, CellKind::Explanation, &text);
+        session.publish(EventBody::CellReset { cell_id });
+        session.publish(EventBody::CellDelta {
+            cell_id,
+            text: text.clone(),
+            highlight: None,
+        });
+        publish_rendered(session, cell_id, &text);
+        self.finish_explanation(session, cell_id, started, CellStatus::Ok, None);
         true
     }
 
-    /// Opens an explanation cell and streams the model's reply into it; the
-    /// cell is left open for [`Self::finish_explanation`].
+    /// Streams the model's reply into the open explanation cell, through
+    /// `gate`: only grounded sentences are shown while it streams.
     async fn stream_explanation(
         &self,
         session: &SessionChannel,
+        cell_id: CellId,
+        gate: &mut grounding::Gate<'_>,
         request: ChatRequest,
         cancel: &CancellationToken,
-    ) -> (CellId, Instant, Result<Completion, Option<LlmError>>) {
-        let started = Instant::now();
-        let cell_id = session.next_cell_id();
-        session.publish(EventBody::CellStarted {
-            cell_id,
-            cell_kind: CellKind::Explanation,
-            language: None,
-            attempt: None,
-            source: None,
-        });
+    ) -> Result<Completion, Option<LlmError>> {
         // A small model now and then ends its reply at once; asked again,
         // a little less greedily, it answers.
         let mut outcome = Err(None);
@@ -854,8 +1032,10 @@ impl Agent {
                     Err(Some(LlmError::Timeout(self.settings.answer_timeout)))
                 }
                 outcome = self.stream(request, |event| {
-                    if let LlmEvent::Text(text) = event {
-                        session.publish(EventBody::CellDelta { cell_id, text, highlight: None });
+                    if let LlmEvent::Text(text) = event
+                        && let Some(shown) = gate.push(&text)
+                    {
+                        session.publish(EventBody::CellDelta { cell_id, text: shown, highlight: None });
                     }
                 }) => outcome.map_err(Some),
             };
@@ -866,7 +1046,7 @@ impl Agent {
                 _ => break,
             }
         }
-        (cell_id, started, outcome)
+        outcome
     }
 
     fn finish_explanation(
@@ -885,28 +1065,6 @@ impl Agent {
         });
     }
 
-    /// An explanation cell holding `text`, withdrawn at once for naming
-    /// `invented` figures (`why`: "which the output does not show").
-    fn publish_withdrawn(
-        &self,
-        session: &SessionChannel,
-        text: &str,
-        invented: &[String],
-        why: &str,
-    ) {
-        let error = CellError {
-            code: UNGROUNDED.into(),
-            message: format!("withdrawn: it names {}, {why}", withdrawn_figures(invented)),
-        };
-        publish_cell(
-            session,
-            CellKind::Explanation,
-            text,
-            CellStatus::Error,
-            Some(error),
-        );
-    }
-
     /// A cell holding `text`, complete.
     fn publish_text(&self, session: &SessionChannel, kind: CellKind, text: &str) {
         publish_cell(session, kind, text, CellStatus::Ok, None);
@@ -918,6 +1076,7 @@ impl Agent {
         session: &SessionChannel,
         code_cell: CellId,
         attempt: u32,
+        code: &str,
         problem: &str,
     ) {
         let cell_id = session.next_cell_id();
@@ -941,7 +1100,7 @@ impl Agent {
             status: CellStatus::Error,
             elapsed_ms: 0,
             error: Some(CellError {
-                code: "invalid_code".into(),
+                code: code.into(),
                 message: format!("not run: {problem}"),
             }),
         });
@@ -1010,16 +1169,6 @@ pub fn publish_rendered(session: &SessionChannel, cell_id: CellId, text: &str) {
             highlight: Some(highlight),
         });
     }
-}
-
-/// The first few invented figures, for a withdrawn cell's reason.
-fn withdrawn_figures(invented: &[String]) -> String {
-    invented
-        .iter()
-        .take(5)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Adds the attempt and its result, with what to do next, to the

@@ -60,6 +60,33 @@ the winning row or the final number, so that the person can see why.";
 pub const PANDAS_NOTE: &str = "The sandbox has pandas 3: select several columns with a list \
 (`df[['a', 'b']]`), never a tuple.";
 
+/// The jail's Python packages, pinned: what the sandbox runs is what this
+/// file names (`scripts/setup.sh` builds the venv from it).
+const SANDBOX_REQUIREMENTS: &str = include_str!("../../../scripts/sandbox-requirements.txt");
+
+/// The versions of the analysis libraries the programs run with, so that
+/// the model writes for them (pandas 3's `corr()`, scikit-learn without
+/// `squared=`): "The sandbox has pandas 3.1.1, NumPy 2.4.6, …".
+pub fn versions_note() -> String {
+    let pinned = |project: &str| {
+        SANDBOX_REQUIREMENTS.lines().find_map(|line| {
+            let (name, version) = line.trim().split_once("==")?;
+            (name.trim() == project).then(|| version.trim().to_string())
+        })
+    };
+    let named: Vec<String> = [
+        ("pandas", "pandas"),
+        ("numpy", "NumPy"),
+        ("scipy", "SciPy"),
+        ("statsmodels", "statsmodels"),
+        ("scikit-learn", "scikit-learn"),
+    ]
+    .iter()
+    .filter_map(|(project, shown)| Some(format!("{shown} {}", pinned(project)?)))
+    .collect();
+    format!("The sandbox has {}.", named.join(", "))
+}
+
 /// Added for a question over a table that asks for a total of a product
 /// ("the total revenue (units times price) per region"): the 1.5B summed
 /// each column per group and multiplied the sums, or took the largest row,
@@ -391,10 +418,10 @@ fn table_lines(lines: &mut Vec<String>, table: &Table) {
     let columns: Vec<String> = table
         .columns
         .iter()
-        .map(|c| format!("{} ({})", c.name, c.dtype))
+        .map(|c| format!("{} ({})", python_str(&c.name), c.dtype))
         .collect();
     lines.push(format!(
-        "    columns: {}",
+        "    columns, as Python writes them: {}",
         joined(&columns, table.columns_total, MAX_COLUMNS_BYTES, "columns")
     ));
     if !table.sample.is_empty() {
@@ -403,6 +430,30 @@ fn table_lines(lines: &mut Vec<String>, table: &Table) {
             lines.push(format!("      {}", row.join(" | ")));
         }
     }
+}
+
+/// `name` as a Python string literal: quoted, so that a header with a
+/// leading space (`' WINDSPEED'`) or inner spaces (`'wind speed'`) shows
+/// as the key the program must write. DABench: 3 of the 7 turns whose
+/// every attempt failed used a name with its spaces lost.
+pub fn python_str(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 2);
+    out.push('\'');
+    for c in name.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\'' => out.push_str("\\'"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() && (c as u32) <= 0xff => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
 }
 
 /// One file's lines in the note.
@@ -511,6 +562,8 @@ pub fn note(files: &[NoteFile]) -> Option<String> {
     if has(|p| matches!(p, Profile::Table(_) | Profile::Records(_))) {
         note.push(' ');
         note.push_str(PANDAS_NOTE);
+        note.push(' ');
+        note.push_str(&versions_note());
     }
     if has(|p| matches!(p, Profile::Text { .. })) {
         note.push(' ');
@@ -564,6 +617,26 @@ impl ProfileCache {
 
     pub fn forget(&self, session: SessionId) {
         self.by_session.lock().remove(&session);
+    }
+
+    /// The column names of the session's tables as last profiled (the
+    /// keys a KeyError's hint may name).
+    pub fn columns(&self, session: SessionId) -> Vec<String> {
+        let sessions = self.by_session.lock();
+        let Some(files) = sessions.get(&session) else {
+            return Vec::new();
+        };
+        let mut names: Vec<String> = Vec::new();
+        for cached in files.values() {
+            if let Profile::Table(table) | Profile::Records(table) = &cached.profile {
+                for column in &table.columns {
+                    if !names.contains(&column.name) {
+                        names.push(column.name.clone());
+                    }
+                }
+            }
+        }
+        names
     }
 }
 
@@ -773,7 +846,7 @@ mod tests {
         });
         let note = note(&shown).unwrap();
         for expected in [
-            "- a.xlsx (10 bytes): a table of 3 rows and 2 columns; sheets: 2024, 2025 (the first is shown)\n    columns: region (str), amount (int64)\n    first rows:\n      north | 10",
+            "- a.xlsx (10 bytes): a table of 3 rows and 2 columns; sheets: 2024, 2025 (the first is shown)\n    columns, as Python writes them: 'region' (str), 'amount' (int64)\n    first rows:\n      north | 10",
             "- b.json (10 bytes): JSON, a list of 2 records",
             "- c.json (10 bytes): JSON, an object with keys: items (list of 3)",
             "- d.log (10 bytes): text, about 57000 lines\n    first lines:\n      INFO start",
@@ -781,6 +854,7 @@ mod tests {
             "- photo.png (9000 bytes)\n\n",
             SHOW_THE_TABLE,
             PANDAS_NOTE,
+            "The sandbox has pandas 3.",
             TEXT_NOTE,
         ] {
             assert!(note.contains(expected), "{expected}\n---\n{note}");

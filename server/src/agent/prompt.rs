@@ -66,6 +66,39 @@ pub fn chart_note(request: &str) -> Option<&'static str> {
         )
 }
 
+/// Added to the system prompt when the question says how to write its
+/// answer (a template such as `@mean[value]`, labels to choose from, a
+/// rounding): the last printed lines follow it. DABench: 4 of 18 wrong
+/// answers were right values in another form (`-0.53` for the label
+/// `skewed_left`, `[ 314 ,  577 ]` for `314, 577`, no rounding).
+pub const FORMAT_NOTE: &str = "The question says how to write the answer: the program's \
+last printed lines must follow that form exactly (the same names, brackets, separators, \
+labels, units and rounding), filled in with the computed values, e.g. \
+`print(f\"@total[{total:.2f}]\")` for `@total[value]` with two decimals. When it asks for \
+a label or a category, print the label, not the number it is chosen by.";
+
+/// [`FORMAT_NOTE`] when `question` gives the answer's form: a template
+/// (`@name[...]`, "in the format", "formatted as") or a rounding.
+pub fn format_note(question: &str) -> Option<&'static str> {
+    let q = question.to_lowercase();
+    let template = !super::answered::answer_templates(question).is_empty();
+    let said = [
+        "in the format",
+        "in this format",
+        "in the following format",
+        "formatted as",
+        "format:",
+        "decimal place",
+        "decimal point",
+        "rounded to",
+        "round to",
+        "round the",
+    ]
+    .iter()
+    .any(|phrase| q.contains(phrase));
+    (template || said).then_some(FORMAT_NOTE)
+}
+
 /// Added to the system prompt when the programs run in the person's page
 /// (the Browser sandbox), where most of the jail's packages are missing.
 /// The worker's policy lets a program reach this site alone, and nothing
@@ -154,18 +187,52 @@ or say what to compute.";
 /// What a failed program hit, for a question asked again from the start:
 /// the error's last line (the traceback's verdict), bounded, with the
 /// remedy for a known error.
-pub fn failure_summary(report: &str, code: &str) -> String {
-    let verdict = report
+pub fn failure_summary(report: &str, code: &str, columns: &[String]) -> String {
+    let verdict = verdict(report);
+    match super::fix_hints::hint(report, code, columns) {
+        Some(hint) => format!("`{verdict}`. {hint}"),
+        None => format!("`{verdict}`."),
+    }
+}
+
+/// A failed program's verdict: its report's last line (the traceback's
+/// last word), bounded.
+pub fn verdict(report: &str) -> String {
+    let last = report
         .lines()
         .rev()
         .map(str::trim)
         .find(|line| !line.is_empty())
         .unwrap_or("it failed");
-    let verdict = cut(verdict, 300);
-    match super::fix_hints::hint(report, code) {
-        Some(hint) => format!("`{verdict}`. {hint}"),
-        None => format!("`{verdict}`."),
-    }
+    cut(last, 300)
+}
+
+/// Why a program is refused before it runs: it is attempt `earlier`'s
+/// again, which came to `verdict`.
+pub fn repeated_program(earlier: u32, verdict: &str) -> String {
+    format!("this is the same program as attempt {earlier}, which ended with `{verdict}`")
+}
+
+/// What stands when no program of the turn answered: how many were tried
+/// and what the last one hit, with no conclusion about the question (the
+/// model, asked to explain a failure, concluded anyway).
+pub fn no_answer(programs: usize, report: &str, code: &str, columns: &[String]) -> String {
+    let hit = if report.trim().is_empty() || report.contains(NOTHING_PRINTED) {
+        "printed nothing".to_string()
+    } else {
+        format!("ended with `{}`", verdict(report))
+    };
+    let tried = match programs {
+        0 | 1 => format!("the program did not answer the question (it {hit})"),
+        n => format!("none of the {n} programs tried answered the question (the last {hit})"),
+    };
+    let hint = super::fix_hints::hint(report, code, columns)
+        .map(|h| format!(" What may help: {h}"))
+        .unwrap_or_default();
+    format!(
+        "No answer was computed: {tried}, so there is no result to report.{hint} Ask again, \
+         perhaps with more detail."
+    )
 }
 
 /// The question asked again from the start after `failed` programs for it
@@ -183,8 +250,8 @@ pub const FIX_REQUEST: &str = "The program failed. Write the complete corrected 
 
 /// The fix request for a failed program `code` whose result is `report`:
 /// with the remedy for a known error when there is one.
-pub fn fix_request(report: &str, code: &str) -> String {
-    match super::fix_hints::hint(report, code) {
+pub fn fix_request(report: &str, code: &str, columns: &[String]) -> String {
+    match super::fix_hints::hint(report, code, columns) {
         Some(hint) => format!("{FIX_REQUEST} Hint: {hint}"),
         None => FIX_REQUEST.to_string(),
     }
@@ -196,9 +263,10 @@ pub fn fix_request(report: &str, code: &str) -> String {
 /// state for a prefix reads only the result; the rules of a good
 /// explanation therefore travel here, not in a system prompt of their own.
 pub const EXPLAIN_REQUEST: &str = "Now answer my question in words, in at most three short \
-sentences: first the answer, with the exact numbers and words of the output above (never a \
-number the output does not show, never recount or recompute it yourself), then how the \
-program got it; if it failed, say why instead. Do not write code.";
+sentences: first the answer itself, with the exact numbers and words of the output above \
+(in the form my question asked for, if it asked for one; never a number the output does not \
+show, never recount or recompute it yourself), then how the program got it. Do not write \
+code.";
 
 /// How a request to explain again without invented figures starts.
 pub const REGROUNDING_OPEN: &str = "Your answer names ";
@@ -211,6 +279,9 @@ pub fn regrounding_request(invented: &[String]) -> String {
         quoted_figures(invented)
     )
 }
+
+/// The report of a program that printed nothing.
+pub const NOTHING_PRINTED: &str = "(the program printed nothing)";
 
 /// The longest piece of a program's output the model is shown, in bytes.
 pub const MAX_REPORT_BYTES: usize = 2000;
@@ -424,7 +495,7 @@ pub fn report(outputs: &[Output]) -> String {
         }
     }
     if text.trim().is_empty() {
-        "(the program printed nothing)".into()
+        NOTHING_PRINTED.into()
     } else {
         text
     }
@@ -441,12 +512,12 @@ mod tests {
         let report = "Traceback (most recent call last):\n  File \"<cell>\", line 3\n\
                       ValueError: Cannot subset columns with a tuple with more than one element. \
                       Use a list instead.\n\n";
-        let hit = failure_summary(report, "t = df.groupby('r')['a', 'b'].sum()");
+        let hit = failure_summary(report, "t = df.groupby('r')['a', 'b'].sum()", &[]);
         assert!(hit.starts_with("`ValueError: Cannot subset"), "{hit}");
         assert!(hit.contains("Here: write `[['a', 'b']]`"), "{hit}");
-        assert_eq!(failure_summary("", ""), "`it failed`.");
+        assert_eq!(failure_summary("", "", &[]), "`it failed`.");
         let long = format!("Error: {}", "x".repeat(5000));
-        assert!(failure_summary(&long, "").len() < 400);
+        assert!(failure_summary(&long, "", &[]).len() < 400);
         let again = start_over("How much?", 2, &hit);
         assert!(again.starts_with("How much?\n\n(2 programs for this went wrong already"));
         assert!(again.ends_with("Write a new complete program from the start.)"));
@@ -655,5 +726,19 @@ mod tests {
             },
         ]);
         assert_eq!(report, "hi\n[a figure was shown]\nValueError: bad\n");
+    }
+
+    #[test]
+    fn a_question_that_gives_the_answers_form_gets_the_format_note() {
+        assert_eq!(
+            format_note("Mean fare?\n@mean_fare[value] rounded to two decimals"),
+            Some(FORMAT_NOTE)
+        );
+        assert_eq!(
+            format_note("Round the result to 3 decimal places."),
+            Some(FORMAT_NOTE)
+        );
+        assert_eq!(format_note("What is 6 times 7?"), None);
+        assert_eq!(format_note("mail me at a@b.com"), None);
     }
 }

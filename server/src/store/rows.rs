@@ -103,6 +103,7 @@ pub fn kind_of(event: &app::protocol::EventBody) -> &'static str {
         EventBody::UserMessage { .. } => "user_message",
         EventBody::CellStarted { .. } => "cell_started",
         EventBody::CellDelta { .. } => "cell_delta",
+        EventBody::CellReset { .. } => "cell_reset",
         EventBody::CellOutput { .. } => "cell_output",
         EventBody::CellFinished { .. } => "cell_finished",
         EventBody::TurnFinished { .. } => "turn_finished",

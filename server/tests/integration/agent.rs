@@ -271,8 +271,9 @@ async fn a_failed_program_is_fixed_on_the_second_attempt() {
 }
 
 #[tokio::test]
-async fn a_program_that_keeps_failing_gives_up_after_the_last_fix() {
+async fn a_program_written_again_is_refused_and_the_turn_says_nothing_was_computed() {
     let h = harness().await;
+    // The scripted model writes the same failing program every time.
     let turn = h.ask(&fenced("print(1 / 0)")).await;
     assert_eq!(turn.status, TurnStatus::Error);
     let codes: Vec<&Cell> = turn
@@ -280,25 +281,41 @@ async fn a_program_that_keeps_failing_gives_up_after_the_last_fix() {
         .iter()
         .filter(|c| c.kind == CellKind::Code)
         .collect();
-    assert_eq!(codes.len(), 3, "one attempt and two fixes");
+    // It ran once; each copy after it was refused before it ran, and asked
+    // for anew (twice), without using up the turn's fixes.
     assert_eq!(
         codes.iter().map(|c| c.attempt).collect::<Vec<_>>(),
-        [Some(1), Some(2), Some(3)]
+        [Some(1), Some(2), Some(3), Some(4)]
     );
     let results: Vec<&Cell> = turn
         .cells()
         .iter()
         .filter(|c| c.kind == CellKind::Result)
         .collect();
-    assert_eq!(results.len(), 3);
-    assert!(
-        results
-            .iter()
-            .all(|r| error_name(r) == Some("ZeroDivisionError"))
-    );
+    assert_eq!(results.len(), 4);
+    assert_eq!(error_name(results[0]), Some("ZeroDivisionError"));
+    for refused in &results[1..] {
+        assert_eq!(error_code(refused), Some("repeated_program"));
+        assert!(
+            refused
+                .error
+                .as_ref()
+                .unwrap()
+                .message
+                .contains("same program as attempt 1"),
+            "{:?}",
+            refused.error
+        );
+    }
+    // No conclusion: the server says nothing was computed, and what it hit.
     let explanation = turn.cells().last().unwrap();
     assert_eq!(explanation.kind, CellKind::Explanation);
-    assert!(explanation.text.contains("failed"), "{}", explanation.text);
+    assert!(
+        explanation.text.starts_with("No answer was computed")
+            && explanation.text.contains("ZeroDivisionError"),
+        "{}",
+        explanation.text
+    );
 
     // Fewer fixes when configured so.
     let h = harness_with(scripted(), 0).await;
@@ -573,7 +590,7 @@ async fn the_model_is_told_the_sessions_files_and_what_they_hold() {
     let system = model.asked.lock().unwrap()[0].messages[0].content.clone();
     assert!(
         system.contains(
-            "- /home/user/sales.csv (39 bytes): a table of 3 rows and 2 columns\n    columns: region (str), amount (int64)\n    first rows:\n      north | 10"
+            "- /home/user/sales.csv (39 bytes): a table of 3 rows and 2 columns\n    columns, as Python writes them: 'region' (str), 'amount' (int64)\n    first rows:\n      north | 10"
         ),
         "{system}"
     );
@@ -642,7 +659,9 @@ async fn the_last_fix_starts_over_from_the_question_without_the_failed_programs(
         .iter()
         .filter(|r| r.tool_choice != ToolChoice::None)
         .collect();
-    assert_eq!(writing.len(), 3, "three attempts");
+    // One run, then the same program three times: each refused, the
+    // first two asked for anew.
+    assert_eq!(writing.len(), 4, "{}", writing.len());
     let shown_programs = |r: &ChatRequest| {
         r.messages
             .iter()
@@ -656,9 +675,10 @@ async fn the_last_fix_starts_over_from_the_question_without_the_failed_programs(
         fix.contains("Cannot subset columns with a tuple") && fix.contains("[['units', 'price']]"),
         "{fix}"
     );
-    // The last starts over: the question again, told what went wrong, and
-    // no failed program to copy.
+    // A repeat starts over, a little less greedily: the question again,
+    // told what went wrong, and no failed program to copy.
     assert_eq!(shown_programs(writing[2]), 0, "{:?}", writing[2].messages);
+    assert_eq!(writing[2].temperature, Some(0.5));
     assert_eq!(writing[2].messages.len(), writing[0].messages.len());
     let last = writing[2].messages.last().unwrap();
     assert_eq!(last.role, Role::User);
@@ -676,13 +696,13 @@ async fn the_last_fix_starts_over_from_the_question_without_the_failed_programs(
         "{}",
         last.content
     );
-    // The notebook still shows all three attempts.
+    // The notebook still shows every program written.
     let codes = turn
         .cells()
         .iter()
         .filter(|c| c.kind == CellKind::Code)
         .count();
-    assert_eq!(codes, 3);
+    assert_eq!(codes, 4);
 }
 
 /// A harness whose session runs its programs in the page (the Browser
@@ -805,7 +825,10 @@ async fn a_program_that_fails_in_the_page_is_still_fixed() {
             }
         }
     });
-    let turn = h.ask(&fenced("print(x)")).await;
+    // The fix is another program (the same one would be refused unrun).
+    let turn = h
+        .ask(&format!("#scripted: fail_first\n{}", fenced("print(x)")))
+        .await;
     page.await.unwrap();
     assert_eq!(turn.status, TurnStatus::Ok);
     assert_eq!(
@@ -875,7 +898,7 @@ async fn a_display_flood_yields_bounded_cell_outputs() {
 }
 
 #[tokio::test]
-async fn an_explanation_with_an_invented_figure_is_withdrawn_and_asked_again() {
+async fn an_explanation_with_an_invented_figure_is_held_and_rewritten_in_place() {
     let h = harness().await;
     let turn = h
         .ask(&format!(
@@ -890,20 +913,35 @@ async fn an_explanation_with_an_invented_figure_is_withdrawn_and_asked_again() {
             CellKind::User,
             CellKind::Code,
             CellKind::Result,
-            CellKind::Explanation,
             CellKind::Explanation
         ]
     );
     let cells = turn.cells();
-    // The first names 12,345, which nothing printed: withdrawn, saying so.
-    assert!(cells[3].text.contains(INVENTED), "{}", cells[3].text);
-    assert_eq!(cells[3].status, CellStatus::Error);
-    let error = cells[3].error.as_ref().unwrap();
-    assert_eq!(error.code, "ungrounded");
-    assert!(error.message.contains(INVENTED), "{}", error.message);
-    // Asked again, the model quotes the output.
-    assert_eq!(cells[4].status, CellStatus::Ok);
-    assert!(cells[4].text.contains("42") && !cells[4].text.contains(INVENTED));
+    // The first draft names 12,345, which nothing printed: that sentence is
+    // never sent; the cell starts over with the second draft, which quotes
+    // the output, and stands.
+    let explanation = &cells[3];
+    assert_eq!(explanation.status, CellStatus::Ok);
+    assert!(explanation.text.contains("42") && !explanation.text.contains(INVENTED));
+    assert_eq!(resets(&turn, explanation.id), 1);
+    assert_never_shown(&turn, INVENTED);
+}
+
+/// How many times the cell started over.
+fn resets(turn: &Turn, cell: app::protocol::CellId) -> usize {
+    turn.events
+        .iter()
+        .filter(|e| matches!(&e.event, EventBody::CellReset { cell_id } if *cell_id == cell))
+        .count()
+}
+
+/// No text sent to the page holds `figure`.
+fn assert_never_shown(turn: &Turn, figure: &str) {
+    for event in &turn.events {
+        if let EventBody::CellDelta { text, .. } = &event.event {
+            assert!(!text.contains(figure), "shown: {text:?}");
+        }
+    }
 }
 
 #[tokio::test]
@@ -921,19 +959,21 @@ async fn a_model_that_keeps_inventing_figures_is_replaced_by_the_output_quoted()
         .iter()
         .filter(|c| c.kind == CellKind::Explanation)
         .collect();
-    assert_eq!(explanations.len(), 3, "two withdrawn, then the fallback");
-    for withdrawn in &explanations[..2] {
-        assert_eq!(withdrawn.status, CellStatus::Error);
-        assert_eq!(withdrawn.error.as_ref().unwrap().code, "ungrounded");
-    }
-    let standing = explanations[2];
+    assert_eq!(explanations.len(), 1, "one cell, rewritten in place");
+    let standing = explanations[0];
     assert_eq!(standing.status, CellStatus::Ok);
+    assert_eq!(
+        resets(&turn, standing.id),
+        2,
+        "a second draft, then the output quoted"
+    );
     assert!(standing.text.contains("total: 42"), "{}", standing.text);
     assert!(!standing.text.contains(INVENTED));
+    assert_never_shown(&turn, INVENTED);
 }
 
 #[tokio::test]
-async fn an_answer_from_memory_with_made_up_figures_is_withdrawn_and_a_program_asked_for() {
+async fn an_answer_from_memory_with_made_up_figures_is_never_shown_and_a_program_asked_for() {
     let h = harness().await;
     let turn = h
         .ask("#scripted: prose_invent\nWhat is x divided by 5?")
@@ -949,26 +989,16 @@ async fn an_answer_from_memory_with_made_up_figures_is_withdrawn_and_a_program_a
         .iter()
         .filter(|c| c.kind == CellKind::Explanation)
         .collect();
-    // One withdrawn reply per attempt, then the statement that stands.
-    let (standing, withdrawn) = explanations.split_last().unwrap();
-    assert!(
-        withdrawn.len() >= 2,
-        "asked again at least once: {}",
-        withdrawn.len()
-    );
-    for cell in withdrawn {
-        assert_eq!(cell.status, CellStatus::Error);
-        let error = cell.error.as_ref().unwrap();
-        assert_eq!(error.code, "ungrounded");
-        assert!(error.message.contains("12,345") && error.message.contains("no program computed"));
-    }
+    // Each reply from memory was asked again; only the statement stands.
+    assert_eq!(explanations.len(), 1, "{:?}", turn.kinds());
+    let standing = explanations[0];
     assert_eq!(standing.status, CellStatus::Ok);
-    assert!(!standing.text.contains(INVENTED), "{}", standing.text);
     assert!(
         standing.text.contains("No program computed"),
         "{}",
         standing.text
     );
+    assert_never_shown(&turn, INVENTED);
 
     // Words without figures (or with the question's) still answer.
     let turn = h.ask("hello 7").await;
@@ -1066,8 +1096,8 @@ async fn the_model_is_told_each_files_profile_computed_in_the_kernel() {
         .await;
     assert_eq!(turn.status, TurnStatus::Ok);
     for expected in [
-        "- /home/user/sales.csv (97 bytes): a table of 4 rows and 3 columns\n    columns: region (str), amount (float64), day (str)\n    first rows:\n      north | 10.0 | 2024-01-01",
-        "- /home/user/people.json (87 bytes): JSON, a list of 3 records (objects); as a DataFrame:\n    columns: name (str), age (int64)\n    first rows:\n      Ada | 36",
+        "- /home/user/sales.csv (97 bytes): a table of 4 rows and 3 columns\n    columns, as Python writes them: 'region' (str), 'amount' (float64), 'day' (str)\n    first rows:\n      north | 10.0 | 2024-01-01",
+        "- /home/user/people.json (87 bytes): JSON, a list of 3 records (objects); as a DataFrame:\n    columns, as Python writes them: 'name' (str), 'age' (int64)\n    first rows:\n      Ada | 36",
         "- /home/user/config.json (33 bytes): JSON, an object with keys: name (str), items (list of 3)",
         "- /home/user/app.log (64 bytes): text, 3 lines\n    first lines:\n      2024-01-01 INFO start",
         "print that table before the answer",
@@ -1112,9 +1142,15 @@ async fn the_model_is_told_each_files_profile_computed_in_the_kernel() {
             ),
         )
         .await;
-    assert!(system.contains("columns: region (str)"), "{system}");
+    assert!(
+        system.contains("columns, as Python writes them: 'region' (str)"),
+        "{system}"
+    );
     let (_, system) = model.system_of(&h, &fenced("print(1)")).await;
-    assert!(system.contains("columns: region (str)"), "{system}");
+    assert!(
+        system.contains("columns, as Python writes them: 'region' (str)"),
+        "{system}"
+    );
     // A changed one is.
     h.ask(&fenced(
         "open('/home/user/sales.csv', 'a').write('west,3,2024-01-05\\n')",
@@ -1123,7 +1159,7 @@ async fn the_model_is_told_each_files_profile_computed_in_the_kernel() {
     let (_, system) = model.system_of(&h, &fenced("print(2)")).await;
     assert!(
         system.contains(
-            "sales.csv (115 bytes): a table of 5 rows and 3 columns\n    columns: REGION (str)"
+            "sales.csv (115 bytes): a table of 5 rows and 3 columns\n    columns, as Python writes them: 'REGION' (str)"
         ),
         "{system}"
     );
@@ -1168,7 +1204,7 @@ async fn a_big_tables_rows_are_counted_not_read() {
     assert_eq!(turn.status, TurnStatus::Ok);
     assert!(
         system.contains(&format!(
-            "- /home/user/big.csv ({size} bytes): a table of about {rows} rows and 2 columns\n    columns: id (int64), score (float64)\n    first rows:\n      0 | 0.5"
+            "- /home/user/big.csv ({size} bytes): a table of about {rows} rows and 2 columns\n    columns, as Python writes them: 'id' (int64), 'score' (float64)\n    first rows:\n      0 | 0.5"
         )),
         "{system}"
     );

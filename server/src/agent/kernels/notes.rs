@@ -122,6 +122,12 @@ impl Kernels {
         profile::note(&shown)
     }
 
+    /// The column names of the session's tables, as the files' note last
+    /// told them.
+    pub fn table_columns(&self, session: SessionId) -> Vec<String> {
+        self.profiles.columns(session)
+    }
+
     /// Profiles `files` in the session's kernel: one for each, in order
     /// (`None` for one it did not get to); `None` when the run failed.
     pub(super) async fn profile_files(

@@ -195,6 +195,7 @@ impl<'h, W: Write> Panels<'h, W> {
                 self.waiting = None;
                 self.delta(cell_id.0, text)?;
             }
+            EventBody::CellReset { cell_id } => self.reset(cell_id.0)?,
             EventBody::CellOutput { cell_id, output } => {
                 self.waiting = None;
                 self.output(cell_id.0, output)?;
@@ -381,6 +382,54 @@ impl<'h, W: Write> Panels<'h, W> {
             Body::Result { .. } | Body::Other => {}
         }
         self.open = Some(panel);
+        Ok(())
+    }
+
+    /// An explanation starts over: what was drawn of it is erased when it
+    /// can be, else ended with a note that a new text follows.
+    fn reset(&mut self, cell: u64) -> io::Result<()> {
+        let Some(Panel {
+            cell: open,
+            body:
+                Body::Explanation {
+                    text,
+                    rows,
+                    used,
+                    drawn_over,
+                },
+        }) = self.open.take()
+        else {
+            return Ok(());
+        };
+        if open != cell {
+            self.open = Some(Panel {
+                cell: open,
+                body: Body::Explanation {
+                    text,
+                    rows,
+                    used,
+                    drawn_over,
+                },
+            });
+            return Ok(());
+        }
+        let drawn = rows > 0 || used > 0;
+        if drawn && (drawn_over || !self.erase(rows, used)?) {
+            writeln!(self.out)?;
+            let note = self
+                .look
+                .paint(Style::new().dimmed().italic(), "(rewritten:)");
+            self.line(&note)?;
+        }
+        self.open = Some(Panel {
+            cell,
+            body: Body::Explanation {
+                text: String::new(),
+                rows: 0,
+                used: 0,
+                drawn_over: false,
+            },
+        });
         Ok(())
     }
 
