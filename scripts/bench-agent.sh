@@ -8,7 +8,8 @@
 #       llama-cpp-python's OpenAI-compatible server on the same GGUF, which
 #       runcell talks to as to any OpenAI-compatible server
 #
-# RUNCELL_BENCH_LOG=FILE keeps the server's log.
+# RUNCELL_BENCH_LOG=FILE keeps the server's log; RUNCELL_BENCH=dabench runs
+# `runcell bench dabench` (the DABench questions) instead of `bench agent`.
 # Needs a release build (scripts/build.sh). Prints the bench's table; pass
 # `--out FILE.json` to keep every turn's details.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -70,4 +71,4 @@ case "$kind" in
   *) die "the first argument is embedded or peer" ;;
 esac
 wait_for "http://127.0.0.1:$port/healthz" "runcell"
-"$bin" bench agent --url "http://127.0.0.1:$port" "$@"
+"$bin" bench "${RUNCELL_BENCH:-agent}" --url "http://127.0.0.1:$port" "$@"

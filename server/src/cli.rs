@@ -66,9 +66,16 @@ pub enum Command {
         /// `throughput`: concurrency levels (comma-separated).
         #[arg(long, value_delimiter = ',', default_values_t = [1, 2, 4])]
         concurrency: Vec<usize>,
-        /// `agent`: only the tasks whose id contains this (repeatable).
+        /// `agent`: only the tasks whose id contains this (repeatable);
+        /// `dabench`: only these question ids.
         #[arg(long)]
         only: Vec<String>,
+        /// `dabench`: the directory with the questions, labels and tables.
+        #[arg(long, default_value = "../shared/dabench")]
+        dabench_dir: PathBuf,
+        /// `dabench`: a sample of this many questions, spread over levels.
+        #[arg(long)]
+        sample: Option<usize>,
         /// `agent`: write every turn's details (code, output, explanation,
         /// verdicts) to this JSON file.
         #[arg(long)]
@@ -232,6 +239,8 @@ pub enum BenchTarget {
     /// `stream` across two nodes on one PostgreSQL database.
     Cluster,
     Agent,
+    /// InfiAgent-DABench's questions through the agent (`--dabench-dir`).
+    Dabench,
     Throughput,
     /// The review's attacks at once against a runcell started from this
     /// binary, while a key and a signed-in page use it.

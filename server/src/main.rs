@@ -41,6 +41,8 @@ async fn main() -> ExitCode {
             url,
             concurrency,
             only,
+            dabench_dir,
+            sample,
             out,
             turn_timeout,
         } => {
@@ -75,6 +77,28 @@ async fn main() -> ExitCode {
                         turn_timeout: std::time::Duration::from_secs(*turn_timeout),
                     })
                     .await
+                }
+                BenchTarget::Dabench => {
+                    let ids: Result<Vec<u64>, _> = only.iter().map(|id| id.parse()).collect();
+                    match ids {
+                        Ok(ids) => {
+                            runcell::bench::dabench::run(runcell::bench::dabench::DabenchOptions {
+                                url: url
+                                    .clone()
+                                    .unwrap_or_else(|| "http://127.0.0.1:3000".into()),
+                                model: model.as_ref().map(|m| m.to_string_lossy().into_owned()),
+                                dir: dabench_dir.clone(),
+                                only: ids,
+                                sample: *sample,
+                                out: out.clone(),
+                                turn_timeout: std::time::Duration::from_secs(*turn_timeout),
+                            })
+                            .await
+                        }
+                        Err(e) => Err(runcell::bench::BenchError::new(format!(
+                            "--only takes question ids for dabench: {e}"
+                        ))),
+                    }
                 }
                 BenchTarget::Throughput => {
                     runcell::bench::throughput::run(runcell::bench::throughput::ThroughputOptions {

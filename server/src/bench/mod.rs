@@ -4,6 +4,7 @@
 
 pub mod abuse;
 pub mod agent;
+pub mod dabench;
 pub mod llm;
 mod own_server;
 pub mod sandbox;
@@ -13,6 +14,12 @@ pub mod throughput;
 #[derive(Debug, thiserror::Error)]
 #[error("bench: {0}")]
 pub struct BenchError(String);
+
+impl BenchError {
+    pub fn new(message: impl Into<String>) -> Self {
+        Self(message.into())
+    }
+}
 
 fn fail(e: impl std::fmt::Display) -> BenchError {
     BenchError(e.to_string())

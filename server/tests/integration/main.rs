@@ -9,6 +9,7 @@
 mod agent;
 mod api;
 mod bench_agent;
+mod bench_dabench;
 mod binary;
 mod branches;
 mod browser;

@@ -96,13 +96,21 @@ impl TaskResult {
 }
 
 /// A client for one task: one owner (cookie), one session.
-struct Client {
+pub struct AgentClient {
     http: reqwest::Client,
     base: String,
     cookie: Option<String>,
 }
 
-impl Client {
+impl AgentClient {
+    pub fn new(http: reqwest::Client, base: &str) -> Self {
+        Self {
+            http,
+            base: base.to_string(),
+            cookie: None,
+        }
+    }
+
     fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         let builder = self.http.request(method, format!("{}{path}", self.base));
         match &self.cookie {
@@ -112,7 +120,7 @@ impl Client {
     }
 
     /// A new session; the first call also takes the owner cookie it sets.
-    async fn create(&mut self) -> Result<String, BenchError> {
+    pub async fn create(&mut self) -> Result<String, BenchError> {
         let response = self
             .request(reqwest::Method::POST, "/api/sessions")
             .send()
@@ -137,7 +145,7 @@ impl Client {
             .ok_or_else(|| fail("no session id in the answer"))
     }
 
-    async fn upload(&self, id: &str, name: &str, bytes: &[u8]) -> Result<(), BenchError> {
+    pub async fn upload(&self, id: &str, name: &str, bytes: &[u8]) -> Result<(), BenchError> {
         let response = self
             .request(reqwest::Method::PUT, &format!("/api/sessions/{id}/files"))
             .query(&[("path", name)])
@@ -150,7 +158,7 @@ impl Client {
 
     /// Asks `question` and reads the turn's events until it finishes:
     /// (events, seconds to the first code token).
-    async fn ask(
+    pub async fn ask(
         &self,
         id: &str,
         question: &str,
@@ -210,7 +218,7 @@ impl Client {
         Err(fail("the answer ended before its turn did"))
     }
 
-    async fn delete(&self, id: &str) {
+    pub async fn delete(&self, id: &str) {
         let _ = self
             .request(reqwest::Method::DELETE, &format!("/api/sessions/{id}"))
             .send()
@@ -239,27 +247,7 @@ pub async fn run(options: AgentBenchOptions) -> Result<(), BenchError> {
         .build()
         .map_err(fail)?;
     let base = options.url.trim_end_matches('/').to_string();
-    let models: serde_json::Value = http
-        .get(format!("{base}/api/models"))
-        .send()
-        .await
-        .map_err(|e| fail(format!("is runcell serving at {base}? {e}")))?
-        .json()
-        .await
-        .map_err(fail)?;
-    let backend = models["backend"].as_str().unwrap_or("?").to_string();
-    // "default" stands for the backend's first model until it is listed.
-    let model = options
-        .model
-        .clone()
-        .or_else(|| {
-            models["default_model"]
-                .as_str()
-                .filter(|m| *m != "default")
-                .map(str::to_string)
-        })
-        .or_else(|| models["models"][0].as_str().map(str::to_string))
-        .unwrap_or_default();
+    let (backend, model) = server_model(&http, &base, options.model.as_deref()).await?;
     let tasks: Vec<Task> = tasks::all()
         .into_iter()
         .filter(|t| {
@@ -304,6 +292,36 @@ pub async fn run(options: AgentBenchOptions) -> Result<(), BenchError> {
     Ok(())
 }
 
+/// The server's model backend and the model a bench asks for: `model`, or
+/// the server's default.
+pub async fn server_model(
+    http: &reqwest::Client,
+    base: &str,
+    model: Option<&str>,
+) -> Result<(String, String), BenchError> {
+    let models: serde_json::Value = http
+        .get(format!("{base}/api/models"))
+        .send()
+        .await
+        .map_err(|e| fail(format!("is runcell serving at {base}? {e}")))?
+        .json()
+        .await
+        .map_err(fail)?;
+    let backend = models["backend"].as_str().unwrap_or("?").to_string();
+    // "default" stands for the backend's first model until it is listed.
+    let model = model
+        .map(str::to_string)
+        .or_else(|| {
+            models["default_model"]
+                .as_str()
+                .filter(|m| *m != "default")
+                .map(str::to_string)
+        })
+        .or_else(|| models["models"][0].as_str().map(str::to_string))
+        .unwrap_or_default();
+    Ok((backend, model))
+}
+
 /// Runs one task in a session of its own; a failure is recorded, not fatal.
 pub async fn run_task(
     http: &reqwest::Client,
@@ -312,11 +330,7 @@ pub async fn run_task(
     model: Option<&str>,
     timeout: Duration,
 ) -> TaskResult {
-    let mut client = Client {
-        http: http.clone(),
-        base: base.to_string(),
-        cookie: None,
-    };
+    let mut client = AgentClient::new(http.clone(), base);
     let mut result = TaskResult {
         id: task.id.clone(),
         category: task.category.to_string(),
@@ -412,6 +426,12 @@ pub fn judge(question: &str, expect: &Expect, history: &[SessionEvent]) -> TurnR
         .filter(|c| c.error.as_ref().is_some_and(|e| e.code == UNGROUNDED))
         .map(|c| c.text.clone())
         .collect();
+    // Explanations that started over in place for an invented figure.
+    let explanation_ids: Vec<_> = explanations.iter().map(|c| c.id).collect();
+    let rewritten = history
+        .iter()
+        .filter(|e| matches!(&e.event, EventBody::CellReset { cell_id } if explanation_ids.contains(cell_id)))
+        .count();
     // Why there is no result: the last cell that failed says.
     let problem = cells
         .iter()
@@ -426,15 +446,17 @@ pub fn judge(question: &str, expect: &Expect, history: &[SessionEvent]) -> TurnR
         ran: result.is_some_and(|r| r.status == CellStatus::Ok),
         invented: grounding::invented(
             &standing,
-            &[&output, question],
+            &[&output, question, code.map_or("", |c| c.text.as_str())],
             code.map_or("", |c| c.text.as_str()),
         ),
-        withdrawn: withdrawn_texts.len(),
+        withdrawn: withdrawn_texts.len() + rewritten,
         problem,
         // Two withdrawn: what stands is the server's, the second's grounded
         // sentences (pruned) or a quote of the output.
-        fallback: withdrawn_texts.len() >= 2 || standing.starts_with("The program printed"),
-        pruned: withdrawn_texts.len() >= 2 && !standing.starts_with("The program printed"),
+        fallback: withdrawn_texts.len() + rewritten >= 2
+            || standing.starts_with("The program printed"),
+        pruned: withdrawn_texts.len() + rewritten >= 2
+            && !standing.starts_with("The program printed"),
         attempts: cells.iter().filter(|c| c.kind == CellKind::Code).count(),
         earlier_attempts: cells
             .iter()
@@ -571,7 +593,7 @@ pub struct Report {
     pub follow_up_first_code_p50_s: f64,
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
+pub fn median(mut values: Vec<f64>) -> f64 {
     if values.is_empty() {
         return f64::NAN;
     }

@@ -1,0 +1,132 @@
+//! `runcell bench dabench`'s harness against a real server with the
+//! scripted model, on a question set written here in the benchmark's
+//! format (the benchmark's own data is evaluation data, never in the
+//! repository): the table is uploaded, the question asked as one message,
+//! and the `@name[value]` answers read from the streamed turn and scored
+//! with the benchmark's rule. It checks the harness, never a rate.
+
+use std::time::Duration;
+
+use runcell::bench::dabench::{Question, load, run_question};
+
+use crate::support::TestServer;
+
+fn question(id: u64, program: &str, format: &str) -> Question {
+    Question {
+        id,
+        question: format!("```python\n{program}\n```"),
+        constraints: "Use the file as it is.".into(),
+        format: format.into(),
+        file_name: "table.csv".into(),
+        level: "easy".into(),
+    }
+}
+
+fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(n, v)| ((*n).to_string(), (*v).to_string()))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_dabench_harness_scores_answers_from_the_streamed_turn() {
+    let server = TestServer::start().await;
+    let http = reqwest::Client::new();
+    let base = server.url("");
+    let base = base.trim_end_matches('/');
+    let timeout = Duration::from_secs(120);
+    let dir = tempfile::tempdir().unwrap();
+    let tables = dir.path().join("da-dev-tables");
+    std::fs::create_dir_all(&tables).unwrap();
+    std::fs::write(tables.join("table.csv"), " x,label\n1,a\n2,b\n3,c\n").unwrap();
+
+    // Right: the program reads the uploaded table (a header with a leading
+    // space) and prints the answers in the asked form.
+    let read = "import pandas as pd\ndf = pd.read_csv('table.csv')\n";
+    let both = question(
+        1,
+        &format!("{read}print(f\"@total[{{df[' x'].sum()}}] @mean[{{df[' x'].mean():.2f}}]\")"),
+        "@total[value] @mean[value]",
+    );
+    let result = run_question(
+        &http,
+        base,
+        &tables,
+        &both,
+        &labels(&[("total", "6"), ("mean", "2.00")]),
+        None,
+        timeout,
+    )
+    .await;
+    assert!(result.right && result.ran, "{result:#?}");
+    assert_eq!((result.parts_right, result.parts), (2, 2));
+    assert!(result.first_code_seconds.is_some());
+
+    // A float within 1e-6 is right; a missing sub-answer makes it wrong.
+    let half = question(
+        2,
+        &format!("{read}print('@total[6.0000000001]')"),
+        "@total[v] @mean[v]",
+    );
+    let result = run_question(
+        &http,
+        base,
+        &tables,
+        &half,
+        &labels(&[("total", "6"), ("mean", "2.00")]),
+        None,
+        timeout,
+    )
+    .await;
+    assert!(!result.right && result.ran, "{result:#?}");
+    assert_eq!(result.parts_right, 1);
+
+    // A program that fails answered nothing, and ran is false.
+    let failing = question(3, "raise SystemExit(3)", "@total[v]");
+    let result = run_question(
+        &http,
+        base,
+        &tables,
+        &failing,
+        &labels(&[("total", "6")]),
+        None,
+        timeout,
+    )
+    .await;
+    assert!(!result.right && !result.ran, "{result:#?}");
+    assert!(
+        result.explanation.starts_with("No answer was computed"),
+        "{result:#?}"
+    );
+
+    // A table that is not there is a problem recorded, not a crash.
+    let mut missing = question(4, "print(1)", "@a[v]");
+    missing.file_name = "absent.csv".into();
+    let result = run_question(
+        &http,
+        base,
+        &tables,
+        &missing,
+        &labels(&[("a", "1")]),
+        None,
+        timeout,
+    )
+    .await;
+    assert!(result.problem.is_some() && !result.right);
+
+    // The files load as the benchmark writes them.
+    std::fs::write(
+        dir.path().join("da-dev-questions.jsonl"),
+        serde_json::to_string(&both).unwrap() + "\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("da-dev-labels.jsonl"),
+        "{\"id\": 1, \"common_answers\": [[\"total\", \"6\"], [\"mean\", \"2.00\"]]}\n",
+    )
+    .unwrap();
+    let loaded = load(dir.path()).unwrap();
+    assert_eq!(loaded.len(), 1);
+    assert_eq!(loaded[0].1.len(), 2);
+}
