@@ -28,6 +28,9 @@ pub enum Doubt {
     /// The question gives a template for its answers (`@mean[value]`) and
     /// the output fills in not every one of them.
     NoAnswerForm,
+    /// An answer filled into the question's template is NaN: missing
+    /// values were left in (a t-test over a column with gaps).
+    NanAnswer,
 }
 
 /// A calendar period a question groups by.
@@ -73,6 +76,7 @@ impl Doubt {
             Doubt::NoPeriod(Period::Month) => NO_MONTH,
             Doubt::NoPeriod(Period::Year) => NO_YEAR,
             Doubt::NoAnswerForm => NO_ANSWER_FORM,
+            Doubt::NanAnswer => NAN_ANSWER,
         }
     }
 
@@ -86,6 +90,7 @@ impl Doubt {
             Doubt::WholeColumn => "whole_column",
             Doubt::NoPeriod(_) => "no_period",
             Doubt::NoAnswerForm => "no_answer_form",
+            Doubt::NanAnswer => "nan_answer",
         }
     }
 }
@@ -110,6 +115,9 @@ pub fn doubt(question: &str, language: &str, code: &str, report: &str) -> Option
             .all(|name| report.contains(&format!("@{name}[")))
     {
         return Some(Doubt::NoAnswerForm);
+    }
+    if templates.iter().any(|name| nan_filled(report, name)) {
+        return Some(Doubt::NanAnswer);
     }
     let asked_for_chart = asks_for_chart(question);
     if only_figures(report) && !asked_for_chart {
@@ -145,6 +153,20 @@ const NO_ANSWER_FORM: &str = "The question says how to write its answer (such as
 `@name[value]`), but the output does not show every answer in that form. Write the complete \
 program again so that its last lines print each answer exactly in the question's form, with \
 its names, filled in with the computed values.";
+
+const NAN_ANSWER: &str = "An answer in the output is NaN, which usually means that missing \
+values were left in the data: drop them from the columns used (`dropna()`) before computing, \
+unless the question says how to treat them, and write the complete program again.";
+
+/// Whether the output fills `name`'s template with NaN (`@p_value[nan]`).
+fn nan_filled(report: &str, name: &str) -> bool {
+    let open = format!("@{name}[");
+    report.match_indices(&open).any(|(at, _)| {
+        let value = &report[at + open.len()..];
+        let value = &value[..value.find([']', '\n']).unwrap_or(value.len())];
+        value.trim().eq_ignore_ascii_case("nan")
+    })
+}
 
 /// The names of the answer templates a question gives (`@mean_fare[...]`),
 /// at most sixteen, in order.
@@ -760,5 +782,19 @@ mod tests {
         // An e-mail address or a decorator is no template.
         assert!(answer_templates("mail a@b.com, use @property").is_empty());
         assert!(Doubt::NoAnswerForm.note().contains("`@name[value]`"));
+        // A NaN filled in: missing values were left in.
+        assert_eq!(
+            doubt(q, "python", "print(1)", "@mean_fare[nan]\n@count[3]\n"),
+            Some(Doubt::NanAnswer)
+        );
+        assert_eq!(
+            doubt(
+                q,
+                "python",
+                "print(1)",
+                "@mean_fare[34.6]\n@count[3]\nnan in a table\n"
+            ),
+            None
+        );
     }
 }

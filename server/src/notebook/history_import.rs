@@ -99,6 +99,11 @@ pub fn import(
                     shown.push_str(text);
                 }
             }
+            EventBody::CellReset { cell_id } => {
+                if let Some(shown) = explanations.get_mut(cell_id) {
+                    shown.clear();
+                }
+            }
             EventBody::CellOutput { output, .. } => {
                 if matches!(output, Output::Image { .. }) {
                     continue;
