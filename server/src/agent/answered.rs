@@ -31,6 +31,9 @@ pub enum Doubt {
     /// An answer filled into the question's template is NaN: missing
     /// values were left in (a t-test over a column with gaps).
     NanAnswer,
+    /// A template was printed as the program wrote it, `{value}` and all:
+    /// its string lacks the `f` prefix.
+    NotInterpolated,
 }
 
 /// A calendar period a question groups by.
@@ -77,6 +80,7 @@ impl Doubt {
             Doubt::NoPeriod(Period::Year) => NO_YEAR,
             Doubt::NoAnswerForm => NO_ANSWER_FORM,
             Doubt::NanAnswer => NAN_ANSWER,
+            Doubt::NotInterpolated => NOT_INTERPOLATED,
         }
     }
 
@@ -91,6 +95,7 @@ impl Doubt {
             Doubt::NoPeriod(_) => "no_period",
             Doubt::NoAnswerForm => "no_answer_form",
             Doubt::NanAnswer => "nan_answer",
+            Doubt::NotInterpolated => "not_interpolated",
         }
     }
 }
@@ -118,6 +123,12 @@ pub fn doubt(question: &str, language: &str, code: &str, report: &str) -> Option
     }
     if templates.iter().any(|name| nan_filled(report, name)) {
         return Some(Doubt::NanAnswer);
+    }
+    if templates
+        .iter()
+        .any(|name| filled_literally(report, code, name))
+    {
+        return Some(Doubt::NotInterpolated);
     }
     let asked_for_chart = asks_for_chart(question);
     if only_figures(report) && !asked_for_chart {
@@ -154,18 +165,42 @@ const NO_ANSWER_FORM: &str = "The question says how to write its answer (such as
 program again so that its last lines print each answer exactly in the question's form, with \
 its names, filled in with the computed values.";
 
-const NAN_ANSWER: &str = "An answer in the output is NaN, which usually means that missing \
-values were left in the data: drop them from the columns used (`dropna()`) before computing, \
-unless the question says how to treat them, and write the complete program again.";
+const NAN_ANSWER: &str = "An answer in the output is NaN: missing values were left in the \
+data, or a filter matched no rows. Drop missing values from the columns used (`dropna()`) \
+unless the question says how to treat them, check that each filter matches the values the \
+column really holds (`df['col'].unique()`), and write the complete program again.";
+
+const NOT_INTERPOLATED: &str = "The output shows an answer as the program wrote it, with \
+`{…}` in place of the value: the string lacks its `f` prefix. Write \
+`print(f\"@name[{value}]\")` and the complete program again.";
+
+/// What the output fills into `name`'s templates.
+fn filled<'a>(report: &'a str, name: &str) -> Vec<&'a str> {
+    let open = format!("@{name}[");
+    report
+        .match_indices(&open)
+        .map(|(at, _)| {
+            let value = &report[at + open.len()..];
+            &value[..value.find([']', '\n']).unwrap_or(value.len())]
+        })
+        .collect()
+}
+
+/// Whether the output fills `name`'s template with `{…}` text that the
+/// program holds as written (`@total[{total:.2f}]` from a string without
+/// its `f`).
+fn filled_literally(report: &str, code: &str, name: &str) -> bool {
+    filled(report, name).iter().any(|value| {
+        let value = value.trim();
+        value.contains('{') && value.contains('}') && code.contains(value)
+    })
+}
 
 /// Whether the output fills `name`'s template with NaN (`@p_value[nan]`).
 fn nan_filled(report: &str, name: &str) -> bool {
-    let open = format!("@{name}[");
-    report.match_indices(&open).any(|(at, _)| {
-        let value = &report[at + open.len()..];
-        let value = &value[..value.find([']', '\n']).unwrap_or(value.len())];
-        value.trim().eq_ignore_ascii_case("nan")
-    })
+    filled(report, name)
+        .iter()
+        .any(|value| value.trim().eq_ignore_ascii_case("nan"))
 }
 
 /// The names of the answer templates a question gives (`@mean_fare[...]`),
