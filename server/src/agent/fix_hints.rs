@@ -80,6 +80,34 @@ const HINTS: &[Hint] = &[
          (`sm.OLS(y, sm.add_constant(X)).fit()`, then `.pvalues` and `.params`) or \
          `scipy.stats.linregress` (`.pvalue`, `.slope`, `.rvalue`).",
     ),
+    // DABench: `df['a'].mean().round(2)`; pandas 3 gives a plain float.
+    hint_for(
+        "'float' object has no attribute 'round'",
+        "pandas 3 returns a plain Python float from `mean()`, `std()` and `sum()` of a \
+         column: write `round(x, 2)`, not `x.round(2)`.",
+    ),
+    // DABench: `statistics.stdev` over a pandas column of NumPy floats.
+    hint_for(
+        "object has no attribute 'numerator'",
+        "Python's `statistics` module fails on NumPy numbers: use pandas \
+         (`df['a'].std()`, `df['a'].median()`) or NumPy instead.",
+    ),
+    // DABench: `from scipy.stats import minmax_scale`, a name from
+    // another library.
+    hint_for(
+        "cannot import name",
+        "That name is not in that module in the versions the sandbox has: import it from \
+         the module that defines it (scaling, for one, is in `sklearn.preprocessing`), or \
+         compute it with pandas.",
+    ),
+    // DABench: a filter on a value the column does not hold (the source
+    // "ABC News" written "abc-news"), then a statistic of no rows.
+    hint_for(
+        "must have length at least 2",
+        "The data the program computed on is empty or nearly: a filter matched no rows. \
+         Print the values the column really holds (`df['col'].unique()[:20]`) and filter on \
+         the one the question means.",
+    ),
     hint_for(
         "unexpected keyword argument",
         "That argument is not in the version of the library the sandbox has (named in the \
@@ -130,7 +158,11 @@ fn closest_keys(report: &str, columns: &[String]) -> Option<String> {
         l.contains("KeyError") || l.contains("not in index") || l.contains("are in the")
     })?;
     let mut told = Vec::new();
-    for key in quoted(line) {
+    // `Column not found: WINDSPEED` quotes a message with the key at its end.
+    let keys = quoted(line)
+        .into_iter()
+        .map(|q| q.rsplit_once(": ").map_or(q, |(_, key)| key));
+    for key in keys {
         if columns.iter().any(|c| c == key) || key.is_empty() {
             continue;
         }
@@ -150,11 +182,25 @@ fn closest_keys(report: &str, columns: &[String]) -> Option<String> {
         else {
             continue;
         };
-        told.push(format!(
-            "`{}` is not a column; the closest is `{}` (write it exactly so)",
-            super::profile::python_str(key),
-            super::profile::python_str(best)
-        ));
+        // Headers with spaces around them (`' BARO'`): named exactly, the
+        // 1.5B still wrote `'BARO'` in all of its fixes (DABench, 3 of 40
+        // questions); stripping the headers once is a fix it can make.
+        if best.trim() != best.as_str() && best.trim().eq_ignore_ascii_case(key.trim()) {
+            told.push(format!(
+                "`{}` is not a column: the file's headers have spaces around them (`{}`). \
+                 Right after reading the file, add `df.columns = df.columns.str.strip()`, then \
+                 write `{}`",
+                super::profile::python_str(key),
+                super::profile::python_str(best),
+                super::profile::python_str(best.trim())
+            ));
+        } else {
+            told.push(format!(
+                "`{}` is not a column; the closest is `{}` (write it exactly so)",
+                super::profile::python_str(key),
+                super::profile::python_str(best)
+            ));
+        }
         if told.len() == 3 {
             break;
         }
@@ -294,9 +340,12 @@ mod tests {
             .to_vec();
         let h = hint("KeyError: 'WINDSPEED'", "", &columns).unwrap();
         assert!(
-            h.contains("`'WINDSPEED'` is not a column; the closest is `' WINDSPEED'`"),
+            h.contains("`'WINDSPEED'` is not a column: the file's headers have spaces around them (`' WINDSPEED'`)")
+                && h.contains("df.columns = df.columns.str.strip()"),
             "{h}"
         );
+        let h = hint("KeyError: 'Column not found: WINDSPEED'", "", &columns).unwrap();
+        assert!(h.contains("`'WINDSPEED'` is not a column"), "{h}");
         let h = hint("KeyError: 'wind_speed'", "", &columns).unwrap();
         assert!(h.contains("the closest is `'wind speed'`"), "{h}");
         let h = hint("KeyError: \"['party'] not in index\"", "", &columns).unwrap();
@@ -338,5 +387,17 @@ mod tests {
         assert!(hint(other, "", &[]).unwrap().contains("version"));
         let p = "AttributeError: 'LinearRegression' object has no attribute 'pvalues'";
         assert!(hint(p, "", &[]).unwrap().contains("statsmodels"));
+        let round = "AttributeError: 'float' object has no attribute 'round'";
+        assert!(hint(round, "", &[]).unwrap().contains("round(x, 2)"));
+        let stats = "AttributeError: 'float' object has no attribute 'numerator'";
+        assert!(hint(stats, "", &[]).unwrap().contains("df['a'].std()"));
+        let import = "ImportError: cannot import name 'minmax_scale' from 'scipy.stats'";
+        assert!(
+            hint(import, "", &[])
+                .unwrap()
+                .contains("sklearn.preprocessing")
+        );
+        let empty = "ValueError: `x` and `y` must have length at least 2.";
+        assert!(hint(empty, "", &[]).unwrap().contains("unique()"));
     }
 }

@@ -124,6 +124,8 @@ struct Tried {
     verdict: String,
     /// What it hit, with the remedy, for a start over.
     hit: String,
+    /// It failed (a repeat of it is refused).
+    failed: bool,
 }
 
 /// A program as compared with earlier ones: its lines without trailing
@@ -396,6 +398,12 @@ impl Agent {
             {
                 system = format!("{system} {product}");
             }
+            // A table, and a question that says how to treat gaps.
+            if note.contains(profile::PANDAS_NOTE)
+                && let Some(missing) = prompt::missing_note(&text)
+            {
+                system = format!("{system} {missing}");
+            }
         }
         // The tables' real column names, for a KeyError's hint.
         let columns = self.kernels.table_columns(session.id());
@@ -528,7 +536,13 @@ impl Agent {
             // way (six of DABench's seven turns whose every attempt failed
             // sent one program three times): refused before it runs, and
             // asked for again without using an attempt, twice a turn at most.
-            if let Some(earlier) = tried.iter().find(|t| t.code == normalized(&program.code)) {
+            // Only a failed one: a program that ran and only looked
+            // unanswered (printed nothing, as a definition does) may run
+            // again, the model's way of saying it stands by it.
+            if let Some(earlier) = tried
+                .iter()
+                .find(|t| t.failed && t.code == normalized(&program.code))
+            {
                 let problem = prompt::repeated_program(earlier.shown, &earlier.verdict);
                 self.publish_refusal(session, cell, shown, "repeated_program", &problem);
                 let hit = format!(
@@ -540,6 +554,7 @@ impl Agent {
                     shown,
                     verdict: earlier.verdict.clone(),
                     hit: earlier.hit.clone(),
+                    failed: true,
                 });
                 crate::metrics::unanswered("repeated_program", repeats < MAX_REPEATS);
                 if repeats < MAX_REPEATS {
@@ -610,6 +625,7 @@ impl Agent {
                     Some(doubt) if !ran.failed() => doubt.note().to_string(),
                     _ => prompt::failure_summary(&ran.report, &program.code, &columns),
                 },
+                failed: ran.failed(),
             });
             if let Some(doubt) = doubt {
                 tracing::info!(
@@ -661,12 +677,7 @@ impl Agent {
         // tried, in the server's words. Asked to explain a failure, the
         // model concluded anyway ("does not follow a normal distribution…
         // the p-value is less than 0.05" after three failed programs).
-        let unanswered = ran.failed()
-            || matches!(
-                answered::doubt(&text, &program.language, &program.code, &ran.report),
-                Some(answered::Doubt::Nothing | answered::Doubt::Empty)
-            );
-        if unanswered {
+        if ran.failed() {
             crate::metrics::explained("unanswered");
             let statement = prompt::no_answer(tried.len(), &ran.report, &program.code, &columns);
             self.publish_text(session, CellKind::Explanation, &statement);
@@ -676,6 +687,23 @@ impl Agent {
                 } else {
                     TurnStatus::Error
                 },
+                final_cell: Some(cell),
+            };
+        }
+        // It ran and printed nothing, or only an empty value (a definition,
+        // `x = 5`): what it printed is quoted, and nothing concluded.
+        if matches!(
+            answered::doubt(&text, &program.language, &program.code, &ran.report),
+            Some(answered::Doubt::Nothing | answered::Doubt::Empty)
+        ) {
+            crate::metrics::explained("unanswered");
+            self.publish_text(
+                session,
+                CellKind::Explanation,
+                &grounding::fallback(&ran.report),
+            );
+            return Ended {
+                status: TurnStatus::Ok,
                 final_cell: Some(cell),
             };
         }
@@ -975,7 +1003,7 @@ impl Agent {
             };
             let invented = grounding::invented(&text, &sources, code);
             if invented.is_empty() {
-                if let Some(rest) = gate.finish(&text) {
+                if let Some(rest) = gate.finish() {
                     session.publish(EventBody::CellDelta {
                         cell_id,
                         text: rest,

@@ -99,6 +99,30 @@ pub fn format_note(question: &str) -> Option<&'static str> {
     (template || said).then_some(FORMAT_NOTE)
 }
 
+/// Added for a question over a table that says how to treat missing
+/// values: DABench's correlation questions ("ignore any null or missing
+/// values") were answered with a bare `df.dropna()`, which dropped every
+/// row with a gap in a column the question never used (r = 0.57 for -0.04).
+pub const MISSING_NOTE: &str = "Drop missing values only from the columns the computation \
+uses (`df.dropna(subset=['a', 'b'])`): a bare `df.dropna()` drops every row with a gap in \
+any column.";
+
+/// [`MISSING_NOTE`] when `question` speaks of missing values.
+pub fn missing_note(question: &str) -> Option<&'static str> {
+    let q = question.to_lowercase();
+    [
+        "missing",
+        "null",
+        "nan value",
+        "nan values",
+        "na values",
+        "empty values",
+    ]
+    .iter()
+    .any(|word| q.contains(word))
+    .then_some(MISSING_NOTE)
+}
+
 /// Added to the system prompt when the programs run in the person's page
 /// (the Browser sandbox), where most of the jail's packages are missing.
 /// The worker's policy lets a program reach this site alone, and nothing
@@ -740,5 +764,14 @@ mod tests {
         );
         assert_eq!(format_note("What is 6 times 7?"), None);
         assert_eq!(format_note("mail me at a@b.com"), None);
+    }
+
+    #[test]
+    fn a_question_about_missing_values_gets_the_dropna_note() {
+        assert_eq!(
+            missing_note("Ignore any null or missing values."),
+            Some(MISSING_NOTE)
+        );
+        assert_eq!(missing_note("What is the mean?"), None);
     }
 }

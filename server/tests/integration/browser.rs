@@ -277,7 +277,13 @@ async fn the_page_runs_the_programs_and_keeps_their_state() {
         },
     )
     .await;
-    send(&mut page, &ask_on_browser("x")).await;
+    // The first attempt is another program than its fix (the same program
+    // twice would be refused before it ran again).
+    let mut ask = ask_on_browser("x");
+    if let ClientMessage::Ask { text, .. } = &mut ask {
+        *text = format!("#scripted: fail_first\n{text}");
+    }
+    send(&mut page, &ask).await;
     let (run, _, fresh) = next_run(&mut page).await;
     assert!(fresh);
     answer(
@@ -291,7 +297,7 @@ async fn the_page_runs_the_programs_and_keeps_their_state() {
         "k2",
     )
     .await;
-    // The scripted model tries its fix: the same code, again in the page
+    // The scripted model tries its fix: the code as written, in the page
     // (which prints something: a fix that printed nothing would not have
     // answered, and would be sent back once more).
     let mut events = Vec::new();

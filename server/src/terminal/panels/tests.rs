@@ -413,3 +413,37 @@ fn what_cannot_be_counted_or_reached_is_not_wiped() {
         "{text:?}"
     );
 }
+
+#[test]
+fn an_explanation_that_starts_over_shows_only_its_new_text() {
+    let bodies = |cell: u64| {
+        explanation(vec![
+            delta(cell, "The total is 7. "),
+            EventBody::CellReset {
+                cell_id: CellId(cell),
+            },
+            delta(cell, "It is 8."),
+            finished(cell, CellStatus::Ok),
+        ])
+    };
+    // Piped: only what stands is written.
+    let (text, _) = draw(Look::PLAIN, None, bodies(4));
+    assert!(!text.contains("The total is 7."), "{text}");
+    assert!(text.contains("It is 8."), "{text}");
+    // Live: the first text is wiped before the new one streams (and the
+    // new one once more when it is drawn as markdown at its end).
+    let (text, _) = draw(live(40, 30), None, bodies(4));
+    assert_eq!(text.matches("\u{1b}[J").count(), 2, "{text:?}");
+    assert!(text.contains("It is 8."), "{text:?}");
+    // A reset of another cell changes nothing.
+    let (text, _) = draw(
+        Look::PLAIN,
+        None,
+        explanation(vec![
+            delta(4, "Kept."),
+            EventBody::CellReset { cell_id: CellId(9) },
+            finished(4, CellStatus::Ok),
+        ]),
+    );
+    assert!(text.contains("Kept."), "{text}");
+}
