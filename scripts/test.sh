@@ -79,14 +79,14 @@ bench_tasks=(--only sum-squares --only strawberry --only days-between --only csv
 RUNCELL_BIN="$ROOT/target/release/runcell" "$ROOT/scripts/bench-agent.sh" embedded "$bench_model" "${bench_tasks[@]}"
 
 step "DABench, a subset: the embedded model on other people's data"
-# Three questions (one of each level) of InfiAgent-DABench through the real
+# Two questions (a medium and a hard one) of InfiAgent-DABench through the real
 # agent, when its data is on this machine (evaluation data, never in the
 # repository): checks the harness against the real files, never a rate. The
 # harness itself is tested without the data (tests/integration/bench_dabench.rs).
 dabench_dir=${RUNCELL_DABENCH_DIR:-$ROOT/../shared/dabench}
 if [ -f "$dabench_dir/da-dev-questions.jsonl" ]; then
   RUNCELL_BENCH=dabench RUNCELL_BIN="$ROOT/target/release/runcell" "$ROOT/scripts/bench-agent.sh" \
-    embedded "$bench_model" --dabench-dir "$dabench_dir" --sample 3
+    embedded "$bench_model" --dabench-dir "$dabench_dir" --sample 2 --turn-timeout 240
 else
   echo "no DABench data at $dabench_dir (RUNCELL_DABENCH_DIR): skipped"
 fi
