@@ -32,8 +32,8 @@ mod tests;
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -71,6 +71,29 @@ pub struct OpenAiClient {
     /// none is named, and the names to refuse (llama.cpp's servers answer any
     /// name with their one model).
     known_models: Mutex<Option<(std::time::Instant, Vec<String>)>>,
+    /// The chat streams open now. llama-cpp-python's server ends a stream
+    /// it is sending (a bare `[DONE]`, mid tool call) as soon as any other
+    /// request arrives, `/v1/models` included: while one is open, the model
+    /// list is answered from [`Self::last_listed`] instead of asked for.
+    streams_open: Arc<AtomicUsize>,
+    /// The server's last model list, as read.
+    last_listed: Mutex<Option<Vec<ModelInfo>>>,
+}
+
+/// Counts an open chat stream until dropped.
+struct StreamOpen(Arc<AtomicUsize>);
+
+impl StreamOpen {
+    fn new(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        Self(Arc::clone(count))
+    }
+}
+
+impl Drop for StreamOpen {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// The longest wait for a TCP connection.
@@ -131,6 +154,8 @@ impl OpenAiClient {
             shown_url,
             stream_options: AtomicBool::new(true),
             known_models: Mutex::new(None),
+            streams_open: Arc::new(AtomicUsize::new(0)),
+            last_listed: Mutex::new(None),
         })
     }
 
@@ -347,18 +372,31 @@ impl Llm for OpenAiClient {
     }
 
     async fn models(&self) -> Result<Vec<ModelInfo>, LlmError> {
+        if self.streams_open.load(Ordering::SeqCst) > 0
+            && let Some(listed) = self
+                .last_listed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+        {
+            return Ok(listed);
+        }
         let span = tracing::debug_span!(
             "llm.models",
             backend = "openai",
             retries = tracing::field::Empty
         );
-        self.with_retries(|| self.list_models())
+        let listed = self
+            .with_retries(|| self.list_models())
             .instrument(span)
-            .await
+            .await?;
+        *self.last_listed.lock().unwrap_or_else(|p| p.into_inner()) = Some(listed.clone());
+        Ok(listed)
     }
 
     async fn chat(&self, request: ChatRequest) -> Result<ChatStream, LlmError> {
         let model = self.model_for(&request).await?;
+        let open = StreamOpen::new(&self.streams_open);
         let span = tracing::debug_span!(
             "llm.chat",
             backend = "openai",
@@ -379,7 +417,9 @@ impl Llm for OpenAiClient {
             Some((item, (None, reader)))
         })
         // Errors met mid-stream are redacted like the ones before it.
+        // The stream counts as open until it is dropped.
         .map(move |item| {
+            let _open = &open;
             item.map_err(|e| redact(e, key.as_ref().map(ExposeSecret::expose_secret)))
         });
         Ok(Box::pin(stream))

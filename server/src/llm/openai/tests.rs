@@ -954,3 +954,43 @@ fn backoffs_double_with_jitter_and_are_capped() {
         RETRY_AFTER_CAP
     );
 }
+
+/// llama-cpp-python's server ends the stream it is sending when any other
+/// request arrives, `/v1/models` included (its `interrupt_requests`): the
+/// catalog's refresh every 30 s cut programs mid tool call. While a stream
+/// is open the list comes from the last reading.
+#[tokio::test]
+async fn the_model_list_is_not_asked_for_while_a_stream_is_open() {
+    let listed = Arc::new(AtomicUsize::new(0));
+    let hits = Arc::clone(&listed);
+    let head: &[u8] = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n";
+    let app = Router::new()
+        .route(
+            "/v1/models",
+            get(move || {
+                hits.fetch_add(1, Ordering::SeqCst);
+                async {
+                    axum::Json(
+                        json!({"object": "list", "data": [{"id": "m.gguf", "owned_by": "me"}]}),
+                    )
+                }
+            }),
+        )
+        .route(
+            "/v1/chat/completions",
+            post(move || async move { stalling(head, Duration::from_secs(30)) }),
+        );
+    let base = serve(app).await;
+    let client = OpenAiClient::new(config(&base)).unwrap();
+    assert_eq!(client.models().await.unwrap()[0].id, "m.gguf");
+    assert_eq!(listed.load(Ordering::SeqCst), 1);
+    let mut stream = client.chat(ask("hi")).await.unwrap();
+    assert!(matches!(stream.next().await, Some(Ok(LlmEvent::Text(_)))));
+    // The stream is open: the list is the last one read, the server not asked.
+    assert_eq!(client.models().await.unwrap()[0].id, "m.gguf");
+    assert_eq!(listed.load(Ordering::SeqCst), 1);
+    // Closed, the list is read again.
+    drop(stream);
+    client.models().await.unwrap();
+    assert_eq!(listed.load(Ordering::SeqCst), 2);
+}
