@@ -94,6 +94,14 @@ fn describe() {
         "Explanations written, by outcome: grounded (every figure in the output or the question), regrounded (after one withdrawn for an invented figure), pruned (the second still invented one: its grounded sentences stood), fallback (a plain statement quoting the output stood instead), uncomputed (a reply without a program named figures nothing computed and was withdrawn)"
     );
     describe_counter!(
+        "runcell_fix_hints_total",
+        "Failed programs whose error had a known remedy, by the remedy told (closest_key, corr_over_text, ...)"
+    );
+    describe_counter!(
+        "runcell_prompt_notes_total",
+        "Questions that got a note for their kind (format: the answer's form or rounding; missing: how to treat gaps; chart; product)"
+    );
+    describe_counter!(
         "runcell_unanswered_total",
         "Programs that ran but did not answer (printed nothing, only empty values or only an unasked chart, never grouped for a per-group question, or printed a whole column for one value), by reason and whether a fix was asked"
     );
@@ -104,6 +112,16 @@ fn describe() {
 /// program was withdrawn (`uncomputed`).
 pub fn explained(outcome: &'static str) {
     counter!("runcell_explanations_total", "outcome" => outcome).increment(1);
+}
+
+/// A failed program's error had a known remedy, `hint`.
+pub fn fix_hint(hint: &'static str) {
+    counter!("runcell_fix_hints_total", "hint" => hint).increment(1);
+}
+
+/// A question got the note for its kind, `note`.
+pub fn prompt_note(note: &'static str) {
+    counter!("runcell_prompt_notes_total", "note" => note).increment(1);
 }
 
 /// A program ran but did not answer; `retried`: it went back as a fix.

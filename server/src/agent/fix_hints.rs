@@ -13,13 +13,16 @@ const TUPLE_OF_COLUMNS: &str = "Cannot subset columns with a tuple";
 /// if given), what to do. The class of failure each fixes is named beside
 /// it; checked in order, the first match is the hint.
 struct Hint {
+    /// A short name, for `/metrics` and the DABench report.
+    name: &'static str,
     error: &'static str,
     code: Option<&'static str>,
     remedy: &'static str,
 }
 
-const fn hint_for(error: &'static str, remedy: &'static str) -> Hint {
+const fn hint_for(name: &'static str, error: &'static str, remedy: &'static str) -> Hint {
     Hint {
+        name,
         error,
         code: None,
         remedy,
@@ -29,25 +32,30 @@ const fn hint_for(error: &'static str, remedy: &'static str) -> Hint {
 const HINTS: &[Hint] = &[
     // The agent bench's group-by questions: three fixes in a row.
     hint_for(
+        "tuple_of_columns",
         TUPLE_OF_COLUMNS,
         "In pandas 3, select several columns with a list: `df.groupby(key)[['a', 'b']]`. \
          For a total of a product per group, add the product as a column first \
          (`df['revenue'] = df['units'] * df['price']`), then `df.groupby(key)['revenue'].sum()`.",
     ),
     hint_for(
+        "unalignable_filter",
         "Unalignable boolean Series",
         "Filter a table with a condition on its own columns: after a merge, \
          `merged[merged['country'] == 'Germany']`, not a column of the table it came from.",
     ),
     hint_for(
+        "frame_append",
         "object has no attribute 'append'",
         "`DataFrame.append` is gone in pandas 3: build a list and use `pd.concat`.",
     ),
     hint_for(
+        "dt_accessor",
         "Can only use .dt accessor with datetimelike",
         "Convert the column first: `df['date'] = pd.to_datetime(df['date'])`.",
     ),
     hint_for(
+        "int_literal",
         "invalid literal for int()",
         "A field was not where the program looked: check the file's first lines shown \
          above and pick each field by its position in the split line, or match it with a \
@@ -56,12 +64,14 @@ const HINTS: &[Hint] = &[
     // DABench: `df.corr()` over a table with text columns, which pandas 3
     // refuses (an attempt's every fix failed on it).
     Hint {
+        name: "corr_over_text",
         error: "could not convert string to float",
         code: Some(".corr("),
         remedy: "pandas 3's `corr()` refuses text columns: use `df.corr(numeric_only=True)`, \
                  or select the numeric columns first.",
     },
     hint_for(
+        "string_to_float",
         "could not convert string to float",
         "A field was not where the program looked, or holds text: check the file's first \
          lines shown above, and convert a column with `pd.to_numeric`.",
@@ -69,12 +79,14 @@ const HINTS: &[Hint] = &[
     // DABench: `mean_squared_error(squared=False)`, removed from
     // scikit-learn.
     hint_for(
+        "squared_removed",
         "unexpected keyword argument 'squared'",
         "scikit-learn 1.6 removed `squared=False`: use `root_mean_squared_error(y_true, y_pred)` \
          from `sklearn.metrics`.",
     ),
     // DABench: p-values asked of scikit-learn's regression.
     hint_for(
+        "no_pvalues",
         "has no attribute 'pvalues'",
         "scikit-learn's models give no p-values: use statsmodels \
          (`sm.OLS(y, sm.add_constant(X)).fit()`, then `.pvalues` and `.params`) or \
@@ -82,12 +94,14 @@ const HINTS: &[Hint] = &[
     ),
     // DABench: `df['a'].mean().round(2)`; pandas 3 gives a plain float.
     hint_for(
+        "float_round",
         "'float' object has no attribute 'round'",
         "pandas 3 returns a plain Python float from `mean()`, `std()` and `sum()` of a \
          column: write `round(x, 2)`, not `x.round(2)`.",
     ),
     // DABench: `statistics.stdev` over a pandas column of NumPy floats.
     hint_for(
+        "statistics_numpy",
         "object has no attribute 'numerator'",
         "Python's `statistics` module fails on NumPy numbers: use pandas \
          (`df['a'].std()`, `df['a'].median()`) or NumPy instead.",
@@ -95,6 +109,7 @@ const HINTS: &[Hint] = &[
     // DABench: `from scipy.stats import minmax_scale`, a name from
     // another library.
     hint_for(
+        "cannot_import",
         "cannot import name",
         "That name is not in that module in the versions the sandbox has: import it from \
          the module that defines it (scaling, for one, is in `sklearn.preprocessing`), or \
@@ -103,22 +118,26 @@ const HINTS: &[Hint] = &[
     // DABench: a filter on a value the column does not hold (the source
     // "ABC News" written "abc-news"), then a statistic of no rows.
     hint_for(
+        "empty_filter",
         "must have length at least 2",
         "The data the program computed on is empty or nearly: a filter matched no rows. \
          Print the values the column really holds (`df['col'].unique()[:20]`) and filter on \
          the one the question means.",
     ),
     hint_for(
+        "unexpected_keyword",
         "unexpected keyword argument",
         "That argument is not in the version of the library the sandbox has (named in the \
          file note above): call the function without it, or use the function that replaced it.",
     ),
     hint_for(
+        "key_error",
         "KeyError",
         "Use the exact column or key names shown in the file note above, as Python writes \
          them (they are case- and space-sensitive).",
     ),
     hint_for(
+        "module_not_found",
         "ModuleNotFoundError",
         "No package can be installed: use the standard library, numpy, pandas, matplotlib, \
          plotly, scipy, statsmodels, scikit-learn, seaborn, sympy, openpyxl or pyarrow.",
@@ -130,8 +149,18 @@ const HINTS: &[Hint] = &[
 /// pandas-2 tuple of columns and `code` shows where, and with the real
 /// column a missing key is closest to, of the session's table `columns`.
 pub fn hint(report: &str, code: &str, columns: &[String]) -> Option<String> {
+    named(report, code, columns).map(|(_, hint)| hint)
+}
+
+/// The name of the hint [`hint`] gives (`closest_key`, `key_error`, ...),
+/// for `/metrics`: which remedies fire, and on what.
+pub fn which(report: &str, code: &str, columns: &[String]) -> Option<&'static str> {
+    named(report, code, columns).map(|(name, _)| name)
+}
+
+fn named(report: &str, code: &str, columns: &[String]) -> Option<(&'static str, String)> {
     if let Some(closest) = closest_keys(report, columns) {
-        return Some(closest);
+        return Some(("closest_key", closest));
     }
     let found = HINTS
         .iter()
@@ -142,7 +171,7 @@ pub fn hint(report: &str, code: &str, columns: &[String]) -> Option<String> {
     {
         hint.push_str(&format!(" Here: write `[{tuple}]` for `{tuple}`."));
     }
-    Some(hint)
+    Some((found.name, hint))
 }
 
 /// For a missing key (`KeyError: 'wind_speed'`, `"['party'] not in

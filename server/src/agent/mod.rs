@@ -385,9 +385,15 @@ impl Agent {
         }
         if let Some(note) = prompt::chart_note(&text) {
             system = format!("{system} {note}");
+            crate::metrics::prompt_note("chart");
         }
         if let Some(note) = prompt::format_note(&text) {
             system = format!("{system} {note}");
+            crate::metrics::prompt_note(if note == prompt::FORMAT_NOTE {
+                "format"
+            } else {
+                "form"
+            });
         }
         // The person's files, so that "summarise the uploaded CSV" reads it.
         if let Some(note) = self.kernels.files_note(session.id(), session.owner()).await {
@@ -397,12 +403,14 @@ impl Agent {
                 && let Some(product) = profile::product_note(&text)
             {
                 system = format!("{system} {product}");
+                crate::metrics::prompt_note("product");
             }
             // A table, and a question that says how to treat gaps.
             if note.contains(profile::PANDAS_NOTE)
                 && let Some(missing) = prompt::missing_note(&text)
             {
                 system = format!("{system} {missing}");
+                crate::metrics::prompt_note("missing");
             }
         }
         // The tables' real column names, for a KeyError's hint.
@@ -635,6 +643,11 @@ impl Agent {
                     "the program ran but did not answer"
                 );
                 crate::metrics::unanswered(doubt.reason(), retry);
+            }
+            if ran.failed()
+                && let Some(hint) = fix_hints::which(&ran.report, &program.code, &columns)
+            {
+                crate::metrics::fix_hint(hint);
             }
             let instruction = match (ran.failed(), doubt) {
                 (true, _) if retry => prompt::fix_request(&ran.report, &program.code, &columns),

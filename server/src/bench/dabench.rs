@@ -21,13 +21,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use app::notebook::Notebook;
-use app::protocol::{CellKind, CellStatus, EventBody, SessionEvent};
+use app::protocol::SessionEvent;
 use serde::{Deserialize, Serialize};
 
-use super::agent::{AgentClient, median};
+use super::agent::{AgentClient, LastTurn, median};
 use super::{BenchError, fail};
-use crate::agent::prompt;
 
 pub struct DabenchOptions {
     /// The runcell to ask.
@@ -238,6 +236,13 @@ pub struct QuestionResult {
     pub output: String,
     pub explanation: String,
     pub problem: Option<String>,
+    /// Figures the standing explanation names that neither the output, the
+    /// question nor the program shows (the agent bench's check).
+    pub invented: Vec<String>,
+    /// The agent's heuristics that fired in the turn (a hint told, a note
+    /// added, a program sent back, an explanation rewritten), with how
+    /// often: read from the server's `/metrics`.
+    pub heuristics: BTreeMap<String, u64>,
 }
 
 /// Scores the last turn of `history` against `labels`.
@@ -246,69 +251,39 @@ pub fn judge(
     labels: &[(String, String)],
     history: &[SessionEvent],
 ) -> QuestionResult {
-    let notebook = Notebook::from_events(history);
-    let (turn, final_cell) = history
-        .iter()
-        .rev()
-        .find_map(|e| match e.event {
-            EventBody::TurnFinished {
-                turn, final_cell, ..
-            } => Some((Some(turn), final_cell)),
-            _ => None,
-        })
-        .unwrap_or((None, None));
-    let cells: Vec<_> = notebook
-        .cells()
-        .filter(|c| c.turn.is_some() && c.turn == turn)
-        .collect();
-    let result = final_cell.and_then(|id| {
-        cells
-            .iter()
-            .rev()
-            .find(|c| c.kind == CellKind::Result && c.source == Some(id))
-    });
-    let output = result
-        .map(|c| prompt::report_of_cell(c))
-        .unwrap_or_default();
-    let explanation = cells
-        .iter()
-        .rev()
-        .find(|c| c.kind == CellKind::Explanation && c.status == CellStatus::Ok)
-        .map(|c| c.text.clone())
-        .unwrap_or_default();
-    let explanation_ids: Vec<_> = cells
-        .iter()
-        .filter(|c| c.kind == CellKind::Explanation)
-        .map(|c| c.id)
-        .collect();
-    let rewritten = history
-        .iter()
-        .filter(|e| matches!(&e.event, EventBody::CellReset { cell_id } if explanation_ids.contains(cell_id)))
-        .count();
+    let turn = LastTurn::of(history);
+    let (explanation, output) = (&turn.explanation, &turn.output);
     // What the person reads: the explanation, then the output.
     let answered = extract(&format!("{explanation}\n{output}"));
     let parts_right = labels
         .iter()
         .filter(|(name, value)| answered.get(name).is_some_and(|a| is_equal(a, value)))
         .count();
-    let code = final_cell
-        .and_then(|id| cells.iter().find(|c| c.id == id))
+    let code = turn
+        .code
+        .as_ref()
         .map(|c| c.text.clone())
         .unwrap_or_default();
+    let invented = crate::agent::grounding::invented(
+        explanation,
+        &[output, &question.message(), &code],
+        &code,
+    );
     QuestionResult {
         id: question.id,
         level: question.level.clone(),
         right: !labels.is_empty() && parts_right == labels.len(),
         parts_right,
         parts: labels.len(),
-        ran: result.is_some_and(|r| r.status == CellStatus::Ok),
-        programs: cells.iter().filter(|c| c.kind == CellKind::Code).count(),
-        rewritten,
+        ran: turn.ran(),
+        programs: turn.programs(),
+        rewritten: turn.rewritten,
         labels: labels.to_vec(),
         answered,
         code,
-        output: crate::sandbox::fit(&output, 4000).to_string(),
-        explanation,
+        invented,
+        output: crate::sandbox::fit(output, 4000).to_string(),
+        explanation: explanation.clone(),
         ..QuestionResult::default()
     }
 }
@@ -396,7 +371,8 @@ pub async fn run(options: DabenchOptions) -> Result<(), BenchError> {
     let started = Instant::now();
     let mut results = Vec::new();
     for (question, labels) in &chosen {
-        let result = run_question(
+        let before = super::heuristics::read(&http, &base).await;
+        let mut result = run_question(
             &http,
             &base,
             &tables,
@@ -406,6 +382,9 @@ pub async fn run(options: DabenchOptions) -> Result<(), BenchError> {
             options.turn_timeout,
         )
         .await;
+        if let (Some(before), Some(after)) = (before, super::heuristics::read(&http, &base).await) {
+            result.heuristics = super::heuristics::fired(&before, &after);
+        }
         print_result(&result);
         results.push(result);
     }
@@ -419,6 +398,13 @@ pub async fn run(options: DabenchOptions) -> Result<(), BenchError> {
         results.len(),
         started.elapsed().as_secs_f64() / 60.0
     );
+    if !report.heuristics.is_empty() {
+        println!();
+        println!("| heuristic | fired in (questions) | of those right |\n|---|---|---|");
+        for (name, (fired, right)) in &report.heuristics {
+            println!("| {name} | {fired} | {right} |");
+        }
+    }
     if let Some(out) = &options.out {
         let json = serde_json::json!({
             "backend": backend, "model": model, "summary": report, "questions": results,
@@ -443,7 +429,7 @@ fn print_result(r: &QuestionResult) {
         })
         .collect();
     println!(
-        "{:>4} {:<6} {mark:<5} {}/{} {:<4} programs {} {:>5.1}s first code {:>5}{}{}",
+        "{:>4} {:<6} {mark:<5} {}/{} {:<4} programs {} {:>5.1}s first code {:>5}{}{}{}",
         r.id,
         r.level,
         r.parts_right,
@@ -458,12 +444,31 @@ fn print_result(r: &QuestionResult) {
         } else {
             String::new()
         },
+        if r.invented.is_empty() {
+            String::new()
+        } else {
+            format!(" INVENTED {}", r.invented.join(", "))
+        },
         if wrong.is_empty() || r.right {
             String::new()
         } else {
             format!("  [{}]", crate::sandbox::fit(&wrong.join("; "), 300))
         },
     );
+    if !r.heuristics.is_empty() {
+        let fired: Vec<String> = r
+            .heuristics
+            .iter()
+            .map(|(name, n)| {
+                if *n > 1 {
+                    format!("{name}×{n}")
+                } else {
+                    name.clone()
+                }
+            })
+            .collect();
+        println!("     fired: {}", fired.join(", "));
+    }
     if let Some(problem) = &r.problem {
         println!("     problem: {problem}");
     }
@@ -484,8 +489,12 @@ pub struct Report {
     pub fixed_questions: usize,
     pub fixes: usize,
     pub rewritten: usize,
+    /// Questions whose standing explanation names a figure nothing shows.
+    pub invented: usize,
     pub median_turn_s: f64,
     pub first_code_p50_s: f64,
+    /// Heuristic → (questions it fired in, of those right).
+    pub heuristics: BTreeMap<String, (usize, usize)>,
 }
 
 impl Report {
@@ -506,6 +515,7 @@ impl Report {
             fixed_questions: results.iter().filter(|r| r.programs > 1).count(),
             fixes: results.iter().map(|r| r.programs.saturating_sub(1)).sum(),
             rewritten: results.iter().map(|r| r.rewritten).sum(),
+            invented: results.iter().filter(|r| !r.invented.is_empty()).count(),
             median_turn_s: median(results.iter().map(|r| r.seconds).collect()),
             first_code_p50_s: median(
                 results
@@ -513,11 +523,12 @@ impl Report {
                     .filter_map(|r| r.first_code_seconds)
                     .collect(),
             ),
+            heuristics: super::heuristics::tally(results.iter().map(|r| (&r.heuristics, r.right))),
         }
     }
 
     pub fn header() -> String {
-        "| model | right (by question) | by sub-question | easy / medium / hard | program ran | needed fixes (fixes) | explanations rewritten | median turn | first code p50 |\n|---|---|---|---|---|---|---|---|---|".into()
+        "| model | right (by question) | by sub-question | easy / medium / hard | program ran | needed fixes (fixes) | explanations rewritten | invented figure | median turn | first code p50 |\n|---|---|---|---|---|---|---|---|---|---|".into()
     }
 
     pub fn row(&self, label: &str) -> String {
@@ -528,7 +539,7 @@ impl Report {
                 .map_or("-".into(), |(r, n)| format!("{r}/{n}"))
         };
         format!(
-            "| {label} | {}/{} ({:.0}%) | {}/{} ({:.0}%) | {} / {} / {} | {}/{} | {} ({}) | {} | {:.1} s | {:.1} s |",
+            "| {label} | {}/{} ({:.0}%) | {}/{} ({:.0}%) | {} / {} / {} | {}/{} | {} ({}) | {} | {} | {:.1} s | {:.1} s |",
             self.right,
             self.questions,
             pct(self.right, self.questions),
@@ -543,6 +554,7 @@ impl Report {
             self.fixed_questions,
             self.fixes,
             self.rewritten,
+            self.invented,
             self.median_turn_s,
             self.first_code_p50_s,
         )

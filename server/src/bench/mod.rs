@@ -5,6 +5,7 @@
 pub mod abuse;
 pub mod agent;
 pub mod dabench;
+pub mod heuristics;
 pub mod llm;
 mod own_server;
 pub mod sandbox;

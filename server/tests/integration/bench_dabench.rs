@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use runcell::bench::dabench::{Question, load, run_question};
+use runcell::bench::heuristics;
 
 use crate::support::TestServer;
 
@@ -99,6 +100,28 @@ async fn the_dabench_harness_scores_answers_from_the_streamed_turn() {
         result.explanation.starts_with("No answer was computed"),
         "{result:#?}"
     );
+
+    // The heuristics that fired are read from the server's /metrics: a
+    // question with a template gets the format note, and a column written
+    // without its space gets the hint that names the real one.
+    let before = heuristics::read(&http, base).await.expect("/metrics");
+    let misspelt = question(5, &format!("{read}print(df['x'].sum())"), "@total[v]");
+    let result = run_question(
+        &http,
+        base,
+        &tables,
+        &misspelt,
+        &labels(&[("total", "6")]),
+        None,
+        timeout,
+    )
+    .await;
+    assert!(!result.right, "{result:#?}");
+    let after = heuristics::read(&http, base).await.expect("/metrics");
+    let fired = heuristics::fired(&before, &after);
+    assert!(fired.contains_key("note:format"), "{fired:?}");
+    assert!(fired.contains_key("hint:closest_key"), "{fired:?}");
+    assert!(!fired.contains_key("note:missing"), "{fired:?}");
 
     // A table that is not there is a problem recorded, not a crash.
     let mut missing = question(4, "print(1)", "@a[v]");

@@ -19,6 +19,7 @@
 
 pub mod tasks;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -81,6 +82,9 @@ pub struct TaskResult {
     pub id: String,
     pub category: String,
     pub turns: Vec<TurnResult>,
+    /// The agent's heuristics that fired in the task's turns, with how
+    /// often (read from the server's `/metrics`).
+    pub heuristics: BTreeMap<String, u64>,
 }
 
 impl TaskResult {
@@ -261,7 +265,8 @@ pub async fn run(options: AgentBenchOptions) -> Result<(), BenchError> {
     let started = Instant::now();
     let mut results = Vec::new();
     for task in &tasks {
-        let result = run_task(
+        let before = super::heuristics::read(&http, &base).await;
+        let mut result = run_task(
             &http,
             &base,
             task,
@@ -269,6 +274,9 @@ pub async fn run(options: AgentBenchOptions) -> Result<(), BenchError> {
             options.turn_timeout,
         )
         .await;
+        if let (Some(before), Some(after)) = (before, super::heuristics::read(&http, &base).await) {
+            result.heuristics = super::heuristics::fired(&before, &after);
+        }
         print_task(&result);
         results.push(result);
     }
@@ -282,6 +290,14 @@ pub async fn run(options: AgentBenchOptions) -> Result<(), BenchError> {
         report.turns,
         started.elapsed().as_secs_f64() / 60.0
     );
+    let heuristics = super::heuristics::tally(results.iter().map(|r| (&r.heuristics, r.right())));
+    if !heuristics.is_empty() {
+        println!();
+        println!("| heuristic | fired in (tasks) | of those right |\n|---|---|---|");
+        for (name, (fired, right)) in &heuristics {
+            println!("| {name} | {fired} | {right} |");
+        }
+    }
     if let Some(out) = &options.out {
         let json = serde_json::json!({
             "backend": backend, "model": model, "summary": report, "tasks": results,
@@ -335,6 +351,7 @@ pub async fn run_task(
         id: task.id.clone(),
         category: task.category.to_string(),
         turns: Vec::new(),
+        heuristics: BTreeMap::new(),
     };
     let id = match client.create().await {
         Ok(id) => id,
@@ -384,54 +401,107 @@ pub async fn run_task(
     result
 }
 
-/// The verdicts on the last turn of a session's history.
-pub fn judge(question: &str, expect: &Expect, history: &[SessionEvent]) -> TurnResult {
-    let notebook = Notebook::from_events(history);
-    let (turn, final_cell) = history
-        .iter()
-        .rev()
-        .find_map(|e| match e.event {
-            EventBody::TurnFinished {
-                turn, final_cell, ..
-            } => Some((Some(turn), final_cell)),
-            _ => None,
-        })
-        .unwrap_or((None, None));
-    let cells: Vec<&Cell> = notebook
-        .cells()
-        .filter(|c| c.turn.is_some() && c.turn == turn)
-        .collect();
-    let code = final_cell.and_then(|id| cells.iter().copied().find(|c| c.id == id));
-    let result = code.and_then(|code| {
-        cells
+/// The last turn of a history, as a person reads it: its cells, the code
+/// cell whose result stands, that result and its output, the explanation
+/// that stands, and how often an explanation started over in place.
+pub struct LastTurn {
+    pub cells: Vec<Cell>,
+    pub code: Option<Cell>,
+    pub result: Option<Cell>,
+    pub output: String,
+    pub explanation: String,
+    pub rewritten: usize,
+}
+
+impl LastTurn {
+    pub fn of(history: &[SessionEvent]) -> Self {
+        let notebook = Notebook::from_events(history);
+        let (turn, final_cell) = history
             .iter()
-            .copied()
             .rev()
-            .find(|c| c.kind == CellKind::Result && c.source == Some(code.id))
-    });
-    let output = result.map(prompt::report_of_cell).unwrap_or_default();
-    let explanations: Vec<&Cell> = cells
+            .find_map(|e| match e.event {
+                EventBody::TurnFinished {
+                    turn, final_cell, ..
+                } => Some((Some(turn), final_cell)),
+                _ => None,
+            })
+            .unwrap_or((None, None));
+        let cells: Vec<Cell> = notebook
+            .cells()
+            .filter(|c| c.turn.is_some() && c.turn == turn)
+            .cloned()
+            .collect();
+        let code = final_cell.and_then(|id| cells.iter().find(|c| c.id == id).cloned());
+        let result = code.as_ref().and_then(|code| {
+            cells
+                .iter()
+                .rev()
+                .find(|c| c.kind == CellKind::Result && c.source == Some(code.id))
+                .cloned()
+        });
+        let output = result
+            .as_ref()
+            .map(prompt::report_of_cell)
+            .unwrap_or_default();
+        let explanation = cells
+            .iter()
+            .rev()
+            .find(|c| c.kind == CellKind::Explanation && c.status == CellStatus::Ok)
+            .map(|c| c.text.clone())
+            .unwrap_or_default();
+        let explanation_ids: Vec<_> = cells
+            .iter()
+            .filter(|c| c.kind == CellKind::Explanation)
+            .map(|c| c.id)
+            .collect();
+        let rewritten = history
+            .iter()
+            .filter(|e| matches!(&e.event, EventBody::CellReset { cell_id } if explanation_ids.contains(cell_id)))
+            .count();
+        Self {
+            cells,
+            code,
+            result,
+            output,
+            explanation,
+            rewritten,
+        }
+    }
+
+    /// The final program ran without an error.
+    pub fn ran(&self) -> bool {
+        self.result
+            .as_ref()
+            .is_some_and(|r| r.status == CellStatus::Ok)
+    }
+
+    /// Code cells: the first try and each fix.
+    pub fn programs(&self) -> usize {
+        self.cells
+            .iter()
+            .filter(|c| c.kind == CellKind::Code)
+            .count()
+    }
+}
+
+/// Scores the last turn of `history` against `expect`.
+pub fn judge(question: &str, expect: &Expect, history: &[SessionEvent]) -> TurnResult {
+    let LastTurn {
+        cells,
+        code,
+        result,
+        output,
+        explanation: standing,
+        rewritten,
+    } = LastTurn::of(history);
+    let code = code.as_ref();
+    let result = result.as_ref();
+    let withdrawn_texts: Vec<String> = cells
         .iter()
-        .copied()
         .filter(|c| c.kind == CellKind::Explanation)
-        .collect();
-    let standing = explanations
-        .iter()
-        .rev()
-        .find(|c| c.status == CellStatus::Ok)
-        .map(|c| c.text.clone())
-        .unwrap_or_default();
-    let withdrawn_texts: Vec<String> = explanations
-        .iter()
         .filter(|c| c.error.as_ref().is_some_and(|e| e.code == UNGROUNDED))
         .map(|c| c.text.clone())
         .collect();
-    // Explanations that started over in place for an invented figure.
-    let explanation_ids: Vec<_> = explanations.iter().map(|c| c.id).collect();
-    let rewritten = history
-        .iter()
-        .filter(|e| matches!(&e.event, EventBody::CellReset { cell_id } if explanation_ids.contains(cell_id)))
-        .count();
     // Why there is no result: the last cell that failed says.
     let problem = cells
         .iter()
