@@ -91,10 +91,14 @@ pub fn versions_note() -> String {
 /// ("the total revenue (units times price) per region"): the 1.5B summed
 /// each column per group and multiplied the sums, or took the largest row,
 /// in most of the agent benchmark's runs. Only for such a question: said to
-/// every table question, it cost others (see [`PANDAS_NOTE`]).
+/// every table question, it cost others (see [`PANDAS_NOTE`]). The group
+/// is said to be for a question per group only: told "then group and sum",
+/// the 1.5B grouped "the total revenue over all of sales.csv" by region and
+/// printed four totals (the agent bench, issue 43's run).
 pub const PRODUCT_NOTE: &str = "The question multiplies columns: add the product as a new \
-column first (`df['amount'] = df['a'] * df['b']`), then group and sum that column \
-(`df.groupby(key)['amount'].sum()`); never multiply sums.";
+column first, from the columns the question names (`df['amount'] = df[x] * df[y]`), then \
+sum that column: `df['amount'].sum()` for one total, `df.groupby(key)['amount'].sum()` only \
+when the question asks per group. Never multiply sums.";
 
 /// [`PRODUCT_NOTE`] when `question` multiplies ("units times price",
 /// "quantity multiplied by cost", "a × b", "a * b").
