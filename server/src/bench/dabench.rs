@@ -398,13 +398,7 @@ pub async fn run(options: DabenchOptions) -> Result<(), BenchError> {
         results.len(),
         started.elapsed().as_secs_f64() / 60.0
     );
-    if !report.heuristics.is_empty() {
-        println!();
-        println!("| heuristic | fired in (questions) | of those right |\n|---|---|---|");
-        for (name, (fired, right)) in &report.heuristics {
-            println!("| {name} | {fired} | {right} |");
-        }
-    }
+    super::heuristics::print_tally(&report.heuristics, "questions");
     if let Some(out) = &options.out {
         let json = serde_json::json!({
             "backend": backend, "model": model, "summary": report, "questions": results,

@@ -89,6 +89,19 @@ pub fn tally<'a>(
     tally
 }
 
+/// Prints a [`tally`] as a table, `unit` naming what was counted
+/// ("questions", "tasks"); nothing when nothing fired.
+pub fn print_tally(tally: &BTreeMap<String, (usize, usize)>, unit: &str) {
+    if tally.is_empty() {
+        return;
+    }
+    println!();
+    println!("| heuristic | fired in ({unit}) | of those right |\n|---|---|---|");
+    for (name, (fired, right)) in tally {
+        println!("| {name} | {fired} | {right} |");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

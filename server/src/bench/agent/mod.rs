@@ -291,13 +291,7 @@ pub async fn run(options: AgentBenchOptions) -> Result<(), BenchError> {
         started.elapsed().as_secs_f64() / 60.0
     );
     let heuristics = super::heuristics::tally(results.iter().map(|r| (&r.heuristics, r.right())));
-    if !heuristics.is_empty() {
-        println!();
-        println!("| heuristic | fired in (tasks) | of those right |\n|---|---|---|");
-        for (name, (fired, right)) in &heuristics {
-            println!("| {name} | {fired} | {right} |");
-        }
-    }
+    super::heuristics::print_tally(&heuristics, "tasks");
     if let Some(out) = &options.out {
         let json = serde_json::json!({
             "backend": backend, "model": model, "summary": report, "tasks": results,
