@@ -5,9 +5,10 @@
 //! and the `@name[value]` answers read from the streamed turn and scored
 //! with the benchmark's rule. It checks the harness, never a rate.
 
+use std::path::Path;
 use std::time::Duration;
 
-use runcell::bench::dabench::{Question, load, run_question};
+use runcell::bench::dabench::{Question, QuestionResult, load, run_question};
 use runcell::bench::heuristics;
 
 use crate::support::TestServer;
@@ -23,6 +24,26 @@ fn question(id: u64, program: &str, format: &str) -> Question {
     }
 }
 
+/// Asks `question` of the server at `base` and scores it against `pairs`.
+async fn ask(
+    http: &reqwest::Client,
+    base: &str,
+    tables: &Path,
+    question: &Question,
+    pairs: &[(&str, &str)],
+) -> QuestionResult {
+    run_question(
+        http,
+        base,
+        tables,
+        question,
+        &labels(pairs),
+        None,
+        Duration::from_secs(120),
+    )
+    .await
+}
+
 fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
     pairs
         .iter()
@@ -36,7 +57,6 @@ async fn the_dabench_harness_scores_answers_from_the_streamed_turn() {
     let http = reqwest::Client::new();
     let base = server.url("");
     let base = base.trim_end_matches('/');
-    let timeout = Duration::from_secs(120);
     let dir = tempfile::tempdir().unwrap();
     let tables = dir.path().join("da-dev-tables");
     std::fs::create_dir_all(&tables).unwrap();
@@ -50,14 +70,12 @@ async fn the_dabench_harness_scores_answers_from_the_streamed_turn() {
         &format!("{read}print(f\"@total[{{df[' x'].sum()}}] @mean[{{df[' x'].mean():.2f}}]\")"),
         "@total[value] @mean[value]",
     );
-    let result = run_question(
+    let result = ask(
         &http,
         base,
         &tables,
         &both,
-        &labels(&[("total", "6"), ("mean", "2.00")]),
-        None,
-        timeout,
+        &[("total", "6"), ("mean", "2.00")],
     )
     .await;
     assert!(result.right && result.ran, "{result:#?}");
@@ -70,14 +88,12 @@ async fn the_dabench_harness_scores_answers_from_the_streamed_turn() {
         &format!("{read}print('@total[6.0000000001]')"),
         "@total[v] @mean[v]",
     );
-    let result = run_question(
+    let result = ask(
         &http,
         base,
         &tables,
         &half,
-        &labels(&[("total", "6"), ("mean", "2.00")]),
-        None,
-        timeout,
+        &[("total", "6"), ("mean", "2.00")],
     )
     .await;
     assert!(!result.right && result.ran, "{result:#?}");
@@ -85,16 +101,7 @@ async fn the_dabench_harness_scores_answers_from_the_streamed_turn() {
 
     // A program that fails answered nothing, and ran is false.
     let failing = question(3, "raise SystemExit(3)", "@total[v]");
-    let result = run_question(
-        &http,
-        base,
-        &tables,
-        &failing,
-        &labels(&[("total", "6")]),
-        None,
-        timeout,
-    )
-    .await;
+    let result = ask(&http, base, &tables, &failing, &[("total", "6")]).await;
     assert!(!result.right && !result.ran, "{result:#?}");
     assert!(
         result.explanation.starts_with("No answer was computed"),
@@ -106,16 +113,7 @@ async fn the_dabench_harness_scores_answers_from_the_streamed_turn() {
     // without its space gets the hint that names the real one.
     let before = heuristics::read(&http, base).await.expect("/metrics");
     let misspelt = question(5, &format!("{read}print(df['x'].sum())"), "@total[v]");
-    let result = run_question(
-        &http,
-        base,
-        &tables,
-        &misspelt,
-        &labels(&[("total", "6")]),
-        None,
-        timeout,
-    )
-    .await;
+    let result = ask(&http, base, &tables, &misspelt, &[("total", "6")]).await;
     assert!(!result.right, "{result:#?}");
     let after = heuristics::read(&http, base).await.expect("/metrics");
     let fired = heuristics::fired(&before, &after);
@@ -126,16 +124,7 @@ async fn the_dabench_harness_scores_answers_from_the_streamed_turn() {
     // A table that is not there is a problem recorded, not a crash.
     let mut missing = question(4, "print(1)", "@a[v]");
     missing.file_name = "absent.csv".into();
-    let result = run_question(
-        &http,
-        base,
-        &tables,
-        &missing,
-        &labels(&[("a", "1")]),
-        None,
-        timeout,
-    )
-    .await;
+    let result = ask(&http, base, &tables, &missing, &[("a", "1")]).await;
     assert!(result.problem.is_some() && !result.right);
 
     // The files load as the benchmark writes them.
