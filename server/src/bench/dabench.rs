@@ -266,7 +266,7 @@ pub fn judge(
         .unwrap_or_default();
     let invented = crate::agent::grounding::invented(
         explanation,
-        &[output, &question.message(), &code],
+        &[output, &question.message(), &code, &turn.own_facts()],
         &code,
     );
     QuestionResult {

@@ -476,10 +476,20 @@ impl LastTurn {
             .filter(|c| c.kind == CellKind::Code)
             .count()
     }
+
+    /// What the page shows about the turn itself, which an explanation may
+    /// state without any output holding it: how many programs were tried
+    /// (the server's statement after failed programs says "none of the 3
+    /// programs tried answered the question").
+    pub fn own_facts(&self) -> String {
+        format!("{} programs", self.programs())
+    }
 }
 
 /// Scores the last turn of `history` against `expect`.
 pub fn judge(question: &str, expect: &Expect, history: &[SessionEvent]) -> TurnResult {
+    let turn = LastTurn::of(history);
+    let own_facts = turn.own_facts();
     let LastTurn {
         cells,
         code,
@@ -487,7 +497,7 @@ pub fn judge(question: &str, expect: &Expect, history: &[SessionEvent]) -> TurnR
         output,
         explanation: standing,
         rewritten,
-    } = LastTurn::of(history);
+    } = turn;
     let code = code.as_ref();
     let result = result.as_ref();
     let withdrawn_texts: Vec<String> = cells
@@ -510,7 +520,12 @@ pub fn judge(question: &str, expect: &Expect, history: &[SessionEvent]) -> TurnR
         ran: result.is_some_and(|r| r.status == CellStatus::Ok),
         invented: grounding::invented(
             &standing,
-            &[&output, question, code.map_or("", |c| c.text.as_str())],
+            &[
+                &output,
+                question,
+                code.map_or("", |c| c.text.as_str()),
+                &own_facts,
+            ],
             code.map_or("", |c| c.text.as_str()),
         ),
         withdrawn: withdrawn_texts.len() + rewritten,
@@ -751,6 +766,75 @@ mod tests {
 
     fn right(expect: &Expect, text: &str) -> bool {
         is_right(expect, &stdout(text), text)
+    }
+
+    /// A turn of `programs` failed programs ending in the server's
+    /// statement `explanation`.
+    fn failed_turn(programs: u64, explanation: &str) -> Vec<SessionEvent> {
+        use app::protocol::{CellError, CellId, TurnId, TurnKind, TurnStatus};
+        let turn = TurnId(1);
+        let started = |cell_id, cell_kind| EventBody::CellStarted {
+            cell_id,
+            cell_kind,
+            language: None,
+            attempt: None,
+            source: None,
+        };
+        let text = |cell_id, text: &str| EventBody::CellDelta {
+            cell_id,
+            text: text.into(),
+            highlight: None,
+        };
+        let finished = |cell_id, status| EventBody::CellFinished {
+            cell_id,
+            status,
+            elapsed_ms: 1,
+            error: (status == CellStatus::Error).then(|| CellError {
+                code: "program_failed".into(),
+                message: "KeyError".into(),
+            }),
+        };
+        let mut bodies = vec![EventBody::TurnStarted {
+            turn,
+            turn_kind: TurnKind::Ask,
+            alternative_to: None,
+        }];
+        for n in 0..programs {
+            let id = CellId(10 + n);
+            bodies.push(started(id, CellKind::Code));
+            bodies.push(text(id, "print(df['x'].mean())"));
+            bodies.push(finished(id, CellStatus::Error));
+        }
+        let said = CellId(99);
+        bodies.push(started(said, CellKind::Explanation));
+        bodies.push(text(said, explanation));
+        bodies.push(finished(said, CellStatus::Ok));
+        bodies.push(EventBody::TurnFinished {
+            turn,
+            status: TurnStatus::Error,
+            elapsed_ms: 1,
+            final_cell: None,
+        });
+        SessionEvent::numbered(bodies, 1)
+    }
+
+    #[test]
+    fn the_count_of_programs_tried_is_the_pages_own_fact() {
+        let said = "No answer was computed: none of the 3 programs tried answered the question.";
+        let judged = judge(
+            "the mean of x?",
+            &Expect::Number(4.5),
+            &failed_turn(3, said),
+        );
+        assert!(judged.invented.is_empty(), "{:?}", judged.invented);
+        // Three programs said where two were tried is a figure nothing shows.
+        let judged = judge(
+            "the mean of x?",
+            &Expect::Number(4.5),
+            &failed_turn(2, said),
+        );
+        assert_eq!(judged.invented, vec!["3".to_string()]);
+        assert!(!judged.right && !judged.ran);
     }
 
     #[test]
