@@ -246,6 +246,17 @@ pub fn repeated_program(earlier: u32, verdict: &str) -> String {
     format!("this is the same program as attempt {earlier}, which ended with `{verdict}`")
 }
 
+/// How the server's statement that no program answered opens.
+pub const NO_ANSWER_OPENING: &str = "No answer was computed:";
+
+/// Whether `text` is one of the server's own statements that nothing was
+/// computed (`no_answer`, `UNCOMPUTED`), not a model's explanation: its
+/// figures are the server's (programs tried, a hint's example), so the
+/// benches check only the model's explanations for invented ones.
+pub fn is_no_answer_statement(text: &str) -> bool {
+    text.starts_with(NO_ANSWER_OPENING) || text == UNCOMPUTED
+}
+
 /// What stands when no program of the turn answered: how many were tried
 /// and what the last one hit, with no conclusion about the question (the
 /// model, asked to explain a failure, concluded anyway).
@@ -263,7 +274,7 @@ pub fn no_answer(programs: usize, report: &str, code: &str, columns: &[String]) 
         .map(|h| format!(" What may help: {h}"))
         .unwrap_or_default();
     format!(
-        "No answer was computed: {tried}, so there is no result to report.{hint} Ask again, \
+        "{NO_ANSWER_OPENING} {tried}, so there is no result to report.{hint} Ask again, \
          perhaps with more detail."
     )
 }

@@ -518,16 +518,20 @@ pub fn judge(question: &str, expect: &Expect, history: &[SessionEvent]) -> TurnR
         // A program that failed answered nothing, whatever its error says.
         right: result.is_some_and(|r| r.status == CellStatus::Ok && is_right(expect, r, &output)),
         ran: result.is_some_and(|r| r.status == CellStatus::Ok),
-        invented: grounding::invented(
-            &standing,
-            &[
-                &output,
-                question,
+        invented: if prompt::is_no_answer_statement(&standing) {
+            Vec::new()
+        } else {
+            grounding::invented(
+                &standing,
+                &[
+                    &output,
+                    question,
+                    code.map_or("", |c| c.text.as_str()),
+                    &own_facts,
+                ],
                 code.map_or("", |c| c.text.as_str()),
-                &own_facts,
-            ],
-            code.map_or("", |c| c.text.as_str()),
-        ),
+            )
+        },
         withdrawn: withdrawn_texts.len() + rewritten,
         problem,
         // Two withdrawn: what stands is the server's, the second's grounded
@@ -820,7 +824,7 @@ mod tests {
 
     #[test]
     fn the_count_of_programs_tried_is_the_pages_own_fact() {
-        let said = "No answer was computed: none of the 3 programs tried answered the question.";
+        let said = "All 3 programs failed on a missing column.";
         let judged = judge(
             "the mean of x?",
             &Expect::Number(4.5),
@@ -835,6 +839,25 @@ mod tests {
         );
         assert_eq!(judged.invented, vec!["3".to_string()]);
         assert!(!judged.right && !judged.ran);
+    }
+
+    #[test]
+    fn the_servers_no_answer_statement_is_not_checked_as_an_explanation() {
+        // Its figures are the server's: the count, a hint's `unique()[:20]`.
+        let said = prompt::no_answer(
+            3,
+            "ValueError: `x` and `y` must have length at least 2.",
+            "df = df[df['source'] == 'ABC News']",
+            &[],
+        );
+        assert!(prompt::is_no_answer_statement(&said), "{said}");
+        let judged = judge(
+            "the mean of x?",
+            &Expect::Number(4.5),
+            &failed_turn(2, &said),
+        );
+        assert!(judged.invented.is_empty(), "{:?}", judged.invented);
+        assert!(prompt::is_no_answer_statement(prompt::UNCOMPUTED));
     }
 
     #[test]
