@@ -99,7 +99,7 @@ fn describe() {
     );
     describe_counter!(
         "runcell_prompt_notes_total",
-        "Questions that got a note for their kind (format: the answer's form or rounding; missing: how to treat gaps; chart; product)"
+        "Questions that got a note for their kind (format: a template such as @name[value] for the answer; form: a form said in words; missing: how to treat gaps; chart; product)"
     );
     describe_counter!(
         "runcell_unanswered_total",

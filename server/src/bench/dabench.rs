@@ -264,15 +264,7 @@ pub fn judge(
         .as_ref()
         .map(|c| c.text.clone())
         .unwrap_or_default();
-    let invented = if crate::agent::prompt::is_no_answer_statement(explanation) {
-        Vec::new()
-    } else {
-        crate::agent::grounding::invented(
-            explanation,
-            &[output, &question.message(), &code, &turn.own_facts()],
-            &code,
-        )
-    };
+    let invented = turn.invented(&question.message());
     QuestionResult {
         id: question.id,
         level: question.level.clone(),

@@ -479,17 +479,33 @@ impl LastTurn {
 
     /// What the page shows about the turn itself, which an explanation may
     /// state without any output holding it: how many programs were tried
-    /// (the server's statement after failed programs says "none of the 3
-    /// programs tried answered the question").
-    pub fn own_facts(&self) -> String {
+    /// ("all 3 programs failed").
+    fn own_facts(&self) -> String {
         format!("{} programs", self.programs())
+    }
+
+    /// Figures the standing explanation names that neither the final
+    /// output, the `question`, the final program nor the page's own facts
+    /// hold. The server's statement that nothing was computed is not the
+    /// model's explanation (its figures are the server's: the programs
+    /// tried, a hint's example) and is not checked.
+    pub fn invented(&self, question: &str) -> Vec<String> {
+        if prompt::is_no_answer_statement(&self.explanation) {
+            return Vec::new();
+        }
+        let code = self.code.as_ref().map_or("", |c| c.text.as_str());
+        grounding::invented(
+            &self.explanation,
+            &[&self.output, question, code, &self.own_facts()],
+            code,
+        )
     }
 }
 
 /// Scores the last turn of `history` against `expect`.
 pub fn judge(question: &str, expect: &Expect, history: &[SessionEvent]) -> TurnResult {
     let turn = LastTurn::of(history);
-    let own_facts = turn.own_facts();
+    let invented = turn.invented(question);
     let LastTurn {
         cells,
         code,
@@ -518,20 +534,7 @@ pub fn judge(question: &str, expect: &Expect, history: &[SessionEvent]) -> TurnR
         // A program that failed answered nothing, whatever its error says.
         right: result.is_some_and(|r| r.status == CellStatus::Ok && is_right(expect, r, &output)),
         ran: result.is_some_and(|r| r.status == CellStatus::Ok),
-        invented: if prompt::is_no_answer_statement(&standing) {
-            Vec::new()
-        } else {
-            grounding::invented(
-                &standing,
-                &[
-                    &output,
-                    question,
-                    code.map_or("", |c| c.text.as_str()),
-                    &own_facts,
-                ],
-                code.map_or("", |c| c.text.as_str()),
-            )
-        },
+        invented,
         withdrawn: withdrawn_texts.len() + rewritten,
         problem,
         // Two withdrawn: what stands is the server's, the second's grounded
