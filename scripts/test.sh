@@ -17,8 +17,9 @@ cargo fmt --all --check
   || die "README.md must start with the run and test commands"
 
 step "lints"
-cargo clippy -q -p app --features ssr --all-targets -- -D warnings
-cargo clippy -q -p runcell --all-targets -- -D warnings
+# Every crate but the browser's (linted for its own target below); `app` is
+# built with `ssr` here, as the server uses it.
+cargo clippy -q --workspace --exclude frontend --all-targets -- -D warnings
 cargo clippy -q -p frontend --target wasm32-unknown-unknown -- -D warnings
 
 step "unit and integration tests"
@@ -34,8 +35,9 @@ cleanup() {
 trap cleanup EXIT
 RUNCELL_TEST_DATABASE_URL=$("$ROOT/scripts/pg-cluster.sh" start "$pg_dir")
 export RUNCELL_TEST_DATABASE_URL
-cargo test -p app --features ssr 2>&1 | tee -a "$cargo_log"
-cargo test -p runcell 2>&1 | tee -a "$cargo_log"
+# One build of the graph for every crate's tests (the browser's crate has
+# none of its own; its code is `app`'s, tested here).
+cargo test --workspace --exclude frontend 2>&1 | tee -a "$cargo_log"
 rust_passed=$(grep -Eo '^test result: ok\. [0-9]+ passed' "$cargo_log" | awk '{s+=$4} END {print s+0}')
 
 step "release build"
@@ -71,7 +73,7 @@ step "agent benchmark, a subset: the embedded model"
 # same GGUF is left to the full runs (`scripts/bench-agent.sh peer`): the
 # integration tests already drive the agent through it, and its subset took
 # seven of CI's minutes.
-# The default model (DEFAULT_MODEL_FILE in server/src/llm/embedded/mod.rs).
+# The default model (DEFAULT_MODEL_FILE in crates/runcell-llm/src/embedded/mod.rs).
 bench_model=qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
 bench_tasks=(--only sum-squares --only strawberry --only days-between --only csv-top-region
   --only csv-top-month --only csv-filter-count --only join-country-total --only json-mean-salary

@@ -13,6 +13,10 @@ pub const PROTOCOL_VERSION: u32 = 2;
 /// The WebSocket sub-protocol name that carries [`PROTOCOL_VERSION`].
 pub const SUBPROTOCOL: &str = "runcell.v2";
 
+/// The largest WebSocket frame either side accepts; a bigger one closes the
+/// connection (messages are far smaller).
+pub const MAX_FRAME_BYTES: usize = 256 * 1024;
+
 /// The longest message a user may send, in bytes of UTF-8.
 pub const MAX_ASK_BYTES: usize = 32 * 1024;
 

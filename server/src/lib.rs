@@ -1,32 +1,18 @@
-//! The runcell server: configuration, HTTP and WebSocket routes, sessions and
-//! the responder that answers them. `main.rs` is a thin shell over this.
+//! The `runcell` program's library: the command line, the terminal client
+//! and the benchmarks, over the crates that make the server (re-exported
+//! here under the paths the program, its tests and other programs use).
 
-// The notebook page's view type is deep; rendering it on the server needs
-// more than the default 128.
-#![recursion_limit = "256"]
-
-pub mod agent;
-pub mod auth;
 pub mod bench;
 pub mod cli;
-pub mod clock;
-pub mod cluster;
-pub mod code_api;
-pub mod config;
-pub mod e2b;
-pub mod highlight;
-pub mod http;
-pub mod jupyter;
-pub mod llm;
-pub mod metrics;
-pub mod notebook;
-pub mod sandbox;
-pub mod server;
-pub mod session;
-pub mod state;
-pub mod store;
 pub mod telemetry;
 pub mod terminal;
 
-pub use config::{Config, Overrides};
-pub use server::{ServeError, launch_with_listener, serve};
+pub use runcell_agent::{agent, cluster, highlight, notebook, session};
+pub use runcell_core::{clock, metrics};
+pub use runcell_llm as llm;
+pub use runcell_sandbox as sandbox;
+pub use runcell_server::{
+    Config, Overrides, ServeError, auth, code_api, config, e2b, http, jupyter,
+    launch_with_listener, serve, server, state,
+};
+pub use runcell_store as store;

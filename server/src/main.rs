@@ -166,7 +166,7 @@ async fn main() -> ExitCode {
             print!("{}", config.to_toml());
             ExitCode::SUCCESS
         }
-        Command::Keys { action } => match runcell::auth::cli::run(&action, &config).await {
+        Command::Keys { action } => match runcell::cli::keys::run(&action, &config).await {
             Ok(text) => {
                 print!("{text}");
                 ExitCode::SUCCESS

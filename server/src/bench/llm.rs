@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use tokio::io::AsyncWriteExt;
 
+use super::llm_eval::{TASKS, runnable_rate};
 use super::sandbox::stats;
 use super::{BenchError, fail};
 use crate::llm::embedded::{EmbeddedConfig, EmbeddedModel, FENCED_CODE_CALLS};
-use crate::llm::eval::{TASKS, runnable_rate};
 use crate::llm::openai::{OpenAiClient, OpenAiConfig};
 use crate::llm::{ChatRequest, Llm, LlmEvent, Message};
 use crate::sandbox::jail::{JailConfig, JailSandbox};

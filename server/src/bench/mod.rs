@@ -7,6 +7,7 @@ pub mod agent;
 pub mod dabench;
 pub mod heuristics;
 pub mod llm;
+pub mod llm_eval;
 mod own_server;
 pub mod sandbox;
 pub mod stream;

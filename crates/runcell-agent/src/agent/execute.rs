@@ -1,0 +1,404 @@
+//! A result cell: the program runs in the session's kernel and its output
+//! streams into the cell as it is produced.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use app::protocol::{CellError, CellId, CellKind, CellStatus, EventBody, Output};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::kernels::Kernels;
+use super::prompt;
+use crate::sandbox::sessions::SessionError;
+use crate::sandbox::{
+    Language, Limits, RunEvent, RunRequest, SandboxError, SandboxKind, limit_error,
+};
+use crate::session::SessionChannel;
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunEnd {
+    /// It ran to the end without an error.
+    Ok,
+    /// It raised an error or exited non-zero (a fix may help).
+    Failed,
+    /// It was stopped.
+    Cancelled,
+    /// The sandbox could not run the program at all (it is unavailable,
+    /// its page went away): no change to the program can help.
+    Unavailable,
+}
+
+/// What a run left for the next step.
+pub struct Ran {
+    /// The outputs as text for the model.
+    pub report: String,
+    pub end: RunEnd,
+}
+
+impl Ran {
+    /// It ended in an error of the program's or of the sandbox's.
+    pub fn failed(&self) -> bool {
+        matches!(self.end, RunEnd::Failed | RunEnd::Unavailable)
+    }
+}
+
+/// A program to run, and the code cell that shows it.
+pub struct Program<'a> {
+    pub code_cell: CellId,
+    pub attempt: Option<u32>,
+    pub language: Language,
+    pub code: &'a str,
+}
+
+/// Runs the program and streams its outputs into a new result cell.
+pub async fn run_into_cell(
+    kernels: &Kernels,
+    session: &SessionChannel,
+    program: Program<'_>,
+    limits: &Limits,
+    cancel: &CancellationToken,
+) -> Ran {
+    let Program {
+        code_cell,
+        attempt,
+        language,
+        code,
+    } = program;
+    let started = Instant::now();
+    let cell_id = session.next_cell_id();
+    session.publish(EventBody::CellStarted {
+        cell_id,
+        cell_kind: CellKind::Result,
+        language: None,
+        attempt,
+        source: Some(code_cell),
+    });
+    let request = RunRequest {
+        code: code.to_string(),
+        language,
+        limits: limits.clone(),
+        env: Vec::new(),
+        cwd: None,
+    };
+    let started_ms = runcell_core::clock::now_ms();
+    let (tx, mut rx) = mpsc::channel::<RunEvent>(256);
+    let mut outputs = Vec::new();
+    let mut publish = |event: RunEvent| {
+        if let Some(output) = output_of(event) {
+            session.publish(EventBody::CellOutput {
+                cell_id,
+                output: output.clone(),
+            });
+            outputs.push(output);
+        }
+    };
+    let result = {
+        let run = kernels.run(session.id(), session.owner(), &request, &tx, cancel);
+        tokio::pin!(run);
+        loop {
+            tokio::select! {
+                biased;
+                Some(event) = rx.recv() => publish_queued(event, &mut rx, &mut publish),
+                result = &mut run => break result,
+            }
+        }
+    };
+    drop(tx);
+    if let Ok(event) = rx.try_recv() {
+        publish_queued(event, &mut rx, &mut publish);
+    }
+    // Images and tables the program wrote are offered from the cell.
+    if result.is_ok() {
+        for entry in kernels.written_since(session.id(), started_ms).await {
+            let output = Output::File {
+                path: entry.path,
+                name: entry.name,
+                size: entry.size,
+            };
+            session.publish(EventBody::CellOutput {
+                cell_id,
+                output: output.clone(),
+            });
+            outputs.push(output);
+        }
+    }
+    let unavailable = result.as_ref().err().is_some_and(is_outage);
+    let (status, error, cancelled) = match result {
+        Ok(run) => {
+            if run.restarted {
+                let text = match (run.moved_to, run.backend) {
+                    (Some(backend), _) => format!(
+                        "(This code ran in a new kernel {}, as picked; variables from earlier turns stayed behind.)\n",
+                        match backend {
+                            SandboxKind::E2b => "on the E2B sandbox",
+                            SandboxKind::Browser => "in this page's Python (the Browser sandbox)",
+                            SandboxKind::Jail => "on the local sandbox",
+                        }
+                    ),
+                    (None, SandboxKind::Browser) => "(This page's Python started afresh (the page was reloaded, or a program that would not stop was ended), so variables from earlier turns are gone.)\n".into(),
+                    (None, _) => "(The session's kernel had stopped (it sat idle, or your other sessions needed the room); a new one ran this code, so variables from earlier turns are gone.)\n".into(),
+                };
+                let note = Output::Stderr { text };
+                session.publish(EventBody::CellOutput {
+                    cell_id,
+                    output: note.clone(),
+                });
+                outputs.insert(0, note);
+            }
+            match run.outcome.error {
+                Some(e) if e.name == limit_error::CANCELLED => (CellStatus::Cancelled, None, true),
+                Some(e) => (
+                    CellStatus::Error,
+                    Some(CellError {
+                        code: e.name.clone(),
+                        message: format!("{}: {}", e.name, e.value),
+                    }),
+                    false,
+                ),
+                None if run.outcome.exit_code.is_some_and(|c| c != 0) => (
+                    CellStatus::Error,
+                    Some(CellError {
+                        code: "exit_code".into(),
+                        message: format!(
+                            "the program exited with code {}",
+                            run.outcome.exit_code.unwrap_or(-1)
+                        ),
+                    }),
+                    false,
+                ),
+                None => (CellStatus::Ok, None, false),
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "the sandbox could not run the program");
+            let output = Output::Error {
+                name: "SandboxError".into(),
+                value: e.to_string(),
+                traceback: Vec::new(),
+            };
+            session.publish(EventBody::CellOutput {
+                cell_id,
+                output: output.clone(),
+            });
+            outputs.push(output);
+            (
+                CellStatus::Error,
+                Some(CellError {
+                    code: "sandbox_unavailable".into(),
+                    message: e.to_string(),
+                }),
+                false,
+            )
+        }
+    };
+    let end = match status {
+        _ if unavailable => RunEnd::Unavailable,
+        CellStatus::Error => RunEnd::Failed,
+        _ if cancelled => RunEnd::Cancelled,
+        _ => RunEnd::Ok,
+    };
+    let mut report = prompt::report(&outputs);
+    if let Some(CellError { message, .. }) = error.as_ref().filter(|e| e.code == "exit_code") {
+        report.push_str(&format!("({message})\n"));
+    }
+    session.publish(EventBody::CellFinished {
+        cell_id,
+        status,
+        elapsed_ms: runcell_core::clock::millis(started.elapsed()),
+        error,
+    });
+    Ran {
+        report: prompt::cut(&report, prompt::MAX_REPORT_BYTES),
+        end,
+    }
+}
+
+/// Publishes `event` and whatever is queued behind it, text of one stream
+/// that follows text of the same stream joined into one output: a program
+/// that flushes a byte at a time makes as few `cell_output` events as the
+/// page can take, not one per flush. Nothing waits to be joined.
+fn publish_queued(
+    event: RunEvent,
+    rx: &mut mpsc::Receiver<RunEvent>,
+    publish: &mut impl FnMut(RunEvent),
+) {
+    let mut event = event;
+    while let Ok(next) = rx.try_recv() {
+        if let Some(next) = join(&mut event, next) {
+            publish(std::mem::replace(&mut event, next));
+        }
+    }
+    publish(event);
+}
+
+/// Joins `next` onto `event` if both are text of the same stream; gives
+/// `next` back if not.
+fn join(event: &mut RunEvent, next: RunEvent) -> Option<RunEvent> {
+    match (event, next) {
+        (RunEvent::Stdout { text, .. }, RunEvent::Stdout { text: more, .. })
+        | (RunEvent::Stderr { text, .. }, RunEvent::Stderr { text: more, .. }) => {
+            text.push_str(&more);
+            None
+        }
+        (_, next) => Some(next),
+    }
+}
+
+/// Whether the sandbox itself failed, whatever the program: it is missing
+/// or unreachable (no page attached, the page gone, E2B down), broke while
+/// setting the run up, or has no room for another session. Refusals of the
+/// program (a language the backend lacks...) are not outages.
+fn is_outage(error: &SessionError) -> bool {
+    matches!(
+        error,
+        SessionError::TooMany(_)
+            | SessionError::AnonymousFull(_)
+            | SessionError::ClientFull(_)
+            | SessionError::OwnerFull(_)
+            | SessionError::Sandbox(SandboxError::Unavailable(_) | SandboxError::Internal(_))
+    )
+}
+
+/// The page's form of a sandbox event; MIME values that are not text (JSON
+/// objects) are left out, but for interactive charts' (kept as JSON text).
+fn output_of(event: RunEvent) -> Option<Output> {
+    Some(match event {
+        RunEvent::Stdout { text, .. } => Output::Stdout { text },
+        RunEvent::Stderr { text, .. } => Output::Stderr { text },
+        RunEvent::Result {
+            mut data,
+            main,
+            metadata,
+            ..
+        } => {
+            let table_data = data
+                .remove(crate::sandbox::TABLE_DATA_MIME)
+                .and_then(|value| super::tables::from_data(&value));
+            let data: BTreeMap<String, String> = data
+                .into_iter()
+                .filter_map(|(mime, value)| match value {
+                    serde_json::Value::String(s) => Some((mime, s)),
+                    serde_json::Value::Object(_) if app::protocol::chart_kind(&mime).is_some() => {
+                        Some((mime, value.to_string()))
+                    }
+                    // Jupyter may split text values into a list of lines.
+                    serde_json::Value::Array(lines) => Some((
+                        mime,
+                        lines.iter().filter_map(|l| l.as_str()).collect::<String>(),
+                    )),
+                    _ => None,
+                })
+                .collect();
+            if data.is_empty() {
+                return None;
+            }
+            // A data frame becomes a table of the page's own: from its data
+            // when the kernel gave it (all of its rows, up to a bound), else
+            // from a plain frame's HTML (the rows pandas printed). Its HTML
+            // is then not needed (and not sent twice).
+            let table = (!data.keys().any(|k| k.starts_with("image/")))
+                .then(|| {
+                    table_data.or_else(|| {
+                        data.get("text/html")
+                            .and_then(|html| super::tables::read(html))
+                    })
+                })
+                .flatten();
+            match table {
+                Some(table) => Output::Table {
+                    table,
+                    text: data.get("text/plain").cloned().unwrap_or_default(),
+                    main,
+                },
+                None => Output::Rich {
+                    data,
+                    main,
+                    metadata: if metadata.is_empty() {
+                        String::new()
+                    } else {
+                        serde_json::Value::Object(metadata).to_string()
+                    },
+                },
+            }
+        }
+        RunEvent::Error { error, .. } => Output::Error {
+            name: error.name,
+            value: error.value,
+            traceback: error.traceback,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn out(text: &str) -> RunEvent {
+        RunEvent::Stdout {
+            text: text.into(),
+            ts_ms: 1,
+        }
+    }
+
+    fn err(text: &str) -> RunEvent {
+        RunEvent::Stderr {
+            text: text.into(),
+            ts_ms: 1,
+        }
+    }
+
+    #[test]
+    fn a_charts_json_is_kept_as_text_and_other_json_is_left_out() {
+        let mut data = serde_json::Map::new();
+        data.insert(
+            "application/vnd.plotly.v1+json".into(),
+            serde_json::json!({"data": [{"y": [1, 3]}]}),
+        );
+        data.insert(
+            "application/vnd.other+json".into(),
+            serde_json::json!({"x": 1}),
+        );
+        data.insert("text/plain".into(), "Figure".into());
+        let Some(Output::Rich { data, .. }) = output_of(RunEvent::Result {
+            data,
+            main: false,
+            metadata: serde_json::Map::new(),
+            ts_ms: 1,
+        }) else {
+            panic!("a rich output")
+        };
+        assert_eq!(
+            data.get("application/vnd.plotly.v1+json")
+                .map(String::as_str),
+            Some(r#"{"data":[{"y":[1,3]}]}"#)
+        );
+        assert!(!data.contains_key("application/vnd.other+json"));
+        assert_eq!(data.get("text/plain").map(String::as_str), Some("Figure"));
+    }
+
+    /// Queued events → what is published.
+    #[test]
+    fn queued_text_of_one_stream_is_joined() {
+        let cases: [(Vec<RunEvent>, Vec<RunEvent>); 3] = [
+            (vec![out("a"), out("b"), out("c")], vec![out("abc")]),
+            (
+                vec![out("a"), err("b"), err("c"), out("d")],
+                vec![out("a"), err("bc"), out("d")],
+            ),
+            (vec![err("x")], vec![err("x")]),
+        ];
+        for (queued, expect) in cases {
+            let (tx, mut rx) = mpsc::channel(16);
+            let mut queued = queued.into_iter();
+            let first = queued.next().unwrap();
+            for event in queued {
+                tx.try_send(event).unwrap();
+            }
+            let mut published = Vec::new();
+            publish_queued(first, &mut rx, &mut |e| published.push(e));
+            assert_eq!(published, expect);
+        }
+    }
+}

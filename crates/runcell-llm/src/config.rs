@@ -1,0 +1,140 @@
+//! The language model's settings: which backend answers and how runcell
+//! talks to it. The server's configuration file holds them as its `[llm]`
+//! section.
+
+use std::path::{Path, PathBuf};
+
+use runcell_core::Secret;
+use serde::{Deserialize, Serialize};
+
+/// Which language model answers, and how runcell talks to it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LlmConfig {
+    /// `auto` (an OpenAI-compatible server when `base_url` is set, else the
+    /// embedded model), `openai`, `embedded` or `scripted` (tests).
+    pub backend: LlmBackend,
+    /// The OpenAI-compatible API base, `/v1` included (`OPENAI_BASE_URL`).
+    pub base_url: String,
+    /// Sent as a bearer token (`OPENAI_API_KEY`); never printed.
+    pub api_key: Secret,
+    /// The model to ask for (`RUNCELL_MODEL`); empty: the server's first.
+    pub model: String,
+    /// The embedded model's GGUF file (`RUNCELL_MODEL_PATH`); empty: the
+    /// default model under `<data_dir>/models/`.
+    pub model_path: PathBuf,
+    /// Threads the embedded model computes on.
+    pub threads: usize,
+    /// The embedded model's context window, in tokens (capped by the model's).
+    pub context_tokens: usize,
+    /// The longest answer, in tokens.
+    pub max_tokens: u32,
+    /// Requests that may wait for the embedded model (one runs at a time),
+    /// anonymous pages' at most half of them; past it a turn is told the
+    /// model is busy.
+    pub queued_requests: usize,
+    /// Of those, one requester's (a signed-in person or a key; anonymous
+    /// pages per client address).
+    pub queued_per_requester: usize,
+    /// Fixes the model may write after a program fails (so at most
+    /// `1 + max_fixes` attempts a question).
+    pub max_fixes: u32,
+    /// Seconds to wait for a server's first byte, and between streamed chunks.
+    pub timeout_secs: u64,
+    /// Retries on 429, 5xx and dropped connections, before any token arrived.
+    pub max_retries: u32,
+    /// The longest a whole answer may take, however the server trickles.
+    pub answer_timeout_secs: u64,
+    /// Whether to send `tools` to the server (off for servers that reject them).
+    pub tools: bool,
+    /// `auto`, `json_schema`, `json_object` or `off`.
+    pub structured_output: StructuredOutputMode,
+    /// The scripted model: `tool`, `fenced`, `fail_first`, `slow`… (tests).
+    pub scripted_mode: ScriptedMode,
+    /// The scripted model's pause between streamed pieces, in milliseconds.
+    pub scripted_delay_ms: u64,
+}
+
+/// Where answers come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LlmBackend {
+    #[default]
+    Auto,
+    Openai,
+    Embedded,
+    Scripted,
+}
+
+pub use super::embedded::DEFAULT_MODEL_FILE;
+pub use super::openai::StructuredOutputMode;
+pub use super::scripted::ScriptedMode;
+
+impl LlmConfig {
+    /// The backend `auto` stands for, given the other settings.
+    pub fn effective_backend(&self) -> LlmBackend {
+        match self.backend {
+            LlmBackend::Auto if self.base_url.trim().is_empty() => LlmBackend::Embedded,
+            LlmBackend::Auto => LlmBackend::Openai,
+            other => other,
+        }
+    }
+
+    /// The embedded model's file.
+    pub fn model_file(&self, data_dir: &Path) -> PathBuf {
+        if self.model_path.as_os_str().is_empty() {
+            data_dir.join("models").join(DEFAULT_MODEL_FILE)
+        } else {
+            self.model_path.clone()
+        }
+    }
+}
+
+impl Default for LlmConfig {
+    fn default() -> Self {
+        Self {
+            backend: LlmBackend::Auto,
+            base_url: String::new(),
+            api_key: Secret::default(),
+            model: String::new(),
+            model_path: PathBuf::new(),
+            threads: 2,
+            context_tokens: 8192,
+            max_tokens: 1024,
+            queued_requests: 32,
+            queued_per_requester: 4,
+            max_fixes: 2,
+            timeout_secs: 120,
+            max_retries: 3,
+            answer_timeout_secs: 600,
+            tools: true,
+            structured_output: StructuredOutputMode::Auto,
+            scripted_mode: ScriptedMode::Tool,
+            scripted_delay_ms: 40,
+        }
+    }
+}
+
+impl std::fmt::Debug for LlmConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlmConfig")
+            .field("backend", &self.backend)
+            .field("base_url", &shown_url(&self.base_url))
+            .field("api_key", &self.api_key)
+            .field("model", &self.model)
+            .field("model_path", &self.model_path)
+            .field("threads", &self.threads)
+            .field("max_tokens", &self.max_tokens)
+            .field("max_fixes", &self.max_fixes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A server address as printed: without credentials or query.
+pub fn shown_url(url: &str) -> String {
+    if url.trim().is_empty() {
+        String::new()
+    } else {
+        super::openai::display_url(url.trim())
+    }
+}

@@ -1,0 +1,832 @@
+//! A stateful kernel in a session's jail — Python (ipykernel), JavaScript
+//! and TypeScript (runcell's own `node_kernel.js`) or R (IRkernel) — driven
+//! over ZeroMQ `ipc` sockets in a directory bound into the jail at the same
+//! path (TCP cannot cross the jail's network namespace). The sockets are
+//! spoken to with our own bounded client (`zmtp.rs`, `wire.rs`): the kernel
+//! runs the session's code and is treated as a hostile peer.
+
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use jupyter_protocol::{
+    ConnectionInfo, ExecuteRequest, ExecutionState, InterruptRequest, JupyterMessage,
+    JupyterMessageContent, KernelInfoRequest, Stdio, Transport,
+};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::wire::{Channel, Signer, WireError};
+use super::zmtp::{SocketType, ZmtpError};
+use super::{HostId, JailSandbox, Mounts, PYTHON_ENV, RunGroup, stop_error};
+use crate::Language;
+use crate::{
+    ExecError, Limits, OutputBudget, RunEvent, RunOutcome, SandboxError, limit_error, now_ms,
+};
+
+/// How long a kernel may take to come up.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long an interrupted kernel gets to become idle before it is replaced.
+const INTERRUPT_GRACE: Duration = Duration::from_secs(3);
+/// How long a kernel may leave a request unread before it counts as lost
+/// (requests are small: the largest is a program of `MAX_CODE_BYTES`).
+const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long to wait for iopub to show that its subscription is live before
+/// asking again (the kernel may have published before it was).
+const IOPUB_NUDGE: Duration = Duration::from_millis(500);
+/// The socket names in the ipc directory, by port number in the connection
+/// file (`<ip>-<port>`, as ipykernel names ipc endpoints).
+const SHELL: &str = "k-1";
+const IOPUB: &str = "k-2";
+const CONTROL: &str = "k-4";
+const CONNECTION_FILE: &str = "connection.json";
+
+/// Which kernel a language runs in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum KernelKind {
+    Python,
+    Javascript,
+    Typescript,
+    R,
+}
+
+impl KernelKind {
+    /// The kernel of a language, if it has one (Bash and C run as one
+    /// process each).
+    pub fn of(language: Language) -> Option<Self> {
+        match language {
+            Language::Python => Some(Self::Python),
+            Language::Javascript => Some(Self::Javascript),
+            Language::Typescript => Some(Self::Typescript),
+            Language::R => Some(Self::R),
+            Language::Bash | Language::C => None,
+        }
+    }
+
+    /// How people call it, in messages.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Python => "Python",
+            Self::Javascript => "JavaScript",
+            Self::Typescript => "TypeScript",
+            Self::R => "R",
+        }
+    }
+
+    fn kernel_name(self) -> &'static str {
+        match self {
+            Self::Python => "python3",
+            Self::Javascript => "javascript",
+            Self::Typescript => "typescript",
+            Self::R => "ir",
+        }
+    }
+
+    /// The command that starts the kernel on `connection_file`.
+    fn command(self, connection_file: &Path) -> Vec<String> {
+        let file = connection_file.to_string_lossy().into_owned();
+        match self {
+            // `-I`: neither the working directory (the session's home) nor
+            // PYTHON* variables nor the user site take part in starting
+            // the kernel, so a planted `ipykernel_launcher.py` or `.pth`
+            // file is never run; IPython's own configuration lives in the
+            // jail's private /tmp (KERNEL_ENV). The home is put back on
+            // `sys.path` once the kernel is up, where IPython would have
+            // put it, so cells import from it. ipykernel is started as its
+            // launcher does, but without debugpy (LAUNCH): an idle kernel
+            // is 7.5 MiB smaller.
+            Self::Python => vec![
+                format!("{PYTHON_ENV}/bin/python3"),
+                "-I".into(),
+                "-c".into(),
+                LAUNCH.into(),
+                "-f".into(),
+                file,
+                "--HistoryManager.enabled=False".into(),
+                "--IPKernelApp.log_level=ERROR".into(),
+                format!(
+                    "--IPKernelApp.exec_lines={HOME_ON_PATH}; {LEFT_OUT_BACK}; exec({TABLE_DATA:?})"
+                ),
+            ],
+            Self::Javascript | Self::Typescript => {
+                let mut command = vec![
+                    "/usr/bin/node".into(),
+                    super::etc::NODE_KERNEL_PATH.into(),
+                    "-f".into(),
+                    file,
+                ];
+                if self == Self::Typescript {
+                    command.push("--typescript".into());
+                }
+                command
+            }
+            // `--no-environ`... would drop R_HOME's settings; the site
+            // profile is Debian's (no network: its CRAN mirror is unused).
+            Self::R => vec![
+                "/usr/bin/R".into(),
+                "--slave".into(),
+                "--no-save".into(),
+                "--no-restore".into(),
+                "-e".into(),
+                "IRkernel::main()".into(),
+                "--args".into(),
+                file,
+            ],
+        }
+    }
+
+    fn env(self) -> Vec<(String, String)> {
+        let pairs: &[(&str, &str)] = match self {
+            Self::Python => KERNEL_ENV,
+            Self::Javascript | Self::Typescript | Self::R => &[],
+        };
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect()
+    }
+
+    /// A cell that moves the kernel to `cwd`.
+    pub fn chdir(self, cwd: &str) -> String {
+        // A JSON string is a string literal in all three languages.
+        let quoted = serde_json::to_string(cwd).unwrap_or_default();
+        match self {
+            Self::Python => format!("import os as _os; _os.chdir({quoted}); del _os"),
+            Self::Javascript | Self::Typescript => format!("process.chdir({quoted})"),
+            Self::R => format!("invisible(setwd({quoted}))"),
+        }
+    }
+}
+
+pub(crate) struct Kernel {
+    kind: KernelKind,
+    child: tokio::process::Child,
+    group: RunGroup,
+    shell: Channel,
+    iopub: Channel,
+    control: Channel,
+    client_session: String,
+    /// Why the kernel's wire can no longer be trusted, once it broke.
+    broken: Option<WireError>,
+}
+
+/// How an execution ended, beyond its outcome.
+pub(crate) enum KernelState {
+    /// The kernel is fine and keeps its variables.
+    Alive,
+    /// The kernel died or stopped answering: it must be replaced.
+    Lost,
+}
+
+fn internal(what: &str, e: &dyn std::fmt::Display) -> SandboxError {
+    SandboxError::Internal(format!("{what}: {e}"))
+}
+
+impl Kernel {
+    /// Starts a kernel whose sockets live in `ipc_dir` and whose working
+    /// directory is the session's `home`; both belong to `user`, the
+    /// session's host uid, which the kernel runs as, so everything in
+    /// `ipc_dir` is opened beneath its directory handle and never through a
+    /// link the jail made.
+    pub async fn start(
+        kind: KernelKind,
+        jail: &JailSandbox,
+        user: HostId,
+        name: &str,
+        ipc_dir: &Path,
+        home: &Path,
+        limits: &Limits,
+    ) -> Result<Self, SandboxError> {
+        let started = Instant::now();
+        let cgroups = jail.ready_cgroups()?;
+        let HostId { uid, gid } = user;
+        let dir = IpcDir::open(ipc_dir).map_err(|e| internal("kernel directory", &e))?;
+        // Sockets from an earlier kernel of this session must not linger.
+        dir.clear();
+        let info = ConnectionInfo {
+            ip: ipc_dir.join("k").to_string_lossy().into_owned(),
+            transport: Transport::IPC,
+            shell_port: 1,
+            iopub_port: 2,
+            stdin_port: 3,
+            control_port: 4,
+            hb_port: 5,
+            key: format!(
+                "{}{}",
+                uuid::Uuid::new_v4().simple(),
+                uuid::Uuid::new_v4().simple()
+            ),
+            signature_scheme: "hmac-sha256".into(),
+            kernel_name: Some(kind.kernel_name().into()),
+        };
+        let json = serde_json::to_vec(&info).map_err(|e| internal("connection file", &e))?;
+        dir.write_connection_file(&json, uid, gid)
+            .map_err(|e| internal("connection file", &e))?;
+        let connection_file = ipc_dir.join(CONNECTION_FILE);
+
+        let group = RunGroup::create(cgroups, name, limits)
+            .map_err(|e| SandboxError::Unavailable(e.to_string()))?;
+        let mounts = Mounts {
+            home: Some(home.to_path_buf()),
+            code_file: None,
+            shared: vec![ipc_dir.to_path_buf()],
+            env: kind.env(),
+            cwd: None,
+        };
+        let command = kind.command(&connection_file);
+        let mut child =
+            jail.spawn_jail(user, limits, &group, &mounts, command, super::Code::None)?;
+        drain_logs(&mut child);
+
+        // The kernel binds its sockets once it is up.
+        loop {
+            let mut ready = true;
+            for socket in [SHELL, IOPUB, CONTROL] {
+                ready &= dir
+                    .socket_ready(socket, uid)
+                    .map_err(|e| internal("kernel socket", &e))?;
+            }
+            if ready {
+                break;
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(internal("the kernel exited while starting", &status));
+            }
+            if started.elapsed() > START_TIMEOUT {
+                return Err(internal("the kernel did not start", &"timed out"));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+
+        let client_session = uuid::Uuid::new_v4().to_string();
+        let signer = Signer::new(info.key.as_bytes());
+        let connect = async {
+            // The shell's identity is the session id, as jupyter_client does.
+            let shell = Channel::connect(
+                &ipc_dir.join(SHELL),
+                SocketType::Dealer,
+                Some(client_session.as_bytes()),
+                uid,
+                signer.clone(),
+            )
+            .await
+            .map_err(|e| internal("kernel shell", &e))?;
+            let iopub = Channel::connect(
+                &ipc_dir.join(IOPUB),
+                SocketType::Sub,
+                None,
+                uid,
+                signer.clone(),
+            )
+            .await
+            .map_err(|e| internal("kernel iopub", &e))?;
+            let control = Channel::connect(
+                &ipc_dir.join(CONTROL),
+                SocketType::Dealer,
+                None,
+                uid,
+                signer.clone(),
+            )
+            .await
+            .map_err(|e| internal("kernel control", &e))?;
+            Ok::<_, SandboxError>((shell, iopub, control))
+        };
+        let remaining = START_TIMEOUT.saturating_sub(started.elapsed());
+        let (shell, iopub, control) = tokio::time::timeout(remaining, connect)
+            .await
+            .map_err(|_| internal("the kernel did not answer", &"timed out"))??;
+        let mut kernel = Self {
+            kind,
+            child,
+            group,
+            shell,
+            iopub,
+            control,
+            client_session,
+            broken: None,
+        };
+        let remaining = START_TIMEOUT.saturating_sub(started.elapsed());
+        tokio::time::timeout(remaining, kernel.handshake())
+            .await
+            .map_err(|_| internal("the kernel did not answer", &"timed out"))??;
+        tracing::debug!(ms = started.elapsed().as_millis() as u64, "kernel ready");
+        Ok(kernel)
+    }
+
+    fn message(&self, content: impl Into<JupyterMessageContent>) -> JupyterMessage {
+        let mut message = JupyterMessage::new(content, None);
+        message.header.session.clone_from(&self.client_session);
+        message
+    }
+
+    /// Asks for the kernel's info until it answers on shell and iopub has
+    /// shown a message, so that iopub's subscription is known to be live
+    /// before the first cell runs (what was published before it is lost).
+    async fn handshake(&mut self) -> Result<(), SandboxError> {
+        loop {
+            let request = self.message(KernelInfoRequest {});
+            let id = request.header.msg_id.clone();
+            self.shell
+                .send(&request)
+                .await
+                .map_err(|e| internal("kernel", &e))?;
+            loop {
+                let reply = self
+                    .shell
+                    .read()
+                    .await
+                    .map_err(|e| internal("kernel", &e))?;
+                if reply.parent_header.as_ref().is_some_and(|h| h.msg_id == id) {
+                    break;
+                }
+            }
+            match tokio::time::timeout(IOPUB_NUDGE, self.iopub.read()).await {
+                Ok(Ok(_)) => return Ok(()),
+                Ok(Err(e)) => return Err(internal("kernel iopub", &e)),
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// Runs `code`; returns the outcome and whether the kernel survived.
+    pub async fn execute(
+        &mut self,
+        code: &str,
+        limits: &Limits,
+        events: Option<&mpsc::Sender<RunEvent>>,
+        cancel: &CancellationToken,
+    ) -> (RunOutcome, KernelState) {
+        let started = Instant::now();
+        let mut outcome = RunOutcome::default();
+        let mut budget = OutputBudget::new(limits.output_bytes);
+        let request = self.message(ExecuteRequest::new(code.to_string()));
+        let id = request.header.msg_id.clone();
+        if let Err(e) = self.send_shell(&request).await {
+            outcome.error = Some(ExecError::new(
+                limit_error::KERNEL_DIED,
+                format!("cannot reach the kernel: {e}"),
+            ));
+            return (outcome, KernelState::Lost);
+        }
+        let deadline = tokio::time::sleep(limits.wall);
+        tokio::pin!(deadline);
+        let grace = tokio::time::sleep(Duration::MAX);
+        tokio::pin!(grace);
+        let mut stopped_by: Option<&'static str> = None;
+        let mut state = KernelState::Alive;
+
+        loop {
+            tokio::select! {
+                message = self.iopub.read() => {
+                    let event = match message {
+                        Ok(message)
+                            if message.parent_header.as_ref().is_some_and(|h| h.msg_id == id) =>
+                        {
+                            let ts_ms = now_ms();
+                            match message.content {
+                                JupyterMessageContent::StreamContent(stream) => Some(match stream.name {
+                                    Stdio::Stdout => RunEvent::Stdout { text: stream.text, ts_ms },
+                                    Stdio::Stderr => RunEvent::Stderr { text: stream.text, ts_ms },
+                                }),
+                                JupyterMessageContent::ExecuteResult(result) => bundle(&result.data)
+                                    .map(|data| RunEvent::Result { data, main: true, metadata: result.metadata, ts_ms }),
+                                JupyterMessageContent::DisplayData(display) => bundle(&display.data)
+                                    .map(|data| RunEvent::Result { data, main: false, metadata: display.metadata, ts_ms }),
+                                JupyterMessageContent::ErrorOutput(error) if stopped_by.is_none() => {
+                                    let error = ExecError {
+                                        name: error.ename,
+                                        value: error.evalue,
+                                        traceback: error.traceback,
+                                    };
+                                    Some(RunEvent::Error { error, ts_ms })
+                                }
+                                JupyterMessageContent::Status(status)
+                                    if status.execution_state == ExecutionState::Idle => break,
+                                _ => None,
+                            }
+                        }
+                        Ok(_) => None,
+                        // Too big to keep, read past: over this run's output,
+                        // and the kernel goes on.
+                        Err(e) if let Some(bytes) = dropped(&e) => {
+                            budget.refuse_oversized(usize::try_from(bytes).unwrap_or(usize::MAX));
+                            None
+                        }
+                        Err(e) => {
+                            self.broke(e);
+                            state = KernelState::Lost;
+                            break;
+                        }
+                    };
+                    if let Some(event) = event
+                        && let Some(event) = budget.record(&mut outcome, event)
+                    {
+                        send(events, event).await;
+                    }
+                    if budget.overflowed() && stopped_by.is_none() {
+                        stopped_by = Some(limit_error::OUTPUT);
+                        self.interrupt().await;
+                        grace.as_mut().reset(tokio::time::Instant::now() + INTERRUPT_GRACE);
+                    }
+                }
+                exited = self.child.wait() => {
+                    tracing::warn!(status = ?exited.ok(), "the kernel died");
+                    state = KernelState::Lost;
+                    break;
+                }
+                () = &mut deadline, if stopped_by.is_none() => {
+                    stopped_by = Some(limit_error::TIMEOUT);
+                    self.interrupt().await;
+                    grace.as_mut().reset(tokio::time::Instant::now() + INTERRUPT_GRACE);
+                }
+                () = cancel.cancelled(), if stopped_by.is_none() => {
+                    stopped_by = Some(limit_error::CANCELLED);
+                    self.interrupt().await;
+                    grace.as_mut().reset(tokio::time::Instant::now() + INTERRUPT_GRACE);
+                }
+                () = &mut grace => {
+                    tracing::warn!("the kernel ignored an interrupt");
+                    state = KernelState::Lost;
+                    break;
+                }
+            }
+        }
+        if matches!(state, KernelState::Alive) {
+            // Take the reply off the shell socket so that it cannot be read as
+            // the answer to a later request.
+            let _ = tokio::time::timeout(Duration::from_secs(1), async {
+                loop {
+                    match self.shell.read().await {
+                        Ok(reply)
+                            if reply.parent_header.as_ref().is_some_and(|h| h.msg_id == id) =>
+                        {
+                            break;
+                        }
+                        Ok(_) => {}
+                        Err(e) if dropped(&e).is_some() => {}
+                        Err(e) => {
+                            self.broke(e);
+                            break;
+                        }
+                    }
+                }
+            })
+            .await;
+        }
+        if self.broken.is_some() {
+            state = KernelState::Lost;
+        }
+        let lost = matches!(state, KernelState::Lost);
+        let oom = self.group.oom_killed();
+        let broken = self.broken.as_ref().map(|e| {
+            ExecError::new(
+                limit_error::KERNEL_PROTOCOL,
+                format!("the kernel broke the wire protocol ({e})"),
+            )
+        });
+        outcome.truncated = budget.truncated();
+        outcome.error = match stop_error(stopped_by, limits, &budget) {
+            _ if broken.is_some() => broken,
+            Some(error) => Some(error),
+            _ if lost && oom => Some(ExecError::new(
+                limit_error::MEMORY,
+                format!(
+                    "the session used more than {} MiB of memory",
+                    limits.memory_bytes / (1024 * 1024)
+                ),
+            )),
+            _ if lost => Some(ExecError::new(
+                limit_error::KERNEL_DIED,
+                format!("the {} kernel died", self.kind.label()),
+            )),
+            _ => outcome.error,
+        };
+        if lost && let Some(error) = outcome.error.as_mut() {
+            error
+                .value
+                .push_str("; the kernel was restarted and earlier variables are gone");
+        }
+        outcome.duration_ms = runcell_core::clock::millis(started.elapsed());
+        if let Some(error) = &outcome.error {
+            send(
+                events,
+                RunEvent::Error {
+                    error: error.clone(),
+                    ts_ms: now_ms(),
+                },
+            )
+            .await;
+        }
+        (outcome, state)
+    }
+
+    /// Interrupts the running cell and waits for the kernel to confirm, so
+    /// that the signal cannot land in a later cell (ipykernel handles the
+    /// control channel on a thread of its own).
+    async fn interrupt(&mut self) {
+        let request = self.message(InterruptRequest {});
+        let id = request.header.msg_id.clone();
+        let sent = tokio::time::timeout(INTERRUPT_GRACE, self.control.send(&request)).await;
+        if !matches!(sent, Ok(Ok(()))) {
+            tracing::warn!("cannot interrupt the kernel");
+            return;
+        }
+        let confirmed = tokio::time::timeout(INTERRUPT_GRACE, async {
+            loop {
+                match self.control.read().await {
+                    Ok(reply) if reply.parent_header.as_ref().is_some_and(|h| h.msg_id == id) => {
+                        return true;
+                    }
+                    Ok(_) => {}
+                    Err(e) if dropped(&e).is_some() => {}
+                    Err(e) => {
+                        self.broke(e);
+                        return false;
+                    }
+                }
+            }
+        })
+        .await;
+        if !matches!(confirmed, Ok(true)) {
+            tracing::warn!("the kernel did not confirm an interrupt");
+        }
+    }
+
+    /// Sends on shell, giving up on a kernel that does not read.
+    async fn send_shell(&mut self, message: &JupyterMessage) -> Result<(), WireError> {
+        tokio::time::timeout(SEND_TIMEOUT, self.shell.send(message))
+            .await
+            .map_err(|_| WireError::Zmtp(ZmtpError::Io(std::io::ErrorKind::TimedOut.into())))?
+    }
+
+    /// Remembers that the wire broke; a kernel that merely closed its
+    /// sockets died, which the caller sees without this.
+    fn broke(&mut self, error: WireError) {
+        if matches!(
+            error,
+            WireError::Zmtp(
+                ZmtpError::Closed
+                    | ZmtpError::Truncated
+                    | ZmtpError::Io(_)
+                    | ZmtpError::Dropped { .. }
+            )
+        ) {
+            return;
+        }
+        tracing::warn!(%error, "the kernel broke the wire protocol");
+        self.broken.get_or_insert(error);
+    }
+
+    /// Stops the kernel and everything in its jail.
+    pub async fn shutdown(mut self) {
+        let _ = self.child.start_kill();
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.child.wait()).await;
+        self.group.kill_all();
+    }
+}
+
+/// The kernel's environment beyond the jail's defaults. IPython's and
+/// Jupyter's configuration and data live in the jail's own /tmp (a fresh
+/// tmpfs each jail), not in the session's home, so no file the session left
+/// runs when a kernel starts.
+const KERNEL_ENV: &[(&str, &str)] = &[
+    // Figures are sent to the page as PNG when a cell shows them.
+    ("MPLBACKEND", "module://matplotlib_inline.backend_inline"),
+    // Plotly figures as their JSON (`application/vnd.plotly.v1+json`),
+    // which the page draws, not as HTML carrying all of plotly.js.
+    ("PLOTLY_RENDERER", "plotly_mimetype"),
+    ("IPYTHONDIR", "/tmp/.ipython"),
+    ("JUPYTER_CONFIG_DIR", "/tmp/.jupyter"),
+    ("JUPYTER_DATA_DIR", "/tmp/.jupyter/data"),
+    ("JUPYTER_RUNTIME_DIR", "/tmp/.jupyter/runtime"),
+];
+
+/// Run by the kernel once it is up: the working directory on `sys.path`
+/// after the standard library, where IPython puts it without `-I`.
+/// Starts ipykernel as `python -m ipykernel_launcher` does, with two of
+/// the packages it imports at start kept out: debugpy (the visual debugger,
+/// 108 modules that nothing of runcell's uses: 7.5 MiB of every idle kernel)
+/// and psutil (0.8 MiB: ipykernel takes it for its usage reports, which
+/// runcell never asks for). ipykernel takes their absence as it takes a
+/// venv without them. [`LEFT_OUT_BACK`] lets cells import them again.
+const LAUNCH: &str = "import sys; sys.modules['debugpy'] = sys.modules['psutil'] = None; from ipykernel import kernelapp; kernelapp.launch_new_instance()";
+
+/// Once the kernel is up, the packages [`LAUNCH`] kept out can be imported
+/// by cells like any other.
+const LEFT_OUT_BACK: &str =
+    "import sys as _s; _s.modules.pop('debugpy', None); _s.modules.pop('psutil', None); del _s";
+
+/// Run by the kernel once it is up: a data frame shown is also given as
+/// its data ([`crate::TABLE_DATA_MIME`]: its first 10,000 rows or
+/// 2 MB of values, whichever comes first, and how many rows it has), each
+/// value as pandas writes it in its own tables (`format_array`, `str` if
+/// that fails). Registered by name, so pandas is imported only
+/// by the cells that use it. Any failure leaves the frame to its HTML.
+const TABLE_DATA: &str = r#"def _runcell_table_data():
+    from IPython import get_ipython
+    from IPython.core.formatters import JSONFormatter
+    class TableData(JSONFormatter):
+        format_type = 'application/vnd.runcell.table+json'
+    shown = get_ipython().display_formatter
+    formatter = TableData(parent=shown)
+    shown.formatters[formatter.format_type] = formatter
+    def frame(df, most_rows=10000, most_chars=2000000):
+        try:
+            from pandas.io.formats.format import format_array
+        except Exception:
+            format_array = None
+        def texts(values):
+            if format_array is not None:
+                try:
+                    return [v.strip() for v in format_array(values, None)]
+                except Exception:
+                    pass
+            return [str(v) for v in values]
+        def name(n):
+            return ' '.join(map(str, n)) if isinstance(n, tuple) else ('' if n is None else str(n))
+        if df.columns.nlevels > 1:
+            return None  # headers over several columns: its HTML shows them
+        head = df.head(most_rows)
+        values = [texts(head.index.get_level_values(i)._values) for i in range(head.index.nlevels)]
+        values += [texts(head.iloc[:, j]._values) for j in range(head.shape[1])]
+        rows, size = [], 0
+        for i in range(len(head)):
+            row = [column[i] for column in values]
+            size += sum(map(len, row))
+            if size > most_chars:
+                break
+            rows.append(row)
+        index = [name(n) for n in df.index.names]
+        return {'columns': index + [name(c) for c in df.columns], 'index_columns': len(index), 'rows': rows, 'total_rows': len(df)}
+    # pandas 3 names its classes' module `pandas`; earlier ones, where they live.
+    for module in ('pandas', 'pandas.core.frame'):
+        formatter.for_type_by_name(module, 'DataFrame', frame)
+_runcell_table_data()
+del _runcell_table_data"#;
+
+const HOME_ON_PATH: &str = "import sys as _s; _s.path.insert(next((i for i, p in enumerate(_s.path) if p.endswith(('site-packages', 'dist-packages'))), 0), ''); del _s";
+
+/// The kernel's socket directory, opened once. The jail uid owns it, so
+/// everything in it is reached beneath this handle, without following links.
+struct IpcDir {
+    fd: OwnedFd,
+}
+
+impl IpcDir {
+    fn open(path: &Path) -> rustix::io::Result<Self> {
+        let fd = rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        Ok(Self { fd })
+    }
+
+    /// Removes what an earlier kernel left (sockets, links: never followed).
+    fn clear(&self) {
+        let Ok(entries) = rustix::fs::Dir::read_from(&self.fd) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if name == c"." || name == c".." {
+                continue;
+            }
+            if rustix::fs::unlinkat(&self.fd, name, AtFlags::empty()).is_err() {
+                // An empty directory the jail made; a full one stays, and
+                // the kernel reports the name it cannot bind.
+                let _ = rustix::fs::unlinkat(&self.fd, name, AtFlags::REMOVEDIR);
+            }
+        }
+    }
+
+    /// Writes the connection file as a new file (never through whatever
+    /// the jail left at its name), readable by the jail uid only.
+    fn write_connection_file(&self, json: &[u8], uid: u32, gid: u32) -> std::io::Result<()> {
+        use std::io::Write;
+        match rustix::fs::unlinkat(&self.fd, CONNECTION_FILE, AtFlags::empty()) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let fd = rustix::fs::openat(
+            &self.fd,
+            CONNECTION_FILE,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::RUSR,
+        )?;
+        rustix::fs::fchmod(&fd, Mode::RUSR)?;
+        rustix::fs::fchown(
+            &fd,
+            Some(rustix::fs::Uid::from_raw(uid)),
+            Some(rustix::fs::Gid::from_raw(gid)),
+        )?;
+        std::fs::File::from(fd).write_all(json)
+    }
+
+    /// Whether the kernel has bound `name`: it must then be a socket of
+    /// the jail uid, not a link or anything else.
+    fn socket_ready(&self, name: &str, uid: u32) -> Result<bool, String> {
+        match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Err(rustix::io::Errno::NOENT) => Ok(false),
+            Err(e) => Err(format!("{name}: {e}")),
+            Ok(stat) if FileType::from_raw_mode(stat.st_mode) != FileType::Socket => {
+                Err(format!("{name} is not a socket"))
+            }
+            Ok(stat) if stat.st_uid != uid => {
+                Err(format!("{name} belongs to uid {}, not {uid}", stat.st_uid))
+            }
+            Ok(_) => Ok(true),
+        }
+    }
+}
+
+/// The size of a message that was too big to keep and was read past: not a
+/// broken wire, only output over the run's limit.
+fn dropped(error: &WireError) -> Option<u64> {
+    match error {
+        WireError::Zmtp(ZmtpError::Dropped { bytes }) => Some(*bytes),
+        _ => None,
+    }
+}
+
+/// A MIME bundle as a run's result.
+fn bundle(data: &impl serde::Serialize) -> Option<serde_json::Map<String, serde_json::Value>> {
+    match serde_json::to_value(data) {
+        Ok(serde_json::Value::Object(data)) => Some(data),
+        _ => None,
+    }
+}
+
+async fn send(events: Option<&mpsc::Sender<RunEvent>>, event: RunEvent) {
+    if let Some(events) = events {
+        let _ = events.send(event).await;
+    }
+}
+
+/// Reads and drops the kernel's own log output so its pipes never fill.
+fn drain_logs(child: &mut tokio::process::Child) {
+    if let Some(mut out) = child.stdout.take() {
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 4096];
+            while matches!(out.read(&mut buf).await, Ok(n) if n > 0) {}
+        });
+    }
+    if let Some(mut err) = child.stderr.take() {
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 4096];
+            while let Ok(n) = err.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                tracing::debug!(log = %String::from_utf8_lossy(&buf[..n]), "kernel");
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_socket_directory_is_used_without_following_links() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(outside.path(), "outside").unwrap();
+        let uid = std::fs::metadata(dir.path()).unwrap().uid();
+        let gid = std::fs::metadata(dir.path()).unwrap().gid();
+        let link =
+            |name: &str, to: &Path| std::os::unix::fs::symlink(to, dir.path().join(name)).unwrap();
+        link(CONNECTION_FILE, outside.path());
+        link("old", outside.path());
+        let ipc = IpcDir::open(dir.path()).unwrap();
+        ipc.write_connection_file(b"{}", uid, gid).unwrap();
+        let written = std::fs::symlink_metadata(dir.path().join(CONNECTION_FILE)).unwrap();
+        assert!(written.is_file());
+        assert_eq!(written.permissions().mode() & 0o777, 0o400);
+        assert_eq!(std::fs::read_to_string(outside.path()).unwrap(), "outside");
+
+        let _socket = std::os::unix::net::UnixListener::bind(dir.path().join(SHELL)).unwrap();
+        link(IOPUB, &dir.path().join(SHELL));
+        std::fs::write(dir.path().join(CONTROL), "").unwrap();
+        assert_eq!(ipc.socket_ready(SHELL, uid), Ok(true));
+        assert!(
+            ipc.socket_ready(SHELL, uid + 1).is_err(),
+            "another uid's socket"
+        );
+        assert!(ipc.socket_ready(IOPUB, uid).is_err(), "a link to a socket");
+        assert!(ipc.socket_ready(CONTROL, uid).is_err(), "a plain file");
+        assert_eq!(ipc.socket_ready("k-9", uid), Ok(false));
+
+        ipc.clear();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        assert_eq!(std::fs::read_to_string(outside.path()).unwrap(), "outside");
+        // A directory handle that is itself a link is refused.
+        let parent = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(dir.path(), parent.path().join("ipc")).unwrap();
+        assert!(IpcDir::open(&parent.path().join("ipc")).is_err());
+    }
+}

@@ -1,0 +1,383 @@
+//! How a jail is started: the server forks, and the child joins the run's
+//! cgroups, sets its rlimits and becomes the run's host uid ([`confine`])
+//! before it execs `bwrap` (namespaces, mounts, seccomp); and what each
+//! language's program is.
+
+use std::io::{Seek, Write};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::process::Stdio;
+
+use command_fds::{CommandFdExt, FdMapping};
+
+use super::identity::{HostId, JAIL_UID};
+use super::{JailSandbox, NODE_ENV, PYTHON_ENV, RunGroup};
+use crate::{Language, Limits, SandboxError};
+
+pub(super) const BWRAP: &str = "/usr/bin/bwrap";
+/// The descriptors bubblewrap reads the filter and the program from.
+const SECCOMP_FD: i32 = 10;
+const CODE_FD: i32 = 11;
+/// The descriptor a warm jail waits on, all set up, before it goes on.
+const BLOCK_FD: i32 = 12;
+/// A host-wide backstop on processes of the jail uid, should a cgroup fail.
+const NPROC_BACKSTOP: u32 = 4096;
+
+/// A file holding `bytes`, unlinked, opened for reading from the start.
+fn memory_file(bytes: &[u8]) -> std::io::Result<OwnedFd> {
+    let mut file = tempfile::tempfile()?;
+    file.write_all(bytes)?;
+    file.rewind()?;
+    Ok(file.into())
+}
+
+/// The program for each language, run in `/home/user`. C is compiled first; a
+/// failed compile prints `marker` so that it cannot be mistaken for the
+/// program's own failure (the program never sees the marker).
+pub fn program(language: Language, marker: &str, dir: &str) -> (String, Vec<String>) {
+    let file = |name: &str| format!("{dir}{name}");
+    match language {
+        Language::Python => (
+            file("main.py"),
+            vec![
+                format!("{PYTHON_ENV}/bin/python3"),
+                "-u".into(),
+                file("main.py"),
+            ],
+        ),
+        Language::Javascript => (
+            file("main.js"),
+            vec!["/usr/bin/node".into(), file("main.js")],
+        ),
+        // Types stripped and the program run by the kernel's own code,
+        // once, as a script (top-level await included).
+        Language::Typescript => (
+            file("main.ts"),
+            vec![
+                "/usr/bin/node".into(),
+                super::etc::NODE_KERNEL_PATH.into(),
+                "--typescript".into(),
+                "--run".into(),
+                file("main.ts"),
+            ],
+        ),
+        Language::R => (
+            file("main.R"),
+            vec![
+                "/usr/bin/Rscript".into(),
+                "--no-save".into(),
+                file("main.R"),
+            ],
+        ),
+        Language::Bash => (file("main.sh"), vec!["/bin/bash".into(), file("main.sh")]),
+        Language::C => {
+            // A path with a slash, so that exec does not search the PATH.
+            let binary = if dir.is_empty() {
+                "./.main".to_string()
+            } else {
+                file(".main")
+            };
+            (
+                file("main.c"),
+                vec![
+                    "/bin/sh".into(),
+                    "-c".into(),
+                    format!(
+                        r#"gcc -O2 -std=gnu17 -o {binary} {dir}main.c -lm || {{ printf '\n%s\n' "$0" >&2; exit 1; }}; exec {binary}"#
+                    ),
+                    marker.into(),
+                ],
+            )
+        }
+    }
+}
+
+/// How a jailed program gets its code.
+#[derive(Debug)]
+pub(crate) enum Code<'a> {
+    /// It has none (a kernel).
+    None,
+    /// Copied into `Mounts::code_file` as the jail is made.
+    File(&'a [u8]),
+    /// Bound read-only from this host file into `Mounts::code_file`, and
+    /// written there later: the jail is made, then waits, before its
+    /// seccomp filter and its program, until a byte comes down `release`
+    /// (bubblewrap's `--block-fd`): a warm jail.
+    Later {
+        host_file: &'a std::path::Path,
+        release: OwnedFd,
+    },
+}
+
+/// What a jail mounts beyond the read-only system.
+#[derive(Debug, Default)]
+pub(crate) struct Mounts {
+    /// A host directory to use as `/home/user`; a fresh sized tmpfs if `None`.
+    pub home: Option<std::path::PathBuf>,
+    /// The program's file, copied from [`CODE_FD`]: a name in `/home/user`
+    /// or an absolute path in the jail.
+    pub code_file: Option<String>,
+    /// Host directories bound read-write at the same path (kernel sockets).
+    pub shared: Vec<std::path::PathBuf>,
+    /// Environment variables beyond (or replacing) the defaults.
+    pub env: Vec<(String, String)>,
+    /// Where the program starts, if not `/home/user`.
+    pub cwd: Option<String>,
+}
+
+/// The most of a jail's disk its `/dev/shm` takes.
+const MAX_SHM_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The smallest tmpfs given (a size of 0 would mean no bound at all).
+const MIN_TMPFS_BYTES: u64 = 1024 * 1024;
+/// `/root`, for programs that expect root's home to exist.
+const ROOT_HOME_BYTES: u64 = 4 * 1024 * 1024;
+
+fn bwrap_args(
+    limits: &Limits,
+    mounts: &Mounts,
+    etc: &std::path::Path,
+    code: &Code<'_>,
+    command: Vec<String>,
+) -> Vec<String> {
+    let home = limits.home_bytes();
+    // /dev/shm (POSIX shared memory, multiprocessing's semaphores) is a
+    // share of the disk too, beside /tmp: /dev itself is read-only.
+    let scratch = limits.disk_bytes - home;
+    let shm = (scratch / 4).clamp(MIN_TMPFS_BYTES, MAX_SHM_BYTES);
+    let tmp = scratch
+        .saturating_sub(shm + ROOT_HOME_BYTES)
+        .max(MIN_TMPFS_BYTES);
+    let mut args: Vec<String> = Vec::new();
+    let mut push = |items: &[&str]| args.extend(items.iter().map(|s| (*s).to_string()));
+    push(&["--ro-bind", "/usr", "/usr"]);
+    push(&["--ro-bind", &etc.to_string_lossy(), "/etc"]);
+    // Merged-/usr systems have /bin, /lib… as links into /usr.
+    for dir in ["bin", "sbin", "lib", "lib32", "lib64", "libx32"] {
+        let host = format!("/{dir}");
+        match std::fs::read_link(&host) {
+            Ok(target) => push(&["--symlink", &target.to_string_lossy(), &host]),
+            Err(_) if std::path::Path::new(&host).is_dir() => push(&["--ro-bind", &host, &host]),
+            Err(_) => {}
+        }
+    }
+    // What the JavaScript/TypeScript kernel loads (sucrase), when installed.
+    if std::path::Path::new(NODE_ENV).is_dir() {
+        push(&["--ro-bind", NODE_ENV, NODE_ENV]);
+    }
+    push(&[
+        "--ro-bind",
+        PYTHON_ENV,
+        PYTHON_ENV,
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--remount-ro",
+        "/dev",
+    ]);
+    push(&["--size", &shm.to_string(), "--tmpfs", "/dev/shm"]);
+    push(&["--size", &tmp.to_string(), "--tmpfs", "/tmp"]);
+    // root's home as E2B's sandboxes have it (a code context may start in
+    // it): small, empty in every jail, and a share of the disk limit.
+    push(&["--size", &ROOT_HOME_BYTES.to_string(), "--tmpfs", "/root"]);
+    // After the /tmp tmpfs, or it would hide binds below /tmp.
+    for dir in &mounts.shared {
+        let dir = dir.to_string_lossy();
+        push(&["--bind", &dir, &dir]);
+    }
+    match &mounts.home {
+        Some(host) => push(&["--bind", &host.to_string_lossy(), "/home/user"]),
+        None => push(&["--size", &home.to_string(), "--tmpfs", "/home/user"]),
+    }
+    if let Some(file) = &mounts.code_file {
+        let path = if file.starts_with('/') {
+            file.clone()
+        } else {
+            format!("/home/user/{file}")
+        };
+        match code {
+            Code::Later { host_file, .. } => {
+                push(&["--ro-bind", &host_file.to_string_lossy(), &path]);
+                push(&["--block-fd", &BLOCK_FD.to_string()]);
+            }
+            Code::None | Code::File(_) => push(&["--file", &CODE_FD.to_string(), &path]),
+        }
+    }
+    let cwd = mounts.cwd.as_deref().unwrap_or("/home/user");
+    push(&[
+        "--chdir",
+        cwd,
+        "--unshare-all",
+        "--unshare-user",
+        "--disable-userns",
+        "--uid",
+        &JAIL_UID.to_string(),
+        "--gid",
+        &JAIL_UID.to_string(),
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--hostname",
+        "sandbox",
+        "--clearenv",
+        "--setenv",
+        "PATH",
+        &format!("{PYTHON_ENV}/bin:/usr/local/bin:/usr/bin:/bin"),
+        "--setenv",
+        "HOME",
+        "/home/user",
+        "--setenv",
+        "LANG",
+        "C.UTF-8",
+        "--setenv",
+        "MPLBACKEND",
+        "Agg",
+        "--seccomp",
+        &SECCOMP_FD.to_string(),
+    ]);
+    for (key, value) in &mounts.env {
+        push(&["--setenv", key, value]);
+    }
+    push(&["--"]);
+    args.extend(command);
+    args
+}
+
+impl JailSandbox {
+    /// Starts `command` in a new jail as the host uid `user`, inside
+    /// `group`, with `mounts`; `code` becomes the file `mounts.code_file`
+    /// names.
+    pub(crate) fn spawn_jail(
+        &self,
+        user: HostId,
+        limits: &Limits,
+        group: &RunGroup,
+        mounts: &Mounts,
+        command: Vec<String>,
+        code: Code<'_>,
+    ) -> Result<tokio::process::Child, SandboxError> {
+        if user.uid == 0 || user.gid == 0 {
+            return Err(SandboxError::Internal("a jail never runs as root".into()));
+        }
+        let ready = self.ready()?;
+        let internal =
+            |what: &str, e: &dyn std::fmt::Display| SandboxError::Internal(format!("{what}: {e}"));
+        // Opened here: between fork and exec the child only writes to them.
+        let procs = group
+            .procs_files()
+            .iter()
+            .map(|path| {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .map(OwnedFd::from)
+                    .map_err(|e| internal(&format!("{}", path.display()), &e))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut cmd = tokio::process::Command::new(BWRAP);
+        cmd.env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .args(bwrap_args(limits, mounts, ready.etc, &code, command))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        confine(
+            &mut cmd,
+            Confinement {
+                procs: procs.iter().map(AsRawFd::as_raw_fd).collect(),
+                file_bytes: limits.file_bytes,
+                user,
+            },
+        );
+        let mut fds = vec![FdMapping {
+            parent_fd: memory_file(&ready.seccomp).map_err(|e| internal("seccomp file", &e))?,
+            child_fd: SECCOMP_FD,
+        }];
+        match code {
+            Code::None => {}
+            Code::File(code) => fds.push(FdMapping {
+                parent_fd: memory_file(code).map_err(|e| internal("code file", &e))?,
+                child_fd: CODE_FD,
+            }),
+            Code::Later { release, .. } => fds.push(FdMapping {
+                parent_fd: release,
+                child_fd: BLOCK_FD,
+            }),
+        }
+        cmd.fd_mappings(fds)
+            .map_err(|e| internal("descriptors", &e))?;
+        let child = cmd
+            .spawn()
+            .map_err(|e| internal("cannot start the jail", &e));
+        drop(procs);
+        child
+    }
+}
+
+/// What the child of a fork does to itself before it execs `bwrap`.
+struct Confinement {
+    /// Open `cgroup.procs` files of the run's groups.
+    procs: Vec<RawFd>,
+    /// The largest file it may write.
+    file_bytes: u64,
+    /// The host uid and gid it becomes.
+    user: HostId,
+}
+
+/// Makes `cmd`'s child, between fork and exec: join the run's cgroups (so
+/// that everything it starts is counted and killed with them), take its
+/// rlimits (file size, descriptors, no core files, a host-wide backstop on
+/// processes of its uid), drop every supplementary group and become the
+/// run's host uid and gid, for real, effective and saved ids. Any failure
+/// fails the spawn; nothing runs half-confined.
+///
+/// This replaces a chain of `sh` (cgroups), `prlimit` and `setpriv`: three
+/// programs less to exec for every jail.
+#[allow(unsafe_code)]
+fn confine(cmd: &mut tokio::process::Command, confinement: Confinement) {
+    let Confinement {
+        procs,
+        file_bytes,
+        user,
+    } = confinement;
+    let limit = |cur: u64| libc::rlimit {
+        rlim_cur: cur,
+        rlim_max: cur,
+    };
+    let rlimits = [
+        (libc::RLIMIT_FSIZE, limit(file_bytes)),
+        (libc::RLIMIT_NOFILE, limit(256)),
+        (libc::RLIMIT_CORE, limit(0)),
+        (libc::RLIMIT_NPROC, limit(u64::from(NPROC_BACKSTOP))),
+    ];
+    let (uid, gid) = (user.uid, user.gid);
+    let check = |result: libc::c_int| {
+        if result == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    // SAFETY: the closure runs in the child between fork and exec, where
+    // only async-signal-safe calls are allowed: it makes plain system calls
+    // (write, setrlimit, setgroups, setresgid, setresuid) on values prepared
+    // before the fork, and allocates nothing (`last_os_error` does not).
+    unsafe {
+        cmd.pre_exec(move || {
+            for &fd in &procs {
+                // "0" is the writing process itself.
+                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            for (resource, value) in &rlimits {
+                check(libc::setrlimit(*resource, value))?;
+            }
+            check(libc::setgroups(0, std::ptr::null()))?;
+            check(libc::setresgid(gid, gid, gid))?;
+            check(libc::setresuid(uid, uid, uid))
+        });
+    }
+}

@@ -1,0 +1,342 @@
+//! What every handler shares.
+
+use std::sync::Arc;
+
+use axum::extract::FromRef;
+use leptos::config::LeptosOptions;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::agent::BrowserOffer;
+use crate::agent::{Agent, AgentSettings, Kernels, TurnRunner};
+use crate::auth::{Auth, KeyLimits};
+use crate::cluster::Cluster;
+use crate::code_api::CodeApi;
+use crate::config::Config;
+use crate::e2b::served::{Served, ServedSettings};
+use crate::http::host::AllowedHosts;
+use crate::http::mcp_sessions::McpSessions;
+use crate::llm::Llm;
+use crate::llm::catalog::Catalog;
+use crate::notebook::Notebooks;
+use crate::sandbox::Sandbox;
+use crate::sandbox::backends::Backends;
+use crate::sandbox::browser::{BrowserSettings, BrowserTabs, Runtime, find_runtime};
+use crate::sandbox::jail::{JailConfig, JailSandbox};
+use crate::sandbox::sessions::{SessionSettings, Sessions};
+use crate::session::SessionHub;
+use crate::session::clients::Clients;
+use crate::session::quota::NewSessionRate;
+use crate::session::uploads::Uploads;
+use crate::store::nodes::Node;
+use crate::store::{Database, Store};
+
+/// Why the shared state could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("cannot create the data directory {path}: {source}")]
+    DataDir {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("access tokens cannot be signed: {0}")]
+    Auth(#[from] crate::auth::token::SecretError),
+    #[error("the session store cannot be used: {0}")]
+    Store(#[from] crate::store::StoreError),
+    #[error(
+        "sandbox.jail is off and E2B cannot be used (see the error above): this node would have no sandbox"
+    )]
+    NoSandbox,
+}
+
+#[derive(Clone, FromRef)]
+pub struct AppState {
+    pub config: Arc<Config>,
+    /// The host names this server answers to.
+    pub hosts: AllowedHosts,
+    pub leptos: LeptosOptions,
+    /// The notebook service: what every way of using a notebook session
+    /// calls (the page's socket and forms, the NDJSON routes, the server
+    /// functions).
+    pub notebooks: Arc<Notebooks>,
+    /// The language model that answers.
+    pub llm: Arc<dyn Llm>,
+    /// The models on offer, kept fresh in the background.
+    pub models: Arc<Catalog>,
+    /// Where code runs: the local jail.
+    pub sandbox: Arc<dyn Sandbox>,
+    /// Open sessions of the local jail (the run API's `session_id`s).
+    pub sandbox_sessions: Arc<Sessions>,
+    /// Every sandbox backend on offer with its sessions: the jail, and E2B
+    /// when configured.
+    pub backends: Backends,
+    /// API keys and access tokens.
+    pub auth: Arc<Auth>,
+    /// The code-interpreter service of `/v1` and `/mcp`, per key.
+    pub code_api: Arc<CodeApi>,
+    /// The sandboxes served through E2B's protocol.
+    pub e2b: Arc<Served>,
+    /// Jupyter's kernels API (`/jupyter`) on the key's sandbox sessions.
+    pub gateway: Arc<crate::jupyter::Gateway>,
+    /// The pages that run their sessions' Python (the Browser sandbox).
+    pub browser: Arc<BrowserTabs>,
+    /// The Pyodide runtime pages load, when the site carries it; the
+    /// Browser sandbox is offered only then.
+    pub pyodide: Option<Runtime>,
+    /// Turns run as tasks of their own, so a page that goes away does not stop
+    /// them; this tracks them for a clean shutdown.
+    pub turns: TaskTracker,
+    /// Cancelled when the server begins to shut down.
+    pub shutdown: CancellationToken,
+    /// Where each notebook owner was last seen from, and whether signed
+    /// in: anonymous owners' kernels take from a share of the slots.
+    pub clients: Arc<Clients>,
+    /// The MCP sessions of `/mcp`, each bound to its key.
+    pub mcp_sessions: Arc<McpSessions>,
+    /// The other nodes on a shared (PostgreSQL) database.
+    pub cluster: Option<Arc<Cluster>>,
+    /// Where upload bodies wait on disk while they arrive.
+    pub spool: Arc<crate::http::Spool>,
+    /// The session sockets open, per session and per owner.
+    pub sockets: Arc<crate::session::sockets::OpenSockets>,
+}
+
+impl AppState {
+    /// Everything the handlers share over the database the configuration
+    /// names (SQLite in `config.data_dir`, made if missing, or PostgreSQL)
+    /// and its keys: what the server, the stream bench and unit tests all
+    /// start from. Also returns the database, for what the caller does with
+    /// it beside the handlers.
+    pub async fn open(
+        config: Config,
+        shutdown: CancellationToken,
+    ) -> Result<(Self, Database), OpenError> {
+        std::fs::create_dir_all(&config.data_dir).map_err(|source| OpenError::DataDir {
+            path: config.data_dir.display().to_string(),
+            source,
+        })?;
+        if !config.sandbox.jail && e2b_sessions(&config).is_none() {
+            return Err(OpenError::NoSandbox);
+        }
+        let database = Database::open(config.database_url.expose(), &config.data_dir).await?;
+        let auth = Arc::new(Auth::open(&config, database.keys()).await?);
+        // On a shared database this process is one of its nodes.
+        let cluster = match &database {
+            Database::Postgres(pg) => {
+                let node = Node::of_data_dir(&config.data_dir, &config.addr.to_string()).map_err(
+                    |source| OpenError::DataDir {
+                        path: config.data_dir.display().to_string(),
+                        source,
+                    },
+                )?;
+                Some(Cluster::join(Arc::clone(pg), node).await?)
+            }
+            Database::Sqlite(_) => None,
+        };
+        let state = Self::with_cluster(config, shutdown, database.store(), auth, cluster);
+        Ok((state, database))
+    }
+
+    /// Everything the handlers share, over an open store. Needs a runtime
+    /// (the hub starts its event writer).
+    pub fn new(
+        config: Config,
+        shutdown: CancellationToken,
+        store: Arc<dyn Store>,
+        auth: Arc<Auth>,
+    ) -> Self {
+        Self::with_cluster(config, shutdown, store, auth, None)
+    }
+
+    /// As [`Self::new`], as a node of `cluster` when there is one: sessions
+    /// other nodes hold are followed and their turns asked of the holder.
+    pub fn with_cluster(
+        config: Config,
+        shutdown: CancellationToken,
+        store: Arc<dyn Store>,
+        auth: Arc<Auth>,
+        cluster: Option<Arc<Cluster>>,
+    ) -> Self {
+        let spool = Arc::new(crate::http::Spool::of_config(&config));
+        let sockets = crate::session::sockets::OpenSockets::new(
+            config.notebook.max_sockets_per_session as usize,
+            config.notebook.max_sockets_per_owner as usize,
+        );
+        let leptos = LeptosOptions::builder()
+            .output_name(app::OUTPUT_NAME)
+            .site_root(config.site_root.to_string_lossy().to_string())
+            .site_pkg_dir("pkg")
+            .site_addr(config.addr)
+            .build();
+        let jail_config = JailConfig::from_settings(&config.sandbox);
+        let sandbox: Arc<dyn Sandbox> = JailSandbox::new(jail_config.clone());
+        let sandbox_sessions = Sessions::new(
+            Arc::clone(&sandbox),
+            SessionSettings {
+                pool_size: config.sandbox.pool_size,
+                idle_ttl: std::time::Duration::from_secs(config.sandbox.session_idle_secs),
+                max_sessions: config.sandbox.max_sessions,
+                anonymous_share_percent: config.sandbox.anonymous_share_percent,
+                anonymous_per_client: config.sandbox.anonymous_sessions_per_client,
+                limits: jail_config.max_limits,
+            },
+        );
+        let backends = match (config.sandbox.jail, e2b_sessions(&config)) {
+            (true, Some(e2b)) => Backends::new(Arc::clone(&sandbox_sessions)).with(e2b),
+            // A web-only node: E2B is the only backend.
+            (false, Some(e2b)) => Backends::new(e2b),
+            // (`open` refuses a node with no jail and no E2B.)
+            (_, None) => Backends::new(Arc::clone(&sandbox_sessions)),
+        };
+        let browser = BrowserTabs::new(BrowserSettings {
+            attach_wait: std::time::Duration::from_secs(config.browser.attach_wait_secs),
+            gone_grace: std::time::Duration::from_secs(config.browser.gone_grace_secs),
+            prepare_wait: std::time::Duration::from_secs(config.browser.prepare_wait_secs),
+            ..BrowserSettings::default()
+        });
+        let pyodide = find_runtime(&config.site_root);
+        if pyodide.is_none() {
+            tracing::info!(
+                site = %config.site_root.display(),
+                "no Pyodide in the site: the browser sandbox is not offered"
+            );
+        }
+        let clients = Arc::new(Clients::default());
+        let llm = crate::llm::from_settings(&config.llm, &config.data_dir);
+        let models = Catalog::new(Arc::clone(&llm), config.llm.model.clone());
+        let agent = Agent::new(
+            Arc::clone(&llm),
+            Kernels::new(
+                backends.clone(),
+                pyodide.as_ref().map(|runtime| BrowserOffer {
+                    tabs: Arc::clone(&browser),
+                    imports: runtime.imports.clone(),
+                }),
+                Uploads::new(&config.data_dir)
+                    .with_quota(config.sandbox.default_limits().home_bytes()),
+            )
+            .with_owner_cap(config.notebook.max_kernels_per_owner as usize)
+            .with_clients(Arc::clone(&clients)),
+            AgentSettings {
+                max_tokens: config.llm.max_tokens,
+                answer_timeout: std::time::Duration::from_secs(config.llm.answer_timeout_secs),
+                max_fixes: config.llm.max_fixes,
+                context_tokens: u32::try_from(config.llm.context_tokens).unwrap_or(u32::MAX),
+                limits: config.sandbox.default_limits(),
+            },
+        );
+        let code_api = Arc::new(CodeApi::new(
+            backends.clone(),
+            Arc::new(KeyLimits::new(&config.auth)),
+        ));
+        let e2b = Arc::new(Served::new(
+            Arc::clone(&code_api),
+            Arc::clone(&sandbox_sessions),
+            ServedSettings {
+                max_timeout: std::time::Duration::from_secs(config.e2b.max_sandbox_timeout_secs),
+                limits: config.sandbox.max_limits(),
+                memory_mb: config.sandbox.memory_mib,
+                disk_mb: config.sandbox.disk_mib,
+                cpu_count: config.sandbox.cpu_millis.div_ceil(1000).max(1),
+            },
+        ));
+        let turns = TaskTracker::new();
+        let gateway = crate::jupyter::Gateway::new(
+            Arc::clone(&code_api),
+            config.sandbox.max_limits(),
+            &config.jupyter,
+            turns.clone(),
+        );
+        let runner = Arc::new(TurnRunner::new(
+            Arc::new(agent),
+            turns.clone(),
+            shutdown.clone(),
+        ));
+        let mut hub = SessionHub::new(store).with_new_session_rate(NewSessionRate::new(
+            config.notebook.sessions_per_hour,
+            config.notebook.session_burst,
+        ));
+        if let Some(cluster) = &cluster {
+            hub = hub.with_cluster(Arc::clone(cluster));
+        }
+        let sessions = Arc::new(hub);
+        let notebooks = Arc::new(Notebooks::new(
+            sessions,
+            runner,
+            shutdown.clone(),
+            pyodide.as_ref().map(|runtime| runtime.url.clone()),
+        ));
+        let mcp_sessions = McpSessions::from_config(&config.auth);
+        Self {
+            hosts: AllowedHosts::from_config(&config),
+            config: Arc::new(config),
+            leptos,
+            notebooks,
+            llm,
+            models,
+            sandbox,
+            sandbox_sessions,
+            backends,
+            auth,
+            code_api,
+            e2b,
+            gateway,
+            browser,
+            pyodide,
+            turns,
+            shutdown,
+            clients,
+            mcp_sessions,
+            cluster,
+            spool,
+            sockets,
+        }
+    }
+}
+
+/// E2B's sessions, when an E2B key is configured: no warm pool (a waiting
+/// cloud sandbox costs money), the jail's idle time and cap.
+fn e2b_sessions(config: &Config) -> Option<Arc<Sessions>> {
+    if !config.e2b.enabled() {
+        return None;
+    }
+    let settings = crate::sandbox::e2b::client::E2bSettings::from_config(&config.e2b);
+    match crate::sandbox::e2b::E2bSandbox::new(settings) {
+        Ok(e2b) => Some(Sessions::new(
+            e2b,
+            SessionSettings {
+                pool_size: 0,
+                idle_ttl: std::time::Duration::from_secs(config.sandbox.session_idle_secs),
+                max_sessions: config.sandbox.max_sessions,
+                anonymous_share_percent: config.sandbox.anonymous_share_percent,
+                anonymous_per_client: config.sandbox.anonymous_sessions_per_client,
+                limits: config.sandbox.max_limits(),
+            },
+        )),
+        Err(e) => {
+            tracing::error!(%e, "E2B is configured but cannot be offered");
+            None
+        }
+    }
+}
+
+/// A whole [`AppState`] for unit tests: a temporary data directory, a real
+/// SQLite store, the scripted model, no warm jails.
+#[cfg(test)]
+pub(crate) async fn for_tests(
+    configure: impl FnOnce(&mut Config),
+) -> (AppState, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let mut config = Config {
+        data_dir: dir.path().join("data"),
+        site_root: dir.path().join("site"),
+        ..Config::default()
+    };
+    config.sandbox.pool_size = 0;
+    config.llm.backend = crate::config::LlmBackend::Scripted;
+    configure(&mut config);
+    let (state, _) = AppState::open(config, CancellationToken::new())
+        .await
+        .expect("the state over a new data directory");
+    (state, dir)
+}
