@@ -4,14 +4,13 @@ use std::sync::Arc;
 
 use app::notebook::Notebook;
 use app::protocol::{CellId, EventBody, SandboxKind, SessionEvent, TurnId, TurnKind};
-use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::Notebooks;
 use super::remote::{Answer, Call, unexpected};
 use crate::agent::{TurnRefusal, TurnRequest, parse_language};
-use crate::session::SessionChannel;
+use crate::session::{Follower, SessionChannel};
 use crate::store::nodes::Node;
 
 /// A turn as a page or a program asks for it, before it is checked.
@@ -107,7 +106,7 @@ impl Notebooks {
         turn: Turn,
     ) -> Result<TurnEvents, TurnRefusal> {
         // Listen before starting, so that nothing of the turn is missed.
-        let (listening_from, live) = channel.follow();
+        let (_, events) = Follower::after(Arc::clone(&channel), u64::MAX);
         if channel.is_retired() {
             return Err(moved());
         }
@@ -122,7 +121,7 @@ impl Notebooks {
         let shutdown = self.shutdown.clone();
         tokio::spawn(async move {
             tokio::select! {
-                () = forward_turn(&channel, turn, listening_from, live, &sender) => {}
+                () = forward_turn(events, turn, &sender) => {}
                 () = shutdown.cancelled() => {}
             }
         });
@@ -237,26 +236,10 @@ fn moved() -> TurnRefusal {
 
 /// Sends the events of `turn`, in order and without gaps, until it finishes
 /// or the follower goes away.
-async fn forward_turn(
-    channel: &SessionChannel,
-    turn: TurnId,
-    mut sent: u64,
-    mut live: broadcast::Receiver<SessionEvent>,
-    follower: &mpsc::Sender<SessionEvent>,
-) {
+async fn forward_turn(mut events: Follower, turn: TurnId, follower: &mpsc::Sender<SessionEvent>) {
     let mut started = false;
-    loop {
-        let events = match live.recv().await {
-            Ok(event) => vec![event],
-            // Fell behind the live buffer: catch up from the history.
-            Err(RecvError::Lagged(_)) => channel.events_after(sent),
-            Err(RecvError::Closed) => return,
-        };
-        for event in events {
-            if event.seq <= sent {
-                continue;
-            }
-            sent = event.seq;
+    while let Some(batch) = events.next().await {
+        for event in batch {
             let (first, last) = match &event.event {
                 EventBody::TurnStarted { turn: t, .. } => (*t == turn, false),
                 EventBody::TurnFinished { turn: t, .. } => (false, *t == turn),

@@ -3,6 +3,7 @@
 //! are the pages' too, defined once in `app::api` and re-exported here.
 
 pub mod clients;
+mod follow;
 mod hub;
 pub mod quota;
 pub mod sockets;
@@ -12,6 +13,7 @@ mod writer;
 pub use app::api::{
     InvalidOwnerId, InvalidSessionId, InvalidShareToken, OwnerId, SessionId, ShareToken,
 };
+pub use follow::{Follower, PAGE_EVENTS};
 pub use hub::{
     CreateError, MAX_PENDING_TURNS, SessionChannel, SessionHub, TurnSlot, settle_lost_kernel,
 };

@@ -11,7 +11,6 @@ use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use futures::{Sink, SinkExt, Stream, StreamExt};
 use serde::Deserialize;
-use tokio::sync::broadcast::error::RecvError;
 
 use tokio_util::sync::CancellationToken;
 
@@ -21,14 +20,11 @@ use super::owner::Owner;
 use crate::agent::TurnRefusal;
 use crate::notebook::{Notebooks, Turn, parse_session_id};
 use crate::sandbox::browser::{BrowserError, BrowserTabs, Reply, TabLink};
-use crate::session::SessionChannel;
 use crate::session::sockets::OpenSockets;
+use crate::session::{Follower, SessionChannel};
 use crate::state::AppState;
 
 pub(crate) use app::protocol::MAX_FRAME_BYTES;
-
-/// Events read from the history at once: what one socket holds of it.
-const PAGE_EVENTS: usize = 64;
 
 /// How long a page may take to read what was sent to it before it is
 /// dropped; it may come back and resume from its last `seq`.
@@ -136,7 +132,7 @@ pub async fn serve_socket<W, R>(
     W: Sink<Message> + Unpin,
     R: Stream<Item = Result<Message, axum::Error>> + Unpin,
 {
-    let (last_seq, mut live) = channel.follow();
+    let (last_seq, mut follower) = Follower::after(Arc::clone(&channel), after);
     // Frames for this page alone: the Browser sandbox's runs, if it attaches.
     let (link, mut outbound) = state.browser.link();
     let welcome = ServerMessage::Welcome {
@@ -149,8 +145,7 @@ pub async fn serve_socket<W, R>(
     }
     // A page that claims more than the history holds follows from now on;
     // `last_seq` in the welcome tells it that its copy is stale.
-    let mut sent = after.min(last_seq);
-    if catch_up(&mut sink, &mut sent, &channel, last_seq, SEND_PATIENCE)
+    if catch_up(&mut sink, &mut follower, SEND_PATIENCE)
         .await
         .is_err()
     {
@@ -180,18 +175,11 @@ pub async fn serve_socket<W, R>(
                     .await;
                 break;
             }
-            received = live.recv() => {
-                let sent_on = match received {
-                    Ok(event) => send_event(&mut sink, &mut sent, event).await,
-                    // Fell behind the live buffer: catch up from the
-                    // history, a page at a time.
-                    Err(RecvError::Lagged(_)) => {
-                        let upto = channel.last_seq();
-                        catch_up(&mut sink, &mut sent, &channel, upto, SEND_PATIENCE).await
-                    }
-                    Err(RecvError::Closed) => break,
-                };
-                if sent_on.is_err() {
+            // The next live event, or (behind the live feed) the next page
+            // of the history.
+            events = follower.next() => {
+                let Some(events) = events else { break };
+                if send_page(&mut sink, events, SEND_PATIENCE).await.is_err() {
                     break;
                 }
             }
@@ -328,48 +316,43 @@ fn refusal_message(code: ErrorCode, message: &str) -> ServerMessage {
     }
 }
 
-/// Sends the history after `sent` up to `upto`, [`PAGE_EVENTS`] events
-/// read at a time; a page that does not take a page of them within
-/// `patience` is dropped.
+/// Sends what `follower` has of the history, a page at a time: a page of
+/// events not taken within `patience` drops the connection.
 async fn catch_up<W: Sink<Message> + Unpin>(
     sink: &mut W,
-    sent: &mut u64,
-    channel: &SessionChannel,
-    upto: u64,
+    follower: &mut Follower,
     patience: std::time::Duration,
 ) -> Result<(), ()> {
-    while *sent < upto {
-        let page = channel.page_after(*sent, PAGE_EVENTS);
-        if page.is_empty() {
+    while follower.is_behind() {
+        let Some(page) = follower.next().await else {
             break;
-        }
-        let sending = async {
-            for event in page {
-                send_event(sink, sent, event).await?;
-            }
-            Ok::<(), ()>(())
         };
-        match tokio::time::timeout(patience, sending).await {
-            Ok(result) => result?,
-            Err(_) => {
-                tracing::debug!(sent = *sent, "a page stopped reading its history: dropped");
-                return Err(());
-            }
+        if send_page(sink, page, patience).await.is_err() {
+            tracing::debug!(
+                given = follower.given(),
+                "a page stopped reading its history: dropped"
+            );
+            return Err(());
         }
     }
     Ok(())
 }
 
-async fn send_event<W: Sink<Message> + Unpin>(
+/// Sends `events`, all within `patience`.
+async fn send_page<W: Sink<Message> + Unpin>(
     sink: &mut W,
-    sent: &mut u64,
-    event: SessionEvent,
+    events: Vec<SessionEvent>,
+    patience: std::time::Duration,
 ) -> Result<(), ()> {
-    if event.seq <= *sent {
-        return Ok(());
-    }
-    *sent = event.seq;
-    send(sink, &ServerMessage::Event(event)).await
+    let sending = async {
+        for event in events {
+            send(sink, &ServerMessage::Event(event)).await?;
+        }
+        Ok::<(), ()>(())
+    };
+    tokio::time::timeout(patience, sending)
+        .await
+        .unwrap_or(Err(()))
 }
 
 /// Sends one frame; a page that does not take it within [`SEND_PATIENCE`]
@@ -459,10 +442,10 @@ mod tests {
             got: Vec::new(),
             reads: usize::MAX,
         };
-        let mut sent = 20;
-        let done = catch_up(&mut page, &mut sent, &channel, 150, SEND_PATIENCE).await;
+        let (_, mut follower) = Follower::after(Arc::clone(&channel), 20);
+        let done = catch_up(&mut page, &mut follower, SEND_PATIENCE).await;
         assert_eq!(done, Ok(()));
-        assert_eq!(sent, 150);
+        assert_eq!(follower.given(), 150);
         let seqs: Vec<u64> = page.got.iter().map(|e| e.seq).collect();
         assert_eq!(seqs, (21..=150).collect::<Vec<_>>());
     }
@@ -474,15 +457,8 @@ mod tests {
             got: Vec::new(),
             reads: 10,
         };
-        let mut sent = 0;
-        let done = catch_up(
-            &mut page,
-            &mut sent,
-            &channel,
-            150,
-            Duration::from_millis(100),
-        )
-        .await;
+        let (_, mut follower) = Follower::after(Arc::clone(&channel), 0);
+        let done = catch_up(&mut page, &mut follower, Duration::from_millis(100)).await;
         assert_eq!(done, Err(()));
         assert_eq!(page.got.len(), 10);
     }
