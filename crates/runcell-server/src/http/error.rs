@@ -109,16 +109,6 @@ impl ApiError {
     }
 }
 
-impl From<axum::extract::rejection::JsonRejection> for ApiError {
-    fn from(rejection: axum::extract::rejection::JsonRejection) -> Self {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            Self::TooLarge(rejection.body_text())
-        } else {
-            Self::BadRequest(rejection.body_text())
-        }
-    }
-}
-
 impl From<AuthError> for ApiError {
     fn from(err: AuthError) -> Self {
         match err {
@@ -144,16 +134,36 @@ impl From<SandboxError> for ApiError {
 
 impl From<CodeApiError> for ApiError {
     fn from(err: CodeApiError) -> Self {
+        Self::from(&err)
+    }
+}
+
+impl From<&CodeApiError> for ApiError {
+    fn from(err: &CodeApiError) -> Self {
         match err {
             CodeApiError::NotFound(id) => Self::NotFound(format!("no sandbox session {id}")),
-            CodeApiError::Limited(limited) => Self::Limited(limited),
-            CodeApiError::Sandbox(err) => err.into(),
+            CodeApiError::Limited(limited) => Self::Limited(limited.clone()),
+            CodeApiError::Sandbox(err) => err.clone().into(),
             CodeApiError::Exists(path) => Self::Conflict(format!(
                 "{path} exists already: add overwrite=true to replace it"
             )),
-            CodeApiError::Session(err) if err.is_no_room() => Self::NoRoom(err.to_string()),
-            CodeApiError::Session(err @ SessionError::OwnerFull(_)) => Self::Busy(err.to_string()),
-            CodeApiError::Session(err) => Self::Internal(err.to_string()),
+            CodeApiError::Session(err) => err.into(),
+        }
+    }
+}
+
+/// A backend's registry refusing a session: no room now (503, worth a
+/// retry), the owner's kernels all busy (429), one that is gone (404), or
+/// the sandbox's own error.
+impl From<&SessionError> for ApiError {
+    fn from(err: &SessionError) -> Self {
+        match err {
+            SessionError::NotFound(_) => Self::NotFound(err.to_string()),
+            SessionError::TooMany(_)
+            | SessionError::AnonymousFull(_)
+            | SessionError::ClientFull(_) => Self::NoRoom(err.to_string()),
+            SessionError::OwnerFull(_) => Self::Busy(err.to_string()),
+            SessionError::Sandbox(err) => err.clone().into(),
         }
     }
 }
@@ -188,15 +198,11 @@ impl From<FilesError> for ApiError {
             FilesError::Exists(path) => Self::Conflict(format!(
                 "{path} exists already: upload it again with overwrite to replace it"
             )),
-            FilesError::Session(SessionError::Sandbox(err)) | FilesError::Sandbox(err) => {
-                err.into()
-            }
+            FilesError::Sandbox(err) => err.into(),
             FilesError::Session(SessionError::NotFound(_)) => {
                 Self::NotFound("the session's kernel is gone; try again".into())
             }
-            FilesError::Session(err) if err.is_no_room() => Self::NoRoom(err.to_string()),
-            FilesError::Session(err @ SessionError::OwnerFull(_)) => Self::Busy(err.to_string()),
-            FilesError::Session(err) => Self::Internal(err.to_string()),
+            FilesError::Session(err) => (&err).into(),
         }
     }
 }
@@ -286,5 +292,69 @@ impl IntoResponse for ApiError {
             _ => {}
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusals() -> Vec<(SessionError, StatusCode)> {
+        vec![
+            (SessionError::NotFound("s1".into()), StatusCode::NOT_FOUND),
+            (SessionError::TooMany(4), StatusCode::SERVICE_UNAVAILABLE),
+            (
+                SessionError::AnonymousFull(2),
+                StatusCode::SERVICE_UNAVAILABLE,
+            ),
+            (SessionError::ClientFull(2), StatusCode::SERVICE_UNAVAILABLE),
+            (SessionError::OwnerFull(4), StatusCode::TOO_MANY_REQUESTS),
+            (
+                SessionError::Sandbox(SandboxError::Unavailable("no bwrap".into())),
+                StatusCode::SERVICE_UNAVAILABLE,
+            ),
+            (
+                SessionError::Sandbox(SandboxError::NoSpace("full".into())),
+                StatusCode::PAYLOAD_TOO_LARGE,
+            ),
+            (
+                SessionError::Sandbox(SandboxError::InvalidInput("NUL".into())),
+                StatusCode::BAD_REQUEST,
+            ),
+        ]
+    }
+
+    /// A backend's registry refuses a session the same way whichever service
+    /// met the refusal: `/v1` and MCP (`CodeApi`) or a notebook's files.
+    #[test]
+    fn a_session_refusal_answers_the_same_from_every_service() {
+        for (err, want) in refusals() {
+            let shown = err.to_string();
+            assert_eq!(ApiError::from(&err).status(), want, "{shown}");
+            let from_files = ApiError::from(FilesError::Session(err));
+            // A notebook's missing kernel says what to do about it.
+            if want != StatusCode::NOT_FOUND {
+                assert_eq!(from_files.status(), want, "{shown}");
+            }
+        }
+        for (err, want) in refusals() {
+            let shown = err.to_string();
+            assert_eq!(
+                ApiError::from(CodeApiError::Session(err)).status(),
+                want,
+                "{shown}"
+            );
+        }
+    }
+
+    /// What the client is told of an internal failure is only that it
+    /// happened.
+    #[test]
+    fn an_internal_failure_is_not_described_to_the_client() {
+        let err = ApiError::from(CodeApiError::Sandbox(SandboxError::Internal(
+            "cgroup at /sys/fs/cgroup/runcell/x".into(),
+        )));
+        assert_eq!(err.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(err.to_string(), "internal error");
     }
 }

@@ -7,18 +7,17 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::ApiError;
-use super::owner::Owner;
+use super::extract::{ApiQuery, OwnedSession};
 use super::spool::Spool;
 use super::upload::{download, uploads};
 use crate::config::Config;
-use crate::notebook::{NotebookError, Notebooks, parse_session_id};
+use crate::notebook::{NotebookError, Notebooks};
 use crate::session::ShareToken;
 
 #[derive(Debug, Deserialize)]
@@ -29,12 +28,6 @@ pub struct FileQuery {
 }
 
 impl FileQuery {
-    fn parse(query: Result<Query<Self>, QueryRejection>) -> Result<Self, ApiError> {
-        query
-            .map(|Query(q)| q)
-            .map_err(|e| ApiError::BadRequest(e.body_text()))
-    }
-
     fn path(self) -> Result<String, ApiError> {
         self.path
             .ok_or_else(|| ApiError::BadRequest("say which file: ?path=".into()))
@@ -44,12 +37,9 @@ impl FileQuery {
 /// `GET`: the list (`{"files": [...]}`), or one file's bytes with `?path=`.
 pub async fn get(
     State(notebooks): State<Arc<Notebooks>>,
-    Owner(owner): Owner,
-    Path(id): Path<String>,
-    params: Result<Query<FileQuery>, QueryRejection>,
+    ApiQuery(params): ApiQuery<FileQuery>,
+    OwnedSession(channel): OwnedSession,
 ) -> Result<Response, ApiError> {
-    let params = FileQuery::parse(params)?;
-    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
     match params.path {
         None => {
             let files = notebooks.list_files(&channel).await?;
@@ -67,13 +57,10 @@ pub async fn put(
     State(notebooks): State<Arc<Notebooks>>,
     State(config): State<Arc<Config>>,
     State(spool): State<Arc<Spool>>,
-    Owner(owner): Owner,
-    Path(id): Path<String>,
-    params: Result<Query<FileQuery>, QueryRejection>,
+    ApiQuery(params): ApiQuery<FileQuery>,
+    OwnedSession(channel): OwnedSession,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let params = FileQuery::parse(params)?;
-    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
     let max = config.sandbox.upload_bytes();
     let mut written = Vec::new();
     for upload in uploads(&spool, request, params.path.as_deref(), max).await? {
@@ -92,12 +79,10 @@ pub async fn put(
 /// `DELETE ?path=`.
 pub async fn delete(
     State(notebooks): State<Arc<Notebooks>>,
-    Owner(owner): Owner,
-    Path(id): Path<String>,
-    params: Result<Query<FileQuery>, QueryRejection>,
+    ApiQuery(params): ApiQuery<FileQuery>,
+    OwnedSession(channel): OwnedSession,
 ) -> Result<StatusCode, ApiError> {
-    let path = FileQuery::parse(params)?.path()?;
-    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
+    let path = params.path()?;
     notebooks.delete_file(&channel, &path).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -107,9 +92,9 @@ pub async fn delete(
 pub async fn shared_get(
     State(notebooks): State<Arc<Notebooks>>,
     Path(token): Path<String>,
-    params: Result<Query<FileQuery>, QueryRejection>,
+    ApiQuery(params): ApiQuery<FileQuery>,
 ) -> Result<Response, ApiError> {
-    let path = FileQuery::parse(params)?.path()?;
+    let path = params.path()?;
     // A token that does not parse offers no files, like one that is gone.
     let token: ShareToken = token.parse().map_err(|_| NotebookError::NoSharedFiles)?;
     let (entry, bytes) = notebooks.read_shared_file(&token, &path).await?;

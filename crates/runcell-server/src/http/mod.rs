@@ -2,8 +2,10 @@
 
 mod assets;
 mod compress;
+pub mod config;
 mod e2b;
 pub mod error;
+mod extract;
 mod figures;
 mod files;
 pub mod host;

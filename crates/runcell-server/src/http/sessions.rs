@@ -6,17 +6,18 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::rejection::{FormRejection, JsonRejection, QueryRejection};
-use axum::extract::{Form, Path, Query, State};
+use axum::extract::rejection::FormRejection;
+use axum::extract::{Form, Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use serde_json::json;
 
 use super::ApiError;
+use super::extract::{ApiForm, ApiJson, ApiQuery, OwnedSession};
 use super::owner::Owner;
 use super::request_origin::RequestOrigin;
-use crate::notebook::{Notebooks, Turn, parse_link_token, parse_session_id};
+use crate::notebook::{Notebooks, Turn, parse_link_token};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -131,12 +132,9 @@ pub async fn list(
 /// `PATCH /api/sessions/{id} {"title"}`.
 pub async fn rename(
     State(notebooks): State<Arc<Notebooks>>,
-    Owner(owner): Owner,
-    Path(id): Path<String>,
-    body: Result<Json<TitleBody>, JsonRejection>,
+    OwnedSession(channel): OwnedSession,
+    ApiJson(body): ApiJson<TitleBody>,
 ) -> Result<Response, ApiError> {
-    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
-    let Json(body) = body?;
     let title = notebooks.rename(&channel, &body.title).await?;
     Ok(Json(json!({ "id": channel.id().to_string(), "title": title })).into_response())
 }
@@ -144,10 +142,8 @@ pub async fn rename(
 /// `DELETE /api/sessions/{id}`: the session, its events, outputs and links.
 pub async fn delete(
     State(notebooks): State<Arc<Notebooks>>,
-    Owner(owner): Owner,
-    Path(id): Path<String>,
+    OwnedSession(channel): OwnedSession,
 ) -> Result<StatusCode, ApiError> {
-    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
     notebooks.delete(&channel).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -177,14 +173,11 @@ impl ShareOptions {
 /// what happened since), with a copy of the session's files if asked.
 pub async fn share(
     State(notebooks): State<Arc<Notebooks>>,
-    Owner(owner): Owner,
-    Path(id): Path<String>,
-    options: Result<Query<ShareOptions>, QueryRejection>,
+    ApiQuery(options): ApiQuery<ShareOptions>,
     origin: RequestOrigin,
+    OwnedSession(channel): OwnedSession,
 ) -> Result<Response, ApiError> {
-    let Query(options) = options.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let files = options.files()?;
-    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
     let link = notebooks.share(&channel, files).await?;
     Ok(Json(json!({
         "url": format!("{}{}", origin.base_url(), link.token.path()),
@@ -199,10 +192,8 @@ pub async fn share(
 /// `DELETE /api/sessions/{id}/share`: revokes the link; it 404s from now on.
 pub async fn unshare(
     State(notebooks): State<Arc<Notebooks>>,
-    Owner(owner): Owner,
-    Path(id): Path<String>,
+    OwnedSession(channel): OwnedSession,
 ) -> Result<StatusCode, ApiError> {
-    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
     notebooks.unshare(&channel).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -228,12 +219,9 @@ pub struct TitleForm {
 /// `POST /sessions/{id}/rename` (form).
 pub async fn rename_form(
     State(notebooks): State<Arc<Notebooks>>,
-    Owner(owner): Owner,
-    Path(id): Path<String>,
-    form: Result<Form<TitleForm>, FormRejection>,
+    OwnedSession(channel): OwnedSession,
+    ApiForm(form): ApiForm<TitleForm>,
 ) -> Result<Response, ApiError> {
-    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
-    let Form(form) = form.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     notebooks.rename(&channel, &form.title).await?;
     Ok(see_other(&format!("/sessions/{}", channel.id())))
 }
@@ -243,12 +231,9 @@ pub async fn rename_form(
 /// which reloads itself while the turn runs.
 pub async fn ask_form(
     State(notebooks): State<Arc<Notebooks>>,
-    Owner(owner): Owner,
-    Path(id): Path<String>,
-    form: Result<Form<NewSessionForm>, FormRejection>,
+    OwnedSession(channel): OwnedSession,
+    ApiForm(form): ApiForm<NewSessionForm>,
 ) -> Result<Response, ApiError> {
-    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
-    let Form(form) = form.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let text = form.message.trim();
     if !text.is_empty() {
         let turn = Turn::question(text);
@@ -260,10 +245,8 @@ pub async fn ask_form(
 /// `POST /sessions/{id}/delete` (form): back to a new session.
 pub async fn delete_form(
     State(notebooks): State<Arc<Notebooks>>,
-    Owner(owner): Owner,
-    Path(id): Path<String>,
+    OwnedSession(channel): OwnedSession,
 ) -> Result<Response, ApiError> {
-    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
     notebooks.delete(&channel).await?;
     Ok(see_other("/"))
 }
@@ -272,13 +255,10 @@ pub async fn delete_form(
 /// its link.
 pub async fn share_form(
     State(notebooks): State<Arc<Notebooks>>,
-    Owner(owner): Owner,
-    Path(id): Path<String>,
-    form: Result<Form<ShareOptions>, FormRejection>,
+    OwnedSession(channel): OwnedSession,
+    ApiForm(options): ApiForm<ShareOptions>,
 ) -> Result<Response, ApiError> {
-    let Form(options) = form.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let files = options.files()?;
-    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
     notebooks.share(&channel, files).await?;
     Ok(see_other(&format!("/sessions/{}#share", channel.id())))
 }
@@ -286,10 +266,8 @@ pub async fn share_form(
 /// `POST /sessions/{id}/unshare` (form).
 pub async fn unshare_form(
     State(notebooks): State<Arc<Notebooks>>,
-    Owner(owner): Owner,
-    Path(id): Path<String>,
+    OwnedSession(channel): OwnedSession,
 ) -> Result<Response, ApiError> {
-    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
     notebooks.unshare(&channel).await?;
     Ok(see_other(&format!("/sessions/{}", channel.id())))
 }

@@ -7,13 +7,13 @@ use std::sync::Arc;
 use app::render::markdown::escape;
 use axum::Json;
 use axum::extract::State;
-use axum::extract::rejection::JsonRejection;
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
 use super::ApiError;
+use super::extract::ApiJson;
 use super::owner::{Owner, owner_cookie, set_cookie};
 use super::request_origin::RequestOrigin;
 use crate::notebook::{HANDOVER_TTL_MS, Notebooks};
@@ -62,9 +62,8 @@ pub async fn join(
     State(notebooks): State<Arc<Notebooks>>,
     Owner(owner): Owner,
     origin: RequestOrigin,
-    body: Result<Json<JoinBody>, JsonRejection>,
+    ApiJson(body): ApiJson<JoinBody>,
 ) -> Result<Response, ApiError> {
-    let Json(body) = body?;
     let joined = notebooks.join(owner, &body.code).await?;
     let mut response = Json(json!({
         "owner": joined.owner.to_string(),

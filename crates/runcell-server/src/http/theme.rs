@@ -1,13 +1,12 @@
 //! `POST /theme` (form): the theme switch without scripts. Sets the theme
 //! cookie the pages are rendered by, then goes back to the page it was on.
 
-use axum::Form;
-use axum::extract::rejection::FormRejection;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::ApiError;
+use super::extract::ApiForm;
 use app::components::{THEME_COOKIE, Theme};
 
 #[derive(Debug, Deserialize)]
@@ -20,8 +19,7 @@ pub struct ThemeForm {
 /// How long a browser keeps the theme (400 days, the most browsers allow).
 const MAX_AGE_SECS: u64 = 400 * 24 * 60 * 60;
 
-pub async fn set(form: Result<Form<ThemeForm>, FormRejection>) -> Result<Response, ApiError> {
-    let Form(form) = form.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+pub async fn set(ApiForm(form): ApiForm<ThemeForm>) -> Result<Response, ApiError> {
     let theme = Theme::parse(&form.theme)
         .ok_or_else(|| ApiError::BadRequest("the theme is `auto`, `light` or `dark`".into()))?;
     // Only a path of this site: never another site's address.

@@ -7,18 +7,16 @@
 use std::sync::Arc;
 
 use app::protocol::{CellId, SandboxKind, ServerMessage, TurnId};
-use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::{JsonRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use futures::StreamExt;
 use serde::Deserialize;
 
-use super::owner::Owner;
+use super::extract::{ApiJson, ApiQuery, OwnedSession};
 use super::{ApiError, ndjson};
-use crate::notebook::{Notebooks, Turn, parse_session_id};
+use crate::notebook::{Notebooks, Turn};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -55,12 +53,9 @@ pub struct After {
 /// its turn streams back.
 pub async fn ask(
     State(notebooks): State<Arc<Notebooks>>,
-    Owner(owner): Owner,
-    Path(id): Path<String>,
-    body: Result<Json<AskBody>, JsonRejection>,
+    OwnedSession(channel): OwnedSession,
+    ApiJson(body): ApiJson<AskBody>,
 ) -> Result<Response, ApiError> {
-    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
-    let Json(body) = body?;
     let turn = Turn::Ask {
         text: body.text,
         model: body.model,
@@ -74,12 +69,9 @@ pub async fn ask(
 /// "backend"?}`: code run as written, no model; its turn streams back.
 pub async fn run(
     State(notebooks): State<Arc<Notebooks>>,
-    Owner(owner): Owner,
-    Path(id): Path<String>,
-    body: Result<Json<RunBody>, JsonRejection>,
+    OwnedSession(channel): OwnedSession,
+    ApiJson(body): ApiJson<RunBody>,
 ) -> Result<Response, ApiError> {
-    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
-    let Json(body) = body?;
     let turn = Turn::Run {
         code: body.code,
         language: body.language,
@@ -93,33 +85,26 @@ pub async fn run(
 /// cells again; the turn streams back.
 pub async fn rerun(
     State(notebooks): State<Arc<Notebooks>>,
-    Owner(owner): Owner,
-    Path(id): Path<String>,
+    OwnedSession(channel): OwnedSession,
 ) -> Result<Response, ApiError> {
-    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
     stream(&notebooks, channel, Turn::RerunAll).await
 }
 
 /// `POST /api/sessions/{id}/stop`: stops the running turn and those waiting.
 pub async fn stop(
     State(notebooks): State<Arc<Notebooks>>,
-    Owner(owner): Owner,
-    Path(id): Path<String>,
+    OwnedSession(channel): OwnedSession,
 ) -> Result<StatusCode, ApiError> {
-    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
     notebooks.stop(&channel);
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// `GET /api/sessions/{id}/events?after=N`: the history after `N`, as NDJSON.
 pub async fn events(
-    State(notebooks): State<Arc<Notebooks>>,
-    Owner(owner): Owner,
-    Path(id): Path<String>,
-    query: Result<Query<After>, QueryRejection>,
+    State(_notebooks): State<Arc<Notebooks>>,
+    OwnedSession(channel): OwnedSession,
+    ApiQuery(After { after }): ApiQuery<After>,
 ) -> Result<Response, ApiError> {
-    let channel = notebooks.open_owned(owner, parse_session_id(&id)?).await?;
-    let Query(After { after }) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let lines: Vec<Bytes> = channel
         .events_after(after)
         .into_iter()

@@ -14,6 +14,7 @@
 //! ([`restarts`]).
 
 pub mod budget;
+pub mod config;
 pub mod connection;
 pub mod kernel;
 pub mod message;

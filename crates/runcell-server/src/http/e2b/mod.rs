@@ -24,6 +24,7 @@ use tower::ServiceExt;
 use crate::e2b::protocol::{self, ErrorJson};
 use crate::e2b::served::Served;
 use crate::e2b::served::{ServedError, ServedSandbox};
+use crate::http::ApiError;
 
 /// The control plane's routes (merged into the programs' router).
 pub fn control_plane<S>() -> Router<S>
@@ -167,6 +168,11 @@ pub(super) fn with_retry_after(mut response: Response, err: &ServedError) -> Res
 }
 
 /// A served sandbox's error: its status and a message that hides internals.
+/// The statuses are the API's one mapping ([`ApiError`]) but where E2B's
+/// own API answers otherwise and its SDKs read the status: a full disk is
+/// envd's 507 (the SDKs' `NotEnoughSpaceError`), no room for another
+/// sandbox is E2B's 429 for its concurrent-sandbox limit, and a missing
+/// sandbox is named as E2B names it.
 pub(super) fn status_of(err: &ServedError) -> (StatusCode, String) {
     use crate::code_api::CodeApiError;
     use crate::sandbox::SandboxError;
@@ -176,28 +182,22 @@ pub(super) fn status_of(err: &ServedError) -> (StatusCode, String) {
         }
         ServedError::BadRequest(_) => (StatusCode::BAD_REQUEST, err.to_string()),
         ServedError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, err.to_string()),
-        ServedError::Api(api) => match api {
-            CodeApiError::NotFound(id) => {
-                (StatusCode::NOT_FOUND, format!("sandbox {id} not found"))
+        ServedError::Api(CodeApiError::NotFound(id)) => {
+            (StatusCode::NOT_FOUND, format!("sandbox {id} not found"))
+        }
+        ServedError::Api(CodeApiError::Sandbox(SandboxError::NoSpace(m))) => {
+            (StatusCode::INSUFFICIENT_STORAGE, m.clone())
+        }
+        ServedError::Api(CodeApiError::Session(session)) if session.is_no_room() => {
+            (StatusCode::TOO_MANY_REQUESTS, session.to_string())
+        }
+        ServedError::Api(api) => {
+            let err = ApiError::from(api);
+            if let ApiError::Internal(detail) = &err {
+                tracing::error!(error = %detail, "an E2B request failed");
             }
-            CodeApiError::Limited(limited) => (StatusCode::TOO_MANY_REQUESTS, limited.message()),
-            CodeApiError::Session(session) => (StatusCode::TOO_MANY_REQUESTS, session.to_string()),
-            CodeApiError::Exists(_) => (StatusCode::CONFLICT, api.to_string()),
-            CodeApiError::Sandbox(sandbox) => match sandbox {
-                SandboxError::InvalidInput(m) | SandboxError::NotSupported(m) => {
-                    (StatusCode::BAD_REQUEST, m.clone())
-                }
-                SandboxError::NotFound(m) => (StatusCode::NOT_FOUND, m.clone()),
-                SandboxError::NoSpace(m) => (StatusCode::INSUFFICIENT_STORAGE, m.clone()),
-                SandboxError::Unavailable(_) => {
-                    (StatusCode::SERVICE_UNAVAILABLE, sandbox.to_string())
-                }
-                SandboxError::Internal(m) => {
-                    tracing::error!(error = %m, "an E2B request failed");
-                    (StatusCode::INTERNAL_SERVER_ERROR, "internal error".into())
-                }
-            },
-        },
+            (err.status(), err.to_string())
+        }
     }
 }
 
@@ -247,5 +247,57 @@ where
                 "unauthorized access, please provide a valid access token or method signing if supported",
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::code_api::CodeApiError;
+    use crate::sandbox::SandboxError;
+    use crate::sandbox::sessions::SessionError;
+
+    fn status(err: impl Into<ServedError>) -> StatusCode {
+        status_of(&err.into()).0
+    }
+
+    /// E2B's statuses are the API's, but where E2B's own API answers
+    /// otherwise and its SDKs read the status.
+    #[test]
+    fn statuses_follow_the_api_but_where_e2b_answers_otherwise() {
+        // E2B's own answers.
+        assert_eq!(
+            status(SandboxError::NoSpace("full".into())),
+            StatusCode::INSUFFICIENT_STORAGE
+        );
+        assert_eq!(
+            status(CodeApiError::Session(SessionError::TooMany(4))),
+            StatusCode::TOO_MANY_REQUESTS
+        );
+        let (missing, message) = status_of(&CodeApiError::NotFound("i1".into()).into());
+        assert_eq!(
+            (missing, message.as_str()),
+            (StatusCode::NOT_FOUND, "sandbox i1 not found")
+        );
+        // The rest as the API answers them.
+        for err in [
+            CodeApiError::Session(SessionError::OwnerFull(4)),
+            CodeApiError::Session(SessionError::NotFound("s1".into())),
+            CodeApiError::Session(SessionError::Sandbox(SandboxError::Unavailable(
+                "no bwrap".into(),
+            ))),
+            CodeApiError::Sandbox(SandboxError::InvalidInput("NUL".into())),
+            CodeApiError::Sandbox(SandboxError::Unavailable("no bwrap".into())),
+            CodeApiError::Exists("/home/user/a.txt".into()),
+        ] {
+            let want = ApiError::from(&err).status();
+            assert_eq!(status(err), want);
+        }
+        let (status, message) =
+            status_of(&SandboxError::Internal("cgroup at /sys/fs/cgroup/x".into()).into());
+        assert_eq!(
+            (status, message.as_str()),
+            (StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+        );
     }
 }

@@ -5,8 +5,7 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -17,6 +16,7 @@ use crate::code_api::CodeApi;
 use crate::config::Config;
 use crate::http::ApiError;
 use crate::http::error::ErrorBody;
+use crate::http::extract::ApiQuery;
 use crate::http::upload::{download, uploads};
 use crate::sandbox::files::FileEntry;
 
@@ -41,12 +41,6 @@ pub struct Uploaded {
     pub files: Vec<FileEntry>,
 }
 
-fn query(query: Result<Query<FileQuery>, QueryRejection>) -> Result<FileQuery, ApiError> {
-    query
-        .map(|Query(q)| q)
-        .map_err(|e| ApiError::BadRequest(e.body_text()))
-}
-
 /// List the session's files, or download one with `?path=`.
 #[utoipa::path(
     get,
@@ -69,9 +63,8 @@ pub async fn get_files(
     State(api): State<Arc<CodeApi>>,
     caller: Caller,
     Path(id): Path<String>,
-    params: Result<Query<FileQuery>, QueryRejection>,
+    ApiQuery(params): ApiQuery<FileQuery>,
 ) -> Result<Response, ApiError> {
-    let params = query(params)?;
     match params.path {
         None => {
             let files = api.list_files(&caller, &id).await?;
@@ -112,10 +105,9 @@ pub async fn put_files(
     State(spool): State<Arc<crate::http::Spool>>,
     caller: Caller,
     Path(id): Path<String>,
-    params: Result<Query<FileQuery>, QueryRejection>,
+    ApiQuery(params): ApiQuery<FileQuery>,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let params = query(params)?;
     // Nothing is read from a session that is not the caller's.
     api.session(&caller, &id)?;
     let max = config.sandbox.upload_bytes();
@@ -151,9 +143,9 @@ pub async fn delete_file(
     State(api): State<Arc<CodeApi>>,
     caller: Caller,
     Path(id): Path<String>,
-    params: Result<Query<FileQuery>, QueryRejection>,
+    ApiQuery(params): ApiQuery<FileQuery>,
 ) -> Result<StatusCode, ApiError> {
-    let path = query(params)?
+    let path = params
         .path
         .ok_or_else(|| ApiError::BadRequest("say which file: ?path=".into()))?;
     api.delete_file(&caller, &id, &path).await?;

@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRef, State};
 use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
@@ -22,6 +21,7 @@ use crate::auth::limits::RateState;
 use crate::code_api::{Admitted, CodeApi};
 use crate::config::Config;
 use crate::http::error::ErrorBody;
+use crate::http::extract::ApiJson;
 use crate::http::{ApiError, ndjson};
 use crate::sandbox::asked::{Limit, lowered};
 use crate::sandbox::{Language, RunEvent, RunOutcome, RunRequest, SandboxKind};
@@ -112,9 +112,8 @@ pub async fn run(
     State(state): State<RunState>,
     caller: Caller,
     headers: HeaderMap,
-    body: Result<Json<RunBody>, JsonRejection>,
+    ApiJson(body): ApiJson<RunBody>,
 ) -> Result<Response, ApiError> {
-    let Json(body) = body?;
     let limits = lowered(&state.config.sandbox, body.timeout, &body.limits.asked())
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let request = RunRequest {

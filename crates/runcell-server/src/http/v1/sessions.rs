@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -15,6 +14,7 @@ use crate::auth::Caller;
 use crate::code_api::CodeApi;
 use crate::http::ApiError;
 use crate::http::error::ErrorBody;
+use crate::http::extract::ApiJson;
 use crate::sandbox::sessions::SessionInfo;
 use crate::sandbox::{Language, SandboxKind};
 
@@ -58,9 +58,8 @@ pub struct SessionList {
 pub async fn create_session(
     State(api): State<Arc<CodeApi>>,
     caller: Caller,
-    body: Result<Json<NewSession>, JsonRejection>,
+    ApiJson(body): ApiJson<NewSession>,
 ) -> Result<Response, ApiError> {
-    let Json(body) = body?;
     let info = api
         .create_session(&caller, body.language, body.backend)
         .await?;

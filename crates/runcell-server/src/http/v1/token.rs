@@ -4,13 +4,13 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
-use axum::extract::rejection::JsonRejection;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::auth::Auth;
 use crate::http::ApiError;
 use crate::http::error::ErrorBody;
+use crate::http::extract::ApiJson;
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -45,9 +45,8 @@ pub struct TokenResponse {
 )]
 pub async fn token(
     State(auth): State<Arc<Auth>>,
-    body: Result<Json<TokenRequest>, JsonRejection>,
+    ApiJson(body): ApiJson<TokenRequest>,
 ) -> Result<Json<TokenResponse>, ApiError> {
-    let Json(body) = body?;
     let issued = auth.exchange(&body.api_key).await?;
     Ok(Json(TokenResponse {
         access_token: issued.token,

@@ -1,0 +1,90 @@
+//! Request hygiene: the `[http]` section of the server's configuration.
+
+use serde::{Deserialize, Serialize};
+
+/// Request hygiene.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// Seconds a request may take to be answered (a run's own wall time is
+    /// added on the routes that run code; streams and sockets are not cut).
+    pub request_timeout_secs: u64,
+    /// Origins other sites' pages may call the API from (CORS); empty: none.
+    pub cors_origins: Vec<String>,
+    /// Host names this server answers to besides its own (`localhost`,
+    /// `127.0.0.1`, `[::1]` and the address it listens on), at any port
+    /// (`RUNCELL_ALLOWED_HOSTS`, comma-separated): the names people and
+    /// proxies reach it by. A request naming another host is refused (421),
+    /// which is what stops DNS rebinding.
+    #[serde(deserialize_with = "names")]
+    pub allowed_hosts: Vec<String>,
+    /// A proxy in front ends TLS and says so in `X-Forwarded-Proto`
+    /// (`RUNCELL_HTTP__TRUST_FORWARDED=true`): believed only then, for the
+    /// scheme of share links and whether cookies are `Secure`. Off by
+    /// default, since any client can send the header.
+    pub trust_forwarded: bool,
+    /// Connections open at once, from everyone; one more gets a `503`.
+    pub max_connections: usize,
+    /// Connections open at once from one client address (an IPv6
+    /// client's /64); one more gets a `503`.
+    pub max_connections_per_address: usize,
+    /// Seconds a request's head may take to arrive whole, which is also how
+    /// long a keep-alive connection may sit idle; then it is closed.
+    pub header_read_timeout_secs: u64,
+    /// Seconds a request body may go without a byte; then it is cut.
+    pub body_idle_timeout_secs: u64,
+    /// KiB of request head (start line and headers) one connection may send.
+    pub max_header_kib: usize,
+    /// Upload bodies (files, notebooks) being received at once, from
+    /// everyone; each goes to a file under `<data_dir>/spool`, never to
+    /// memory. One more is refused with 429 and `Retry-After`.
+    pub uploads_in_flight: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            request_timeout_secs: 60,
+            cors_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            trust_forwarded: false,
+            max_connections: 1024,
+            max_connections_per_address: 256,
+            header_read_timeout_secs: 10,
+            body_idle_timeout_secs: 30,
+            max_header_kib: 64,
+            uploads_in_flight: 8,
+        }
+    }
+}
+
+/// A list of names, as a list or as one comma-separated string (the way an
+/// environment variable gives it).
+fn names<'de, D>(deserializer: D) -> Result<Vec<String>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Names {
+        List(Vec<String>),
+        Joined(String),
+    }
+    let names = match Names::deserialize(deserializer)? {
+        Names::List(list) => list,
+        Names::Joined(joined) => joined.split(',').map(str::to_string).collect(),
+    };
+    Ok(names
+        .into_iter()
+        .map(|name| name.trim().to_string())
+        .filter(|name| !name.is_empty())
+        // `[fd00::5]` in the environment reads as a list of one bare address.
+        .map(|name| {
+            if name.parse::<std::net::Ipv6Addr>().is_ok() {
+                format!("[{name}]")
+            } else {
+                name
+            }
+        })
+        .collect())
+}
