@@ -26,6 +26,7 @@ mod rows;
     reason = "test code: a database that cannot be made fails the test where it happened"
 )]
 pub mod scratch;
+mod sql;
 mod sqlite;
 mod sqlite_keys;
 #[cfg(any(test, feature = "conformance"))]

@@ -12,6 +12,7 @@ use std::time::Duration;
 use sqlx::Row;
 use sqlx::postgres::PgRow;
 
+use super::sql::Backend;
 use super::{PostgresStore, StoreError};
 use app::api::SessionId;
 
@@ -24,8 +25,9 @@ pub const STALE_AFTER_MS: i64 = 20_000;
 /// at most).
 const CALLS_KEPT_MS: i64 = 10 * 60 * 1000;
 
-/// The database's clock in milliseconds.
-pub const NOW_MS: &str = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
+/// The database's clock in milliseconds (kept beside the store, whose
+/// leases it also stamps).
+pub use super::postgres::NOW_MS;
 
 /// Where a node keeps its id, in its data directory: a node that restarts
 /// is the same node, and takes its sessions back at once rather than
@@ -108,7 +110,7 @@ impl PostgresStore {
              ON CONFLICT (id) DO UPDATE SET seen_ms = excluded.seen_ms, addr = excluded.addr"
         ))
         .bind(&node.id)
-        .bind(super::postgres::text(&node.addr))
+        .bind(PostgresStore::text(&node.addr))
         .execute(&self.pool)
         .await?;
         Ok(())

@@ -1,18 +1,21 @@
 //! The PostgreSQL store, for several runcell nodes on one database: the same
 //! tables as SQLite's, migrations from `crates/runcell-store/migrations_postgres` embedded
-//! in the binary, chosen by `--database-url postgres://…`.
+//! in the binary, chosen by `--database-url postgres://…`. The statements
+//! both dialects agree on are `sql.rs`'s; here are PostgreSQL's own: the
+//! lease of a new session, the fenced event insert, NOTIFY, and the
+//! database's clock that `nodes.rs` builds on.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::time::Duration;
 
-use app::protocol::{EventBody, SessionEvent};
+use app::protocol::SessionEvent;
 use async_trait::async_trait;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Postgres, QueryBuilder, Row, Transaction};
 
-use super::nodes::NOW_MS;
-use super::rows::{SESSION_COLUMNS, SHARE_COLUMNS, kind_of, ms, session_of, share_of, unsigned};
-use super::{SessionRecord, ShareRecord, Store, StoreError, title_from};
+use super::rows::ms;
+use super::sql::{self, Backend, bind, run_on_pool};
+use super::{SessionRecord, ShareRecord, Store, StoreError};
 use app::api::{OwnerId, SessionId, ShareToken};
 
 pub struct PostgresStore {
@@ -63,31 +66,7 @@ impl PostgresStore {
         id: SessionId,
         after: u64,
     ) -> Result<Vec<SessionEvent>, StoreError> {
-        let session = id.to_string();
-        let rows = sqlx::query(
-            "SELECT seq, ts_ms, body FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq",
-        )
-        .bind(&session)
-        .bind(ms(after))
-        .fetch_all(&self.pool)
-        .await?;
-
-        rows.iter()
-            .map(|row| {
-                let seq: i64 = row.try_get("seq")?;
-                let body: String = row.try_get("body")?;
-                let event = serde_json::from_str(&body).map_err(|source| StoreError::Corrupt {
-                    session: session.clone(),
-                    seq,
-                    source,
-                })?;
-                Ok(SessionEvent {
-                    seq: unsigned(seq),
-                    ts_ms: unsigned(row.try_get("ts_ms")?),
-                    event,
-                })
-            })
-            .collect()
+        sql::events_after(self, id, after).await
     }
 
     /// Waits for every connection to finish and closes them.
@@ -113,10 +92,21 @@ pub fn redact(url: &str) -> String {
     }
 }
 
-/// PostgreSQL's text cannot hold NUL: a title or name that has one keeps
-/// the rest.
-pub(super) fn text(s: &str) -> String {
-    s.replace('\0', "")
+/// The database's clock in milliseconds: every node reads the same one
+/// (SQLite's store has one machine and is given its times).
+pub const NOW_MS: &str = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
+
+/// The statements of `sql.rs` run on the pool.
+impl Backend for PostgresStore {
+    type Row = PgRow;
+
+    /// PostgreSQL's text cannot hold NUL: a title or name that has one keeps
+    /// the rest.
+    fn text(s: &str) -> String {
+        s.replace('\0', "")
+    }
+
+    run_on_pool!();
 }
 
 /// PostgreSQL refuses a notification payload of 8,000 bytes or more.
@@ -172,39 +162,25 @@ pub fn parse_event_note(note: &str) -> Option<(SessionId, u64, Vec<SessionEvent>
     Some((id.parse().ok()?, seq.parse().ok()?, events))
 }
 
-/// Rows per `INSERT` (5 parameters each, far below PostgreSQL's 65,535).
-const ROWS_PER_INSERT: usize = 400;
-
+/// Inserts events as SQLite's store does (multi-row statements, events of
+/// sessions that no longer exist dropped, sessions named after their first
+/// question), but fenced when this store is a node's, and answering which
+/// events were stored, to announce them.
 async fn insert_events(
     tx: &mut Transaction<'_, Postgres>,
     events: &[(SessionId, SessionEvent)],
     node: Option<&str>,
 ) -> Result<HashSet<(String, i64)>, StoreError> {
     let mut stored = HashSet::new();
-    for chunk in events.chunks(ROWS_PER_INSERT) {
-        let rows = chunk
-            .iter()
-            .map(|(session, event)| {
-                let body =
-                    serde_json::to_string(&event.event).map_err(|source| StoreError::Corrupt {
-                        session: session.to_string(),
-                        seq: ms(event.seq),
-                        source,
-                    })?;
-                Ok((session.to_string(), event, body))
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
+    for chunk in events.chunks(sql::ROWS_PER_INSERT) {
+        // PostgreSQL names a VALUES list's columns `AS v (…)` (SQLite's are
+        // `column1`, `column2`, …), and says which rows it stored with
+        // RETURNING.
         let mut insert = QueryBuilder::<Postgres>::new(
             "INSERT INTO events (session_id, seq, ts_ms, kind, body) \
              SELECT v.session_id, v.seq, v.ts_ms, v.kind, v.body FROM (",
         );
-        insert.push_values(rows, |mut row, (session, event, body)| {
-            row.push_bind(session)
-                .push_bind(ms(event.seq))
-                .push_bind(ms(event.ts_ms))
-                .push_bind(kind_of(&event.event))
-                .push_bind(body);
-        });
+        sql::push_event_values(&mut insert, sql::event_rows(chunk)?);
         insert.push(
             ") AS v (session_id, seq, ts_ms, kind, body) \
              WHERE EXISTS (SELECT 1 FROM sessions WHERE id = v.session_id) ",
@@ -223,35 +199,28 @@ async fn insert_events(
             stored.insert((row.try_get("session_id")?, row.try_get("seq")?));
         }
     }
-    for (session, event) in events {
-        if let EventBody::UserMessage { text: question, .. } = &event.event {
-            sqlx::query("UPDATE sessions SET title = $2 WHERE id = $1 AND title = ''")
-                .bind(session.to_string())
-                .bind(text(&title_from(question)))
-                .execute(&mut **tx)
-                .await?;
-        }
+    for params in sql::names::<PostgresStore>(events) {
+        bind(sqlx::query(sql::NAME_SESSION), params)
+            .execute(&mut **tx)
+            .await?;
     }
     Ok(stored)
 }
 
+/// The statements both dialects agree on are in `sql.rs`; PostgreSQL's own
+/// are the lease of a new session, the event insert, the sessions' newest
+/// times and NOTIFY.
 #[async_trait]
 impl Store for PostgresStore {
     async fn create_session(&self, session: &SessionRecord) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
-        let result = sqlx::query(
-            "INSERT INTO sessions (id, owner, title, created_ms, updated_ms, forked_from)
-             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
+        let inserted = bind(
+            sqlx::query(sql::INSERT_SESSION),
+            sql::session_params::<Self>(session),
         )
-        .bind(session.id.to_string())
-        .bind(session.owner.to_string())
-        .bind(text(&session.title))
-        .bind(ms(session.created_ms))
-        .bind(ms(session.updated_ms))
-        .bind(session.forked_from.as_deref().map(text))
         .execute(&mut *tx)
         .await?;
-        if result.rows_affected() == 0 {
+        if inserted.rows_affected() == 0 {
             return Err(StoreError::Exists);
         }
         // A node holds the sessions it makes.
@@ -269,73 +238,36 @@ impl Store for PostgresStore {
     }
 
     async fn session(&self, id: SessionId) -> Result<Option<SessionRecord>, StoreError> {
-        sqlx::query(&format!(
-            "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1"
-        ))
-        .bind(id.to_string())
-        .fetch_optional(&self.pool)
-        .await?
-        .as_ref()
-        .map(session_of)
-        .transpose()
+        sql::session(self, id).await
     }
 
     async fn sessions_of(&self, owner: OwnerId) -> Result<Vec<SessionRecord>, StoreError> {
-        sqlx::query(&format!(
-            "SELECT {SESSION_COLUMNS} FROM sessions s WHERE owner = $1
-               AND EXISTS (SELECT 1 FROM events e WHERE e.session_id = s.id)
-             ORDER BY updated_ms DESC, created_ms DESC"
-        ))
-        .bind(owner.to_string())
-        .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(session_of)
-        .collect()
+        sql::sessions_of(self, owner).await
     }
 
     async fn move_sessions(&self, from: OwnerId, to: OwnerId) -> Result<u64, StoreError> {
-        let result = sqlx::query("UPDATE sessions SET owner = $1 WHERE owner = $2")
-            .bind(to.to_string())
-            .bind(from.to_string())
-            .execute(&self.pool)
-            .await?;
-        Ok(result.rows_affected())
+        sql::move_sessions(self, from, to).await
     }
 
     async fn rename_session(&self, id: SessionId, title: &str) -> Result<bool, StoreError> {
-        let result = sqlx::query("UPDATE sessions SET title = $1 WHERE id = $2")
-            .bind(text(&title_from(title)))
-            .bind(id.to_string())
-            .execute(&self.pool)
-            .await?;
-        Ok(result.rows_affected() > 0)
+        sql::rename_session(self, id, title).await
     }
 
     async fn delete_session(&self, id: SessionId) -> Result<bool, StoreError> {
-        // Events and shares go with it (ON DELETE CASCADE).
-        let result = sqlx::query("DELETE FROM sessions WHERE id = $1")
-            .bind(id.to_string())
-            .execute(&self.pool)
-            .await?;
-        Ok(result.rows_affected() > 0)
+        sql::delete_session(self, id).await
     }
 
     async fn append_events(&self, events: &[(SessionId, SessionEvent)]) -> Result<(), StoreError> {
         if events.is_empty() {
             return Ok(());
         }
-        let mut newest: HashMap<SessionId, u64> = HashMap::new();
-        for (session, event) in events {
-            let ts = newest.entry(*session).or_default();
-            *ts = (*ts).max(event.ts_ms);
-        }
         let node = self.node.get().map(String::as_str);
         let mut tx = self.pool.begin().await?;
         let stored = insert_events(&mut tx, events, node).await?;
         // One statement for every session of the batch (in id order, so
-        // that two nodes' batches lock rows in the same order).
-        let mut newest: Vec<(String, i64)> = newest
+        // that two nodes' batches lock rows in the same order), with arrays
+        // SQLite does not have.
+        let mut newest: Vec<(String, i64)> = sql::newest_by_session(events)
             .into_iter()
             .map(|(session, ts)| (session.to_string(), ms(ts)))
             .collect();
@@ -373,67 +305,23 @@ impl Store for PostgresStore {
         files: bool,
         now_ms: u64,
     ) -> Result<ShareRecord, StoreError> {
-        // One statement: a new token, or the session's existing link moved on.
-        let row = sqlx::query(&format!(
-            "INSERT INTO shares (token, session_id, upto_seq, files, created_ms, updated_ms)
-             VALUES ($1, $2, $3, $4, $5, $6)
-             ON CONFLICT (session_id) DO UPDATE
-               SET upto_seq = excluded.upto_seq, files = excluded.files,
-                   updated_ms = excluded.updated_ms
-             RETURNING {SHARE_COLUMNS}"
-        ))
-        .bind(ShareToken::random().to_string())
-        .bind(id.to_string())
-        .bind(ms(upto_seq))
-        .bind(files)
-        .bind(ms(now_ms))
-        .bind(ms(now_ms))
-        .fetch_one(&self.pool)
-        .await?;
-        share_of(&row)
+        sql::share(self, id, upto_seq, files, now_ms).await
     }
 
     async fn share_of(&self, id: SessionId) -> Result<Option<ShareRecord>, StoreError> {
-        sqlx::query(&format!(
-            "SELECT {SHARE_COLUMNS} FROM shares WHERE session_id = $1"
-        ))
-        .bind(id.to_string())
-        .fetch_optional(&self.pool)
-        .await?
-        .as_ref()
-        .map(share_of)
-        .transpose()
+        sql::share_of_session(self, id).await
     }
 
     async fn revoke_shares(&self, id: SessionId) -> Result<u64, StoreError> {
-        let result = sqlx::query("DELETE FROM shares WHERE session_id = $1")
-            .bind(id.to_string())
-            .execute(&self.pool)
-            .await?;
-        Ok(result.rows_affected())
+        sql::revoke_shares(self, id).await
     }
 
     async fn shared(&self, token: &ShareToken) -> Result<Option<ShareRecord>, StoreError> {
-        sqlx::query(&format!(
-            "SELECT {SHARE_COLUMNS} FROM shares WHERE token = $1"
-        ))
-        .bind(token.as_str())
-        .fetch_optional(&self.pool)
-        .await?
-        .as_ref()
-        .map(share_of)
-        .transpose()
+        sql::shared(self, token).await
     }
 
     async fn prune_empty(&self, before_ms: u64) -> Result<u64, StoreError> {
-        let result = sqlx::query(
-            "DELETE FROM sessions WHERE created_ms < $1
-               AND NOT EXISTS (SELECT 1 FROM events e WHERE e.session_id = sessions.id)",
-        )
-        .bind(ms(before_ms))
-        .execute(&self.pool)
-        .await?;
-        Ok(result.rows_affected())
+        sql::prune_empty(self, before_ms).await
     }
 }
 
@@ -441,6 +329,7 @@ impl Store for PostgresStore {
 mod tests {
     use super::super::scratch::ScratchDatabase;
     use super::*;
+    use app::protocol::EventBody;
 
     #[test]
     fn event_notes_carry_what_was_stored_and_what_fits() {

@@ -1,19 +1,21 @@
 //! The SQLite store: one file under the data dir, WAL mode, migrations from
-//! `crates/runcell-store/migrations` embedded in the binary.
+//! `crates/runcell-store/migrations` embedded in the binary. The statements
+//! both dialects agree on are `sql.rs`'s; here are SQLite's own.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use app::protocol::{EventBody, SessionEvent};
+use app::protocol::SessionEvent;
 use async_trait::async_trait;
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
 };
-use sqlx::{QueryBuilder, Row, Sqlite, Transaction};
+use sqlx::{QueryBuilder, Sqlite, Transaction};
 
-use super::rows::{SESSION_COLUMNS, SHARE_COLUMNS, kind_of, ms, session_of, share_of, unsigned};
-use super::{SessionRecord, ShareRecord, Store, StoreError, title_from};
+use super::rows::ms;
+use super::sql::{self, Backend, bind, run_on_pool};
+use super::{SessionRecord, ShareRecord, Store, StoreError};
 use app::api::{OwnerId, SessionId, ShareToken};
 
 /// The database's file name under the data dir.
@@ -59,8 +61,17 @@ impl SqliteStore {
     }
 }
 
-/// Rows per `INSERT` (5 parameters each, far below SQLite's limit).
-const ROWS_PER_INSERT: usize = 400;
+/// The statements of `sql.rs` run on the pool. SQLite's text holds
+/// anything, so text is kept as written.
+impl Backend for SqliteStore {
+    type Row = SqliteRow;
+
+    fn text(s: &str) -> String {
+        s.to_string()
+    }
+
+    run_on_pool!();
+}
 
 /// Inserts events in multi-row statements (a streaming turn writes hundreds
 /// of small events; one statement per event would cost most of the time),
@@ -70,135 +81,73 @@ async fn insert_events(
     tx: &mut Transaction<'_, Sqlite>,
     events: &[(SessionId, SessionEvent)],
 ) -> Result<(), StoreError> {
-    for chunk in events.chunks(ROWS_PER_INSERT) {
-        let rows = chunk
-            .iter()
-            .map(|(session, event)| {
-                let body =
-                    serde_json::to_string(&event.event).map_err(|source| StoreError::Corrupt {
-                        session: session.to_string(),
-                        seq: ms(event.seq),
-                        source,
-                    })?;
-                Ok((session.to_string(), event, body))
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
+    for chunk in events.chunks(sql::ROWS_PER_INSERT) {
+        // SQLite names a VALUES list's columns `column1`, `column2`, … and
+        // takes no list of names for them (PostgreSQL's `AS v (…)`).
         let mut insert = QueryBuilder::<Sqlite>::new(
             "INSERT INTO events (session_id, seq, ts_ms, kind, body) \
              SELECT v.column1, v.column2, v.column3, v.column4, v.column5 FROM (",
         );
-        insert.push_values(rows, |mut row, (session, event, body)| {
-            row.push_bind(session)
-                .push_bind(ms(event.seq))
-                .push_bind(ms(event.ts_ms))
-                .push_bind(kind_of(&event.event))
-                .push_bind(body);
-        });
+        sql::push_event_values(&mut insert, sql::event_rows(chunk)?);
         insert.push(
             ") AS v WHERE EXISTS (SELECT 1 FROM sessions WHERE id = v.column1) \
              ON CONFLICT (session_id, seq) DO NOTHING",
         );
         insert.build().execute(&mut **tx).await?;
     }
-    for (session, event) in events {
-        if let EventBody::UserMessage { text, .. } = &event.event {
-            sqlx::query("UPDATE sessions SET title = ?2 WHERE id = ?1 AND title = ''")
-                .bind(session.to_string())
-                .bind(title_from(text))
-                .execute(&mut **tx)
-                .await?;
-        }
+    for params in sql::names::<SqliteStore>(events) {
+        bind(sqlx::query(sql::NAME_SESSION), params)
+            .execute(&mut **tx)
+            .await?;
     }
     Ok(())
 }
 
+/// The statements both dialects agree on are in `sql.rs`; SQLite's own are
+/// the event insert and the sessions' newest times.
 #[async_trait]
 impl Store for SqliteStore {
     async fn create_session(&self, session: &SessionRecord) -> Result<(), StoreError> {
-        let result = sqlx::query(
-            "INSERT INTO sessions (id, owner, title, created_ms, updated_ms, forked_from)
-             VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(session.id.to_string())
-        .bind(session.owner.to_string())
-        .bind(&session.title)
-        .bind(ms(session.created_ms))
-        .bind(ms(session.updated_ms))
-        .bind(&session.forked_from)
-        .execute(&self.pool)
-        .await?;
-        if result.rows_affected() == 0 {
+        let inserted = self
+            .execute(sql::INSERT_SESSION, sql::session_params::<Self>(session))
+            .await?;
+        if inserted == 0 {
             return Err(StoreError::Exists);
         }
         Ok(())
     }
 
     async fn session(&self, id: SessionId) -> Result<Option<SessionRecord>, StoreError> {
-        sqlx::query(&format!(
-            "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?"
-        ))
-        .bind(id.to_string())
-        .fetch_optional(&self.pool)
-        .await?
-        .as_ref()
-        .map(session_of)
-        .transpose()
+        sql::session(self, id).await
     }
 
     async fn sessions_of(&self, owner: OwnerId) -> Result<Vec<SessionRecord>, StoreError> {
-        sqlx::query(&format!(
-            "SELECT {SESSION_COLUMNS} FROM sessions s WHERE owner = ?
-               AND EXISTS (SELECT 1 FROM events e WHERE e.session_id = s.id)
-             ORDER BY updated_ms DESC, created_ms DESC"
-        ))
-        .bind(owner.to_string())
-        .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(session_of)
-        .collect()
+        sql::sessions_of(self, owner).await
     }
 
     async fn move_sessions(&self, from: OwnerId, to: OwnerId) -> Result<u64, StoreError> {
-        let result = sqlx::query("UPDATE sessions SET owner = ? WHERE owner = ?")
-            .bind(to.to_string())
-            .bind(from.to_string())
-            .execute(&self.pool)
-            .await?;
-        Ok(result.rows_affected())
+        sql::move_sessions(self, from, to).await
     }
 
     async fn rename_session(&self, id: SessionId, title: &str) -> Result<bool, StoreError> {
-        let result = sqlx::query("UPDATE sessions SET title = ? WHERE id = ?")
-            .bind(title_from(title))
-            .bind(id.to_string())
-            .execute(&self.pool)
-            .await?;
-        Ok(result.rows_affected() > 0)
+        sql::rename_session(self, id, title).await
     }
 
     async fn delete_session(&self, id: SessionId) -> Result<bool, StoreError> {
-        // Events and shares go with it (ON DELETE CASCADE).
-        let result = sqlx::query("DELETE FROM sessions WHERE id = ?")
-            .bind(id.to_string())
-            .execute(&self.pool)
-            .await?;
-        Ok(result.rows_affected() > 0)
+        sql::delete_session(self, id).await
     }
 
     async fn append_events(&self, events: &[(SessionId, SessionEvent)]) -> Result<(), StoreError> {
         if events.is_empty() {
             return Ok(());
         }
-        let mut newest: HashMap<SessionId, u64> = HashMap::new();
-        for (session, event) in events {
-            let ts = newest.entry(*session).or_default();
-            *ts = (*ts).max(event.ts_ms);
-        }
         let mut tx = self.pool.begin().await?;
         insert_events(&mut tx, events).await?;
-        for (session, ts) in newest {
-            sqlx::query("UPDATE sessions SET updated_ms = MAX(updated_ms, ?) WHERE id = ?")
+        // One statement per session: SQLite has no arrays to pass them in
+        // one (PostgreSQL's UNNEST), and its two-argument MAX is
+        // PostgreSQL's GREATEST.
+        for (session, ts) in sql::newest_by_session(events) {
+            sqlx::query("UPDATE sessions SET updated_ms = MAX(updated_ms, $1) WHERE id = $2")
                 .bind(ms(ts))
                 .bind(session.to_string())
                 .execute(&mut *tx)
@@ -209,28 +158,7 @@ impl Store for SqliteStore {
     }
 
     async fn events(&self, id: SessionId) -> Result<Vec<SessionEvent>, StoreError> {
-        let session = id.to_string();
-        let rows =
-            sqlx::query("SELECT seq, ts_ms, body FROM events WHERE session_id = ? ORDER BY seq")
-                .bind(&session)
-                .fetch_all(&self.pool)
-                .await?;
-        rows.iter()
-            .map(|row| {
-                let seq: i64 = row.try_get("seq")?;
-                let body: String = row.try_get("body")?;
-                let event = serde_json::from_str(&body).map_err(|source| StoreError::Corrupt {
-                    session: session.clone(),
-                    seq,
-                    source,
-                })?;
-                Ok(SessionEvent {
-                    seq: unsigned(seq),
-                    ts_ms: unsigned(row.try_get("ts_ms")?),
-                    event,
-                })
-            })
-            .collect()
+        sql::events_after(self, id, 0).await
     }
 
     async fn share(
@@ -240,67 +168,23 @@ impl Store for SqliteStore {
         files: bool,
         now_ms: u64,
     ) -> Result<ShareRecord, StoreError> {
-        // One statement: a new token, or the session's existing link moved on.
-        let row = sqlx::query(&format!(
-            "INSERT INTO shares (token, session_id, upto_seq, files, created_ms, updated_ms)
-             VALUES (?, ?, ?, ?, ?, ?)
-             ON CONFLICT (session_id) DO UPDATE
-               SET upto_seq = excluded.upto_seq, files = excluded.files,
-                   updated_ms = excluded.updated_ms
-             RETURNING {SHARE_COLUMNS}"
-        ))
-        .bind(ShareToken::random().to_string())
-        .bind(id.to_string())
-        .bind(ms(upto_seq))
-        .bind(files)
-        .bind(ms(now_ms))
-        .bind(ms(now_ms))
-        .fetch_one(&self.pool)
-        .await?;
-        share_of(&row)
+        sql::share(self, id, upto_seq, files, now_ms).await
     }
 
     async fn share_of(&self, id: SessionId) -> Result<Option<ShareRecord>, StoreError> {
-        sqlx::query(&format!(
-            "SELECT {SHARE_COLUMNS} FROM shares WHERE session_id = ? LIMIT 1"
-        ))
-        .bind(id.to_string())
-        .fetch_optional(&self.pool)
-        .await?
-        .as_ref()
-        .map(share_of)
-        .transpose()
+        sql::share_of_session(self, id).await
     }
 
     async fn revoke_shares(&self, id: SessionId) -> Result<u64, StoreError> {
-        let result = sqlx::query("DELETE FROM shares WHERE session_id = ?")
-            .bind(id.to_string())
-            .execute(&self.pool)
-            .await?;
-        Ok(result.rows_affected())
-    }
-
-    async fn prune_empty(&self, before_ms: u64) -> Result<u64, StoreError> {
-        let result = sqlx::query(
-            "DELETE FROM sessions WHERE created_ms < ?
-               AND NOT EXISTS (SELECT 1 FROM events e WHERE e.session_id = sessions.id)",
-        )
-        .bind(ms(before_ms))
-        .execute(&self.pool)
-        .await?;
-        Ok(result.rows_affected())
+        sql::revoke_shares(self, id).await
     }
 
     async fn shared(&self, token: &ShareToken) -> Result<Option<ShareRecord>, StoreError> {
-        sqlx::query(&format!(
-            "SELECT {SHARE_COLUMNS} FROM shares WHERE token = ?"
-        ))
-        .bind(token.as_str())
-        .fetch_optional(&self.pool)
-        .await?
-        .as_ref()
-        .map(share_of)
-        .transpose()
+        sql::shared(self, token).await
+    }
+
+    async fn prune_empty(&self, before_ms: u64) -> Result<u64, StoreError> {
+        sql::prune_empty(self, before_ms).await
     }
 }
 

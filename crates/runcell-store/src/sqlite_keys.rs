@@ -1,86 +1,43 @@
-//! [`KeyStore`] on SQLite (table `api_keys`, migration 0003).
+//! [`KeyStore`] on SQLite (table `api_keys`, migration 0003): the same
+//! statements as PostgreSQL's ([`sql`]).
 
 use async_trait::async_trait;
 
-use super::keys::{KeyRecord, KeyStore, TOUCH_EVERY_MS};
-use super::rows::{KEY_COLUMNS as COLUMNS, key_of, ms};
+use super::keys::{KeyRecord, KeyStore};
+use super::sql;
 use super::{SqliteStore, StoreError};
 
+/// The order keys were made in, after their time: SQLite's `rowid`
+/// (PostgreSQL has none, and counts in a `serial` column).
+const MADE_ORDER: &str = "rowid";
+
+/// The statements both dialects agree on are in `sql.rs`; SQLite's own is the
+/// order of keys, and it keeps no token secret (the server keeps one in its
+/// data directory).
 #[async_trait]
 impl KeyStore for SqliteStore {
     async fn create_key(&self, key: &KeyRecord, digest: &str) -> Result<(), StoreError> {
-        let inserted = sqlx::query(
-            "INSERT INTO api_keys (id, name, digest, prefix, created_ms) VALUES (?, ?, ?, ?, ?)",
-        )
-        .bind(&key.id)
-        .bind(&key.name)
-        .bind(digest)
-        .bind(&key.prefix)
-        .bind(ms(key.created_ms))
-        .execute(&self.pool)
-        .await;
-        match inserted {
-            Ok(_) => Ok(()),
-            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-                Err(StoreError::NameTaken(key.name.clone()))
-            }
-            Err(e) => Err(e.into()),
-        }
+        sql::create_key(self, key, digest).await
     }
 
     async fn keys(&self) -> Result<Vec<KeyRecord>, StoreError> {
-        sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM api_keys ORDER BY created_ms, rowid"
-        ))
-        .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(key_of)
-        .collect()
+        sql::keys(self, MADE_ORDER).await
     }
 
     async fn key(&self, id: &str) -> Result<Option<KeyRecord>, StoreError> {
-        sqlx::query(&format!("SELECT {COLUMNS} FROM api_keys WHERE id = ?"))
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?
-            .as_ref()
-            .map(key_of)
-            .transpose()
+        sql::key(self, id).await
     }
 
     async fn key_by_digest(&self, digest: &str) -> Result<Option<KeyRecord>, StoreError> {
-        sqlx::query(&format!("SELECT {COLUMNS} FROM api_keys WHERE digest = ?"))
-            .bind(digest)
-            .fetch_optional(&self.pool)
-            .await?
-            .as_ref()
-            .map(key_of)
-            .transpose()
+        sql::key_by_digest(self, digest).await
     }
 
     async fn revoke_key(&self, name: &str, now_ms: u64) -> Result<bool, StoreError> {
-        let done =
-            sqlx::query("UPDATE api_keys SET revoked_ms = ? WHERE name = ? AND revoked_ms IS NULL")
-                .bind(ms(now_ms))
-                .bind(name)
-                .execute(&self.pool)
-                .await?;
-        Ok(done.rows_affected() > 0)
+        sql::revoke_key(self, name, now_ms).await
     }
 
     async fn touch_key(&self, id: &str, now_ms: u64) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE api_keys SET last_used_ms = ? \
-             WHERE id = ? AND (last_used_ms IS NULL OR last_used_ms <= ?)",
-        )
-        .bind(ms(now_ms))
-        .bind(id)
-        // Due when a full minute has passed, as `KeyRecord::needs_touch` says.
-        .bind(ms(now_ms.saturating_sub(TOUCH_EVERY_MS)))
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        sql::touch_key(self, id, now_ms).await
     }
 }
 

@@ -1,0 +1,499 @@
+//! The SQL both dialects agree on, written once. sqlx's SQLite driver reads
+//! `$N` placeholders as PostgreSQL does, and both databases hold the same
+//! tables under the same names (INTEGER in SQLite, BIGINT in PostgreSQL,
+//! both read as `i64`), so a statement here runs on either. A store runs
+//! them through [`Backend`], which binds each [`Param`] in its database's
+//! types; what the dialects say differently (the event insert, the newest
+//! time of a session, the order of keys, leases and NOTIFY) stays beside
+//! each backend, with the reason.
+
+use std::collections::HashMap;
+
+use app::protocol::{EventBody, SessionEvent};
+use sqlx::query::Query;
+use sqlx::{Database, Encode, QueryBuilder, Type};
+
+use super::keys::{KeyRecord, TOUCH_EVERY_MS};
+use super::rows::{
+    KEY_COLUMNS, SESSION_COLUMNS, SHARE_COLUMNS, StoreRow, key_of, kind_of, ms, session_of,
+    share_of, unsigned,
+};
+use super::{SessionRecord, ShareRecord, StoreError, title_from};
+use app::api::{OwnerId, SessionId, ShareToken};
+
+/// A statement's parameter, bound by each database in its own types.
+pub enum Param {
+    Text(String),
+    MaybeText(Option<String>),
+    Int(i64),
+    Flag(bool),
+}
+
+/// `query` with `params` bound in order (as `$1`, `$2`, …).
+pub fn bind<'q, DB>(
+    query: Query<'q, DB, DB::Arguments<'q>>,
+    params: Vec<Param>,
+) -> Query<'q, DB, DB::Arguments<'q>>
+where
+    DB: Database,
+    String: Encode<'q, DB> + Type<DB>,
+    Option<String>: Encode<'q, DB> + Type<DB>,
+    i64: Encode<'q, DB> + Type<DB>,
+    bool: Encode<'q, DB> + Type<DB>,
+{
+    params.into_iter().fold(query, |query, param| match param {
+        Param::Text(value) => query.bind(value),
+        Param::MaybeText(value) => query.bind(value),
+        Param::Int(value) => query.bind(value),
+        Param::Flag(value) => query.bind(value),
+    })
+}
+
+/// What the statements written once need of a store: a statement run on
+/// its pool with parameters bound in its database's types, its rows, and
+/// text as its database can hold it.
+pub trait Backend: Sync {
+    type Row: StoreRow + Send;
+
+    /// Text a person wrote (a title, a name), as this database keeps it.
+    fn text(s: &str) -> String;
+
+    /// Runs `statement`; how many rows it changed.
+    fn execute(
+        &self,
+        statement: &str,
+        params: Vec<Param>,
+    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+
+    fn fetch_optional(
+        &self,
+        statement: &str,
+        params: Vec<Param>,
+    ) -> impl Future<Output = Result<Option<Self::Row>, sqlx::Error>> + Send;
+
+    fn fetch_all(
+        &self,
+        statement: &str,
+        params: Vec<Param>,
+    ) -> impl Future<Output = Result<Vec<Self::Row>, sqlx::Error>> + Send;
+}
+
+/// The statements' part of [`Backend`] for a store with a `pool`: the same
+/// for either database, in its own types (sqlx's query results share no
+/// trait that says how many rows changed).
+macro_rules! run_on_pool {
+    () => {
+        async fn execute(
+            &self,
+            statement: &str,
+            params: Vec<$crate::sql::Param>,
+        ) -> Result<u64, sqlx::Error> {
+            let done = $crate::sql::bind(sqlx::query(statement), params)
+                .execute(&self.pool)
+                .await?;
+            Ok(done.rows_affected())
+        }
+
+        async fn fetch_optional(
+            &self,
+            statement: &str,
+            params: Vec<$crate::sql::Param>,
+        ) -> Result<Option<Self::Row>, sqlx::Error> {
+            $crate::sql::bind(sqlx::query(statement), params)
+                .fetch_optional(&self.pool)
+                .await
+        }
+
+        async fn fetch_all(
+            &self,
+            statement: &str,
+            params: Vec<$crate::sql::Param>,
+        ) -> Result<Vec<Self::Row>, sqlx::Error> {
+            $crate::sql::bind(sqlx::query(statement), params)
+                .fetch_all(&self.pool)
+                .await
+        }
+    };
+}
+pub(crate) use run_on_pool;
+
+// Sessions.
+
+/// A new session; nothing if its id is taken (the caller answers
+/// [`StoreError::Exists`]). PostgreSQL runs it in a transaction with the
+/// session's lease.
+pub const INSERT_SESSION: &str =
+    "INSERT INTO sessions (id, owner, title, created_ms, updated_ms, forked_from)
+     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING";
+
+pub fn session_params<B: Backend>(session: &SessionRecord) -> Vec<Param> {
+    vec![
+        Param::Text(session.id.to_string()),
+        Param::Text(session.owner.to_string()),
+        Param::Text(B::text(&session.title)),
+        Param::Int(ms(session.created_ms)),
+        Param::Int(ms(session.updated_ms)),
+        Param::MaybeText(session.forked_from.as_deref().map(B::text)),
+    ]
+}
+
+pub async fn session(
+    db: &impl Backend,
+    id: SessionId,
+) -> Result<Option<SessionRecord>, StoreError> {
+    db.fetch_optional(
+        &format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1"),
+        vec![Param::Text(id.to_string())],
+    )
+    .await?
+    .as_ref()
+    .map(session_of)
+    .transpose()
+}
+
+pub async fn sessions_of(
+    db: &impl Backend,
+    owner: OwnerId,
+) -> Result<Vec<SessionRecord>, StoreError> {
+    db.fetch_all(
+        &format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions s WHERE owner = $1
+               AND EXISTS (SELECT 1 FROM events e WHERE e.session_id = s.id)
+             ORDER BY updated_ms DESC, created_ms DESC"
+        ),
+        vec![Param::Text(owner.to_string())],
+    )
+    .await?
+    .iter()
+    .map(session_of)
+    .collect()
+}
+
+pub async fn move_sessions(
+    db: &impl Backend,
+    from: OwnerId,
+    to: OwnerId,
+) -> Result<u64, StoreError> {
+    Ok(db
+        .execute(
+            "UPDATE sessions SET owner = $1 WHERE owner = $2",
+            vec![Param::Text(to.to_string()), Param::Text(from.to_string())],
+        )
+        .await?)
+}
+
+pub async fn rename_session<B: Backend>(
+    db: &B,
+    id: SessionId,
+    title: &str,
+) -> Result<bool, StoreError> {
+    let renamed = db
+        .execute(
+            "UPDATE sessions SET title = $1 WHERE id = $2",
+            vec![
+                Param::Text(B::text(&title_from(title))),
+                Param::Text(id.to_string()),
+            ],
+        )
+        .await?;
+    Ok(renamed > 0)
+}
+
+pub async fn delete_session(db: &impl Backend, id: SessionId) -> Result<bool, StoreError> {
+    // Events and shares go with it (ON DELETE CASCADE).
+    let deleted = db
+        .execute(
+            "DELETE FROM sessions WHERE id = $1",
+            vec![Param::Text(id.to_string())],
+        )
+        .await?;
+    Ok(deleted > 0)
+}
+
+pub async fn prune_empty(db: &impl Backend, before_ms: u64) -> Result<u64, StoreError> {
+    Ok(db
+        .execute(
+            "DELETE FROM sessions WHERE created_ms < $1
+               AND NOT EXISTS (SELECT 1 FROM events e WHERE e.session_id = sessions.id)",
+            vec![Param::Int(ms(before_ms))],
+        )
+        .await?)
+}
+
+// Events.
+
+/// Rows per event `INSERT`: 5 parameters each, far below SQLite's limit
+/// (32,766) and PostgreSQL's (65,535).
+pub const ROWS_PER_INSERT: usize = 400;
+
+/// An event as its row holds it.
+pub struct EventRow {
+    session: String,
+    seq: i64,
+    ts_ms: i64,
+    kind: &'static str,
+    body: String,
+}
+
+/// The rows of `events`; an event that cannot be written as JSON is
+/// [`StoreError::Corrupt`].
+pub fn event_rows(events: &[(SessionId, SessionEvent)]) -> Result<Vec<EventRow>, StoreError> {
+    events
+        .iter()
+        .map(|(session, event)| {
+            let body =
+                serde_json::to_string(&event.event).map_err(|source| StoreError::Corrupt {
+                    session: session.to_string(),
+                    seq: ms(event.seq),
+                    source,
+                })?;
+            Ok(EventRow {
+                session: session.to_string(),
+                seq: ms(event.seq),
+                ts_ms: ms(event.ts_ms),
+                kind: kind_of(&event.event),
+                body,
+            })
+        })
+        .collect()
+}
+
+/// `VALUES (session_id, seq, ts_ms, kind, body), …` for `rows`: the part of
+/// an event insert both dialects write alike.
+pub fn push_event_values<'args, DB>(insert: &mut QueryBuilder<'args, DB>, rows: Vec<EventRow>)
+where
+    DB: Database,
+    String: Encode<'args, DB> + Type<DB>,
+    i64: Encode<'args, DB> + Type<DB>,
+    &'static str: Encode<'args, DB> + Type<DB>,
+{
+    insert.push_values(rows, |mut row, event| {
+        row.push_bind(event.session)
+            .push_bind(event.seq)
+            .push_bind(event.ts_ms)
+            .push_bind(event.kind)
+            .push_bind(event.body);
+    });
+}
+
+/// A session's first question names it, if it has no title yet: run with
+/// each of [`names`].
+pub const NAME_SESSION: &str = "UPDATE sessions SET title = $1 WHERE id = $2 AND title = ''";
+
+/// [`NAME_SESSION`]'s parameters for each question among `events`.
+pub fn names<B: Backend>(events: &[(SessionId, SessionEvent)]) -> Vec<Vec<Param>> {
+    events
+        .iter()
+        .filter_map(|(session, event)| match &event.event {
+            EventBody::UserMessage { text, .. } => Some(vec![
+                Param::Text(B::text(&title_from(text))),
+                Param::Text(session.to_string()),
+            ]),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The newest event time of each session of `events`.
+pub fn newest_by_session(events: &[(SessionId, SessionEvent)]) -> HashMap<SessionId, u64> {
+    let mut newest: HashMap<SessionId, u64> = HashMap::new();
+    for (session, event) in events {
+        let ts = newest.entry(*session).or_default();
+        *ts = (*ts).max(event.ts_ms);
+    }
+    newest
+}
+
+/// A session's events after `after`, oldest first (`seq` counts from 1, so
+/// after 0 is all of them).
+pub async fn events_after(
+    db: &impl Backend,
+    id: SessionId,
+    after: u64,
+) -> Result<Vec<SessionEvent>, StoreError> {
+    let session = id.to_string();
+    let rows = db
+        .fetch_all(
+            "SELECT seq, ts_ms, body FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq",
+            vec![Param::Text(session.clone()), Param::Int(ms(after))],
+        )
+        .await?;
+    rows.iter()
+        .map(|row| {
+            let seq = row.int("seq")?;
+            let event =
+                serde_json::from_str(&row.text("body")?).map_err(|source| StoreError::Corrupt {
+                    session: session.clone(),
+                    seq,
+                    source,
+                })?;
+            Ok(SessionEvent {
+                seq: unsigned(seq),
+                ts_ms: unsigned(row.int("ts_ms")?),
+                event,
+            })
+        })
+        .collect()
+}
+
+// Share links.
+
+pub async fn share(
+    db: &impl Backend,
+    id: SessionId,
+    upto_seq: u64,
+    files: bool,
+    now_ms: u64,
+) -> Result<ShareRecord, StoreError> {
+    // One statement: a new token, or the session's existing link moved on.
+    let row = db
+        .fetch_optional(
+            &format!(
+                "INSERT INTO shares (token, session_id, upto_seq, files, created_ms, updated_ms)
+                 VALUES ($1, $2, $3, $4, $5, $5)
+                 ON CONFLICT (session_id) DO UPDATE
+                   SET upto_seq = excluded.upto_seq, files = excluded.files,
+                       updated_ms = excluded.updated_ms
+                 RETURNING {SHARE_COLUMNS}"
+            ),
+            vec![
+                Param::Text(ShareToken::random().to_string()),
+                Param::Text(id.to_string()),
+                Param::Int(ms(upto_seq)),
+                Param::Flag(files),
+                Param::Int(ms(now_ms)),
+            ],
+        )
+        .await?
+        .ok_or(sqlx::Error::RowNotFound)?;
+    share_of(&row)
+}
+
+pub async fn share_of_session(
+    db: &impl Backend,
+    id: SessionId,
+) -> Result<Option<ShareRecord>, StoreError> {
+    // At most one: `session_id` is unique in both schemas.
+    db.fetch_optional(
+        &format!("SELECT {SHARE_COLUMNS} FROM shares WHERE session_id = $1 LIMIT 1"),
+        vec![Param::Text(id.to_string())],
+    )
+    .await?
+    .as_ref()
+    .map(share_of)
+    .transpose()
+}
+
+pub async fn revoke_shares(db: &impl Backend, id: SessionId) -> Result<u64, StoreError> {
+    Ok(db
+        .execute(
+            "DELETE FROM shares WHERE session_id = $1",
+            vec![Param::Text(id.to_string())],
+        )
+        .await?)
+}
+
+pub async fn shared(
+    db: &impl Backend,
+    token: &ShareToken,
+) -> Result<Option<ShareRecord>, StoreError> {
+    db.fetch_optional(
+        &format!("SELECT {SHARE_COLUMNS} FROM shares WHERE token = $1"),
+        vec![Param::Text(token.as_str().to_string())],
+    )
+    .await?
+    .as_ref()
+    .map(share_of)
+    .transpose()
+}
+
+// API keys.
+
+pub async fn create_key<B: Backend>(
+    db: &B,
+    key: &KeyRecord,
+    digest: &str,
+) -> Result<(), StoreError> {
+    let inserted = db
+        .execute(
+            "INSERT INTO api_keys (id, name, digest, prefix, created_ms) VALUES ($1, $2, $3, $4, $5)",
+            vec![
+                Param::Text(key.id.clone()),
+                Param::Text(B::text(&key.name)),
+                Param::Text(digest.to_string()),
+                Param::Text(key.prefix.clone()),
+                Param::Int(ms(key.created_ms)),
+            ],
+        )
+        .await;
+    match inserted {
+        Ok(_) => Ok(()),
+        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+            Err(StoreError::NameTaken(key.name.clone()))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Every key, oldest first: by time, then by `made_order`, the column
+/// that says in which order the dialect stored them.
+pub async fn keys(db: &impl Backend, made_order: &str) -> Result<Vec<KeyRecord>, StoreError> {
+    db.fetch_all(
+        &format!("SELECT {KEY_COLUMNS} FROM api_keys ORDER BY created_ms, {made_order}"),
+        Vec::new(),
+    )
+    .await?
+    .iter()
+    .map(key_of)
+    .collect()
+}
+
+pub async fn key<B: Backend>(db: &B, id: &str) -> Result<Option<KeyRecord>, StoreError> {
+    db.fetch_optional(
+        &format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE id = $1"),
+        vec![Param::Text(B::text(id))],
+    )
+    .await?
+    .as_ref()
+    .map(key_of)
+    .transpose()
+}
+
+pub async fn key_by_digest<B: Backend>(
+    db: &B,
+    digest: &str,
+) -> Result<Option<KeyRecord>, StoreError> {
+    db.fetch_optional(
+        &format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE digest = $1"),
+        vec![Param::Text(B::text(digest))],
+    )
+    .await?
+    .as_ref()
+    .map(key_of)
+    .transpose()
+}
+
+pub async fn revoke_key<B: Backend>(db: &B, name: &str, now_ms: u64) -> Result<bool, StoreError> {
+    let revoked = db
+        .execute(
+            "UPDATE api_keys SET revoked_ms = $1 WHERE name = $2 AND revoked_ms IS NULL",
+            vec![Param::Int(ms(now_ms)), Param::Text(B::text(name))],
+        )
+        .await?;
+    Ok(revoked > 0)
+}
+
+pub async fn touch_key<B: Backend>(db: &B, id: &str, now_ms: u64) -> Result<(), StoreError> {
+    db.execute(
+        "UPDATE api_keys SET last_used_ms = $1
+         WHERE id = $2 AND (last_used_ms IS NULL OR last_used_ms <= $3)",
+        vec![
+            Param::Int(ms(now_ms)),
+            Param::Text(B::text(id)),
+            // Due when a full minute has passed, as `KeyRecord::needs_touch` says.
+            Param::Int(ms(now_ms.saturating_sub(TOUCH_EVERY_MS))),
+        ],
+    )
+    .await?;
+    Ok(())
+}
