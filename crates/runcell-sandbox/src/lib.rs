@@ -35,7 +35,7 @@ pub use output::{
 pub const MAX_CODE_BYTES: usize = 1024 * 1024;
 
 /// The MIME type of a data frame's own data, beside its HTML: the jail's
-/// kernel adds it (`jail::kernel::TABLE_DATA`) so that the notebook's table
+/// kernel adds it (`jail::kernel::kind::TABLE_DATA`) so that the notebook's table
 /// holds the frame's rows, not only the ten pandas prints. It is runcell's
 /// own: the Jupyter and E2B surfaces leave it out of what they pass on.
 pub const TABLE_DATA_MIME: &str = "application/vnd.runcell.table+json";

@@ -5,7 +5,9 @@
 //! spoken to with our own bounded client (`zmtp.rs`, `wire.rs`): the kernel
 //! runs the session's code and is treated as a hostile peer.
 
-use std::os::fd::OwnedFd;
+mod ipc_dir;
+mod kind;
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -13,15 +15,15 @@ use jupyter_protocol::{
     ConnectionInfo, ExecuteRequest, ExecutionState, InterruptRequest, JupyterMessage,
     JupyterMessageContent, KernelInfoRequest, Stdio, Transport,
 };
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use self::ipc_dir::{CONNECTION_FILE, CONTROL, IOPUB, IpcDir, SHELL};
+pub(crate) use self::kind::KernelKind;
 use super::wire::{Channel, Signer, WireError};
 use super::zmtp::{SocketType, ZmtpError};
-use super::{HostId, JailSandbox, Mounts, PYTHON_ENV, RunGroup, stop_error};
-use crate::Language;
+use super::{HostId, JailSandbox, Mounts, RunGroup, stop_error};
 use crate::{
     ExecError, Limits, OutputBudget, RunEvent, RunOutcome, SandboxError, limit_error, now_ms,
 };
@@ -36,129 +38,6 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long to wait for iopub to show that its subscription is live before
 /// asking again (the kernel may have published before it was).
 const IOPUB_NUDGE: Duration = Duration::from_millis(500);
-/// The socket names in the ipc directory, by port number in the connection
-/// file (`<ip>-<port>`, as ipykernel names ipc endpoints).
-const SHELL: &str = "k-1";
-const IOPUB: &str = "k-2";
-const CONTROL: &str = "k-4";
-const CONNECTION_FILE: &str = "connection.json";
-
-/// Which kernel a language runs in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum KernelKind {
-    Python,
-    Javascript,
-    Typescript,
-    R,
-}
-
-impl KernelKind {
-    /// The kernel of a language, if it has one (Bash and C run as one
-    /// process each).
-    pub fn of(language: Language) -> Option<Self> {
-        match language {
-            Language::Python => Some(Self::Python),
-            Language::Javascript => Some(Self::Javascript),
-            Language::Typescript => Some(Self::Typescript),
-            Language::R => Some(Self::R),
-            Language::Bash | Language::C => None,
-        }
-    }
-
-    /// How people call it, in messages.
-    pub fn label(self) -> &'static str {
-        match self {
-            Self::Python => "Python",
-            Self::Javascript => "JavaScript",
-            Self::Typescript => "TypeScript",
-            Self::R => "R",
-        }
-    }
-
-    fn kernel_name(self) -> &'static str {
-        match self {
-            Self::Python => "python3",
-            Self::Javascript => "javascript",
-            Self::Typescript => "typescript",
-            Self::R => "ir",
-        }
-    }
-
-    /// The command that starts the kernel on `connection_file`.
-    fn command(self, connection_file: &Path) -> Vec<String> {
-        let file = connection_file.to_string_lossy().into_owned();
-        match self {
-            // `-I`: neither the working directory (the session's home) nor
-            // PYTHON* variables nor the user site take part in starting
-            // the kernel, so a planted `ipykernel_launcher.py` or `.pth`
-            // file is never run; IPython's own configuration lives in the
-            // jail's private /tmp (KERNEL_ENV). The home is put back on
-            // `sys.path` once the kernel is up, where IPython would have
-            // put it, so cells import from it. ipykernel is started as its
-            // launcher does, but without debugpy (LAUNCH): an idle kernel
-            // is 7.5 MiB smaller.
-            Self::Python => vec![
-                format!("{PYTHON_ENV}/bin/python3"),
-                "-I".into(),
-                "-c".into(),
-                LAUNCH.into(),
-                "-f".into(),
-                file,
-                "--HistoryManager.enabled=False".into(),
-                "--IPKernelApp.log_level=ERROR".into(),
-                format!(
-                    "--IPKernelApp.exec_lines={HOME_ON_PATH}; {LEFT_OUT_BACK}; exec({TABLE_DATA:?})"
-                ),
-            ],
-            Self::Javascript | Self::Typescript => {
-                let mut command = vec![
-                    "/usr/bin/node".into(),
-                    super::etc::NODE_KERNEL_PATH.into(),
-                    "-f".into(),
-                    file,
-                ];
-                if self == Self::Typescript {
-                    command.push("--typescript".into());
-                }
-                command
-            }
-            // `--no-environ`... would drop R_HOME's settings; the site
-            // profile is Debian's (no network: its CRAN mirror is unused).
-            Self::R => vec![
-                "/usr/bin/R".into(),
-                "--slave".into(),
-                "--no-save".into(),
-                "--no-restore".into(),
-                "-e".into(),
-                "IRkernel::main()".into(),
-                "--args".into(),
-                file,
-            ],
-        }
-    }
-
-    fn env(self) -> Vec<(String, String)> {
-        let pairs: &[(&str, &str)] = match self {
-            Self::Python => KERNEL_ENV,
-            Self::Javascript | Self::Typescript | Self::R => &[],
-        };
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
-            .collect()
-    }
-
-    /// A cell that moves the kernel to `cwd`.
-    pub fn chdir(self, cwd: &str) -> String {
-        // A JSON string is a string literal in all three languages.
-        let quoted = serde_json::to_string(cwd).unwrap_or_default();
-        match self {
-            Self::Python => format!("import os as _os; _os.chdir({quoted}); del _os"),
-            Self::Javascript | Self::Typescript => format!("process.chdir({quoted})"),
-            Self::R => format!("invisible(setwd({quoted}))"),
-        }
-    }
-}
 
 pub(crate) struct Kernel {
     kind: KernelKind,
@@ -587,161 +466,6 @@ impl Kernel {
     }
 }
 
-/// The kernel's environment beyond the jail's defaults. IPython's and
-/// Jupyter's configuration and data live in the jail's own /tmp (a fresh
-/// tmpfs each jail), not in the session's home, so no file the session left
-/// runs when a kernel starts.
-const KERNEL_ENV: &[(&str, &str)] = &[
-    // Figures are sent to the page as PNG when a cell shows them.
-    ("MPLBACKEND", "module://matplotlib_inline.backend_inline"),
-    // Plotly figures as their JSON (`application/vnd.plotly.v1+json`),
-    // which the page draws, not as HTML carrying all of plotly.js.
-    ("PLOTLY_RENDERER", "plotly_mimetype"),
-    ("IPYTHONDIR", "/tmp/.ipython"),
-    ("JUPYTER_CONFIG_DIR", "/tmp/.jupyter"),
-    ("JUPYTER_DATA_DIR", "/tmp/.jupyter/data"),
-    ("JUPYTER_RUNTIME_DIR", "/tmp/.jupyter/runtime"),
-];
-
-/// Run by the kernel once it is up: the working directory on `sys.path`
-/// after the standard library, where IPython puts it without `-I`.
-/// Starts ipykernel as `python -m ipykernel_launcher` does, with two of
-/// the packages it imports at start kept out: debugpy (the visual debugger,
-/// 108 modules that nothing of runcell's uses: 7.5 MiB of every idle kernel)
-/// and psutil (0.8 MiB: ipykernel takes it for its usage reports, which
-/// runcell never asks for). ipykernel takes their absence as it takes a
-/// venv without them. [`LEFT_OUT_BACK`] lets cells import them again.
-const LAUNCH: &str = "import sys; sys.modules['debugpy'] = sys.modules['psutil'] = None; from ipykernel import kernelapp; kernelapp.launch_new_instance()";
-
-/// Once the kernel is up, the packages [`LAUNCH`] kept out can be imported
-/// by cells like any other.
-const LEFT_OUT_BACK: &str =
-    "import sys as _s; _s.modules.pop('debugpy', None); _s.modules.pop('psutil', None); del _s";
-
-/// Run by the kernel once it is up: a data frame shown is also given as
-/// its data ([`crate::TABLE_DATA_MIME`]: its first 10,000 rows or
-/// 2 MB of values, whichever comes first, and how many rows it has), each
-/// value as pandas writes it in its own tables (`format_array`, `str` if
-/// that fails). Registered by name, so pandas is imported only
-/// by the cells that use it. Any failure leaves the frame to its HTML.
-const TABLE_DATA: &str = r#"def _runcell_table_data():
-    from IPython import get_ipython
-    from IPython.core.formatters import JSONFormatter
-    class TableData(JSONFormatter):
-        format_type = 'application/vnd.runcell.table+json'
-    shown = get_ipython().display_formatter
-    formatter = TableData(parent=shown)
-    shown.formatters[formatter.format_type] = formatter
-    def frame(df, most_rows=10000, most_chars=2000000):
-        try:
-            from pandas.io.formats.format import format_array
-        except Exception:
-            format_array = None
-        def texts(values):
-            if format_array is not None:
-                try:
-                    return [v.strip() for v in format_array(values, None)]
-                except Exception:
-                    pass
-            return [str(v) for v in values]
-        def name(n):
-            return ' '.join(map(str, n)) if isinstance(n, tuple) else ('' if n is None else str(n))
-        if df.columns.nlevels > 1:
-            return None  # headers over several columns: its HTML shows them
-        head = df.head(most_rows)
-        values = [texts(head.index.get_level_values(i)._values) for i in range(head.index.nlevels)]
-        values += [texts(head.iloc[:, j]._values) for j in range(head.shape[1])]
-        rows, size = [], 0
-        for i in range(len(head)):
-            row = [column[i] for column in values]
-            size += sum(map(len, row))
-            if size > most_chars:
-                break
-            rows.append(row)
-        index = [name(n) for n in df.index.names]
-        return {'columns': index + [name(c) for c in df.columns], 'index_columns': len(index), 'rows': rows, 'total_rows': len(df)}
-    # pandas 3 names its classes' module `pandas`; earlier ones, where they live.
-    for module in ('pandas', 'pandas.core.frame'):
-        formatter.for_type_by_name(module, 'DataFrame', frame)
-_runcell_table_data()
-del _runcell_table_data"#;
-
-const HOME_ON_PATH: &str = "import sys as _s; _s.path.insert(next((i for i, p in enumerate(_s.path) if p.endswith(('site-packages', 'dist-packages'))), 0), ''); del _s";
-
-/// The kernel's socket directory, opened once. The jail uid owns it, so
-/// everything in it is reached beneath this handle, without following links.
-struct IpcDir {
-    fd: OwnedFd,
-}
-
-impl IpcDir {
-    fn open(path: &Path) -> rustix::io::Result<Self> {
-        let fd = rustix::fs::open(
-            path,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
-        Ok(Self { fd })
-    }
-
-    /// Removes what an earlier kernel left (sockets, links: never followed).
-    fn clear(&self) {
-        let Ok(entries) = rustix::fs::Dir::read_from(&self.fd) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            if name == c"." || name == c".." {
-                continue;
-            }
-            if rustix::fs::unlinkat(&self.fd, name, AtFlags::empty()).is_err() {
-                // An empty directory the jail made; a full one stays, and
-                // the kernel reports the name it cannot bind.
-                let _ = rustix::fs::unlinkat(&self.fd, name, AtFlags::REMOVEDIR);
-            }
-        }
-    }
-
-    /// Writes the connection file as a new file (never through whatever
-    /// the jail left at its name), readable by the jail uid only.
-    fn write_connection_file(&self, json: &[u8], uid: u32, gid: u32) -> std::io::Result<()> {
-        use std::io::Write;
-        match rustix::fs::unlinkat(&self.fd, CONNECTION_FILE, AtFlags::empty()) {
-            Ok(()) | Err(rustix::io::Errno::NOENT) => {}
-            Err(e) => return Err(e.into()),
-        }
-        let fd = rustix::fs::openat(
-            &self.fd,
-            CONNECTION_FILE,
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::RUSR,
-        )?;
-        rustix::fs::fchmod(&fd, Mode::RUSR)?;
-        rustix::fs::fchown(
-            &fd,
-            Some(rustix::fs::Uid::from_raw(uid)),
-            Some(rustix::fs::Gid::from_raw(gid)),
-        )?;
-        std::fs::File::from(fd).write_all(json)
-    }
-
-    /// Whether the kernel has bound `name`: it must then be a socket of
-    /// the jail uid, not a link or anything else.
-    fn socket_ready(&self, name: &str, uid: u32) -> Result<bool, String> {
-        match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
-            Err(rustix::io::Errno::NOENT) => Ok(false),
-            Err(e) => Err(format!("{name}: {e}")),
-            Ok(stat) if FileType::from_raw_mode(stat.st_mode) != FileType::Socket => {
-                Err(format!("{name} is not a socket"))
-            }
-            Ok(stat) if stat.st_uid != uid => {
-                Err(format!("{name} belongs to uid {}, not {uid}", stat.st_uid))
-            }
-            Ok(_) => Ok(true),
-        }
-    }
-}
-
 /// The size of a message that was too big to keep and was read past: not a
 /// broken wire, only output over the run's limit.
 fn dropped(error: &WireError) -> Option<u64> {
@@ -783,50 +507,5 @@ fn drain_logs(child: &mut tokio::process::Child) {
                 tracing::debug!(log = %String::from_utf8_lossy(&buf[..n]), "kernel");
             }
         });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_socket_directory_is_used_without_following_links() {
-        use std::os::unix::fs::{MetadataExt, PermissionsExt};
-        let dir = tempfile::tempdir().unwrap();
-        let outside = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(outside.path(), "outside").unwrap();
-        let uid = std::fs::metadata(dir.path()).unwrap().uid();
-        let gid = std::fs::metadata(dir.path()).unwrap().gid();
-        let link =
-            |name: &str, to: &Path| std::os::unix::fs::symlink(to, dir.path().join(name)).unwrap();
-        link(CONNECTION_FILE, outside.path());
-        link("old", outside.path());
-        let ipc = IpcDir::open(dir.path()).unwrap();
-        ipc.write_connection_file(b"{}", uid, gid).unwrap();
-        let written = std::fs::symlink_metadata(dir.path().join(CONNECTION_FILE)).unwrap();
-        assert!(written.is_file());
-        assert_eq!(written.permissions().mode() & 0o777, 0o400);
-        assert_eq!(std::fs::read_to_string(outside.path()).unwrap(), "outside");
-
-        let _socket = std::os::unix::net::UnixListener::bind(dir.path().join(SHELL)).unwrap();
-        link(IOPUB, &dir.path().join(SHELL));
-        std::fs::write(dir.path().join(CONTROL), "").unwrap();
-        assert_eq!(ipc.socket_ready(SHELL, uid), Ok(true));
-        assert!(
-            ipc.socket_ready(SHELL, uid + 1).is_err(),
-            "another uid's socket"
-        );
-        assert!(ipc.socket_ready(IOPUB, uid).is_err(), "a link to a socket");
-        assert!(ipc.socket_ready(CONTROL, uid).is_err(), "a plain file");
-        assert_eq!(ipc.socket_ready("k-9", uid), Ok(false));
-
-        ipc.clear();
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-        assert_eq!(std::fs::read_to_string(outside.path()).unwrap(), "outside");
-        // A directory handle that is itself a link is refused.
-        let parent = tempfile::tempdir().unwrap();
-        std::os::unix::fs::symlink(dir.path(), parent.path().join("ipc")).unwrap();
-        assert!(IpcDir::open(&parent.path().join("ipc")).is_err());
     }
 }

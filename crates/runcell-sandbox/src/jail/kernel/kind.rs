@@ -1,0 +1,205 @@
+//! Which kernel a language runs in, and how each is started: its command,
+//! its environment, and the Python that ipykernel runs once it is up.
+
+use std::path::Path;
+
+use super::super::PYTHON_ENV;
+use crate::Language;
+
+/// Which kernel a language runs in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum KernelKind {
+    Python,
+    Javascript,
+    Typescript,
+    R,
+}
+
+impl KernelKind {
+    /// The kernel of a language, if it has one (Bash and C run as one
+    /// process each).
+    pub fn of(language: Language) -> Option<Self> {
+        match language {
+            Language::Python => Some(Self::Python),
+            Language::Javascript => Some(Self::Javascript),
+            Language::Typescript => Some(Self::Typescript),
+            Language::R => Some(Self::R),
+            Language::Bash | Language::C => None,
+        }
+    }
+
+    /// How people call it, in messages.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Python => "Python",
+            Self::Javascript => "JavaScript",
+            Self::Typescript => "TypeScript",
+            Self::R => "R",
+        }
+    }
+
+    pub(super) fn kernel_name(self) -> &'static str {
+        match self {
+            Self::Python => "python3",
+            Self::Javascript => "javascript",
+            Self::Typescript => "typescript",
+            Self::R => "ir",
+        }
+    }
+
+    /// The command that starts the kernel on `connection_file`.
+    pub(super) fn command(self, connection_file: &Path) -> Vec<String> {
+        let file = connection_file.to_string_lossy().into_owned();
+        match self {
+            // `-I`: neither the working directory (the session's home) nor
+            // PYTHON* variables nor the user site take part in starting
+            // the kernel, so a planted `ipykernel_launcher.py` or `.pth`
+            // file is never run; IPython's own configuration lives in the
+            // jail's private /tmp (KERNEL_ENV). The home is put back on
+            // `sys.path` once the kernel is up, where IPython would have
+            // put it, so cells import from it. ipykernel is started as its
+            // launcher does, but without debugpy (LAUNCH): an idle kernel
+            // is 7.5 MiB smaller.
+            Self::Python => vec![
+                format!("{PYTHON_ENV}/bin/python3"),
+                "-I".into(),
+                "-c".into(),
+                LAUNCH.into(),
+                "-f".into(),
+                file,
+                "--HistoryManager.enabled=False".into(),
+                "--IPKernelApp.log_level=ERROR".into(),
+                format!(
+                    "--IPKernelApp.exec_lines={HOME_ON_PATH}; {LEFT_OUT_BACK}; exec({TABLE_DATA:?})"
+                ),
+            ],
+            Self::Javascript | Self::Typescript => {
+                let mut command = vec![
+                    "/usr/bin/node".into(),
+                    super::super::etc::NODE_KERNEL_PATH.into(),
+                    "-f".into(),
+                    file,
+                ];
+                if self == Self::Typescript {
+                    command.push("--typescript".into());
+                }
+                command
+            }
+            // `--no-environ`... would drop R_HOME's settings; the site
+            // profile is Debian's (no network: its CRAN mirror is unused).
+            Self::R => vec![
+                "/usr/bin/R".into(),
+                "--slave".into(),
+                "--no-save".into(),
+                "--no-restore".into(),
+                "-e".into(),
+                "IRkernel::main()".into(),
+                "--args".into(),
+                file,
+            ],
+        }
+    }
+
+    pub(super) fn env(self) -> Vec<(String, String)> {
+        let pairs: &[(&str, &str)] = match self {
+            Self::Python => KERNEL_ENV,
+            Self::Javascript | Self::Typescript | Self::R => &[],
+        };
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect()
+    }
+
+    /// A cell that moves the kernel to `cwd`.
+    pub fn chdir(self, cwd: &str) -> String {
+        // A JSON string is a string literal in all three languages.
+        let quoted = serde_json::to_string(cwd).unwrap_or_default();
+        match self {
+            Self::Python => format!("import os as _os; _os.chdir({quoted}); del _os"),
+            Self::Javascript | Self::Typescript => format!("process.chdir({quoted})"),
+            Self::R => format!("invisible(setwd({quoted}))"),
+        }
+    }
+}
+
+/// The kernel's environment beyond the jail's defaults. IPython's and
+/// Jupyter's configuration and data live in the jail's own /tmp (a fresh
+/// tmpfs each jail), not in the session's home, so no file the session left
+/// runs when a kernel starts.
+const KERNEL_ENV: &[(&str, &str)] = &[
+    // Figures are sent to the page as PNG when a cell shows them.
+    ("MPLBACKEND", "module://matplotlib_inline.backend_inline"),
+    // Plotly figures as their JSON (`application/vnd.plotly.v1+json`),
+    // which the page draws, not as HTML carrying all of plotly.js.
+    ("PLOTLY_RENDERER", "plotly_mimetype"),
+    ("IPYTHONDIR", "/tmp/.ipython"),
+    ("JUPYTER_CONFIG_DIR", "/tmp/.jupyter"),
+    ("JUPYTER_DATA_DIR", "/tmp/.jupyter/data"),
+    ("JUPYTER_RUNTIME_DIR", "/tmp/.jupyter/runtime"),
+];
+
+/// Starts ipykernel as `python -m ipykernel_launcher` does, with two of
+/// the packages it imports at start kept out: debugpy (the visual debugger,
+/// 108 modules that nothing of runcell's uses: 7.5 MiB of every idle kernel)
+/// and psutil (0.8 MiB: ipykernel takes it for its usage reports, which
+/// runcell never asks for). ipykernel takes their absence as it takes a
+/// venv without them. [`LEFT_OUT_BACK`] lets cells import them again.
+const LAUNCH: &str = "import sys; sys.modules['debugpy'] = sys.modules['psutil'] = None; from ipykernel import kernelapp; kernelapp.launch_new_instance()";
+
+/// Once the kernel is up, the packages [`LAUNCH`] kept out can be imported
+/// by cells like any other.
+const LEFT_OUT_BACK: &str =
+    "import sys as _s; _s.modules.pop('debugpy', None); _s.modules.pop('psutil', None); del _s";
+
+/// Run by the kernel once it is up: a data frame shown is also given as
+/// its data ([`crate::TABLE_DATA_MIME`]: its first 10,000 rows or
+/// 2 MB of values, whichever comes first, and how many rows it has), each
+/// value as pandas writes it in its own tables (`format_array`, `str` if
+/// that fails). Registered by name, so pandas is imported only
+/// by the cells that use it. Any failure leaves the frame to its HTML.
+const TABLE_DATA: &str = r#"def _runcell_table_data():
+    from IPython import get_ipython
+    from IPython.core.formatters import JSONFormatter
+    class TableData(JSONFormatter):
+        format_type = 'application/vnd.runcell.table+json'
+    shown = get_ipython().display_formatter
+    formatter = TableData(parent=shown)
+    shown.formatters[formatter.format_type] = formatter
+    def frame(df, most_rows=10000, most_chars=2000000):
+        try:
+            from pandas.io.formats.format import format_array
+        except Exception:
+            format_array = None
+        def texts(values):
+            if format_array is not None:
+                try:
+                    return [v.strip() for v in format_array(values, None)]
+                except Exception:
+                    pass
+            return [str(v) for v in values]
+        def name(n):
+            return ' '.join(map(str, n)) if isinstance(n, tuple) else ('' if n is None else str(n))
+        if df.columns.nlevels > 1:
+            return None  # headers over several columns: its HTML shows them
+        head = df.head(most_rows)
+        values = [texts(head.index.get_level_values(i)._values) for i in range(head.index.nlevels)]
+        values += [texts(head.iloc[:, j]._values) for j in range(head.shape[1])]
+        rows, size = [], 0
+        for i in range(len(head)):
+            row = [column[i] for column in values]
+            size += sum(map(len, row))
+            if size > most_chars:
+                break
+            rows.append(row)
+        index = [name(n) for n in df.index.names]
+        return {'columns': index + [name(c) for c in df.columns], 'index_columns': len(index), 'rows': rows, 'total_rows': len(df)}
+    # pandas 3 names its classes' module `pandas`; earlier ones, where they live.
+    for module in ('pandas', 'pandas.core.frame'):
+        formatter.for_type_by_name(module, 'DataFrame', frame)
+_runcell_table_data()
+del _runcell_table_data"#;
+
+/// Run by the kernel once it is up: the working directory on `sys.path`
+/// after the standard library, where IPython puts it without `-I`.
+const HOME_ON_PATH: &str = "import sys as _s; _s.path.insert(next((i for i, p in enumerate(_s.path) if p.endswith(('site-packages', 'dist-packages'))), 0), ''); del _s";
