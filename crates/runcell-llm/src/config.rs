@@ -66,7 +66,10 @@ pub enum LlmBackend {
     Scripted,
 }
 
-pub use super::embedded::DEFAULT_MODEL_FILE;
+/// The default model's file, as `scripts/fetch-model.sh` installs it under
+/// `<data-dir>/models/`: Qwen2.5-Coder-1.5B-Instruct Q4_K_M (Apache-2.0),
+/// chosen over the 0.5B by `runcell bench agent` (see the README's table).
+pub const DEFAULT_MODEL_FILE: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
 pub use super::openai::StructuredOutputMode;
 pub use super::scripted::ScriptedMode;
 

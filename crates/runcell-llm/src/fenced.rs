@@ -3,8 +3,19 @@
 //! `<tool_call>` object written as text (what Qwen-style models do untrained
 //! for the server's tool format).
 
-use super::ToolCall;
 use super::tools::ExecuteCode;
+use super::{Completion, ToolCall};
+
+/// The program an answer carries: its first `execute_code` call that
+/// parses, or else one written in its text (a fenced block, a tool call
+/// written out).
+pub fn program_of(completion: &Completion) -> Option<ExecuteCode> {
+    completion
+        .tool_calls
+        .iter()
+        .find_map(|call| ExecuteCode::parse(&call.name, &call.arguments).ok())
+        .or_else(|| extract_code(&completion.text))
+}
 
 /// The program a plain reply contains, if any. A fenced block tagged with a
 /// language runcell does not run (`json`, `text`, `output`...) is skipped; an

@@ -1,5 +1,6 @@
-//! Language models behind one trait: an OpenAI-compatible server, the
-//! embedded CPU model, and the scripted model for tests.
+//! Language models behind one trait: an OpenAI-compatible server and the
+//! scripted model for tests here; the embedded CPU model in
+//! `runcell-embedded`, above this crate, which implements the same trait.
 //!
 //! The agent sees only [`Llm`]: it asks for a streamed chat and receives
 //! [`LlmEvent`]s. Which backend answers is decided once, from the
@@ -9,7 +10,6 @@ pub mod catalog;
 pub mod config;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
-pub mod embedded;
 pub mod fenced;
 mod metered;
 pub mod openai;
@@ -49,15 +49,25 @@ impl Llm for Broken {
     }
 }
 
-/// The backend the configuration names. The embedded model loads in the
-/// background (seconds); requests wait for it, and a missing model file is
-/// reported on each request rather than stopping the server.
-/// `data_dir` is the server's data directory (models live in its `models/`).
-pub fn from_settings(llm: &LlmConfig, data_dir: &Path) -> Arc<dyn Llm> {
-    Arc::new(metered::Metered(backend_of(llm, data_dir)))
+/// The backend the configuration names; `embedded` makes the embedded
+/// model's (`runcell_embedded::from_settings`: that crate sits above this
+/// one, so it is handed in). The embedded model loads in the background
+/// (seconds); requests wait for it, and a missing model file is reported on
+/// each request rather than stopping the server. `data_dir` is the server's
+/// data directory (models live in its `models/`).
+pub fn from_settings(
+    llm: &LlmConfig,
+    data_dir: &Path,
+    embedded: fn(&LlmConfig, &Path) -> Arc<dyn Llm>,
+) -> Arc<dyn Llm> {
+    Arc::new(metered::Metered(backend_of(llm, data_dir, embedded)))
 }
 
-fn backend_of(llm: &LlmConfig, data_dir: &Path) -> Arc<dyn Llm> {
+fn backend_of(
+    llm: &LlmConfig,
+    data_dir: &Path,
+    embedded: fn(&LlmConfig, &Path) -> Arc<dyn Llm>,
+) -> Arc<dyn Llm> {
     match llm.effective_backend() {
         LlmBackend::Scripted => Arc::new(scripted::ScriptedLlm {
             mode: llm.scripted_mode,
@@ -81,20 +91,6 @@ fn backend_of(llm: &LlmConfig, data_dir: &Path) -> Arc<dyn Llm> {
                 Err(e) => Arc::new(Broken(e)),
             }
         }
-        LlmBackend::Embedded => {
-            let settings = embedded::EmbeddedConfig {
-                path: llm.model_file(data_dir),
-                threads: llm.threads,
-                context_tokens: llm.context_tokens,
-                max_tokens: llm.max_tokens,
-                queue: embedded::queue::QueueLimits {
-                    total: llm.queued_requests,
-                    per_requester: llm.queued_per_requester,
-                },
-            };
-            let shelf = embedded::shelf::Shelf::new(data_dir.join("models"), settings);
-            shelf.preload();
-            shelf
-        }
+        LlmBackend::Embedded => embedded(llm, data_dir),
     }
 }

@@ -84,9 +84,6 @@ impl ExecuteCode {
     }
 }
 
-/// The program an answer carries: its first `execute_code` call that
-/// parses, or else one written in its text (a fenced block, a tool call
-/// written out).
 /// How a program's result is shown to a model in prose (for models without
 /// tools, and inside tool results): the report between these tags, then
 /// what to do next.
@@ -103,14 +100,6 @@ pub fn result_of(message: &str) -> Option<&str> {
     let rest = message.strip_prefix(RESULT_OPEN)?;
     let end = rest.rfind(RESULT_CLOSE)?;
     Some(rest[..end].trim_matches('\n'))
-}
-
-pub fn program_of(completion: &super::Completion) -> Option<ExecuteCode> {
-    completion
-        .tool_calls
-        .iter()
-        .find_map(|call| ExecuteCode::parse(&call.name, &call.arguments).ok())
-        .or_else(|| super::fenced::extract_code(&completion.text))
 }
 
 /// What can be read of `execute_code`'s arguments while they are still

@@ -15,7 +15,7 @@ use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 
 use super::{CAPABILITIES, EmbeddedConfig, EmbeddedModel, model_file_error};
-use crate::{Capabilities, ChatRequest, ChatStream, Llm, LlmError, ModelInfo};
+use runcell_llm::{Capabilities, ChatRequest, ChatStream, Llm, LlmError, ModelInfo};
 
 /// What is in memory.
 enum Slot {
@@ -228,8 +228,8 @@ mod tests {
     use futures::StreamExt;
 
     use super::*;
-    use crate::Message;
-    use crate::embedded::tests::test_model_path;
+    use crate::tests::test_model_path;
+    use runcell_llm::Message;
 
     fn shelf_in(dir: &Path, default: &str) -> Arc<Shelf> {
         Shelf::new(
@@ -326,7 +326,7 @@ mod tests {
             let mut stream = shelf.chat(request).await.unwrap();
             let mut done = false;
             while let Some(event) = stream.next().await {
-                done |= matches!(event.unwrap(), crate::LlmEvent::Done(_));
+                done |= matches!(event.unwrap(), runcell_llm::LlmEvent::Done(_));
             }
             assert!(done);
             let slot = shelf.slot.lock().await;

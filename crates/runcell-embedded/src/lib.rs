@@ -1,5 +1,8 @@
 //! The embedded model: a GGUF language model run in-process on the CPU with
-//! candle, so runcell works with no model server at all.
+//! candle, so runcell works with no model server at all. A crate of its own
+//! so that its heavy dependencies (candle, tokenizers, llguidance) are
+//! compiled for it alone: the `Llm` trait and the other backends live in
+//! `runcell-llm`, below it.
 //!
 //! - [`model`]: reads the GGUF once and requantises the tensor types candle
 //!   runs slowly (Q4_1, Q5_0, Q5_1) to Q8_0.
@@ -27,7 +30,7 @@ pub mod shelf;
 pub mod template;
 pub mod tokenizer;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
@@ -40,18 +43,36 @@ use self::model::Gguf;
 use self::queue::{FairQueue, QueueError, QueueLimits};
 use self::template::ChatTemplate;
 use self::tokenizer::GgufTokenizer;
-use crate::{
+use runcell_llm::config::LlmConfig;
+use runcell_llm::{
     Capabilities, ChatRequest, ChatStream, Llm, LlmError, Message, ModelInfo, Role, ToolChoice,
     ToolSpec,
 };
 
-/// The default model's file, as `scripts/fetch-model.sh` installs it under
-/// `<data-dir>/models/`: Qwen2.5-Coder-1.5B-Instruct Q4_K_M (Apache-2.0),
-/// chosen over the 0.5B by `runcell bench agent` (see the README's table).
-pub const DEFAULT_MODEL_FILE: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
+pub use runcell_llm::config::DEFAULT_MODEL_FILE;
 /// Its sha256, pinned by `scripts/fetch-model.sh`.
 pub const DEFAULT_MODEL_SHA256: &str =
     "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046";
+
+/// The embedded model the configuration names, its file looked for in
+/// `<data_dir>/models/` with the others on its shelf, loading in the
+/// background: what `runcell_llm::from_settings` is handed for the
+/// `embedded` backend.
+pub fn from_settings(llm: &LlmConfig, data_dir: &Path) -> Arc<dyn Llm> {
+    let settings = EmbeddedConfig {
+        path: llm.model_file(data_dir),
+        threads: llm.threads,
+        context_tokens: llm.context_tokens,
+        max_tokens: llm.max_tokens,
+        queue: QueueLimits {
+            total: llm.queued_requests,
+            per_requester: llm.queued_per_requester,
+        },
+    };
+    let shelf = shelf::Shelf::new(data_dir.join("models"), settings);
+    shelf.preload();
+    shelf
+}
 
 /// Whether forced calls of an `execute_code`-shaped tool are generated as a
 /// constrained fenced code block (streamed as the JSON arguments) rather than
@@ -189,7 +210,7 @@ impl std::fmt::Debug for EmbeddedModel {
     }
 }
 
-fn model_file_error(path: &std::path::Path, detail: impl Into<String>) -> LlmError {
+fn model_file_error(path: &Path, detail: impl Into<String>) -> LlmError {
     LlmError::ModelFile {
         path: path.display().to_string(),
         detail: detail.into(),
@@ -395,7 +416,7 @@ impl EmbeddedModel {
                 })?;
         if matches!(mode, Mode::ToolCall { .. }) && tags {
             // The model's own format; the grammar takes it from here.
-            prompt.push_str(crate::fenced::TOOL_OPEN);
+            prompt.push_str(runcell_llm::fenced::TOOL_OPEN);
             prompt.push('\n');
         }
         Ok((prompt, mode))
@@ -484,7 +505,7 @@ pub(crate) mod tests {
     use futures::StreamExt;
 
     use super::*;
-    use crate::{FinishReason, LlmEvent, Message};
+    use runcell_llm::{FinishReason, LlmEvent, Message};
 
     /// The model file for tests: `RUNCELL_TEST_MODEL`, or the default file
     /// under `<repo>/data/models/`. `None` (with a note) when absent.
@@ -560,7 +581,7 @@ pub(crate) mod tests {
     async fn collect(
         model: &EmbeddedModel,
         request: ChatRequest,
-    ) -> (Vec<LlmEvent>, crate::Completion) {
+    ) -> (Vec<LlmEvent>, runcell_llm::Completion) {
         let mut stream = model.chat(request).await.unwrap();
         let mut events = Vec::new();
         while let Some(event) = stream.next().await {
@@ -581,12 +602,18 @@ pub(crate) mod tests {
         let Some(model) = test_model() else {
             return;
         };
-        crate::conformance::streams_text(&model, "Name three colours.").await;
-        crate::conformance::calls_the_tool(&model, "Write Python that prints the factorial of 5.")
-            .await;
-        crate::conformance::cancels_mid_stream(&model, "Count from 1 to 200, one number per line.")
-            .await;
-        crate::conformance::refuses_an_unknown_model(&model).await;
+        runcell_llm::conformance::streams_text(&model, "Name three colours.").await;
+        runcell_llm::conformance::calls_the_tool(
+            &model,
+            "Write Python that prints the factorial of 5.",
+        )
+        .await;
+        runcell_llm::conformance::cancels_mid_stream(
+            &model,
+            "Count from 1 to 200, one number per line.",
+        )
+        .await;
+        runcell_llm::conformance::refuses_an_unknown_model(&model).await;
     }
 
     /// The real model, end to end: a forced tool call, streamed text, and a
@@ -602,7 +629,7 @@ pub(crate) mod tests {
         let started = Instant::now();
         let request = ChatRequest {
             messages: vec![Message::user("Write Python that prints the factorial of 5")],
-            tools: vec![crate::tools::execute_code_spec()],
+            tools: vec![runcell_llm::tools::execute_code_spec()],
             tool_choice: ToolChoice::Required,
             max_tokens: Some(200),
             ..ChatRequest::default()
@@ -631,7 +658,7 @@ pub(crate) mod tests {
         model.set_fenced_code_calls(false);
         let request = ChatRequest {
             messages: vec![Message::user("Write Python that prints the factorial of 5")],
-            tools: vec![crate::tools::execute_code_spec()],
+            tools: vec![runcell_llm::tools::execute_code_spec()],
             tool_choice: ToolChoice::Named("execute_code".into()),
             max_tokens: Some(200),
             ..ChatRequest::default()
@@ -721,7 +748,7 @@ pub(crate) mod tests {
                 Message::system("You write short Python programs."),
                 Message::user("Write Python that prints the factorial of 5"),
             ],
-            tools: vec![crate::tools::execute_code_spec()],
+            tools: vec![runcell_llm::tools::execute_code_spec()],
             tool_choice: ToolChoice::Named("execute_code".into()),
             max_tokens: Some(120),
             temperature: Some(0.0),
@@ -784,7 +811,7 @@ pub(crate) mod tests {
         });
         let request = ChatRequest {
             messages: vec![Message::user("What is 6 times 7? Answer in JSON.")],
-            response_schema: Some(crate::ResponseSchema {
+            response_schema: Some(runcell_llm::ResponseSchema {
                 name: "answer".into(),
                 schema,
             }),
@@ -815,7 +842,7 @@ pub(crate) mod tests {
 #[cfg(test)]
 mod control_token_tests {
     use super::*;
-    use crate::ToolCall;
+    use runcell_llm::ToolCall;
 
     #[test]
     fn fenced_history_repeats_the_generated_block() {

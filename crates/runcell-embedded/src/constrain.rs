@@ -10,7 +10,7 @@ use llguidance::{Matcher, ParserFactory};
 use serde_json::{Value, json};
 
 use super::tokenizer::GgufTokenizer;
-use crate::ToolSpec;
+use runcell_llm::ToolSpec;
 
 /// How JSON is laid out under constraint: Python's `json.dumps` style, which
 /// is what the model saw in training; no free whitespace to loop in.
@@ -208,7 +208,7 @@ mod tests {
 
     #[test]
     fn tool_call_grammar_names_each_tool() {
-        let tools = vec![crate::tools::execute_code_spec()];
+        let tools = vec![runcell_llm::tools::execute_code_spec()];
         let lark = tool_call_lark(&tools, "\n</tool_call>");
         assert!(
             lark.starts_with("start: (call0) \"\\n</tool_call>\"\n"),
@@ -224,12 +224,12 @@ mod tests {
 
     #[test]
     fn code_tools_are_recognised() {
-        let langs = code_tool_languages(&crate::tools::execute_code_spec()).unwrap();
+        let langs = code_tool_languages(&runcell_llm::tools::execute_code_spec()).unwrap();
         assert_eq!(
             langs,
             ["python", "javascript", "typescript", "r", "bash", "c"]
         );
-        let mut other = crate::tools::execute_code_spec();
+        let mut other = runcell_llm::tools::execute_code_spec();
         other.parameters["properties"]["timeout"] = json!({"type": "integer"});
         assert_eq!(code_tool_languages(&other), None);
         let lark = fenced_code_lark(&langs);

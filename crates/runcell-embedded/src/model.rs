@@ -118,7 +118,7 @@ impl std::fmt::Debug for Gguf {
 
 impl Gguf {
     /// Opens `path` and requantises the slow tensor types. Errors are plain
-    /// text for [`crate::LlmError::ModelFile`].
+    /// text for [`runcell_llm::LlmError::ModelFile`].
     pub fn read(path: &Path) -> Result<Self, String> {
         let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
         let file_len = file.metadata().map_err(|e| e.to_string())?.len();

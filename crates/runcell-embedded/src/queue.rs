@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::Requester;
+use runcell_llm::Requester;
 
 /// A request waiting in the queue.
 pub trait Waiting {

@@ -4,7 +4,7 @@
 use minijinja::{Environment, Error, ErrorKind, Value, context};
 use serde_json::json;
 
-use crate::{Message, Role, ToolSpec};
+use runcell_llm::{Message, Role, ToolSpec};
 
 /// Used when a GGUF carries no template: ChatML, which Qwen and SmolLM2 speak.
 const CHATML: &str = "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
@@ -152,13 +152,13 @@ impl ChatTemplate {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::ToolCall;
+    use runcell_llm::ToolCall;
 
     /// Qwen2.5-Coder's template, as its GGUF carries it.
     pub(crate) const QWEN: &str = include_str!("testdata/qwen2.5-chat-template.jinja");
 
     fn execute_code() -> ToolSpec {
-        crate::tools::execute_code_spec()
+        runcell_llm::tools::execute_code_spec()
     }
 
     #[test]
