@@ -7,6 +7,15 @@
 
 use crate::sandbox::Language;
 
+/// What a program's report says for each image a program showed.
+pub const FIGURE_SHOWN: &str = "[a figure was shown]";
+
+/// What a program's report says for each interactive chart (Plotly, Vega-Lite).
+pub const CHART_SHOWN: &str = "[an interactive chart was shown]";
+
+/// What a program's report says for an HTML table shown without a plain form.
+pub const HTML_TABLE_SHOWN: &str = "[an HTML table was shown]";
+
 /// What is wrong with a program that ran, told from the outside.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Doubt {
@@ -295,11 +304,7 @@ fn only_figures(report: &str) -> bool {
 }
 
 /// The report's lines for a picture, an interactive chart and an HTML table.
-const RICH_MARKERS: [&str; 3] = [
-    super::prompt::FIGURE_SHOWN,
-    super::prompt::CHART_SHOWN,
-    super::prompt::HTML_TABLE_SHOWN,
-];
+const RICH_MARKERS: [&str; 3] = [FIGURE_SHOWN, CHART_SHOWN, HTML_TABLE_SHOWN];
 
 /// Whether the program showed a figure, a chart or an HTML table.
 fn shows_rich_output(report: &str) -> bool {
@@ -562,7 +567,7 @@ mod tests {
     #[test]
     fn a_chart_of_any_kind_answers_a_question_that_asks_for_one() {
         // Issue 41: a Plotly-only program was sent back three times.
-        let chart = format!("{}\n", crate::agent::prompt::CHART_SHOWN);
+        let chart = format!("{}\n", CHART_SHOWN);
         let per_row =
             format!("{PANDAS}import plotly.express as px\npx.line(df, x='date', y='units').show()");
         for question in [
@@ -574,13 +579,13 @@ mod tests {
                 None,
                 "{question}"
             );
-            let figure = format!("{}\n", crate::agent::prompt::FIGURE_SHOWN);
+            let figure = format!("{}\n", FIGURE_SHOWN);
             assert_eq!(
                 doubt(question, "python", &per_row, &figure),
                 None,
                 "{question}"
             );
-            let table = format!("{}\n", crate::agent::prompt::HTML_TABLE_SHOWN);
+            let table = format!("{}\n", HTML_TABLE_SHOWN);
             assert_eq!(
                 doubt(question, "python", &per_row, &table),
                 None,

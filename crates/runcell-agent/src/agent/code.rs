@@ -6,7 +6,7 @@ use app::protocol::{CellError, CellId, CellKind, CellStatus, EventBody, Language
 
 use crate::highlight::{CellHighlighter, Highlighter};
 use crate::llm::tools::{ExecuteCode, PartialCode};
-use crate::session::SessionChannel;
+use crate::session::SessionLog;
 
 /// How the model hands over its program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,7 +21,7 @@ pub enum CodeChannel {
 
 /// The code cell of one attempt, opened when the first code arrives.
 pub struct CodeCell<'a> {
-    session: &'a SessionChannel,
+    session: &'a SessionLog,
     highlighter: &'a Highlighter,
     attempt: u32,
     open: Option<Open<'a>>,
@@ -37,7 +37,7 @@ struct Open<'a> {
 }
 
 impl<'a> CodeCell<'a> {
-    pub fn new(session: &'a SessionChannel, highlighter: &'a Highlighter, attempt: u32) -> Self {
+    pub fn new(session: &'a SessionLog, highlighter: &'a Highlighter, attempt: u32) -> Self {
         Self {
             session,
             highlighter,
@@ -157,7 +157,7 @@ impl<'a> CodeCell<'a> {
         })
     }
 
-    fn append(session: &SessionChannel, open: &mut Open<'_>, text: &str) {
+    fn append(session: &SessionLog, open: &mut Open<'_>, text: &str) {
         if text.is_empty() {
             return;
         }
@@ -173,7 +173,7 @@ impl<'a> CodeCell<'a> {
 
 /// A whole program shown at once (code the person wrote).
 pub fn publish_complete(
-    session: &SessionChannel,
+    session: &SessionLog,
     highlighter: &Highlighter,
     code: &str,
     language: &str,

@@ -14,7 +14,7 @@ use crate::sandbox::sessions::SessionError;
 use crate::sandbox::{
     Language, Limits, RunEvent, RunRequest, SandboxError, SandboxKind, limit_error,
 };
-use crate::session::SessionChannel;
+use crate::session::SessionLog;
 
 /// How a run ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,7 +55,7 @@ pub struct Program<'a> {
 /// Runs the program and streams its outputs into a new result cell.
 pub async fn run_into_cell(
     kernels: &Kernels,
-    session: &SessionChannel,
+    session: &SessionLog,
     program: Program<'_>,
     limits: &Limits,
     cancel: &CancellationToken,

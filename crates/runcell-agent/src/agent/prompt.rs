@@ -464,14 +464,7 @@ pub fn report_of_cell(cell: &Cell) -> String {
     report(&cell.outputs)
 }
 
-/// What a report says for each image a program showed.
-pub const FIGURE_SHOWN: &str = "[a figure was shown]";
-
-/// What a report says for each interactive chart (Plotly, Vega-Lite).
-pub const CHART_SHOWN: &str = "[an interactive chart was shown]";
-
-/// What a report says for an HTML table shown without a plain form.
-pub const HTML_TABLE_SHOWN: &str = "[an HTML table was shown]";
+pub use super::answered::{CHART_SHOWN, FIGURE_SHOWN, HTML_TABLE_SHOWN};
 
 /// Outputs as text for the model: printed text, values, a note for each
 /// image, and errors without their colours.

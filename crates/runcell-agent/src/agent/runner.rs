@@ -120,7 +120,14 @@ impl TurnRunner {
         let stop = channel.stop_token();
         let agent = Arc::clone(&self.agent);
         self.tracker.spawn(async move {
-            let run = agent.run_turn(slot.channel(), turn, request, cancel.clone());
+            let channel = slot.channel();
+            let run = async {
+                // One turn at a time per session, in the order asked.
+                let _turn = channel.turn.lock().await;
+                agent
+                    .run_turn(channel.log(), turn, request, cancel.clone())
+                    .await;
+            };
             tokio::pin!(run);
             tokio::select! {
                 () = &mut run => return,

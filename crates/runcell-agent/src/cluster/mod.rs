@@ -21,9 +21,10 @@ use parking_lot::Mutex;
 use sqlx::postgres::PgListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::session::{SessionChannel, SessionId};
 use crate::store::nodes::{HEARTBEAT, Lease, Node};
 use crate::store::{EVENTS_CHANNEL, PostgresStore, StoreError, parse_event_note};
+use app::api::SessionId;
+use app::protocol::SessionEvent;
 
 pub use calls::{CALLS_CHANNEL, CallError, IncomingCall, REPLIES_CHANNEL};
 
@@ -31,15 +32,36 @@ pub use calls::{CALLS_CHANNEL, CallError, IncomingCall, REPLIES_CHANNEL};
 /// silent, events whose notification was missed.
 const SWEEP: Duration = Duration::from_secs(2);
 
+/// A session as the cluster sees it: followed while another node holds it,
+/// held by this one otherwise.
+pub trait Replica: Send + Sync + 'static {
+    fn session(&self) -> SessionId;
+    /// The newest event it has.
+    fn last_seq(&self) -> u64;
+    /// Appends events the holding node stored (skipping those it has,
+    /// stopping at a gap).
+    fn mirror(&self, events: Vec<SessionEvent>);
+    /// This node now holds it: `events` (the store's, after its last holder
+    /// stopped) appended, what that node cut short closed, its kernel
+    /// recorded as lost.
+    fn take_over(&self, events: Vec<SessionEvent>);
+    /// The other node that holds it, if another does.
+    fn holder(&self) -> Option<Node>;
+    fn set_holder(&self, node: Node);
+    /// Another node took it over while this one was silent: its turns stop
+    /// here.
+    fn retire(&self);
+}
+
 /// This node's part in the cluster.
 pub struct Cluster {
     db: Arc<PostgresStore>,
     node: Node,
     /// Sessions held by other nodes that this node has in memory.
-    followed: Mutex<HashMap<SessionId, Weak<SessionChannel>>>,
+    followed: Mutex<HashMap<SessionId, Weak<dyn Replica>>>,
     /// Sessions this node holds, as far as it knows: checked by the sweep
     /// in case this node was silent long enough to be taken over.
-    held: Mutex<HashMap<SessionId, Weak<SessionChannel>>>,
+    held: Mutex<HashMap<SessionId, Weak<dyn Replica>>>,
     /// Followed sessions being read now, and whether more was announced
     /// meanwhile (one read at a time per session, however many notes come).
     pulling: Mutex<HashMap<SessionId, bool>>,
@@ -76,20 +98,18 @@ impl Cluster {
 
     /// Follows `channel`, held by another node: its new events are
     /// mirrored here as the holder stores them.
-    pub fn follow(&self, channel: &Arc<SessionChannel>) {
-        self.followed
-            .lock()
-            .insert(channel.id(), Arc::downgrade(channel));
+    pub fn follow<R: Replica>(&self, channel: &Arc<R>) {
+        let weak: Weak<dyn Replica> = Arc::downgrade(channel) as Weak<R>;
+        self.followed.lock().insert(channel.session(), weak);
     }
 
     /// `channel` is held here (made here, or its lease taken).
-    pub fn hold(&self, channel: &Arc<SessionChannel>) {
-        self.held
-            .lock()
-            .insert(channel.id(), Arc::downgrade(channel));
+    pub fn hold<R: Replica>(&self, channel: &Arc<R>) {
+        let weak: Weak<dyn Replica> = Arc::downgrade(channel) as Weak<R>;
+        self.held.lock().insert(channel.session(), weak);
     }
 
-    fn followed(&self, session: SessionId) -> Option<Arc<SessionChannel>> {
+    fn followed(&self, session: SessionId) -> Option<Arc<dyn Replica>> {
         let mut followed = self.followed.lock();
         let channel = followed.get(&session)?.upgrade();
         if channel.is_none() {
@@ -99,29 +119,33 @@ impl Cluster {
     }
 
     /// The followed sessions still in memory (the others are forgotten).
-    fn all_followed(&self) -> Vec<Arc<SessionChannel>> {
+    fn all_followed(&self) -> Vec<Arc<dyn Replica>> {
         let mut followed = self.followed.lock();
         followed.retain(|_, c| c.strong_count() > 0);
         followed.values().filter_map(Weak::upgrade).collect()
     }
 
     /// Reads what the holder stored after what `channel` has.
-    async fn catch_up(&self, channel: &SessionChannel) {
-        match self.db.events_after(channel.id(), channel.last_seq()).await {
+    async fn catch_up(&self, channel: &dyn Replica) {
+        match self
+            .db
+            .events_after(channel.session(), channel.last_seq())
+            .await
+        {
             Ok(events) if !events.is_empty() => {
                 channel.mirror(events);
             }
             Ok(_) => {}
             Err(e) => {
-                tracing::warn!(session = %channel.id(), error = %e, "a followed session's events could not be read");
+                tracing::warn!(session = %channel.session(), error = %e, "a followed session's events could not be read");
             }
         }
     }
 
     /// Reads what the holder stored after what `channel` has, unless a
     /// read is under way (which then reads once more when it is done).
-    fn pull(self: &Arc<Self>, channel: Arc<SessionChannel>) {
-        let id = channel.id();
+    fn pull(self: &Arc<Self>, channel: Arc<dyn Replica>) {
+        let id = channel.session();
         {
             let mut pulling = self.pulling.lock();
             if let Some(again) = pulling.get_mut(&id) {
@@ -133,7 +157,7 @@ impl Cluster {
         let cluster = Arc::clone(self);
         tokio::spawn(async move {
             loop {
-                cluster.catch_up(&channel).await;
+                cluster.catch_up(channel.as_ref()).await;
                 let mut pulling = cluster.pulling.lock();
                 if pulling.get(&id) == Some(&true) {
                     pulling.insert(id, false);
@@ -147,18 +171,19 @@ impl Cluster {
 
     /// Takes over a followed session whose holder is gone: the events it
     /// stored, then what it cut short closed and its kernel marked lost.
-    async fn take_over(&self, channel: &Arc<SessionChannel>) -> Result<(), StoreError> {
-        match self.acquire(channel.id()).await? {
+    async fn take_over(&self, channel: &Arc<dyn Replica>) -> Result<(), StoreError> {
+        match self.acquire(channel.session()).await? {
             Lease::Mine { .. } => {
                 let events = self
                     .db
-                    .events_after(channel.id(), channel.last_seq())
+                    .events_after(channel.session(), channel.last_seq())
                     .await?;
                 channel.take_over(events);
-                self.followed.lock().remove(&channel.id());
-                self.hold(channel);
-                crate::session::settle_lost_kernel(channel);
-                tracing::info!(session = %channel.id(), "took over a session whose node is gone");
+                self.followed.lock().remove(&channel.session());
+                self.held
+                    .lock()
+                    .insert(channel.session(), Arc::downgrade(channel));
+                tracing::info!(session = %channel.session(), "took over a session whose node is gone");
             }
             Lease::Held(node) => channel.set_holder(node),
         }
@@ -173,24 +198,24 @@ impl Cluster {
         if channels.is_empty() {
             return Ok(());
         }
-        let ids: Vec<SessionId> = channels.iter().map(|c| c.id()).collect();
+        let ids: Vec<SessionId> = channels.iter().map(|c| c.session()).collect();
         let newest: HashMap<SessionId, u64> =
             self.db.newest_seqs(&ids).await?.into_iter().collect();
         for channel in &channels {
             if newest
-                .get(&channel.id())
+                .get(&channel.session())
                 .is_some_and(|seq| *seq > channel.last_seq())
             {
-                self.catch_up(channel).await;
+                self.catch_up(channel.as_ref()).await;
             }
         }
         let holders: HashMap<SessionId, Node> = self.db.holders(&ids).await?.into_iter().collect();
         for channel in &channels {
-            match holders.get(&channel.id()) {
+            match holders.get(&channel.session()) {
                 // Held elsewhere: by the node it knew, or by a third one
                 // that took it over meanwhile.
                 Some(node) if node.id != self.node.id => {
-                    if channel.remote_holder().as_ref() != Some(node) {
+                    if channel.holder().as_ref() != Some(node) {
                         channel.set_holder(node.clone());
                     }
                 }
@@ -205,7 +230,7 @@ impl Cluster {
     /// (this one was silent past the lease): retired here, so that their
     /// turns stop and their pages reconnect to the session as it is.
     async fn retire_lost(&self) -> Result<(), StoreError> {
-        let held: Vec<Arc<SessionChannel>> = {
+        let held: Vec<Arc<dyn Replica>> = {
             let mut held = self.held.lock();
             held.retain(|_, c| c.strong_count() > 0);
             held.values().filter_map(Weak::upgrade).collect()
@@ -213,9 +238,9 @@ impl Cluster {
         if held.is_empty() {
             return Ok(());
         }
-        let ids: Vec<SessionId> = held.iter().map(|c| c.id()).collect();
+        let ids: Vec<SessionId> = held.iter().map(|c| c.session()).collect();
         for id in self.db.lost(&ids, &self.node).await? {
-            if let Some(channel) = held.iter().find(|c| c.id() == id) {
+            if let Some(channel) = held.iter().find(|c| c.session() == id) {
                 tracing::error!(session = %id, "another node took this session over while this node was silent; retired here");
                 channel.retire();
                 self.held.lock().remove(&id);
@@ -304,7 +329,7 @@ impl Cluster {
                 Ok(None) => {
                     tracing::warn!("the database connection that listens was lost; catching up");
                     for channel in self.all_followed() {
-                        self.catch_up(&channel).await;
+                        self.catch_up(channel.as_ref()).await;
                     }
                     self.calls.wake_all();
                 }

@@ -72,7 +72,7 @@ impl Notebooks {
         seq: u64,
     ) -> Result<Vec<u8>, NotebookError> {
         let channel = self.open_owned(owner, id).await?;
-        png_at(&channel.events_after(seq.saturating_sub(1)), seq)
+        png_at(&channel.log().events_after(seq.saturating_sub(1)), seq)
             .ok_or_else(|| NotebookError::not_found(&format!("figure {seq}")))
     }
 

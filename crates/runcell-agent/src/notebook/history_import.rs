@@ -11,7 +11,7 @@
 
 use app::protocol::{CellId, CellKind, EventBody, Output, ServerMessage, SessionEvent};
 
-use super::ipynb::ImportError;
+use super::{ImportError, MAX_IMPORT_BYTES};
 use crate::highlight::{Highlighter, highlight_all};
 
 /// The most events one history file may hold.
@@ -36,11 +36,11 @@ pub fn import(
     bytes: &[u8],
     highlighter: &Highlighter,
 ) -> Result<(String, Vec<SessionEvent>), ImportError> {
-    if bytes.len() > super::ipynb::MAX_IMPORT_BYTES {
+    if bytes.len() > MAX_IMPORT_BYTES {
         return Err(ImportError::new(format!(
             "the file is {} bytes; at most {} are accepted",
             bytes.len(),
-            super::ipynb::MAX_IMPORT_BYTES
+            MAX_IMPORT_BYTES
         )));
     }
     let mut events = Vec::new();

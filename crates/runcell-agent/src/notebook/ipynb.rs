@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use std::sync::Arc;
 
-use super::{NotebookError, Notebooks};
+use super::{ImportError, MAX_IMPORT_BYTES, NotebookError, Notebooks};
 use crate::session::{OwnerId, SessionId, ShareToken};
 
 /// The notebook `events` describe, titled by its first question.
@@ -241,7 +241,7 @@ impl Notebooks {
         id: SessionId,
     ) -> Result<Value, NotebookError> {
         let channel = self.open_owned(owner, id).await?;
-        Ok(export(&channel.events_after(0)))
+        Ok(export(&channel.log().events_after(0)))
     }
 
     /// What the link `token` shows, as a notebook.
@@ -255,22 +255,9 @@ impl Notebooks {
     }
 }
 
-/// The largest notebook accepted.
-pub const MAX_IMPORT_BYTES: usize = 20 * 1024 * 1024;
 /// Cells and outputs per cell, at most.
 const MAX_CELLS: usize = 2_000;
 const MAX_OUTPUTS: usize = 200;
-
-/// Why a notebook cannot be read.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("{0}")]
-pub struct ImportError(String);
-
-impl ImportError {
-    pub fn new(what: impl Into<String>) -> Self {
-        Self(what.into())
-    }
-}
 
 fn bad(what: impl Into<String>) -> ImportError {
     ImportError(what.into())

@@ -13,11 +13,27 @@ mod error;
 mod figures;
 mod files;
 mod handover;
+mod here;
 mod history_import;
 pub mod ipynb;
 mod ports;
 pub mod remote;
 mod sharing;
+
+/// The largest notebook accepted.
+pub const MAX_IMPORT_BYTES: usize = 20 * 1024 * 1024;
+
+/// Why a notebook or a history file cannot be read.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{0}")]
+pub struct ImportError(String);
+
+impl ImportError {
+    pub fn new(what: impl Into<String>) -> Self {
+        Self(what.into())
+    }
+}
+
 #[cfg(test)]
 mod tests;
 mod turns;
@@ -33,8 +49,9 @@ pub use remote::serve_calls;
 pub use turns::{Turn, TurnEvents};
 
 use crate::agent::{Kernels, TurnRunner};
+use crate::sandbox::files::{Contents, FileEntry};
 use crate::session::{OwnerId, SessionChannel, SessionHub, SessionId, ShareToken};
-use crate::store::{SessionRecord, Store};
+use crate::store::{SessionRecord, ShareRecord, Store};
 
 /// A session id as a request spells it. One that does not parse is "not
 /// found", exactly like one that does not exist or is someone else's.
@@ -46,6 +63,36 @@ pub fn parse_session_id(raw: &str) -> Result<SessionId, NotebookError> {
 /// is a link that is gone, like a revoked one.
 pub fn parse_link_token(raw: &str) -> Result<ShareToken, NotebookError> {
     raw.parse().map_err(|_| NotebookError::LinkGone)
+}
+
+/// Where a session's work is done: on this node, when it holds the
+/// session ([`here::Here`]), or by the node that does, through the
+/// cluster's calls ([`remote::There`]). [`Notebooks::holder`] chooses once
+/// per request; each thing a page asks of a session is written once for
+/// each place.
+#[async_trait::async_trait]
+trait Holder: Send + Sync {
+    /// Checks `turn` and queues it as the session's next.
+    async fn start(&self, turn: Turn) -> Result<app::protocol::TurnId, crate::agent::TurnRefusal>;
+    /// Stops the session's running turn and the turns waiting behind it
+    /// (on another node, once the call reaches it).
+    fn stop(&self);
+    async fn select_branch(
+        &self,
+        turn: app::protocol::TurnId,
+    ) -> Result<(), crate::agent::TurnRefusal>;
+    async fn share(&self, files: bool) -> Result<ShareRecord, NotebookError>;
+    async fn unshare(&self) -> Result<(), NotebookError>;
+    async fn delete(&self) -> Result<(), NotebookError>;
+    async fn list_files(&self) -> Result<Vec<FileEntry>, NotebookError>;
+    async fn read_file(&self, path: &str) -> Result<(FileEntry, Vec<u8>), NotebookError>;
+    async fn upload(
+        &self,
+        path: &str,
+        bytes: Contents,
+        overwrite: bool,
+    ) -> Result<FileEntry, NotebookError>;
+    async fn delete_file(&self, path: &str) -> Result<(), NotebookError>;
 }
 
 /// The notebook service.
@@ -71,6 +118,17 @@ impl Notebooks {
             shutdown,
             pyodide_url,
             handovers: handover::Handovers::default(),
+        }
+    }
+
+    /// Where `channel`'s work is done: here, or on the node that holds it.
+    fn holder<'a>(&'a self, channel: &'a Arc<SessionChannel>) -> Box<dyn Holder + 'a> {
+        match channel.remote_holder() {
+            Some(node) => Box::new(remote::There::new(self, node, channel.id())),
+            None => Box::new(here::Here {
+                notebooks: self,
+                channel,
+            }),
         }
     }
 
@@ -127,18 +185,8 @@ impl Notebooks {
     /// its events and links go from the store, then its kernel and files.
     /// In that order: were the kernel dropped first, a turn started in the
     /// meantime would open a new one that nothing would ever close.
-    pub async fn delete(&self, channel: &SessionChannel) -> Result<(), NotebookError> {
-        if let Some(holder) = channel.remote_holder() {
-            self.holder_does(&holder, channel.id(), remote::Call::Delete)
-                .await?;
-            // Forgotten here too (the store has nothing left of it).
-            self.hub.delete(channel.id()).await?;
-            return Ok(());
-        }
-        self.hub.delete(channel.id()).await?;
-        self.runner.agent().drop_kernel(channel.id()).await;
-        tracing::info!(session = %channel.id(), "session deleted");
-        Ok(())
+    pub async fn delete(&self, channel: &Arc<SessionChannel>) -> Result<(), NotebookError> {
+        self.holder(channel).delete().await
     }
 
     /// How many sessions this server holds in memory.

@@ -33,7 +33,7 @@ impl SessionLogs for Notebooks {
         Ok(OwnedSession {
             title: record.map(|r| r.title).unwrap_or_default(),
             events: super::figures::by_address(
-                channel.events_after(0),
+                channel.log().events_after(0),
                 &format!("/sessions/{id}/figures"),
             ),
             share_files: share.as_ref().is_some_and(|s| s.files),

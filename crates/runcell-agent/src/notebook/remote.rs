@@ -10,14 +10,17 @@ use app::protocol::TurnId;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use super::{NotebookError, Notebooks, Turn};
+use async_trait::async_trait;
+
+use super::{Holder, NotebookError, Notebooks, Turn};
 use crate::agent::{FilesError, TurnRefusal};
 use crate::cluster::calls::Reply;
 use crate::cluster::{CallError, Cluster, IncomingCall};
 use crate::sandbox::SandboxError;
-use crate::sandbox::files::FileEntry;
+use crate::sandbox::files::{Contents, FileEntry};
 use crate::sandbox::sessions::SessionError;
 use crate::session::SessionId;
+use crate::store::ShareRecord;
 use crate::store::nodes::Node;
 
 /// How long a call that does not move bytes waits for its answer.
@@ -147,7 +150,7 @@ impl From<CallError> for NotebookError {
 }
 
 impl Notebooks {
-    fn cluster(&self) -> Option<&Arc<Cluster>> {
+    pub(super) fn cluster(&self) -> Option<&Arc<Cluster>> {
         self.hub.cluster()
     }
 
@@ -174,40 +177,7 @@ impl Notebooks {
         call: Call,
         payload: Option<Vec<u8>>,
     ) -> Result<(Answer, Option<Vec<u8>>), NotebookError> {
-        let Some(cluster) = self.cluster() else {
-            return Err(NotebookError::Unreachable(
-                "this session is held by another node, and this one is not in a cluster".into(),
-            ));
-        };
-        let timeout = match call {
-            Call::ReadFile { .. }
-            | Call::Upload { .. }
-            | Call::Share { .. }
-            | Call::ReadSharedFile { .. } => WITH_BYTES,
-            _ => QUICK,
-        };
-        let request = serde_json::to_string(&call)
-            .map_err(|e| NotebookError::Unreachable(format!("a call could not be written: {e}")))?;
-        let reply = cluster
-            .call(holder, session, request, payload, timeout)
-            .await?;
-        let answer = serde_json::from_str(&reply.text).map_err(|e| {
-            NotebookError::Unreachable(format!("the holding node's answer is unreadable: {e}"))
-        })?;
-        Ok((answer, reply.payload))
-    }
-
-    /// A call that answers [`Answer::Done`] or fails.
-    pub(super) async fn holder_does(
-        &self,
-        holder: &Node,
-        session: SessionId,
-        call: Call,
-    ) -> Result<(), NotebookError> {
-        match self.ask_holder(holder, session, call, None).await?.0 {
-            Answer::Done => Ok(()),
-            other => Err(unexpected(other)),
-        }
+        ask(self.cluster(), holder, session, call, payload).await
     }
 
     /// Does what another node asked of a session this node holds.
@@ -296,6 +266,183 @@ impl Notebooks {
             Call::DeleteFile { path } => done(self.delete_file(&channel, &path).await),
             Call::SharedFiles | Call::ReadSharedFile { .. } => unreachable_call(),
         }
+    }
+}
+
+/// Sends `call` to `holder` through `cluster` and reads its answer (and
+/// bytes).
+async fn ask(
+    cluster: Option<&Arc<Cluster>>,
+    holder: &Node,
+    session: SessionId,
+    call: Call,
+    payload: Option<Vec<u8>>,
+) -> Result<(Answer, Option<Vec<u8>>), NotebookError> {
+    let Some(cluster) = cluster else {
+        return Err(NotebookError::Unreachable(
+            "this session is held by another node, and this one is not in a cluster".into(),
+        ));
+    };
+    let timeout = match call {
+        Call::ReadFile { .. }
+        | Call::Upload { .. }
+        | Call::Share { .. }
+        | Call::ReadSharedFile { .. } => WITH_BYTES,
+        _ => QUICK,
+    };
+    let request = serde_json::to_string(&call)
+        .map_err(|e| NotebookError::Unreachable(format!("a call could not be written: {e}")))?;
+    let reply = cluster
+        .call(holder, session, request, payload, timeout)
+        .await?;
+    let answer = serde_json::from_str(&reply.text).map_err(|e| {
+        NotebookError::Unreachable(format!("the holding node's answer is unreadable: {e}"))
+    })?;
+    Ok((answer, reply.payload))
+}
+
+/// A call that answers [`Answer::Done`] or fails.
+async fn does(
+    cluster: Option<&Arc<Cluster>>,
+    holder: &Node,
+    session: SessionId,
+    call: Call,
+) -> Result<(), NotebookError> {
+    match ask(cluster, holder, session, call, None).await?.0 {
+        Answer::Done => Ok(()),
+        other => Err(unexpected(other)),
+    }
+}
+
+/// A session another node holds: what a page here asks of it is a call to
+/// that node.
+pub(super) struct There<'a> {
+    notebooks: &'a Notebooks,
+    node: Node,
+    session: SessionId,
+}
+
+impl<'a> There<'a> {
+    pub(super) fn new(notebooks: &'a Notebooks, node: Node, session: SessionId) -> Self {
+        Self {
+            notebooks,
+            node,
+            session,
+        }
+    }
+
+    async fn ask(
+        &self,
+        call: Call,
+        payload: Option<Vec<u8>>,
+    ) -> Result<(Answer, Option<Vec<u8>>), NotebookError> {
+        ask(
+            self.notebooks.cluster(),
+            &self.node,
+            self.session,
+            call,
+            payload,
+        )
+        .await
+    }
+
+    async fn does(&self, call: Call) -> Result<(), NotebookError> {
+        does(self.notebooks.cluster(), &self.node, self.session, call).await
+    }
+
+    /// A call answered with a refusal or a turn's consent.
+    async fn turn_call(&self, call: Call) -> Result<Answer, TurnRefusal> {
+        match self.ask(call, None).await {
+            Ok((Answer::Refused(refusal), _)) => Err(refusal),
+            Ok((answer, _)) => Ok(answer),
+            Err(e) => Err(TurnRefusal::Unreachable(e.to_string())),
+        }
+    }
+}
+
+#[async_trait]
+impl Holder for There<'_> {
+    async fn start(&self, turn: Turn) -> Result<TurnId, TurnRefusal> {
+        match self.turn_call(Call::Start(turn)).await? {
+            Answer::Started(turn) => Ok(turn),
+            other => Err(TurnRefusal::Unreachable(unexpected(other).to_string())),
+        }
+    }
+
+    fn stop(&self) {
+        let cluster = self.notebooks.cluster().cloned();
+        let (node, session) = (self.node.clone(), self.session);
+        tokio::spawn(async move {
+            if let Err(e) = does(cluster.as_ref(), &node, session, Call::Stop).await {
+                tracing::warn!(%session, error = %e, "a Stop did not reach the holding node");
+            }
+        });
+    }
+
+    async fn select_branch(&self, turn: TurnId) -> Result<(), TurnRefusal> {
+        match self.turn_call(Call::SelectBranch(turn)).await? {
+            Answer::Done => Ok(()),
+            other => Err(TurnRefusal::Unreachable(unexpected(other).to_string())),
+        }
+    }
+
+    async fn share(&self, files: bool) -> Result<ShareRecord, NotebookError> {
+        self.does(Call::Share { files }).await?;
+        self.notebooks
+            .store()
+            .share_of(self.session)
+            .await?
+            .ok_or_else(|| NotebookError::not_found(&self.session.to_string()))
+    }
+
+    async fn unshare(&self) -> Result<(), NotebookError> {
+        self.does(Call::Unshare).await
+    }
+
+    async fn delete(&self) -> Result<(), NotebookError> {
+        self.does(Call::Delete).await?;
+        // Forgotten here too (the store has nothing left of it).
+        self.notebooks.hub.delete(self.session).await?;
+        Ok(())
+    }
+
+    async fn list_files(&self) -> Result<Vec<FileEntry>, NotebookError> {
+        match self.ask(Call::ListFiles, None).await?.0 {
+            Answer::Files(files) => Ok(files),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn read_file(&self, path: &str) -> Result<(FileEntry, Vec<u8>), NotebookError> {
+        let call = Call::ReadFile { path: path.into() };
+        match self.ask(call, None).await? {
+            (Answer::File(entry), bytes) => Ok((entry, bytes.unwrap_or_default())),
+            (other, _) => Err(unexpected(other)),
+        }
+    }
+
+    async fn upload(
+        &self,
+        path: &str,
+        bytes: Contents,
+        overwrite: bool,
+    ) -> Result<FileEntry, NotebookError> {
+        let call = Call::Upload {
+            path: path.into(),
+            overwrite,
+        };
+        // Another node's call carries its payload whole.
+        let bytes = bytes.to_bytes().await.map_err(|e| {
+            NotebookError::Unreachable(format!("the upload could not be read back: {e}"))
+        })?;
+        match self.ask(call, Some(bytes.into())).await?.0 {
+            Answer::File(entry) => Ok(entry),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn delete_file(&self, path: &str) -> Result<(), NotebookError> {
+        self.does(Call::DeleteFile { path: path.into() }).await
     }
 }
 

@@ -9,7 +9,6 @@ use crate::sandbox::files::{FileEntry, FileKind};
 use crate::session::{OwnerId, SessionChannel, SessionId, ShareToken};
 use crate::store::ShareRecord;
 use crate::store::nodes::Node;
-use runcell_core::clock::now_ms;
 
 impl Notebooks {
     /// The session's link (made, or moved on to include what happened
@@ -20,37 +19,16 @@ impl Notebooks {
     /// dropped) before the link says whether it has one.
     pub async fn share(
         &self,
-        channel: &SessionChannel,
+        channel: &Arc<SessionChannel>,
         files: bool,
     ) -> Result<ShareRecord, NotebookError> {
-        if let Some(holder) = channel.remote_holder() {
-            self.holder_does(&holder, channel.id(), Call::Share { files })
-                .await?;
-            return self
-                .store()
-                .share_of(channel.id())
-                .await?
-                .ok_or_else(|| NotebookError::not_found(&channel.id().to_string()));
-        }
-        self.hub.flush().await;
-        self.kernels().share_files(channel.id(), files).await?;
-        let link = self
-            .store()
-            .share(channel.id(), channel.settled_seq(), files, now_ms())
-            .await?;
-        tracing::info!(session = %channel.id(), upto = link.upto_seq, files, "session shared");
-        Ok(link)
+        self.holder(channel).share(files).await
     }
 
     /// Revokes the session's link (it is "not found" from now on), then
     /// drops the copy of the files it offered.
-    pub async fn unshare(&self, channel: &SessionChannel) -> Result<(), NotebookError> {
-        if let Some(holder) = channel.remote_holder() {
-            return self.holder_does(&holder, channel.id(), Call::Unshare).await;
-        }
-        self.store().revoke_shares(channel.id()).await?;
-        self.kernels().share_files(channel.id(), false).await?;
-        Ok(())
+    pub async fn unshare(&self, channel: &Arc<SessionChannel>) -> Result<(), NotebookError> {
+        self.holder(channel).unshare().await
     }
 
     /// A new session of `owner`'s holding the cells the link `token` shows

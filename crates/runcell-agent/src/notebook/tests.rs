@@ -77,7 +77,7 @@ fn asked(text: &str) -> EventBody {
 /// Uploads `bytes` to `path` in the session, as its owner's page would.
 async fn put(
     notebooks: &Notebooks,
-    channel: &SessionChannel,
+    channel: &Arc<SessionChannel>,
     path: &str,
     bytes: &[u8],
     overwrite: bool,
@@ -88,7 +88,7 @@ async fn put(
         .unwrap();
 }
 
-async fn read(notebooks: &Notebooks, channel: &SessionChannel, path: &str) -> String {
+async fn read(notebooks: &Notebooks, channel: &Arc<SessionChannel>, path: &str) -> String {
     let (_, bytes) = notebooks.read_file(channel, path).await.unwrap();
     String::from_utf8(bytes).unwrap()
 }
@@ -98,14 +98,14 @@ async fn a_fork_gets_the_cells_and_the_files_as_they_were_shared() {
     let f = fixture().await;
     let (alice, bob) = (OwnerId::random(), OwnerId::random());
     let session = f.notebooks.create(alice).await.unwrap();
-    session.publish(asked("how many rows?"));
+    session.log().publish(asked("how many rows?"));
     put(&f.notebooks, &session, "data.csv", b"a,b\n1,2\n", false).await;
     let link = f.notebooks.share(&session, true).await.unwrap();
     assert!(link.files);
-    assert_eq!(link.upto_seq, session.last_seq());
+    assert_eq!(link.upto_seq, session.log().last_seq());
 
     // What happens after the link was made is not in it.
-    session.publish(asked("and the mean?"));
+    session.log().publish(asked("and the mean?"));
     put(&f.notebooks, &session, "data.csv", b"changed", true).await;
     let (_, shared) = f
         .notebooks
@@ -117,6 +117,7 @@ async fn a_fork_gets_the_cells_and_the_files_as_they_were_shared() {
     let fork = f.notebooks.fork(bob, &link.token).await.unwrap();
     assert_eq!(fork.owner(), bob);
     let questions: Vec<_> = fork
+        .log()
         .events_after(0)
         .into_iter()
         .filter_map(|e| match e.event {
@@ -140,7 +141,7 @@ async fn a_fork_gets_the_cells_and_the_files_as_they_were_shared() {
 async fn a_link_without_files_offers_none_and_forks_without_them() {
     let f = fixture().await;
     let session = f.notebooks.create(OwnerId::random()).await.unwrap();
-    session.publish(asked("hi"));
+    session.log().publish(asked("hi"));
     put(&f.notebooks, &session, "secret.txt", b"mine", false).await;
     let link = f.notebooks.share(&session, false).await.unwrap();
     let token = link.token;
@@ -156,6 +157,7 @@ async fn a_link_without_files_offers_none_and_forks_without_them() {
 /// The kernel loss a fork's history records, if any.
 fn loss_of(channel: &SessionChannel) -> Option<KernelLoss> {
     channel
+        .log()
         .events_after(0)
         .into_iter()
         .find_map(|e| match e.event {
@@ -166,14 +168,14 @@ fn loss_of(channel: &SessionChannel) -> Option<KernelLoss> {
 
 /// Code ran in the session: its fork has a kernel to rebuild.
 fn ran_code(session: &SessionChannel) {
-    session.publish(EventBody::CellStarted {
+    session.log().publish(EventBody::CellStarted {
         cell_id: CellId(2),
         cell_kind: CellKind::Result,
         language: None,
         attempt: Some(1),
         source: None,
     });
-    session.publish(EventBody::CellFinished {
+    session.log().publish(EventBody::CellFinished {
         cell_id: CellId(2),
         status: CellStatus::Ok,
         elapsed_ms: 1,
@@ -185,7 +187,7 @@ fn ran_code(session: &SessionChannel) {
 async fn a_fork_says_when_the_files_its_code_may_read_were_left_behind() {
     let f = fixture().await;
     let session = f.notebooks.create(OwnerId::random()).await.unwrap();
-    session.publish(asked("how many rows?"));
+    session.log().publish(asked("how many rows?"));
     ran_code(&session);
     put(&f.notebooks, &session, "data.csv", b"a\n1\n", false).await;
 
@@ -210,7 +212,7 @@ async fn a_fork_says_when_the_files_its_code_may_read_were_left_behind() {
 async fn a_fork_of_a_session_without_files_is_a_plain_fork() {
     let f = fixture().await;
     let session = f.notebooks.create(OwnerId::random()).await.unwrap();
-    session.publish(asked("2+2?"));
+    session.log().publish(asked("2+2?"));
     ran_code(&session);
     let link = f.notebooks.share(&session, false).await.unwrap();
     let fork = f
@@ -258,7 +260,7 @@ async fn deleting_ends_the_session_its_link_and_its_files() {
     let f = fixture().await;
     let owner = OwnerId::random();
     let session = f.notebooks.create(owner).await.unwrap();
-    session.publish(asked("hi"));
+    session.log().publish(asked("hi"));
     put(&f.notebooks, &session, "a.txt", b"1", false).await;
     let link = f.notebooks.share(&session, true).await.unwrap();
     let stop = session.stop_token();
@@ -327,7 +329,7 @@ async fn renaming_keeps_a_cut_title_and_refuses_an_empty_one() {
     let f = fixture().await;
     let owner = OwnerId::random();
     let session = f.notebooks.create(owner).await.unwrap();
-    session.publish(asked("hi"));
+    session.log().publish(asked("hi"));
     f.notebooks.flush().await;
     assert!(matches!(
         f.notebooks.rename(&session, "  \n ").await,
@@ -379,7 +381,7 @@ async fn turns_are_checked_before_they_start() {
         ));
     }
     // Nothing was started by any of them.
-    assert_eq!(session.last_seq(), 0);
+    assert_eq!(session.log().last_seq(), 0);
 }
 
 #[tokio::test]
@@ -397,12 +399,12 @@ async fn a_link_shows_the_owners_name_for_the_session_never_a_later_question() {
     let f = fixture().await;
     let owner = OwnerId::random();
     let session = f.notebooks.create(owner).await.unwrap();
-    session.publish(EventBody::KernelLost {
+    session.log().publish(EventBody::KernelLost {
         reason: KernelLoss::Fork,
     });
     let link = f.notebooks.share(&session, false).await.unwrap();
     // Asked after the link was made: it names the session, not the link.
-    session.publish(asked("my private question"));
+    session.log().publish(asked("my private question"));
     f.notebooks.flush().await;
     let title = |token| {
         let notebooks = f.notebooks.clone();

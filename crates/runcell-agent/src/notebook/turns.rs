@@ -8,10 +8,8 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::Notebooks;
-use super::remote::{Answer, Call, unexpected};
 use crate::agent::{TurnRefusal, TurnRequest, parse_language};
 use crate::session::{Follower, SessionChannel};
-use crate::store::nodes::Node;
 
 /// A turn as a page or a program asks for it, before it is checked.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -73,29 +71,7 @@ impl Notebooks {
         if channel.is_retired() {
             return Err(moved());
         }
-        if let Some(holder) = channel.remote_holder() {
-            return self.start_on(&holder, channel, turn).await;
-        }
-        let request = self.prepare(channel, turn)?;
-        self.runner.start(channel, request)
-    }
-
-    /// Asks `holder`, the node that holds the session, to start `turn`.
-    async fn start_on(
-        &self,
-        holder: &Node,
-        channel: &SessionChannel,
-        turn: Turn,
-    ) -> Result<TurnId, TurnRefusal> {
-        match self
-            .ask_holder(holder, channel.id(), Call::Start(turn), None)
-            .await
-        {
-            Ok((Answer::Started(turn), _)) => Ok(turn),
-            Ok((Answer::Refused(refusal), _)) => Err(refusal),
-            Ok((other, _)) => Err(TurnRefusal::Unreachable(unexpected(other).to_string())),
-            Err(e) => Err(TurnRefusal::Unreachable(e.to_string())),
-        }
+        self.holder(channel).start(turn).await
     }
 
     /// Starts `turn` and follows it: the events of that turn alone, as they
@@ -107,16 +83,7 @@ impl Notebooks {
     ) -> Result<TurnEvents, TurnRefusal> {
         // Listen before starting, so that nothing of the turn is missed.
         let (_, events) = Follower::after(Arc::clone(&channel), u64::MAX);
-        if channel.is_retired() {
-            return Err(moved());
-        }
-        let turn = match channel.remote_holder() {
-            Some(holder) => self.start_on(&holder, &channel, turn).await?,
-            None => {
-                let request = self.prepare(&channel, turn)?;
-                self.runner.start(&channel, request)?
-            }
-        };
+        let turn = self.start(&channel, turn).await?;
         let (sender, receiver) = mpsc::channel(FOLLOW_BUFFER);
         let shutdown = self.shutdown.clone();
         tokio::spawn(async move {
@@ -139,51 +106,21 @@ impl Notebooks {
         if channel.is_retired() {
             return Err(moved());
         }
-        if let Some(holder) = channel.remote_holder() {
-            return match self
-                .ask_holder(&holder, channel.id(), Call::SelectBranch(turn), None)
-                .await
-            {
-                Ok((Answer::Done, _)) => Ok(()),
-                Ok((Answer::Refused(refusal), _)) => Err(refusal),
-                Ok((other, _)) => Err(TurnRefusal::Unreachable(unexpected(other).to_string())),
-                Err(e) => Err(TurnRefusal::Unreachable(e.to_string())),
-            };
-        }
-        let Ok(_idle) = channel.turn.try_lock() else {
-            return Err(TurnRefusal::Busy);
-        };
-        let history = Notebook::from_events(&channel.events_after(0));
-        if history.turn(turn).is_none_or(|t| t.status.is_none()) {
-            return Err(TurnRefusal::UnknownTurn(format!(
-                "turn {} is no finished turn of this session",
-                turn.0
-            )));
-        }
-        channel.publish(EventBody::BranchSelected { turn });
-        Ok(())
+        self.holder(channel).select_branch(turn).await
     }
 
     /// Stops the session's running turn and the turns waiting behind it.
-    pub fn stop(self: &Arc<Self>, channel: &Arc<SessionChannel>) {
-        let Some(holder) = channel.remote_holder() else {
-            self.runner.stop(channel);
-            return;
-        };
-        let (notebooks, channel) = (Arc::clone(self), Arc::clone(channel));
-        tokio::spawn(async move {
-            if let Err(e) = notebooks
-                .holder_does(&holder, channel.id(), Call::Stop)
-                .await
-            {
-                tracing::warn!(session = %channel.id(), error = %e, "a Stop did not reach the holding node");
-            }
-        });
+    pub fn stop(&self, channel: &Arc<SessionChannel>) {
+        self.holder(channel).stop();
     }
 
     /// The request the agent runs for `turn`: the language known, the
     /// backend picked (a pick stays for the session's later turns).
-    fn prepare(&self, channel: &SessionChannel, turn: Turn) -> Result<TurnRequest, TurnRefusal> {
+    pub(super) fn prepare(
+        &self,
+        channel: &SessionChannel,
+        turn: Turn,
+    ) -> Result<TurnRequest, TurnRefusal> {
         match turn {
             Turn::Ask {
                 text,
@@ -192,7 +129,7 @@ impl Notebooks {
                 alternative_to,
             } => {
                 if let Some(replaced) = alternative_to {
-                    let history = Notebook::from_events(&channel.events_after(0));
+                    let history = Notebook::from_events(&channel.log().events_after(0));
                     if !history
                         .turn(replaced)
                         .is_some_and(|t| t.kind == TurnKind::Ask && t.status.is_some())
@@ -230,7 +167,7 @@ impl Notebooks {
 }
 
 /// Why a turn is not started in a session this node lost to another.
-fn moved() -> TurnRefusal {
+pub(super) fn moved() -> TurnRefusal {
     TurnRefusal::Unreachable("this session moved to another node; reload the page".into())
 }
 

@@ -31,7 +31,7 @@ impl Follower {
     /// the follower. A reader that claims more than the history holds
     /// follows from the newest event.
     pub fn after(channel: Arc<SessionChannel>, after: u64) -> (u64, Self) {
-        let (last_seq, live) = channel.follow();
+        let (last_seq, live) = channel.log().follow();
         let follower = Self {
             channel,
             live,
@@ -57,7 +57,7 @@ impl Follower {
     pub async fn next(&mut self) -> Option<Vec<SessionEvent>> {
         loop {
             if self.is_behind() {
-                let page = self.channel.page_after(self.given, PAGE_EVENTS);
+                let page = self.channel.log().page_after(self.given, PAGE_EVENTS);
                 match page.last() {
                     Some(last) => {
                         self.given = last.seq;
@@ -75,7 +75,7 @@ impl Follower {
                     return Some(vec![event]);
                 }
                 // Fell behind the live feed: the history has what it missed.
-                Err(RecvError::Lagged(_)) => self.history_upto = self.channel.last_seq(),
+                Err(RecvError::Lagged(_)) => self.history_upto = self.channel.log().last_seq(),
                 Err(RecvError::Closed) => return None,
             }
         }
@@ -108,7 +108,7 @@ mod tests {
         let hub = SessionHub::new(Arc::new(store));
         let channel = hub.create(OwnerId::random()).await.expect("a session");
         for cell in 1..=events {
-            channel.publish(started(cell));
+            channel.log().publish(started(cell));
         }
         (channel, hub, dir)
     }
@@ -132,7 +132,7 @@ mod tests {
         assert!(pages.iter().all(|p| p.len() <= PAGE_EVENTS), "{pages:?}");
         let seqs: Vec<u64> = pages.into_iter().flatten().collect();
         assert_eq!(seqs, (21..=150).collect::<Vec<_>>());
-        channel.publish(started(151));
+        channel.log().publish(started(151));
         let next = follower.next().await.expect("the feed is open");
         assert_eq!(next.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![151]);
     }
@@ -142,7 +142,7 @@ mod tests {
         let (channel, _hub, _dir) = session(5).await;
         let (_, mut follower) = Follower::after(Arc::clone(&channel), 99);
         assert!(!follower.is_behind());
-        channel.publish(started(6));
+        channel.log().publish(started(6));
         let next = follower.next().await.expect("the feed is open");
         assert_eq!(next.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![6]);
     }
@@ -156,7 +156,7 @@ mod tests {
         let (_, mut follower) = Follower::after(Arc::clone(&channel), 0);
         let mut seqs: Vec<u64> = history(&mut follower).await.into_iter().flatten().collect();
         for cell in 4..=3000 {
-            channel.publish(started(cell));
+            channel.log().publish(started(cell));
         }
         while seqs.last() != Some(&3000) {
             let events = follower.next().await.expect("the feed is open");

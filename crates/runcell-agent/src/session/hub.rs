@@ -1,28 +1,17 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use app::notebook::Notebook;
-use app::protocol::{
-    CellError, CellId, CellStatus, EventBody, KernelLoss, SessionEvent, TurnId, TurnStatus,
-};
+use app::protocol::{EventBody, KernelLoss, SessionEvent};
 use parking_lot::Mutex;
-use tokio::sync::broadcast;
-use tokio_util::sync::CancellationToken;
 
+use super::channel::SessionChannel;
 use super::quota::{NewSessionRate, TooManySessions};
 use super::writer::EventWriter;
 use super::{OwnerId, SessionId, ShareToken};
 use crate::cluster::Cluster;
-use crate::store::nodes::{Lease, Node};
+use crate::store::nodes::Lease;
 use crate::store::{SessionRecord, ShareRecord, Store, StoreError};
 use runcell_core::clock::now_ms;
-
-/// Live events a slow reader may fall behind by before it re-reads the history.
-const LIVE_BUFFER: usize = 1024;
-
-/// Turns a session may have running or waiting; more are refused as busy.
-pub const MAX_PENDING_TURNS: usize = 8;
 
 /// The sessions this server has open, in memory, each backed by the store:
 /// every event published is queued for the store at once, and a session
@@ -138,7 +127,7 @@ impl SessionHub {
         } else {
             KernelLoss::Fork
         };
-        settle(&channel, reason);
+        channel.log().settle(reason);
         Ok(channel)
     }
 
@@ -152,7 +141,7 @@ impl SessionHub {
     ) -> Result<Arc<SessionChannel>, CreateError> {
         self.new_sessions.admit(owner)?;
         let channel = self.insert(owner, title, None, events).await?;
-        settle(&channel, KernelLoss::Import);
+        channel.log().settle(KernelLoss::Import);
         Ok(channel)
     }
 
@@ -199,7 +188,8 @@ impl SessionHub {
     fn remember(&self, channel: &Arc<SessionChannel>) {
         let mut sessions = self.sessions.lock();
         sessions.insert(channel.id(), Arc::clone(channel));
-        let over_bytes = || sessions.values().map(|c| c.bytes()).sum::<usize>() > self.memory_bytes;
+        let over_bytes =
+            || sessions.values().map(|c| c.log().bytes()).sum::<usize>() > self.memory_bytes;
         if sessions.len() > self.memory_cap || over_bytes() {
             let mut evicted = self.evicted.lock();
             sessions.retain(|id, c| {
@@ -251,7 +241,7 @@ impl SessionHub {
             // gone: what was cut short is closed.
             (Lease::Mine { kept }, cluster) => {
                 if !evicted || !kept {
-                    settle(&channel, KernelLoss::ServerRestart);
+                    channel.log().settle(KernelLoss::ServerRestart);
                 }
                 if let Some(cluster) = cluster {
                     cluster.hold(&channel);
@@ -260,7 +250,7 @@ impl SessionHub {
             (Lease::Held(_), None) => {}
         }
         self.remember(&channel);
-        tracing::debug!(%id, events = channel.last_seq(), "session loaded from the store");
+        tracing::debug!(%id, events = channel.log().last_seq(), "session loaded from the store");
         Ok(Some(channel))
     }
 
@@ -341,7 +331,7 @@ impl SessionHub {
             return Ok(None);
         };
         let events = match self.existing(share.session_id) {
-            Some(channel) => channel.events_after(0),
+            Some(channel) => channel.log().events_after(0),
             None => self.store.events(share.session_id).await?,
         };
         // The session's first question, as it names a session, and where.
@@ -387,357 +377,15 @@ impl SessionHub {
     }
 }
 
-/// Closes what the node that held `channel` cut short when it stopped, and
-/// records that its kernel is gone.
-pub fn settle_lost_kernel(channel: &SessionChannel) {
-    settle(channel, KernelLoss::ServerRestart);
-}
-
-/// Closes what a history cut short left open (the server stopped mid-turn,
-/// or a link was shared mid-turn), and records that the kernel which ran its
-/// code is gone.
-fn settle(channel: &SessionChannel, reason: KernelLoss) {
-    let notebook = Notebook::from_events(&channel.events_after(0));
-    let (cells, turn) = notebook.unfinished();
-    let message = match reason {
-        KernelLoss::ServerRestart => "The server stopped before this cell finished.",
-        KernelLoss::Fork | KernelLoss::ForkWithoutFiles => {
-            "This cell had not finished when the session was shared."
-        }
-        KernelLoss::Import => "This cell was not finished in the imported notebook.",
-    };
-    for cell_id in cells {
-        channel.publish(EventBody::CellFinished {
-            cell_id,
-            status: CellStatus::Error,
-            elapsed_ms: 0,
-            error: Some(CellError {
-                code: "interrupted".into(),
-                message: message.into(),
-            }),
-        });
-    }
-    if let Some(turn) = turn {
-        channel.publish(EventBody::TurnFinished {
-            turn,
-            status: TurnStatus::Cancelled,
-            elapsed_ms: 0,
-            final_cell: None,
-        });
-    }
-    // A fork has no kernel at all, even when the original had already lost
-    // its own; a restart matters only if code ran since the last loss.
-    let lost = match reason {
-        KernelLoss::Fork | KernelLoss::ForkWithoutFiles => {
-            notebook.kernel_used() || notebook.kernel_lost().is_some()
-        }
-        // Nothing of an imported notebook ran here.
-        KernelLoss::Import => true,
-        KernelLoss::ServerRestart => notebook.kernel_used(),
-    };
-    if lost {
-        channel.publish(EventBody::KernelLost { reason });
-    }
-}
-
-/// One session's history and its live feed. Publishing and subscribing take the
-/// same lock, so a subscriber sees every event exactly once: either in the
-/// history it is handed or on the live feed.
-pub struct SessionChannel {
-    id: SessionId,
-    /// Changes only when a terminal joins a browser's owner.
-    owner: Mutex<OwnerId>,
-    inner: Mutex<History>,
-    writer: EventWriter,
-    live: broadcast::Sender<SessionEvent>,
-    /// Held for the length of a turn, so turns in one session run one at a time.
-    pub turn: tokio::sync::Mutex<()>,
-    pending: AtomicUsize,
-    next_turn: AtomicU64,
-    /// Set when the session is deleted: no turn starts any more.
-    closed: std::sync::atomic::AtomicBool,
-    /// Cancelled by Stop; every turn started since the last Stop watches it.
-    stop: Mutex<CancellationToken>,
-    /// Cancelled when this node finds it no longer holds the session (it
-    /// was silent long enough to be taken over): its turns stop, its pages
-    /// are disconnected, and the next open reads the session afresh.
-    retired: CancellationToken,
-    /// The node that holds the session when it is another than this one:
-    /// its events then come from the store ([`Self::mirror`]) and its turns
-    /// are asked of that node.
-    holder: Mutex<Option<Node>>,
-}
-
-/// A place in a session's turn queue; dropping it gives the place back.
-pub struct TurnSlot(Arc<SessionChannel>);
-
-impl TurnSlot {
-    pub fn channel(&self) -> &SessionChannel {
-        &self.0
-    }
-}
-
-impl Drop for TurnSlot {
-    fn drop(&mut self) {
-        self.0.pending.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-#[derive(Default)]
-struct History {
-    events: Vec<SessionEvent>,
-    /// The events' size as JSON: what the session holds in memory, near
-    /// enough to share a budget by.
-    bytes: usize,
-    next_cell: u64,
-}
-
-impl History {
-    fn push(&mut self, event: SessionEvent) {
-        self.bytes = self.bytes.saturating_add(json_bytes(&event));
-        self.events.push(event);
-    }
-}
-
-/// `event`'s size as JSON, counted without writing it anywhere.
-fn json_bytes(event: &SessionEvent) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    let _ = serde_json::to_writer(&mut count, event);
-    count.0
-}
-
-impl SessionChannel {
-    /// A session whose history so far is `events` (already stored).
-    fn new(id: SessionId, owner: OwnerId, events: Vec<SessionEvent>, writer: EventWriter) -> Self {
-        let notebook = Notebook::from_events(&events);
-        Self {
-            id,
-            owner: Mutex::new(owner),
-            inner: Mutex::new(History {
-                bytes: events.iter().map(json_bytes).sum(),
-                events,
-                next_cell: notebook.max_cell_id(),
-            }),
-            writer,
-            live: broadcast::channel(LIVE_BUFFER).0,
-            turn: tokio::sync::Mutex::new(()),
-            pending: AtomicUsize::new(0),
-            next_turn: AtomicU64::new(notebook.max_turn_id() + 1),
-            closed: std::sync::atomic::AtomicBool::new(false),
-            stop: Mutex::new(CancellationToken::new()),
-            holder: Mutex::new(None),
-            retired: CancellationToken::new(),
-        }
-    }
-
-    /// This node lost the session to another (see `retired`).
-    pub fn retire(&self) {
-        self.stop_turns();
-        self.retired.cancel();
-    }
-
-    pub fn is_retired(&self) -> bool {
-        self.retired.is_cancelled()
-    }
-
-    /// Resolves when the session is retired here.
-    pub async fn retired(&self) {
-        self.retired.cancelled().await;
-    }
-
-    /// Another node holds this session (`take_over` makes it this one's).
-    pub fn set_holder(&self, node: Node) {
-        *self.holder.lock() = Some(node);
-    }
-
-    /// The other node that holds this session, if another does.
-    pub fn remote_holder(&self) -> Option<Node> {
-        self.holder.lock().clone()
-    }
-
-    /// Appends events the holding node stored (read back from the store)
-    /// and sends them to every subscriber: those already here are skipped,
-    /// and a gap ends the batch (the next read fills it). How many were new.
-    pub fn mirror(&self, events: Vec<SessionEvent>) -> usize {
-        let mut history = self.inner.lock();
-        let mut added = 0;
-        for event in events {
-            let next = history.events.len() as u64 + 1;
-            if event.seq < next {
-                continue;
-            }
-            if event.seq > next {
-                tracing::warn!(session = %self.id, seq = event.seq, next, "a gap in a followed session's events");
-                break;
-            }
-            history.push(event.clone());
-            let _ = self.live.send(event);
-            added += 1;
-        }
-        added
-    }
-
-    /// This node now holds the session: `events` (the store's, after its
-    /// last holder stopped) are appended, and the next ids go on from them.
-    pub fn take_over(&self, events: Vec<SessionEvent>) {
-        self.mirror(events);
-        let mut history = self.inner.lock();
-        let notebook = Notebook::from_events(&history.events);
-        history.next_cell = history.next_cell.max(notebook.max_cell_id());
-        self.next_turn
-            .fetch_max(notebook.max_turn_id() + 1, Ordering::AcqRel);
-        *self.holder.lock() = None;
-    }
-
-    pub fn owner(&self) -> OwnerId {
-        *self.owner.lock()
-    }
-
-    /// What the session's history holds in memory (its events as JSON).
-    pub fn bytes(&self) -> usize {
-        self.inner.lock().bytes
-    }
-
-    fn set_owner(&self, owner: OwnerId) {
-        *self.owner.lock() = owner;
-    }
-
-    /// Marks the session deleted.
-    pub fn close(&self) {
-        self.closed.store(true, Ordering::Release);
-    }
-
-    /// Whether the session was deleted (a page may still hold it).
-    pub fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
-    }
-
-    /// A fresh turn id for this session.
-    pub fn next_turn_id(&self) -> TurnId {
-        TurnId(self.next_turn.fetch_add(1, Ordering::Relaxed))
-    }
-
-    /// The token that the next Stop cancels.
-    pub fn stop_token(&self) -> CancellationToken {
-        self.stop.lock().clone()
-    }
-
-    /// Cancels the turns started so far; later turns are not affected.
-    pub fn stop_turns(&self) {
-        let old = std::mem::replace(&mut *self.stop.lock(), CancellationToken::new());
-        old.cancel();
-    }
-
-    /// Takes a place for one more turn, unless [`MAX_PENDING_TURNS`] are
-    /// already running or waiting.
-    pub fn reserve_turn(self: &Arc<Self>) -> Option<TurnSlot> {
-        self.pending
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < MAX_PENDING_TURNS).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| TurnSlot(Arc::clone(self)))
-    }
-
-    pub fn id(&self) -> SessionId {
-        self.id
-    }
-
-    /// A fresh cell id for this session.
-    pub fn next_cell_id(&self) -> CellId {
-        let mut history = self.inner.lock();
-        history.next_cell += 1;
-        CellId(history.next_cell)
-    }
-
-    /// Records an event as the next in the history and sends it to every
-    /// subscriber.
-    pub fn publish(&self, event: EventBody) -> SessionEvent {
-        let mut history = self.inner.lock();
-        let event = SessionEvent {
-            seq: history.events.len() as u64 + 1,
-            ts_ms: now_ms(),
-            event,
-        };
-        history.push(event.clone());
-        // Queued under the lock, so the store gets events in `seq` order.
-        self.writer.write(self.id, event.clone());
-        // No subscriber is fine: the history keeps the event for later pages.
-        let _ = self.live.send(event.clone());
-        event
-    }
-
-    /// The newest `seq` now, and a feed of every later event. What came
-    /// before is read a page at a time ([`Self::page_after`]), so that no
-    /// follower holds a copy of the whole history.
-    pub fn follow(&self) -> (u64, broadcast::Receiver<SessionEvent>) {
-        let history = self.inner.lock();
-        let receiver = self.live.subscribe();
-        (history.events.len() as u64, receiver)
-    }
-
-    /// At most `limit` events after `seq`, oldest first.
-    pub fn page_after(&self, after: u64, limit: usize) -> Vec<SessionEvent> {
-        let history = self.inner.lock();
-        let start = usize::try_from(after)
-            .unwrap_or(usize::MAX)
-            .min(history.events.len());
-        let end = start.saturating_add(limit).min(history.events.len());
-        history.events[start..end].to_vec()
-    }
-
-    pub fn events_after(&self, after: u64) -> Vec<SessionEvent> {
-        Self::after(&self.inner.lock(), after)
-    }
-
-    /// The newest `seq` at which no turn was under way: where a share link
-    /// made now ends, so that it never shows half a turn.
-    pub fn settled_seq(&self) -> u64 {
-        let history = self.inner.lock();
-        let mut open = false;
-        let mut settled = 0;
-        for event in &history.events {
-            match event.event {
-                EventBody::TurnStarted { .. } => open = true,
-                EventBody::TurnFinished { .. } => {
-                    open = false;
-                    settled = event.seq;
-                }
-                _ if !open => settled = event.seq,
-                _ => {}
-            }
-        }
-        settled
-    }
-
-    pub fn last_seq(&self) -> u64 {
-        self.inner.lock().events.len() as u64
-    }
-
-    fn after(history: &History, after: u64) -> Vec<SessionEvent> {
-        let start = usize::try_from(after)
-            .unwrap_or(usize::MAX)
-            .min(history.events.len());
-        history.events[start..].to_vec()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use app::protocol::{CellKind, TurnKind};
 
     use super::*;
+    use crate::session::{MAX_PENDING_TURNS, TurnSlot};
     use crate::store::SqliteStore;
+    use app::notebook::Notebook;
+    use app::protocol::{CellId, TurnId};
 
     fn started(cell: u64) -> EventBody {
         EventBody::CellStarted {
@@ -759,22 +407,24 @@ mod tests {
     async fn events_are_numbered_from_one_without_gaps() {
         let (hub, _dir) = hub().await;
         let channel = hub.create(OwnerId::random()).await.unwrap();
-        let seqs: Vec<u64> = (1..=5).map(|i| channel.publish(started(i)).seq).collect();
+        let seqs: Vec<u64> = (1..=5)
+            .map(|i| channel.log().publish(started(i)).seq)
+            .collect();
         assert_eq!(seqs, vec![1, 2, 3, 4, 5]);
-        assert_eq!(channel.last_seq(), 5);
+        assert_eq!(channel.log().last_seq(), 5);
     }
 
     #[tokio::test]
     async fn subscribers_get_each_event_once() {
         let (hub, _dir) = hub().await;
         let channel = hub.create(OwnerId::random()).await.unwrap();
-        channel.publish(started(1));
-        channel.publish(started(2));
-        let (last_seq, mut live) = channel.follow();
+        channel.log().publish(started(1));
+        channel.log().publish(started(2));
+        let (last_seq, mut live) = channel.log().follow();
         assert_eq!(last_seq, 2);
-        let history = channel.page_after(1, 64);
+        let history = channel.log().page_after(1, 64);
         assert_eq!(history.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2]);
-        channel.publish(started(3));
+        channel.log().publish(started(3));
         assert_eq!(live.try_recv().map(|e| e.seq).ok(), Some(3));
         assert!(live.try_recv().is_err());
     }
@@ -797,28 +447,28 @@ mod tests {
         let (hub, _dir) = hub().await;
         let channel = hub.create(OwnerId::random()).await.unwrap();
         for cell in 1..=150 {
-            channel.publish(started(cell));
+            channel.log().publish(started(cell));
         }
         let seqs = |page: Vec<SessionEvent>| page.iter().map(|e| e.seq).collect::<Vec<_>>();
         assert_eq!(
-            seqs(channel.page_after(0, 64)),
+            seqs(channel.log().page_after(0, 64)),
             (1..=64).collect::<Vec<_>>()
         );
         assert_eq!(
-            seqs(channel.page_after(128, 64)),
+            seqs(channel.log().page_after(128, 64)),
             (129..=150).collect::<Vec<_>>()
         );
-        assert!(channel.page_after(150, 64).is_empty());
-        assert!(channel.page_after(u64::MAX, 64).is_empty());
+        assert!(channel.log().page_after(150, 64).is_empty());
+        assert!(channel.log().page_after(u64::MAX, 64).is_empty());
     }
 
     #[tokio::test]
     async fn resuming_past_the_end_gives_nothing() {
         let (hub, _dir) = hub().await;
         let channel = hub.create(OwnerId::random()).await.unwrap();
-        channel.publish(started(1));
-        assert!(channel.events_after(1).is_empty());
-        assert!(channel.events_after(u64::MAX).is_empty());
+        channel.log().publish(started(1));
+        assert!(channel.log().events_after(1).is_empty());
+        assert!(channel.log().events_after(u64::MAX).is_empty());
     }
 
     #[tokio::test]
@@ -829,13 +479,13 @@ mod tests {
             let store = Arc::new(SqliteStore::open_in(dir.path()).await.unwrap());
             let hub = SessionHub::new(store.clone());
             let channel = hub.create(owner).await.unwrap();
-            channel.publish(EventBody::TurnStarted {
+            channel.log().publish(EventBody::TurnStarted {
                 turn: TurnId(1),
                 turn_kind: TurnKind::Run,
                 alternative_to: None,
             });
-            channel.publish(started(1));
-            channel.publish(EventBody::CellStarted {
+            channel.log().publish(started(1));
+            channel.log().publish(EventBody::CellStarted {
                 cell_id: CellId(2),
                 cell_kind: CellKind::Result,
                 language: None,
@@ -844,7 +494,7 @@ mod tests {
             });
             hub.flush().await;
             store.close().await;
-            (channel.id(), channel.events_after(0))
+            (channel.id(), channel.log().events_after(0))
         };
         let (hub, _) = (
             SessionHub::new(Arc::new(SqliteStore::open_in(dir.path()).await.unwrap())),
@@ -858,20 +508,20 @@ mod tests {
             "not yours"
         );
         let channel = hub.open_owned(id, owner).await.unwrap().expect("stored");
-        let events = channel.events_after(0);
+        let events = channel.log().events_after(0);
         assert_eq!(events[..3], before[..]);
         let notebook = Notebook::from_events(&events);
         assert_eq!(notebook.unfinished(), (vec![], None), "{events:#?}");
         assert_eq!(notebook.kernel_lost(), Some(KernelLoss::ServerRestart));
         assert_eq!(
-            channel.next_cell_id(),
+            channel.log().next_cell_id(),
             CellId(3),
             "ids go on from the stored ones"
         );
         assert_eq!(channel.next_turn_id(), TurnId(2));
         // Loading again (from memory) adds nothing.
         let again = hub.open(id).await.unwrap().expect("open");
-        assert_eq!(again.last_seq(), channel.last_seq());
+        assert_eq!(again.log().last_seq(), channel.log().last_seq());
         assert!(hub.open(SessionId::random()).await.unwrap().is_none());
     }
 
@@ -885,12 +535,12 @@ mod tests {
         let idle = hub.create(owner).await.unwrap().id();
         {
             let channel = hub.existing(idle).unwrap();
-            channel.publish(EventBody::TurnStarted {
+            channel.log().publish(EventBody::TurnStarted {
                 turn: TurnId(1),
                 turn_kind: TurnKind::Run,
                 alternative_to: None,
             });
-            channel.publish(EventBody::CellStarted {
+            channel.log().publish(EventBody::CellStarted {
                 cell_id: CellId(1),
                 cell_kind: CellKind::Result,
                 language: None,
@@ -904,9 +554,9 @@ mod tests {
         // Its events were still queued; it comes back whole, mid-turn as it
         // was, with no restart recorded (its kernel may be alive).
         let back = hub.open(idle).await.unwrap().expect("reloaded");
-        assert_eq!(back.last_seq(), 2);
-        assert!(Notebook::from_events(&back.events_after(0)).is_busy());
-        assert_eq!(back.next_cell_id(), CellId(2));
+        assert_eq!(back.log().last_seq(), 2);
+        assert!(Notebook::from_events(&back.log().events_after(0)).is_busy());
+        assert_eq!(back.log().next_cell_id(), CellId(2));
     }
 
     /// Issue 40: a few sessions of megabytes (imports, long outputs)
@@ -920,13 +570,13 @@ mod tests {
         let mut idle = Vec::new();
         for _ in 0..2 {
             let channel = hub.create(owner).await.unwrap();
-            channel.publish(EventBody::CellOutput {
+            channel.log().publish(EventBody::CellOutput {
                 cell_id: CellId(1),
                 output: app::protocol::Output::Stdout {
                     text: "x".repeat(600 * 1024),
                 },
             });
-            assert!(channel.bytes() > 600 * 1024);
+            assert!(channel.log().bytes() > 600 * 1024);
             idle.push(channel.id());
         }
         hub.flush().await;
@@ -938,7 +588,7 @@ mod tests {
         assert!(hub.existing(held.id()).is_some());
         // And each comes back whole when next used.
         let back = hub.open(idle[0]).await.unwrap().expect("reloaded");
-        assert_eq!(back.last_seq(), 1);
+        assert_eq!(back.log().last_seq(), 1);
     }
 
     #[tokio::test]
@@ -964,7 +614,7 @@ mod tests {
             .fork(owner, "t", &ShareToken::random(), events, false)
             .await
             .unwrap();
-        let notebook = Notebook::from_events(&fork.events_after(0));
+        let notebook = Notebook::from_events(&fork.log().events_after(0));
         assert_eq!(notebook.kernel_lost(), Some(KernelLoss::Fork));
         assert_eq!(notebook.unfinished(), (vec![], None));
     }
@@ -974,7 +624,7 @@ mod tests {
         let (hub, _dir) = hub().await;
         let channel = hub.create(OwnerId::random()).await.unwrap();
         let stop = channel.stop_token();
-        channel.publish(started(1));
+        channel.log().publish(started(1));
         assert!(hub.delete(channel.id()).await.unwrap());
         assert!(stop.is_cancelled());
         assert!(hub.open(channel.id()).await.unwrap().is_none());

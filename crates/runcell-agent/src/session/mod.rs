@@ -2,9 +2,11 @@
 //! their owners' quota and uploads. Their ids (session, owner, share link)
 //! are the pages' too, defined once in `app::api` and re-exported here.
 
+mod channel;
 pub mod clients;
 mod follow;
 mod hub;
+mod log;
 pub mod quota;
 pub mod sockets;
 pub mod uploads;
@@ -13,7 +15,7 @@ mod writer;
 pub use app::api::{
     InvalidOwnerId, InvalidSessionId, InvalidShareToken, OwnerId, SessionId, ShareToken,
 };
+pub use channel::{MAX_PENDING_TURNS, SessionChannel, TurnSlot};
 pub use follow::{Follower, PAGE_EVENTS};
-pub use hub::{
-    CreateError, MAX_PENDING_TURNS, SessionChannel, SessionHub, TurnSlot, settle_lost_kernel,
-};
+pub use hub::{CreateError, SessionHub};
+pub use log::SessionLog;

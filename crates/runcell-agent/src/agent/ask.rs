@@ -1,0 +1,598 @@
+//! A question's turn: the model writes a program, it runs, and what it
+//! printed goes back to the model, to be fixed (a bounded number of times)
+//! or explained. Each step of the loop is a method here; [`Attempts`] is
+//! what the loop carries from one attempt to the next.
+
+use app::notebook::Notebook;
+use app::protocol::{CellId, CellKind, TurnStatus};
+use tokio_util::sync::CancellationToken;
+
+use super::code::CodeChannel;
+use super::execute::{Program, Ran, RunEnd, run_into_cell};
+use super::model::Reply;
+use super::publish::{publish_refusal, publish_text};
+use super::{Agent, Ended, answered, fix_hints, grounding, profile, prompt};
+use crate::llm::tools::{ExecuteCode, execute_code_spec, result_message};
+use crate::llm::{Message, Role};
+use crate::sandbox::{Language, validate_code};
+use crate::session::SessionLog;
+
+/// Programs written again as they were, refused, that a turn asks for
+/// once more without using one of its attempts.
+const MAX_REPEATS: u32 = 2;
+
+/// A program a turn tried: as compared, the attempt number shown, and what
+/// came of it.
+struct Tried {
+    code: String,
+    shown: u32,
+    /// Its error's last line, or what was wrong with what it printed.
+    verdict: String,
+    /// What it hit, with the remedy, for a start over.
+    hit: String,
+    /// It failed (a repeat of it is refused).
+    failed: bool,
+}
+
+/// A program as compared with earlier ones: its lines without trailing
+/// blanks, comments or blank lines (a repeat with a new comment is a
+/// repeat).
+fn normalized(code: &str) -> String {
+    code.lines()
+        .map(|line| answered::without_comment(line).trim_end())
+        .filter(|line| !line.trim().is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// What stays the same over a turn's attempts.
+struct Asked<'a> {
+    session: &'a SessionLog,
+    /// The question as the person wrote it.
+    text: &'a str,
+    model: Option<String>,
+    channel: CodeChannel,
+    /// The tables' real column names, for a KeyError's hint.
+    columns: Vec<String>,
+    cancel: &'a CancellationToken,
+}
+
+/// The turn's attempts so far: the conversation, and what each program did.
+struct Attempts {
+    messages: Vec<Message>,
+    /// Where the question ends: the last attempt may start over from it.
+    asked: usize,
+    /// The question as asked, which a start over repeats.
+    question: String,
+    attempts: u32,
+    attempt: u32,
+    /// The programs of this turn so far, to refuse one written again.
+    tried: Vec<Tried>,
+    /// Programs refused as repeats, asked again without using an attempt.
+    repeats: u32,
+    last: Option<(ExecuteCode, Ran, CellId)>,
+    /// Whether the conversation ends with the last result and the
+    /// request to explain it (not so when the loop ended on a repeat or
+    /// on words without a program).
+    explain_asked: bool,
+}
+
+impl Attempts {
+    fn new(messages: Vec<Message>, attempts: u32) -> Self {
+        let question = messages
+            .last()
+            .map(|m| m.content.clone())
+            .unwrap_or_default();
+        Self {
+            asked: messages.len(),
+            messages,
+            question,
+            attempts,
+            attempt: 0,
+            tried: Vec::new(),
+            repeats: 0,
+            last: None,
+            explain_asked: false,
+        }
+    }
+
+    /// The conversation cut back to the question, which now reads `asked`.
+    fn back_to_question(&mut self, asked: String) {
+        self.messages.truncate(self.asked);
+        if let Some(question) = self.messages.last_mut().filter(|m| m.role == Role::User) {
+            question.content = asked;
+        }
+    }
+
+    /// The conversation started over from the question, told what the
+    /// attempts so far hit.
+    fn start_over(&mut self, hit: &str) {
+        let asked = prompt::start_over(&self.question, self.tried.len() as u32, hit);
+        self.back_to_question(asked);
+    }
+
+    /// The turn ends as `status`, on the last program's cell.
+    fn ended(&self, status: TurnStatus) -> Ended {
+        Ended {
+            status,
+            final_cell: self.last.as_ref().map(|(_, _, cell)| *cell),
+        }
+    }
+}
+
+/// What a step of the loop leads to.
+enum Step {
+    /// Another attempt.
+    Next,
+    /// The last program stands: it is explained, or said to have answered
+    /// nothing.
+    Conclude,
+    /// The turn is over.
+    Done(Ended),
+}
+
+impl Agent {
+    /// A question: code, result (and fixes), explanation.
+    pub(super) async fn ask(
+        &self,
+        session: &SessionLog,
+        history: &Notebook,
+        text: String,
+        model: Option<String>,
+        cancel: &CancellationToken,
+    ) -> Ended {
+        let system = self.system_prompt(session, &text).await;
+        let messages = self.opening(history, system, &text);
+        let asked = Asked {
+            session,
+            text: &text,
+            model,
+            channel: self.code_channel(),
+            columns: self.kernels.table_columns(session.id()),
+            cancel,
+        };
+        let mut turn = Attempts::new(messages, 1 + self.settings.max_fixes);
+        while turn.attempt < turn.attempts {
+            turn.attempt += 1;
+            // A repeat is asked for again a little less greedily: at
+            // temperature 0 the same conversation gives the same program.
+            let temperature = if turn.repeats > 0 { 0.5 } else { 0.0 };
+            let shown = turn.tried.len() as u32 + 1;
+            let reply = self
+                .write_code(
+                    session,
+                    &turn.messages,
+                    asked.model.clone(),
+                    shown,
+                    temperature,
+                    asked.channel,
+                    cancel,
+                )
+                .await;
+            let step = match reply {
+                Reply::Program { program, cell } => {
+                    self.try_program(&asked, &mut turn, program, cell, shown)
+                        .await
+                }
+                Reply::Prose(prose) => Self::on_prose(&asked, &mut turn, prose),
+                Reply::Cancelled => Step::Done(turn.ended(TurnStatus::Cancelled)),
+                // Asked again, like a program that failed.
+                Reply::NoProgram if turn.attempt < turn.attempts => {
+                    tracing::info!(
+                        attempt = turn.attempt,
+                        "the reply held no program; asking again"
+                    );
+                    turn.messages
+                        .push(Message::user(prompt::NO_PROGRAM_REQUEST));
+                    Step::Next
+                }
+                Reply::NoProgram | Reply::Failed => Step::Done(turn.ended(TurnStatus::Error)),
+            };
+            match step {
+                Step::Next => {}
+                Step::Conclude => break,
+                Step::Done(ended) => return ended,
+            }
+        }
+        self.conclude(&asked, turn).await
+    }
+
+    /// The system prompt for `text`: the rules, then notes on the
+    /// environment, the person's files and what the question asks for.
+    async fn system_prompt(&self, session: &SessionLog, text: &str) -> String {
+        let mut system = prompt::SYSTEM_PROMPT.to_string();
+        if let Some(note) = self.kernels.environment_note(session.id()) {
+            system = format!("{system} {note}");
+        }
+        if let Some(note) = prompt::chart_note(text) {
+            system = format!("{system} {note}");
+            runcell_core::metrics::prompt_note("chart");
+        }
+        if let Some(note) = prompt::format_note(text) {
+            system = format!("{system} {note}");
+            runcell_core::metrics::prompt_note(if note == prompt::FORMAT_NOTE {
+                "format"
+            } else {
+                "form"
+            });
+        }
+        // The person's files, so that "summarise the uploaded CSV" reads it.
+        if let Some(note) = self.kernels.files_note(session.id(), session.owner()).await {
+            system = format!("{system}\n\n{note}");
+            // A table, and a question that multiplies its columns.
+            if note.contains(profile::PANDAS_NOTE)
+                && let Some(product) = profile::product_note(text)
+            {
+                system = format!("{system} {product}");
+                runcell_core::metrics::prompt_note("product");
+            }
+            // A table, and a question that says how to treat gaps.
+            if note.contains(profile::PANDAS_NOTE)
+                && let Some(missing) = prompt::missing_note(text)
+            {
+                system = format!("{system} {missing}");
+                runcell_core::metrics::prompt_note("missing");
+            }
+        }
+        system
+    }
+
+    /// The conversation a question opens: the system prompt, as much of
+    /// the history as the context holds, and the question.
+    fn opening(&self, history: &Notebook, system: String, text: &str) -> Vec<Message> {
+        let budget = (self.settings.context_tokens as usize)
+            .saturating_sub(self.settings.max_tokens as usize)
+            .saturating_sub(prompt::approx_tokens(&system) + prompt::approx_tokens(text) + 256);
+        let mut messages = vec![Message::system(system)];
+        messages.extend(prompt::history(history, budget));
+        // A rebuild for this branch that failed part-way lost variables too.
+        let restore_failed = history
+            .all_turns()
+            .last()
+            .and_then(|t| t.restored.as_ref())
+            .is_some_and(|r| r.error.is_some());
+        messages.push(Message::user(
+            if history.kernel_lost().is_some() || restore_failed {
+                // The earlier programs' variables are gone: say so, or the
+                // model would use them.
+                format!("{}\n\n{text}", prompt::KERNEL_LOST_NOTE)
+            } else {
+                text.to_string()
+            },
+        ));
+        messages
+    }
+
+    /// Words without a program are the answer only when no program of this
+    /// turn was tried (after failed ones, "Iceland, Denmark, Switzerland"
+    /// would be a conclusion nothing computed) and every figure they name
+    /// is the question's: a number no program computed was made up ("x
+    /// divided by 5 is 1676204", from memory and wrong). Such a reply is
+    /// never shown: the model is asked for the program.
+    fn on_prose(asked: &Asked<'_>, turn: &mut Attempts, prose: String) -> Step {
+        let invented = grounding::invented(&prose, &[asked.text], "");
+        if invented.is_empty() && turn.tried.is_empty() {
+            publish_text(asked.session, CellKind::Explanation, &prose);
+            return Step::Done(Ended {
+                status: TurnStatus::Ok,
+                final_cell: None,
+            });
+        }
+        // After a program that ran but looked unanswered (a doubt is a
+        // suspicion), words without figures of their own say it did
+        // answer: that program is explained.
+        if invented.is_empty() && turn.last.as_ref().is_some_and(|(_, ran, _)| !ran.failed()) {
+            return Step::Conclude;
+        }
+        tracing::info!(attempt = turn.attempt, invented = ?invented, "a reply without a program answers what nothing computed");
+        runcell_core::metrics::explained("uncomputed");
+        if turn.attempt < turn.attempts {
+            turn.messages.push(Message::assistant(prose));
+            turn.messages.push(Message::user(if invented.is_empty() {
+                prompt::NO_PROGRAM_REQUEST.to_string()
+            } else {
+                prompt::compute_request(&invented)
+            }));
+            return Step::Next;
+        }
+        let statement = match &turn.last {
+            Some((program, ran, _)) => {
+                prompt::no_answer(turn.tried.len(), &ran.report, &program.code, &asked.columns)
+            }
+            None => prompt::UNCOMPUTED.to_string(),
+        };
+        publish_text(asked.session, CellKind::Explanation, &statement);
+        Step::Done(turn.ended(TurnStatus::Error))
+    }
+
+    /// A program the model wrote: refused if it repeats a failed one, else
+    /// run and judged.
+    async fn try_program(
+        &self,
+        asked: &Asked<'_>,
+        turn: &mut Attempts,
+        program: ExecuteCode,
+        cell: CellId,
+        shown: u32,
+    ) -> Step {
+        if let Some(step) = Self::refuse_repeat(asked, turn, &program, cell, shown) {
+            return step;
+        }
+        let ran = self.run_attempt(asked, &program, cell, shown).await;
+        if ran.end == RunEnd::Cancelled || asked.cancel.is_cancelled() {
+            return Step::Done(Ended {
+                status: TurnStatus::Cancelled,
+                final_cell: Some(cell),
+            });
+        }
+        if ran.end == RunEnd::Unavailable {
+            // The program never ran: the result cell says why, and
+            // neither a fix nor an explanation would help.
+            return Step::Done(Ended {
+                status: TurnStatus::Error,
+                final_cell: Some(cell),
+            });
+        }
+        Self::judge(asked, turn, program, ran, cell, shown)
+    }
+
+    /// The same program as an earlier attempt would fail the same way (six
+    /// of DABench's seven turns whose every attempt failed sent one program
+    /// three times): refused before it runs, and asked for again without
+    /// using an attempt, twice a turn at most. Only a failed one: a program
+    /// that ran and only looked unanswered (printed nothing, as a
+    /// definition does) may run again, the model's way of saying it stands
+    /// by it.
+    fn refuse_repeat(
+        asked: &Asked<'_>,
+        turn: &mut Attempts,
+        program: &ExecuteCode,
+        cell: CellId,
+        shown: u32,
+    ) -> Option<Step> {
+        let code = normalized(&program.code);
+        let earlier = turn.tried.iter().find(|t| t.failed && t.code == code)?;
+        let problem = prompt::repeated_program(earlier.shown, &earlier.verdict);
+        publish_refusal(asked.session, cell, shown, "repeated_program", &problem);
+        let hit = format!(
+            "{} (then the same program was written again, and not run)",
+            earlier.hit
+        );
+        let again = Tried {
+            code,
+            shown,
+            verdict: earlier.verdict.clone(),
+            hit: earlier.hit.clone(),
+            failed: true,
+        };
+        turn.tried.push(again);
+        runcell_core::metrics::unanswered("repeated_program", turn.repeats < MAX_REPEATS);
+        if turn.repeats < MAX_REPEATS {
+            // Shown its failed program, a small model copies it: asked from
+            // the question again, told what it hit.
+            turn.repeats += 1;
+            turn.attempt -= 1;
+            turn.start_over(&hit);
+            tracing::info!(attempt = turn.attempt, "the same program again; asked anew");
+            return Some(Step::Next);
+        }
+        if turn.last.is_none() {
+            return Some(Step::Done(Ended {
+                status: TurnStatus::Error,
+                final_cell: Some(cell),
+            }));
+        }
+        Some(Step::Conclude)
+    }
+
+    /// Runs the program into a result cell, or says there why it cannot run.
+    async fn run_attempt(
+        &self,
+        asked: &Asked<'_>,
+        program: &ExecuteCode,
+        cell: CellId,
+        shown: u32,
+    ) -> Ran {
+        match checked_language(program) {
+            Ok(language) => {
+                let run = Program {
+                    code_cell: cell,
+                    attempt: Some(shown),
+                    language,
+                    code: &program.code,
+                };
+                run_into_cell(
+                    &self.kernels,
+                    asked.session,
+                    run,
+                    &self.settings.limits,
+                    asked.cancel,
+                )
+                .await
+            }
+            Err(problem) => {
+                publish_refusal(asked.session, cell, shown, "invalid_code", &problem);
+                Ran {
+                    report: problem,
+                    end: RunEnd::Failed,
+                }
+            }
+        }
+    }
+
+    /// What a program that ran leads to: a fix asked for (it failed, or
+    /// printed what does not answer), a start over on the last attempt, or
+    /// the explanation.
+    fn judge(
+        asked: &Asked<'_>,
+        turn: &mut Attempts,
+        program: ExecuteCode,
+        ran: Ran,
+        cell: CellId,
+        shown: u32,
+    ) -> Step {
+        let columns = &asked.columns;
+        let retry = turn.attempt < turn.attempts;
+        // Ran but did not answer: sent back like a failure.
+        let doubt = (!ran.failed())
+            .then(|| answered::doubt(asked.text, &program.language, &program.code, &ran.report))
+            .flatten();
+        let hit = match doubt {
+            Some(doubt) if !ran.failed() => doubt.note().to_string(),
+            _ => prompt::failure_summary(&ran.report, &program.code, columns),
+        };
+        turn.tried.push(Tried {
+            code: normalized(&program.code),
+            shown,
+            verdict: match doubt {
+                Some(doubt) if !ran.failed() => doubt.reason().replace('_', " "),
+                _ => prompt::verdict(&ran.report),
+            },
+            hit: hit.clone(),
+            failed: ran.failed(),
+        });
+        if let Some(doubt) = doubt {
+            tracing::info!(
+                attempt = turn.attempt,
+                reason = doubt.reason(),
+                retry,
+                "the program ran but did not answer"
+            );
+            runcell_core::metrics::unanswered(doubt.reason(), retry);
+        }
+        if ran.failed()
+            && let Some(hint) = fix_hints::which(&ran.report, &program.code, columns)
+        {
+            runcell_core::metrics::fix_hint(hint);
+        }
+        let instruction = match (ran.failed(), doubt) {
+            (true, _) if retry => prompt::fix_request(&ran.report, &program.code, columns),
+            (false, Some(doubt)) if retry => doubt.note().to_string(),
+            _ => prompt::EXPLAIN_REQUEST.to_string(),
+        };
+        let again = retry && (ran.failed() || doubt.is_some());
+        if again && turn.attempt >= 2 && turn.attempt + 1 == turn.attempts {
+            // A fix went wrong too. The small models copy the program in
+            // front of them, mistake and all (the tuple of columns three
+            // times in a row): the last attempt starts over from the
+            // question, told what the failed attempts hit.
+            turn.start_over(&hit);
+            tracing::info!(attempt = turn.attempt, "starting over from the question");
+            turn.last = Some((program, ran, cell));
+            return Step::Next;
+        }
+        feed_back(&mut turn.messages, &program, &ran.report, &instruction);
+        turn.last = Some((program, ran, cell));
+        if !again {
+            turn.explain_asked = true;
+            return Step::Conclude;
+        }
+        tracing::info!(attempt = turn.attempt, "asking for a fix");
+        Step::Next
+    }
+
+    /// The last program's turn ends: explained, or said to have answered
+    /// nothing.
+    async fn conclude(&self, asked: &Asked<'_>, mut turn: Attempts) -> Ended {
+        let Some((program, ran, cell)) = turn.last.take() else {
+            return Ended {
+                status: TurnStatus::Error,
+                final_cell: None,
+            };
+        };
+        // Nothing computed an answer: the explanation says so and what was
+        // tried, in the server's words. Asked to explain a failure, the
+        // model concluded anyway ("does not follow a normal distribution…
+        // the p-value is less than 0.05" after three failed programs).
+        if ran.failed() {
+            runcell_core::metrics::explained("unanswered");
+            let statement =
+                prompt::no_answer(turn.tried.len(), &ran.report, &program.code, &asked.columns);
+            publish_text(asked.session, CellKind::Explanation, &statement);
+            return Ended {
+                status: if asked.cancel.is_cancelled() {
+                    TurnStatus::Cancelled
+                } else {
+                    TurnStatus::Error
+                },
+                final_cell: Some(cell),
+            };
+        }
+        // It ran and printed nothing, or only an empty value (a definition,
+        // `x = 5`): what it printed is quoted, and nothing concluded.
+        if matches!(
+            answered::doubt(asked.text, &program.language, &program.code, &ran.report),
+            Some(answered::Doubt::Nothing | answered::Doubt::Empty)
+        ) {
+            runcell_core::metrics::explained("unanswered");
+            publish_text(
+                asked.session,
+                CellKind::Explanation,
+                &grounding::fallback(&ran.report),
+            );
+            return Ended {
+                status: TurnStatus::Ok,
+                final_cell: Some(cell),
+            };
+        }
+        if !turn.explain_asked {
+            let question = turn.question.clone();
+            turn.back_to_question(question);
+            feed_back(
+                &mut turn.messages,
+                &program,
+                &ran.report,
+                prompt::EXPLAIN_REQUEST,
+            );
+        }
+        let tools = match asked.channel {
+            CodeChannel::Tool => vec![execute_code_spec()],
+            CodeChannel::Structured | CodeChannel::Fenced => Vec::new(),
+        };
+        let explained = self
+            .explain(
+                asked.session,
+                asked.text,
+                &program.code,
+                turn.messages,
+                tools,
+                &ran,
+                asked.model.clone(),
+                asked.cancel,
+            )
+            .await;
+        Ended {
+            status: match explained {
+                _ if asked.cancel.is_cancelled() => TurnStatus::Cancelled,
+                _ if ran.failed() => TurnStatus::Error,
+                false => TurnStatus::Error,
+                true => TurnStatus::Ok,
+            },
+            final_cell: Some(cell),
+        }
+    }
+}
+
+/// The language to run `program` in, or why it cannot run. Syntax is
+/// checked by the kernel itself, which compiles a cell before running it.
+fn checked_language(program: &ExecuteCode) -> Result<Language, String> {
+    let language: Language = program.language.parse().map_err(|_| {
+        format!(
+            "unknown language `{}`: runcell runs python, javascript, typescript, r, bash and c",
+            program.language.chars().take(40).collect::<String>()
+        )
+    })?;
+    if program.code.trim().is_empty() {
+        return Err("the program is empty".into());
+    }
+    validate_code(&program.code).map_err(|e| e.to_string())?;
+    Ok(language)
+}
+
+/// Adds the attempt and its result, with what to do next, to the
+/// conversation, laid out as [`prompt::answered_turn`] lays out earlier
+/// turns, so that the next question's prompt starts with this one's.
+fn feed_back(messages: &mut Vec<Message>, program: &ExecuteCode, report: &str, instruction: &str) {
+    messages.push(prompt::program_message(&program.language, &program.code));
+    messages.push(Message::user(result_message(report, instruction)));
+}
