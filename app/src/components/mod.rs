@@ -41,6 +41,13 @@ pub(crate) fn copy_text(text: &str) {
     let _ = text;
 }
 
+/// A `data:` URL, for downloads that work without JavaScript.
+pub(crate) fn data_url(mime: &str, bytes: &[u8]) -> String {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD as BASE64;
+    format!("data:{mime};base64,{}", BASE64.encode(bytes))
+}
+
 /// Saves a `data:` URL the page holds as a file named `name` (in the
 /// browser).
 pub(crate) fn save_as(name: &str, url: &str) {

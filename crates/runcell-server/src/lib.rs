@@ -14,7 +14,6 @@ pub mod e2b;
 pub mod http;
 pub mod jupyter;
 pub mod server;
-pub mod state;
 
 pub use config::{Config, Overrides};
 pub use server::{ServeError, launch_with_listener, serve};

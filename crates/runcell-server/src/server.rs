@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::revocation::{self, HeldByKey};
 use crate::config::{Config, display_path};
 use crate::http::router;
-use crate::state::AppState;
+use crate::http::state::AppState;
 use std::sync::Arc;
 
 /// Sessions that never got an event are deleted at start once this old.
@@ -25,7 +25,7 @@ pub enum ServeError {
         source: std::io::Error,
     },
     #[error(transparent)]
-    Open(#[from] crate::state::OpenError),
+    Open(#[from] crate::http::state::OpenError),
     #[error("the session store cannot be used: {0}")]
     Store(#[from] crate::store::StoreError),
     #[error("the server stopped: {0}")]

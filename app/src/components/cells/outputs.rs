@@ -1,23 +1,16 @@
 //! A result cell's body: what the program printed, showed or wrote, each in
 //! the richest form the page can show safely.
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use leptos::prelude::*;
 
 use super::table::TableView;
 use crate::api::session_file_url;
-use crate::components::{Theme, copy_text, save_as, use_theme};
+use crate::components::{Theme, copy_text, data_url, save_as, use_theme};
 use crate::contexts::{use_session, use_share_link_offer};
 use crate::notebook::Cell;
 use crate::protocol::{CellStatus, Output};
 use crate::render::sizes::human_size;
 use crate::render::{ansi, markdown};
-
-/// A `data:` URL, for downloads that work without JavaScript.
-pub(super) fn data_url(mime: &str, bytes: &[u8]) -> String {
-    format!("data:{mime};base64,{}", BASE64.encode(bytes))
-}
 
 #[component]
 pub(super) fn ResultBody(cell: Memo<Option<Cell>>) -> impl IntoView {

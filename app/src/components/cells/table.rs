@@ -5,8 +5,7 @@
 
 use leptos::prelude::*;
 
-use super::outputs::data_url;
-use crate::components::{copy_text, save_as};
+use crate::components::{copy_text, data_url, save_as};
 use crate::protocol::Table;
 use crate::render::table::{Sort, numeric_columns, order, to_csv, to_tsv};
 

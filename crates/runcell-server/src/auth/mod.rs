@@ -1,7 +1,6 @@
 //! Who is calling: API keys, the access tokens issued for them, and the
 //! limits each key runs under. No HTTP here; `http::auth` maps to statuses.
 
-pub mod config;
 pub mod key;
 pub mod limits;
 pub mod revocation;

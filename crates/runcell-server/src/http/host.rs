@@ -16,13 +16,14 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::uri::Authority;
 use axum::http::{HeaderMap, Uri, Version, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::ApiError;
 use crate::config::Config;
+use crate::config::http::ip_name;
+pub use crate::config::http::{configured_name, host_of};
 
 /// The names this server answers to, each lower-case, without a port or a
 /// final dot, IP addresses in their usual form (IPv6 in brackets).
@@ -75,42 +76,6 @@ impl AllowedHosts {
     pub fn is_configured(&self, authority: &str) -> bool {
         host_of(authority).is_some_and(|host| self.configured.contains(&host))
     }
-}
-
-/// An IP address as a host name: IPv6 in brackets.
-fn ip_name(ip: &IpAddr) -> String {
-    match ip {
-        IpAddr::V4(v4) => v4.to_string(),
-        IpAddr::V6(v6) => format!("[{v6}]"),
-    }
-}
-
-/// The host of an authority (`host[:port]`), normalised; `None` if it is
-/// not one (or carries credentials, which no browser sends in `Host`).
-pub fn host_of(authority: &str) -> Option<String> {
-    if authority.contains('@') {
-        return None;
-    }
-    let parsed: Authority = authority.parse().ok()?;
-    let host = parsed.host().trim_end_matches('.').to_ascii_lowercase();
-    if host.is_empty() {
-        return None;
-    }
-    let ip = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-        Some(v6) => v6.parse::<Ipv6Addr>().ok().map(IpAddr::V6),
-        None => host.parse::<Ipv4Addr>().ok().map(IpAddr::V4),
-    };
-    Some(ip.as_ref().map_or(host, ip_name))
-}
-
-/// A configured host name, normalised: a name or address alone, without a
-/// scheme, port or path.
-pub fn configured_name(name: &str) -> Option<String> {
-    let parsed: Authority = name.trim().parse().ok()?;
-    if parsed.port().is_some() {
-        return None;
-    }
-    host_of(parsed.as_str())
 }
 
 /// The authorities a request names: its URI's (HTTP/2's `:authority`, or

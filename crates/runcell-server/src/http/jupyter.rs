@@ -25,11 +25,11 @@ use tokio_util::sync::CancellationToken;
 use super::ApiError;
 use crate::auth::token::{Audience, bearer};
 use crate::auth::{Auth, Caller};
+use crate::http::state::AppState;
 use crate::jupyter::budget::BudgetError;
 use crate::jupyter::message::Incoming;
 use crate::jupyter::restarts::RestartError;
 use crate::jupyter::{Connection, Gateway, GatewayError, Next};
-use crate::state::AppState;
 
 /// Pings keep clients that time out a silent socket (jupyter_client's
 /// gateway client: 40 s) connected through long, quiet cells.

@@ -13,9 +13,9 @@ use axum::response::{IntoResponse, Response};
 use super::ApiError;
 use crate::auth::Audience;
 use crate::auth::token::bearer;
+use crate::http::state::AppState;
 use crate::notebook::Notebooks;
 use crate::sandbox::sessions::Sessions;
-use crate::state::AppState;
 
 /// What the metrics read the sizes of: the jail's sessions and the open
 /// notebooks.

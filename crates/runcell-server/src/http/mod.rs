@@ -2,7 +2,7 @@
 
 mod assets;
 mod compress;
-pub mod config;
+mod cookies;
 mod e2b;
 pub mod error;
 mod extract;
@@ -23,6 +23,7 @@ mod request_origin;
 mod sessions;
 mod signin;
 pub mod spool;
+pub mod state;
 mod terminal;
 mod theme;
 mod turns;
@@ -48,10 +49,10 @@ pub use listener::{ConnectionLimits, peer_of, serve as serve_connections};
 pub use spool::Spool;
 pub use v1::openapi;
 
+use crate::http::state::AppState;
 use crate::http::v1::run::RunState;
 use crate::llm::catalog::Catalog;
 use crate::notebook::Notebooks;
-use crate::state::AppState;
 
 /// Request bodies (server-function calls) above this are refused.
 const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -76,7 +77,7 @@ pub fn router(state: AppState) -> Router {
                 usize::try_from(state.config.notebook.import_mib)
                     .unwrap_or(usize::MAX)
                     .saturating_mul(1024 * 1024)
-                    .min(crate::notebook::ipynb::MAX_IMPORT_BYTES),
+                    .min(crate::notebook::MAX_IMPORT_BYTES),
             ),
         ))
         .layer(axum::middleware::from_fn_with_state(
@@ -365,8 +366,7 @@ mod tests {
 
     #[tokio::test]
     async fn session_routes_are_gated_and_share_views_are_not() {
-        let (state, _dir) =
-            crate::state::for_tests(|config| config.auth.mode = AuthMode::Required).await;
+        let (state, _dir) = state::for_tests(|config| config.auth.mode = AuthMode::Required).await;
         let app = router(state);
         for (method, path) in [
             (Method::GET, "/"),

@@ -6,21 +6,21 @@
 use app::api::ports::Viewer;
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::http::{HeaderMap, header};
 use axum::middleware::Next;
 use axum::response::Response;
-use cookie::{Cookie, SameSite};
 
 use std::sync::Arc;
 
 use axum::extract::FromRef;
 
 use super::ApiError;
+use super::cookies::{cookie_in, set_cookie, site_cookie};
 use super::request_origin::{RequestOrigin, TrustForwarded, client_address};
 use super::signin::{SIGNIN_COOKIE, SignIn, signed_in};
+use crate::http::state::AppState;
 use crate::session::OwnerId;
 use crate::session::clients::Clients;
-use crate::state::AppState;
 
 /// The cookie's name.
 pub const OWNER_COOKIE: &str = "runcell_owner";
@@ -49,18 +49,6 @@ pub fn owner_in(headers: &HeaderMap) -> Option<OwnerId> {
     cookie_in(headers, OWNER_COOKIE).and_then(|value| value.parse().ok())
 }
 
-/// The value of the cookie `name`, from any `Cookie` header.
-pub(super) fn cookie_in(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(Cookie::split_parse)
-        .filter_map(Result::ok)
-        .find(|c| c.name() == name)
-        .map(|c| c.value().to_string())
-}
-
 /// The `Set-Cookie` value that gives a browser `owner`.
 pub fn owner_cookie(owner: OwnerId, secure: bool) -> String {
     site_cookie(
@@ -69,35 +57,6 @@ pub fn owner_cookie(owner: OwnerId, secure: bool) -> String {
         secure,
         time::Duration::days(MAX_AGE_DAYS),
     )
-}
-
-/// A `Set-Cookie` value for runcell's cookies: the whole site, out of
-/// scripts' reach, not sent with other sites' requests; `Secure` where the
-/// browser will keep it.
-pub(super) fn site_cookie(
-    name: &str,
-    value: &str,
-    secure: bool,
-    max_age: time::Duration,
-) -> String {
-    Cookie::build((name, value))
-        .path("/")
-        .http_only(true)
-        .same_site(SameSite::Lax)
-        .secure(secure)
-        .max_age(max_age)
-        .build()
-        .to_string()
-}
-
-/// Adds a `Set-Cookie` header to `response`.
-pub(super) fn set_cookie(response: &mut Response, cookie: &str) {
-    match HeaderValue::from_str(cookie) {
-        Ok(value) => {
-            response.headers_mut().append(header::SET_COOKIE, value);
-        }
-        Err(err) => tracing::error!(%err, "cannot write a cookie"),
-    }
 }
 
 /// Finds the request's owner, or makes one and sets its cookie.
@@ -169,6 +128,7 @@ pub async fn note_client(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::HeaderValue;
 
     /// Behind a proxy that is trusted to say the scheme.
     fn secure_context(headers: &HeaderMap) -> bool {

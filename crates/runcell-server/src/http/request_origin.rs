@@ -10,7 +10,7 @@ use axum::http::uri::Scheme;
 use axum::http::{HeaderMap, Uri};
 
 use super::host::authority_of;
-use crate::state::AppState;
+use crate::http::state::AppState;
 
 /// Whether a proxy in front says which scheme the client used.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::ApiError;
-use super::owner::{cookie_in, set_cookie, site_cookie};
+use super::cookies::{cookie_in, set_cookie, site_cookie};
 use super::request_origin::RequestOrigin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +21,7 @@ use std::time::Duration;
 use axum::extract::FromRef;
 
 use crate::auth::{Audience, Auth, AuthError, Caller};
-use crate::state::AppState;
+use crate::http::state::AppState;
 
 /// What signing in uses: the keys, and the two settings that shape it.
 #[derive(Clone)]

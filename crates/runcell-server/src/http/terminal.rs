@@ -13,8 +13,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::ApiError;
+use super::cookies::set_cookie;
 use super::extract::ApiJson;
-use super::owner::{Owner, owner_cookie, set_cookie};
+use super::owner::{Owner, owner_cookie};
 use super::request_origin::RequestOrigin;
 use crate::notebook::{HANDOVER_TTL_MS, Notebooks};
 

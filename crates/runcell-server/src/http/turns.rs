@@ -106,6 +106,7 @@ pub async fn events(
     ApiQuery(After { after }): ApiQuery<After>,
 ) -> Result<Response, ApiError> {
     let lines: Vec<Bytes> = channel
+        .log()
         .events_after(after)
         .into_iter()
         .map(|event| line(&ServerMessage::Event(event)))

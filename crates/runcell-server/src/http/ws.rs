@@ -18,11 +18,11 @@ use super::ApiError;
 use super::host::AllowedHosts;
 use super::owner::Owner;
 use crate::agent::TurnRefusal;
+use crate::http::state::AppState;
 use crate::notebook::{Notebooks, Turn, parse_session_id};
 use crate::sandbox::browser::{BrowserError, BrowserTabs, Reply, TabLink};
 use crate::session::sockets::OpenSockets;
 use crate::session::{Follower, SessionChannel};
-use crate::state::AppState;
 
 pub(crate) use app::protocol::MAX_FRAME_BYTES;
 
@@ -424,7 +424,7 @@ mod tests {
         let hub = SessionHub::new(Arc::new(store));
         let channel = hub.create(OwnerId::random()).await.unwrap();
         for cell in 0..events {
-            channel.publish(EventBody::CellStarted {
+            channel.log().publish(EventBody::CellStarted {
                 cell_id: app::protocol::CellId(cell + 1),
                 cell_kind: app::protocol::CellKind::Code,
                 language: None,

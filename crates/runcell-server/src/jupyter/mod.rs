@@ -14,10 +14,10 @@
 //! ([`restarts`]).
 
 pub mod budget;
-pub mod config;
 pub mod connection;
 pub mod kernel;
 pub mod message;
+mod outbound;
 pub mod restarts;
 
 use std::collections::HashMap;
@@ -34,8 +34,9 @@ use crate::code_api::{CodeApi, CodeApiError};
 use crate::config::JupyterConfig;
 use crate::sandbox::{Language, Limits};
 use budget::Budgets;
-pub use connection::{Connection, Next};
+pub use connection::Connection;
 pub use kernel::{Asked, Kernel, KernelModel, KernelSettings, ReplyTo};
+pub use outbound::Next;
 use restarts::{Begin, Joined, RestartError, Ticket};
 
 /// The default kernel spec.
@@ -127,7 +128,10 @@ impl Gateway {
     /// key's budget.
     pub fn connect(&self, caller: &Caller, id: &str) -> Result<Connection, GatewayError> {
         let kernel = self.kernel(caller, id)?;
-        Ok(kernel.connect(self.budgets.connection(&caller.key_id)))
+        Ok(Connection::open(
+            kernel,
+            self.budgets.connection(&caller.key_id),
+        ))
     }
 
     /// Keeps connected kernels' sessions open and forgets kernels whose

@@ -30,8 +30,8 @@ use axum::extract::FromRef;
 
 use crate::auth::{Audience, Auth, Caller, token::bearer};
 use crate::config::Config;
+use crate::http::state::AppState;
 use crate::sandbox::asked::Limit;
-use crate::state::AppState;
 
 pub use run::MAX_RUN_BODY;
 

@@ -22,10 +22,10 @@ use crate::code_api::{Admitted, CodeApi};
 use crate::config::Config;
 use crate::http::error::ErrorBody;
 use crate::http::extract::ApiJson;
+use crate::http::state::AppState;
 use crate::http::{ApiError, ndjson};
 use crate::sandbox::asked::{Limit, lowered};
 use crate::sandbox::{Language, RunEvent, RunOutcome, RunRequest, SandboxKind};
-use crate::state::AppState;
 
 /// Bodies above this are refused: the largest program plus JSON escaping.
 pub const MAX_RUN_BODY: usize = 8 * 1024 * 1024;

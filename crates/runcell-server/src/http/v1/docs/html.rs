@@ -9,7 +9,7 @@ use leptos::prelude::*;
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 
 use super::anchor;
-use super::example::{BASE, KEY_VARIABLE};
+use super::curl::{self, BASE, KEY_VARIABLE};
 use super::model::{
     Auth, Body, Content, Group, NamedShape, Operation, Parameter, Reference, Response, Security,
 };
@@ -219,8 +219,8 @@ fn OperationView(operation: Operation) -> impl IntoView {
         parameters,
         body,
         responses,
-        curl,
     } = operation;
+    let curl = curl::command(&method, &path, &parameters, body.as_ref(), &security);
     let heading = format!("{anchor}-heading");
     let labelled_by = heading.clone();
     let name = format!("{method} {path}");

@@ -8,6 +8,7 @@
 //! configuration: it is rendered once, when the router is built.
 
 mod anchor;
+mod curl;
 mod example;
 mod html;
 mod model;

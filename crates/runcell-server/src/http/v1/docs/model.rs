@@ -67,8 +67,6 @@ pub struct Operation {
     pub parameters: Vec<Parameter>,
     pub body: Option<Body>,
     pub responses: Vec<Response>,
-    /// A `curl` command that calls it.
-    pub curl: String,
 }
 
 /// Which credentials an operation needs.
@@ -258,7 +256,6 @@ impl<'a> Reader<'a> {
                 .or_else(|| self.doc.get("security")),
         );
         let method = method.to_ascii_uppercase();
-        let curl = example::curl(&method, path, &parameters, body.as_ref(), &security);
         Operation {
             anchor: anchor::unique(taken, &format!("{method} {path}")),
             method,
@@ -270,7 +267,6 @@ impl<'a> Reader<'a> {
             parameters,
             body,
             responses,
-            curl,
         }
     }
 

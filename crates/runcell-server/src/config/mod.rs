@@ -9,9 +9,13 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use runcell_core::REDACTED;
 pub use runcell_core::{Secret, display_path};
 
-pub use crate::auth::config::{AuthConfig, AuthMode};
-pub use crate::http::config::HttpConfig;
-pub use crate::jupyter::config::JupyterConfig;
+pub mod auth;
+pub mod http;
+pub mod jupyter;
+
+pub use self::auth::{AuthConfig, AuthMode};
+pub use self::http::HttpConfig;
+pub use self::jupyter::JupyterConfig;
 pub use crate::llm::config::{
     DEFAULT_MODEL_FILE, LlmBackend, LlmConfig, ScriptedMode, StructuredOutputMode, shown_url,
 };
@@ -470,7 +474,7 @@ impl Config {
             }
         }
         for host in &self.http.allowed_hosts {
-            if crate::http::host::configured_name(host).is_none() {
+            if http::configured_name(host).is_none() {
                 return Err(ConfigError::Setting {
                     setting: "http.allowed_hosts",
                     reason: format!(

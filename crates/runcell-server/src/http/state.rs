@@ -202,7 +202,11 @@ impl AppState {
             );
         }
         let clients = Arc::new(Clients::default());
-        let llm = crate::llm::from_settings(&config.llm, &config.data_dir);
+        let llm = crate::llm::from_settings(
+            &config.llm,
+            &config.data_dir,
+            runcell_embedded::from_settings,
+        );
         let models = Catalog::new(Arc::clone(&llm), config.llm.model.clone());
         let agent = Agent::new(
             Arc::clone(&llm),

@@ -1,5 +1,8 @@
 //! Request hygiene: the `[http]` section of the server's configuration.
 
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use axum::http::uri::Authority;
 use serde::{Deserialize, Serialize};
 
 /// Request hygiene.
@@ -80,11 +83,49 @@ where
         .filter(|name| !name.is_empty())
         // `[fd00::5]` in the environment reads as a list of one bare address.
         .map(|name| {
-            if name.parse::<std::net::Ipv6Addr>().is_ok() {
+            if name.parse::<Ipv6Addr>().is_ok() {
                 format!("[{name}]")
             } else {
                 name
             }
         })
         .collect())
+}
+
+// Host names, as `allowed_hosts` holds them and requests name them.
+
+/// An IP address as a host name: IPv6 in brackets.
+pub(crate) fn ip_name(ip: &IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => format!("[{v6}]"),
+    }
+}
+
+/// The host of an authority (`host[:port]`), normalised; `None` if it is
+/// not one (or carries credentials, which no browser sends in `Host`).
+pub fn host_of(authority: &str) -> Option<String> {
+    if authority.contains('@') {
+        return None;
+    }
+    let parsed: Authority = authority.parse().ok()?;
+    let host = parsed.host().trim_end_matches('.').to_ascii_lowercase();
+    if host.is_empty() {
+        return None;
+    }
+    let ip = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(v6) => v6.parse::<Ipv6Addr>().ok().map(IpAddr::V6),
+        None => host.parse::<Ipv4Addr>().ok().map(IpAddr::V4),
+    };
+    Some(ip.as_ref().map_or(host, ip_name))
+}
+
+/// A configured host name, normalised: a name or address alone, without a
+/// scheme, port or path.
+pub fn configured_name(name: &str) -> Option<String> {
+    let parsed: Authority = name.trim().parse().ok()?;
+    if parsed.port().is_some() {
+        return None;
+    }
+    host_of(parsed.as_str())
 }
