@@ -12,10 +12,10 @@ use tokio::io::AsyncWriteExt;
 use super::llm_eval::{TASKS, runnable_rate};
 use super::sandbox::stats;
 use super::{BenchError, fail};
-use crate::llm::embedded::{EmbeddedConfig, EmbeddedModel, FENCED_CODE_CALLS};
 use crate::llm::openai::{OpenAiClient, OpenAiConfig};
 use crate::llm::{ChatRequest, Llm, LlmEvent, Message};
 use crate::sandbox::jail::{JailConfig, JailSandbox};
+use runcell_embedded::{EmbeddedConfig, EmbeddedModel, FENCED_CODE_CALLS};
 
 /// What to measure with.
 #[derive(Clone, Debug)]

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 
-use crate::llm::tools::{execute_code_spec, program_of};
+use crate::llm::fenced::program_of;
+use crate::llm::tools::execute_code_spec;
 use crate::llm::{ChatRequest, Llm, LlmEvent, Message, ToolChoice};
 use crate::sandbox::{Language, Limits, RunRequest, Sandbox};
 use tokio_util::sync::CancellationToken;

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::sandbox::stats;
 use super::{BenchError, fail};
 use crate::config::{Config, LlmBackend, SandboxConfig};
-use crate::state::AppState;
+use crate::http::state::AppState;
 
 /// What one client saw.
 struct Seen {
@@ -321,8 +321,8 @@ async fn publish(
     events: usize,
     interval: Duration,
 ) {
-    let cell_id: CellId = channel.next_cell_id();
-    channel.publish(EventBody::CellStarted {
+    let cell_id: CellId = channel.log().next_cell_id();
+    channel.log().publish(EventBody::CellStarted {
         cell_id,
         cell_kind: CellKind::Code,
         language: Some("python".into()),
@@ -347,9 +347,9 @@ async fn publish(
                 output: Output::Stdout { text: stamp },
             }
         };
-        channel.publish(body);
+        channel.log().publish(body);
     }
-    channel.publish(EventBody::CellFinished {
+    channel.log().publish(EventBody::CellFinished {
         cell_id,
         status: app::protocol::CellStatus::Ok,
         elapsed_ms: 0,

@@ -135,14 +135,14 @@ impl Harness {
 
     /// Runs a turn; the first event that `stop_at` picks cancels it.
     async fn turn(&self, request: TurnRequest, stop_at: impl Fn(&SessionEvent) -> bool) -> Turn {
-        let (from, mut live) = self.channel.follow();
+        let (from, mut live) = self.channel.log().follow();
         let cancel = CancellationToken::new();
         let turn = self.channel.next_turn_id();
         let task = tokio::spawn({
             let agent = Arc::clone(&self.agent);
             let channel = Arc::clone(&self.channel);
             let cancel = cancel.clone();
-            async move { agent.run_turn(&channel, turn, request, cancel).await }
+            async move { agent.run_turn(channel.log(), turn, request, cancel).await }
         });
         let watched = tokio::time::timeout(PATIENCE * 3, async {
             loop {
@@ -158,12 +158,12 @@ impl Harness {
         .await;
         assert!(watched.is_ok(), "the turn did not finish in time");
         task.await.unwrap();
-        let events = self.channel.events_after(from);
+        let events = self.channel.log().events_after(from);
         let status = match events.last().map(|e| &e.event) {
             Some(EventBody::TurnFinished { status, .. }) => *status,
             other => panic!("the turn ended with {other:?}"),
         };
-        let notebook = Notebook::from_events(&self.channel.events_after(0));
+        let notebook = Notebook::from_events(&self.channel.log().events_after(0));
         Turn {
             cells: notebook.cells_of(turn).cloned().collect(),
             events,

@@ -9,16 +9,17 @@
 //! redrawn as it completes; piped, the same content is plain lines under a
 //! title rule, with no escape sequence at all.
 
+mod output;
+mod stream;
+
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::path::PathBuf;
 
 use anstyle::{AnsiColor, Style};
 use app::protocol::{
-    CellError, CellKind, CellStatus, EventBody, KernelLoss, Output, SessionEvent, Table,
-    TurnStatus, UNGROUNDED, chart_of,
+    CellError, CellKind, CellStatus, EventBody, KernelLoss, SessionEvent, TurnStatus, UNGROUNDED,
 };
-use base64::Engine as _;
 
 use super::look::{Look, clean, columns};
 use super::markdown;
@@ -303,136 +304,6 @@ impl<'h, W: Write> Panels<'h, W> {
         writeln!(self.out, "{border}{text}")
     }
 
-    fn delta(&mut self, cell: u64, text: &str) -> io::Result<()> {
-        let Some(mut panel) = self.open.take() else {
-            return Ok(());
-        };
-        if panel.cell != cell {
-            self.open = Some(panel);
-            return Ok(());
-        }
-        match &mut panel.body {
-            Body::Code {
-                highlighter,
-                pending,
-                shown,
-            } => {
-                pending.push_str(text);
-                if pending.len() > MAX_HELD_BYTES && !pending.contains('\n') {
-                    // A line without end: shown as far as it came.
-                    pending.push('\n');
-                }
-                while let Some(end) = pending.find('\n') {
-                    let line: String = pending.drain(..=end).collect();
-                    let line = clean(line.trim_end_matches('\n'));
-                    if *shown > 0 {
-                        write!(self.out, "\r\u{1b}[2K")?;
-                        *shown = 0;
-                    }
-                    let painted = self.highlighted(highlighter, &line);
-                    self.line(&painted)?;
-                }
-                if self.look.live && !pending.is_empty() {
-                    // The line so far, raw, while it fits on one row.
-                    let so_far = clean(pending);
-                    if columns(&so_far) < self.room() {
-                        if *shown == 0 {
-                            write!(self.out, "{}", self.border())?;
-                        }
-                        let new = clean(pending.get(*shown..).unwrap_or_default());
-                        write!(self.out, "{new}")?;
-                        *shown = pending.len();
-                    }
-                }
-            }
-            Body::Explanation {
-                text: all,
-                rows,
-                used,
-                ..
-            } => {
-                let cleaned = clean(text);
-                if all.len() + text.len() > MAX_HELD_BYTES {
-                    // Enough to show; the rest of an endless explanation
-                    // is not held.
-                    self.open = Some(panel);
-                    return Ok(());
-                }
-                all.push_str(text);
-                if self.look.live && !cleaned.is_empty() {
-                    let room = self.room();
-                    let border = self.border();
-                    if *rows == 0 && *used == 0 {
-                        write!(self.out, "{border}")?;
-                    }
-                    for c in cleaned.chars() {
-                        let w = columns(&c.to_string());
-                        if c == '\n' || *used + w > room {
-                            write!(self.out, "\n{border}")?;
-                            *rows += 1;
-                            *used = 0;
-                        }
-                        if c != '\n' {
-                            write!(self.out, "{c}")?;
-                            *used += w;
-                        }
-                    }
-                }
-            }
-            Body::Result { .. } | Body::Other => {}
-        }
-        self.open = Some(panel);
-        Ok(())
-    }
-
-    /// An explanation starts over: what was drawn of it is erased when it
-    /// can be, else ended with a note that a new text follows.
-    fn reset(&mut self, cell: u64) -> io::Result<()> {
-        let Some(Panel {
-            cell: open,
-            body:
-                Body::Explanation {
-                    text,
-                    rows,
-                    used,
-                    drawn_over,
-                },
-        }) = self.open.take()
-        else {
-            return Ok(());
-        };
-        if open != cell {
-            self.open = Some(Panel {
-                cell: open,
-                body: Body::Explanation {
-                    text,
-                    rows,
-                    used,
-                    drawn_over,
-                },
-            });
-            return Ok(());
-        }
-        let drawn = rows > 0 || used > 0;
-        if drawn && (drawn_over || !self.erase(rows, used)?) {
-            writeln!(self.out)?;
-            let note = self
-                .look
-                .paint(Style::new().dimmed().italic(), "(rewritten:)");
-            self.line(&note)?;
-        }
-        self.open = Some(Panel {
-            cell,
-            body: Body::Explanation {
-                text: String::new(),
-                rows: 0,
-                used: 0,
-                drawn_over: false,
-            },
-        });
-        Ok(())
-    }
-
     fn highlighted(&self, highlighter: &mut TerminalHighlighter<'_>, line: &str) -> String {
         if !self.look.colour {
             return line.to_string();
@@ -442,178 +313,6 @@ impl<'h, W: Write> Panels<'h, W> {
             .into_iter()
             .map(|(style, text)| self.look.paint(style, &text))
             .collect()
-    }
-
-    fn output(&mut self, cell: u64, output: &Output) -> io::Result<()> {
-        let Some(mut panel) = self.open.take() else {
-            return Ok(());
-        };
-        if panel.cell != cell {
-            self.open = Some(panel);
-            return Ok(());
-        }
-        if let Body::Result { pending, stderr } = &mut panel.body {
-            match output {
-                Output::Stdout { text } | Output::Stderr { text } => {
-                    let is_err = matches!(output, Output::Stderr { .. });
-                    if is_err != *stderr && !pending.is_empty() {
-                        let rest = std::mem::take(pending);
-                        self.stream_line(&rest, *stderr)?;
-                    }
-                    *stderr = is_err;
-                    pending.push_str(text);
-                    if pending.len() > MAX_HELD_BYTES && !pending.contains('\n') {
-                        pending.push('\n');
-                    }
-                    while let Some(end) = pending.find('\n') {
-                        let line: String = pending.drain(..=end).collect();
-                        self.stream_line(line.trim_end_matches('\n'), is_err)?;
-                    }
-                }
-                other => {
-                    if !pending.is_empty() {
-                        let rest = std::mem::take(pending);
-                        self.stream_line(&rest, *stderr)?;
-                    }
-                    self.rich(other)?;
-                }
-            }
-        }
-        self.open = Some(panel);
-        Ok(())
-    }
-
-    fn stream_line(&mut self, line: &str, stderr: bool) -> io::Result<()> {
-        let text = self.look.program_text(line);
-        let text = if stderr {
-            self.look.paint(fg(AnsiColor::Yellow), &text)
-        } else {
-            text
-        };
-        self.line(&text)
-    }
-
-    fn text_block(&mut self, text: &str, style: Style) -> io::Result<()> {
-        let text = self.look.program_text(text.trim_end_matches('\n'));
-        for line in text.split('\n') {
-            let line = self.look.paint(style, line);
-            self.line(&line)?;
-        }
-        Ok(())
-    }
-
-    fn rich(&mut self, output: &Output) -> io::Result<()> {
-        match output {
-            Output::Stdout { .. } | Output::Stderr { .. } => Ok(()),
-            Output::Rich { data, .. } => {
-                if let Some(png) = data.get("image/png") {
-                    return self.save_image(png, "png", true, data.get("text/plain"));
-                }
-                if let Some(svg) = data.get("image/svg+xml") {
-                    return self.save_image(svg, "svg", false, data.get("text/plain"));
-                }
-                if let Some(jpeg) = data.get("image/jpeg") {
-                    return self.save_image(jpeg, "jpg", true, data.get("text/plain"));
-                }
-                if let Some((kind, spec)) = chart_of(data) {
-                    self.save_image(spec, "json", false, None)?;
-                    let note = format!(
-                        "(an interactive {kind} chart: open the session in a browser to see it drawn)"
-                    );
-                    return self.text_block(&note, Style::new().dimmed());
-                }
-                if let Some(markdown) = data.get("text/markdown") {
-                    let lines = markdown::render(markdown, &self.look, self.room());
-                    for line in lines {
-                        self.line(&line)?;
-                    }
-                    return Ok(());
-                }
-                if let Some(plain) = data.get("text/plain") {
-                    return self.text_block(plain, Style::new());
-                }
-                if data.contains_key("text/html") {
-                    return self.text_block(
-                        "(HTML output: open the session in a browser to see it)",
-                        Style::new().dimmed(),
-                    );
-                }
-                Ok(())
-            }
-            Output::Table { table, text, .. } => {
-                if text.trim().is_empty() {
-                    let text = table_text(table);
-                    self.text_block(&text, Style::new())
-                } else {
-                    self.text_block(text, Style::new())
-                }
-            }
-            Output::Image { url, text, .. } => {
-                let line = if text.is_empty() {
-                    format!("[image] {url}")
-                } else {
-                    format!("[image] {url} {text}")
-                };
-                self.text_block(&line, fg(AnsiColor::Cyan))
-            }
-            Output::File { path, size, .. } => {
-                let line = format!("[file] {path} ({})", bytes(*size));
-                self.text_block(&line, fg(AnsiColor::Cyan))
-            }
-            Output::Error {
-                name,
-                value,
-                traceback,
-            } => {
-                let red = fg(AnsiColor::Red);
-                if traceback.is_empty() {
-                    self.text_block(&format!("{name}: {value}"), red)
-                } else {
-                    for entry in traceback {
-                        self.text_block(entry, Style::new())?;
-                    }
-                    Ok(())
-                }
-            }
-        }
-    }
-
-    /// Saves an image (base64 unless `text`) and says where.
-    fn save_image(
-        &mut self,
-        data: &str,
-        extension: &str,
-        base64: bool,
-        alt: Option<&String>,
-    ) -> io::Result<()> {
-        let bytes = if base64 {
-            let compact: String = data.split_whitespace().collect();
-            match base64::engine::general_purpose::STANDARD.decode(compact) {
-                Ok(bytes) => bytes,
-                Err(_) => {
-                    return self.text_block("[image] (unreadable data)", fg(AnsiColor::Red));
-                }
-            }
-        } else {
-            data.as_bytes().to_vec()
-        };
-        let Some(dir) = self.figures.clone() else {
-            let line = format!("[image] {} ({extension})", bytes_len(bytes.len()));
-            return self.text_block(&line, fg(AnsiColor::Cyan));
-        };
-        let path = match save_new(&dir, extension, &bytes) {
-            Ok(path) => path,
-            Err(e) => {
-                // The turn goes on; only this image is missing.
-                let line = format!("[image] not saved in {}: {e}", dir.display());
-                return self.text_block(&line, fg(AnsiColor::Red));
-            }
-        };
-        let mut line = format!("[image] saved to {}", path.display());
-        if let Some(alt) = alt.filter(|a| !a.trim().is_empty()) {
-            line.push_str(&format!("  {}", alt.trim()));
-        }
-        self.text_block(&line, fg(AnsiColor::Cyan))
     }
 
     /// Closes the open panel, with its ending when it finished.
@@ -715,23 +414,6 @@ impl<'h, W: Write> Panels<'h, W> {
         Ok(())
     }
 
-    /// Wipes an explanation's raw streamed text (live only). False when it
-    /// is taller than the screen, and stays.
-    fn erase(&mut self, rows: usize, used: usize) -> io::Result<bool> {
-        if !self.look.live || (rows == 0 && used == 0) {
-            return Ok(true);
-        }
-        if rows + 1 >= self.look.height {
-            return Ok(false);
-        }
-        if rows > 0 {
-            write!(self.out, "\r\u{1b}[{rows}A\u{1b}[J")?;
-        } else {
-            write!(self.out, "\r\u{1b}[J")?;
-        }
-        Ok(true)
-    }
-
     fn markdown(&mut self, text: &str) -> io::Result<()> {
         for line in markdown::render(text, &self.look, self.room()) {
             self.line(&line)?;
@@ -746,87 +428,12 @@ impl<'h, W: Write> Panels<'h, W> {
     }
 }
 
-/// Writes `bytes` to a new file `figure-N.<extension>` in `dir` (made,
-/// readable by the user only): never over a file or through a link that is
-/// already there.
-fn save_new(dir: &std::path::Path, extension: &str, bytes: &[u8]) -> io::Result<PathBuf> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    for n in 1..10_000 {
-        let path = dir.join(format!("figure-{n}.{extension}"));
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-        {
-            Ok(mut file) => {
-                file.write_all(bytes)?;
-                return Ok(path);
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Err(io::Error::other("too many figures in one directory"))
-}
-
-/// A table without its text form: columns aligned, one row a line.
-fn table_text(table: &Table) -> String {
-    let cells: Vec<&Vec<String>> = std::iter::once(&table.columns)
-        .chain(table.rows.iter())
-        .collect();
-    let count = cells.iter().map(|r| r.len()).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..count)
-        .map(|i| {
-            cells
-                .iter()
-                .filter_map(|r| r.get(i))
-                .map(|c| columns(&clean(c)))
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut text = String::new();
-    for row in cells {
-        let line: Vec<String> = widths
-            .iter()
-            .enumerate()
-            .map(|(i, w)| {
-                let cell = clean(row.get(i).map_or("", String::as_str));
-                format!("{cell}{}", " ".repeat(w.saturating_sub(columns(&cell))))
-            })
-            .collect();
-        text.push_str(line.join("  ").trim_end());
-        text.push('\n');
-    }
-    if let Some(elided) = &table.elided {
-        text.push_str(&format!("({elided})\n"));
-    }
-    text
-}
-
 fn seconds(ms: u64) -> String {
     if ms < 1000 {
         format!("{ms} ms")
     } else {
         format!("{:.1} s", ms as f64 / 1000.0)
     }
-}
-
-fn bytes(size: u64) -> String {
-    match size {
-        s if s < 1024 => format!("{s} B"),
-        s if s < 1024 * 1024 => format!("{:.1} KiB", s as f64 / 1024.0),
-        s => format!("{:.1} MiB", s as f64 / (1024.0 * 1024.0)),
-    }
-}
-
-fn bytes_len(len: usize) -> String {
-    bytes(u64::try_from(len).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]

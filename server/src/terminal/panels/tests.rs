@@ -1,6 +1,7 @@
 use std::collections::BTreeMap;
 
-use app::protocol::{CellId, TurnId, TurnKind};
+use app::protocol::{CellId, Output, Table, TurnId, TurnKind};
+use base64::Engine as _;
 
 use super::*;
 

@@ -1,0 +1,155 @@
+//! The bench's client of a running runcell: one owner (cookie) and one
+//! session per task, the task's files uploaded, and each question's turn
+//! read from its stream of events until it finishes.
+
+use std::time::{Duration, Instant};
+
+use app::protocol::{CellKind, EventBody, ServerMessage, SessionEvent};
+use futures::StreamExt;
+
+use super::super::{BenchError, fail};
+
+/// A client for one task: one owner (cookie), one session.
+pub struct AgentClient {
+    http: reqwest::Client,
+    base: String,
+    cookie: Option<String>,
+}
+
+impl AgentClient {
+    pub fn new(http: reqwest::Client, base: &str) -> Self {
+        Self {
+            http,
+            base: base.to_string(),
+            cookie: None,
+        }
+    }
+
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let builder = self.http.request(method, format!("{}{path}", self.base));
+        match &self.cookie {
+            Some(cookie) => builder.header(reqwest::header::COOKIE, cookie),
+            None => builder,
+        }
+    }
+
+    /// A new session; the first call also takes the owner cookie it sets.
+    pub async fn create(&mut self) -> Result<String, BenchError> {
+        let response = self
+            .request(reqwest::Method::POST, "/api/sessions")
+            .send()
+            .await
+            .map_err(fail)?;
+        if let Some(cookie) = response
+            .headers()
+            .get(reqwest::header::SET_COOKIE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+        {
+            self.cookie = Some(cookie.to_string());
+        }
+        let body: serde_json::Value = ok(response, "creating a session")
+            .await?
+            .json()
+            .await
+            .map_err(fail)?;
+        body["id"]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| fail("no session id in the answer"))
+    }
+
+    pub async fn upload(&self, id: &str, name: &str, bytes: &[u8]) -> Result<(), BenchError> {
+        let response = self
+            .request(reqwest::Method::PUT, &format!("/api/sessions/{id}/files"))
+            .query(&[("path", name)])
+            .body(bytes.to_vec())
+            .send()
+            .await
+            .map_err(fail)?;
+        ok(response, &format!("uploading {name}")).await.map(drop)
+    }
+
+    /// Asks `question` and reads the turn's events until it finishes:
+    /// (events, seconds to the first code token).
+    pub async fn ask(
+        &self,
+        id: &str,
+        question: &str,
+        model: Option<&str>,
+        timeout: Duration,
+    ) -> Result<(Vec<SessionEvent>, Option<f64>), BenchError> {
+        let started = Instant::now();
+        let response = self
+            .request(reqwest::Method::POST, &format!("/api/sessions/{id}/ask"))
+            .json(&serde_json::json!({ "text": question, "model": model }))
+            .send()
+            .await
+            .map_err(fail)?;
+        let response = ok(response, "asking").await?;
+        let mut events = Vec::new();
+        let mut kinds = std::collections::HashMap::new();
+        let mut first_code = None;
+        let mut pending = Vec::new();
+        let mut body = response.bytes_stream();
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        loop {
+            let chunk = tokio::select! {
+                () = &mut deadline => {
+                    let _ = self.request(reqwest::Method::POST, &format!("/api/sessions/{id}/stop")).send().await;
+                    return Err(fail(format!("the turn took more than {}s; stopped", timeout.as_secs())));
+                }
+                chunk = body.next() => chunk,
+            };
+            let Some(chunk) = chunk else { break };
+            pending.extend_from_slice(&chunk.map_err(fail)?);
+            while let Some(newline) = pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=newline).collect();
+                let Ok(ServerMessage::Event(event)) = serde_json::from_slice(&line) else {
+                    continue;
+                };
+                match &event.event {
+                    EventBody::CellStarted {
+                        cell_id, cell_kind, ..
+                    } => {
+                        kinds.insert(*cell_id, *cell_kind);
+                    }
+                    EventBody::CellDelta { cell_id, .. }
+                        if kinds.get(cell_id) == Some(&CellKind::Code) =>
+                    {
+                        first_code.get_or_insert_with(|| started.elapsed().as_secs_f64());
+                    }
+                    _ => {}
+                }
+                let finished = matches!(event.event, EventBody::TurnFinished { .. });
+                events.push(event);
+                if finished {
+                    return Ok((events, first_code));
+                }
+            }
+        }
+        Err(fail("the answer ended before its turn did"))
+    }
+
+    pub async fn delete(&self, id: &str) {
+        let _ = self
+            .request(reqwest::Method::DELETE, &format!("/api/sessions/{id}"))
+            .send()
+            .await;
+    }
+}
+
+/// `response` when it succeeded, else an error naming `what` failed, with
+/// the status and the start of the body.
+async fn ok(response: reqwest::Response, what: &str) -> Result<reqwest::Response, BenchError> {
+    let status = response.status();
+    if status.is_success() {
+        return Ok(response);
+    }
+    let body = response.text().await.unwrap_or_default();
+    Err(fail(format!(
+        "{what}: {status} {}",
+        crate::sandbox::fit(&body, 500)
+    )))
+}
