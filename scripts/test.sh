@@ -21,6 +21,9 @@ step "lints"
 # built with `ssr` here, as the server uses it.
 cargo clippy -q --workspace --exclude frontend --all-targets -- -D warnings
 cargo clippy -q -p frontend --target wasm32-unknown-unknown -- -D warnings
+# Inside each crate: no two modules that use each other, no source file over
+# 600 production lines.
+python3 "$ROOT/scripts/check-layers.py"
 
 step "unit and integration tests"
 cargo_log=$(mktemp)
@@ -73,7 +76,7 @@ step "agent benchmark, a subset: the embedded model"
 # same GGUF is left to the full runs (`scripts/bench-agent.sh peer`): the
 # integration tests already drive the agent through it, and its subset took
 # seven of CI's minutes.
-# The default model (DEFAULT_MODEL_FILE in crates/runcell-llm/src/embedded/mod.rs).
+# The default model (DEFAULT_MODEL_FILE in crates/runcell-llm/src/config.rs).
 bench_model=qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
 bench_tasks=(--only sum-squares --only strawberry --only days-between --only csv-top-region
   --only csv-top-month --only csv-filter-count --only join-country-total --only json-mean-salary

@@ -50,6 +50,10 @@ test('an edited question is a new version; the old one stays, and the kernel fol
   await expect(notebook.userCells.nth(2).locator('.restored')).toHaveText(
     'Variables rebuilt for this version: 2 earlier programs re-ran first.',
   );
+  // The turn is under way now (its result shows): wait for its end. The
+  // wait after asking can pass before Stop ever shows, on a slow machine,
+  // and a link made mid-turn rightly ends before that turn.
+  await notebook.waitTurnEnd();
 
   // A share link made now shows this branch; the page keeps it on reload.
   const { path } = await (await page.request.post(`/api/sessions/${id}/share`)).json();
