@@ -44,6 +44,14 @@ fn describe() {
         "runcell_run_duration_seconds",
         "Wall time of a program's run, by language and backend"
     );
+    describe_histogram!(
+        "runcell_run_step_seconds",
+        "Wall time of each step of a one-shot run in the local jail: admit (key, limits), jail (a warm jail taken and its cgroup lowered, or a uid leased, a cgroup made and bwrap started), hand_over (the program written and the jail released), process (the interpreter's start, the program and its output, to its exit), ending (what it left killed, the outcome classified); `jail` says whether the jail was made ahead (warm) or on the request (made)"
+    );
+    describe_histogram!(
+        "runcell_api_request_duration_seconds",
+        "Wall time of an HTTP request under /v1 and /mcp, from its headers to its response's head, by route"
+    );
     describe_gauge!(
         "runcell_sandbox_pool_size",
         "Sandbox sessions started and waiting in the warm pool"
@@ -144,6 +152,13 @@ pub fn run_finished(
         .record(took.as_secs_f64());
 }
 
+/// One step of a one-shot run in a `jail` (`warm` or `made`) took `took`
+/// (see `runcell_run_step_seconds`).
+pub fn run_step(step: &'static str, jail: &'static str, took: Duration) {
+    histogram!("runcell_run_step_seconds", "step" => step, "jail" => jail)
+        .record(took.as_secs_f64());
+}
+
 /// The gauges read at scrape time.
 pub fn set_sizes(pool: usize, sandbox_sessions: usize, notebook_sessions: usize) {
     gauge!("runcell_sandbox_pool_size").set(pool as f64);
@@ -193,6 +208,12 @@ impl Drop for SocketOpen {
     fn drop(&mut self) {
         gauge!("runcell_websocket_connections").decrement(1.0);
     }
+}
+
+/// An API request under `route` was answered in `took` (to its head).
+pub fn api_request_time(route: &str, took: Duration) {
+    histogram!("runcell_api_request_duration_seconds", "route" => route.to_string())
+        .record(took.as_secs_f64());
 }
 
 pub fn api_request(route: &str, status: u16) {

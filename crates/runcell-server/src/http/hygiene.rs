@@ -101,7 +101,9 @@ pub async fn count(request: Request, next: Next) -> Response {
         request.extensions().get::<MatchedPath>(),
         request.uri().path(),
     );
+    let began = std::time::Instant::now();
     let response = next.run(request).await;
+    runcell_core::metrics::api_request_time(&route, began.elapsed());
     runcell_core::metrics::api_request(&route, response.status().as_u16());
     response
 }

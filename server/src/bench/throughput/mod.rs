@@ -1,17 +1,22 @@
 //! `runcell bench throughput`: one-shot programs through the API, as an
 //! evaluation harness sends them, beside a bare process per program.
 //!
-//! Every program of the public set (`programs.txt`) runs in its right and
-//! its broken variant, at concurrency 1, 2 and 4: once through
+//! Every program of the public set (`programs.txt`), and Python programs of
+//! an evaluation task's size and larger (1 to 10 KiB, made of the set's),
+//! runs in its right and its broken variant, at concurrency 1, 2 and 4,
+//! each run on a new connection as a harness sends them: once through
 //! `POST /v1/code_interpreter/run` of a real runcell (its own, started from
 //! this binary with the default settings and a new key, or the one `--url`
 //! names with `RUNCELL_API_KEY`), once as a bare process (the same
 //! interpreter and file, no jail). It prints programs/s, p50/p99 latency and
-//! the ratio, and fails if any verdict (passed: exit status 0 and no error)
+//! the ratio, where the server's time went (each step of a run, from its
+//! `/metrics`), and what a program's size costs (sequential runs of 0 to
+//! 100 KiB beside bare ones); it fails if any verdict (passed: exit status 0 and no error)
 //! differs from the bare run's, or if the bare runs do not pass every right
 //! variant and fail every broken one (a broken set proves nothing).
 
 pub mod programs;
+pub mod steps;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,6 +24,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use self::programs::Program;
+use self::steps::{Scrape, StepReport};
 use super::own_server::OwnServer;
 use super::sandbox::stats;
 use super::{BenchError, fail};
@@ -208,13 +214,75 @@ async fn pass(
     })
 }
 
+/// The sizes of the Python programs made of the set's, beside its own.
+const BUNDLE_KIB: [usize; 3] = [1, 4, 10];
+/// Program sizes the size sweep runs, KiB (0: `pass`).
+const SWEEP_KIB: [usize; 4] = [0, 1, 10, 100];
+/// Sequential runs of each size.
+const SWEEP_RUNS: usize = 20;
+
+/// What a program's size costs: programs of `x = 1` lines from nothing to
+/// 100 KiB, run one at a time through the API and bare; the extra time
+/// over the bare run should not grow with the size.
+async fn sizes(
+    bare_runner: &Runner,
+    api_runner: &Runner,
+    http: &reqwest::Client,
+    url: &str,
+    key: &str,
+) -> Result<(), BenchError> {
+    println!(
+        "a program's size, {SWEEP_RUNS} sequential runs each (p50 ms): bare, runcell, the difference, and the server's process step"
+    );
+    let mut first_extra = None;
+    for kib in SWEEP_KIB {
+        let code = if kib == 0 {
+            "pass\n".to_string()
+        } else {
+            "x = 1\n".repeat(kib * 1024 / 6)
+        };
+        let program = Arc::new(Program {
+            name: format!("py-lines-{kib}k"),
+            language: Language::Python,
+            right: code.clone(),
+            broken: code,
+        });
+        let job = Job {
+            program,
+            broken: false,
+        };
+        let jobs = Arc::new(vec![job; SWEEP_RUNS]);
+        // One run first: warm jails and the page cache ready.
+        bare_runner.run(0, &jobs[0]).await?;
+        api_runner.run(0, &jobs[0]).await?;
+        let mut bare = pass(bare_runner, &jobs, 1).await?;
+        let before = Scrape::read(http, url, key).await?;
+        let mut api = pass(api_runner, &jobs, 1).await?;
+        let after = Scrape::read(http, url, key).await?;
+        let process = StepReport::between(&before, &after)
+            .steps
+            .iter()
+            .find(|(step, _, _)| *step == "process")
+            .map_or(0.0, |(_, ms, _)| *ms);
+        let (bare_p50, _) = stats(&mut bare.latencies);
+        let (api_p50, _) = stats(&mut api.latencies);
+        let extra = api_p50 - bare_p50;
+        let growth = extra - *first_extra.get_or_insert(extra);
+        println!(
+            "  {kib:>4} KiB  bare {bare_p50:6.1}  runcell {api_p50:6.1}  +{extra:5.1} ({growth:+5.1} from 0 KiB)  process {process:6.1}"
+        );
+    }
+    Ok(())
+}
+
 fn ms(samples: &mut [Duration]) -> String {
     let (p50, p99) = stats(samples);
     format!("{p50:>7.1} {p99:>7.1}")
 }
 
 pub async fn run(options: ThroughputOptions) -> Result<(), BenchError> {
-    let set = programs::all().map_err(fail)?;
+    let mut set = programs::all().map_err(fail)?;
+    set.extend(programs::bundles(&set, &BUNDLE_KIB));
     let jobs: Arc<Vec<Job>> = Arc::new(
         set.into_iter()
             .map(Arc::new)
@@ -249,10 +317,15 @@ pub async fn run(options: ThroughputOptions) -> Result<(), BenchError> {
             (own.url.clone(), own.keys[0].clone())
         }
     };
+    // A new connection per run, as an evaluation harness makes them.
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .map_err(fail)?;
     let api_runner = Runner::Api {
-        http: reqwest::Client::new(),
+        http: http.clone(),
         url: url.clone(),
-        key,
+        key: key.clone(),
     };
 
     let by_language = |language: Language| {
@@ -273,7 +346,10 @@ pub async fn run(options: ThroughputOptions) -> Result<(), BenchError> {
         "{:>4}  {:>10} {:>10} {:>6}  {:>15}  {:>15}  {:>4}",
         "conc", "bare /s", "runcell /s", "ratio", "bare p50 p99", "runcell p50 p99", "429s"
     );
+    // First, on a quiet server: what a program's size costs.
+    sizes(&bare_runner, &api_runner, &http, &url, &key).await?;
     let mut problems = Vec::new();
+    let mut step_lines = Vec::new();
     for &concurrency in &options.concurrency {
         let concurrency = concurrency.max(1);
         let mut bare_pass = pass(&bare_runner, &jobs, concurrency).await?;
@@ -287,7 +363,13 @@ pub async fn run(options: ThroughputOptions) -> Result<(), BenchError> {
                 ));
             }
         }
+        let before = Scrape::read(&http, &url, &key).await?;
         let mut api_pass = pass(&api_runner, &jobs, concurrency).await?;
+        let after = Scrape::read(&http, &url, &key).await?;
+        step_lines.push(format!(
+            "{concurrency:>4}  {}",
+            StepReport::between(&before, &after).line()
+        ));
         for (job, (&jailed, &plain)) in jobs
             .iter()
             .zip(api_pass.verdicts.iter().zip(&bare_pass.verdicts))
@@ -312,6 +394,27 @@ pub async fn run(options: ThroughputOptions) -> Result<(), BenchError> {
             api_pass.throttled,
         );
     }
+    println!("where a run's time went in the server (mean ms per run, from its /metrics):");
+    for line in &step_lines {
+        println!("{line}");
+    }
+    // The Python programs alone at concurrency 2: the figure an evaluation
+    // harness of Python tasks (HumanEval through scripts/bench-humaneval.sh)
+    // sees.
+    let python: Arc<Vec<Job>> = Arc::new(
+        jobs.iter()
+            .filter(|j| j.program.language == Language::Python)
+            .cloned()
+            .collect(),
+    );
+    let bare_python = pass(&bare_runner, &python, 2).await?;
+    let api_python = pass(&api_runner, &python, 2).await?;
+    println!(
+        "python only, concurrency 2: bare {:.1}/s, runcell {:.1}/s, {:.2}x",
+        bare_python.rate(),
+        api_python.rate(),
+        api_python.rate() / bare_python.rate()
+    );
     if problems.is_empty() {
         println!("every verdict the same as the bare run's");
         Ok(())

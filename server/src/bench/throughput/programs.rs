@@ -73,6 +73,41 @@ fn parse(text: &str) -> Result<Vec<Program>, SetError> {
     Ok(programs)
 }
 
+/// Python programs of an evaluation task's size and larger: the set's own
+/// Python programs one after another (each a function and its checks)
+/// until the text holds `kib` KiB, for each of `sizes_kib`; the broken
+/// variant breaks the last one. HumanEval's programs are 0.4 to 4 KB.
+pub fn bundles(set: &[Program], sizes_kib: &[usize]) -> Vec<Program> {
+    let python: Vec<&Program> = set
+        .iter()
+        .filter(|p| p.language == Language::Python)
+        .collect();
+    let mut bundles = Vec::new();
+    if python.is_empty() {
+        return bundles;
+    }
+    for &kib in sizes_kib {
+        let mut right = String::new();
+        let mut last = python[0];
+        for program in python.iter().cycle() {
+            if right.len() >= kib * 1024 {
+                break;
+            }
+            right.push_str(&program.right);
+            last = program;
+        }
+        let head = right.len() - last.right.len();
+        let broken = format!("{}{}", &right[..head], last.broken);
+        bundles.push(Program {
+            name: format!("py-bundle-{kib}k"),
+            language: Language::Python,
+            right,
+            broken,
+        });
+    }
+    bundles
+}
+
 /// The right and the broken text of a body with one `@@right|wrong@@`.
 fn variants(body: &str) -> Result<(String, String), String> {
     let (head, rest) = body.split_once("@@").ok_or("no `@@right|wrong@@` marker")?;
@@ -120,6 +155,27 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), programs.len());
         assert!(programs.iter().all(|p| p.right != p.broken));
+    }
+
+    #[test]
+    fn bundles_are_python_programs_of_at_least_their_size_broken_at_the_end() {
+        let set = all().unwrap();
+        let bundles = bundles(&set, &[1, 10]);
+        assert_eq!(bundles.len(), 2);
+        for (bundle, kib) in bundles.iter().zip([1, 10]) {
+            assert_eq!(bundle.name, format!("py-bundle-{kib}k"));
+            assert!(bundle.right.len() >= kib * 1024);
+            assert!(bundle.right.len() < kib * 1024 + 2048);
+            assert_ne!(bundle.right, bundle.broken);
+            // Only the last program differs.
+            let same = bundle
+                .right
+                .bytes()
+                .zip(bundle.broken.bytes())
+                .take_while(|(a, b)| a == b)
+                .count();
+            assert!(same > bundle.right.len() - 600, "{same}");
+        }
     }
 
     #[test]
