@@ -61,6 +61,11 @@ pub struct SandboxConfig {
     /// (which then must be configured), no jail is started here, and E2B's
     /// protocol is not served (it would run on jails).
     pub jail: bool,
+    /// Idle kernels share the memory they hold alike (the interpreter's
+    /// modules, loaded the same way in each): the kernel's same-page
+    /// merging is turned on for them, with their address layout fixed so
+    /// that their pages match. See SECURITY.md for what it trades.
+    pub share_kernel_memory: bool,
 }
 
 impl SandboxConfig {
@@ -130,6 +135,7 @@ impl Default for SandboxConfig {
             total_pids: 8192,
             total_cpu_millis: 0,
             jail: true,
+            share_kernel_memory: true,
         }
     }
 }

@@ -87,10 +87,20 @@ async fn bare(language: Language, dir: &Path) -> Result<Duration, BenchError> {
 }
 
 /// Resident memory of every process of a uid in `uids`, in bytes.
-fn rss_of_uids(uids: &std::ops::Range<u32>) -> u64 {
-    let mut total = 0;
+/// Resident and proportional memory (`VmRSS`, `Pss` of `smaps_rollup`),
+/// in bytes, of every process running as one of `uids`.
+fn memory_of_uids(uids: &std::ops::Range<u32>) -> (u64, u64) {
+    let (mut rss, mut pss) = (0, 0);
     let Ok(entries) = std::fs::read_dir("/proc") else {
-        return 0;
+        return (0, 0);
+    };
+    let kib = |text: &str, key: &str| {
+        text.lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<u64>().ok())
+            .unwrap_or(0)
+            * 1024
     };
     for entry in entries.flatten() {
         let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else {
@@ -103,21 +113,34 @@ fn rss_of_uids(uids: &std::ops::Range<u32>) -> u64 {
             .and_then(|u| u.parse::<u32>().ok())
             .is_some_and(|u| uids.contains(&u));
         if owned {
-            total += status
-                .lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<u64>().ok())
-                .unwrap_or(0)
-                * 1024;
+            rss += kib(&status, "VmRSS:");
+            let rollup =
+                std::fs::read_to_string(entry.path().join("smaps_rollup")).unwrap_or_default();
+            pss += kib(&rollup, "Pss:");
         }
     }
-    total
+    (rss, pss)
+}
+
+/// The longest idle kernels are given for their pages to be merged.
+const MERGE_WAIT: Duration = Duration::from_secs(300);
+
+/// How many times the kernel's same-page merging has scanned everything.
+fn full_scans() -> Option<u64> {
+    std::fs::read_to_string("/sys/kernel/mm/ksm/full_scans")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
 }
 
 pub async fn run(iterations: usize, idle_sessions: usize) -> Result<(), BenchError> {
-    let config = JailConfig::default();
+    // `RUNCELL_SANDBOX__SHARE_KERNEL_MEMORY=false` measures without sharing.
+    let config = JailConfig {
+        share_kernel_memory: std::env::var("RUNCELL_SANDBOX__SHARE_KERNEL_MEMORY")
+            .map_or(true, |v| v != "false"),
+        ..JailConfig::default()
+    };
     let uids = config.uid_base..config.uid_base + config.uid_count;
+    let sharing = config.share_kernel_memory;
     let jail = JailSandbox::new(config);
     if let Some(reason) = jail.unavailable() {
         return Err(BenchError(format!("the jail is unavailable: {reason}")));
@@ -231,23 +254,59 @@ pub async fn run(iterations: usize, idle_sessions: usize) -> Result<(), BenchErr
         );
     }
 
-    // Idle sessions' memory.
+    // Idle sessions' memory: resident and proportional, once they are up
+    // and once their pages had time to be merged (`share_kernel_memory`).
     if idle_sessions > 0 {
-        let before = rss_of_uids(&uids);
+        let (rss_before, pss_before) = memory_of_uids(&uids);
         let started = Instant::now();
         let mut open: Vec<Box<dyn SandboxSession>> = Vec::new();
         for _ in 0..idle_sessions {
             open.push(sandbox.open_session().await.map_err(fail)?);
         }
         let took = started.elapsed();
+        let mib_each = |bytes: u64, before: u64| {
+            bytes.saturating_sub(before) as f64 / (1024.0 * 1024.0) / idle_sessions as f64
+        };
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let used = rss_of_uids(&uids).saturating_sub(before);
+        let (rss, pss) = memory_of_uids(&uids);
         println!(
-            "{idle_sessions} idle sessions: {:.0} MiB resident in all, {:.1} MiB each (opened in {:.1} s)",
-            used as f64 / (1024.0 * 1024.0),
-            used as f64 / (1024.0 * 1024.0) / idle_sessions as f64,
-            took.as_secs_f64()
+            "{idle_sessions} idle sessions (opened in {:.1} s), each: {:.1} MiB resident, {:.1} MiB proportional",
+            took.as_secs_f64(),
+            mib_each(rss, rss_before),
+            mib_each(pss, pss_before),
         );
+        if sharing {
+            // The kernel's merging scans a few thousand pages a second (its
+            // own settings), and pages merge over several scans: wait until
+            // a scan merged next to nothing more.
+            let waited = Instant::now();
+            let first = full_scans();
+            let (mut scans, mut last) = (first, memory_of_uids(&uids).1);
+            while waited.elapsed() < MERGE_WAIT {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                let now = full_scans();
+                if now == scans {
+                    continue;
+                }
+                scans = now;
+                let pss = memory_of_uids(&uids).1;
+                let settled = pss + pss / 50 >= last;
+                last = pss;
+                if settled && now.zip(first).is_some_and(|(now, first)| now >= first + 2) {
+                    break;
+                }
+            }
+            let (rss, pss) = memory_of_uids(&uids);
+            println!(
+                "  after {:.0} s of merging ({} full scans), each: {:.1} MiB resident, {:.1} MiB proportional (target <= 20 MiB)",
+                waited.elapsed().as_secs_f64(),
+                full_scans()
+                    .zip(first)
+                    .map_or(0, |(now, first)| now - first),
+                mib_each(rss, rss_before),
+                mib_each(pss, pss_before),
+            );
+        }
         for session in open {
             session.close().await;
         }

@@ -15,6 +15,7 @@ mod oneshot;
 mod outcome;
 mod seccomp;
 mod session;
+mod shared_pages;
 mod supervise;
 mod wire;
 mod zmtp;
@@ -56,6 +57,8 @@ pub struct JailConfig {
     pub total: TotalCaps,
     /// The largest limits a request may have.
     pub max_limits: Limits,
+    /// Kernels' pages merged where they are alike (`shared_pages`).
+    pub share_kernel_memory: bool,
 }
 
 impl Default for JailConfig {
@@ -73,6 +76,7 @@ impl Default for JailConfig {
                 wall: super::MAX_WALL,
                 ..Limits::default()
             },
+            share_kernel_memory: settings.share_kernel_memory,
         }
     }
 }
@@ -97,6 +101,7 @@ impl JailConfig {
                 .max(u64::from(settings.cpu_millis)),
             },
             max_limits: settings.max_limits(),
+            share_kernel_memory: settings.share_kernel_memory,
         }
     }
 }
@@ -109,6 +114,8 @@ struct Ready {
     /// The minimal `/etc` bound into every jail.
     etc: &'static std::path::Path,
     uids: UidPool,
+    /// Kernels are started with their pages mergeable.
+    share_pages: bool,
 }
 
 pub struct JailSandbox {
@@ -216,11 +223,18 @@ fn probe(config: &JailConfig) -> Result<Ready, String> {
     cgroup::set_parent_caps(&cgroups, &config.total).map_err(|e| e.to_string())?;
     let uids = UidPool::new(config.uid_base, config.uid_count).map_err(|e| e.to_string())?;
     let etc = etc::jail_etc()?;
+    let share_pages = config.share_kernel_memory
+        && shared_pages::enable()
+            .inspect_err(|reason| {
+                tracing::warn!(%reason, "idle kernels will not share their memory");
+            })
+            .is_ok();
     Ok(Ready {
         cgroups,
         seccomp,
         etc,
         uids,
+        share_pages,
     })
 }
 

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::identity::{HostId, Lease};
-use super::launch::{Code, Mounts, program};
+use super::launch::{Code, Mounts, program, started_ahead};
 use super::outcome::classify;
 use super::supervise::supervise;
 use super::{CgroupMode, JailSandbox, RunGroup, clamp};
@@ -30,9 +30,10 @@ const QUIET: Duration = Duration::from_secs(30);
 
 /// A jail set up ahead of time: made, inside its group at the server's
 /// maximum limits, with its program's file bound read-only from a host file
-/// of its own, it waits (namespaces, mounts and ids done; no seccomp filter
-/// yet, nothing of its own run) for a byte on a pipe, after its program is
-/// written to that file.
+/// of its own, it waits (namespaces, mounts and ids done; for Python, its
+/// seccomp filter on and its interpreter started, [`started_ahead`]; for
+/// the others, no seccomp filter yet, nothing of its own run) for a byte on
+/// a pipe, after its program is written to that file.
 pub(super) struct WarmJail {
     child: tokio::process::Child,
     /// The host file its program file is bound from; removed with it.
@@ -225,7 +226,10 @@ impl JailSandbox {
         let group = RunGroup::create(cgroups, &name, &limits)
             .map_err(|e| SandboxError::Unavailable(e.to_string()))?;
         let marker = format!("runcell-compile-failed-{}", uuid::Uuid::new_v4().simple());
-        let (file, command) = program(language, &marker, "");
+        let (started, (file, command)) = match started_ahead(language) {
+            Some(ahead) => (true, ahead),
+            None => (false, program(language, &marker, "")),
+        };
         let internal =
             |what: &str, e: std::io::Error| SandboxError::Internal(format!("{what}: {e}"));
         let code =
@@ -244,6 +248,7 @@ impl JailSandbox {
             Code::Later {
                 host_file: &code.path,
                 release: reader.into(),
+                started,
             },
         )?;
         Ok(WarmJail {
@@ -265,6 +270,7 @@ impl JailSandbox {
         events: Option<&mpsc::Sender<RunEvent>>,
         cancel: &CancellationToken,
     ) -> Result<RunOutcome, SandboxError> {
+        let mut steps = Steps::new(Instant::now());
         validate_code(&request.code)?;
         validate_process(request)?;
         let cgroups = self.ready_cgroups()?;
@@ -280,6 +286,8 @@ impl JailSandbox {
         let mut code_file = None;
         let (mut child, group, marker, lease) = match warm {
             Some(warm) => {
+                steps.jail = "warm";
+                steps.done("jail");
                 warm.code
                     .write(request.code.as_bytes())
                     .and_then(|()| std::fs::File::from(warm.release).write_all(b"1"))
@@ -287,6 +295,7 @@ impl JailSandbox {
                         SandboxError::Internal(format!("a warm jail did not take its program: {e}"))
                     })?;
                 code_file = Some(warm.code);
+                steps.done("hand_over");
                 (warm.child, warm.group, warm.marker, Some(warm.lease))
             }
             None => {
@@ -326,10 +335,13 @@ impl JailSandbox {
                     command,
                     Code::File(request.code.as_bytes()),
                 )?;
+                // The program goes in as the jail is made: no hand-over.
+                steps.done("jail");
                 (child, group, marker, lease)
             }
         };
         let supervised = supervise(&mut child, &limits, events, cancel).await;
+        steps.done("process");
         if home.is_none() {
             self.refill_warm(request.language);
         }
@@ -350,6 +362,7 @@ impl JailSandbox {
             &marker,
             started,
         );
+        steps.done("ending");
         // Removing the groups can wait on the kernel for a few milliseconds;
         // the caller need not. The uid is free again once they are empty.
         tokio::task::spawn_blocking(move || {
@@ -375,6 +388,30 @@ impl JailSandbox {
                 .await;
         }
         Ok(outcome)
+    }
+}
+
+/// The time each step of a run took, recorded as `runcell_run_step_seconds`
+/// (`runcell bench throughput` reports them).
+struct Steps {
+    last: Instant,
+    /// How the jail came: `warm` (made ahead) or `made` (on the request).
+    jail: &'static str,
+}
+
+impl Steps {
+    fn new(began: Instant) -> Self {
+        Self {
+            last: began,
+            jail: "made",
+        }
+    }
+
+    /// `step` ended now; the next one starts.
+    fn done(&mut self, step: &'static str) {
+        let now = Instant::now();
+        runcell_core::metrics::run_step(step, self.jail, now.duration_since(self.last));
+        self.last = now;
     }
 }
 
