@@ -46,7 +46,7 @@ fn describe() {
     );
     describe_histogram!(
         "runcell_run_step_seconds",
-        "Wall time of each step of a one-shot run in the local jail: admit (key, limits), jail (a warm jail taken and its cgroup lowered, or a uid leased, a cgroup made and bwrap started), hand_over (the program written and the jail released), process (the interpreter's start, the program and its output, to its exit), ending (what it left killed, the outcome classified); `jail` says whether the jail was made ahead (warm) or on the request (made)"
+        "Wall time of each step of a one-shot run in the local jail (what a request spends outside them is HTTP and admission): jail (a warm jail taken and its cgroup lowered, or a uid leased, a cgroup made and bwrap started), hand_over (the program written and the jail released), process (the interpreter's start, the program and its output, to its exit), ending (what it left killed, the outcome classified); `jail` says whether the jail was made ahead (warm) or on the request (made)"
     );
     describe_histogram!(
         "runcell_api_request_duration_seconds",
