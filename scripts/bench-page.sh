@@ -12,21 +12,6 @@ cd "$ROOT"
 runs=${1:-3}
 bin=${RUNCELL_BIN:-$TARGET_DIR/release/runcell}
 [ -x "$bin" ] || die "no release build at $bin (run scripts/build.sh)"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-data=$(mktemp -d)
-pid=
-cleanup() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$data"
-}
-trap cleanup EXIT
-RUNCELL_LLM=scripted RUNCELL_LOG=warn "$bin" serve --addr "127.0.0.1:$port" --data-dir "$data" \
-  >"$data/runcell.log" 2>&1 &
-pid=$!
-for _ in $(seq 1 240); do
-  curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
-  kill -0 "$pid" 2>/dev/null || { cat "$data/runcell.log" >&2; die "runcell did not start"; }
-  sleep 0.5
-done
+throwaway_data
+serve_throwaway "$bin"
 (cd "$ROOT/end2end" && node page-load.mjs "http://127.0.0.1:$port" "$runs")

@@ -20,7 +20,7 @@ case "${1:-}" in
     dir=${2:?usage: pg-cluster.sh start DIR}
     mkdir -p "$dir"
     if [ "$(id -u)" = 0 ]; then chown postgres: "$dir"; fi
-    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    port=$(free_port)
     as_cluster_user "$bin/initdb" -D "$dir/data" -U runcell --auth=trust -E UTF8 --no-sync >"$dir/initdb.log" 2>&1 \
       || { cat "$dir/initdb.log" >&2; die "initdb failed"; }
     as_cluster_user "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \

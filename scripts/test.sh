@@ -55,7 +55,7 @@ step "abuse: the review's attacks at once while a key and a signed-in page are s
 (cd "$(mktemp -d)" && "$ROOT/target/release/runcell" bench abuse --seconds 20)
 
 step "end-to-end (Chromium, JavaScript off and on)"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(free_port)
 (cd "$ROOT/end2end" && RUNCELL_E2E_PORT=$port RUNCELL_E2E_DATA=$e2e_data npx playwright test) 2>&1 | tee "$e2e_log"
 # A count Playwright does not print is none (grep finds nothing: not a
 # failure under pipefail).
