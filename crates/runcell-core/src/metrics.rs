@@ -113,6 +113,29 @@ fn describe() {
         "runcell_unanswered_total",
         "Programs that ran but did not answer (printed nothing, only empty values or only an unasked chart, never grouped for a per-group question, or printed a whole column for one value), by reason and whether a fix was asked"
     );
+    describe_counter!(
+        "runcell_package_files_total",
+        "Package files the jails' index served, by source (cache, or upstream: downloaded and checked first)"
+    );
+    describe_counter!(
+        "runcell_package_bytes_total",
+        "Bytes of package files the jails' index served, by source (cache, upstream)"
+    );
+    describe_counter!(
+        "runcell_package_refusals_total",
+        "Requests the jails' package index refused or could not answer, by reason: policy (packages.mode/allow/deny), name (not a normalised project or file name), size (packages.max_file_mib), session_size (packages.max_session_mib), hash (a download did not match its sha256), upstream (upstream failed with no cached copy)"
+    );
+}
+
+/// The package index served a file of `bytes` from `source` (`cache` or `upstream`).
+pub fn package_file_served(source: &'static str, bytes: u64) {
+    counter!("runcell_package_files_total", "source" => source).increment(1);
+    counter!("runcell_package_bytes_total", "source" => source).increment(bytes);
+}
+
+/// The package index refused a request, for `reason` (see `runcell_package_refusals_total`).
+pub fn package_refused(reason: &'static str) {
+    counter!("runcell_package_refusals_total", "reason" => reason).increment(1);
 }
 
 /// An explanation stood (`grounded`, `regrounded`, `pruned` to its grounded

@@ -1,0 +1,84 @@
+//! The `[packages]` section of the server's config file: which projects a
+//! jail may install, from where, and how much.
+
+use serde::{Deserialize, Serialize};
+
+/// The package index's settings.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PackagesConfig {
+    /// Off, only the projects in `allow`, or every project not denied.
+    pub mode: Mode,
+    /// Project names (any spelling; normalised on use); used when `mode = "allowlist"`.
+    pub allow: Vec<String>,
+    /// Refused in every mode. `pip` by default: a session's installer is the jail's own.
+    pub deny: Vec<String>,
+    /// Source distributions served too (they build code at install time); wheels only by default.
+    pub sdists: bool,
+    /// The upstream simple index URL; `None`: [`crate::default_index_url`].
+    pub index_url: Option<String>,
+    /// The largest single file served, in MiB.
+    pub max_file_mib: u64,
+    /// The most bytes one account (a session or a one-shot run) may be served, in MiB.
+    pub max_session_mib: u64,
+    /// Never ask upstream: serve only what the cache holds.
+    pub offline: bool,
+    /// A cached project page older than this is fetched again (the stale copy
+    /// is used if upstream fails).
+    pub page_ttl_secs: u64,
+}
+
+impl Default for PackagesConfig {
+    fn default() -> Self {
+        Self {
+            mode: Mode::Open,
+            allow: Vec::new(),
+            deny: vec!["pip".into()],
+            sdists: false,
+            index_url: None,
+            max_file_mib: 100,
+            max_session_mib: 500,
+            offline: false,
+            page_ttl_secs: 600,
+        }
+    }
+}
+
+/// Whether jails get an index, and which projects it serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// No index: jails have no packages beyond their image's.
+    Off,
+    /// Only the projects in `allow` (less those in `deny`).
+    Allowlist,
+    /// Every project not in `deny`.
+    #[default]
+    Open,
+}
+
+impl PackagesConfig {
+    pub(crate) fn max_file_bytes(&self) -> u64 {
+        self.max_file_mib.saturating_mul(1024 * 1024)
+    }
+
+    pub(crate) fn max_session_bytes(&self) -> u64 {
+        self.max_session_mib.saturating_mul(1024 * 1024)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_partial_sections() {
+        let config: PackagesConfig =
+            serde_json::from_str(r#"{"mode":"allowlist","allow":["NumPy"]}"#)
+                .expect("a partial section");
+        assert_eq!(config.mode, Mode::Allowlist);
+        assert_eq!(config.deny, vec!["pip".to_string()]);
+        assert_eq!(config.max_file_mib, 100);
+        assert!(serde_json::from_str::<PackagesConfig>(r#"{"modes":"off"}"#).is_err());
+    }
+}

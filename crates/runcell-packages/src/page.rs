@@ -1,0 +1,388 @@
+//! A project's page: read from upstream (PEP 691 JSON or PEP 503 HTML) and
+//! written for a jail, with every file's URL pointing back at this index.
+
+use std::collections::BTreeSet;
+use std::collections::HashMap;
+
+use reqwest::Url;
+use serde::{Deserialize, Serialize};
+
+use crate::name;
+
+/// The media type of a PEP 691 JSON page.
+pub(crate) const JSON_TYPE: &str = "application/vnd.pypi.simple.v1+json";
+/// What a page is asked upstream with: JSON first.
+pub(crate) const UPSTREAM_ACCEPT: &str = "application/vnd.pypi.simple.v1+json, text/html;q=0.1";
+/// The API version this index answers with (PEP 700).
+const API_VERSION: &str = "1.1";
+
+/// One distribution file a project page lists.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct FileEntry {
+    pub filename: String,
+    /// Upstream's URL of the file, absolute.
+    pub url: String,
+    /// Lowercase hex.
+    pub sha256: String,
+    pub version: String,
+    pub wheel: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requires_python: Option<String>,
+    /// `None`: not yanked; `Some("")`: yanked without a reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub yanked: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+}
+
+/// A project page as the cache keeps it: every file with a sha256 whose
+/// filename names this project (sdists too; the policy is applied on use).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Page {
+    /// When it was fetched, in seconds since the Unix epoch.
+    pub fetched_at: u64,
+    pub files: Vec<FileEntry>,
+}
+
+/// The format a client asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Format {
+    Json,
+    Html,
+}
+
+impl Format {
+    /// The format an `Accept` header prefers: JSON if it ranks PEP 691's
+    /// JSON type at least as high as any HTML type, else HTML.
+    pub fn from_accept(accept: Option<&str>) -> Self {
+        let (mut json, mut html) = (0.0_f32, 0.0_f32);
+        for item in accept.unwrap_or("").split(',') {
+            let mut parts = item.split(';');
+            let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+            let q = parts
+                .filter_map(|p| p.trim().strip_prefix("q="))
+                .find_map(|q| q.trim().parse::<f32>().ok())
+                .unwrap_or(1.0);
+            match media.as_str() {
+                JSON_TYPE | "application/vnd.pypi.simple.latest+json" => json = json.max(q),
+                "text/html"
+                | "application/vnd.pypi.simple.v1+html"
+                | "application/vnd.pypi.simple.latest+html" => html = html.max(q),
+                _ => {}
+            }
+        }
+        if json > 0.0 && json >= html {
+            Self::Json
+        } else {
+            Self::Html
+        }
+    }
+
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Self::Json => JSON_TYPE,
+            Self::Html => "text/html; charset=utf-8",
+        }
+    }
+}
+
+/// A file as upstream listed it, before it is checked.
+struct Listed {
+    filename: String,
+    url: String,
+    sha256: Option<String>,
+    requires_python: Option<String>,
+    yanked: Option<String>,
+    size: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct JsonPage {
+    files: Vec<JsonFile>,
+}
+
+#[derive(Deserialize)]
+struct JsonFile {
+    filename: String,
+    url: String,
+    #[serde(default)]
+    hashes: HashMap<String, String>,
+    #[serde(default, rename = "requires-python")]
+    requires_python: Option<String>,
+    #[serde(default)]
+    yanked: Option<serde_json::Value>,
+    #[serde(default)]
+    size: Option<u64>,
+}
+
+/// The files of `project`'s upstream page `body` (JSON if `json`, else
+/// HTML), fetched from `page_url`: only those with a sha256, a URL and a
+/// filename naming this project. `None` if a JSON body does not parse.
+pub(crate) fn parse_upstream(
+    project: &str,
+    page_url: &Url,
+    body: &[u8],
+    json: bool,
+) -> Option<Vec<FileEntry>> {
+    let listed = if json {
+        let page: JsonPage = serde_json::from_slice(body).ok()?;
+        page.files
+            .into_iter()
+            .map(|f| Listed {
+                sha256: f.hashes.get("sha256").cloned(),
+                yanked: match f.yanked {
+                    Some(serde_json::Value::Bool(true)) => Some(String::new()),
+                    Some(serde_json::Value::String(reason)) => Some(reason),
+                    _ => None,
+                },
+                filename: f.filename,
+                url: f.url,
+                requires_python: f.requires_python,
+                size: f.size,
+            })
+            .collect()
+    } else {
+        parse_html(&String::from_utf8_lossy(body))
+    };
+    Some(
+        listed
+            .into_iter()
+            .filter_map(|l| checked(project, page_url, l))
+            .collect(),
+    )
+}
+
+fn checked(project: &str, page_url: &Url, listed: Listed) -> Option<FileEntry> {
+    let sha256 = listed.sha256?.to_ascii_lowercase();
+    if !is_sha256(&sha256) || !name::is_safe_filename(&listed.filename) {
+        return None;
+    }
+    let (named, version, wheel) = name::parse_filename(&listed.filename)?;
+    let mut url = page_url.join(&listed.url).ok()?;
+    if named != project || !matches!(url.scheme(), "http" | "https") {
+        return None;
+    }
+    url.set_fragment(None);
+    Some(FileEntry {
+        filename: listed.filename,
+        url: url.into(),
+        sha256,
+        version,
+        wheel,
+        requires_python: listed.requires_python,
+        yanked: listed.yanked,
+        size: listed.size,
+    })
+}
+
+/// Whether `s` is 64 lowercase hex digits.
+pub(crate) fn is_sha256(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The `<a>` anchors of a PEP 503 page. Linear in the page, which the
+/// caller has bounded.
+fn parse_html(html: &str) -> Vec<Listed> {
+    let lower = html.to_ascii_lowercase();
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(found) = lower[at..].find("<a") {
+        let start = at + found + 2;
+        at = start;
+        if !lower[start..].starts_with(|c: char| c.is_ascii_whitespace()) {
+            continue;
+        }
+        let (attrs, after) = attributes(html, start);
+        let Some(end) = lower[after..].find("</a>") else {
+            break;
+        };
+        let text = unescape(html[after..after + end].trim());
+        at = after + end + 4;
+        let Some(href) = attrs.get("href") else {
+            continue;
+        };
+        let (url, fragment) = href.split_once('#').unwrap_or((href, ""));
+        out.push(Listed {
+            filename: text,
+            url: url.to_string(),
+            sha256: fragment.strip_prefix("sha256=").map(str::to_string),
+            requires_python: attrs.get("data-requires-python").cloned(),
+            yanked: attrs.get("data-yanked").cloned(),
+            size: None,
+        });
+    }
+    out
+}
+
+/// The attributes of a tag whose name ends at `at`, unescaped, and where
+/// the tag ends (past its `>`).
+fn attributes(html: &str, mut at: usize) -> (HashMap<String, String>, usize) {
+    let bytes = html.as_bytes();
+    let mut attrs = HashMap::new();
+    loop {
+        while at < bytes.len() && bytes[at].is_ascii_whitespace() {
+            at += 1;
+        }
+        if at >= bytes.len() {
+            return (attrs, at);
+        }
+        if bytes[at] == b'>' {
+            return (attrs, at + 1);
+        }
+        let name_start = at;
+        while at < bytes.len() && !bytes[at].is_ascii_whitespace() && !b"=>".contains(&bytes[at]) {
+            at += 1;
+        }
+        let name = html[name_start..at].to_ascii_lowercase();
+        while at < bytes.len() && bytes[at].is_ascii_whitespace() {
+            at += 1;
+        }
+        let mut value = String::new();
+        if at < bytes.len() && bytes[at] == b'=' {
+            at += 1;
+            while at < bytes.len() && bytes[at].is_ascii_whitespace() {
+                at += 1;
+            }
+            let (value_start, value_end) = match bytes.get(at) {
+                Some(&quote @ (b'"' | b'\'')) => {
+                    let close = html[at + 1..]
+                        .find(char::from(quote))
+                        .map_or(bytes.len(), |i| at + 1 + i);
+                    let span = (at + 1, close);
+                    at = (close + 1).min(bytes.len());
+                    span
+                }
+                _ => {
+                    let start = at;
+                    while at < bytes.len() && !bytes[at].is_ascii_whitespace() && bytes[at] != b'>'
+                    {
+                        at += 1;
+                    }
+                    (start, at)
+                }
+            };
+            value = unescape(&html[value_start..value_end]);
+        }
+        if name.is_empty() {
+            at += 1;
+        } else {
+            attrs.entry(name).or_insert(value);
+        }
+    }
+}
+
+/// `s` with the five entities PEP 503 pages use decoded.
+fn unescape(s: &str) -> String {
+    if !s.contains('&') {
+        return s.to_string();
+    }
+    s.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&#x27;", "'")
+        .replace("&amp;", "&")
+}
+
+/// `s` safe in HTML text and in a double-quoted attribute.
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            _ => out.push(ch),
+        }
+    }
+    out
+}
+
+/// Where a jail fetches `file`: this index's own file route, with its hash.
+fn local_url(file: &FileEntry) -> String {
+    format!("/files/{0}/{1}#sha256={0}", file.sha256, file.filename)
+}
+
+/// `project`'s page for a jail, listing `files`.
+pub(crate) fn render_project(project: &str, files: &[&FileEntry], format: Format) -> String {
+    match format {
+        Format::Json => {
+            let versions: BTreeSet<&str> = files.iter().map(|f| f.version.as_str()).collect();
+            let files: Vec<serde_json::Value> = files
+                .iter()
+                .map(|f| {
+                    let mut file = serde_json::json!({
+                        "filename": f.filename,
+                        "url": local_url(f),
+                        "hashes": {"sha256": f.sha256},
+                    });
+                    if let Some(rp) = &f.requires_python {
+                        file["requires-python"] = rp.clone().into();
+                    }
+                    match f.yanked.as_deref() {
+                        Some("") => file["yanked"] = true.into(),
+                        Some(reason) => file["yanked"] = reason.into(),
+                        None => {}
+                    }
+                    if let Some(size) = f.size {
+                        file["size"] = size.into();
+                    }
+                    file
+                })
+                .collect();
+            serde_json::json!({
+                "meta": {"api-version": API_VERSION},
+                "name": project,
+                "versions": versions,
+                "files": files,
+            })
+            .to_string()
+        }
+        Format::Html => {
+            let mut out = html_head(&format!("Links for {}", escape(project)));
+            for f in files {
+                out.push_str(&format!("<a href=\"{}\"", escape(&local_url(f))));
+                if let Some(rp) = &f.requires_python {
+                    out.push_str(&format!(" data-requires-python=\"{}\"", escape(rp)));
+                }
+                if let Some(reason) = &f.yanked {
+                    out.push_str(&format!(" data-yanked=\"{}\"", escape(reason)));
+                }
+                out.push_str(&format!(">{}</a><br/>\n", escape(&f.filename)));
+            }
+            out.push_str("</body></html>\n");
+            out
+        }
+    }
+}
+
+/// The index's root for a jail, listing `projects`.
+pub(crate) fn render_root(projects: &[String], format: Format) -> String {
+    match format {
+        Format::Json => {
+            let projects: Vec<serde_json::Value> = projects
+                .iter()
+                .map(|p| serde_json::json!({"name": p}))
+                .collect();
+            serde_json::json!({"meta": {"api-version": API_VERSION}, "projects": projects})
+                .to_string()
+        }
+        Format::Html => {
+            let mut out = html_head("Simple index");
+            for p in projects {
+                let p = escape(p);
+                out.push_str(&format!("<a href=\"{p}/\">{p}</a><br/>\n"));
+            }
+            out.push_str("</body></html>\n");
+            out
+        }
+    }
+}
+
+fn html_head(title: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html><head><meta name=\"pypi:repository-version\" content=\"{API_VERSION}\"><title>{title}</title></head><body>\n"
+    )
+}
