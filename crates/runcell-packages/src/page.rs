@@ -386,3 +386,75 @@ fn html_head(title: &str) -> String {
         "<!DOCTYPE html>\n<html><head><meta name=\"pypi:repository-version\" content=\"{API_VERSION}\"><title>{title}</title></head><body>\n"
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_headers_choose_the_format() {
+        for (accept, want) in [
+            (None, Format::Html),
+            (Some("*/*"), Format::Html),
+            (Some("text/html"), Format::Html),
+            (Some(JSON_TYPE), Format::Json),
+            (
+                Some(
+                    "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html; q=0.1, text/html; q=0.01",
+                ),
+                Format::Json,
+            ),
+            (
+                Some("application/vnd.pypi.simple.v1+json;q=0, text/html"),
+                Format::Html,
+            ),
+            (
+                Some("text/html;q=0.9, application/vnd.pypi.simple.latest+json;q=0.5"),
+                Format::Html,
+            ),
+        ] {
+            assert_eq!(Format::from_accept(accept), want, "{accept:?}");
+        }
+    }
+
+    #[test]
+    fn html_anchors_with_odd_markup() {
+        let sha = "ab".repeat(32);
+        let html = format!(
+            "<a>no href</a><abbr>x</abbr><a\thref=x.whl#sha256={sha} data-yanked>x-1.0-py3-none-any.whl</a>\
+             <a href=\"y\" data-requires-python='&lt;4'>x-2.0-py3-none-any.whl</a><a href=\"unclosed\""
+        );
+        let listed = parse_html(&html);
+        assert_eq!(listed.len(), 2);
+        assert_eq!(listed[0].url, "x.whl");
+        assert_eq!(listed[0].sha256.as_deref(), Some(sha.as_str()));
+        assert_eq!(listed[0].yanked.as_deref(), Some(""));
+        assert_eq!(listed[1].requires_python.as_deref(), Some("<4"));
+        assert_eq!(listed[1].sha256, None);
+        let base = Url::parse("http://127.0.0.1:9/simple/x/").expect("url");
+        let files = parse_upstream("x", &base, html.as_bytes(), false).expect("parsed");
+        assert_eq!(files.len(), 1);
+        assert_eq!(files[0].url, "http://127.0.0.1:9/simple/x/x.whl");
+        assert_eq!(parse_upstream("x", &base, b"not json", true), None);
+    }
+
+    #[test]
+    fn rendered_html_escapes_what_upstream_sent() {
+        let file = FileEntry {
+            filename: "x-1.0-py3-none-any.whl".into(),
+            url: "http://127.0.0.1:9/x.whl".into(),
+            sha256: "cd".repeat(32),
+            version: "1.0".into(),
+            wheel: true,
+            requires_python: Some("\"><script>".into()),
+            yanked: None,
+            size: None,
+        };
+        let html = render_project("x", &[&file], Format::Html);
+        assert!(!html.contains("<script>"), "{html}");
+        assert!(
+            html.contains("data-requires-python=\"&quot;&gt;&lt;script&gt;\""),
+            "{html}"
+        );
+    }
+}
