@@ -26,6 +26,11 @@ pub struct PackagesConfig {
     /// A cached project page older than this is fetched again (the stale copy
     /// is used if upstream fails).
     pub page_ttl_secs: u64,
+    /// Certificates (PEM) the upstream's is checked against besides the
+    /// built-in roots: an internal mirror's, or a proxy's. Unset: the file
+    /// `SSL_CERT_FILE` names, else the system's bundle
+    /// (`/etc/ssl/certs/ca-certificates.crt`) when there is one.
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 impl Default for PackagesConfig {
@@ -40,6 +45,7 @@ impl Default for PackagesConfig {
             max_session_mib: 500,
             offline: false,
             page_ttl_secs: 600,
+            ca_file: None,
         }
     }
 }

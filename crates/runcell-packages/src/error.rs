@@ -15,6 +15,9 @@ pub enum PackagesError {
     /// The upstream index URL is not an absolute http(s) URL.
     #[error("the upstream package index URL {0:?} is not an http or https URL")]
     UpstreamUrl(String),
+    /// `packages.ca_file` could not be read as PEM certificates.
+    #[error("the certificates for the upstream package index cannot be read: {0}")]
+    Certificates(String),
     /// The HTTP client for upstream could not be built (no TLS roots, say).
     #[error("the HTTP client for the upstream package index could not be built: {0}")]
     Client(#[from] reqwest::Error),

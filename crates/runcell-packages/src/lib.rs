@@ -73,7 +73,7 @@ impl PackageIndex {
             allow: normalised(&config.allow),
             deny: normalised(&config.deny),
             cache: Cache::open(cache_dir)?,
-            upstream: Upstream::new(&upstream)?,
+            upstream: Upstream::new(&upstream, trusted_certificates(&config)?)?,
             upstream_url: upstream,
             config,
         }))
@@ -124,6 +124,35 @@ impl PackageIndex {
     /// Projects the cache holds pages for (normalised names), sorted.
     pub fn cached_projects(&self) -> Vec<String> {
         self.cache.projects()
+    }
+}
+
+/// The system's certificate bundle, on Debian and its kind.
+const SYSTEM_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// The certificates trusted beside the built-in roots: `ca_file`'s, else
+/// `SSL_CERT_FILE`'s or the system bundle's (when there is one). A file
+/// set in the configuration must be readable.
+fn trusted_certificates(
+    config: &PackagesConfig,
+) -> Result<Vec<reqwest::Certificate>, PackagesError> {
+    let (path, required) = match &config.ca_file {
+        Some(path) => (path.clone(), true),
+        None => match std::env::var_os("SSL_CERT_FILE") {
+            Some(path) => (PathBuf::from(path), false),
+            None => (PathBuf::from(SYSTEM_BUNDLE), false),
+        },
+    };
+    let read = std::fs::read(&path)
+        .map_err(|e| e.to_string())
+        .and_then(|pem| reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| e.to_string()));
+    match read {
+        Ok(certificates) => Ok(certificates),
+        Err(reason) if required => Err(PackagesError::Certificates(format!(
+            "{}: {reason}",
+            path.display()
+        ))),
+        Err(_) => Ok(Vec::new()),
     }
 }
 

@@ -47,7 +47,10 @@ pub(crate) struct Upstream {
 
 impl Upstream {
     /// `index_url`: the simple index's root (`/` appended if missing).
-    pub fn new(index_url: &str) -> Result<Self, PackagesError> {
+    pub fn new(
+        index_url: &str,
+        certificates: Vec<reqwest::Certificate>,
+    ) -> Result<Self, PackagesError> {
         let with_slash = if index_url.ends_with('/') {
             index_url.to_string()
         } else {
@@ -57,7 +60,11 @@ impl Upstream {
             .ok()
             .filter(|url| matches!(url.scheme(), "http" | "https") && url.host_str().is_some())
             .ok_or_else(|| PackagesError::UpstreamUrl(index_url.to_string()))?;
-        let client = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder();
+        for certificate in certificates {
+            builder = builder.add_root_certificate(certificate);
+        }
+        let client = builder
             .user_agent(concat!("runcell-packages/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(CONNECT_TIMEOUT)
             .read_timeout(TIMEOUT)
