@@ -73,6 +73,14 @@ if ! cmp -s "$py_req" "$py_env/runcell-requirements.txt" 2>/dev/null; then
   as_root rm -rf "$py_env"
   as_root mv "$py_env.new" "$py_env"
 fi
+# Its console scripts (pip for `pip install` in a session, f2py...) name
+# the interpreter by the path the venv was built at: point them at where
+# it is now.
+moved=$(grep -l "^#!$py_env.new/" "$py_env"/bin/* 2>/dev/null || true)
+if [ -n "$moved" ]; then
+  # shellcheck disable=SC2086 # one word per script path (no spaces)
+  as_root sed -i "1s|^#!$py_env.new/|#!$py_env/|" $moved
+fi
 
 # What the sandbox's JavaScript/TypeScript kernel loads (sucrase), bound
 # read-only into every jail; rebuilt only when its lockfile changes.

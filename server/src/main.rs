@@ -22,6 +22,7 @@ async fn main() -> ExitCode {
             settings
         }
         Command::Keys { action } => action.settings(),
+        Command::Packages { action } => action.settings(),
         Command::Bench {
             target,
             iterations,
@@ -176,6 +177,7 @@ async fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Packages { action } => runcell::cli::packages::run(&action, &config).await,
         Command::Doctor(_) => doctor(&config).await,
         Command::Bench { .. } | Command::Ask(_) | Command::Chat(_) => ExitCode::SUCCESS,
         Command::Serve(_) => {
@@ -221,7 +223,9 @@ async fn ask(args: &runcell::cli::AskArgs) -> ExitCode {
 }
 
 async fn doctor(config: &Config) -> ExitCode {
-    let jail = runcell::sandbox::jail::JailConfig::from_settings(&config.sandbox);
+    let mut jail = runcell::sandbox::jail::JailConfig::from_settings(&config.sandbox);
+    jail.packages = runcell::sandbox::packages::index_for_jails(&config.packages, &config.data_dir)
+        .map(runcell::sandbox::jail::JailPackages);
     let checks = runcell::sandbox::jail::doctor::run_checks(jail).await;
     let width = checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
     for check in &checks {

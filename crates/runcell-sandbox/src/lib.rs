@@ -17,6 +17,7 @@ pub mod e2b;
 pub mod files;
 pub mod jail;
 mod output;
+pub mod packages;
 pub mod sessions;
 pub mod slots;
 
@@ -364,6 +365,14 @@ pub trait SandboxSession: Send + Sync {
     /// `NotSupported` (or `NotFound`) for a backend without.
     fn contexts(&self) -> Option<&dyn Contexts> {
         None
+    }
+
+    /// The projects runcell's package index served the session so far (pip
+    /// installing them), in order, as (project, version): what a later
+    /// kernel of the same notebook installs again. None for a backend
+    /// without the index.
+    fn installed_packages(&self) -> Vec<(String, String)> {
+        Vec::new()
     }
 }
 

@@ -2,6 +2,7 @@
 //! only a command line's (`runcell keys`, [`keys`]).
 
 pub mod keys;
+pub mod packages;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -37,6 +38,12 @@ pub enum Command {
     Keys {
         #[command(subcommand)]
         action: KeysCommand,
+    },
+    /// runcell's package index: fill its cache ahead (for a machine that
+    /// will run offline, `packages.offline = true`).
+    Packages {
+        #[command(subcommand)]
+        action: PackagesCommand,
     },
     /// Check every sandbox isolation layer and run hello-world in each
     /// language inside the jail; exits non-zero if anything is missing.
@@ -229,6 +236,29 @@ impl KeysCommand {
             Self::Create { settings, .. }
             | Self::List { settings }
             | Self::Revoke { settings, .. } => settings,
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PackagesCommand {
+    /// Fetch what a requirements file needs (with its dependencies, as a
+    /// session's `pip install -r` would, under the same policy) into the
+    /// index's cache, through a jail: pip resolves, the index downloads
+    /// and checks each file.
+    Fetch {
+        /// The requirements file (pip's format).
+        #[arg(short = 'r', long = "requirement")]
+        requirements: PathBuf,
+        #[command(flatten)]
+        settings: Settings,
+    },
+}
+
+impl PackagesCommand {
+    pub fn settings(&self) -> &Settings {
+        match self {
+            Self::Fetch { settings, .. } => settings,
         }
     }
 }

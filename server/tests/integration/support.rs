@@ -114,6 +114,7 @@ impl TestServer {
             e2b: Default::default(),
             browser: Default::default(),
             jupyter: Default::default(),
+            packages: Default::default(),
         };
         change(&mut config);
         Self::launch(config, data).await

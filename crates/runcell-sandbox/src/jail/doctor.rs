@@ -98,6 +98,22 @@ ok = not present and users == ["nobody", "root", "user"]
 print("ok" if ok else f"wrong: host files {present}, users {users}", len(os.listdir("/etc")), "entries")
 "#;
 
+/// With the package index: inside a jail, its root answers on the jail's
+/// loopback, and nothing else does there.
+const INDEX: &str = r#"
+import json, os, socket, urllib.request
+url = os.environ.get("PIP_INDEX_URL", "")
+asked = urllib.request.Request(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+with urllib.request.urlopen(asked, timeout=20) as answer:
+    projects = len(json.load(answer).get("projects", []))
+try:
+    socket.create_connection(("127.0.0.1", 1), timeout=5).close()
+    other = "reached"
+except OSError:
+    other = "refused"
+print("ok" if url and other == "refused" else f"wrong: 127.0.0.1:1 {other}", url, projects, "projects cached")
+"#;
+
 /// Runs every check; the report passes when every line is ok.
 pub async fn run_checks(config: JailConfig) -> Vec<Check> {
     let jail = JailSandbox::new(config);
@@ -136,6 +152,16 @@ pub async fn run_checks(config: JailConfig) -> Vec<Check> {
         ("/etc is the jail's own", ETC),
     ] {
         checks.push(match run(jail, code, Language::Python).await {
+            Ok(outcome) if outcome.stdout.starts_with("ok") => {
+                Check::new(name, true, outcome.stdout.trim())
+            }
+            Ok(outcome) => Check::new(name, false, failure(&outcome)),
+            Err(e) => Check::new(name, false, e.to_string()),
+        });
+    }
+    if jail.packages_site().is_some() {
+        let name = "the package index in a jail";
+        checks.push(match run(jail, INDEX, Language::Python).await {
             Ok(outcome) if outcome.stdout.starts_with("ok") => {
                 Check::new(name, true, outcome.stdout.trim())
             }

@@ -182,6 +182,9 @@ pub(crate) struct Mounts {
     pub env: Vec<(String, String)>,
     /// Where the program starts, if not `/home/user`.
     pub cwd: Option<String>,
+    /// A network namespace the server made ([`super::loopback`]) for the
+    /// jail to join; bubblewrap makes one if `None`.
+    pub netns: Option<RawFd>,
 }
 
 /// The most of a jail's disk its `/dev/shm` takes.
@@ -268,10 +271,12 @@ fn bwrap_args(
         }
     }
     let cwd = mounts.cwd.as_deref().unwrap_or("/home/user");
+    push(&["--chdir", cwd, "--unshare-all"]);
+    if mounts.netns.is_some() {
+        // The namespace the jail's first process joined before bwrap.
+        push(&["--share-net"]);
+    }
     push(&[
-        "--chdir",
-        cwd,
-        "--unshare-all",
         "--unshare-user",
         "--disable-userns",
         "--uid",
@@ -357,6 +362,7 @@ impl JailSandbox {
                 file_bytes: limits.file_bytes,
                 user,
                 share_pages,
+                netns: mounts.netns,
             },
         );
         let mut fds = vec![FdMapping {
@@ -394,11 +400,13 @@ struct Confinement {
     user: HostId,
     /// Its memory open to same-page merging (`shared_pages`).
     share_pages: bool,
+    /// The network namespace it joins, if the server made one.
+    netns: Option<RawFd>,
 }
 
 /// Makes `cmd`'s child, between fork and exec: join the run's cgroups (so
-/// that everything it starts is counted and killed with them), take its
-/// rlimits (file size, descriptors, no core files, a host-wide backstop on
+/// that everything it starts is counted and killed with them), join the
+/// network namespace the server made for it, if any, take its rlimits (file size, descriptors, no core files, a host-wide backstop on
 /// processes of its uid), drop every supplementary group and become the
 /// run's host uid and gid, for real, effective and saved ids. Any failure
 /// fails the spawn; nothing runs half-confined.
@@ -412,6 +420,7 @@ fn confine(cmd: &mut tokio::process::Command, confinement: Confinement) {
         file_bytes,
         user,
         share_pages,
+        netns,
     } = confinement;
     let limit = |cur: u64| libc::rlimit {
         rlim_cur: cur,
@@ -433,7 +442,7 @@ fn confine(cmd: &mut tokio::process::Command, confinement: Confinement) {
     };
     // SAFETY: the closure runs in the child between fork and exec, where
     // only async-signal-safe calls are allowed: it makes plain system calls
-    // (personality, prctl, write, setrlimit, setgroups, setresgid,
+    // (personality, prctl, write, setns, setrlimit, setgroups, setresgid,
     // setresuid) on values prepared before the fork, and allocates nothing
     // (`last_os_error` does not).
     unsafe {
@@ -446,6 +455,10 @@ fn confine(cmd: &mut tokio::process::Command, confinement: Confinement) {
                 if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
                     return Err(std::io::Error::last_os_error());
                 }
+            }
+            // While still root: the namespace is the host user namespace's.
+            if let Some(netns) = netns {
+                check(libc::setns(netns, libc::CLONE_NEWNET))?;
             }
             for (resource, value) in &rlimits {
                 check(libc::setrlimit(*resource, value))?;

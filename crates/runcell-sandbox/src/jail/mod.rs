@@ -11,6 +11,7 @@ mod etc;
 mod identity;
 mod kernel;
 mod launch;
+mod loopback;
 mod oneshot;
 mod outcome;
 mod seccomp;
@@ -59,7 +60,27 @@ pub struct JailConfig {
     pub max_limits: Limits,
     /// Kernels' pages merged where they are alike (`shared_pages`).
     pub share_kernel_memory: bool,
+    /// runcell's package index, served on each jail's own loopback
+    /// ([`loopback`]); `None`: jails have no index (`packages.mode = off`).
+    pub packages: Option<JailPackages>,
 }
+
+/// The package index jails are given.
+#[derive(Clone)]
+pub struct JailPackages(pub std::sync::Arc<crate::packages::PackageIndex>);
+
+impl std::fmt::Debug for JailPackages {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("JailPackages")
+            .field(&self.0.upstream())
+            .finish()
+    }
+}
+
+/// Where a session's `pip install` puts what it installs (pip's `--prefix`,
+/// in the session's home, so that it counts against its disk), and the
+/// `site-packages` under it for the sandbox's Python.
+pub const PACKAGES_PREFIX: &str = "/home/user/.local";
 
 impl Default for JailConfig {
     fn default() -> Self {
@@ -77,6 +98,7 @@ impl Default for JailConfig {
                 ..Limits::default()
             },
             share_kernel_memory: settings.share_kernel_memory,
+            packages: None,
         }
     }
 }
@@ -102,6 +124,7 @@ impl JailConfig {
             },
             max_limits: settings.max_limits(),
             share_kernel_memory: settings.share_kernel_memory,
+            packages: None,
         }
     }
 }
@@ -116,6 +139,9 @@ struct Ready {
     uids: UidPool,
     /// Kernels are started with their pages mergeable.
     share_pages: bool,
+    /// Where installed packages are imported from in a jail
+    /// (`PACKAGES_PREFIX/lib/python3.N/site-packages`).
+    site: String,
 }
 
 pub struct JailSandbox {
@@ -218,6 +244,7 @@ fn probe(config: &JailConfig) -> Result<Ready, String> {
             "the sandbox's Python environment {PYTHON_ENV} is missing: run scripts/setup.sh"
         ));
     }
+    let site = packages_site()?;
     let seccomp = seccomp::filter_bytes().map_err(|e| e.to_string())?;
     let cgroups = cgroup::detect().map_err(|e| e.to_string())?;
     cgroup::set_parent_caps(&cgroups, &config.total).map_err(|e| e.to_string())?;
@@ -235,7 +262,21 @@ fn probe(config: &JailConfig) -> Result<Ready, String> {
         etc,
         uids,
         share_pages,
+        site,
     })
+}
+
+/// `site-packages` under [`PACKAGES_PREFIX`] for the sandbox Python's
+/// version (`lib/python3.N` in its environment).
+fn packages_site() -> Result<String, String> {
+    let lib = std::path::Path::new(PYTHON_ENV).join("lib");
+    let version = std::fs::read_dir(&lib)
+        .map_err(|e| format!("{}: {e}", lib.display()))?
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .find(|name| name.starts_with("python3."))
+        .ok_or_else(|| format!("no python3.N in {}", lib.display()))?;
+    Ok(format!("{PACKAGES_PREFIX}/lib/{version}/site-packages"))
 }
 
 pub(crate) fn running_as_root() -> bool {

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
@@ -13,9 +13,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::identity::{HostId, Lease};
 use super::launch::{Code, Mounts, program, started_ahead};
+use super::loopback::JailNet;
 use super::outcome::classify;
 use super::supervise::supervise;
 use super::{CgroupMode, JailSandbox, RunGroup, clamp};
+use crate::packages::{Account, notices_to};
 use crate::{
     Language, Limits, RunEvent, RunOutcome, RunRequest, SandboxError, now_ms, validate_code,
     validate_process,
@@ -42,8 +44,20 @@ pub(super) struct WarmJail {
     release: OwnedFd,
     group: RunGroup,
     marker: String,
+    /// Its network with the package index, and whose installs it counts.
+    net: Option<JailNet>,
+    account: Arc<Account>,
     /// Its uid; dropped after the group.
     lease: Lease,
+}
+
+/// A session's home that a one-shot program runs in: its directory, its
+/// uid, and the account its installs count to.
+#[derive(Clone, Copy)]
+pub(crate) struct SessionHome<'a> {
+    pub dir: &'a Path,
+    pub user: HostId,
+    pub account: &'a Arc<Account>,
 }
 
 /// The warm jails of one language, and how many to keep: more after a run
@@ -235,8 +249,15 @@ impl JailSandbox {
         let code =
             CodeFile::create(&name).map_err(|e| internal("a warm jail's program file", e))?;
         let (reader, writer) = std::io::pipe().map_err(|e| internal("a warm jail's pipe", e))?;
+        let account = Account::new(name);
+        let package_net = self.package_net(&account)?;
         let mounts = Mounts {
             code_file: Some(file),
+            env: package_net
+                .as_ref()
+                .map(|net| net.env.clone())
+                .unwrap_or_default(),
+            netns: package_net.as_ref().map(|net| net.net.namespace()),
             ..Mounts::default()
         };
         let child = self.spawn_jail(
@@ -257,6 +278,8 @@ impl JailSandbox {
             release: writer.into(),
             group,
             marker,
+            net: package_net.map(|net| net.net),
+            account,
             lease,
         })
     }
@@ -266,7 +289,7 @@ impl JailSandbox {
     pub(crate) async fn run_process(
         &self,
         request: &RunRequest,
-        home: Option<(&Path, HostId)>,
+        home: Option<SessionHome<'_>>,
         events: Option<&mpsc::Sender<RunEvent>>,
         cancel: &CancellationToken,
     ) -> Result<RunOutcome, SandboxError> {
@@ -284,7 +307,7 @@ impl JailSandbox {
         };
         let started = Instant::now();
         let mut code_file = None;
-        let (mut child, group, marker, lease) = match warm {
+        let (mut child, group, marker, lease, net, account) = match warm {
             Some(warm) => {
                 steps.jail = "warm";
                 steps.done("jail");
@@ -296,7 +319,14 @@ impl JailSandbox {
                     })?;
                 code_file = Some(warm.code);
                 steps.done("hand_over");
-                (warm.child, warm.group, warm.marker, Some(warm.lease))
+                (
+                    warm.child,
+                    warm.group,
+                    warm.marker,
+                    Some(warm.lease),
+                    warm.net,
+                    warm.account,
+                )
             }
             None => {
                 if home.is_none() {
@@ -304,7 +334,7 @@ impl JailSandbox {
                 }
                 // A session's runs share its uid; a one-shot run has its own.
                 let (lease, user) = match home {
-                    Some((_, user)) => (None, user),
+                    Some(home) => (None, home.user),
                     None => {
                         let lease = self.lease_uid()?;
                         let user = lease.id();
@@ -312,6 +342,11 @@ impl JailSandbox {
                     }
                 };
                 let name = format!("run-{}", uuid::Uuid::new_v4().simple());
+                let account = match home {
+                    Some(home) => home.account.clone(),
+                    None => Account::new(name.clone()),
+                };
+                let package_net = self.package_net(&account)?;
                 let group = RunGroup::create(cgroups, &name, &limits)
                     .map_err(|e| SandboxError::Unavailable(e.to_string()))?;
                 let marker = format!("runcell-compile-failed-{}", uuid::Uuid::new_v4().simple());
@@ -320,11 +355,18 @@ impl JailSandbox {
                 // session's files.
                 let dir = if home.is_some() { "/tmp/" } else { "" };
                 let (file, command) = program(request.language, &marker, dir);
+                // The request's own variables last: they win.
+                let mut env = package_net
+                    .as_ref()
+                    .map(|net| net.env.clone())
+                    .unwrap_or_default();
+                env.extend(request.env.iter().cloned());
                 let mounts = Mounts {
-                    home: home.map(|(dir, _)| dir.to_path_buf()),
+                    home: home.map(|home| home.dir.to_path_buf()),
                     code_file: Some(file),
-                    env: request.env.clone(),
+                    env,
                     cwd: request.cwd.clone(),
+                    netns: package_net.as_ref().map(|net| net.net.namespace()),
                     ..Mounts::default()
                 };
                 let child = self.spawn_jail(
@@ -337,9 +379,17 @@ impl JailSandbox {
                 )?;
                 // The program goes in as the jail is made: no hand-over.
                 steps.done("jail");
-                (child, group, marker, lease)
+                (
+                    child,
+                    group,
+                    marker,
+                    lease,
+                    package_net.map(|net| net.net),
+                    account,
+                )
             }
         };
+        let notices = notices_to(&account, events);
         let supervised = supervise(&mut child, &limits, events, cancel).await;
         steps.done("process");
         if home.is_none() {
@@ -354,7 +404,9 @@ impl JailSandbox {
         })
         .await
         .map_err(|e| SandboxError::Internal(format!("ending a run's processes: {e}")))?;
-        let outcome = classify(
+        // Nothing of the jail is left to reach its index.
+        drop(net);
+        let mut outcome = classify(
             supervised,
             &group,
             &limits,
@@ -362,6 +414,7 @@ impl JailSandbox {
             &marker,
             started,
         );
+        notices.into_outcome(&mut outcome);
         steps.done("ending");
         // Removing the groups can wait on the kernel for a few milliseconds;
         // the caller need not. The uid is free again once they are empty.

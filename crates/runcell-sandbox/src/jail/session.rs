@@ -25,8 +25,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::JailSandbox;
 use super::identity::{HostId, Lease};
-use super::kernel::{Kernel, KernelKind, KernelState};
+use super::kernel::{Kernel, KernelKind, KernelState, Owner};
+use super::oneshot::SessionHome;
 use crate::files::{Files, HomeDir};
+use crate::packages::{Account, notices_to};
 use crate::{
     Contexts, Language, Limits, RunEvent, RunOutcome, RunRequest, SandboxError, SandboxSession,
     validate_code,
@@ -53,6 +55,8 @@ pub struct JailSession {
     contexts: parking_lot::Mutex<HashMap<String, Arc<Context>>>,
     /// The host uid of every jail of the session.
     user: HostId,
+    /// What its jails were served by the package index.
+    account: Arc<Account>,
     /// Cancelled first thing by `close`: a run in progress ends at once
     /// (its kernel shut down, its process killed) instead of holding the
     /// kernel's lock, and with it the close, until it finishes.
@@ -128,6 +132,7 @@ impl JailSession {
             files,
             contexts: parking_lot::Mutex::new(HashMap::new()),
             user,
+            account: Account::new(format!("session {}", &short[..12])),
             closing: CancellationToken::new(),
             _lease: lease,
         };
@@ -219,7 +224,10 @@ impl JailSession {
         let mut kernel = Kernel::start(
             kind,
             &self.jail,
-            self.user,
+            Owner {
+                user: self.user,
+                account: &self.account,
+            },
             &name,
             ipc,
             &self.home,
@@ -267,17 +275,19 @@ impl JailSession {
             Some(kernel) => kernel,
             None => slot.insert(self.start_kernel_in(kind, ipc, cwd).await?),
         };
+        let notices = notices_to(&self.account, events);
         let ran = tokio::select! {
             ran = kernel.execute(&request.code, &limits, events, cancel) => Some(ran),
             () = self.closing.cancelled() => None,
         };
-        let Some((outcome, state)) = ran else {
+        let Some((mut outcome, state)) = ran else {
             // The session is closing: the kernel goes now, mid-run.
             if let Some(kernel) = slot.take() {
                 kernel.shutdown().await;
             }
             return Err(closed());
         };
+        notices.into_outcome(&mut outcome);
         if matches!(state, KernelState::Lost) && !self.closing.is_cancelled() {
             if let Some(dead) = slot.take() {
                 dead.shutdown().await;
@@ -313,7 +323,16 @@ impl JailSession {
         };
         let ran = self
             .jail
-            .run_process(request, Some((&self.home, self.user)), events, &either)
+            .run_process(
+                request,
+                Some(SessionHome {
+                    dir: &self.home,
+                    user: self.user,
+                    account: &self.account,
+                }),
+                events,
+                &either,
+            )
             .await;
         link.abort();
         if self.closing.is_cancelled() {
@@ -410,6 +429,10 @@ impl SandboxSession for JailSession {
 
     fn contexts(&self) -> Option<&dyn Contexts> {
         Some(self)
+    }
+
+    fn installed_packages(&self) -> Vec<(String, String)> {
+        self.account.installed()
     }
 
     /// Stops everything in the session and removes its files.

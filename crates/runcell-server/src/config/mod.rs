@@ -20,6 +20,7 @@ pub use crate::llm::config::{
     DEFAULT_MODEL_FILE, LlmBackend, LlmConfig, ScriptedMode, StructuredOutputMode, shown_url,
 };
 pub use crate::sandbox::config::{E2bConfig, SandboxConfig};
+pub use crate::sandbox::packages::PackagesConfig;
 use serde::{Deserialize, Serialize};
 
 /// The file, inside the data directory, that settings may come from.
@@ -87,6 +88,9 @@ pub struct Config {
     pub browser: BrowserConfig,
     #[serde(default)]
     pub jupyter: JupyterConfig,
+    /// `pip install` in sessions, through runcell's own package index.
+    #[serde(default)]
+    pub packages: PackagesConfig,
 }
 
 /// What one browser (an owner cookie) may take of the notebook's resources:
@@ -189,6 +193,7 @@ impl Default for Config {
             e2b: E2bConfig::default(),
             browser: BrowserConfig::default(),
             jupyter: JupyterConfig::default(),
+            packages: PackagesConfig::default(),
         }
     }
 }

@@ -168,7 +168,10 @@ impl AppState {
             .site_pkg_dir("pkg")
             .site_addr(config.addr)
             .build();
-        let jail_config = JailConfig::from_settings(&config.sandbox);
+        let mut jail_config = JailConfig::from_settings(&config.sandbox);
+        jail_config.packages =
+            crate::sandbox::packages::index_for_jails(&config.packages, &config.data_dir)
+                .map(crate::sandbox::jail::JailPackages);
         let sandbox: Arc<dyn Sandbox> = JailSandbox::new(jail_config.clone());
         let sandbox_sessions = Sessions::new(
             Arc::clone(&sandbox),

@@ -47,8 +47,9 @@ impl KernelKind {
         }
     }
 
-    /// The command that starts the kernel on `connection_file`.
-    pub(super) fn command(self, connection_file: &Path) -> Vec<String> {
+    /// The command that starts the kernel on `connection_file`; `site` is
+    /// where a session's installed packages are, when it can install.
+    pub(super) fn command(self, connection_file: &Path, site: Option<&str>) -> Vec<String> {
         let file = connection_file.to_string_lossy().into_owned();
         match self {
             // `-I`: neither the working directory (the session's home) nor
@@ -70,7 +71,8 @@ impl KernelKind {
                 "--HistoryManager.enabled=False".into(),
                 "--IPKernelApp.log_level=ERROR".into(),
                 format!(
-                    "--IPKernelApp.exec_lines={HOME_ON_PATH}; {LEFT_OUT_BACK}; exec({TABLE_DATA:?})"
+                    "--IPKernelApp.exec_lines={HOME_ON_PATH}; {}{LEFT_OUT_BACK}; exec({TABLE_DATA:?})",
+                    site.map(site_on_path).unwrap_or_default()
                 ),
             ],
             Self::Javascript | Self::Typescript => {
@@ -199,6 +201,17 @@ const TABLE_DATA: &str = r#"def _runcell_table_data():
         formatter.for_type_by_name(module, 'DataFrame', frame)
 _runcell_table_data()
 del _runcell_table_data"#;
+
+/// Run by the kernel once it is up, when the session can install packages:
+/// their directory made (so that what pip puts there later is found) and
+/// put on `sys.path` after the environment's own, whose packages stay the
+/// ones imported (a session cannot shadow numpy under pandas).
+fn site_on_path(site: &str) -> String {
+    let quoted = serde_json::to_string(site).unwrap_or_default();
+    format!(
+        "import os as _o, sys as _s; _o.makedirs({quoted}, exist_ok=True); _s.path.insert(1 + max((i for i, p in enumerate(_s.path) if p.endswith('site-packages')), default=len(_s.path) - 1), {quoted}); del _o, _s; "
+    )
+}
 
 /// Run by the kernel once it is up: the working directory on `sys.path`
 /// after the standard library, where IPython puts it without `-I`.

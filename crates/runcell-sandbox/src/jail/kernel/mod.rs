@@ -9,6 +9,7 @@ mod ipc_dir;
 mod kind;
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jupyter_protocol::{
@@ -21,9 +22,11 @@ use tokio_util::sync::CancellationToken;
 
 use self::ipc_dir::{CONNECTION_FILE, CONTROL, IOPUB, IpcDir, SHELL};
 pub(crate) use self::kind::KernelKind;
+use super::loopback::JailNet;
 use super::wire::{Channel, Signer, WireError};
 use super::zmtp::{SocketType, ZmtpError};
 use super::{HostId, JailSandbox, Mounts, RunGroup, stop_error};
+use crate::packages::Account;
 use crate::{
     ExecError, Limits, OutputBudget, RunEvent, RunOutcome, SandboxError, limit_error, now_ms,
 };
@@ -49,6 +52,15 @@ pub(crate) struct Kernel {
     client_session: String,
     /// Why the kernel's wire can no longer be trusted, once it broke.
     broken: Option<WireError>,
+    /// Its network, with the package index, while it lives.
+    _net: Option<JailNet>,
+}
+
+/// Whose a kernel is: the session's host uid, and the account its
+/// installs count to.
+pub(crate) struct Owner<'a> {
+    pub user: HostId,
+    pub account: &'a Arc<Account>,
 }
 
 /// How an execution ended, beyond its outcome.
@@ -72,7 +84,7 @@ impl Kernel {
     pub async fn start(
         kind: KernelKind,
         jail: &JailSandbox,
-        user: HostId,
+        owner: Owner<'_>,
         name: &str,
         ipc_dir: &Path,
         home: &Path,
@@ -80,6 +92,7 @@ impl Kernel {
     ) -> Result<Self, SandboxError> {
         let started = Instant::now();
         let cgroups = jail.ready_cgroups()?;
+        let user = owner.user;
         let HostId { uid, gid } = user;
         let dir = IpcDir::open(ipc_dir).map_err(|e| internal("kernel directory", &e))?;
         // Sockets from an earlier kernel of this session must not linger.
@@ -107,14 +120,20 @@ impl Kernel {
 
         let group = RunGroup::create(cgroups, name, limits)
             .map_err(|e| SandboxError::Unavailable(e.to_string()))?;
+        let package_net = jail.package_net(owner.account)?;
+        let mut env = kind.env();
+        if let Some(net) = &package_net {
+            env.extend(net.env.iter().cloned());
+        }
         let mounts = Mounts {
             home: Some(home.to_path_buf()),
             code_file: None,
             shared: vec![ipc_dir.to_path_buf()],
-            env: kind.env(),
+            env,
             cwd: None,
+            netns: package_net.as_ref().map(|net| net.net.namespace()),
         };
-        let command = kind.command(&connection_file);
+        let command = kind.command(&connection_file, jail.packages_site());
         let mut child =
             jail.spawn_jail(user, limits, &group, &mounts, command, super::Code::None)?;
         drain_logs(&mut child);
@@ -185,6 +204,7 @@ impl Kernel {
             control,
             client_session,
             broken: None,
+            _net: package_net.map(|net| net.net),
         };
         let remaining = START_TIMEOUT.saturating_sub(started.elapsed());
         tokio::time::timeout(remaining, kernel.handshake())
@@ -476,9 +496,15 @@ fn dropped(error: &WireError) -> Option<u64> {
 }
 
 /// A MIME bundle as a run's result.
+/// A display's MIME bundle. The kernel may not speak for runcell's package
+/// index: a [`crate::packages::PACKAGE_MIME`] value it sends is dropped
+/// (only the server's own notices carry one).
 fn bundle(data: &impl serde::Serialize) -> Option<serde_json::Map<String, serde_json::Value>> {
     match serde_json::to_value(data) {
-        Ok(serde_json::Value::Object(data)) => Some(data),
+        Ok(serde_json::Value::Object(mut data)) => {
+            let forged = data.remove(crate::packages::PACKAGE_MIME).is_some();
+            (!forged || !data.is_empty()).then_some(data)
+        }
         _ => None,
     }
 }

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Command, Served, ServedError, ServedSandbox};
 use crate::e2b::protocol::{ProcessEnd, ProcessEvent, StartRequest};
+use crate::sandbox::packages::PackageNote;
 use crate::sandbox::{RunEvent, RunOutcome};
 
 /// Process ids handed out by `Start` (the jail's own pids are not visible).
@@ -71,7 +72,12 @@ fn output(event: RunEvent) -> Option<ProcessEvent> {
     match event {
         RunEvent::Stdout { text, .. } => Some(data("stdout", &text)),
         RunEvent::Stderr { text, .. } => Some(data("stderr", &text)),
-        _ => None,
+        // What runcell's package index served or refused, a line of the
+        // command's error stream (pip's own output says little of a
+        // refusal).
+        RunEvent::Result { data: bundle, .. } => PackageNote::from_bundle(&bundle)
+            .map(|note| data("stderr", &format!("{}\n", note.text()))),
+        RunEvent::Error { .. } => None,
     }
 }
 
