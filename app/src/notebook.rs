@@ -779,6 +779,45 @@ mod tests {
     }
 
     #[test]
+    fn a_package_is_an_output_of_its_own_and_not_printed() {
+        let cell = CellId(1);
+        let output = |output: Output| EventBody::CellOutput {
+            cell_id: cell,
+            output,
+        };
+        let package = Output::Package {
+            project: "six".into(),
+            version: "1.16.0".into(),
+            size: 11_053,
+            cached: true,
+            refused: None,
+        };
+        let events = [
+            at(
+                1,
+                EventBody::CellStarted {
+                    cell_id: cell,
+                    cell_kind: CellKind::Result,
+                    language: None,
+                    attempt: Some(1),
+                    source: Some(CellId(0)),
+                },
+            ),
+            at(2, output(Output::Stdout { text: "a\n".into() })),
+            at(3, output(package.clone())),
+            at(4, output(package.clone())),
+            at(5, output(Output::Stdout { text: "b\n".into() })),
+        ];
+        let notebook = Notebook::from_events(&events);
+        let result = &notebook.all_cells()[0];
+        // Each file the index served is one line, in the order pip asked.
+        assert_eq!(result.outputs.len(), 4, "{:?}", result.outputs);
+        assert_eq!(result.outputs[1], package);
+        assert_eq!(result.outputs[2], package);
+        assert_eq!(result.printed(), "a\nb\n");
+    }
+
+    #[test]
     fn highlighting_covers_a_prefix_and_the_final_cell_is_marked() {
         let code = CellId(2);
         let delta = |text: &str, upto: Option<usize>| EventBody::CellDelta {

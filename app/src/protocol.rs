@@ -327,6 +327,21 @@ pub enum Output {
         name: String,
         size: u64,
     },
+    /// A package file runcell's package index handed to the program (pip
+    /// installing it), or refused to: the project, its version, the file's
+    /// size, and whether it came from the server's cache (it never left the
+    /// machine); `refused` says why the index would not serve it.
+    Package {
+        project: String,
+        #[serde(default)]
+        version: String,
+        #[serde(default)]
+        size: u64,
+        #[serde(default)]
+        cached: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        refused: Option<String>,
+    },
     /// The program raised or hit a limit; the traceback may hold ANSI colours.
     Error {
         name: String,

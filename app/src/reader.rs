@@ -263,6 +263,21 @@ pub fn output(v: &Value) -> Read<Output> {
             name: text(v, "name")?,
             size: u64_of(v, "size")?,
         },
+        "package" => Output::Package {
+            project: text(v, "project")?,
+            version: text_or_empty(v, "version")?,
+            size: optional(v, "size")
+                .map(|_| u64_of(v, "size"))
+                .transpose()?
+                .unwrap_or(0),
+            cached: optional(v, "cached")
+                .map(|c| c.as_bool().ok_or(Unreadable("cached")))
+                .transpose()?
+                .unwrap_or(false),
+            refused: optional(v, "refused")
+                .map(|_| text(v, "refused"))
+                .transpose()?,
+        },
         "error" => Output::Error {
             name: text(v, "name")?,
             value: text(v, "value")?,

@@ -56,6 +56,20 @@ fn event_bodies() -> Vec<EventBody> {
             name: "a.csv".into(),
             size: 12,
         },
+        Output::Package {
+            project: "numpy".into(),
+            version: "2.1.0".into(),
+            size: 16_100_000,
+            cached: true,
+            refused: None,
+        },
+        Output::Package {
+            project: "torch".into(),
+            version: String::new(),
+            size: 0,
+            cached: false,
+            refused: Some("Larger than the index's limit.".into()),
+        },
         Output::Error {
             name: "ZeroDivisionError".into(),
             value: "division by zero".into(),
@@ -311,12 +325,74 @@ fn defaults_and_nulls_are_read_as_serde_reads_them() {
                 },
             })),
         ),
+        (
+            json!({"type": "event", "seq": 3, "ts_ms": 0,
+                   "event": {"kind": "cell_output", "cell_id": 3,
+                             "output": {"type": "package", "project": "six"}}}),
+            Some(ServerMessage::Event(SessionEvent {
+                seq: 3,
+                ts_ms: 0,
+                event: EventBody::CellOutput {
+                    cell_id: CellId(3),
+                    output: Output::Package {
+                        project: "six".into(),
+                        version: String::new(),
+                        size: 0,
+                        cached: false,
+                        refused: None,
+                    },
+                },
+            })),
+        ),
     ];
     for (frame, want) in cases {
         let serde = serde_json::from_value::<ServerMessage>(frame.clone()).ok();
         assert_eq!(serde, want, "serde: {frame}");
         assert_eq!(server_message(&frame).ok(), want, "{frame}");
     }
+}
+
+#[test]
+fn a_package_output_round_trips() {
+    for package in [
+        Output::Package {
+            project: "numpy".into(),
+            version: "2.1.0".into(),
+            size: 16_100_000,
+            cached: true,
+            refused: None,
+        },
+        Output::Package {
+            project: "torch".into(),
+            version: "2.5.1".into(),
+            size: 0,
+            cached: false,
+            refused: Some("Larger than the index's limit.".into()),
+        },
+    ] {
+        let value = serde_json::to_value(&package).unwrap_or_default();
+        assert_eq!(value["type"], "package", "{value}");
+        assert_eq!(output(&value), Ok(package.clone()), "{value}");
+        assert_eq!(
+            serde_json::from_value::<Output>(value.clone()).ok(),
+            Some(package),
+            "{value}"
+        );
+    }
+    // A refusal is written only when there is one.
+    let installed = json!({"type": "package", "project": "six", "version": "1.16.0",
+                           "size": 11053, "cached": false});
+    let read = output(&installed);
+    assert_eq!(
+        read.as_ref()
+            .ok()
+            .map(serde_json::to_value)
+            .and_then(Result::ok),
+        Some(installed)
+    );
+    // The project is what a package output is of.
+    assert!(output(&json!({"type": "package", "version": "1"})).is_err());
+    assert!(output(&json!({"type": "package", "project": "six", "cached": "yes"})).is_err());
 }
 
 #[test]
@@ -572,6 +648,11 @@ fn frame_like() -> impl Strategy<Value = Value> {
         "size",
         "value",
         "traceback",
+        "package",
+        "project",
+        "version",
+        "cached",
+        "refused",
         "cell_finished",
         "status",
         "ok",

@@ -256,6 +256,26 @@ fn OutputView(
             view! { <pre class="out out-error" inner_html=ansi::to_html(&text)></pre> }.into_any()
         }
         Output::File { path, name, size } => view! { <FileOffer path name size/> }.into_any(),
+        Output::Package {
+            project,
+            refused: Some(why),
+            ..
+        } => view! {
+            <p class="out out-package out-package-refused" role="status">
+                {package_refused_line(&project, &why)}
+            </p>
+        }
+        .into_any(),
+        Output::Package {
+            project,
+            version,
+            size,
+            cached,
+            refused: None,
+        } => view! {
+            <p class="out out-package">{package_line(&project, &version, size, cached)}</p>
+        }
+        .into_any(),
         Output::Table { table, .. } => view! { <TableView table name index/> }.into_any(),
         Output::Image {
             url,
@@ -339,6 +359,37 @@ fn OutputView(
                     .into_any()
             }
         }
+    }
+}
+
+/// What a result cell says of a package file runcell's index handed to
+/// the program: `Installed numpy 2.1.0 (16.1 MB, from runcell's cache)`.
+fn package_line(project: &str, version: &str, size: u64, cached: bool) -> String {
+    let name = if version.is_empty() {
+        project.to_string()
+    } else {
+        format!("{project} {version}")
+    };
+    let origin = if cached {
+        "from runcell's cache"
+    } else {
+        "downloaded through runcell's index"
+    };
+    if size == 0 {
+        format!("Installed {name} ({origin})")
+    } else {
+        format!("Installed {name} ({}, {origin})", human_size(size))
+    }
+}
+
+/// What a result cell says of a package file runcell's index would not
+/// serve: `Not installed: torch. Larger than the index's 200 MiB limit.`
+fn package_refused_line(project: &str, why: &str) -> String {
+    let why = why.trim();
+    if why.is_empty() {
+        format!("Not installed: {project}.")
+    } else {
+        format!("Not installed: {project}. {why}")
     }
 }
 
@@ -474,6 +525,75 @@ mod tests {
         assert_eq!(
             alt.chars().count(),
             "A figure for: ".len() + ALT_QUESTION_CHARS
+        );
+    }
+
+    #[test]
+    fn a_package_says_what_was_installed_and_from_where() {
+        assert_eq!(
+            package_line("numpy", "2.1.0", 16_100_000, true),
+            "Installed numpy 2.1.0 (16.1 MB, from runcell's cache)"
+        );
+        assert_eq!(
+            package_line("six", "1.16.0", 11_053, false),
+            "Installed six 1.16.0 (11.1 KB, downloaded through runcell's index)"
+        );
+        // Only what is known.
+        assert_eq!(
+            package_line("six", "", 0, false),
+            "Installed six (downloaded through runcell's index)"
+        );
+        assert_eq!(
+            package_refused_line("torch", "Larger than the index's limit."),
+            "Not installed: torch. Larger than the index's limit."
+        );
+        assert_eq!(package_refused_line("torch", " "), "Not installed: torch.");
+    }
+
+    #[cfg(feature = "ssr")]
+    #[test]
+    fn a_package_renders_as_a_line_of_plain_text() {
+        use leptos::prelude::*;
+        let render = |output: Output| {
+            Owner::new()
+                .with(|| view! { <OutputView output index=0 name="c1".to_string()/> }.to_html())
+        };
+        let installed = render(Output::Package {
+            project: "numpy".to_string(),
+            version: "2.1.0".to_string(),
+            size: 16_100_000,
+            cached: true,
+            refused: None,
+        });
+        assert!(
+            installed.contains("<p class=\"out out-package\""),
+            "{installed}"
+        );
+        assert!(
+            installed.contains("Installed numpy 2.1.0 (16.1 MB, from runcell&#39;s cache)")
+                || installed.contains("Installed numpy 2.1.0 (16.1 MB, from runcell's cache)"),
+            "{installed}"
+        );
+        assert!(!installed.contains("role="), "{installed}");
+        let refused = render(Output::Package {
+            project: "<b>evil</b>".to_string(),
+            version: String::new(),
+            size: 0,
+            cached: false,
+            refused: Some("Not on the index's list.".to_string()),
+        });
+        assert!(
+            refused.contains("class=\"out out-package out-package-refused\""),
+            "{refused}"
+        );
+        assert!(refused.contains("role=\"status\""), "{refused}");
+        assert!(
+            refused.contains("Not installed: &lt;b&gt;evil&lt;/b&gt;."),
+            "{refused}"
+        );
+        assert!(
+            !refused.contains("<b>"),
+            "the name is text, never markup: {refused}"
         );
     }
 

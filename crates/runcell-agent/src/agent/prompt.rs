@@ -504,6 +504,25 @@ pub fn report(outputs: &[Output]) -> String {
             Output::File { path, size, .. } => {
                 text.push_str(&format!("[wrote {path}, {size} bytes]\n"));
             }
+            // What pip got from runcell's index: the model learns what is
+            // installed now, and why something is not.
+            Output::Package {
+                project,
+                version,
+                refused,
+                ..
+            } => {
+                if !text.is_empty() && !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                let line = match refused {
+                    Some(why) => format!("[runcell's package index refused {project}: {why}]"),
+                    None if version.is_empty() => format!("[runcell installed {project}]"),
+                    None => format!("[runcell installed {project} {version}]"),
+                };
+                text.push_str(&line);
+                text.push('\n');
+            }
             Output::Error {
                 name,
                 value,
@@ -751,6 +770,30 @@ mod tests {
             },
         ]);
         assert_eq!(report, "hi\n[a figure was shown]\nValueError: bad\n");
+    }
+
+    #[test]
+    fn reports_say_what_the_package_index_served_or_refused() {
+        let package = |project: &str, version: &str, refused: Option<&str>| Output::Package {
+            project: project.into(),
+            version: version.into(),
+            size: 11_053,
+            cached: false,
+            refused: refused.map(String::from),
+        };
+        let report = report(&[
+            Output::Stdout {
+                text: "Collecting six".into(),
+            },
+            package("six", "1.16.0", None),
+            package("attrs", "", None),
+            package("torch", "2.5.1", Some("larger than the index's limit")),
+        ]);
+        assert_eq!(
+            report,
+            "Collecting six\n[runcell installed six 1.16.0]\n[runcell installed attrs]\n\
+             [runcell's package index refused torch: larger than the index's limit]\n"
+        );
     }
 
     #[test]

@@ -139,6 +139,27 @@ fn outputs_of(result: &Cell, count: u64) -> Vec<Value> {
                 )));
                 continue;
             }
+            // What pip got from runcell's package index: a note, as
+            // Jupyter has no output of its own for it.
+            Output::Package {
+                project,
+                version,
+                size,
+                cached,
+                refused,
+            } => {
+                let note = match refused {
+                    Some(why) => format!("[runcell's package index refused {project}: {why}]"),
+                    None => {
+                        let from = if *cached { ", from cache" } else { "" };
+                        format!(
+                            "[installed through runcell's package index: {project} {version}, {size} bytes{from}]"
+                        )
+                    }
+                };
+                outputs.push(plain(note));
+                continue;
+            }
             Output::Error {
                 name,
                 value,
@@ -541,6 +562,55 @@ mod tests {
         assert_eq!(
             code["outputs"][1]["execution_count"],
             code["execution_count"]
+        );
+    }
+
+    #[test]
+    fn packages_are_exported_as_notes() {
+        use app::protocol::{CellId, EventBody};
+
+        let cell = CellId(1);
+        let package = |project: &str, cached: bool, refused: Option<&str>| EventBody::CellOutput {
+            cell_id: cell,
+            output: Output::Package {
+                project: project.into(),
+                version: "1.16.0".into(),
+                size: 11_053,
+                cached,
+                refused: refused.map(String::from),
+            },
+        };
+        let events = SessionEvent::numbered(
+            vec![
+                EventBody::CellStarted {
+                    cell_id: cell,
+                    cell_kind: CellKind::Result,
+                    language: None,
+                    attempt: Some(1),
+                    source: None,
+                },
+                package("six", true, None),
+                package("attrs", false, None),
+                package("torch", false, Some("larger than the index's limit")),
+            ],
+            1,
+        );
+        let read = Notebook::from_events(&events);
+        let result = read.all_cells().first().expect("a result");
+        let notes: Vec<Value> = outputs_of(result, 1)
+            .into_iter()
+            .map(|o| {
+                assert_eq!(o["output_type"], "display_data", "{o}");
+                o["data"]["text/plain"].clone()
+            })
+            .collect();
+        assert_eq!(
+            notes,
+            [
+                "[installed through runcell's package index: six 1.16.0, 11053 bytes, from cache]",
+                "[installed through runcell's package index: attrs 1.16.0, 11053 bytes]",
+                "[runcell's package index refused torch: larger than the index's limit]",
+            ]
         );
     }
 

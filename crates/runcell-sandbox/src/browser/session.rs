@@ -93,9 +93,13 @@ impl Collected {
             Output::Stdout { text } => RunEvent::Stdout { text, ts_ms },
             Output::Stderr { text } => RunEvent::Stderr { text, ts_ms },
             // Files are the server's to offer, never a page's; tables are
-            // read by the server from a result's HTML, and images by address
-            // are the server's pages' alone.
-            Output::File { .. } | Output::Table { .. } | Output::Image { .. } => return true,
+            // read by the server from a result's HTML, images by address
+            // are the server's pages' alone, and packages are what the
+            // server's own index served (a page's Python has none).
+            Output::File { .. }
+            | Output::Table { .. }
+            | Output::Image { .. }
+            | Output::Package { .. } => return true,
             Output::Rich { data, .. } => RunEvent::Result {
                 data: data
                     .into_iter()

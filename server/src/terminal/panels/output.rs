@@ -130,6 +130,32 @@ impl<W: Write> Panels<'_, W> {
                 let line = format!("[file] {path} ({})", bytes(*size));
                 self.text_block(&line, fg(AnsiColor::Cyan))
             }
+            Output::Package {
+                project,
+                version,
+                size,
+                cached,
+                refused,
+            } => match refused {
+                Some(why) => {
+                    let line = format!("[package] not installed: {project}. {why}");
+                    self.text_block(line.trim_end(), fg(AnsiColor::Yellow))
+                }
+                None => {
+                    let origin = if *cached {
+                        "from runcell's cache"
+                    } else {
+                        "downloaded through runcell's index"
+                    };
+                    let name = format!("{project} {version}");
+                    let line = format!(
+                        "[package] installed {} ({}, {origin})",
+                        name.trim_end(),
+                        bytes(*size)
+                    );
+                    self.text_block(&line, Style::new().dimmed())
+                }
+            },
             Output::Error {
                 name,
                 value,

@@ -267,6 +267,39 @@ fn images_are_saved_and_their_path_printed() {
 }
 
 #[test]
+fn packages_the_index_served_or_refused_are_one_line_each() {
+    let package = |project: &str, refused: Option<&str>| Output::Package {
+        project: project.into(),
+        version: "1.16.0".into(),
+        size: 11_053,
+        cached: true,
+        refused: refused.map(String::from),
+    };
+    let (text, _) = draw(
+        Look::PLAIN,
+        None,
+        turn(
+            vec![
+                started(3, CellKind::Result, Some(1), None),
+                output(3, stdout("Collecting six")),
+                output(3, package("six", None)),
+                output(3, package("torch", Some("Larger than the index's limit."))),
+                finished(3, CellStatus::Ok),
+            ],
+            TurnStatus::Ok,
+        ),
+    );
+    assert!(
+        text.contains(
+            "Collecting six\n\
+             [package] installed six 1.16.0 (10.8 KiB, from runcell's cache)\n\
+             [package] not installed: torch. Larger than the index's limit.\n"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
 fn tables_without_text_are_aligned() {
     let table = Table {
         columns: vec!["region".into(), "total".into()],
