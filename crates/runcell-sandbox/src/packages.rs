@@ -200,7 +200,7 @@ mod tests {
             cached: true,
         });
         let bundle = note.bundle();
-        assert_eq!(PackageNote::from_bundle(&bundle), Some(note.clone()));
+        assert_eq!(PackageNote::from_bundle(&bundle), Some(note));
         assert_eq!(
             bundle["text/plain"],
             "runcell's package index served humanize 4.9.0 (127 KB, from its cache)"

@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::code::CodeChannel;
 use super::execute::{Program, Ran, RunEnd, run_into_cell};
+use super::install::{self, Installed};
 use super::model::Reply;
 use super::publish::{publish_refusal, publish_text};
 use super::{Agent, Ended, answered, fix_hints, grounding, profile, prompt};
@@ -75,6 +76,8 @@ struct Attempts {
     /// request to explain it (not so when the loop ended on a repeat or
     /// on words without a program).
     explain_asked: bool,
+    /// Projects this turn tried to install (each once).
+    installs: std::collections::HashSet<String>,
 }
 
 impl Attempts {
@@ -93,6 +96,7 @@ impl Attempts {
             repeats: 0,
             last: None,
             explain_asked: false,
+            installs: std::collections::HashSet::new(),
         }
     }
 
@@ -318,7 +322,39 @@ impl Agent {
         if let Some(step) = Self::refuse_repeat(asked, turn, &program, cell, shown) {
             return step;
         }
-        let ran = self.run_attempt(asked, &program, cell, shown).await;
+        let mut ran = self.run_attempt(asked, &program, cell, shown).await;
+        let mut cell = cell;
+        if ran.end == RunEnd::Failed
+            && self.settings.install_missing
+            && let Some(module) = install::missing_module(&ran.report)
+            && turn.installs.insert(install::project_of(module))
+        {
+            let project = install::project_of(module);
+            match self
+                .install_and_rerun(
+                    asked.session,
+                    &project,
+                    &program.code,
+                    cell,
+                    shown,
+                    asked.cancel,
+                )
+                .await
+            {
+                Installed::RanAgain {
+                    ran: again,
+                    cell: again_cell,
+                } => {
+                    ran = again;
+                    cell = again_cell;
+                }
+                Installed::Not(report) => {
+                    ran.report
+                        .push_str(&install::not_installed(&project, &report));
+                }
+                Installed::Cancelled => {}
+            }
+        }
         if ran.end == RunEnd::Cancelled || asked.cancel.is_cancelled() {
             return Step::Done(Ended {
                 status: TurnStatus::Cancelled,

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::kernels::Kernels;
 use super::prompt;
+use crate::sandbox::packages::PackageNote;
 use crate::sandbox::sessions::SessionError;
 use crate::sandbox::{
     Language, Limits, RunEvent, RunRequest, SandboxError, SandboxKind, limit_error,
@@ -273,6 +274,17 @@ fn output_of(event: RunEvent) -> Option<Output> {
             metadata,
             ..
         } => {
+            // What runcell's package index served or refused (the kernel
+            // cannot send one: the jail drops them from its displays).
+            if let Some(note) = PackageNote::from_bundle(&data) {
+                return Some(Output::Package {
+                    project: note.project,
+                    version: note.version,
+                    size: note.size,
+                    cached: note.cached,
+                    refused: note.refused,
+                });
+            }
             let table_data = data
                 .remove(crate::sandbox::TABLE_DATA_MIME)
                 .and_then(|value| super::tables::from_data(&value));

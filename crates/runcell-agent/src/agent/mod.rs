@@ -14,6 +14,7 @@ mod execute;
 mod explain;
 mod fix_hints;
 pub mod grounding;
+mod install;
 mod kernels;
 mod model;
 mod profile;
@@ -71,6 +72,10 @@ pub struct AgentSettings {
     pub context_tokens: u32,
     /// Limits for each program run.
     pub limits: Limits,
+    /// A program that fails for want of a module gets its project
+    /// installed (`%pip install`) and runs again: sessions can install
+    /// packages.
+    pub install_missing: bool,
 }
 
 impl Default for AgentSettings {
@@ -81,6 +86,7 @@ impl Default for AgentSettings {
             max_fixes: 2,
             context_tokens: 8192,
             limits: Limits::default(),
+            install_missing: false,
         }
     }
 }

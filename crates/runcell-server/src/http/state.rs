@@ -230,6 +230,7 @@ impl AppState {
                 max_fixes: config.llm.max_fixes,
                 context_tokens: u32::try_from(config.llm.context_tokens).unwrap_or(u32::MAX),
                 limits: config.sandbox.default_limits(),
+                install_missing: jail_config.packages.is_some(),
             },
         );
         let code_api = Arc::new(CodeApi::new(

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::{Kernel, Kernels};
+use super::{Kernel, Kernels, packages};
 use crate::sandbox::SandboxError;
 use crate::sandbox::SandboxKind;
 use crate::sandbox::SandboxSession;
@@ -232,7 +232,7 @@ impl Kernels {
         };
         let mut kept_at = HashMap::new();
         for entry in kept {
-            if home.contains_key(&entry.path) {
+            if home.contains_key(&entry.path) || entry.path == packages::MANIFEST {
                 kept_at.insert(entry.path, (entry.size, entry.modified_ms));
             } else if let Err(err) = self.uploads.remove(session, &entry.path).await {
                 tracing::warn!(%err, "a file the program removed stayed kept");
@@ -258,6 +258,7 @@ impl Kernels {
                 tracing::debug!(%err, path, "a file the program wrote is not kept");
             }
         }
+        packages::keep(&self.uploads, session, &*live).await;
     }
 
     /// What the session's share link offers from now on: a copy of its

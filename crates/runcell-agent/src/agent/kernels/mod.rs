@@ -6,6 +6,7 @@
 mod files;
 mod notes;
 mod owners;
+mod packages;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -418,7 +419,11 @@ impl Kernels {
                     }
                 }
             }
+            let installs = restored.contains_key(packages::MANIFEST);
             self.sessions.lock().entry(session).or_default().restored = restored;
+            if installs {
+                packages::reinstall(&*kernel).await;
+            }
         }
         Ok(Kernel::Pooled {
             backend,
