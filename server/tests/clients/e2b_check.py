@@ -7,7 +7,7 @@ Usage: E2B_API_URL=URL E2B_SANDBOX_URL=URL E2B_API_KEY=KEY \
 Covers create, run_code (state, text, stdout, png results, errors;
 JavaScript, TypeScript and R kernels; environment variables per language),
 code contexts (their order, one in /root), connect, files.write/read/list,
-commands.run, set_timeout, list, kill, and a kill during a run. Exits non-zero, saying what went wrong, on the first unexpected answer.
+commands.run (pip install too), set_timeout, list, kill, and a kill during a run. Exits non-zero, saying what went wrong, on the first unexpected answer.
 """
 
 import os
@@ -185,6 +185,16 @@ def main():
         check(False, "a failing command raises", "no exception")
     except CommandExitException as e:
         check(e.exit_code == 3, "a failing command raises with its exit code", e.exit_code)
+
+    # A package the image lacks, installed by a command through runcell's
+    # index (the session has no network), then imported by the code context.
+    installed = sandbox.commands.run("pip install humanize==4.9.0", timeout=240)
+    check(installed.exit_code == 0, "pip install runs as a command", installed.stderr[-800:])
+    check("runcell's package index served humanize 4.9.0" in installed.stderr,
+          "the command reports what the index served", installed.stderr[-800:])
+    used = sandbox.run_code("import humanize; print(humanize.naturalsize(10**6))")
+    check(used.logs.stdout == ["1.0 MB\n"], "the code imports what the command installed",
+          (used.logs.stdout, used.error))
 
     sandbox.set_timeout(300)
     print("ok: the timeout is set")

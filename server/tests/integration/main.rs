@@ -21,6 +21,7 @@ mod kernel;
 mod listener;
 mod llm;
 mod notebook_api;
+mod packages;
 mod peer;
 mod sandbox;
 mod sessions;

@@ -30,8 +30,9 @@ pub const CONFIG_FILE: &str = "runcell.toml";
 /// for a dot: `RUNCELL_SANDBOX__POOL_SIZE` is `sandbox.pool_size`).
 const ENV_KEYS: [&str; 5] = ["addr", "data_dir", "site_root", "log", "database_url"];
 /// Any `RUNCELL_SANDBOX__*` is read too; unknown ones are refused by name.
-const ENV_SECTIONS: [&str; 8] = [
+const ENV_SECTIONS: [&str; 9] = [
     "sandbox__",
+    "packages__",
     "notebook__",
     "llm__",
     "auth__",
@@ -272,6 +273,8 @@ impl Config {
             ("sandbox.file_mib", sandbox.file_mib),
             ("sandbox.disk_mib", sandbox.disk_mib),
             ("sandbox.upload_mib", sandbox.upload_mib),
+            ("packages.max_file_mib", self.packages.max_file_mib),
+            ("packages.max_session_mib", self.packages.max_session_mib),
             ("llm.threads", self.llm.threads as u64),
             ("llm.context_tokens", self.llm.context_tokens as u64),
             ("llm.max_tokens", u64::from(self.llm.max_tokens)),
