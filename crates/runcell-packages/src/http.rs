@@ -123,8 +123,15 @@ impl IntoResponse for Failure {
 }
 
 /// Serves the index on `listener` for `account`: at most
-/// [`crate::account::MAX_CONNECTIONS`] connections at once (the next waits
-/// in the listen queue), each ended when this future is dropped.
+/// [`crate::account::MAX_CONNECTIONS`] connections of the account's at once,
+/// over all its listeners (a session has one for each of its jails); a
+/// connection over that is taken and waits for one to end (the next ones
+/// wait in the listen queue). Each ends when this future is dropped.
+///
+/// The permit is asked for after `accept`, never before: a listener idle
+/// in `accept` holds none, so a session with more jails than permits (its
+/// kernels, contexts and a command) still has them all for the one that
+/// installs.
 pub(crate) async fn serve(index: Arc<PackageIndex>, listener: TcpListener, account: Arc<Account>) {
     let app = router(index, Arc::clone(&account));
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -135,9 +142,6 @@ pub(crate) async fn serve(index: Arc<PackageIndex>, listener: TcpListener, accou
     let mut connections = JoinSet::new();
     loop {
         while connections.try_join_next().is_some() {}
-        let Ok(permit) = Arc::clone(&account.connections).acquire_owned().await else {
-            return;
-        };
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
             Err(err) if is_transient(&err) => {
@@ -149,6 +153,9 @@ pub(crate) async fn serve(index: Arc<PackageIndex>, listener: TcpListener, accou
                 tracing::warn!(%err, account = account.label(), "the package index's listener failed");
                 return;
             }
+        };
+        let Ok(permit) = Arc::clone(&account.connections).acquire_owned().await else {
+            return;
         };
         let connection = builder
             .serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()))

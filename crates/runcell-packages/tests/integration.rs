@@ -847,3 +847,33 @@ async fn many_connections_at_once_are_all_answered() {
     }
     assert_eq!(jail.fake.hits("/simple/demo/"), 1, "one fetch for all");
 }
+
+/// A session has a listener for each of its jails (kernels, contexts, a
+/// command), all on one account: idle ones must not hold the connections
+/// the one that installs needs (a command's `pip install` hung behind a
+/// session's seven kernels).
+#[tokio::test]
+async fn idle_listeners_of_an_account_leave_its_connections_to_the_busy_one() {
+    let jail = Jail::start(PackagesConfig::default()).await;
+    jail.demo();
+    for _ in 0..12 {
+        let idle = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        tokio::spawn(Arc::clone(&jail.index).serve(idle, Arc::clone(&jail.account)));
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let last = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/simple/demo/", last.local_addr().expect("addr"));
+    tokio::spawn(Arc::clone(&jail.index).serve(last, Arc::clone(&jail.account)));
+    let answered = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        jail.client.get(url).send(),
+    )
+    .await
+    .expect("answered within 10 s")
+    .expect("answered");
+    assert_eq!(answered.status(), StatusCode::OK);
+}
