@@ -326,3 +326,45 @@ async fn a_refused_install_is_said_and_the_model_is_told() {
         "{code:?}"
     );
 }
+
+#[tokio::test]
+async fn a_cache_filled_by_packages_fetch_serves_an_offline_server() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().join("data");
+    let requirements = data.path().join("requirements.txt");
+    std::fs::write(&requirements, format!("{PINNED}\n")).unwrap();
+    let fetched = tokio::process::Command::new(env!("CARGO_BIN_EXE_runcell"))
+        .args(["packages", "fetch", "-r"])
+        .arg(&requirements)
+        .arg("--data-dir")
+        .arg(&dir)
+        .env_remove("RUNCELL_LOG")
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&fetched.stdout);
+    assert!(fetched.status.success(), "{fetched:?}");
+    assert!(stdout.contains("1 files fetched"), "{stdout}");
+
+    // The upstream is never asked now: a name that cannot resolve.
+    let server = TestServer::start_configured(|config| {
+        config.data_dir = dir.clone();
+        config.packages.offline = true;
+        config.packages.index_url = Some("https://upstream.invalid/simple/".into());
+    })
+    .await;
+    let client = server.api().await;
+    let session = new_session(&client, &server).await;
+    let installed = run_in(&client, &server, &session, &format!("%pip install {PINNED}")).await;
+    let served = notes(&installed);
+    assert_eq!(served.len(), 1, "{installed}");
+    assert_eq!(served[0]["cached"], true, "{installed}");
+    let used = run_in(&client, &server, &session, USE_IT).await;
+    assert!(used["stdout"].as_str().unwrap().starts_with("1.0 MB"), "{used}");
+    // What the cache lacks is not there, said as pip says it.
+    let missing = run_in(&client, &server, &session, "%pip install pyfiglet==1.0.2").await;
+    assert!(
+        missing["stdout"].as_str().unwrap().contains("No matching distribution"),
+        "{missing}"
+    );
+}
