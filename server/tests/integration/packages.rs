@@ -355,16 +355,28 @@ async fn a_cache_filled_by_packages_fetch_serves_an_offline_server() {
     .await;
     let client = server.api().await;
     let session = new_session(&client, &server).await;
-    let installed = run_in(&client, &server, &session, &format!("%pip install {PINNED}")).await;
+    let installed = run_in(
+        &client,
+        &server,
+        &session,
+        &format!("%pip install {PINNED}"),
+    )
+    .await;
     let served = notes(&installed);
     assert_eq!(served.len(), 1, "{installed}");
     assert_eq!(served[0]["cached"], true, "{installed}");
     let used = run_in(&client, &server, &session, USE_IT).await;
-    assert!(used["stdout"].as_str().unwrap().starts_with("1.0 MB"), "{used}");
+    assert!(
+        used["stdout"].as_str().unwrap().starts_with("1.0 MB"),
+        "{used}"
+    );
     // What the cache lacks is not there, said as pip says it.
     let missing = run_in(&client, &server, &session, "%pip install pyfiglet==1.0.2").await;
     assert!(
-        missing["stdout"].as_str().unwrap().contains("No matching distribution"),
+        missing["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("No matching distribution"),
         "{missing}"
     );
 }
