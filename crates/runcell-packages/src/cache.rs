@@ -1,11 +1,16 @@
 //! The disk cache all sessions share: project pages by name
 //! (`pages/<project>.json`) and files by content (`blobs/sha256/<2 hex>/<hex>`),
-//! written through temporary files in `tmp/` and renamed into place.
+//! written through temporary files in `tmp/` and renamed into place. The
+//! files together stay under a size: each is touched when served, and the
+//! ones served longest ago go first (a page stays; its files are fetched
+//! again when asked for). What a crash left in `tmp/` goes at start.
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::SystemTime;
 
 use tempfile::TempPath;
 use tokio::sync::OwnedMutexGuard;
@@ -20,17 +25,26 @@ pub(crate) struct Cache {
     blobs: PathBuf,
     tmp: PathBuf,
     locks: parking_lot::Mutex<HashMap<String, Weak<tokio::sync::Mutex<()>>>>,
+    /// The most the files may take together, and what they take now.
+    max_bytes: u64,
+    used: AtomicU64,
+    /// Held while files are removed to make room (one sweep at a time).
+    sweeping: parking_lot::Mutex<()>,
 }
 
 impl Cache {
     /// Opens the cache at `root`, making its directories if missing.
-    pub fn open(root: PathBuf) -> Result<Self, PackagesError> {
+    /// Opens the cache at `root`, its files at most `max_bytes` together.
+    pub fn open(root: PathBuf, max_bytes: u64) -> Result<Self, PackagesError> {
         let cache = Self {
             pages: root.join("pages"),
             blobs: root.join("blobs").join("sha256"),
             tmp: root.join("tmp"),
             locks: parking_lot::Mutex::new(HashMap::new()),
             root,
+            max_bytes,
+            used: AtomicU64::new(0),
+            sweeping: parking_lot::Mutex::new(()),
         };
         for dir in [&cache.pages, &cache.blobs, &cache.tmp] {
             std::fs::create_dir_all(dir).map_err(|source| PackagesError::Cache {
@@ -38,10 +52,51 @@ impl Cache {
                 source,
             })?;
         }
+        if let Ok(entries) = std::fs::read_dir(&cache.tmp) {
+            for entry in entries.flatten() {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+        let used = blobs_in(&cache.blobs).iter().map(|b| b.size).sum();
+        cache.used.store(used, Ordering::Relaxed);
+        cache.make_room(None);
         Ok(cache)
     }
 
-    pub fn root(&self) -> &std::path::Path {
+    /// Marks `path` (a blob) as served now: the last to be removed.
+    pub fn touch(&self, path: &Path) {
+        if let Ok(file) = std::fs::File::open(path) {
+            let _ = file.set_modified(SystemTime::now());
+        }
+    }
+
+    /// While the files take more than the most, removes those served
+    /// longest ago (never `keep`), down to nine tenths of it.
+    fn make_room(&self, keep: Option<&Path>) {
+        if self.used.load(Ordering::Relaxed) <= self.max_bytes {
+            return;
+        }
+        let _one = self.sweeping.lock();
+        let mut blobs = blobs_in(&self.blobs);
+        let mut used: u64 = blobs.iter().map(|b| b.size).sum();
+        blobs.sort_by_key(|b| b.modified);
+        let target = self.max_bytes / 10 * 9;
+        for blob in blobs {
+            if used <= target {
+                break;
+            }
+            if Some(blob.path.as_path()) == keep {
+                continue;
+            }
+            if std::fs::remove_file(&blob.path).is_ok() {
+                used = used.saturating_sub(blob.size);
+                tracing::debug!(path = %blob.path.display(), "a cached package file removed to make room");
+            }
+        }
+        self.used.store(used, Ordering::Relaxed);
+    }
+
+    pub fn root(&self) -> &Path {
         &self.root
     }
 
@@ -107,7 +162,10 @@ impl Cache {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
+        let size = std::fs::metadata(&temp)?.len();
         temp.persist(&path).map_err(|err| err.error)?;
+        self.used.fetch_add(size, Ordering::Relaxed);
+        self.make_room(Some(&path));
         Ok(path)
     }
 
@@ -146,4 +204,37 @@ impl Cache {
         };
         lock.lock_owned().await
     }
+}
+
+/// A cached file: where, how big, when last served.
+struct Blob {
+    path: PathBuf,
+    size: u64,
+    modified: SystemTime,
+}
+
+/// The files under `blobs` (`<2 hex>/<hex>`).
+fn blobs_in(blobs: &Path) -> Vec<Blob> {
+    let mut found = Vec::new();
+    let Ok(dirs) = std::fs::read_dir(blobs) else {
+        return found;
+    };
+    for dir in dirs.flatten() {
+        let Ok(files) = std::fs::read_dir(dir.path()) else {
+            continue;
+        };
+        for file in files.flatten() {
+            let Ok(meta) = file.metadata() else {
+                continue;
+            };
+            if meta.is_file() {
+                found.push(Blob {
+                    path: file.path(),
+                    size: meta.len(),
+                    modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                });
+            }
+        }
+    }
+    found
 }

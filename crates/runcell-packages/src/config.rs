@@ -21,6 +21,9 @@ pub struct PackagesConfig {
     pub max_file_mib: u64,
     /// The most bytes one account (a session or a one-shot run) may be served, in MiB.
     pub max_session_mib: u64,
+    /// The most the shared cache keeps of files, in MiB: past it, the files
+    /// served longest ago are removed (they are fetched again if asked for).
+    pub max_cache_mib: u64,
     /// Never ask upstream: serve only what the cache holds.
     pub offline: bool,
     /// A cached project page older than this is fetched again (the stale copy
@@ -43,6 +46,7 @@ impl Default for PackagesConfig {
             index_url: None,
             max_file_mib: 100,
             max_session_mib: 500,
+            max_cache_mib: 5120,
             offline: false,
             page_ttl_secs: 600,
             ca_file: None,

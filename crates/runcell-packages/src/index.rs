@@ -334,6 +334,7 @@ impl PackageIndex {
     ) -> Result<(PathBuf, bool), FetchError> {
         let path = self.cache.blob_path(&entry.sha256);
         if path.is_file() {
+            self.cache.touch(&path);
             return Ok((path, true));
         }
         if self.config.offline {

@@ -72,7 +72,7 @@ impl PackageIndex {
         Ok(Arc::new(Self {
             allow: normalised(&config.allow),
             deny: normalised(&config.deny),
-            cache: Cache::open(cache_dir)?,
+            cache: Cache::open(cache_dir, config.max_cache_mib.saturating_mul(1024 * 1024))?,
             upstream: Upstream::new(&upstream, trusted_certificates(&config)?)?,
             upstream_url: upstream,
             config,
