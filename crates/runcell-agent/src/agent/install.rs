@@ -9,8 +9,7 @@ use app::protocol::CellId;
 use tokio_util::sync::CancellationToken;
 
 use super::Agent;
-use super::code::publish_complete;
-use super::execute::{Program, Ran, RunEnd, run_into_cell};
+use super::execute::{Ran, RunEnd};
 use crate::sandbox::Language;
 use crate::session::SessionLog;
 
@@ -103,43 +102,26 @@ impl Agent {
         cancel: &CancellationToken,
     ) -> Installed {
         let install = format!("%pip install {project}");
-        let cell = publish_complete(session, &self.highlighter, &install, "python", None);
         tracing::info!(project, "a module is missing: installing its project");
-        let program = Program {
-            code_cell: cell,
-            attempt: None,
-            language: Language::Python,
-            code: &install,
-        };
-        let installed = run_into_cell(
-            &self.kernels,
-            session,
-            program,
-            &self.settings.limits,
-            cancel,
-        )
-        .await;
+        let (installed, _) = self
+            .run_shown(session, &install, Language::Python, None, None, cancel)
+            .await;
         if installed.end == RunEnd::Cancelled || cancel.is_cancelled() {
             return Installed::Cancelled;
         }
         if installed.end != RunEnd::Ok || !succeeded(&installed.report, project) {
             return Installed::Not(installed.report);
         }
-        let cell = publish_complete(session, &self.highlighter, code, "python", Some(failed));
-        let program = Program {
-            code_cell: cell,
-            attempt: Some(attempt),
-            language: Language::Python,
-            code,
-        };
-        let ran = run_into_cell(
-            &self.kernels,
-            session,
-            program,
-            &self.settings.limits,
-            cancel,
-        )
-        .await;
+        let (ran, cell) = self
+            .run_shown(
+                session,
+                code,
+                Language::Python,
+                Some(failed),
+                Some(attempt),
+                cancel,
+            )
+            .await;
         Installed::RanAgain { ran, cell }
     }
 }

@@ -308,12 +308,32 @@ impl Agent {
         source: Option<CellId>,
         cancel: &CancellationToken,
     ) -> Ended {
-        let cell = publish_complete(session, &self.highlighter, &code, language.name(), source);
+        let (ran, cell) = self
+            .run_shown(session, &code, language, source, None, cancel)
+            .await;
+        Ended {
+            status: status_of(&ran),
+            final_cell: Some(cell),
+        }
+    }
+
+    /// `code` as a complete code cell (pointing at `source`, numbered
+    /// `attempt`), then run into its result cell; the run and the code cell.
+    async fn run_shown(
+        &self,
+        session: &SessionLog,
+        code: &str,
+        language: Language,
+        source: Option<CellId>,
+        attempt: Option<u32>,
+        cancel: &CancellationToken,
+    ) -> (Ran, CellId) {
+        let cell = publish_complete(session, &self.highlighter, code, language.name(), source);
         let program = Program {
             code_cell: cell,
-            attempt: None,
+            attempt,
             language,
-            code: &code,
+            code,
         };
         let ran = run_into_cell(
             &self.kernels,
@@ -323,10 +343,7 @@ impl Agent {
             cancel,
         )
         .await;
-        Ended {
-            status: status_of(&ran),
-            final_cell: Some(cell),
-        }
+        (ran, cell)
     }
 }
 
