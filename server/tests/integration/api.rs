@@ -5,7 +5,7 @@
 use runcell::config::AuthMode;
 use serde_json::{Value, json};
 
-use crate::support::{TestServer, bearer, http, http_as};
+use crate::support::{TestServer, bearer, http, http_as, new_v1_session};
 
 const RUN: &str = "/v1/code_interpreter/run";
 const SESSIONS: &str = "/v1/code_interpreter/sessions";
@@ -31,20 +31,6 @@ async fn run(client: &reqwest::Client, server: &TestServer, code: &str) -> reqwe
         .send()
         .await
         .unwrap()
-}
-
-/// A new `/v1` session of `client`'s key; its id.
-async fn new_v1_session(client: &reqwest::Client, server: &TestServer) -> String {
-    let created: Value = client
-        .post(server.url(SESSIONS))
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    created["session_id"].as_str().unwrap().to_string()
 }
 
 /// A JSON-RPC message to `/mcp` as `client`, in MCP session `session`.

@@ -8,26 +8,12 @@
 use app::protocol::{CellKind, EventBody, Output, SessionEvent};
 use serde_json::{Value, json};
 
-use crate::support::{TestServer, ask, http};
+use crate::support::{TestServer, ask, http, new_v1_session};
 
 const RUN: &str = "/v1/code_interpreter/run";
-const SESSIONS: &str = "/v1/code_interpreter/sessions";
 const PINNED: &str = "humanize==4.9.0";
 /// What the pinned version prints for a megabyte.
 const USE_IT: &str = "import humanize; print(humanize.naturalsize(10**6), humanize.__file__)";
-
-async fn new_session(client: &reqwest::Client, server: &TestServer) -> String {
-    let created: Value = client
-        .post(server.url(SESSIONS))
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    created["session_id"].as_str().unwrap().to_string()
-}
 
 async fn run_in(client: &reqwest::Client, server: &TestServer, session: &str, code: &str) -> Value {
     let response = client
@@ -71,7 +57,7 @@ async fn a_session_installs_a_pinned_wheel_and_the_next_one_gets_it_from_the_cac
     let server = TestServer::start().await;
     let client = server.api().await;
 
-    let first = new_session(&client, &server).await;
+    let first = new_v1_session(&client, &server).await;
     let missing = run_in(&client, &server, &first, USE_IT).await;
     assert_eq!(missing["error"]["name"], "ModuleNotFoundError", "{missing}");
     let installed = run_in(&client, &server, &first, &format!("%pip install {PINNED}")).await;
@@ -91,7 +77,7 @@ async fn a_session_installs_a_pinned_wheel_and_the_next_one_gets_it_from_the_cac
     );
 
     // Another session: the same file, from the cache, never upstream.
-    let second = new_session(&client, &server).await;
+    let second = new_v1_session(&client, &server).await;
     let again = run_in(&client, &server, &second, &format!("!pip install {PINNED}")).await;
     let served = notes(&again);
     assert_eq!(served.len(), 1, "{again}");
@@ -136,7 +122,7 @@ async fn a_denied_project_and_odd_requests_are_refused_plainly() {
     })
     .await;
     let client = server.api().await;
-    let session = new_session(&client, &server).await;
+    let session = new_v1_session(&client, &server).await;
     let refused = run_in(
         &client,
         &server,
@@ -182,7 +168,7 @@ async fn the_jail_reaches_its_index_and_nothing_else() {
     let port = host.local_addr().unwrap().port();
     let server = TestServer::start().await;
     let client = server.api().await;
-    let session = new_session(&client, &server).await;
+    let session = new_v1_session(&client, &server).await;
     let probe = format!(
         r#"
 import os, socket
@@ -354,7 +340,7 @@ async fn a_cache_filled_by_packages_fetch_serves_an_offline_server() {
     })
     .await;
     let client = server.api().await;
-    let session = new_session(&client, &server).await;
+    let session = new_v1_session(&client, &server).await;
     let installed = run_in(
         &client,
         &server,

@@ -609,3 +609,17 @@ pub async fn answer_of(stream: &mut TcpStream) -> (u16, String) {
         .unwrap_or_default();
     (status, body)
 }
+
+/// A new `/v1` session of `client`'s key; its id.
+pub async fn new_v1_session(client: &reqwest::Client, server: &TestServer) -> String {
+    let created: serde_json::Value = client
+        .post(server.url("/v1/code_interpreter/sessions"))
+        .json(&serde_json::json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    created["session_id"].as_str().unwrap().to_string()
+}
