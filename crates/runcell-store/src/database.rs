@@ -6,7 +6,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{KeyStore, PostgresStore, SqliteStore, Store, StoreError, redact_database_url};
+use super::{
+    KeyStore, PostgresStore, SqliteStore, Store, StoreError, UserStore, redact_database_url,
+};
 
 #[derive(Clone)]
 pub enum Database {
@@ -36,6 +38,13 @@ impl Database {
     }
 
     pub fn keys(&self) -> Arc<dyn KeyStore> {
+        match self {
+            Self::Sqlite(db) => db.clone(),
+            Self::Postgres(db) => db.clone(),
+        }
+    }
+
+    pub fn users(&self) -> Arc<dyn UserStore> {
         match self {
             Self::Sqlite(db) => db.clone(),
             Self::Postgres(db) => db.clone(),

@@ -28,6 +28,7 @@ fn record(id: &str, name: &str, created_ms: u64) -> KeyRecord {
         created_ms,
         last_used_ms: None,
         revoked_ms: None,
+        user_id: None,
     }
 }
 

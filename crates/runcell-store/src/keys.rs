@@ -15,6 +15,9 @@ pub struct KeyRecord {
     pub created_ms: u64,
     pub last_used_ms: Option<u64>,
     pub revoked_ms: Option<u64>,
+    /// The person it belongs to; `None` for a key made on the server's
+    /// command line.
+    pub user_id: Option<String>,
 }
 
 /// `last_used_ms` is written at most this often per key.
@@ -46,7 +49,8 @@ pub trait KeyStore: Send + Sync + 'static {
 
     async fn key_by_digest(&self, digest: &str) -> Result<Option<KeyRecord>, StoreError>;
 
-    /// Revokes the live key of that name; false if there is none.
+    /// Revokes the live key of that name made on the command line (a
+    /// person's keys are revoked by id); false if there is none.
     async fn revoke_key(&self, name: &str, now_ms: u64) -> Result<bool, StoreError>;
 
     /// Notes that the key was used (at most once a minute is written).
@@ -75,6 +79,7 @@ mod tests {
             created_ms: 0,
             last_used_ms: None,
             revoked_ms: None,
+            user_id: None,
         };
         assert!(key.needs_touch(1_000));
         key.last_used_ms = Some(1_000);

@@ -36,6 +36,13 @@ mod sqlite_keys;
               (allow, not expect: clippy sees it as test code in some builds only)"
 )]
 pub mod story;
+#[cfg(any(test, feature = "conformance"))]
+#[allow(
+    clippy::expect_used,
+    reason = "a story is test code: a failed step panics where it happened"
+)]
+pub mod user_story;
+pub mod users;
 
 use app::protocol::SessionEvent;
 use async_trait::async_trait;
@@ -46,6 +53,7 @@ pub use postgres::{
     EVENTS_CHANNEL, PostgresStore, parse_event_note, redact as redact_database_url,
 };
 pub use sqlite::{DB_FILE, SqliteStore};
+pub use users::{AuditEntry, Identity, LimitOverrides, Role, UserRecord, UserStore};
 
 use app::api::{OwnerId, SessionId, ShareToken};
 

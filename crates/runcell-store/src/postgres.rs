@@ -404,6 +404,17 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_user_story_holds_for_postgres() {
+        let Some(db) = ScratchDatabase::create("users").await else {
+            return;
+        };
+        let store = PostgresStore::open(&db.url).await.unwrap();
+        super::super::user_story::run(&store).await;
+        store.close().await;
+        db.drop_now().await;
+    }
+
+    #[tokio::test]
     async fn nodes_starting_together_migrate_once() {
         let Some(db) = ScratchDatabase::create("migrate").await else {
             return;

@@ -6,12 +6,16 @@ use std::str::FromStr;
 use sqlx::Row;
 
 use super::keys::KeyRecord;
+use super::users::{AuditEntry, Role, UserRecord};
 use super::{SessionRecord, ShareRecord, StoreError};
 use app::api::{OwnerId, SessionId, ShareToken};
 
 pub const SESSION_COLUMNS: &str = "id, owner, title, created_ms, updated_ms, forked_from";
 pub const SHARE_COLUMNS: &str = "token, session_id, upto_seq, files, created_ms, updated_ms";
-pub const KEY_COLUMNS: &str = "id, name, prefix, created_ms, last_used_ms, revoked_ms";
+pub const KEY_COLUMNS: &str = "id, name, prefix, created_ms, last_used_ms, revoked_ms, user_id";
+pub const USER_COLUMNS: &str = "id, issuer, subject, name, email, role, owner, limits, \
+     created_ms, last_seen_ms, disabled_ms, runs, model_ms";
+pub const AUDIT_COLUMNS: &str = "id, at_ms, actor, action, subject, detail";
 
 /// A time or a count as the databases store it (signed 64 bits).
 pub fn ms(value: u64) -> i64 {
@@ -92,6 +96,38 @@ pub fn key_of(row: &impl StoreRow) -> Result<KeyRecord, StoreError> {
         created_ms: unsigned(row.int("created_ms")?),
         last_used_ms: row.maybe_int("last_used_ms")?.map(unsigned),
         revoked_ms: row.maybe_int("revoked_ms")?.map(unsigned),
+        user_id: row.maybe_text("user_id")?,
+    })
+}
+
+pub fn user_of(row: &impl StoreRow) -> Result<UserRecord, StoreError> {
+    Ok(UserRecord {
+        id: row.text("id")?,
+        issuer: row.text("issuer")?,
+        subject: row.text("subject")?,
+        name: row.text("name")?,
+        email: row.text("email")?,
+        role: Role::from_str(&row.text("role")?).map_err(|_| corrupt("a stored role"))?,
+        owner: OwnerId::from_str(&row.text("owner")?).map_err(|_| corrupt("a stored owner id"))?,
+        // Limits an older or newer server wrote that this one cannot read
+        // are the defaults, not an account nobody can sign in to.
+        limits: serde_json::from_str(&row.text("limits")?).unwrap_or_default(),
+        created_ms: unsigned(row.int("created_ms")?),
+        last_seen_ms: row.maybe_int("last_seen_ms")?.map(unsigned),
+        disabled_ms: row.maybe_int("disabled_ms")?.map(unsigned),
+        runs: unsigned(row.int("runs")?),
+        model_ms: unsigned(row.int("model_ms")?),
+    })
+}
+
+pub fn audit_of(row: &impl StoreRow) -> Result<AuditEntry, StoreError> {
+    Ok(AuditEntry {
+        id: row.int("id")?,
+        at_ms: unsigned(row.int("at_ms")?),
+        actor: row.maybe_text("actor")?,
+        action: row.text("action")?,
+        subject: row.maybe_text("subject")?,
+        detail: row.text("detail")?,
     })
 }
 

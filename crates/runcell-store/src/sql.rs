@@ -15,9 +15,10 @@ use sqlx::{Database, Encode, QueryBuilder, Type};
 
 use super::keys::{KeyRecord, TOUCH_EVERY_MS};
 use super::rows::{
-    KEY_COLUMNS, SESSION_COLUMNS, SHARE_COLUMNS, StoreRow, key_of, kind_of, ms, session_of,
-    share_of, unsigned,
+    AUDIT_COLUMNS, KEY_COLUMNS, SESSION_COLUMNS, SHARE_COLUMNS, StoreRow, USER_COLUMNS, audit_of,
+    key_of, kind_of, ms, session_of, share_of, unsigned, user_of,
 };
+use super::users::{AuditEntry, Identity, LimitOverrides, Role, SEEN_EVERY_MS, UserRecord};
 use super::{SessionRecord, ShareRecord, StoreError, title_from};
 use app::api::{OwnerId, SessionId, ShareToken};
 
@@ -26,6 +27,7 @@ pub enum Param {
     Text(String),
     MaybeText(Option<String>),
     Int(i64),
+    MaybeInt(Option<i64>),
     Flag(bool),
 }
 
@@ -39,12 +41,14 @@ where
     String: Encode<'q, DB> + Type<DB>,
     Option<String>: Encode<'q, DB> + Type<DB>,
     i64: Encode<'q, DB> + Type<DB>,
+    Option<i64>: Encode<'q, DB> + Type<DB>,
     bool: Encode<'q, DB> + Type<DB>,
 {
     params.into_iter().fold(query, |query, param| match param {
         Param::Text(value) => query.bind(value),
         Param::MaybeText(value) => query.bind(value),
         Param::Int(value) => query.bind(value),
+        Param::MaybeInt(value) => query.bind(value),
         Param::Flag(value) => query.bind(value),
     })
 }
@@ -416,13 +420,15 @@ pub async fn create_key<B: Backend>(
 ) -> Result<(), StoreError> {
     let inserted = db
         .execute(
-            "INSERT INTO api_keys (id, name, digest, prefix, created_ms) VALUES ($1, $2, $3, $4, $5)",
+            "INSERT INTO api_keys (id, name, digest, prefix, created_ms, user_id)
+             VALUES ($1, $2, $3, $4, $5, $6)",
             vec![
                 Param::Text(key.id.clone()),
                 Param::Text(B::text(&key.name)),
                 Param::Text(digest.to_string()),
                 Param::Text(key.prefix.clone()),
                 Param::Int(ms(key.created_ms)),
+                Param::MaybeText(key.user_id.clone()),
             ],
         )
         .await;
@@ -476,7 +482,8 @@ pub async fn key_by_digest<B: Backend>(
 pub async fn revoke_key<B: Backend>(db: &B, name: &str, now_ms: u64) -> Result<bool, StoreError> {
     let revoked = db
         .execute(
-            "UPDATE api_keys SET revoked_ms = $1 WHERE name = $2 AND revoked_ms IS NULL",
+            "UPDATE api_keys SET revoked_ms = $1
+             WHERE name = $2 AND revoked_ms IS NULL AND user_id IS NULL",
             vec![Param::Int(ms(now_ms)), Param::Text(B::text(name))],
         )
         .await?;
@@ -496,4 +503,183 @@ pub async fn touch_key<B: Backend>(db: &B, id: &str, now_ms: u64) -> Result<(), 
     )
     .await?;
     Ok(())
+}
+
+// People.
+
+pub async fn sign_in_user<B: Backend>(
+    db: &B,
+    identity: &Identity,
+    owner: OwnerId,
+    role: Role,
+    now_ms: u64,
+) -> Result<UserRecord, StoreError> {
+    let limits = serde_json::to_string(&LimitOverrides::default())
+        .map_err(|e| StoreError::Database(sqlx::Error::Encode(e.into())))?;
+    let row = db
+        .fetch_optional(
+            &format!(
+                "INSERT INTO users (id, issuer, subject, name, email, role, owner, limits, created_ms, last_seen_ms)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
+                 ON CONFLICT (issuer, subject) DO UPDATE SET
+                     name = excluded.name, email = excluded.email, last_seen_ms = excluded.last_seen_ms,
+                     role = CASE WHEN excluded.role = 'admin' THEN 'admin' ELSE users.role END
+                 RETURNING {USER_COLUMNS}"
+            ),
+            vec![
+                Param::Text(uuid::Uuid::new_v4().to_string()),
+                Param::Text(B::text(&identity.issuer)),
+                Param::Text(B::text(&identity.subject)),
+                Param::Text(B::text(&identity.name)),
+                Param::Text(B::text(&identity.email)),
+                Param::Text(role.as_str().to_string()),
+                Param::Text(owner.to_string()),
+                Param::Text(limits),
+                Param::Int(ms(now_ms)),
+            ],
+        )
+        .await?;
+    row.as_ref()
+        .map(user_of)
+        .transpose()?
+        .ok_or_else(|| StoreError::Database(sqlx::Error::RowNotFound))
+}
+
+pub async fn user<B: Backend>(db: &B, id: &str) -> Result<Option<UserRecord>, StoreError> {
+    db.fetch_optional(
+        &format!("SELECT {USER_COLUMNS} FROM users WHERE id = $1"),
+        vec![Param::Text(B::text(id))],
+    )
+    .await?
+    .as_ref()
+    .map(user_of)
+    .transpose()
+}
+
+pub async fn users(db: &impl Backend) -> Result<Vec<UserRecord>, StoreError> {
+    db.fetch_all(
+        &format!("SELECT {USER_COLUMNS} FROM users ORDER BY created_ms, id"),
+        Vec::new(),
+    )
+    .await?
+    .iter()
+    .map(user_of)
+    .collect()
+}
+
+pub async fn disabled_users(db: &impl Backend) -> Result<Vec<(String, OwnerId)>, StoreError> {
+    db.fetch_all(
+        &format!("SELECT {USER_COLUMNS} FROM users WHERE disabled_ms IS NOT NULL"),
+        Vec::new(),
+    )
+    .await?
+    .iter()
+    .map(|row| user_of(row).map(|user| (user.id, user.owner)))
+    .collect()
+}
+
+pub async fn set_user_column<B: Backend>(
+    db: &B,
+    id: &str,
+    column: UserColumn,
+    value: Param,
+) -> Result<bool, StoreError> {
+    let column = match column {
+        UserColumn::Role => "role",
+        UserColumn::Limits => "limits",
+        UserColumn::Disabled => "disabled_ms",
+    };
+    let changed = db
+        .execute(
+            &format!("UPDATE users SET {column} = $1 WHERE id = $2"),
+            vec![value, Param::Text(B::text(id))],
+        )
+        .await?;
+    Ok(changed > 0)
+}
+
+/// The columns an admin changes.
+#[derive(Clone, Copy, Debug)]
+pub enum UserColumn {
+    Role,
+    Limits,
+    Disabled,
+}
+
+pub async fn touch_user<B: Backend>(db: &B, id: &str, now_ms: u64) -> Result<(), StoreError> {
+    db.execute(
+        "UPDATE users SET last_seen_ms = $1
+         WHERE id = $2 AND (last_seen_ms IS NULL OR last_seen_ms <= $3)",
+        vec![
+            Param::Int(ms(now_ms)),
+            Param::Text(B::text(id)),
+            Param::Int(ms(now_ms.saturating_sub(SEEN_EVERY_MS))),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+pub async fn add_usage<B: Backend>(
+    db: &B,
+    id: &str,
+    runs: u64,
+    model_ms: u64,
+) -> Result<(), StoreError> {
+    db.execute(
+        "UPDATE users SET runs = runs + $1, model_ms = model_ms + $2 WHERE id = $3",
+        vec![
+            Param::Int(ms(runs)),
+            Param::Int(ms(model_ms)),
+            Param::Text(B::text(id)),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+pub async fn revoke_keys_of<B: Backend>(
+    db: &B,
+    user_id: &str,
+    now_ms: u64,
+) -> Result<u64, StoreError> {
+    Ok(db
+        .execute(
+            "UPDATE api_keys SET revoked_ms = $1 WHERE user_id = $2 AND revoked_ms IS NULL",
+            vec![Param::Int(ms(now_ms)), Param::Text(B::text(user_id))],
+        )
+        .await?)
+}
+
+pub async fn audit<B: Backend>(db: &B, entry: &AuditEntry) -> Result<(), StoreError> {
+    db.execute(
+        "INSERT INTO audit_log (at_ms, actor, action, subject, detail) VALUES ($1, $2, $3, $4, $5)",
+        vec![
+            Param::Int(ms(entry.at_ms)),
+            Param::MaybeText(entry.actor.as_deref().map(B::text)),
+            Param::Text(B::text(&entry.action)),
+            Param::MaybeText(entry.subject.as_deref().map(B::text)),
+            Param::Text(B::text(&entry.detail)),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+pub async fn audit_log(
+    db: &impl Backend,
+    before: Option<i64>,
+    limit: u32,
+) -> Result<Vec<AuditEntry>, StoreError> {
+    db.fetch_all(
+        &format!("SELECT {AUDIT_COLUMNS} FROM audit_log WHERE id < $1 ORDER BY id DESC LIMIT $2"),
+        vec![
+            Param::Int(before.unwrap_or(i64::MAX)),
+            Param::Int(i64::from(limit)),
+        ],
+    )
+    .await?
+    .iter()
+    .map(audit_of)
+    .collect()
 }

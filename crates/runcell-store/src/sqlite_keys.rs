@@ -53,6 +53,7 @@ mod tests {
             created_ms,
             last_used_ms: None,
             revoked_ms: None,
+            user_id: None,
         }
     }
 
@@ -64,6 +65,13 @@ mod tests {
         store.close().await;
         let reopened = SqliteStore::open_in(dir.path()).await.expect("reopen");
         super::super::key_story::after_reopen(&reopened).await;
+    }
+
+    #[tokio::test]
+    async fn the_user_story_holds_for_sqlite() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = SqliteStore::open_in(dir.path()).await.expect("store");
+        super::super::user_story::run(&store).await;
     }
 
     #[tokio::test]

@@ -185,6 +185,7 @@ pub async fn create_key(keys: &dyn KeyStore, name: &str) -> Result<(ApiKey, KeyR
         created_ms: runcell_core::clock::now_ms(),
         last_used_ms: None,
         revoked_ms: None,
+        user_id: None,
     };
     keys.create_key(&record, &key.digest()).await?;
     Ok((key, record))

@@ -1,0 +1,304 @@
+//! People as stored: an account per person (made on their first sign-in),
+//! their role, limits and usage, and the audit log of what was done to
+//! accounts and keys.
+
+use std::fmt;
+use std::str::FromStr;
+
+use app::api::OwnerId;
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use super::StoreError;
+
+/// What a person may do beyond using runcell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Sees every account, changes limits and roles, disables people.
+    Admin,
+    Member,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Admin => "admin",
+            Self::Member => "member",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Role {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "admin" => Ok(Self::Admin),
+            "member" => Ok(Self::Member),
+            other => Err(format!("no role is called `{other}` (admin, member)")),
+        }
+    }
+}
+
+/// One person's limits where they differ from the configured defaults
+/// (`None`: the default holds).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitOverrides {
+    /// Kernels (sandbox sessions) alive at once.
+    pub live_kernels: Option<u32>,
+    /// Notebooks kept.
+    pub sessions: Option<u32>,
+    /// Runs started a minute.
+    pub runs_per_minute: Option<u32>,
+    /// Seconds of the model's time a day.
+    pub model_seconds_per_day: Option<u32>,
+    /// Files kept in their sessions, MiB.
+    pub storage_mib: Option<u32>,
+}
+
+/// A person's account.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserRecord {
+    /// A hyphenated UUID; the pages' sign-in tokens carry it.
+    pub id: String,
+    /// The OpenID provider's issuer URL, or `header:<name>` for a person a
+    /// trusted proxy named.
+    pub issuer: String,
+    /// Who the issuer says they are (`sub`, or the header's value).
+    pub subject: String,
+    pub name: String,
+    pub email: String,
+    pub role: Role,
+    /// The owner their notebooks are kept under; never sent to a browser.
+    pub owner: OwnerId,
+    pub limits: LimitOverrides,
+    pub created_ms: u64,
+    pub last_seen_ms: Option<u64>,
+    pub disabled_ms: Option<u64>,
+    /// Runs started for them, all time.
+    pub runs: u64,
+    /// The model's time on their turns, all time.
+    pub model_ms: u64,
+}
+
+impl UserRecord {
+    pub fn is_disabled(&self) -> bool {
+        self.disabled_ms.is_some()
+    }
+
+    /// Their name, else their email, else who the issuer says they are.
+    pub fn display_name(&self) -> &str {
+        [&self.name, &self.email, &self.subject]
+            .into_iter()
+            .find(|s| !s.trim().is_empty())
+            .map_or("", |s| s.as_str())
+    }
+}
+
+/// Who a sign-in says someone is, as the provider or proxy said it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    pub issuer: String,
+    pub subject: String,
+    pub name: String,
+    pub email: String,
+}
+
+/// An entry of the audit log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuditEntry {
+    /// Increasing; 0 for an entry not yet written.
+    pub id: i64,
+    pub at_ms: u64,
+    /// The user who did it; `None` for the server or its command line.
+    pub actor: Option<String>,
+    /// What was done, as a word: `sign_in`, `sign_in_refused`,
+    /// `key_created`, `key_revoked`, `user_disabled`, `user_enabled`,
+    /// `role_changed`, `limits_changed`.
+    pub action: String,
+    /// The user or key it was done to.
+    pub subject: Option<String>,
+    /// In words, for people reading the log.
+    pub detail: String,
+}
+
+/// `last_seen_ms` is written at most this often per person.
+pub const SEEN_EVERY_MS: u64 = 60_000;
+
+/// Where accounts and the audit log are kept.
+#[async_trait]
+pub trait UserStore: Send + Sync + 'static {
+    /// The account of `identity`, made on its first sign-in with `owner` and
+    /// `role`; an existing one gets the identity's current name and email
+    /// and `last_seen_ms`, and becomes an admin if `role` is admin (an
+    /// account named an admin by the configuration), never less.
+    async fn sign_in_user(
+        &self,
+        identity: &Identity,
+        owner: OwnerId,
+        role: Role,
+        now_ms: u64,
+    ) -> Result<UserRecord, StoreError>;
+
+    async fn user(&self, id: &str) -> Result<Option<UserRecord>, StoreError>;
+
+    /// Every account, oldest first.
+    async fn users(&self) -> Result<Vec<UserRecord>, StoreError>;
+
+    /// The ids of the disabled accounts and their owners.
+    async fn disabled_users(&self) -> Result<Vec<(String, OwnerId)>, StoreError>;
+
+    /// False if there is no such account.
+    async fn set_role(&self, id: &str, role: Role) -> Result<bool, StoreError>;
+
+    async fn set_limits(&self, id: &str, limits: &LimitOverrides) -> Result<bool, StoreError>;
+
+    /// Disables (`Some(now)`) or enables (`None`) an account.
+    async fn set_disabled(&self, id: &str, disabled_ms: Option<u64>) -> Result<bool, StoreError>;
+
+    /// Notes that the person was seen (written at most once a minute).
+    async fn touch_user(&self, id: &str, now_ms: u64) -> Result<(), StoreError>;
+
+    /// Adds to a person's usage.
+    async fn add_usage(&self, id: &str, runs: u64, model_ms: u64) -> Result<(), StoreError>;
+
+    /// Revokes every live key of the person; how many.
+    async fn revoke_keys_of(&self, user_id: &str, now_ms: u64) -> Result<u64, StoreError>;
+
+    /// Writes an entry (its `id` is ignored).
+    async fn audit(&self, entry: &AuditEntry) -> Result<(), StoreError>;
+
+    /// Up to `limit` entries before `before` (an entry's id; `None`: the
+    /// newest), newest first.
+    async fn audit_log(
+        &self,
+        before: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<AuditEntry>, StoreError>;
+}
+
+/// [`UserStore`] for a store whose statements are all in `sql.rs`: the
+/// same for SQLite and PostgreSQL.
+macro_rules! user_store_on_sql {
+    ($store:ty) => {
+        #[async_trait::async_trait]
+        impl $crate::users::UserStore for $store {
+            async fn sign_in_user(
+                &self,
+                identity: &$crate::users::Identity,
+                owner: app::api::OwnerId,
+                role: $crate::users::Role,
+                now_ms: u64,
+            ) -> Result<$crate::users::UserRecord, $crate::StoreError> {
+                $crate::sql::sign_in_user(self, identity, owner, role, now_ms).await
+            }
+
+            async fn user(
+                &self,
+                id: &str,
+            ) -> Result<Option<$crate::users::UserRecord>, $crate::StoreError> {
+                $crate::sql::user(self, id).await
+            }
+
+            async fn users(&self) -> Result<Vec<$crate::users::UserRecord>, $crate::StoreError> {
+                $crate::sql::users(self).await
+            }
+
+            async fn disabled_users(
+                &self,
+            ) -> Result<Vec<(String, app::api::OwnerId)>, $crate::StoreError> {
+                $crate::sql::disabled_users(self).await
+            }
+
+            async fn set_role(
+                &self,
+                id: &str,
+                role: $crate::users::Role,
+            ) -> Result<bool, $crate::StoreError> {
+                $crate::sql::set_user_column(
+                    self,
+                    id,
+                    $crate::sql::UserColumn::Role,
+                    $crate::sql::Param::Text(role.as_str().to_string()),
+                )
+                .await
+            }
+
+            async fn set_limits(
+                &self,
+                id: &str,
+                limits: &$crate::users::LimitOverrides,
+            ) -> Result<bool, $crate::StoreError> {
+                let json = serde_json::to_string(limits)
+                    .map_err(|e| $crate::StoreError::Database(sqlx::Error::Encode(e.into())))?;
+                $crate::sql::set_user_column(
+                    self,
+                    id,
+                    $crate::sql::UserColumn::Limits,
+                    $crate::sql::Param::Text(json),
+                )
+                .await
+            }
+
+            async fn set_disabled(
+                &self,
+                id: &str,
+                disabled_ms: Option<u64>,
+            ) -> Result<bool, $crate::StoreError> {
+                let value = match disabled_ms {
+                    Some(at) => $crate::sql::Param::Int($crate::rows::ms(at)),
+                    None => $crate::sql::Param::MaybeInt(None),
+                };
+                $crate::sql::set_user_column(self, id, $crate::sql::UserColumn::Disabled, value)
+                    .await
+            }
+
+            async fn touch_user(&self, id: &str, now_ms: u64) -> Result<(), $crate::StoreError> {
+                $crate::sql::touch_user(self, id, now_ms).await
+            }
+
+            async fn add_usage(
+                &self,
+                id: &str,
+                runs: u64,
+                model_ms: u64,
+            ) -> Result<(), $crate::StoreError> {
+                $crate::sql::add_usage(self, id, runs, model_ms).await
+            }
+
+            async fn revoke_keys_of(
+                &self,
+                user_id: &str,
+                now_ms: u64,
+            ) -> Result<u64, $crate::StoreError> {
+                $crate::sql::revoke_keys_of(self, user_id, now_ms).await
+            }
+
+            async fn audit(
+                &self,
+                entry: &$crate::users::AuditEntry,
+            ) -> Result<(), $crate::StoreError> {
+                $crate::sql::audit(self, entry).await
+            }
+
+            async fn audit_log(
+                &self,
+                before: Option<i64>,
+                limit: u32,
+            ) -> Result<Vec<$crate::users::AuditEntry>, $crate::StoreError> {
+                $crate::sql::audit_log(self, before, limit).await
+            }
+        }
+    };
+}
+
+user_store_on_sql!(super::SqliteStore);
+user_store_on_sql!(super::PostgresStore);
