@@ -100,6 +100,16 @@ const provider = new Provider(issuer, {
   // The ID token carries the scopes' claims (email, name), not only sub:
   // what a relying party that reads no userinfo needs.
   conformIdTokenClaims: false,
+  // Seconds; set so oidc-provider does not remark on its defaults. A code
+  // is good for a minute and once.
+  ttl: {
+    AuthorizationCode: 60,
+    Interaction: 600,
+    Session: 3600,
+    Grant: 3600,
+    AccessToken: 600,
+    IdToken: 600,
+  },
   cookies: { keys: [randomBytes(32).toString('base64url')] },
   features: {
     devInteractions: { enabled: true },
