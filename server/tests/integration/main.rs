@@ -21,6 +21,7 @@ mod kernel;
 mod listener;
 mod llm;
 mod notebook_api;
+mod oidc_provider;
 mod packages;
 mod peer;
 mod sandbox;
