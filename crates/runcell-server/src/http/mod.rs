@@ -36,12 +36,17 @@ use std::sync::Arc;
 use app::api::ports::{ArcModelCatalog, ArcSessionLogs};
 use app::{App, shell};
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, FromRef, MatchedPath, State};
-use axum::response::IntoResponse;
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, FromRef, MatchedPath, Request, State};
+use axum::http::{Method, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use futures::future::BoxFuture;
 use leptos::prelude::provide_context;
-use leptos_axum::{LeptosRoutes, file_and_error_handler_with_context, generate_route_list};
+use leptos_axum::{LeptosRoutes, generate_route_list};
 use std::time::Duration;
+use tower::ServiceExt;
+use tower_http::services::ServeDir;
 use tower_http::trace::TraceLayer;
 
 pub use error::ApiError;
@@ -200,10 +205,68 @@ fn pages(state: &AppState, context: impl Fn() + Clone + Send + Sync + 'static) -
         .leptos_routes_with_context(state, routes, context.clone(), move || {
             shell(leptos.clone())
         })
-        .fallback(file_and_error_handler_with_context::<AppState, _>(
-            context, shell,
-        ))
+        .fallback(site_file_or_page(state, context))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+}
+
+/// The page context with the router's state too, as leptos_axum gives its
+/// routes: for pages rendered outside them.
+fn with_state(
+    state: &AppState,
+    context: impl Fn() + Clone + Send + Sync + 'static,
+) -> impl Fn() + Clone + Send + Sync + 'static {
+    let state = state.clone();
+    move || {
+        provide_context(state.clone());
+        context();
+    }
+}
+
+/// Any other path: a file of the site (the icon, say), else the page's
+/// "not found".
+///
+/// Not leptos_axum's `file_and_error_handler`, which answers a file from
+/// inside `Owner::new()`: a child of whatever reactive owner the worker
+/// thread last made current. A page's render makes its own root owner
+/// current and leaves it so (`Owner::new_root`), so a file answered on
+/// that thread while the page was still rendering found the page's
+/// `ResponseOptions` and moved its headers onto the file: the page went out
+/// with the default `script-src 'none'`, its scripts nonce'd for a policy
+/// it never got, and never came to life. A file here never meets the
+/// reactive system.
+fn site_file_or_page(
+    state: &AppState,
+    context: impl Fn() + Clone + Send + Sync + 'static,
+) -> impl Fn(Request) -> BoxFuture<'static, Response> + Clone + Send + Sync + 'static {
+    let files = ServeDir::new(&*state.leptos.site_root)
+        .precompressed_br()
+        .precompressed_gzip();
+    let leptos = state.leptos.clone();
+    let page = leptos_axum::render_app_async_with_context(with_state(state, context), move || {
+        shell(leptos.clone())
+    });
+    move |request: Request| {
+        let files = files.clone();
+        let page = page.clone();
+        Box::pin(async move {
+            let (parts, body) = request.into_parts();
+            if matches!(parts.method, Method::GET | Method::HEAD) {
+                let Ok(file) = files
+                    .oneshot(Request::from_parts(parts.clone(), Body::empty()))
+                    .await;
+                if file.status().is_success() || file.status() == StatusCode::NOT_MODIFIED {
+                    return file.map(Body::new);
+                }
+            }
+            let mut response = page(Request::from_parts(parts, body)).await;
+            // The app's "not found" says 404 itself; whatever else came
+            // to be rendered here is not a page of ours either.
+            if response.status() == StatusCode::OK {
+                *response.status_mut() = StatusCode::NOT_FOUND;
+            }
+            response
+        })
+    }
 }
 
 /// What needs no sign-in: signing in and out, and a share link's page and
@@ -215,20 +278,13 @@ fn open_pages(
     context: impl Fn() + Clone + Send + Sync + 'static,
 ) -> Router<AppState> {
     let leptos = state.leptos.clone();
-    let with_state = {
-        let state = state.clone();
-        move || {
-            provide_context(state.clone());
-            context();
-        }
-    };
     Router::new()
         .route("/login", get(signin::form).post(signin::sign_in))
         .route("/logout", post(signin::sign_out))
         .route(
             SHARED_PAGE,
             get(leptos_axum::render_app_async_with_context(
-                with_state,
+                with_state(state, context),
                 move || shell(leptos.clone()),
             )),
         )
@@ -304,7 +360,7 @@ where
     S: Clone + Send + Sync + 'static,
 {
     router.layer(axum::middleware::from_fn(
-        move |request: axum::extract::Request, next: axum::middleware::Next| {
+        move |request: Request, next: axum::middleware::Next| {
             hygiene::time_limit(limit, request, next)
         },
     ))
@@ -316,7 +372,7 @@ const UPLOAD_TIME_LIMIT: Duration = Duration::from_secs(15 * 60);
 
 /// One span per request, named by its route rather than its path, so that
 /// session ids do not multiply the span names.
-fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
+fn request_span(request: &axum::http::Request<Body>) -> tracing::Span {
     let route = request
         .extensions()
         .get::<MatchedPath>()
