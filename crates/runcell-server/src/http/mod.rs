@@ -19,6 +19,7 @@ mod metrics;
 mod ndjson;
 mod origin;
 pub mod owner;
+mod reactive;
 mod request_origin;
 mod sessions;
 mod signin;
@@ -94,6 +95,9 @@ pub fn router(state: AppState) -> Router {
             signin::gate,
         ))
         .merge(with_time_limit(open_pages(&state, context), request_limit))
+        // Renders and server functions find their reactive owner in
+        // thread-locals across awaits: each request keeps its own.
+        .layer(axum::middleware::from_fn(reactive::own_reactive_scope))
         .layer(axum::middleware::from_fn_with_state(
             request_origin::TrustForwarded::from_ref(&state),
             owner::owner_layer,
