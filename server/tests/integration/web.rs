@@ -1104,3 +1104,92 @@ async fn every_page_has_its_own_nonce_and_other_responses_run_no_script() {
         assert!(!policy.contains("unsafe-inline"), "{path}: {policy}");
     }
 }
+
+/// The CI flake where a session's first page, just after its form's
+/// redirect, came with `script-src 'none'` and no nonce while its scripts
+/// carried one (so the page never came to life): a file of the site
+/// answered while that page was being rendered took the page's headers. A
+/// browser fetches `/favicon.svg` with every page, so with two tabs at once
+/// one tab's icon met the other's page. Here pages and the icon are asked
+/// for at once, many times: every page keeps its own policy and its own
+/// title (renders sharing a thread once read each other's, or dropped the
+/// connection), and no file gets a policy with a nonce.
+#[tokio::test]
+async fn pages_rendered_while_files_are_fetched_keep_their_own_policy() {
+    let site = tempfile::tempdir().unwrap();
+    std::fs::write(
+        site.path().join("favicon.svg"),
+        r#"<svg xmlns="http://www.w3.org/2000/svg"/>"#,
+    )
+    .unwrap();
+    let site_root = site.path().to_path_buf();
+    let server = TestServer::start_configured(move |config| {
+        config.site_root = site_root;
+        config.notebook.session_burst = 1000;
+    })
+    .await;
+    let server = &server;
+    let pages = (0..6).map(|client_no| async move {
+        let client = http();
+        for n in 0..8 {
+            let made = client
+                .post(server.url("/sessions"))
+                .form(&[("message", "")])
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(made.status(), 303);
+            let location = made.headers()["location"].to_str().unwrap().to_string();
+            let title = format!("page {client_no}.{n}");
+            let renamed = client
+                .post(server.url(&format!("{location}/rename")))
+                .form(&[("title", &title)])
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(renamed.status(), 303);
+            let page = client.get(server.url(&location)).send().await.unwrap();
+            assert_eq!(page.status(), 200, "{location}");
+            let policy = page.headers()["content-security-policy"]
+                .to_str()
+                .unwrap()
+                .to_string();
+            let html = page.text().await.unwrap();
+            assert!(
+                policy.contains("script-src 'nonce-"),
+                "{location} lost its policy: {policy}"
+            );
+            let nonced = format!("nonce=\"{}\"", page_nonce(&policy));
+            assert_eq!(
+                html.matches("<script").count(),
+                html.matches(&nonced).count(),
+                "every script of {location} carries its header's nonce"
+            );
+            assert!(
+                html.contains(&format!("<title>{title} · runcell</title>")),
+                "{location} is titled {title}: {}",
+                html.split("<title>").nth(1).unwrap_or_default()
+            );
+        }
+    });
+    let icons = (0..3).map(|_| async move {
+        let client = http();
+        for _ in 0..40 {
+            let icon = client.get(server.url("/favicon.svg")).send().await.unwrap();
+            assert_eq!(icon.status(), 200);
+            let policy = icon.headers()["content-security-policy"]
+                .to_str()
+                .unwrap()
+                .to_string();
+            assert!(
+                !policy.contains("nonce-"),
+                "a page's policy on a file: {policy}"
+            );
+        }
+    });
+    futures::future::join(
+        futures::future::join_all(pages),
+        futures::future::join_all(icons),
+    )
+    .await;
+}
