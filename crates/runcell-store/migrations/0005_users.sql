@@ -17,6 +17,8 @@ CREATE TABLE users (
     disabled_ms  INTEGER,                     -- set while disabled
     runs         INTEGER NOT NULL DEFAULT 0,      -- runs started in their sessions and with their keys
     model_ms     INTEGER NOT NULL DEFAULT 0,      -- time the model spent on their turns
+    model_day    INTEGER NOT NULL DEFAULT 0,      -- the day (since 1970, UTC) model_day_ms counts
+    model_day_ms INTEGER NOT NULL DEFAULT 0,      -- the model's time on that day
     UNIQUE (issuer, subject)
 );
 

@@ -13,6 +13,8 @@ CREATE TABLE users (
     disabled_ms  BIGINT,
     runs         BIGINT NOT NULL DEFAULT 0,
     model_ms     BIGINT NOT NULL DEFAULT 0,
+    model_day    BIGINT NOT NULL DEFAULT 0,
+    model_day_ms BIGINT NOT NULL DEFAULT 0,
     UNIQUE (issuer, subject)
 );
 

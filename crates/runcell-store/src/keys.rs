@@ -53,6 +53,9 @@ pub trait KeyStore: Send + Sync + 'static {
     /// person's keys are revoked by id); false if there is none.
     async fn revoke_key(&self, name: &str, now_ms: u64) -> Result<bool, StoreError>;
 
+    /// Revokes the live key `id`; false if there is none.
+    async fn revoke_key_id(&self, id: &str, now_ms: u64) -> Result<bool, StoreError>;
+
     /// Notes that the key was used (at most once a minute is written).
     async fn touch_key(&self, id: &str, now_ms: u64) -> Result<(), StoreError>;
 

@@ -43,6 +43,7 @@ pub mod story;
 )]
 pub mod user_story;
 pub mod users;
+mod users_sql;
 
 use app::protocol::SessionEvent;
 use async_trait::async_trait;

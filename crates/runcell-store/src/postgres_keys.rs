@@ -35,6 +35,10 @@ impl KeyStore for PostgresStore {
         sql::revoke_key(self, name, now_ms).await
     }
 
+    async fn revoke_key_id(&self, id: &str, now_ms: u64) -> Result<bool, StoreError> {
+        sql::revoke_key_id(self, id, now_ms).await
+    }
+
     async fn touch_key(&self, id: &str, now_ms: u64) -> Result<(), StoreError> {
         sql::touch_key(self, id, now_ms).await
     }

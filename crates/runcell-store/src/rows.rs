@@ -14,7 +14,7 @@ pub const SESSION_COLUMNS: &str = "id, owner, title, created_ms, updated_ms, for
 pub const SHARE_COLUMNS: &str = "token, session_id, upto_seq, files, created_ms, updated_ms";
 pub const KEY_COLUMNS: &str = "id, name, prefix, created_ms, last_used_ms, revoked_ms, user_id";
 pub const USER_COLUMNS: &str = "id, issuer, subject, name, email, role, owner, limits, \
-     created_ms, last_seen_ms, disabled_ms, runs, model_ms";
+     created_ms, last_seen_ms, disabled_ms, runs, model_ms, model_day, model_day_ms";
 pub const AUDIT_COLUMNS: &str = "id, at_ms, actor, action, subject, detail";
 
 /// A time or a count as the databases store it (signed 64 bits).
@@ -117,6 +117,8 @@ pub fn user_of(row: &impl StoreRow) -> Result<UserRecord, StoreError> {
         disabled_ms: row.maybe_int("disabled_ms")?.map(unsigned),
         runs: unsigned(row.int("runs")?),
         model_ms: unsigned(row.int("model_ms")?),
+        model_day: unsigned(row.int("model_day")?),
+        model_day_ms: unsigned(row.int("model_day_ms")?),
     })
 }
 

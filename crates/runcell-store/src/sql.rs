@@ -490,6 +490,16 @@ pub async fn revoke_key<B: Backend>(db: &B, name: &str, now_ms: u64) -> Result<b
     Ok(revoked > 0)
 }
 
+pub async fn revoke_key_id<B: Backend>(db: &B, id: &str, now_ms: u64) -> Result<bool, StoreError> {
+    let revoked = db
+        .execute(
+            "UPDATE api_keys SET revoked_ms = $1 WHERE id = $2 AND revoked_ms IS NULL",
+            vec![Param::Int(ms(now_ms)), Param::Text(B::text(id))],
+        )
+        .await?;
+    Ok(revoked > 0)
+}
+
 pub async fn touch_key<B: Backend>(db: &B, id: &str, now_ms: u64) -> Result<(), StoreError> {
     db.execute(
         "UPDATE api_keys SET last_used_ms = $1
@@ -625,13 +635,18 @@ pub async fn add_usage<B: Backend>(
     id: &str,
     runs: u64,
     model_ms: u64,
+    day: u64,
 ) -> Result<(), StoreError> {
     db.execute(
-        "UPDATE users SET runs = runs + $1, model_ms = model_ms + $2 WHERE id = $3",
+        "UPDATE users SET runs = runs + $1, model_ms = model_ms + $2,
+             model_day_ms = CASE WHEN model_day = $4 THEN model_day_ms + $2 ELSE $2 END,
+             model_day = $4
+         WHERE id = $3",
         vec![
             Param::Int(ms(runs)),
             Param::Int(ms(model_ms)),
             Param::Text(B::text(id)),
+            Param::Int(ms(day)),
         ],
     )
     .await?;

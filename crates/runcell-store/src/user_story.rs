@@ -103,10 +103,26 @@ pub async fn run<S: UserStore + KeyStore>(store: &S) {
     assert_eq!(read.limits, limits);
     assert_eq!(store.user("nobody").await.expect("read"), None);
 
-    store.add_usage(&other.id, 3, 1_500).await.expect("usage");
-    store.add_usage(&other.id, 2, 500).await.expect("usage");
+    store
+        .add_usage(&other.id, 3, 1_500, 20_000)
+        .await
+        .expect("usage");
+    store
+        .add_usage(&other.id, 2, 500, 20_000)
+        .await
+        .expect("usage");
     let used = store.user(&other.id).await.expect("read").expect("exists");
     assert_eq!((used.runs, used.model_ms), (5, 2_000));
+    assert_eq!(used.model_ms_on(20_000), 2_000);
+    // A new day counts from nothing; the total goes on.
+    store
+        .add_usage(&other.id, 1, 250, 20_001)
+        .await
+        .expect("usage");
+    let used = store.user(&other.id).await.expect("read").expect("exists");
+    assert_eq!((used.runs, used.model_ms), (6, 2_250));
+    assert_eq!(used.model_ms_on(20_001), 250);
+    assert_eq!(used.model_ms_on(20_000), 0);
 
     // Seen at most once a minute.
     store.touch_user(&other.id, 5_500).await.expect("touch");
@@ -175,6 +191,8 @@ pub async fn run<S: UserStore + KeyStore>(store: &S) {
             .await
             .expect("revoke by name")
     );
+    assert!(store.revoke_key_id("k-a", 95_000).await.expect("by id"));
+    assert!(!store.revoke_key_id("k-a", 96_000).await.expect("again"));
     assert!(store.set_disabled(&other.id, None).await.expect("enable"));
     assert!(store.disabled_users().await.expect("disabled").is_empty());
 
