@@ -12,6 +12,7 @@ pub mod config;
 pub mod conformance;
 pub mod fenced;
 mod metered;
+pub use metered::model_time_of;
 pub mod openai;
 pub mod requests;
 pub mod scripted;

@@ -12,6 +12,21 @@ use super::{Capabilities, ChatRequest, ChatStream, Llm, LlmError, LlmEvent, Mode
 
 pub struct Metered(pub Arc<dyn Llm>);
 
+tokio::task_local! {
+    /// The model's time spent on the task's behalf, in milliseconds: set by
+    /// [`model_time_of`] around a piece of work (a notebook turn) that is
+    /// accounted to someone.
+    static MODEL_TIME: Arc<std::sync::atomic::AtomicU64>;
+}
+
+/// Runs `work`, and what the model's streams opened within it took (from
+/// the request to the stream's end or drop), in milliseconds.
+pub async fn model_time_of<F: Future>(work: F) -> (F::Output, u64) {
+    let spent = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let output = MODEL_TIME.scope(Arc::clone(&spent), work).await;
+    (output, spent.load(std::sync::atomic::Ordering::Relaxed))
+}
+
 #[async_trait::async_trait]
 impl Llm for Metered {
     fn backend(&self) -> &'static str {
@@ -99,6 +114,11 @@ impl Drop for MeteredStream {
             ),
             None => (0, self.pieces),
         };
+        let took = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        // Outside an accounted piece of work (a bench, a probe): nobody's.
+        let _ = MODEL_TIME.try_with(|spent| {
+            spent.fetch_add(took, std::sync::atomic::Ordering::Relaxed);
+        });
         runcell_core::metrics::llm_finished(
             self.backend,
             // Dropped before its end: stopped by the reader.

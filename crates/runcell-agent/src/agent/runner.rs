@@ -7,6 +7,8 @@ use app::protocol::{ErrorCode, MAX_ASK_BYTES, TurnId, UnknownLanguage, validate_
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::session::quota::OwnerQuotas;
+
 use super::{Agent, TurnRequest};
 use crate::sandbox::{Language, SandboxKind, validate_code};
 use crate::session::{MAX_PENDING_TURNS, SessionChannel};
@@ -35,6 +37,9 @@ pub enum TurnRefusal {
     /// The session is held by another node that did not take the turn.
     #[error("not sent: {0}")]
     Unreachable(String),
+    /// A limit of the person's (turns a minute, the model's time a day).
+    #[error("not sent: {0}")]
+    OverQuota(String),
 }
 
 impl TurnRefusal {
@@ -45,7 +50,7 @@ impl TurnRefusal {
             Self::InvalidCode(_) => ErrorCode::InvalidCode,
             Self::Backend(_) => ErrorCode::BadFrame,
             Self::UnknownTurn(_) => ErrorCode::UnknownTurn,
-            Self::Busy => ErrorCode::Busy,
+            Self::Busy | Self::OverQuota(_) => ErrorCode::Busy,
             Self::ShuttingDown | Self::Deleted | Self::Unreachable(_) => ErrorCode::Unavailable,
         }
     }
@@ -57,6 +62,8 @@ pub struct TurnRunner {
     agent: Arc<Agent>,
     tracker: TaskTracker,
     shutdown: CancellationToken,
+    /// People's limits, and where their turns' model time is counted.
+    quotas: Option<Arc<dyn OwnerQuotas>>,
 }
 
 impl TurnRunner {
@@ -65,7 +72,14 @@ impl TurnRunner {
             agent,
             tracker,
             shutdown,
+            quotas: None,
         }
+    }
+
+    /// Turns are admitted and accounted by `quotas`.
+    pub fn with_quotas(mut self, quotas: Arc<dyn OwnerQuotas>) -> Self {
+        self.quotas = Some(quotas);
+        self
     }
 
     pub fn agent(&self) -> &Arc<Agent> {
@@ -114,19 +128,33 @@ impl TurnRunner {
         if channel.is_closed() {
             return Err(TurnRefusal::Deleted);
         }
+        let owner = channel.owner();
+        if let Some(quotas) = &self.quotas {
+            quotas
+                .admit_turn(owner)
+                .map_err(|over| TurnRefusal::OverQuota(over.0))?;
+        }
         let slot = channel.reserve_turn().ok_or(TurnRefusal::Busy)?;
         let turn = channel.next_turn_id();
         let cancel = self.shutdown.child_token();
         let stop = channel.stop_token();
         let agent = Arc::clone(&self.agent);
+        let quotas = self.quotas.clone();
         self.tracker.spawn(async move {
             let channel = slot.channel();
             let run = async {
                 // One turn at a time per session, in the order asked.
                 let _turn = channel.turn.lock().await;
-                agent
-                    .run_turn(channel.log(), turn, request, cancel.clone())
-                    .await;
+                let ((), model_ms) = crate::llm::model_time_of(agent.run_turn(
+                    channel.log(),
+                    turn,
+                    request,
+                    cancel.clone(),
+                ))
+                .await;
+                if let Some(quotas) = &quotas {
+                    quotas.turn_used(owner, model_ms);
+                }
             };
             tokio::pin!(run);
             tokio::select! {

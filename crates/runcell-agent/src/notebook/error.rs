@@ -30,6 +30,9 @@ pub enum NotebookError {
     BadNotebook(String),
     #[error("the server is shutting down")]
     ShuttingDown,
+    /// A limit of the person's account.
+    #[error("{0}")]
+    OverQuota(String),
     /// A turn that was not started.
     #[error(transparent)]
     Refused(#[from] TurnRefusal),

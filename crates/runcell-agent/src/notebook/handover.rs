@@ -72,6 +72,38 @@ impl Notebooks {
         self.handovers.offer(owner, runcell_core::clock::now_ms())
     }
 
+    /// A person signed in: the sessions this browser made before, as
+    /// `anonymous`, become theirs (`owner`'s); how many moved.
+    pub async fn adopt(&self, anonymous: OwnerId, owner: OwnerId) -> Result<u64, NotebookError> {
+        if anonymous == owner {
+            return Ok(0);
+        }
+        let moved = self.hub.move_owner(anonymous, owner).await?;
+        if moved > 0 {
+            tracing::info!(
+                moved,
+                "a browser's sessions moved to the person who signed in"
+            );
+        }
+        Ok(moved)
+    }
+
+    /// Stops `owner`'s turns and closes their kernels, on the sessions this
+    /// node holds (a disabled account: every node does the same for its
+    /// own); how many sessions had something stopped.
+    pub async fn close_owner(&self, owner: OwnerId) -> usize {
+        let mut closed = 0;
+        for channel in self.hub.in_memory_of(owner) {
+            if channel.remote_holder().is_some() {
+                continue;
+            }
+            self.runner.stop(&channel);
+            self.kernels().reset(channel.id()).await;
+            closed += 1;
+        }
+        closed
+    }
+
     /// `joiner` becomes the owner `code` names: the joiner's sessions move
     /// to that owner.
     pub async fn join(&self, joiner: OwnerId, code: &str) -> Result<Joined, NotebookError> {

@@ -103,6 +103,8 @@ pub struct Notebooks {
     /// Where pages load Pyodide from, when the Browser sandbox is offered.
     pyodide_url: Option<String>,
     handovers: handover::Handovers,
+    /// People's notebook caps.
+    quotas: Option<Arc<dyn crate::session::quota::OwnerQuotas>>,
 }
 
 impl Notebooks {
@@ -118,7 +120,14 @@ impl Notebooks {
             shutdown,
             pyodide_url,
             handovers: handover::Handovers::default(),
+            quotas: None,
         }
+    }
+
+    /// People keep at most the notebooks `quotas` allows them.
+    pub fn with_quotas(mut self, quotas: Arc<dyn crate::session::quota::OwnerQuotas>) -> Self {
+        self.quotas = Some(quotas);
+        self
     }
 
     /// Where `channel`'s work is done: here, or on the node that holds it.
@@ -144,6 +153,14 @@ impl Notebooks {
     pub async fn create(&self, owner: OwnerId) -> Result<Arc<SessionChannel>, NotebookError> {
         if self.shutdown.is_cancelled() {
             return Err(NotebookError::ShuttingDown);
+        }
+        if let Some(cap) = self.quotas.as_ref().and_then(|q| q.session_cap(owner)) {
+            let kept = self.store().sessions_of(owner).await?.len();
+            if kept >= cap {
+                return Err(NotebookError::OverQuota(format!(
+                    "you keep {kept} notebooks, the most your account allows ({cap}); delete some to make new ones"
+                )));
+            }
         }
         Ok(self.hub.create(owner).await?)
     }

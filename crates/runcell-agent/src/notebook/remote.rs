@@ -116,7 +116,9 @@ impl Failure {
             | NotebookError::HandoverGone => FailureKind::NotFound,
             NotebookError::EmptyTitle | NotebookError::BadNotebook(_) => FailureKind::BadRequest,
             NotebookError::ShuttingDown | NotebookError::Unreachable(_) => FailureKind::Unavailable,
-            NotebookError::Refused(_) | NotebookError::Create(_) => FailureKind::Busy,
+            NotebookError::Refused(_) | NotebookError::Create(_) | NotebookError::OverQuota(_) => {
+                FailureKind::Busy
+            }
             NotebookError::Store(_) => FailureKind::Internal,
             NotebookError::Remote(failure) => failure.kind,
             NotebookError::Files(FilesError::Exists(_)) => FailureKind::Conflict,

@@ -279,6 +279,16 @@ impl SessionHub {
         Ok(moved)
     }
 
+    /// The sessions of `owner`'s in memory.
+    pub fn in_memory_of(&self, owner: OwnerId) -> Vec<Arc<SessionChannel>> {
+        self.sessions
+            .lock()
+            .values()
+            .filter(|channel| channel.owner() == owner)
+            .cloned()
+            .collect()
+    }
+
     /// The session if it is in memory.
     pub fn existing(&self, id: SessionId) -> Option<Arc<SessionChannel>> {
         let mut sessions = self.sessions.lock();

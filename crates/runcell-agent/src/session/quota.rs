@@ -103,3 +103,24 @@ mod tests {
         assert!(NewSessionRate::unlimited().admit(owner).is_ok());
     }
 }
+
+/// A person's limits, beyond the server's own caps: their turns a minute,
+/// the model's time a day, their notebooks and live kernels. The server
+/// implements it for signed-in people; an owner it does not know (an
+/// anonymous browser) has none of these (the anonymous budgets hold).
+pub trait OwnerQuotas: Send + Sync {
+    /// Before a turn of `owner`'s starts: why not, when over a limit.
+    fn admit_turn(&self, owner: OwnerId) -> Result<(), OverQuota>;
+    /// After a turn: the model's time it took.
+    fn turn_used(&self, owner: OwnerId, model_ms: u64);
+    /// The most notebooks `owner` may keep, if they have a limit.
+    fn session_cap(&self, owner: OwnerId) -> Option<usize>;
+    /// The most kernels `owner`'s notebooks may hold at once, if they have
+    /// a limit of their own.
+    fn kernel_cap(&self, owner: OwnerId) -> Option<usize>;
+}
+
+/// A limit of a person's was reached; the message says which and until when.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct OverQuota(pub String);

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
 
 use super::{OwnerId, SessionId};
 
@@ -29,6 +30,8 @@ pub struct OpenSockets {
 struct Counts {
     by_session: HashMap<SessionId, usize>,
     by_owner: HashMap<OwnerId, usize>,
+    /// Cancelled when the owner's sockets are to close (a disabled account).
+    closers: HashMap<OwnerId, CancellationToken>,
 }
 
 /// One open socket; dropping it frees its place.
@@ -37,6 +40,15 @@ pub struct SocketSlot {
     sockets: Arc<OpenSockets>,
     session: SessionId,
     owner: OwnerId,
+    closed: CancellationToken,
+}
+
+impl SocketSlot {
+    /// Resolves when the owner's sockets are closed by
+    /// [`OpenSockets::close_owner`].
+    pub async fn closed(&self) {
+        self.closed.cancelled().await;
+    }
 }
 
 impl OpenSockets {
@@ -63,11 +75,23 @@ impl OpenSockets {
         }
         *counts.by_session.entry(session).or_insert(0) += 1;
         *counts.by_owner.entry(owner).or_insert(0) += 1;
+        let closed = counts.closers.entry(owner).or_default().clone();
         Ok(SocketSlot {
             sockets: Arc::clone(self),
             session,
             owner,
+            closed,
         })
+    }
+
+    /// Closes every socket `owner` has open; how many there were.
+    pub fn close_owner(&self, owner: OwnerId) -> usize {
+        let mut counts = self.counts.lock();
+        let open = counts.by_owner.get(&owner).copied().unwrap_or(0);
+        if let Some(closer) = counts.closers.remove(&owner) {
+            closer.cancel();
+        }
+        open
     }
 
     /// Sockets open on `session`.
@@ -86,6 +110,9 @@ impl Drop for SocketSlot {
         let mut counts = self.sockets.counts.lock();
         release(&mut counts.by_session, &self.session);
         release(&mut counts.by_owner, &self.owner);
+        if !counts.by_owner.contains_key(&self.owner) {
+            counts.closers.remove(&self.owner);
+        }
     }
 }
 
@@ -125,5 +152,21 @@ mod tests {
             sockets.admit(two, owner).is_ok(),
             "a closed socket frees its place"
         );
+    }
+
+    #[tokio::test]
+    async fn an_owners_sockets_are_closed_together_and_later_ones_are_not() {
+        let sockets = OpenSockets::new(4, 4);
+        let (owner, other) = (OwnerId::random(), OwnerId::random());
+        let a = sockets.admit(SessionId::random(), owner).unwrap();
+        let b = sockets.admit(SessionId::random(), owner).unwrap();
+        let c = sockets.admit(SessionId::random(), other).unwrap();
+        assert_eq!(sockets.close_owner(owner), 2);
+        a.closed().await;
+        b.closed().await;
+        assert!(!c.closed.is_cancelled(), "another owner's stays open");
+        let later = sockets.admit(SessionId::random(), owner).unwrap();
+        assert!(!later.closed.is_cancelled());
+        assert_eq!(sockets.close_owner(OwnerId::random()), 0);
     }
 }

@@ -60,6 +60,8 @@ pub struct Kernels {
     /// backends (a kernel in the page costs the server nothing).
     holders: Mutex<Holders>,
     max_per_owner: usize,
+    /// A person's own cap, where they have one.
+    quotas: Option<Arc<dyn crate::session::quota::OwnerQuotas>>,
     /// Where each owner was seen from, and whether signed in: anonymous
     /// owners' kernels take from a share of the slots. `None`: every owner
     /// counts as known (no pages in front).
@@ -131,6 +133,7 @@ impl Kernels {
             file_locks: Mutex::new(HashMap::new()),
             holders: Mutex::new(Holders::default()),
             max_per_owner: usize::MAX,
+            quotas: None,
             clients: None,
             profiles: ProfileCache::default(),
         }
@@ -141,6 +144,22 @@ impl Kernels {
     pub fn with_owner_cap(mut self, max: usize) -> Self {
         self.max_per_owner = max.max(1);
         self
+    }
+
+    /// A person's notebooks hold at most their own cap of kernels, where
+    /// `quotas` gives one.
+    pub fn with_quotas(mut self, quotas: Arc<dyn crate::session::quota::OwnerQuotas>) -> Self {
+        self.quotas = Some(quotas);
+        self
+    }
+
+    /// The most kernels `owner`'s notebooks may hold at once.
+    fn cap_of(&self, owner: OwnerId) -> usize {
+        self.quotas
+            .as_ref()
+            .and_then(|quotas| quotas.kernel_cap(owner))
+            .unwrap_or(self.max_per_owner)
+            .max(1)
     }
 
     /// Counts each owner's kernels as `clients` says they are: anonymous

@@ -89,6 +89,7 @@ impl Kernels {
         session: SessionId,
         owner: OwnerId,
     ) -> Result<Opening<'_>, SessionError> {
+        let cap = self.cap_of(owner);
         let victims = {
             let sessions = self.sessions.lock();
             let mut holders = self.holders.lock();
@@ -109,10 +110,10 @@ impl Kernels {
             // Running ones first, then the idle ones, the longest idle last.
             mine.sort_by_key(|(used, running, _)| (!*running, std::cmp::Reverse(*used)));
             let mut victims = Vec::new();
-            while mine.len() + opening >= self.max_per_owner {
+            while mine.len() + opening >= cap {
                 match mine.pop() {
                     Some((_, false, kernel)) => victims.push(kernel.clone()),
-                    _ => return Err(SessionError::OwnerFull(self.max_per_owner)),
+                    _ => return Err(SessionError::OwnerFull(cap)),
                 }
             }
             *holders.opening.entry(owner).or_insert(0) += 1;
