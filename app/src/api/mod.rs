@@ -54,6 +54,21 @@ pub struct SessionLog {
     pub share_files: bool,
     /// The viewer's sessions, for the sidebar, most recent first.
     pub sessions: Vec<SessionSummary>,
+    /// Who is signed in, and whether signing in is on offer.
+    #[serde(default)]
+    pub account: AccountMenu,
+}
+
+/// The sidebar's account menu: the person signed in (their name, and
+/// whether they may open the admin page), or whether a sign-in is offered.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccountMenu {
+    /// The signed-in person's name; `None` for an anonymous browser (or a
+    /// key's sign-in, which has no person).
+    pub name: Option<String>,
+    pub admin: bool,
+    /// The server offers a sign-in with an identity provider.
+    pub sign_in: bool,
 }
 
 /// A session as the sidebar lists it.

@@ -14,6 +14,19 @@ use crate::protocol::{SandboxKind, SessionEvent};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Viewer(pub OwnerId);
 
+/// The account menu of the request's viewer (set by the server's owner
+/// middleware beside [`Viewer`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ViewerAccount(pub super::AccountMenu);
+
+/// The request's account menu; the default (nobody, no sign-in) without one.
+pub fn viewer_account() -> super::AccountMenu {
+    leptos::prelude::use_context::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<ViewerAccount>().cloned())
+        .map(|ViewerAccount(menu)| menu)
+        .unwrap_or_default()
+}
+
 /// Why a session cannot be read. (An id that does not parse never gets
 /// this far: the server functions refuse it.)
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -10,7 +10,7 @@ pub async fn load_session(session_id: String) -> Result<SessionLog, LoadError> {
     use super::SessionId;
     use super::ports::{
         ArcModelCatalog, ArcSandboxChoices, ArcSessionLogs, LogError, UploadLimit, set_status,
-        viewer,
+        viewer, viewer_account,
     };
 
     let logs = use_context::<ArcSessionLogs>().ok_or(LoadError::NotConfigured)?;
@@ -48,6 +48,7 @@ pub async fn load_session(session_id: String) -> Result<SessionLog, LoadError> {
             share_path: session.share_path,
             share_files: session.share_files,
             sessions,
+            account: viewer_account(),
         }),
         Err(err) => Err(fail(err.into())),
     }

@@ -4,7 +4,7 @@
 
 use leptos::prelude::*;
 
-use crate::api::{SessionSummary, display_title};
+use crate::api::{AccountMenu, SessionSummary, display_title};
 use crate::contexts::use_session;
 
 /// The viewer's sessions, with rename and delete (each behind a disclosure,
@@ -16,6 +16,7 @@ pub fn Sidebar(
     current: String,
     title: RwSignal<String>,
     #[prop(into)] heading: Signal<String>,
+    account: AccountMenu,
 ) -> impl IntoView {
     let state = use_session();
     let listed = RwSignal::new(sessions);
@@ -95,7 +96,34 @@ pub fn Sidebar(
             <form method="post" action="/terminal" target="_blank" class="to-terminal">
                 <button type="submit">"Use in a terminal"</button>
             </form>
+            <Account menu=account/>
         </details>
+    }
+}
+
+/// Who is signed in, with sign-out and (for admins) the admin page; or a
+/// sign-in link when the server offers one. Plain links and forms.
+#[component]
+fn Account(menu: AccountMenu) -> impl IntoView {
+    match menu.name {
+        Some(name) => view! {
+            <div class="account" role="group" aria-label="Account">
+                <p class="account-name">"Signed in as " <strong>{name}</strong></p>
+                {menu.admin.then(|| view! { <a class="account-admin" href="/admin">"Admin"</a> })}
+                <a class="account-keys" href="/account">"Your API keys"</a>
+                <form method="post" action="/logout" class="account-signout">
+                    <button type="submit">"Sign out"</button>
+                </form>
+            </div>
+        }
+        .into_any(),
+        None if menu.sign_in => view! {
+            <div class="account" role="group" aria-label="Account">
+                <a class="account-signin" href="/login">"Sign in"</a>
+            </div>
+        }
+        .into_any(),
+        None => ().into_any(),
     }
 }
 

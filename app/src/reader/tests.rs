@@ -272,6 +272,7 @@ fn a_session_logs_events_are_read_by_hand_and_come_back_the_same() {
         share_path: None,
         share_files: false,
         sessions: Vec::new(),
+        account: Default::default(),
     };
     let text = serde_json::to_string(&log).unwrap_or_default();
     assert_eq!(serde_json::from_str::<SessionLog>(&text).ok(), Some(log));

@@ -46,6 +46,7 @@ pub fn SessionView(log: SessionLog) -> impl IntoView {
         share_path,
         share_files,
         sessions,
+        account,
     } = log;
     let state = provide_session(SessionState::live(
         session_id.clone(),
@@ -102,7 +103,7 @@ pub fn SessionView(log: SessionLog) -> impl IntoView {
                 <ConnectionIndicator/>
             </Header>
             <TurnAnnouncer/>
-            <Sidebar sessions current=session_id.clone() title heading=Signal::derive(heading)/>
+            <Sidebar sessions current=session_id.clone() title heading=Signal::derive(heading) account/>
             <div class="column">
                 // The title and the session's controls are part of the main
                 // landmark, with the conversation (axe: all content in landmarks).

@@ -73,7 +73,11 @@ impl PackageIndex {
             allow: normalised(&config.allow),
             deny: normalised(&config.deny),
             cache: Cache::open(cache_dir, config.max_cache_mib.saturating_mul(1024 * 1024))?,
-            upstream: Upstream::new(&upstream, trusted_certificates(&config)?)?,
+            upstream: Upstream::new(
+                &upstream,
+                trusted_certificates(config.ca_file.as_deref())
+                    .map_err(PackagesError::Certificates)?,
+            )?,
             upstream_url: upstream,
             config,
         }))
@@ -132,12 +136,14 @@ const SYSTEM_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 /// The certificates trusted beside the built-in roots: `ca_file`'s, else
 /// `SSL_CERT_FILE`'s or the system bundle's (when there is one). A file
-/// set in the configuration must be readable.
-fn trusted_certificates(
-    config: &PackagesConfig,
-) -> Result<Vec<reqwest::Certificate>, PackagesError> {
-    let (path, required) = match &config.ca_file {
-        Some(path) => (path.clone(), true),
+/// set in the configuration must be readable; the error says which and why.
+/// Every client of runcell's that reaches a server of the organisation's
+/// (the package upstream, the identity provider) trusts the same.
+pub fn trusted_certificates(
+    ca_file: Option<&std::path::Path>,
+) -> Result<Vec<reqwest::Certificate>, String> {
+    let (path, required) = match ca_file {
+        Some(path) => (path.to_path_buf(), true),
         None => match std::env::var_os("SSL_CERT_FILE") {
             Some(path) => (PathBuf::from(path), false),
             None => (PathBuf::from(SYSTEM_BUNDLE), false),
@@ -148,10 +154,7 @@ fn trusted_certificates(
         .and_then(|pem| reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| e.to_string()));
     match read {
         Ok(certificates) => Ok(certificates),
-        Err(reason) if required => Err(PackagesError::Certificates(format!(
-            "{}: {reason}",
-            path.display()
-        ))),
+        Err(reason) if required => Err(format!("{}: {reason}", path.display())),
         Err(_) => Ok(Vec::new()),
     }
 }

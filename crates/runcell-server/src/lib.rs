@@ -7,6 +7,7 @@
 // more than the default 128.
 #![recursion_limit = "256"]
 
+pub mod accounts;
 pub mod auth;
 pub mod code_api;
 pub mod config;

@@ -126,6 +126,16 @@ impl Engine {
         for backend in state.backends.all() {
             holders.push(Arc::clone(backend) as Arc<dyn HeldByKey>);
         }
+        // A disabled account's pages, turns and kernels are closed, here at
+        // once when the admin is on this node, by the watch otherwise.
+        state.accounts.hold(vec![
+            state.sockets.clone() as Arc<dyn crate::accounts::HeldByOwner>,
+            state.notebooks.clone(),
+        ]);
+        state.accounts.spawn_watch(
+            Duration::from_secs(state.config.auth.revocation_check_secs),
+            shutdown.clone(),
+        );
         revocation::spawn_watch(
             Arc::clone(&state.auth),
             holders,

@@ -36,6 +36,8 @@ pub enum AuthError {
 pub struct Caller {
     pub key_id: String,
     pub key_name: String,
+    /// The person the key belongs to; `None` for a server's key.
+    pub user_id: Option<String>,
 }
 
 impl Caller {
@@ -43,8 +45,22 @@ impl Caller {
         Self {
             key_id: key.id.clone(),
             key_name: key.name.clone(),
+            user_id: key.user_id.clone(),
         }
     }
+}
+
+/// A pages sign-in's subject names a person with this prefix (a key's is
+/// its bare id).
+const PERSON_PREFIX: &str = "user:";
+
+/// Who a pages sign-in is for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PageSubject {
+    /// Signed in with an API key.
+    Key(Caller),
+    /// A person, by account id.
+    Person(String),
 }
 
 /// Issues and checks credentials against the key store.
@@ -115,6 +131,34 @@ impl Auth {
         Ok(self.tokens.issue(&key.id, Audience::Pages, now_secs(), ttl))
     }
 
+    /// The tokens this server signs (sign-ins, sealed sign-in attempts).
+    pub fn tokens(&self) -> &Tokens {
+        &self.tokens
+    }
+
+    /// A pages sign-in of the person `user_id`, lasting `ttl`.
+    pub fn sign_in_person(&self, user_id: &str, ttl: Duration) -> Issued {
+        self.tokens.issue(
+            &format!("{PERSON_PREFIX}{user_id}"),
+            Audience::Pages,
+            now_secs(),
+            ttl,
+        )
+    }
+
+    /// Who a pages sign-in token names: a live key, or a person (whose
+    /// account the caller checks).
+    pub async fn page_subject(&self, token: &str) -> Result<PageSubject, AuthError> {
+        let claims = self.tokens.verify(token, Audience::Pages)?;
+        match claims.sub.strip_prefix(PERSON_PREFIX) {
+            Some(user_id) => Ok(PageSubject::Person(user_id.to_string())),
+            None => self
+                .authenticate(token, Audience::Pages)
+                .await
+                .map(PageSubject::Key),
+        }
+    }
+
     /// The caller behind a bearer credential: an access token for
     /// `audience`, or (for the API) the API key itself, as clients with only
     /// static headers (MCP clients) send it. The key must still be live.
@@ -147,6 +191,39 @@ impl Auth {
         Ok(Caller::of(&key))
     }
 
+    /// The keys of the person `user_id`, revoked ones too, oldest first.
+    pub async fn keys_of(&self, user_id: &str) -> Result<Vec<KeyRecord>, AuthError> {
+        Ok(self
+            .keys
+            .keys()
+            .await?
+            .into_iter()
+            .filter(|key| key.user_id.as_deref() == Some(user_id))
+            .collect())
+    }
+
+    /// Makes a key named `name` for the person `user_id`; the key is
+    /// returned once and never stored.
+    pub async fn create_key_for(
+        &self,
+        user_id: &str,
+        name: &str,
+    ) -> Result<(ApiKey, KeyRecord), AuthError> {
+        create_key_of(self.keys.as_ref(), name, Some(user_id)).await
+    }
+
+    /// Revokes the person `user_id`'s key `key_id`; false if they have no
+    /// such live key.
+    pub async fn revoke_key_of(&self, user_id: &str, key_id: &str) -> Result<bool, AuthError> {
+        match self.keys.key(key_id).await? {
+            Some(key) if key.user_id.as_deref() == Some(user_id) && key.is_live() => Ok(self
+                .keys
+                .revoke_key_id(key_id, runcell_core::clock::now_ms())
+                .await?),
+            _ => Ok(false),
+        }
+    }
+
     /// The ids of every revoked key, as the store says now.
     pub async fn revoked_key_ids(&self) -> Result<Vec<String>, AuthError> {
         Ok(self
@@ -176,6 +253,16 @@ impl Auth {
 
 /// Makes a key named `name`; the key is returned once and never stored.
 pub async fn create_key(keys: &dyn KeyStore, name: &str) -> Result<(ApiKey, KeyRecord), AuthError> {
+    create_key_of(keys, name, None).await
+}
+
+/// Makes a key named `name` belonging to the person `user_id` (`None`: to
+/// nobody, a server's key); the key is returned once and never stored.
+pub async fn create_key_of(
+    keys: &dyn KeyStore,
+    name: &str,
+    user_id: Option<&str>,
+) -> Result<(ApiKey, KeyRecord), AuthError> {
     key::check_name(name).map_err(AuthError::BadName)?;
     let key = ApiKey::generate();
     let record = KeyRecord {
@@ -185,7 +272,7 @@ pub async fn create_key(keys: &dyn KeyStore, name: &str) -> Result<(ApiKey, KeyR
         created_ms: runcell_core::clock::now_ms(),
         last_used_ms: None,
         revoked_ms: None,
-        user_id: None,
+        user_id: user_id.map(str::to_string),
     };
     keys.create_key(&record, &key.digest()).await?;
     Ok((key, record))
@@ -220,7 +307,8 @@ mod tests {
             caller,
             Caller {
                 key_id: record.id.clone(),
-                key_name: "ci".into()
+                key_name: "ci".into(),
+                user_id: None,
             }
         );
         assert_eq!(

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 /// The secret's file under the data dir, when the configuration has none.
 pub const SECRET_FILE: &str = "auth-secret";
-const ISSUER: &str = "runcell";
+pub const ISSUER: &str = "runcell";
 /// Clock skew tolerated on `exp`, in seconds.
 const LEEWAY_SECS: u64 = 5;
 
@@ -106,6 +106,33 @@ impl Tokens {
         Issued {
             token,
             expires_in: ttl,
+        }
+    }
+
+    /// Any claims signed with this secret: a sealed value only this server
+    /// (and the nodes sharing its secret) can make. The claims must carry
+    /// `iss` = [`ISSUER`], their own `aud` and an `exp`.
+    pub fn seal<T: Serialize>(&self, claims: &T) -> String {
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), claims, &self.encoding)
+            // Claims are plain structs of strings and numbers.
+            .unwrap_or_default()
+    }
+
+    /// What [`Tokens::seal`] sealed for `audience`, unexpired and unchanged.
+    pub fn unseal<T: serde::de::DeserializeOwned>(
+        &self,
+        token: &str,
+        audience: &str,
+    ) -> Result<T, TokenError> {
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.leeway = LEEWAY_SECS;
+        validation.set_issuer(&[ISSUER]);
+        validation.set_audience(&[audience]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+        match jsonwebtoken::decode::<T>(token, &self.decoding, &validation) {
+            Ok(data) => Ok(data.claims),
+            Err(e) if matches!(e.kind(), ErrorKind::ExpiredSignature) => Err(TokenError::Expired),
+            Err(_) => Err(TokenError::Invalid),
         }
     }
 

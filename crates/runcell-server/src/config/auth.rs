@@ -39,6 +39,97 @@ pub struct AuthConfig {
     pub mcp_sessions_per_key: u32,
     /// Seconds an MCP session may go unused before it is closed.
     pub mcp_session_idle_secs: u64,
+    /// Sign-in with the organisation's OpenID provider; off while
+    /// `oidc.issuer` is empty.
+    pub oidc: OidcConfig,
+    /// A request header an authenticating proxy in front names the signed-in
+    /// person by (e.g. `X-Forwarded-User`); empty: off. Honoured only on
+    /// connections from `trusted_proxies`; anyone else's is ignored.
+    pub trusted_header: String,
+    /// The header the same proxy gives the person's email in (optional).
+    pub trusted_email_header: String,
+    /// The addresses (or networks, `10.0.0.0/8`) the proxy connects from.
+    #[serde(deserialize_with = "list")]
+    pub trusted_proxies: Vec<String>,
+    /// People who are admins whenever they sign in: their email, or their
+    /// provider's subject. Admins may make others admins on the admin page.
+    #[serde(deserialize_with = "list")]
+    pub admins: Vec<String>,
+    /// What each signed-in person may use unless an admin gives them
+    /// other limits (`[auth.user_limits]`).
+    pub user_limits: UserLimits,
+}
+
+/// A signed-in person's limits, by default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UserLimits {
+    /// Kernels their notebooks hold at once (a new one closes their
+    /// longest-idle kernel, or is refused while all of them run).
+    pub live_kernels: u32,
+    /// Notebooks they keep.
+    pub sessions: u32,
+    /// Turns (questions, re-runs, cells run) they start a minute.
+    pub runs_per_minute: u32,
+    /// Seconds of the model's time their turns take a day (UTC).
+    pub model_seconds_per_day: u32,
+    /// MiB of files kept in their notebooks.
+    pub storage_mib: u32,
+}
+
+impl Default for UserLimits {
+    fn default() -> Self {
+        Self {
+            live_kernels: 4,
+            sessions: 500,
+            runs_per_minute: 60,
+            model_seconds_per_day: 4 * 3600,
+            storage_mib: 2048,
+        }
+    }
+}
+
+/// An OpenID Connect provider (`[auth.oidc]`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OidcConfig {
+    /// The provider's issuer URL, as its discovery document says it
+    /// (`https://login.example.org/realms/team`); empty: no OpenID sign-in.
+    pub issuer: String,
+    pub client_id: String,
+    pub client_secret: Secret,
+    /// The sign-in button's words: "Sign in with {name}".
+    pub name: String,
+    /// Scopes asked for besides `openid`.
+    pub scopes: Vec<String>,
+    /// Where the provider sends people back: empty means this server's own
+    /// `/auth/oidc/callback` as the request reached it. Set it behind a
+    /// proxy that rewrites the host; register exactly this URL at the
+    /// provider.
+    pub redirect_url: String,
+    /// PEM certificates to trust for the provider beside the built-in roots
+    /// (an internal authority); unset: `SSL_CERT_FILE`, else the system's.
+    pub ca_file: Option<std::path::PathBuf>,
+}
+
+impl Default for OidcConfig {
+    fn default() -> Self {
+        Self {
+            issuer: String::new(),
+            client_id: String::new(),
+            client_secret: Secret::default(),
+            name: "your organisation".into(),
+            scopes: vec!["email".into(), "profile".into()],
+            redirect_url: String::new(),
+            ca_file: None,
+        }
+    }
+}
+
+impl OidcConfig {
+    pub fn enabled(&self) -> bool {
+        !self.issuer.trim().is_empty()
+    }
 }
 
 /// Whether the pages ask for a key.
@@ -80,6 +171,94 @@ impl Default for AuthConfig {
             revocation_check_secs: 5,
             mcp_sessions_per_key: 16,
             mcp_session_idle_secs: 600,
+            oidc: OidcConfig::default(),
+            trusted_header: String::new(),
+            trusted_email_header: String::new(),
+            trusted_proxies: Vec::new(),
+            admins: Vec::new(),
+            user_limits: UserLimits::default(),
         }
+    }
+}
+
+/// A list, as a list or as one comma-separated string (the way an
+/// environment variable gives it); blanks dropped.
+fn list<'de, D>(deserializer: D) -> Result<Vec<String>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Items {
+        List(Vec<String>),
+        Joined(String),
+    }
+    let items = match Items::deserialize(deserializer)? {
+        Items::List(list) => list,
+        Items::Joined(joined) => joined.split(',').map(str::to_string).collect(),
+    };
+    Ok(items
+        .into_iter()
+        .map(|item| item.trim().to_string())
+        .filter(|item| !item.is_empty())
+        .collect())
+}
+
+/// A proxy address or network as `trusted_proxies` holds it.
+pub fn proxy_network(text: &str) -> Option<ipnet::IpNet> {
+    text.parse::<ipnet::IpNet>().ok().or_else(|| {
+        text.parse::<std::net::IpAddr>()
+            .ok()
+            .map(ipnet::IpNet::from)
+    })
+}
+
+impl AuthConfig {
+    /// What `Config::check` says of this section.
+    pub(super) fn check(&self) -> Result<(), super::ConfigError> {
+        let bad =
+            |setting: &'static str, reason: String| super::ConfigError::Setting { setting, reason };
+        if self.oidc.enabled() {
+            let issuer = url::Url::parse(self.oidc.issuer.trim())
+                .map_err(|e| bad("auth.oidc.issuer", format!("is not a URL: {e}")))?;
+            if !matches!(issuer.scheme(), "https" | "http") {
+                return Err(bad("auth.oidc.issuer", "must be an https:// URL".into()));
+            }
+            if self.oidc.client_id.trim().is_empty() {
+                return Err(bad(
+                    "auth.oidc.client_id",
+                    "must be set when auth.oidc.issuer is (the id the provider gave this server)"
+                        .into(),
+                ));
+            }
+            if !self.oidc.redirect_url.is_empty() {
+                url::Url::parse(&self.oidc.redirect_url)
+                    .map_err(|e| bad("auth.oidc.redirect_url", format!("is not a URL: {e}")))?;
+            }
+        }
+        for (setting, header) in [
+            ("auth.trusted_header", &self.trusted_header),
+            ("auth.trusted_email_header", &self.trusted_email_header),
+        ] {
+            if !header.is_empty() && axum::http::HeaderName::from_bytes(header.as_bytes()).is_err()
+            {
+                return Err(bad(setting, format!("`{header}` is not a header name")));
+            }
+        }
+        if !self.trusted_header.is_empty() && self.trusted_proxies.is_empty() {
+            return Err(bad(
+                "auth.trusted_proxies",
+                "must list the proxy's addresses when auth.trusted_header is set (anyone else could send the header)".into(),
+            ));
+        }
+        for proxy in &self.trusted_proxies {
+            if proxy_network(proxy).is_none() {
+                return Err(bad(
+                    "auth.trusted_proxies",
+                    format!("`{proxy}` is not an address or a network like 10.0.0.0/8"),
+                ));
+            }
+        }
+        Ok(())
     }
 }

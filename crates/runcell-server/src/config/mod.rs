@@ -13,7 +13,7 @@ pub mod auth;
 pub mod http;
 pub mod jupyter;
 
-pub use self::auth::{AuthConfig, AuthMode};
+pub use self::auth::{AuthConfig, AuthMode, OidcConfig, UserLimits};
 pub use self::http::HttpConfig;
 pub use self::jupyter::JupyterConfig;
 pub use crate::llm::config::{
@@ -312,6 +312,26 @@ impl Config {
                 "auth.mcp_session_idle_secs",
                 self.auth.mcp_session_idle_secs,
             ),
+            (
+                "auth.user_limits.live_kernels",
+                u64::from(self.auth.user_limits.live_kernels),
+            ),
+            (
+                "auth.user_limits.sessions",
+                u64::from(self.auth.user_limits.sessions),
+            ),
+            (
+                "auth.user_limits.runs_per_minute",
+                u64::from(self.auth.user_limits.runs_per_minute),
+            ),
+            (
+                "auth.user_limits.model_seconds_per_day",
+                u64::from(self.auth.user_limits.model_seconds_per_day),
+            ),
+            (
+                "auth.user_limits.storage_mib",
+                u64::from(self.auth.user_limits.storage_mib),
+            ),
             ("http.request_timeout_secs", self.http.request_timeout_secs),
             ("http.max_connections", self.http.max_connections as u64),
             (
@@ -471,6 +491,7 @@ impl Config {
                 reason: "must be at least 32 bytes (or empty, to generate one)".into(),
             });
         }
+        self.auth.check()?;
         for origin in &self.http.cors_origins {
             if origin == "*" || !(origin.starts_with("http://") || origin.starts_with("https://")) {
                 return Err(ConfigError::Setting {

@@ -21,8 +21,19 @@ pub fn cookie_in(headers: &HeaderMap, name: &str) -> Option<String> {
 /// scripts' reach, not sent with other sites' requests; `Secure` where the
 /// browser will keep it.
 pub fn site_cookie(name: &str, value: &str, secure: bool, max_age: time::Duration) -> String {
+    path_cookie(name, value, "/", secure, max_age)
+}
+
+/// As [`site_cookie`], sent only under `path`.
+pub fn path_cookie(
+    name: &str,
+    value: &str,
+    path: &str,
+    secure: bool,
+    max_age: time::Duration,
+) -> String {
     Cookie::build((name, value))
-        .path("/")
+        .path(path.to_string())
         .http_only(true)
         .same_site(SameSite::Lax)
         .secure(secure)

@@ -66,6 +66,10 @@ pub enum ApiError {
     /// Too much already under way (429 with `Retry-After`).
     #[error("{0}")]
     Busy(String),
+    /// A limit of the person's account (429): which, and until when, in
+    /// the message.
+    #[error("{0}")]
+    OverQuota(String),
     /// The client stopped sending (a body idle too long): 408.
     #[error("{0}")]
     TimedOut(String),
@@ -100,6 +104,7 @@ impl ApiError {
             Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
             Self::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             Self::Busy(_) => (StatusCode::TOO_MANY_REQUESTS, "busy"),
+            Self::OverQuota(_) => (StatusCode::TOO_MANY_REQUESTS, "over_quota"),
             Self::TimedOut(_) => (StatusCode::REQUEST_TIMEOUT, "timed_out"),
             Self::Unavailable(_) | Self::NoRoom(_) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
@@ -186,6 +191,7 @@ impl From<TurnRefusal> for ApiError {
             }
             TurnRefusal::TooLong => Self::TooLarge(message),
             TurnRefusal::Busy => Self::Busy(message),
+            TurnRefusal::OverQuota(_) => Self::OverQuota(message),
             TurnRefusal::ShuttingDown | TurnRefusal::Unreachable(_) => Self::Unavailable(message),
             TurnRefusal::Deleted | TurnRefusal::UnknownTurn(_) => Self::NotFound(message),
         }
@@ -218,6 +224,7 @@ impl From<NotebookError> for ApiError {
                 Self::BadRequest(err.to_string())
             }
             NotebookError::ShuttingDown => Self::Unavailable(err.to_string()),
+            NotebookError::OverQuota(message) => Self::OverQuota(message),
             NotebookError::Refused(refusal) => refusal.into(),
             NotebookError::Create(err) => err.into(),
             NotebookError::Store(err) => err.into(),

@@ -1,5 +1,7 @@
 //! HTTP: routes, pages and the WebSocket. Handlers parse, call the domain, map.
 
+mod account;
+mod admin;
 mod assets;
 mod compress;
 mod cookies;
@@ -17,8 +19,10 @@ mod mcp;
 pub mod mcp_sessions;
 mod metrics;
 mod ndjson;
+mod oidc;
 mod origin;
 pub mod owner;
+mod people;
 mod reactive;
 mod request_origin;
 mod sessions;
@@ -99,7 +103,7 @@ pub fn router(state: AppState) -> Router {
         // thread-locals across awaits: each request keeps its own.
         .layer(axum::middleware::from_fn(reactive::own_reactive_scope))
         .layer(axum::middleware::from_fn_with_state(
-            request_origin::TrustForwarded::from_ref(&state),
+            owner::OwnerState::from_ref(&state),
             owner::owner_layer,
         ))
         // Before a cookie is read or made: form posts, `/api/sessions` and
@@ -202,6 +206,14 @@ fn pages(state: &AppState, context: impl Fn() + Clone + Send + Sync + 'static) -
         .route("/sessions/{id}/unshare", post(sessions::unshare_form))
         .route("/s/{token}/fork", post(sessions::fork))
         .route("/terminal", post(terminal::offer))
+        .route("/account", get(account::overview))
+        .route("/account/keys", post(account::create))
+        .route("/account/keys/{id}/revoke", post(account::revoke))
+        .route("/admin", get(admin::overview))
+        .route("/admin/users/{id}", get(admin::user_page))
+        .route("/admin/users/{id}/role", post(admin::set_role))
+        .route("/admin/users/{id}/limits", post(admin::set_limits))
+        .route("/admin/users/{id}/status", post(admin::set_status))
         .route("/api/owner/join", post(terminal::join))
         .route("/sessions/{id}/figures/{name}", get(figures::owned))
         .route("/api/sessions/{id}/notebook.ipynb", get(ipynb::owned))
@@ -285,6 +297,8 @@ fn open_pages(
     Router::new()
         .route("/login", get(signin::form).post(signin::sign_in))
         .route("/logout", post(signin::sign_out))
+        .route("/auth/oidc/start", get(oidc::start))
+        .route(oidc::CALLBACK_PATH, get(oidc::callback))
         .route(
             SHARED_PAGE,
             get(leptos_axum::render_app_async_with_context(

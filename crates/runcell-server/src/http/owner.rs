@@ -3,12 +3,13 @@
 //! an [`Owner`] extractor; the page's server functions as a
 //! [`Viewer`](app::api::ports::Viewer) in the request's extensions.
 
-use app::api::ports::Viewer;
+use app::api::AccountMenu;
+use app::api::ports::{Viewer, ViewerAccount};
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 
 use std::sync::Arc;
 
@@ -17,10 +18,13 @@ use axum::extract::FromRef;
 use super::ApiError;
 use super::cookies::{cookie_in, set_cookie, site_cookie};
 use super::request_origin::{RequestOrigin, TrustForwarded, client_address};
-use super::signin::{SIGNIN_COOKIE, SignIn, signed_in};
+use super::signin::{SIGNIN_COOKIE, SignIn, Signed};
+use crate::accounts::{AccountError, Accounts, SignedIn};
+use crate::auth::AuthError;
 use crate::http::state::AppState;
 use crate::session::OwnerId;
 use crate::session::clients::Clients;
+use crate::store::Role;
 
 /// The cookie's name.
 pub const OWNER_COOKIE: &str = "runcell_owner";
@@ -59,17 +63,59 @@ pub fn owner_cookie(owner: OwnerId, secure: bool) -> String {
     )
 }
 
-/// Finds the request's owner, or makes one and sets its cookie.
+/// What finding a request's owner needs.
+#[derive(Clone)]
+pub struct OwnerState {
+    trust: TrustForwarded,
+    accounts: Arc<Accounts>,
+    /// A sign-in with an identity provider is offered.
+    sign_in_offered: bool,
+}
+
+impl FromRef<AppState> for OwnerState {
+    fn from_ref(state: &AppState) -> Self {
+        Self {
+            trust: TrustForwarded::from_ref(state),
+            accounts: Arc::clone(&state.accounts),
+            sign_in_offered: state.accounts.oidc().is_some(),
+        }
+    }
+}
+
+/// Finds the request's owner: a signed-in person's (from the sign-in
+/// cookie, or a trusted proxy's header), else the browser's anonymous owner
+/// from its cookie, made and set if missing. A disabled account's owner
+/// is nobody's: its cookie is treated as absent.
 pub async fn owner_layer(
-    State(trust): State<TrustForwarded>,
+    State(state): State<OwnerState>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    let found = owner_in(request.headers());
-    let owner = found.unwrap_or_else(OwnerId::random);
-    let secure = RequestOrigin::read(request.uri(), request.headers(), trust).cookies_secure();
+    let found = owner_in(request.headers()).filter(|o| !state.accounts.is_disabled_owner(*o));
+    let peer = super::peer_of(&request);
+    let signed = match signed_in_on(&state.accounts, request.headers(), peer).await {
+        Ok(signed) => signed,
+        Err(err) => return err.into_response(),
+    };
+    let anonymous = found.unwrap_or_else(OwnerId::random);
+    let person = match &signed {
+        Some(SignedIn::Person(user)) => Some(Arc::clone(user)),
+        _ => None,
+    };
+    let owner = person.as_ref().map_or(anonymous, |user| user.owner);
+    let secure =
+        RequestOrigin::read(request.uri(), request.headers(), state.trust).cookies_secure();
     request.extensions_mut().insert(Owner(owner));
     request.extensions_mut().insert(Viewer(owner));
+    request.extensions_mut().insert(Anonymous(anonymous));
+    request.extensions_mut().insert(ViewerAccount(AccountMenu {
+        name: person.as_ref().map(|user| user.display_name().to_string()),
+        admin: person.as_ref().is_some_and(|user| user.role == Role::Admin),
+        sign_in: state.sign_in_offered,
+    }));
+    if let Some(signed) = signed {
+        request.extensions_mut().insert(Signed(signed));
+    }
     let mut response = next.run(request).await;
     // A handler may have set the owner itself (a join): that one stands.
     let set_already = response
@@ -80,10 +126,55 @@ pub async fn owner_layer(
             v.as_bytes()
                 .starts_with(format!("{OWNER_COOKIE}=").as_bytes())
         });
+    // The cookie always holds the browser's own anonymous owner, never a
+    // person's (which a browser is given only through a sign-in).
     if found.is_none() && !set_already {
-        set_cookie(&mut response, &owner_cookie(owner, secure));
+        set_cookie(&mut response, &owner_cookie(anonymous, secure));
     }
     response
+}
+
+/// The browser's own anonymous owner, whoever is signed in (what a sign-in
+/// moves to the person).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Anonymous(pub OwnerId);
+
+impl<S: Send + Sync> FromRequestParts<S> for Anonymous {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<Anonymous>()
+            .copied()
+            .ok_or_else(|| ApiError::Internal("the owner middleware did not run".into()))
+    }
+}
+
+/// Who the request is signed in as: the sign-in cookie's key or person,
+/// else a person a trusted proxy names. A store that cannot answer is a
+/// 503, not an anonymous page that shows none of the person's sessions.
+async fn signed_in_on(
+    accounts: &Accounts,
+    headers: &HeaderMap,
+    peer: Option<std::net::SocketAddr>,
+) -> Result<Option<SignedIn>, ApiError> {
+    if let Some(token) = cookie_in(headers, SIGNIN_COOKIE) {
+        match accounts.signed_in(&token).await {
+            Ok(signed) => return Ok(Some(signed)),
+            Err(AuthError::Store(err)) => return Err(err.into()),
+            // Expired, revoked or disabled: not signed in.
+            Err(_) => {}
+        }
+    }
+    match accounts.from_header(headers, peer).await {
+        Ok(person) => Ok(person.map(SignedIn::Person)),
+        Err(AccountError::Store(err)) => Err(err.into()),
+        Err(err) => {
+            tracing::warn!(%err, "a trusted header's person could not be signed in");
+            Ok(None)
+        }
+    }
 }
 
 /// What noting a request's client needs.
@@ -115,11 +206,8 @@ pub async fn note_client(
 ) -> Response {
     if let Some(Owner(owner)) = request.extensions().get::<Owner>().copied() {
         let client = client_address(request.headers(), super::peer_of(&request), notes.trust);
-        let signed_in = notes.sign_in.pages_need_key
-            || (cookie_in(request.headers(), SIGNIN_COOKIE).is_some()
-                && signed_in(&notes.sign_in.auth, request.headers())
-                    .await
-                    .is_ok());
+        let signed_in =
+            notes.sign_in.pages_need_key || request.extensions().get::<Signed>().is_some();
         notes.clients.note(owner, client, signed_in);
     }
     next.run(request).await

@@ -20,13 +20,16 @@ use std::time::Duration;
 
 use axum::extract::FromRef;
 
-use crate::auth::{Audience, Auth, AuthError, Caller};
+use crate::accounts::{Accounts, SignedIn};
+use crate::auth::{Auth, AuthError};
 use crate::http::state::AppState;
 
-/// What signing in uses: the keys, and the two settings that shape it.
+/// What signing in uses: the keys, the accounts, and the settings that
+/// shape it.
 #[derive(Clone)]
 pub struct SignIn {
     pub auth: Arc<Auth>,
+    pub accounts: Arc<Accounts>,
     /// Whether the pages ask for a key at all.
     pub pages_need_key: bool,
     /// How long a sign-in lasts.
@@ -37,6 +40,7 @@ impl FromRef<AppState> for SignIn {
     fn from_ref(state: &AppState) -> Self {
         Self {
             auth: Arc::clone(&state.auth),
+            accounts: Arc::clone(&state.accounts),
             pages_need_key: state.config.pages_need_key(),
             lasts: Duration::from_secs(state.config.auth.ui_session_secs),
         }
@@ -44,6 +48,11 @@ impl FromRef<AppState> for SignIn {
 }
 
 pub const SIGNIN_COOKIE: &str = "runcell_signin";
+
+/// Who the request is signed in as, as the owner layer found it: the
+/// sign-in cookie's key or person, or the person a trusted proxy names.
+#[derive(Clone, Debug)]
+pub struct Signed(pub SignedIn);
 
 /// Whether a path is not in its one plain form: `.` or `..` segments, raw
 /// or percent-encoded (the page renderer would resolve such a path to
@@ -58,7 +67,7 @@ fn unusual(path: &str) -> bool {
 
 /// Where to come back to after signing in: a path of this site only (no
 /// other host, no control characters or spaces that browsers drop).
-fn local_path(next: Option<&str>) -> &str {
+pub(super) fn local_path(next: Option<&str>) -> &str {
     match next {
         Some(path)
             if path.starts_with('/')
@@ -74,23 +83,30 @@ fn local_path(next: Option<&str>) -> &str {
 }
 
 /// Who the sign-in cookie in `headers` says is signed in: a valid token of
-/// a live key.
-pub async fn signed_in(auth: &Auth, headers: &HeaderMap) -> Result<Caller, AuthError> {
+/// a live key, or of a person whose account is not disabled.
+pub async fn signed_in(accounts: &Accounts, headers: &HeaderMap) -> Result<SignedIn, AuthError> {
     match cookie_in(headers, SIGNIN_COOKIE) {
-        Some(token) => auth.authenticate(&token, Audience::Pages).await,
+        Some(token) => accounts.signed_in(&token).await,
         None => Err(AuthError::Missing),
     }
 }
 
-/// Lets a request through if the pages are open or the sign-in cookie
-/// holds a valid token of a live key. A layer on the routes that need a
-/// sign-in (every page route but signing in and share links).
+/// Lets a request through if the pages are open or it is signed in (the
+/// owner layer, outside this one, found a key, a person or a trusted
+/// proxy's person). A layer on the routes that need a sign-in (every page
+/// route but signing in and share links).
 pub async fn gate(State(state): State<SignIn>, request: Request, next: Next) -> Response {
     if !state.pages_need_key {
         return next.run(request).await;
     }
-    match signed_in(&state.auth, request.headers()).await {
-        Ok(_) => next.run(request).await,
+    let signed = match request.extensions().get::<Signed>() {
+        Some(_) => Ok(()),
+        None => signed_in(&state.accounts, request.headers())
+            .await
+            .map(|_| ()),
+    };
+    match signed {
+        Ok(()) => next.run(request).await,
         Err(AuthError::Store(err)) => ApiError::from(err).into_response(),
         Err(_) if request.method() == Method::GET && !request.uri().path().starts_with("/api/") => {
             let back = request
@@ -126,7 +142,7 @@ const NEXT_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUME
     .remove(b'~')
     .remove(b'/');
 
-fn next_query(back: &str) -> String {
+pub(super) fn next_query(back: &str) -> String {
     format!(
         "next={}",
         percent_encoding::utf8_percent_encode(back, NEXT_VALUE)
@@ -184,9 +200,11 @@ pub async fn sign_in(
     }
 }
 
-/// `POST /logout`: forgets the sign-in.
-pub async fn sign_out() -> Response {
-    let mut response = Redirect::to("/login").into_response();
+/// `POST /logout`: forgets the sign-in, and goes to the sign-in page (or,
+/// where the pages are open, to a new anonymous session).
+pub async fn sign_out(State(state): State<SignIn>) -> Response {
+    let to = if state.pages_need_key { "/login" } else { "/" };
+    let mut response = Redirect::to(to).into_response();
     set_cookie(
         &mut response,
         &site_cookie(SIGNIN_COOKIE, "", false, time::Duration::ZERO),
@@ -195,8 +213,17 @@ pub async fn sign_out() -> Response {
 }
 
 fn page(state: &SignIn, next: &str, error: Option<&str>, status: StatusCode) -> Response {
+    let provider = state.accounts.oidc().map_or(String::new(), |oidc| {
+        format!(
+            "<p><a class=\"signin-provider\" href=\"/auth/oidc/start?{query}\">Sign in with {name}</a></p>\n<p class=\"signin-or\">or with an API key:</p>",
+            query = escape(&next_query(next)),
+            name = escape(&oidc.name),
+        )
+    });
     let open = if state.pages_need_key {
         ""
+    } else if state.accounts.oidc().is_some() {
+        "<p class=\"signin-note\">This server's pages are open: you may use runcell without signing in, and what you make before signing in becomes yours when you do.</p>"
     } else {
         "<p class=\"signin-note\">This server's pages are open; signing in is not needed.</p>"
     };
@@ -209,6 +236,7 @@ fn page(state: &SignIn, next: &str, error: Option<&str>, status: StatusCode) -> 
 <title>Sign in · runcell</title><link rel="stylesheet" href="/pkg/{css}.css"></head>
 <body><main class="signin">
 <h1>runcell</h1>
+{provider}
 <form method="post" action="/login" class="signin-form">
 <label for="api_key">API key</label>
 <input id="api_key" name="api_key" type="password" autocomplete="current-password" required placeholder="rc_…" autofocus>
@@ -220,6 +248,24 @@ fn page(state: &SignIn, next: &str, error: Option<&str>, status: StatusCode) -> 
 </main></body></html>"#,
         css = app::OUTPUT_NAME,
         next = escape(next),
+    );
+    (status, [(header::CACHE_CONTROL, "no-store")], Html(body)).into_response()
+}
+
+/// A small page of its own (a sign-in that did not happen, an account
+/// page's answer): `title`, and `html` (already escaped) as its message.
+pub fn notice_page(title: &str, html: &str, status: StatusCode) -> Response {
+    let body = format!(
+        r#"<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title} · runcell</title><link rel="stylesheet" href="/pkg/{css}.css"></head>
+<body><main class="signin">
+<h1>{title}</h1>
+<p role="alert">{html}</p>
+<p><a href="/">Back to runcell</a></p>
+</main></body></html>"#,
+        title = escape(title),
+        css = app::OUTPUT_NAME,
     );
     (status, [(header::CACHE_CONTROL, "no-store")], Html(body)).into_response()
 }

@@ -7,6 +7,7 @@ use leptos::config::LeptosOptions;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::accounts::Accounts;
 use crate::agent::BrowserOffer;
 use crate::agent::{Agent, AgentSettings, Kernels, TurnRunner};
 use crate::auth::{Auth, KeyLimits};
@@ -26,7 +27,7 @@ use crate::sandbox::jail::{JailConfig, JailSandbox};
 use crate::sandbox::sessions::{SessionSettings, Sessions};
 use crate::session::SessionHub;
 use crate::session::clients::Clients;
-use crate::session::quota::NewSessionRate;
+use crate::session::quota::{NewSessionRate, OwnerQuotas};
 use crate::session::uploads::Uploads;
 use crate::store::nodes::Node;
 use crate::store::{Database, Store};
@@ -43,6 +44,8 @@ pub enum OpenError {
     Auth(#[from] crate::auth::token::SecretError),
     #[error("the session store cannot be used: {0}")]
     Store(#[from] crate::store::StoreError),
+    #[error("sign-in with the identity provider cannot be set up: {0}")]
+    Oidc(#[from] crate::accounts::OidcError),
     #[error(
         "sandbox.jail is off and E2B cannot be used (see the error above): this node would have no sandbox"
     )]
@@ -72,6 +75,8 @@ pub struct AppState {
     pub backends: Backends,
     /// API keys and access tokens.
     pub auth: Arc<Auth>,
+    /// People: accounts, sign-in with a provider or a proxy's header, admins.
+    pub accounts: Arc<Accounts>,
     /// The code-interpreter service of `/v1` and `/mcp`, per key.
     pub code_api: Arc<CodeApi>,
     /// The sandboxes served through E2B's protocol.
@@ -133,28 +138,25 @@ impl AppState {
             }
             Database::Sqlite(_) => None,
         };
-        let state = Self::with_cluster(config, shutdown, database.store(), auth, cluster);
+        let accounts = Arc::new(Accounts::new(
+            database.users(),
+            Arc::clone(&auth),
+            &config.auth,
+        )?);
+        let state = Self::with_cluster(config, shutdown, database.store(), auth, accounts, cluster);
         Ok((state, database))
     }
 
-    /// Everything the handlers share, over an open store. Needs a runtime
-    /// (the hub starts its event writer).
-    pub fn new(
-        config: Config,
-        shutdown: CancellationToken,
-        store: Arc<dyn Store>,
-        auth: Arc<Auth>,
-    ) -> Self {
-        Self::with_cluster(config, shutdown, store, auth, None)
-    }
-
-    /// As [`Self::new`], as a node of `cluster` when there is one: sessions
-    /// other nodes hold are followed and their turns asked of the holder.
+    /// Everything the handlers share, over an open store, as a node of
+    /// `cluster` when there is one: sessions other nodes hold are followed
+    /// and their turns asked of the holder. Needs a runtime (the hub starts
+    /// its event writer).
     pub fn with_cluster(
         config: Config,
         shutdown: CancellationToken,
         store: Arc<dyn Store>,
         auth: Arc<Auth>,
+        accounts: Arc<Accounts>,
         cluster: Option<Arc<Cluster>>,
     ) -> Self {
         let spool = Arc::new(crate::http::Spool::of_config(&config));
@@ -223,6 +225,7 @@ impl AppState {
                     .with_quota(config.sandbox.default_limits().home_bytes()),
             )
             .with_owner_cap(config.notebook.max_kernels_per_owner as usize)
+            .with_quotas(Arc::clone(&accounts) as Arc<dyn OwnerQuotas>)
             .with_clients(Arc::clone(&clients)),
             AgentSettings {
                 max_tokens: config.llm.max_tokens,
@@ -255,11 +258,10 @@ impl AppState {
             &config.jupyter,
             turns.clone(),
         );
-        let runner = Arc::new(TurnRunner::new(
-            Arc::new(agent),
-            turns.clone(),
-            shutdown.clone(),
-        ));
+        let runner = Arc::new(
+            TurnRunner::new(Arc::new(agent), turns.clone(), shutdown.clone())
+                .with_quotas(Arc::clone(&accounts) as Arc<dyn OwnerQuotas>),
+        );
         let mut hub = SessionHub::new(store).with_new_session_rate(NewSessionRate::new(
             config.notebook.sessions_per_hour,
             config.notebook.session_burst,
@@ -268,12 +270,15 @@ impl AppState {
             hub = hub.with_cluster(Arc::clone(cluster));
         }
         let sessions = Arc::new(hub);
-        let notebooks = Arc::new(Notebooks::new(
-            sessions,
-            runner,
-            shutdown.clone(),
-            pyodide.as_ref().map(|runtime| runtime.url.clone()),
-        ));
+        let notebooks = Arc::new(
+            Notebooks::new(
+                sessions,
+                runner,
+                shutdown.clone(),
+                pyodide.as_ref().map(|runtime| runtime.url.clone()),
+            )
+            .with_quotas(Arc::clone(&accounts) as Arc<dyn OwnerQuotas>),
+        );
         let mcp_sessions = McpSessions::from_config(&config.auth);
         Self {
             hosts: AllowedHosts::from_config(&config),
@@ -286,6 +291,7 @@ impl AppState {
             sandbox_sessions,
             backends,
             auth,
+            accounts,
             code_api,
             e2b,
             gateway,

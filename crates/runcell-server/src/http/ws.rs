@@ -91,7 +91,7 @@ pub async fn session_socket(
         .on_upgrade(move |socket: WebSocket| {
             let (mut sink, stream) = socket.split();
             async move {
-                let _slot = match slot {
+                let slot = match slot {
                     Ok(slot) => slot,
                     Err(refusal) => {
                         tracing::debug!(%refusal, "a session socket over its cap");
@@ -102,7 +102,7 @@ pub async fn session_socket(
                     }
                 };
                 let _open = runcell_core::metrics::SocketOpen::new();
-                serve_socket(sink, stream, channel, resume.after, state).await;
+                serve_socket(sink, stream, channel, resume.after, state, slot.closed()).await;
             }
         }))
 }
@@ -128,6 +128,7 @@ pub async fn serve_socket<W, R>(
     channel: Arc<SessionChannel>,
     after: u64,
     state: SocketState,
+    owner_closed: impl Future<Output = ()>,
 ) where
     W: Sink<Message> + Unpin,
     R: Stream<Item = Result<Message, axum::Error>> + Unpin,
@@ -153,8 +154,16 @@ pub async fn serve_socket<W, R>(
     }
     tracing::debug!(after, "page connected");
 
+    let mut owner_closed = std::pin::pin!(owner_closed);
     loop {
         tokio::select! {
+            () = &mut owner_closed => {
+                // The account was disabled: its pages are closed for good.
+                let _ = sink
+                    .send(close(close_code::POLICY, "this account has been disabled"))
+                    .await;
+                break;
+            }
             () = state.shutdown.cancelled() => {
                 let _ = sink
                     .send(Message::Close(Some(CloseFrame {

@@ -170,6 +170,7 @@ impl ServedSandbox {
         Caller {
             key_id: self.owner.clone(),
             key_name: String::new(),
+            user_id: None,
         }
     }
 

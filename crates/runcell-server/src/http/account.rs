@@ -1,0 +1,186 @@
+//! A person's own page (`/account`): who they are signed in as, their
+//! limits and what they used today, and their API keys (for `/v1`, MCP,
+//! Jupyter, E2B and `runcell chat --key`): made here, shown once, revoked
+//! here. Each change is written to the audit log.
+
+use std::sync::Arc;
+
+use app::render::markdown::escape;
+use axum::Form;
+use axum::extract::{FromRef, Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::Deserialize;
+
+use super::ApiError;
+use super::people::{Person, duration, maybe_when, page, when};
+use crate::accounts::Accounts;
+use crate::auth::{Auth, AuthError};
+use crate::http::state::AppState;
+
+/// What the account page uses.
+#[derive(Clone)]
+pub struct AccountState {
+    accounts: Arc<Accounts>,
+    auth: Arc<Auth>,
+}
+
+impl FromRef<AppState> for AccountState {
+    fn from_ref(state: &AppState) -> Self {
+        Self {
+            accounts: Arc::clone(&state.accounts),
+            auth: Arc::clone(&state.auth),
+        }
+    }
+}
+
+fn failed(err: AuthError) -> Response {
+    match err {
+        AuthError::Store(err) => ApiError::from(err).into_response(),
+        other => page(
+            "Not done",
+            &format!(
+                "<p role=\"alert\">{}</p><p><a href=\"/account\">Your account</a></p>",
+                escape(&other.to_string())
+            ),
+            StatusCode::BAD_REQUEST,
+        ),
+    }
+}
+
+/// `GET /account`.
+pub async fn overview(State(state): State<AccountState>, Person(me): Person) -> Response {
+    let keys = match state.auth.keys_of(&me.id).await {
+        Ok(keys) => keys,
+        Err(err) => return failed(err),
+    };
+    let limits = state.accounts.limits_of(&me);
+    let mut rows = String::new();
+    for key in &keys {
+        let status = match key.revoked_ms {
+            Some(at) => format!("revoked {}", when(at)),
+            None => format!(
+                r#"live <form method="post" action="/account/keys/{id}/revoke" class="people-inline"><button type="submit" aria-label="Revoke the key {name}">Revoke</button></form>"#,
+                id = escape(&key.id),
+                name = escape(&key.name),
+            ),
+        };
+        rows.push_str(&format!(
+            "<tr><th scope=\"row\">{name}</th><td><code>{prefix}…</code></td><td>{created}</td><td>{used}</td><td>{status}</td></tr>\n",
+            name = escape(&key.name),
+            prefix = escape(&key.prefix),
+            created = when(key.created_ms),
+            used = maybe_when(key.last_used_ms),
+        ));
+    }
+    let table = if keys.is_empty() {
+        "<p>You have no API keys yet.</p>".to_string()
+    } else {
+        format!(
+            r#"<div class="people-scroll" tabindex="0" role="region" aria-labelledby="keys-heading">
+<table class="people-table">
+<caption>Your API keys, oldest first</caption>
+<thead><tr><th scope="col">Name</th><th scope="col">Begins</th><th scope="col">Made</th><th scope="col">Last used</th><th scope="col">Status</th></tr></thead>
+<tbody>
+{rows}</tbody>
+</table>
+</div>"#
+        )
+    };
+    let body = format!(
+        r#"<dl class="people-facts">
+<dt>Name</dt><dd>{name}</dd>
+<dt>Email</dt><dd>{email}</dd>
+<dt>Role</dt><dd>{role}</dd>
+<dt>Model time today</dt><dd>{today} of {allowed}</dd>
+<dt>Turns a minute</dt><dd>up to {turns}</dd>
+<dt>Live kernels</dt><dd>up to {kernels}</dd>
+<dt>Notebooks kept</dt><dd>up to {sessions}</dd>
+</dl>
+<section aria-labelledby="keys-heading">
+<h2 id="keys-heading">API keys</h2>
+<p>A key lets a program use runcell as you: the <code>/v1</code> API, MCP, Jupyter, E2B's SDK, or <code>runcell chat --url … --key …</code>. It stops working when you revoke it, or if your account is disabled.</p>
+{table}
+<form method="post" action="/account/keys" class="people-form">
+<p><label for="key-name">Name of a new key</label>
+<input id="key-name" name="name" required maxlength="64" pattern="[A-Za-z0-9._-]+" aria-describedby="key-name-hint">
+<span id="key-name-hint" class="people-hint">letters, digits, <code>.</code>, <code>_</code> and <code>-</code>, e.g. laptop</span></p>
+<button type="submit">Make a key</button>
+</form>
+</section>"#,
+        name = escape(me.display_name()),
+        email = escape(&me.email),
+        role = me.role,
+        today = duration(state.accounts.model_ms_today(&me)),
+        allowed = duration(u64::from(limits.model_seconds_per_day) * 1000),
+        turns = limits.runs_per_minute,
+        kernels = limits.live_kernels,
+        sessions = limits.sessions,
+    );
+    page("Your account", &body, StatusCode::OK)
+}
+
+#[derive(Debug, Deserialize)]
+pub struct NewKey {
+    name: String,
+}
+
+/// `POST /account/keys`: makes a key and shows it, once.
+pub async fn create(
+    State(state): State<AccountState>,
+    Person(me): Person,
+    Form(form): Form<NewKey>,
+) -> Response {
+    let name = form.name.trim();
+    match state.auth.create_key_for(&me.id, name).await {
+        Ok((key, record)) => {
+            state
+                .accounts
+                .note(
+                    Some(&me.id),
+                    "key_created",
+                    Some(&record.id),
+                    format!("{} made the API key {}", me.display_name(), record.name),
+                )
+                .await;
+            let body = format!(
+                r#"<p>Your new key <strong>{name}</strong>:</p>
+<pre class="people-key"><code>{key}</code></pre>
+<p role="status">Copy it now: it is shown this once and never again (runcell keeps only its digest).</p>
+<p><a href="/account">Back to your account</a></p>"#,
+                name = escape(&record.name),
+                key = escape(key.as_str()),
+            );
+            page("New API key", &body, StatusCode::OK)
+        }
+        Err(err) => failed(err),
+    }
+}
+
+/// `POST /account/keys/{id}/revoke`.
+pub async fn revoke(
+    State(state): State<AccountState>,
+    Person(me): Person,
+    Path(id): Path<String>,
+) -> Response {
+    match state.auth.revoke_key_of(&me.id, &id).await {
+        Ok(true) => {
+            state
+                .accounts
+                .note(
+                    Some(&me.id),
+                    "key_revoked",
+                    Some(&id),
+                    format!("{} revoked one of their API keys", me.display_name()),
+                )
+                .await;
+            Redirect::to("/account").into_response()
+        }
+        Ok(false) => page(
+            "No such key",
+            "<p role=\"alert\">You have no live key of that id. <a href=\"/account\">Your account</a></p>",
+            StatusCode::NOT_FOUND,
+        ),
+        Err(err) => failed(err),
+    }
+}
