@@ -6,6 +6,7 @@
     reason = "a failed step should fail the test where it happened"
 )]
 
+mod accounts;
 mod agent;
 mod api;
 mod bench_agent;

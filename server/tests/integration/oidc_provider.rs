@@ -41,6 +41,12 @@ pub struct OidcProvider {
 impl OidcProvider {
     /// Starts the provider with `clients` as `(id, secret, redirect_uri)`.
     pub async fn start(clients: &[(&str, &str, &str)]) -> OidcProvider {
+        Self::start_on(0, clients).await
+    }
+
+    /// As [`Self::start`], on `port` (0: any free one), for a relying
+    /// party that must know the issuer before the provider starts.
+    pub async fn start_on(port: u16, clients: &[(&str, &str, &str)]) -> OidcProvider {
         let package = end2end().join("node_modules/oidc-provider");
         assert!(
             package.is_dir(),
@@ -50,7 +56,8 @@ impl OidcProvider {
         let mut command = Command::new("node");
         command
             .arg(end2end().join("oidc/provider.mjs"))
-            .args(["--port", "0"]);
+            .arg("--port")
+            .arg(port.to_string());
         for (id, secret, redirect_uri) in clients {
             command
                 .arg("--client")
