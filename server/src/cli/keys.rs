@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use super::KeysCommand;
 use crate::auth::{AuthError, create_key};
 use crate::config::Config;
-use crate::store::{Database, KeyStore, StoreError};
+use crate::store::{AuditEntry, Database, KeyStore, StoreError, UserStore};
 
 #[derive(Debug, thiserror::Error)]
 pub enum KeysError {
@@ -25,15 +25,42 @@ pub async fn run(command: &KeysCommand, config: &Config) -> Result<String, KeysE
         source: sqlx::Error::Io(e),
     })?;
     let database = Database::open(config.database_url.expose(), &config.data_dir).await?;
-    let result = execute(command, database.keys().as_ref()).await;
+    let result = execute(command, database.keys().as_ref(), database.users().as_ref()).await;
     database.close().await;
     result
 }
 
-async fn execute(command: &KeysCommand, store: &dyn KeyStore) -> Result<String, KeysError> {
+/// Writes what the command line did to the audit log (the server's own
+/// hand: no person); a log that cannot be written is said, not fatal.
+async fn audit(log: &dyn UserStore, action: &str, subject: &str, detail: String) {
+    let entry = AuditEntry {
+        id: 0,
+        at_ms: crate::clock::now_ms(),
+        actor: None,
+        action: action.into(),
+        subject: Some(subject.into()),
+        detail,
+    };
+    if let Err(err) = log.audit(&entry).await {
+        tracing::warn!(%err, "cannot write to the audit log");
+    }
+}
+
+async fn execute(
+    command: &KeysCommand,
+    store: &dyn KeyStore,
+    log: &dyn UserStore,
+) -> Result<String, KeysError> {
     match command {
         KeysCommand::Create { name, .. } => {
             let (key, record) = create_key(store, name).await?;
+            audit(
+                log,
+                "key_created",
+                &record.id,
+                format!("the command line made the API key {}", record.name),
+            )
+            .await;
             Ok(format!(
                 "Made API key `{}` (id {}). It is shown this once; keep it now:\n{}\n",
                 record.name,
@@ -44,6 +71,13 @@ async fn execute(command: &KeysCommand, store: &dyn KeyStore) -> Result<String, 
         KeysCommand::List { .. } => Ok(table(&store.keys().await?)),
         KeysCommand::Revoke { name, .. } => {
             if store.revoke_key(name, crate::clock::now_ms()).await? {
+                audit(
+                    log,
+                    "key_revoked",
+                    name,
+                    format!("the command line revoked the API key {name}"),
+                )
+                .await;
                 Ok(format!("Revoked `{name}`: its tokens no longer work.\n"))
             } else {
                 Err(KeysError::NoSuchKey(name.clone()))
@@ -125,6 +159,7 @@ mod tests {
                 settings: settings(),
             },
             &store,
+            &store,
         )
         .await
         .expect("made");
@@ -134,6 +169,7 @@ mod tests {
             &KeysCommand::List {
                 settings: settings(),
             },
+            &store,
             &store,
         )
         .await
@@ -146,6 +182,7 @@ mod tests {
                 settings: settings(),
             },
             &store,
+            &store,
         )
         .await
         .expect("revoked");
@@ -155,6 +192,7 @@ mod tests {
                 settings: settings(),
             },
             &store,
+            &store,
         )
         .await;
         assert!(matches!(again, Err(KeysError::NoSuchKey(_))));
@@ -163,9 +201,16 @@ mod tests {
                 settings: settings(),
             },
             &store,
+            &store,
         )
         .await
         .expect("listed");
         assert!(listed.contains("revoked"), "{listed}");
+        let log = store.audit_log(None, 10).await.expect("the audit log");
+        assert_eq!(
+            log.iter().map(|e| e.action.as_str()).collect::<Vec<_>>(),
+            ["key_revoked", "key_created"]
+        );
+        assert!(log.iter().all(|e| e.actor.is_none()));
     }
 }

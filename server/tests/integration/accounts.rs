@@ -599,6 +599,7 @@ async fn a_persons_limits_are_refused_with_429_and_say_which() {
     let server = server_with_header(None, |config| {
         config.auth.user_limits.runs_per_minute = 2;
         config.auth.user_limits.sessions = 3;
+        config.auth.user_limits.storage_mib = 1;
     })
     .await;
     let mut erin = named(&server, "erin");
@@ -616,6 +617,36 @@ async fn a_persons_limits_are_refused_with_429_and_say_which() {
         body.to_string().contains("2 turns a minute"),
         "the refusal says which limit: {body}"
     );
+    // Files: 600 KiB fit her 1 MiB, 600 more do not (across notebooks),
+    // and replacing a file counts only the difference.
+    let put = |browser: &Browser, session: &str, path: &str, size: usize| {
+        let request = browser
+            .http
+            .put(server.url(&format!(
+                "/api/sessions/{session}/files?path={path}&overwrite=true"
+            )))
+            .header(COOKIE, browser.jar.header())
+            .header("origin", browser.origin.trim_end_matches('/'))
+            .body(vec![b'x'; size]);
+        async move { request.send().await.unwrap() }
+    };
+    assert!(
+        put(&erin, &session, "a.bin", 600 * 1024)
+            .await
+            .status()
+            .is_success()
+    );
+    assert!(
+        put(&erin, &session, "a.bin", 700 * 1024)
+            .await
+            .status()
+            .is_success()
+    );
+    let full = put(&erin, &session, "b.bin", 600 * 1024).await;
+    assert_eq!(full.status(), StatusCode::TOO_MANY_REQUESTS);
+    let said = full.text().await.unwrap();
+    assert!(said.contains("your account may keep 1 MiB"), "{said}");
+
     // Someone else is not held back by erin's limit.
     let mut frank = named(&server, "frank");
     asked_session(&mut frank, &server).await;

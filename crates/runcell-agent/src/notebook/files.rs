@@ -35,7 +35,49 @@ impl Notebooks {
         bytes: Contents,
         overwrite: bool,
     ) -> Result<FileEntry, NotebookError> {
+        self.check_storage(channel, path, bytes.len()).await?;
         self.holder(channel).upload(path, bytes, overwrite).await
+    }
+
+    /// Whether `size` more bytes as `path` fit what the owner's account may
+    /// keep across all their notebooks (for a person with a limit; each
+    /// notebook's own quota is its kernel's home, checked on saving).
+    async fn check_storage(
+        &self,
+        channel: &Arc<SessionChannel>,
+        path: &str,
+        size: u64,
+    ) -> Result<(), NotebookError> {
+        let owner = channel.owner();
+        let Some(cap) = self.quotas.as_ref().and_then(|q| q.storage_cap(owner)) else {
+            return Ok(());
+        };
+        let mut sessions: Vec<_> = self
+            .store()
+            .sessions_of(owner)
+            .await?
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
+        if !sessions.contains(&channel.id()) {
+            sessions.push(channel.id());
+        }
+        let mut kept = 0u64;
+        for session in sessions {
+            kept = kept.saturating_add(self.kernels().kept_bytes(session).await.unwrap_or(0));
+        }
+        let replaced = self.kernels().kept_file_bytes(channel.id(), path).await;
+        let after = kept.saturating_sub(replaced).saturating_add(size);
+        if after > cap {
+            let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+            return Err(NotebookError::OverQuota(format!(
+                "your notebooks keep {:.1} MiB of files and your account may keep {:.0} MiB:                  this file ({:.1} MiB) does not fit; delete some files first",
+                mib(kept),
+                mib(cap),
+                mib(size)
+            )));
+        }
+        Ok(())
     }
 
     /// Removes a file or a directory.

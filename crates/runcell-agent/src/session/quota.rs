@@ -118,6 +118,9 @@ pub trait OwnerQuotas: Send + Sync {
     /// The most kernels `owner`'s notebooks may hold at once, if they have
     /// a limit of their own.
     fn kernel_cap(&self, owner: OwnerId) -> Option<usize>;
+    /// The most bytes `owner`'s notebooks may keep in files, if they have a
+    /// limit.
+    fn storage_cap(&self, owner: OwnerId) -> Option<u64>;
 }
 
 /// A limit of a person's was reached; the message says which and until when.

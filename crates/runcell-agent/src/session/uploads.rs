@@ -140,6 +140,18 @@ impl Uploads {
         .await?
     }
 
+    /// Bytes the session keeps, in all (0 for a session that keeps none).
+    pub async fn used(&self, session: SessionId) -> Result<u64, SandboxError> {
+        let dir = self.dir(session);
+        blocking(move || {
+            if !dir.exists() {
+                return Ok(0);
+            }
+            Ok(walk(&dir)?.iter().map(|(_, meta)| meta.len()).sum())
+        })
+        .await
+    }
+
     /// Forgets `path` (a file, or a directory and what is in it).
     pub async fn remove(&self, session: SessionId, path: &str) -> Result<(), SandboxError> {
         let relative = confine(path)?;

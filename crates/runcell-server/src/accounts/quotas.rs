@@ -150,6 +150,11 @@ impl OwnerQuotas for Accounts {
         let user = self.account_of(owner)?;
         usize::try_from(self.limits_of(&user).live_kernels).ok()
     }
+
+    fn storage_cap(&self, owner: OwnerId) -> Option<u64> {
+        let user = self.account_of(owner)?;
+        Some(u64::from(self.limits_of(&user).storage_mib) * 1024 * 1024)
+    }
 }
 
 /// A bucket of `per_minute` turns, all of them at once after a quiet spell.

@@ -153,6 +153,19 @@ impl Kernels {
         self
     }
 
+    /// Bytes `session` keeps (its uploads and what its code wrote).
+    pub async fn kept_bytes(&self, session: SessionId) -> Result<u64, SandboxError> {
+        self.uploads.used(session).await
+    }
+
+    /// The size of the file `path` the session keeps, 0 if none.
+    pub async fn kept_file_bytes(&self, session: SessionId, path: &str) -> u64 {
+        self.uploads
+            .stat(session, path)
+            .await
+            .map_or(0, |entry| entry.size)
+    }
+
     /// The most kernels `owner`'s notebooks may hold at once.
     fn cap_of(&self, owner: OwnerId) -> usize {
         self.quotas
