@@ -485,6 +485,13 @@ impl Config {
                     .into(),
             });
         }
+        if self.auth.oidc.client_secret.expose() == REDACTED {
+            return Err(ConfigError::Setting {
+                setting: "auth.oidc.client_secret",
+                reason: "is the placeholder `runcell config` prints; put the real secret here"
+                    .into(),
+            });
+        }
         if !self.auth.jwt_secret.is_empty() && self.auth.jwt_secret.expose().len() < 32 {
             return Err(ConfigError::Setting {
                 setting: "auth.jwt_secret",
@@ -604,6 +611,60 @@ mod tests {
             let config = load_in(jail, Overrides::default()).map_err(|e| e.to_string())?;
             assert_eq!(config.addr, Config::default().addr);
             assert_eq!(config.log, "info");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn accounts_are_configured_from_the_environment_and_checked() {
+        Jail::expect_with(|jail| {
+            jail.set_env(
+                "RUNCELL_AUTH__OIDC__ISSUER",
+                "https://login.example.org/realms/team",
+            );
+            jail.set_env("RUNCELL_AUTH__OIDC__CLIENT_ID", "runcell");
+            jail.set_env("RUNCELL_AUTH__OIDC__CLIENT_SECRET", "s3cret");
+            jail.set_env("RUNCELL_AUTH__ADMINS", "ada@example.org, bob");
+            jail.set_env("RUNCELL_AUTH__USER_LIMITS__LIVE_KERNELS", "2");
+            let config = load_in(jail, Overrides::default()).map_err(|e| e.to_string())?;
+            assert!(config.auth.oidc.enabled());
+            assert_eq!(config.auth.oidc.client_secret.expose(), "s3cret");
+            assert_eq!(config.auth.admins, ["ada@example.org", "bob"]);
+            assert_eq!(config.auth.user_limits.live_kernels, 2);
+            assert_eq!(
+                config.auth.user_limits.sessions,
+                UserLimits::default().sessions
+            );
+
+            jail.set_env("RUNCELL_AUTH__OIDC__CLIENT_ID", "");
+            let err = load_in(jail, Overrides::default()).map(|_| ()).unwrap_err();
+            assert!(err.to_string().contains("auth.oidc.client_id"), "{err}");
+            jail.set_env("RUNCELL_AUTH__OIDC__CLIENT_ID", "runcell");
+            jail.set_env("RUNCELL_AUTH__OIDC__ISSUER", "ftp://login.example.org");
+            let err = load_in(jail, Overrides::default()).map(|_| ()).unwrap_err();
+            assert!(err.to_string().contains("auth.oidc.issuer"), "{err}");
+            jail.set_env("RUNCELL_AUTH__OIDC__ISSUER", "");
+
+            // A trusted header needs the proxies it is believed from.
+            jail.set_env("RUNCELL_AUTH__TRUSTED_HEADER", "X-Forwarded-User");
+            let err = load_in(jail, Overrides::default()).map(|_| ()).unwrap_err();
+            assert!(err.to_string().contains("auth.trusted_proxies"), "{err}");
+            jail.set_env(
+                "RUNCELL_AUTH__TRUSTED_PROXIES",
+                "10.0.0.0/8, 127.0.0.1, ::1",
+            );
+            let config = load_in(jail, Overrides::default()).map_err(|e| e.to_string())?;
+            assert_eq!(config.auth.trusted_proxies.len(), 3);
+            jail.set_env("RUNCELL_AUTH__TRUSTED_PROXIES", "the proxy");
+            let err = load_in(jail, Overrides::default()).map(|_| ()).unwrap_err();
+            assert!(err.to_string().contains("the proxy"), "{err}");
+            jail.set_env("RUNCELL_AUTH__TRUSTED_PROXIES", "127.0.0.1");
+            jail.set_env("RUNCELL_AUTH__USER_LIMITS__SESSIONS", "0");
+            let err = load_in(jail, Overrides::default()).map(|_| ()).unwrap_err();
+            assert!(
+                err.to_string().contains("auth.user_limits.sessions"),
+                "{err}"
+            );
             Ok(())
         });
     }
