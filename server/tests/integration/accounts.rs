@@ -697,3 +697,52 @@ async fn a_persons_limits_are_refused_with_429_and_say_which() {
         "{body}"
     );
 }
+
+#[tokio::test]
+async fn a_persons_key_signs_a_browser_or_terminal_in_as_the_person() {
+    let server = server_with_header(None, |_| {}).await;
+    let mut gina = named(&server, "gina");
+    let hers = asked_session(&mut gina, &server).await;
+    let made = gina
+        .post_form(&server.url("/account/keys"), &[("name", "terminal")])
+        .await
+        .text()
+        .await
+        .unwrap();
+    let key = made
+        .split("<code>")
+        .nth(1)
+        .and_then(|rest| rest.split("</code>").next())
+        .unwrap()
+        .to_string();
+    // A browser (or `runcell chat --key`, which posts the same form) with
+    // no header: what it made before becomes hers, and it sees her notebooks.
+    let mut terminal = Browser::new(&server);
+    let before = asked_session(&mut terminal, &server).await;
+    let signed = terminal
+        .post_form(&server.url("/login"), &[("api_key", &key), ("next", "/")])
+        .await;
+    assert_eq!(signed.status(), StatusCode::SEE_OTHER);
+    let mut listed_now = listed(&mut terminal, &server).await;
+    listed_now.sort();
+    let mut expected = vec![hers, before];
+    expected.sort();
+    assert_eq!(listed_now, expected);
+    let page = terminal
+        .get(&server.url("/account"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("gina"), "{page}");
+    let admin = named(&server, "boss")
+        .get(&server.url("/admin"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        admin.contains("gina signed in with the API key terminal"),
+        "{admin}"
+    );
+}

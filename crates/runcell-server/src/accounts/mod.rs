@@ -219,6 +219,37 @@ impl Accounts {
             .ok()
     }
 
+    /// A pages sign-in with an API key: a person's key signs the person in
+    /// (the account must not be disabled; written to the audit log), a
+    /// server's key signs in as the key, as before accounts.
+    pub async fn sign_in_with_key(
+        &self,
+        api_key: &str,
+    ) -> Result<(Issued, Option<Arc<UserRecord>>), AuthError> {
+        let caller = self.auth.key_caller(api_key).await?;
+        let Some(user_id) = caller.user_id else {
+            return Ok((self.auth.sign_in(api_key, self.lasts).await?, None));
+        };
+        let user = match self.person(&user_id).await {
+            Ok(Some(user)) => user,
+            Ok(None) => return Err(AuthError::Revoked),
+            Err(AccountError::Store(err)) => return Err(AuthError::Store(err)),
+            Err(_) => return Err(AuthError::Revoked),
+        };
+        self.note(
+            Some(&user.id),
+            "sign_in",
+            Some(&user.id),
+            format!(
+                "{} signed in with the API key {}",
+                user.display_name(),
+                caller.key_name
+            ),
+        )
+        .await;
+        Ok((self.token(&user), Some(user)))
+    }
+
     /// The pages sign-in token for `user`.
     pub fn token(&self, user: &UserRecord) -> Issued {
         self.auth.sign_in_person(&user.id, self.lasts)

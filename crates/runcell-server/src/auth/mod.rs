@@ -125,6 +125,11 @@ impl Auth {
             .issue(&key.id, Audience::Api, now_secs(), self.token_ttl))
     }
 
+    /// The caller a live API key is.
+    pub async fn key_caller(&self, api_key: &str) -> Result<Caller, AuthError> {
+        Ok(Caller::of(&self.live_key(api_key).await?))
+    }
+
     /// A token for the pages' sign-in, lasting `ttl`.
     pub async fn sign_in(&self, api_key: &str, ttl: Duration) -> Result<Issued, AuthError> {
         let key = self.live_key(api_key).await?;

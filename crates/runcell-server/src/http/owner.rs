@@ -18,7 +18,6 @@ use axum::extract::FromRef;
 use super::ApiError;
 use super::cookies::{cookie_in, set_cookie, site_cookie};
 use super::request_origin::{RequestOrigin, TrustForwarded, client_address};
-use super::signin::{SIGNIN_COOKIE, SignIn, Signed};
 use crate::accounts::{AccountError, Accounts, SignedIn};
 use crate::auth::AuthError;
 use crate::http::state::AppState;
@@ -28,6 +27,14 @@ use crate::store::Role;
 
 /// The cookie's name.
 pub const OWNER_COOKIE: &str = "runcell_owner";
+
+/// The pages' sign-in cookie: a signed token of a key or a person.
+pub const SIGNIN_COOKIE: &str = "runcell_signin";
+
+/// Who the request is signed in as, as the owner layer found it: the
+/// sign-in cookie's key or person, or the person a trusted proxy names.
+#[derive(Clone, Debug)]
+pub struct Signed(pub SignedIn);
 
 /// How long a browser keeps its owner id (400 days, the most browsers allow).
 const MAX_AGE_DAYS: i64 = 400;
@@ -182,7 +189,9 @@ async fn signed_in_on(
 pub struct ClientNotes {
     clients: Arc<Clients>,
     trust: TrustForwarded,
-    sign_in: SignIn,
+    /// Whether the pages ask for a sign-in (then everyone past the gate
+    /// is signed in).
+    pages_need_key: bool,
 }
 
 impl FromRef<AppState> for ClientNotes {
@@ -190,7 +199,7 @@ impl FromRef<AppState> for ClientNotes {
         Self {
             clients: Arc::clone(&state.clients),
             trust: TrustForwarded::from_ref(state),
-            sign_in: SignIn::from_ref(state),
+            pages_need_key: state.config.pages_need_key(),
         }
     }
 }
@@ -206,8 +215,7 @@ pub async fn note_client(
 ) -> Response {
     if let Some(Owner(owner)) = request.extensions().get::<Owner>().copied() {
         let client = client_address(request.headers(), super::peer_of(&request), notes.trust);
-        let signed_in =
-            notes.sign_in.pages_need_key || request.extensions().get::<Signed>().is_some();
+        let signed_in = notes.pages_need_key || request.extensions().get::<Signed>().is_some();
         notes.clients.note(owner, client, signed_in);
     }
     next.run(request).await

@@ -14,9 +14,10 @@ use serde::Deserialize;
 
 use super::ApiError;
 use super::cookies::{cookie_in, set_cookie, site_cookie};
+use super::owner::Anonymous;
 use super::request_origin::RequestOrigin;
+use crate::notebook::Notebooks;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::FromRef;
 
@@ -30,10 +31,10 @@ use crate::http::state::AppState;
 pub struct SignIn {
     pub auth: Arc<Auth>,
     pub accounts: Arc<Accounts>,
+    /// Where a person's key sign-in moves the browser's sessions.
+    pub notebooks: Arc<Notebooks>,
     /// Whether the pages ask for a key at all.
     pub pages_need_key: bool,
-    /// How long a sign-in lasts.
-    pub lasts: Duration,
 }
 
 impl FromRef<AppState> for SignIn {
@@ -41,18 +42,13 @@ impl FromRef<AppState> for SignIn {
         Self {
             auth: Arc::clone(&state.auth),
             accounts: Arc::clone(&state.accounts),
+            notebooks: Arc::clone(&state.notebooks),
             pages_need_key: state.config.pages_need_key(),
-            lasts: Duration::from_secs(state.config.auth.ui_session_secs),
         }
     }
 }
 
-pub const SIGNIN_COOKIE: &str = "runcell_signin";
-
-/// Who the request is signed in as, as the owner layer found it: the
-/// sign-in cookie's key or person, or the person a trusted proxy names.
-#[derive(Clone, Debug)]
-pub struct Signed(pub SignedIn);
+pub use super::owner::{SIGNIN_COOKIE, Signed};
 
 /// Whether a path is not in its one plain form: `.` or `..` segments, raw
 /// or percent-encoded (the page renderer would resolve such a path to
@@ -171,15 +167,23 @@ pub async fn form(State(state): State<SignIn>, Query(query): Query<LoginQuery>) 
 }
 
 /// `POST /login`: signs in with an API key and goes back where it came from.
+/// A person's key signs the person in, and the sessions this browser made
+/// become theirs.
 pub async fn sign_in(
     State(state): State<SignIn>,
+    Anonymous(anonymous): Anonymous,
     origin: RequestOrigin,
     Form(form): Form<LoginForm>,
 ) -> Response {
     let next = local_path(form.next.as_deref()).to_string();
-    let ttl = state.lasts;
-    match state.auth.sign_in(&form.api_key, ttl).await {
-        Ok(issued) => {
+    match state.accounts.sign_in_with_key(&form.api_key).await {
+        Ok((issued, person)) => {
+            if let Some(user) = person
+                && let Err(err) = state.notebooks.adopt(anonymous, user.owner).await
+            {
+                tracing::warn!(%err, "a browser's sessions could not move to the person who signed in");
+            }
+            let ttl = issued.expires_in;
             let cookie = site_cookie(
                 SIGNIN_COOKIE,
                 &issued.token,
