@@ -616,3 +616,100 @@ impl HeldByOwner for crate::notebook::Notebooks {
         crate::notebook::Notebooks::close_owner(self, owner).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::SqliteStore;
+
+    async fn accounts(admins: &[&str]) -> (Accounts, tempfile::TempDir) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Arc::new(SqliteStore::open_in(dir.path()).await.expect("store"));
+        let auth = Arc::new(Auth::new(
+            store.clone(),
+            b"0123456789abcdef0123456789abcdef",
+            Duration::from_secs(60),
+        ));
+        let config = AuthConfig {
+            admins: admins.iter().map(|a| (*a).to_string()).collect(),
+            ..AuthConfig::default()
+        };
+        let accounts = Accounts::new(store, auth, &config).expect("accounts");
+        (accounts, dir)
+    }
+
+    fn identity(subject: &str, email: &str) -> Identity {
+        Identity {
+            issuer: "https://idp.example.test".into(),
+            subject: subject.into(),
+            name: String::new(),
+            email: email.into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn admins_are_named_by_email_or_subject_in_any_case() {
+        let (accounts, _dir) = accounts(&["Ada@Example.org", "ops-bot"]).await;
+        let ada = accounts
+            .sign_in(&identity("a1", "ada@example.org"), "OpenID Connect")
+            .await
+            .expect("ada");
+        assert_eq!(ada.role, Role::Admin);
+        let bot = accounts
+            .sign_in(&identity("ops-bot", ""), "OpenID Connect")
+            .await
+            .expect("bot");
+        assert_eq!(bot.role, Role::Admin);
+        assert_eq!(bot.display_name(), "ops-bot");
+        let bob = accounts
+            .sign_in(&identity("b1", "bob@example.org"), "OpenID Connect")
+            .await
+            .expect("bob");
+        assert_eq!(bob.role, Role::Member);
+    }
+
+    #[tokio::test]
+    async fn a_disabled_person_is_refused_and_their_token_stops_working() {
+        let (accounts, _dir) = accounts(&["ada@example.org"]).await;
+        let ada = accounts
+            .sign_in(&identity("a1", "ada@example.org"), "OpenID Connect")
+            .await
+            .expect("ada");
+        let bob = accounts
+            .sign_in(&identity("b1", "bob@example.org"), "OpenID Connect")
+            .await
+            .expect("bob");
+        let token = accounts.token(&bob).token;
+        assert!(matches!(
+            accounts.signed_in(&token).await,
+            Ok(SignedIn::Person(user)) if user.id == bob.id
+        ));
+        assert!(matches!(
+            accounts.set_disabled(&ada, &ada.id, true).await,
+            Err(AccountError::Refused(_))
+        ));
+        accounts
+            .set_disabled(&ada, &bob.id, true)
+            .await
+            .expect("disabled");
+        assert!(accounts.is_disabled_owner(bob.owner));
+        assert!(accounts.signed_in(&token).await.is_err());
+        assert!(matches!(
+            accounts
+                .sign_in(&identity("b1", "bob@example.org"), "OpenID Connect")
+                .await,
+            Err(AccountError::Disabled)
+        ));
+        let log = accounts.audit_log(None, 10).await.expect("log");
+        assert_eq!(
+            log.iter().map(|e| e.action.as_str()).collect::<Vec<_>>(),
+            ["sign_in_refused", "user_disabled", "sign_in", "sign_in"]
+        );
+        accounts
+            .set_disabled(&ada, &bob.id, false)
+            .await
+            .expect("enabled");
+        assert!(!accounts.is_disabled_owner(bob.owner));
+        assert!(accounts.signed_in(&token).await.is_ok());
+    }
+}
