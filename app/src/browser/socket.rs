@@ -97,6 +97,10 @@ fn detach(socket: &WebSocket) {
     socket.set_onclose(None);
 }
 
+/// The close code the server ends a page's socket with for good (1008,
+/// "policy violation": the account was disabled).
+const CLOSED_BY_POLICY: u16 = 1008;
+
 fn url(session_id: &str, after: u64) -> Option<String> {
     let location = window().location();
     let scheme = if location.protocol().ok()? == "https:" {
@@ -148,9 +152,23 @@ fn connect(live: &Rc<RefCell<Live>>) {
         let socket = socket.clone();
         move |ev: MessageEvent| on_frame(state, python, &socket, &ev)
     });
-    let on_close = Closure::<dyn FnMut(CloseEvent)>::new(move |_ev: CloseEvent| {
+    let on_close = Closure::<dyn FnMut(CloseEvent)>::new(move |ev: CloseEvent| {
         state.conn.set(ConnState::Offline);
         python.on_disconnected();
+        // Closed by policy (the account was disabled): said, and not tried
+        // again, since every new socket would be refused the same way.
+        if ev.code() == CLOSED_BY_POLICY {
+            let reason = ev.reason();
+            state.problem.set(Some(if reason.is_empty() {
+                "The server closed this page's connection: reload the page.".to_string()
+            } else {
+                format!("{reason}: this page is no longer connected.")
+            }));
+            if let Some(live) = weak.upgrade() {
+                live.borrow_mut().closed_for_good = true;
+            }
+            return;
+        }
         retry_later(weak.clone());
     });
     socket.set_onopen(Some(on_open.as_ref().unchecked_ref()));
