@@ -654,6 +654,16 @@ async fn a_persons_limits_are_refused_with_429_and_say_which() {
     // An admin raises erin's turns; the notebooks cap still holds.
     let mut boss = named(&server, "boss");
     let erin_id = account_id(&mut boss, &server, "erin").await;
+    let erins = boss
+        .get(&server.url(&format!("/admin/users/{erin_id}")))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        erins.contains("<dd>0.7 MiB (of 1 MiB)</dd>"),
+        "her files: {erins}"
+    );
     let raised = boss
         .post_form(
             &server.url(&format!("/admin/users/{erin_id}/limits")),

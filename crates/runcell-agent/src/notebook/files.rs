@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::{NotebookError, Notebooks};
 use crate::sandbox::files::{Contents, FileEntry};
-use crate::session::SessionChannel;
+use crate::session::{OwnerId, SessionChannel};
 
 impl Notebooks {
     /// The files in the session's home (its kernel's, or the kept ones
@@ -39,6 +39,16 @@ impl Notebooks {
         self.holder(channel).upload(path, bytes, overwrite).await
     }
 
+    /// Bytes of files `owner`'s notebooks keep (their uploads and what
+    /// their code wrote), across the notebooks they have asked something in.
+    pub async fn kept_bytes_of(&self, owner: OwnerId) -> Result<u64, NotebookError> {
+        let mut kept = 0u64;
+        for session in self.store().sessions_of(owner).await? {
+            kept = kept.saturating_add(self.kernels().kept_bytes(session.id).await.unwrap_or(0));
+        }
+        Ok(kept)
+    }
+
     /// Whether `size` more bytes as `path` fit what the owner's account may
     /// keep across all their notebooks (for a person with a limit; each
     /// notebook's own quota is its kernel's home, checked on saving).
@@ -52,19 +62,11 @@ impl Notebooks {
         let Some(cap) = self.quotas.as_ref().and_then(|q| q.storage_cap(owner)) else {
             return Ok(());
         };
-        let mut sessions: Vec<_> = self
-            .store()
-            .sessions_of(owner)
-            .await?
-            .into_iter()
-            .map(|s| s.id)
-            .collect();
-        if !sessions.contains(&channel.id()) {
-            sessions.push(channel.id());
-        }
-        let mut kept = 0u64;
-        for session in sessions {
-            kept = kept.saturating_add(self.kernels().kept_bytes(session).await.unwrap_or(0));
+        let mut kept = self.kept_bytes_of(owner).await?;
+        let listed = self.store().sessions_of(owner).await?;
+        if !listed.iter().any(|s| s.id == channel.id()) {
+            // A notebook not yet asked anything is not listed; its files count.
+            kept = kept.saturating_add(self.kernels().kept_bytes(channel.id()).await.unwrap_or(0));
         }
         let replaced = self.kernels().kept_file_bytes(channel.id(), path).await;
         let after = kept.saturating_sub(replaced).saturating_add(size);

@@ -79,8 +79,9 @@ pub async fn overview(
             .list(user.owner)
             .await
             .map_or_else(|_| "?".to_string(), |list| list.len().to_string());
+        let files = kept(&state, user).await;
         rows.push_str(&format!(
-            "<tr><th scope=\"row\"><a href=\"/admin/users/{id}\">{name}</a></th><td>{email}</td><td>{role}</td><td>{status}</td><td>{seen}</td><td>{runs}</td><td>{today} today, {total} in all</td><td>{notebooks}</td></tr>\n",
+            "<tr><th scope=\"row\"><a href=\"/admin/users/{id}\">{name}</a></th><td>{email}</td><td>{role}</td><td>{status}</td><td>{seen}</td><td>{runs}</td><td>{today} today, {total} in all</td><td>{notebooks}</td><td>{files}</td></tr>\n",
             id = escape(&user.id),
             name = escape(user.display_name()),
             email = escape(&user.email),
@@ -102,7 +103,7 @@ pub async fn overview(
 <div class="people-scroll" tabindex="0" role="region" aria-labelledby="people-heading">
 <table class="people-table">
 <caption>Everyone who has signed in ({count}), oldest first</caption>
-<thead><tr><th scope="col">Name</th><th scope="col">Email</th><th scope="col">Role</th><th scope="col">Status</th><th scope="col">Last seen</th><th scope="col">Turns</th><th scope="col">Model time</th><th scope="col">Notebooks</th></tr></thead>
+<thead><tr><th scope="col">Name</th><th scope="col">Email</th><th scope="col">Role</th><th scope="col">Status</th><th scope="col">Last seen</th><th scope="col">Turns</th><th scope="col">Model time</th><th scope="col">Notebooks</th><th scope="col">Files</th></tr></thead>
 <tbody>
 {rows}</tbody>
 </table>
@@ -112,6 +113,19 @@ pub async fn overview(
         count = users.len(),
     );
     page("Admin", &body, StatusCode::OK)
+}
+
+/// The files a person's notebooks keep, as people read sizes.
+async fn kept(state: &AdminState, user: &UserRecord) -> String {
+    state
+        .notebooks
+        .kept_bytes_of(user.owner)
+        .await
+        .map_or_else(|_| "?".to_string(), mib)
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
 fn status(user: &UserRecord) -> String {
@@ -225,6 +239,7 @@ pub async fn user_page(
 <dt>Last seen</dt><dd>{seen}</dd>
 <dt>Turns</dt><dd>{runs}</dd>
 <dt>Model time</dt><dd>{today} today (of {allowed}), {total} in all</dd>
+<dt>Files</dt><dd>{files} (of {storage_mib} MiB)</dd>
 </dl>
 <section aria-labelledby="role-heading">
 <h2 id="role-heading">Role</h2>
@@ -263,6 +278,8 @@ pub async fn user_page(
         today = duration(state.accounts.model_ms_today(&user)),
         allowed = duration(u64::from(limits.model_seconds_per_day) * 1000),
         total = duration(user.model_ms),
+        files = kept(&state, &user).await,
+        storage_mib = limits.storage_mib,
         member = if user.role == Role::Member {
             " selected"
         } else {
