@@ -56,7 +56,11 @@ step "abuse: the review's attacks at once while a key and a signed-in page are s
 
 step "end-to-end (Chromium, JavaScript off and on)"
 port=$(free_port)
-(cd "$ROOT/end2end" && RUNCELL_E2E_PORT=$port RUNCELL_E2E_DATA=$e2e_data npx playwright test) 2>&1 | tee "$e2e_log"
+# The OpenID provider people sign in with listens beside it, on another.
+oidc_port=$(free_port)
+while [ "$oidc_port" = "$port" ]; do oidc_port=$(free_port); done
+(cd "$ROOT/end2end" && RUNCELL_E2E_PORT=$port RUNCELL_E2E_OIDC_PORT=$oidc_port RUNCELL_E2E_DATA=$e2e_data \
+  npx playwright test) 2>&1 | tee "$e2e_log"
 # A count Playwright does not print is none (grep finds nothing: not a
 # failure under pipefail).
 count() { { grep -Eo "^ +[0-9]+ $1" "$e2e_log" || true; } | awk '{s+=$1} END {print s+0}'; }

@@ -149,7 +149,16 @@ for (const event of ['server_error', 'authorization.error', 'grant.error', 'user
   });
 }
 
-server.on('request', provider.callback());
+// A browser asks every page's server for an icon: none, and no 404 for a
+// test to read as a failure.
+const callback = provider.callback();
+server.on('request', (req, res) => {
+  if (req.url === '/favicon.ico') {
+    res.writeHead(204).end();
+    return;
+  }
+  callback(req, res);
+});
 
 const stop = () => {
   server.close();
