@@ -102,15 +102,17 @@ pub fn Sidebar(
 }
 
 /// Who is signed in, with sign-out and (for admins) the admin page; or a
-/// sign-in link when the server offers one. Plain links and forms.
+/// sign-in link when the server offers one. Plain links and forms; the
+/// links are to the server's own pages, not the router's (`rel="external"`:
+/// a hydrated page loads them, never routes to them).
 #[component]
 fn Account(menu: AccountMenu) -> impl IntoView {
     match menu.name {
         Some(name) => view! {
             <div class="account" role="group" aria-label="Account">
                 <p class="account-name">"Signed in as " <strong>{name}</strong></p>
-                {menu.admin.then(|| view! { <a class="account-admin" href="/admin">"Admin"</a> })}
-                <a class="account-keys" href="/account">"Your API keys"</a>
+                {menu.admin.then(|| view! { <a class="account-admin" href="/admin" rel="external">"Admin"</a> })}
+                <a class="account-keys" href="/account" rel="external">"Your API keys"</a>
                 <form method="post" action="/logout" class="account-signout">
                     <button type="submit">"Sign out"</button>
                 </form>
@@ -119,7 +121,7 @@ fn Account(menu: AccountMenu) -> impl IntoView {
         .into_any(),
         None if menu.sign_in => view! {
             <div class="account" role="group" aria-label="Account">
-                <a class="account-signin" href="/login">"Sign in"</a>
+                <a class="account-signin" href="/login" rel="external">"Sign in"</a>
             </div>
         }
         .into_any(),
