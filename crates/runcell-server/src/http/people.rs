@@ -64,7 +64,7 @@ pub fn page(title: &str, body: &str, status: StatusCode) -> Response {
     let html = format!(
         r#"<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{title} · runcell</title><link rel="stylesheet" href="/pkg/{css}.css"></head>
+<title>{title} · runcell</title><link rel="stylesheet" href="/pkg/{css}.css"><link rel="icon" href="/favicon.svg" type="image/svg+xml"></head>
 <body><main class="people">
 <p class="people-back"><a href="/">← runcell</a></p>
 <h1>{title}</h1>

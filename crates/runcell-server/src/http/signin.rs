@@ -237,7 +237,7 @@ fn page(state: &SignIn, next: &str, error: Option<&str>, status: StatusCode) -> 
     let body = format!(
         r#"<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Sign in · runcell</title><link rel="stylesheet" href="/pkg/{css}.css"></head>
+<title>Sign in · runcell</title><link rel="stylesheet" href="/pkg/{css}.css"><link rel="icon" href="/favicon.svg" type="image/svg+xml"></head>
 <body><main class="signin">
 <h1>runcell</h1>
 {provider}
@@ -262,7 +262,7 @@ pub fn notice_page(title: &str, html: &str, status: StatusCode) -> Response {
     let body = format!(
         r#"<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{title} · runcell</title><link rel="stylesheet" href="/pkg/{css}.css"></head>
+<title>{title} · runcell</title><link rel="stylesheet" href="/pkg/{css}.css"><link rel="icon" href="/favicon.svg" type="image/svg+xml"></head>
 <body><main class="signin">
 <h1>{title}</h1>
 <p role="alert">{html}</p>

@@ -31,7 +31,7 @@ pub async fn offer(
     let body = format!(
         r#"<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Use in a terminal · runcell</title><link rel="stylesheet" href="/pkg/{css}.css"></head>
+<title>Use in a terminal · runcell</title><link rel="stylesheet" href="/pkg/{css}.css"><link rel="icon" href="/favicon.svg" type="image/svg+xml"></head>
 <body><main class="signin terminal-offer">
 <h1>Use these sessions in a terminal</h1>
 <p>Type this in a terminal where runcell is installed:</p>
