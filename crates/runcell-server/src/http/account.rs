@@ -87,6 +87,8 @@ pub async fn overview(State(state): State<AccountState>, Person(me): Person) -> 
 </div>"#
         )
     };
+    // Browsers read `pattern` with the `v` flag, where a `-` in a class must
+    // be escaped: unescaped, the pattern is an error and checks nothing.
     let body = format!(
         r#"<dl class="people-facts">
 <dt>Name</dt><dd>{name}</dd>
@@ -103,7 +105,7 @@ pub async fn overview(State(state): State<AccountState>, Person(me): Person) -> 
 {table}
 <form method="post" action="/account/keys" class="people-form">
 <p><label for="key-name">Name of a new key</label>
-<input id="key-name" name="name" required maxlength="64" pattern="[A-Za-z0-9._-]+" aria-describedby="key-name-hint">
+<input id="key-name" name="name" required maxlength="64" pattern="[A-Za-z0-9._\-]+" aria-describedby="key-name-hint">
 <span id="key-name-hint" class="people-hint">letters, digits, <code>.</code>, <code>_</code> and <code>-</code>, e.g. laptop</span></p>
 <button type="submit">Make a key</button>
 </form>
