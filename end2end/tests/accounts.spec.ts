@@ -26,8 +26,9 @@ async function ask(page: Page, code: string) {
 async function signIn(page: Page, login: string): Promise<string> {
   const first = await new NotebookPage(page).openNew();
   await new AccountMenu(page).signIn.click();
-  await expect(page).toHaveURL(/\/login$/);
-  await signInAtProvider(page, login);
+  // The sign-in page brings them back to the page they left.
+  await expect(page).toHaveURL(/\/login\?next=\/sessions\//);
+  await signInAtProvider(page, login, new URL(first, page.url()).pathname);
   return first;
 }
 
@@ -54,9 +55,10 @@ test('a person signs in on the provider’s own page, is named in the sidebar, a
   await notebook.openNew();
   await account.expectAnonymous();
 
+  const left = new URL(page.url()).pathname;
   await account.signIn.click();
   await expect(page.getByRole('heading', { level: 1 })).toHaveText('runcell');
-  await signInAtProvider(page, login);
+  await signInAtProvider(page, login, left);
   await notebook.openNew();
   await account.expectSignedInAs(name);
   await expect(account.keys).toBeVisible();
@@ -81,7 +83,9 @@ test('what a visitor asked before signing in is theirs after it, and not the bro
     p.getByRole('navigation', { name: 'Sessions' }).getByRole('link', { name: /asked before signing in/ });
 
   await account.signIn.click();
-  await signInAtProvider(page, login);
+  // Back on the page they asked on, now theirs.
+  await signInAtProvider(page, login, `/sessions/${id}`);
+  await account.expectSignedInAs(name);
   await notebook.openNew();
   await account.expectSignedInAs(name);
   await expect(entry(page)).toHaveAttribute('href', `/sessions/${id}`);

@@ -96,7 +96,7 @@ pub fn Sidebar(
             <form method="post" action="/terminal" target="_blank" class="to-terminal">
                 <button type="submit">"Use in a terminal"</button>
             </form>
-            <Account menu=account/>
+            <Account menu=account back=format!("/sessions/{}", current.get_value())/>
         </details>
     }
 }
@@ -106,7 +106,12 @@ pub fn Sidebar(
 /// links are to the server's own pages, not the router's (`rel="external"`:
 /// a hydrated page loads them, never routes to them).
 #[component]
-fn Account(menu: AccountMenu) -> impl IntoView {
+fn Account(
+    menu: AccountMenu,
+    /// This page, to come back to after signing in (a session id has only
+    /// letters, digits and `-`, nothing to escape in a query).
+    back: String,
+) -> impl IntoView {
     match menu.name {
         Some(name) => view! {
             <div class="account" role="group" aria-label="Account">
@@ -121,7 +126,7 @@ fn Account(menu: AccountMenu) -> impl IntoView {
         .into_any(),
         None if menu.sign_in => view! {
             <div class="account" role="group" aria-label="Account">
-                <a class="account-signin" href="/login" rel="external">"Sign in"</a>
+                <a class="account-signin" href=format!("/login?next={back}") rel="external">"Sign in"</a>
             </div>
         }
         .into_any(),
