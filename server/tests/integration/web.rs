@@ -1131,7 +1131,7 @@ async fn pages_rendered_while_files_are_fetched_keep_their_own_policy() {
     let server = &server;
     let pages = (0..6).map(|client_no| async move {
         let client = http();
-        for n in 0..8 {
+        for n in 0..5 {
             let made = client
                 .post(server.url("/sessions"))
                 .form(&[("message", "")])
@@ -1149,7 +1149,13 @@ async fn pages_rendered_while_files_are_fetched_keep_their_own_policy() {
                 .unwrap();
             assert_eq!(renamed.status(), 303);
             let page = client.get(server.url(&location)).send().await.unwrap();
-            assert_eq!(page.status(), 200, "{location}");
+            let status = page.status();
+            if status != 200 {
+                // Seen once in a full suite run: a 503 after a minute. What
+                // the server said, to find out which wait it was.
+                let said = page.text().await.unwrap_or_default();
+                panic!("{location} answered {status}: {said}");
+            }
             let policy = page.headers()["content-security-policy"]
                 .to_str()
                 .unwrap()
