@@ -596,7 +596,20 @@ async fn a_disabled_person_is_closed_out_on_postgres() {
 
 #[tokio::test]
 async fn a_persons_limits_are_refused_with_429_and_say_which() {
-    let server = server_with_header(None, |config| {
+    limits_are_refused(None).await;
+}
+
+#[tokio::test]
+async fn a_persons_limits_hold_on_postgres() {
+    let Some(db) = ScratchDatabase::create("limits").await else {
+        return;
+    };
+    limits_are_refused(Some(&db.url)).await;
+    db.drop_now().await;
+}
+
+async fn limits_are_refused(database_url: Option<&str>) {
+    let server = server_with_header(database_url, |config| {
         config.auth.user_limits.runs_per_minute = 2;
         config.auth.user_limits.sessions = 3;
         config.auth.user_limits.storage_mib = 1;
@@ -710,7 +723,20 @@ async fn a_persons_limits_are_refused_with_429_and_say_which() {
 
 #[tokio::test]
 async fn a_persons_key_signs_a_browser_or_terminal_in_as_the_person() {
-    let server = server_with_header(None, |_| {}).await;
+    key_signs_the_person_in(None).await;
+}
+
+#[tokio::test]
+async fn a_persons_key_signs_them_in_on_postgres() {
+    let Some(db) = ScratchDatabase::create("personkey").await else {
+        return;
+    };
+    key_signs_the_person_in(Some(&db.url)).await;
+    db.drop_now().await;
+}
+
+async fn key_signs_the_person_in(database_url: Option<&str>) {
+    let server = server_with_header(database_url, |_| {}).await;
     let mut gina = named(&server, "gina");
     let hers = asked_session(&mut gina, &server).await;
     let made = gina
