@@ -415,17 +415,11 @@ impl Accounts {
         shutdown: tokio_util::sync::CancellationToken,
     ) -> tokio::task::JoinHandle<()> {
         let accounts = Arc::clone(self);
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    () = shutdown.cancelled() => break,
-                    _ = tick.tick() => {
-                        if let Err(err) = accounts.close_disabled().await {
-                            tracing::warn!(%err, "cannot read the disabled accounts");
-                        }
-                    }
+        crate::auth::revocation::spawn_every(every, shutdown, move || {
+            let accounts = Arc::clone(&accounts);
+            async move {
+                if let Err(err) = accounts.close_disabled().await {
+                    tracing::warn!(%err, "cannot read the disabled accounts");
                 }
             }
         })

@@ -22,13 +22,31 @@ pub fn spawn_watch(
     every: Duration,
     shutdown: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
+    let holders: Arc<[Arc<dyn HeldByKey>]> = holders.into();
+    spawn_every(every, shutdown, move || {
+        let (auth, holders) = (Arc::clone(&auth), Arc::clone(&holders));
+        async move { close_revoked(&auth, &holders).await }
+    })
+}
+
+/// Runs `look` at once and then every `every` (a late look delays the
+/// next, never doubles it), until `shutdown`: the store watches' loop.
+pub fn spawn_every<F, Fut>(
+    every: Duration,
+    shutdown: CancellationToken,
+    mut look: F,
+) -> tokio::task::JoinHandle<()>
+where
+    F: FnMut() -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => break,
-                _ = tick.tick() => close_revoked(&auth, &holders).await,
+                _ = tick.tick() => look().await,
             }
         }
     })

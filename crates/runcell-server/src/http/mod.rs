@@ -5,6 +5,7 @@ mod admin;
 mod assets;
 mod compress;
 mod cookies;
+mod document;
 mod e2b;
 pub mod error;
 mod extract;

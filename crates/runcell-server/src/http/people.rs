@@ -6,9 +6,10 @@ use std::sync::Arc;
 use app::render::markdown::escape;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use axum::http::{Method, StatusCode, header};
-use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::http::{Method, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
 
+use super::document::server_page;
 use super::signin::{Signed, next_query};
 use crate::accounts::SignedIn;
 use crate::store::{Role, UserRecord};
@@ -61,19 +62,11 @@ impl<S: Send + Sync> FromRequestParts<S> for Admin {
 /// A whole page of the account area: `title`, and `body` (already
 /// escaped HTML) in its `main`. Server-rendered, no scripts.
 pub fn page(title: &str, body: &str, status: StatusCode) -> Response {
-    let html = format!(
-        r#"<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{title} · runcell</title><link rel="stylesheet" href="/pkg/{css}.css"><link rel="icon" href="/favicon.svg" type="image/svg+xml"></head>
-<body><main class="people">
-<p class="people-back"><a href="/">← runcell</a></p>
-<h1>{title}</h1>
-{body}
-</main></body></html>"#,
-        title = escape(title),
-        css = app::OUTPUT_NAME,
+    let main = format!(
+        "<p class=\"people-back\"><a href=\"/\">← runcell</a></p>\n<h1>{}</h1>\n{body}",
+        escape(title)
     );
-    (status, [(header::CACHE_CONTROL, "no-store")], Html(html)).into_response()
+    server_page(title, "people", &main, status)
 }
 
 /// A time as people read it in a table: UTC, to the minute.

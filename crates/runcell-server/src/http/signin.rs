@@ -7,13 +7,14 @@
 use app::render::markdown::escape;
 use axum::Form;
 use axum::extract::{Query, Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
-use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::ApiError;
 use super::cookies::{cookie_in, set_cookie, site_cookie};
+use super::document::server_page;
 use super::owner::Anonymous;
 use super::request_origin::RequestOrigin;
 use crate::notebook::Notebooks;
@@ -234,12 +235,8 @@ fn page(state: &SignIn, next: &str, error: Option<&str>, status: StatusCode) -> 
     let error = error.map_or(String::new(), |e| {
         format!("<p class=\"signin-error\" role=\"alert\">{}</p>", escape(e))
     });
-    let body = format!(
-        r#"<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Sign in · runcell</title><link rel="stylesheet" href="/pkg/{css}.css"><link rel="icon" href="/favicon.svg" type="image/svg+xml"></head>
-<body><main class="signin">
-<h1>runcell</h1>
+    let main = format!(
+        r#"<h1>runcell</h1>
 {provider}
 <form method="post" action="/login" class="signin-form">
 <label for="api_key">API key</label>
@@ -248,30 +245,20 @@ fn page(state: &SignIn, next: &str, error: Option<&str>, status: StatusCode) -> 
 <button type="submit">Sign in</button>
 </form>
 {error}{open}
-<p class="signin-help">Make a key on the server with <code>runcell keys create --name NAME</code>.</p>
-</main></body></html>"#,
-        css = app::OUTPUT_NAME,
+<p class="signin-help">Make a key on the server with <code>runcell keys create --name NAME</code>.</p>"#,
         next = escape(next),
     );
-    (status, [(header::CACHE_CONTROL, "no-store")], Html(body)).into_response()
+    server_page("Sign in", "signin", &main, status)
 }
 
 /// A small page of its own (a sign-in that did not happen, an account
 /// page's answer): `title`, and `html` (already escaped) as its message.
 pub fn notice_page(title: &str, html: &str, status: StatusCode) -> Response {
-    let body = format!(
-        r#"<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{title} · runcell</title><link rel="stylesheet" href="/pkg/{css}.css"><link rel="icon" href="/favicon.svg" type="image/svg+xml"></head>
-<body><main class="signin">
-<h1>{title}</h1>
-<p role="alert">{html}</p>
-<p><a href="/">Back to runcell</a></p>
-</main></body></html>"#,
-        title = escape(title),
-        css = app::OUTPUT_NAME,
+    let main = format!(
+        "<h1>{}</h1>\n<p role=\"alert\">{html}</p>\n<p><a href=\"/\">Back to runcell</a></p>",
+        escape(title)
     );
-    (status, [(header::CACHE_CONTROL, "no-store")], Html(body)).into_response()
+    server_page(title, "signin", &main, status)
 }
 
 #[cfg(test)]

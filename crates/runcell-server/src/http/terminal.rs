@@ -7,13 +7,14 @@ use std::sync::Arc;
 use app::render::markdown::escape;
 use axum::Json;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::{Html, IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
 use super::ApiError;
 use super::cookies::set_cookie;
+use super::document::server_page;
 use super::extract::ApiJson;
 use super::owner::{Owner, owner_cookie};
 use super::request_origin::RequestOrigin;
@@ -28,27 +29,21 @@ pub async fn offer(
 ) -> Response {
     let code = notebooks.offer_handover(owner);
     let command = format!("runcell chat --url {} --join {code}", origin.base_url());
-    let body = format!(
-        r#"<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Use in a terminal · runcell</title><link rel="stylesheet" href="/pkg/{css}.css"><link rel="icon" href="/favicon.svg" type="image/svg+xml"></head>
-<body><main class="signin terminal-offer">
-<h1>Use these sessions in a terminal</h1>
+    let main = format!(
+        r#"<h1>Use these sessions in a terminal</h1>
 <p>Type this in a terminal where runcell is installed:</p>
 <pre><code>{command}</code></pre>
 <p>The code works once, within {minutes} minutes. From then on the terminal and this browser are one owner: the terminal's sessions move here and show in this sidebar, and this browser's sessions can be followed up from the terminal (<code>--session ID</code>).</p>
-<p><a href="/">Back to runcell</a></p>
-</main></body></html>"#,
-        css = app::OUTPUT_NAME,
+<p><a href="/">Back to runcell</a></p>"#,
         command = escape(&command),
         minutes = HANDOVER_TTL_MS / 60_000,
     );
-    (
+    server_page(
+        "Use in a terminal",
+        "signin terminal-offer",
+        &main,
         StatusCode::OK,
-        [(header::CACHE_CONTROL, "no-store")],
-        Html(body),
     )
-        .into_response()
 }
 
 #[derive(Debug, Deserialize)]
