@@ -465,22 +465,9 @@ async fn disabling_closes_everything(database_url: Option<&str>) {
         .await
         .unwrap();
     assert_eq!(run.status(), 200, "the person's key works");
-    let mcp = api
-        .post(server.url("/mcp"))
-        .header("accept", "application/json, text/event-stream")
-        .json(
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-03-26", "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"}}}),
-        )
-        .send()
+    let mcp_id = super::api::open_mcp(&api, &server)
         .await
-        .unwrap();
-    assert_eq!(mcp.status(), 200);
-    let mcp_id = mcp.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_string();
+        .expect("an MCP session with the person's key");
     let stream = api
         .get(server.url("/mcp"))
         .header("accept", "text/event-stream")
@@ -524,13 +511,8 @@ async fn disabling_closes_everything(database_url: Option<&str>) {
         .await
         .unwrap();
     assert_eq!(refused.status(), 401);
-    let mut bytes = stream.bytes_stream();
-    let ended = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(Ok(_)) = bytes.next().await {}
-    })
-    .await;
     assert!(
-        ended.is_ok(),
+        super::support::ends_within(stream, Duration::from_secs(30)).await,
         "the disabled person's MCP session stayed open"
     );
     // ...their kernel is closed...

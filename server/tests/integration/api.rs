@@ -1020,7 +1020,10 @@ async fn one_client_address_holds_a_few_of_the_anonymous_kernels() {
 
 /// Opens an MCP session as `client`: its id, or the refusal's status and
 /// body.
-async fn open_mcp(client: &reqwest::Client, server: &TestServer) -> Result<String, (u16, Value)> {
+pub(super) async fn open_mcp(
+    client: &reqwest::Client,
+    server: &TestServer,
+) -> Result<String, (u16, Value)> {
     let response = mcp(client, server, None, &initialize()).await;
     match response.headers().get("mcp-session-id") {
         Some(id) if response.status() == 200 => Ok(id.to_str().unwrap().to_string()),
@@ -1118,11 +1121,8 @@ async fn a_revoked_keys_mcp_session_is_closed_within_seconds() {
     assert_eq!(stream.status(), 200);
 
     server.revoke("leaving").await;
-    let mut bytes = stream.bytes_stream();
-    let ended = tokio::time::timeout(std::time::Duration::from_secs(30), async {
-        use futures::StreamExt;
-        while let Some(Ok(_)) = bytes.next().await {}
-    })
-    .await;
-    assert!(ended.is_ok(), "a revoked key's MCP session stayed open");
+    assert!(
+        super::support::ends_within(stream, std::time::Duration::from_secs(30)).await,
+        "a revoked key's MCP session stayed open"
+    );
 }

@@ -623,3 +623,14 @@ pub async fn new_v1_session(client: &reqwest::Client, server: &TestServer) -> St
         .unwrap();
     created["session_id"].as_str().unwrap().to_string()
 }
+
+/// Whether a streamed response (an MCP session's own stream, an NDJSON
+/// turn) ends within `patience`: read to its end, or to its first error.
+pub async fn ends_within(response: reqwest::Response, patience: Duration) -> bool {
+    let mut bytes = response.bytes_stream();
+    tokio::time::timeout(patience, async {
+        while let Some(Ok(_)) = bytes.next().await {}
+    })
+    .await
+    .is_ok()
+}
