@@ -11,6 +11,9 @@
 // Signing in is oidc-provider's own development login page (devInteractions):
 // any login name and any password are accepted; the account has
 // sub = <login>, email = <login>@example.test (verified) and name = <Login>.
+// A login with an '@' in it, `<who>+<address>`, is someone who typed an
+// address at a provider that does not check addresses: sub = <login>,
+// email = <address>, with email_verified false.
 // The requested scopes (openid email profile) are granted without a consent
 // page, so the login form is the only interaction.
 //
@@ -118,10 +121,11 @@ const provider = new Provider(issuer, {
     return {
       accountId: sub,
       async claims() {
+        const typed = sub.includes('@');
         return {
           sub,
-          email: `${sub}@example.test`,
-          email_verified: true,
+          email: typed ? sub.slice(sub.indexOf('+') + 1) : `${sub}@example.test`,
+          email_verified: !typed,
           name: capitalised(sub),
         };
       },

@@ -3,7 +3,7 @@
 //! sees only its own sandbox sessions and runs under its own limits.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Caller, KeyLimits, Limited, RunPermit};
+use crate::person_keys::{KeySessions, KeysOfPeople, PersonRoom};
 use crate::sandbox::backends::Backends;
 use crate::sandbox::files::{FileEntry, HOME};
 use crate::sandbox::sessions::{SessionError, SessionInfo, Sessions};
@@ -50,6 +51,7 @@ impl From<Limited> for CodeApiError {
             Limited::Rate { .. } => "rate",
             Limited::Concurrency { .. } => "concurrency",
             Limited::Sessions { .. } => "sessions",
+            Limited::PersonKernels { .. } => "person_kernels",
         });
         Self::Limited(limited)
     }
@@ -69,9 +71,14 @@ fn files_of(
 pub struct CodeApi {
     backends: Backends,
     limits: Arc<KeyLimits>,
-    /// Sessions being opened, per key: counted with the open ones, so that
-    /// parallel requests cannot all pass the cap before any is open.
+    /// Sessions being opened, per budget ([`Caller::budget`]): counted with
+    /// the open ones, so that parallel requests cannot all pass the cap
+    /// before any is open.
     opening: Mutex<HashMap<String, usize>>,
+    /// Each person's keys seen here, to count what they hold together.
+    keys_of_people: KeysOfPeople,
+    /// The people's own limits (the accounts), once set.
+    people: OnceLock<Arc<dyn PersonRoom>>,
 }
 
 impl std::fmt::Debug for CodeApi {
@@ -84,16 +91,16 @@ impl std::fmt::Debug for CodeApi {
 /// when the request goes away mid-way).
 struct Opening<'a> {
     opening: &'a Mutex<HashMap<String, usize>>,
-    key: &'a str,
+    budget: String,
 }
 
 impl Drop for Opening<'_> {
     fn drop(&mut self) {
         let mut opening = self.opening.lock();
-        if let Some(pending) = opening.get_mut(self.key) {
+        if let Some(pending) = opening.get_mut(&self.budget) {
             *pending = pending.saturating_sub(1);
             if *pending == 0 {
-                opening.remove(self.key);
+                opening.remove(&self.budget);
             }
         }
     }
@@ -126,6 +133,16 @@ impl CodeApi {
             backends,
             limits,
             opening: Mutex::new(HashMap::new()),
+            keys_of_people: KeysOfPeople::default(),
+            people: OnceLock::new(),
+        }
+    }
+
+    /// Counts a person's keys' sessions against the person's own limits,
+    /// as `people` says them; set once at start.
+    pub fn count_people_with(&self, people: Arc<dyn PersonRoom>) {
+        if self.people.set(people).is_err() {
+            tracing::warn!("the code API's people were set twice; the first stand");
         }
     }
 
@@ -164,7 +181,7 @@ impl CodeApi {
             None => self.backends.get(backend)?,
         };
         let sessions = Arc::clone(sessions);
-        let permit = self.limits.start_run(&caller.key_id)?;
+        let permit = self.limits.start_run(&caller.budget())?;
         Ok(Admitted {
             permit,
             sessions,
@@ -181,7 +198,7 @@ impl CodeApi {
     /// its memory, a start-up), and their number per session is bounded by
     /// the sandbox, so the rate and concurrency are what is left to cap.
     pub fn admit_kernel_start(&self, caller: &Caller) -> Result<RunPermit, CodeApiError> {
-        Ok(self.limits.start_run(&caller.key_id)?)
+        Ok(self.limits.start_run(&caller.budget())?)
     }
 
     /// Runs an admitted program to its end, in its session or a fresh
@@ -247,14 +264,32 @@ impl CodeApi {
             .into());
         }
         let key = &caller.key_id;
+        let budget = caller.budget();
+        // A person's room is what their notebooks leave of their limit.
+        if let Some(user) = &caller.user_id {
+            self.keys_of_people.note(user, key);
+        }
+        let person_room = match (&caller.user_id, self.people.get()) {
+            (Some(user), Some(people)) => Some(people.room_for_keys(user).await),
+            _ => None,
+        };
         let _opening = {
             let mut opening = self.opening.lock();
-            let pending = opening.get(key).copied().unwrap_or(0);
-            self.limits.admit_session(self.count_of(key) + pending)?;
-            *opening.entry(key.clone()).or_insert(0) += 1;
+            let pending = opening.get(&budget).copied().unwrap_or(0);
+            let held = match &caller.user_id {
+                Some(user) => self.held_by_person(user),
+                None => self.count_of(key),
+            };
+            self.limits.admit_session(held + pending)?;
+            if let Some((room, limit)) = person_room
+                && held + pending >= room
+            {
+                return Err(Limited::PersonKernels { limit }.into());
+            }
+            *opening.entry(budget.clone()).or_insert(0) += 1;
             Opening {
                 opening: &self.opening,
-                key,
+                budget,
             }
         };
         Ok(sessions.create(language, key).await?)
@@ -264,7 +299,20 @@ impl CodeApi {
     fn count_of(&self, key: &str) -> usize {
         self.backends.all().iter().map(|s| s.count_of(key)).sum()
     }
+}
 
+impl KeySessions for CodeApi {
+    /// The sessions of every key of `user`'s seen here, on every backend.
+    fn held_by_person(&self, user: &str) -> usize {
+        self.keys_of_people
+            .of(user)
+            .iter()
+            .map(|key| self.count_of(key))
+            .sum()
+    }
+}
+
+impl CodeApi {
     pub fn sessions(&self, caller: &Caller) -> Vec<SessionInfo> {
         let mut all: Vec<SessionInfo> = self
             .backends

@@ -14,6 +14,7 @@ pub mod config;
 pub mod e2b;
 pub mod http;
 pub mod jupyter;
+pub mod person_keys;
 pub mod server;
 
 pub use config::{Config, Overrides};

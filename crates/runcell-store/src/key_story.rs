@@ -186,6 +186,28 @@ pub async fn run(store: &dyn KeyStore) {
         key(store, CI).await.and_then(|k| k.revoked_ms),
         Some(REVOKED_AT)
     );
+
+    // The revocation watch reads only what was revoked since its last look.
+    let revoked_since = |since| async move {
+        store
+            .keys_revoked_since(since)
+            .await
+            .expect("revoked since")
+            .into_iter()
+            .map(|k| k.id)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(revoked_since(0).await, [CI, CI_AGAIN]);
+    assert_eq!(revoked_since(REVOKED_AT + 1).await, [CI_AGAIN]);
+    assert!(revoked_since(120_001).await.is_empty());
+    // No key here is a person's.
+    assert!(
+        store
+            .keys_of_user("someone")
+            .await
+            .expect("none")
+            .is_empty()
+    );
 }
 
 /// What [`run`] left, read back from a reopened store.

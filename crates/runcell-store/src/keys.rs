@@ -47,6 +47,13 @@ pub trait KeyStore: Send + Sync + 'static {
 
     async fn key(&self, id: &str) -> Result<Option<KeyRecord>, StoreError>;
 
+    /// The person `user_id`'s keys, revoked ones too, oldest first.
+    async fn keys_of_user(&self, user_id: &str) -> Result<Vec<KeyRecord>, StoreError>;
+
+    /// The keys revoked at or after `since_ms`, in the order they were
+    /// revoked: what the revocation watch reads, instead of every key.
+    async fn keys_revoked_since(&self, since_ms: u64) -> Result<Vec<KeyRecord>, StoreError>;
+
     async fn key_by_digest(&self, digest: &str) -> Result<Option<KeyRecord>, StoreError>;
 
     /// Revokes the live key of that name made on the command line (a

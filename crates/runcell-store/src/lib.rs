@@ -54,7 +54,9 @@ pub use postgres::{
     EVENTS_CHANNEL, PostgresStore, parse_event_note, redact as redact_database_url,
 };
 pub use sqlite::{DB_FILE, SqliteStore};
-pub use users::{AuditEntry, Identity, LimitOverrides, Role, UserRecord, UserStore};
+pub use users::{
+    AuditEntry, Identity, LimitOverrides, Role, RoleBy, SignedInUser, UserRecord, UserStore,
+};
 
 use app::api::{OwnerId, SessionId, ShareToken};
 

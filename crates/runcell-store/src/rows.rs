@@ -6,14 +6,14 @@ use std::str::FromStr;
 use sqlx::Row;
 
 use super::keys::KeyRecord;
-use super::users::{AuditEntry, Role, UserRecord};
+use super::users::{AuditEntry, Role, RoleBy, UserRecord};
 use super::{SessionRecord, ShareRecord, StoreError};
 use app::api::{OwnerId, SessionId, ShareToken};
 
 pub const SESSION_COLUMNS: &str = "id, owner, title, created_ms, updated_ms, forked_from";
 pub const SHARE_COLUMNS: &str = "token, session_id, upto_seq, files, created_ms, updated_ms";
 pub const KEY_COLUMNS: &str = "id, name, prefix, created_ms, last_used_ms, revoked_ms, user_id";
-pub const USER_COLUMNS: &str = "id, issuer, subject, name, email, role, owner, limits, \
+pub const USER_COLUMNS: &str = "id, issuer, subject, name, email, role, role_by, owner, limits, \
      created_ms, last_seen_ms, disabled_ms, runs, model_ms, model_day, model_day_ms";
 pub const AUDIT_COLUMNS: &str = "id, at_ms, actor, action, subject, detail";
 
@@ -108,6 +108,8 @@ pub fn user_of(row: &impl StoreRow) -> Result<UserRecord, StoreError> {
         name: row.text("name")?,
         email: row.text("email")?,
         role: Role::from_str(&row.text("role")?).map_err(|_| corrupt("a stored role"))?,
+        role_by: RoleBy::from_str(&row.text("role_by")?)
+            .map_err(|_| corrupt("who gave a stored role"))?,
         owner: OwnerId::from_str(&row.text("owner")?).map_err(|_| corrupt("a stored owner id"))?,
         // Limits an older or newer server wrote that this one cannot read
         // are the defaults, not an account nobody can sign in to.

@@ -18,7 +18,9 @@ use super::rows::{
     AUDIT_COLUMNS, KEY_COLUMNS, SESSION_COLUMNS, SHARE_COLUMNS, StoreRow, USER_COLUMNS, audit_of,
     key_of, kind_of, ms, session_of, share_of, unsigned, user_of,
 };
-use super::users::{AuditEntry, Identity, LimitOverrides, Role, SEEN_EVERY_MS, UserRecord};
+use super::users::{
+    AuditEntry, Identity, LimitOverrides, Role, SEEN_EVERY_MS, SignedInUser, UserRecord,
+};
 use super::{SessionRecord, ShareRecord, StoreError, title_from};
 use app::api::{OwnerId, SessionId, ShareToken};
 
@@ -454,6 +456,39 @@ pub async fn keys(db: &impl Backend, made_order: &str) -> Result<Vec<KeyRecord>,
     .collect()
 }
 
+pub async fn keys_of_user<B: Backend>(
+    db: &B,
+    user_id: &str,
+    made_order: &str,
+) -> Result<Vec<KeyRecord>, StoreError> {
+    db.fetch_all(
+        &format!(
+            "SELECT {KEY_COLUMNS} FROM api_keys WHERE user_id = $1 ORDER BY created_ms, {made_order}"
+        ),
+        vec![Param::Text(B::text(user_id))],
+    )
+    .await?
+    .iter()
+    .map(key_of)
+    .collect()
+}
+
+pub async fn keys_revoked_since(
+    db: &impl Backend,
+    since_ms: u64,
+) -> Result<Vec<KeyRecord>, StoreError> {
+    db.fetch_all(
+        &format!(
+            "SELECT {KEY_COLUMNS} FROM api_keys WHERE revoked_ms >= $1 ORDER BY revoked_ms, id"
+        ),
+        vec![Param::Int(ms(since_ms))],
+    )
+    .await?
+    .iter()
+    .map(key_of)
+    .collect()
+}
+
 pub async fn key<B: Backend>(db: &B, id: &str) -> Result<Option<KeyRecord>, StoreError> {
     db.fetch_optional(
         &format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE id = $1"),
@@ -521,19 +556,40 @@ pub async fn sign_in_user<B: Backend>(
     db: &B,
     identity: &Identity,
     owner: OwnerId,
-    role: Role,
+    listed: bool,
     now_ms: u64,
-) -> Result<UserRecord, StoreError> {
+) -> Result<SignedInUser, StoreError> {
     let limits = serde_json::to_string(&LimitOverrides::default())
         .map_err(|e| StoreError::Database(sqlx::Error::Encode(e.into())))?;
+    let role_before = db
+        .fetch_optional(
+            &format!("SELECT {USER_COLUMNS} FROM users WHERE issuer = $1 AND subject = $2"),
+            vec![
+                Param::Text(B::text(&identity.issuer)),
+                Param::Text(B::text(&identity.subject)),
+            ],
+        )
+        .await?
+        .as_ref()
+        .map(user_of)
+        .transpose()?
+        .map(|user| user.role);
+    let role = if listed { Role::Admin } else { Role::Member };
+    // Listed: an admin (the list's, unless an admin's promotion came
+    // first). Not listed: the list's admin role goes back to member; an
+    // admin's choice stays.
     let row = db
         .fetch_optional(
             &format!(
-                "INSERT INTO users (id, issuer, subject, name, email, role, owner, limits, created_ms, last_seen_ms)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
+                "INSERT INTO users (id, issuer, subject, name, email, role, role_by, owner, limits, created_ms, last_seen_ms)
+                 VALUES ($1, $2, $3, $4, $5, $6, 'list', $7, $8, $9, $9)
                  ON CONFLICT (issuer, subject) DO UPDATE SET
                      name = excluded.name, email = excluded.email, last_seen_ms = excluded.last_seen_ms,
-                     role = CASE WHEN excluded.role = 'admin' THEN 'admin' ELSE users.role END
+                     role = CASE WHEN excluded.role = 'admin' THEN 'admin'
+                                 WHEN users.role_by = 'list' THEN 'member'
+                                 ELSE users.role END,
+                     role_by = CASE WHEN excluded.role = 'admin' AND users.role <> 'admin' THEN 'list'
+                                    ELSE users.role_by END
                  RETURNING {USER_COLUMNS}"
             ),
             vec![
@@ -549,10 +605,12 @@ pub async fn sign_in_user<B: Backend>(
             ],
         )
         .await?;
-    row.as_ref()
+    let user = row
+        .as_ref()
         .map(user_of)
         .transpose()?
-        .ok_or_else(|| StoreError::Database(sqlx::Error::RowNotFound))
+        .ok_or_else(|| StoreError::Database(sqlx::Error::RowNotFound))?;
+    Ok(SignedInUser { user, role_before })
 }
 
 pub async fn user<B: Backend>(db: &B, id: &str) -> Result<Option<UserRecord>, StoreError> {
@@ -594,8 +652,9 @@ pub async fn set_user_column<B: Backend>(
     column: UserColumn,
     value: Param,
 ) -> Result<bool, StoreError> {
+    // A role set here is an admin's, which the admins list never takes back.
     let column = match column {
-        UserColumn::Role => "role",
+        UserColumn::Role => "role_by = 'admin', role",
         UserColumn::Limits => "limits",
         UserColumn::Disabled => "disabled_ms",
     };

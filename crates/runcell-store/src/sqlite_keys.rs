@@ -28,6 +28,14 @@ impl KeyStore for SqliteStore {
         sql::key(self, id).await
     }
 
+    async fn keys_of_user(&self, user_id: &str) -> Result<Vec<KeyRecord>, StoreError> {
+        sql::keys_of_user(self, user_id, MADE_ORDER).await
+    }
+
+    async fn keys_revoked_since(&self, since_ms: u64) -> Result<Vec<KeyRecord>, StoreError> {
+        sql::keys_revoked_since(self, since_ms).await
+    }
+
     async fn key_by_digest(&self, digest: &str) -> Result<Option<KeyRecord>, StoreError> {
         sql::key_by_digest(self, digest).await
     }

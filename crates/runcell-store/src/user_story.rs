@@ -1,6 +1,6 @@
 //! The story every [`UserStore`] must tell: a first sign-in makes an
-//! account, a second finds it (with the provider's new name and email, the
-//! role never lowered), two issuers with one subject are two people, an
+//! account, a second finds it (with the provider's new name and email), the
+//! admins list's role follows the list while an admin's choice stays, two issuers with one subject are two people, an
 //! admin changes roles and limits and disables and enables, a disabled
 //! person's keys are revoked, usage adds up, and the audit log pages
 //! newest first. Written against the traits only; both stores run it.
@@ -8,7 +8,7 @@
 use app::api::OwnerId;
 
 use super::keys::{KeyRecord, KeyStore};
-use super::users::{AuditEntry, Identity, LimitOverrides, Role, UserStore};
+use super::users::{AuditEntry, Identity, LimitOverrides, Role, RoleBy, UserStore};
 
 fn alice(issuer: &str) -> Identity {
     Identity {
@@ -16,6 +16,7 @@ fn alice(issuer: &str) -> Identity {
         subject: "alice".into(),
         name: "Alice".into(),
         email: "alice@example.test".into(),
+        email_verified: true,
     }
 }
 
@@ -35,11 +36,14 @@ pub async fn run<S: UserStore + KeyStore>(store: &S) {
     let idp = "http://127.0.0.1:1/idp";
     let owner = OwnerId::random();
     let first = store
-        .sign_in_user(&alice(idp), owner, Role::Member, 1_000)
+        .sign_in_user(&alice(idp), owner, false, 1_000)
         .await
         .expect("first sign-in");
+    assert_eq!(first.role_before, None);
+    let first = first.user;
     assert_eq!(first.owner, owner);
     assert_eq!(first.role, Role::Member);
+    assert_eq!(first.role_by, RoleBy::List);
     assert_eq!(first.last_seen_ms, Some(1_000));
     assert_eq!(first.limits, LimitOverrides::default());
     assert!(!first.is_disabled());
@@ -51,38 +55,58 @@ pub async fn run<S: UserStore + KeyStore>(store: &S) {
         ..alice(idp)
     };
     let again = store
-        .sign_in_user(&renamed, OwnerId::random(), Role::Member, 2_000)
+        .sign_in_user(&renamed, OwnerId::random(), false, 2_000)
         .await
         .expect("second sign-in");
+    assert_eq!(again.role_before, Some(Role::Member));
+    let again = again.user;
     assert_eq!(again.id, first.id);
     assert_eq!(again.owner, owner);
     assert_eq!(again.name, "Alice B.");
     assert_eq!(again.created_ms, 1_000);
     assert_eq!(again.last_seen_ms, Some(2_000));
 
-    // Named an admin by the configuration: promoted, and a later sign-in
-    // as a member does not lower it (admins demote in the admin page).
+    // Named an admin by the list: an admin; taken off it, a member again
+    // on the next sign-in (the list's role is read again, never ratcheted).
     let admin = store
-        .sign_in_user(&alice(idp), OwnerId::random(), Role::Admin, 3_000)
+        .sign_in_user(&alice(idp), OwnerId::random(), true, 3_000)
         .await
         .expect("promoted");
-    assert_eq!(admin.role, Role::Admin);
-    let still = store
-        .sign_in_user(&alice(idp), OwnerId::random(), Role::Member, 4_000)
+    assert_eq!(admin.role_before, Some(Role::Member));
+    assert_eq!(
+        (admin.user.role, admin.user.role_by),
+        (Role::Admin, RoleBy::List)
+    );
+    let off_the_list = store
+        .sign_in_user(&alice(idp), OwnerId::random(), false, 4_000)
         .await
         .expect("member sign-in");
-    assert_eq!(still.role, Role::Admin);
+    assert_eq!(off_the_list.role_before, Some(Role::Admin));
+    assert_eq!(off_the_list.user.role, Role::Member);
+
+    // Made an admin on the admin page: the list does not take it back,
+    // and listing them later leaves it the admin's.
+    assert!(store.set_role(&first.id, Role::Admin).await.expect("role"));
+    let kept = store
+        .sign_in_user(&alice(idp), OwnerId::random(), false, 4_500)
+        .await
+        .expect("an admin's admin");
+    assert_eq!(
+        (kept.user.role, kept.user.role_by),
+        (Role::Admin, RoleBy::Admin)
+    );
+    let listed = store
+        .sign_in_user(&alice(idp), OwnerId::random(), true, 4_600)
+        .await
+        .expect("listed too");
+    assert_eq!(listed.user.role_by, RoleBy::Admin);
 
     // Another issuer's `alice` is someone else.
     let other = store
-        .sign_in_user(
-            &alice("header:x-user"),
-            OwnerId::random(),
-            Role::Member,
-            5_000,
-        )
+        .sign_in_user(&alice("header:x-user"), OwnerId::random(), false, 5_000)
         .await
-        .expect("another issuer");
+        .expect("another issuer")
+        .user;
     assert_ne!(other.id, first.id);
     assert_ne!(other.owner, owner);
     let all = store.users().await.expect("list");
@@ -171,6 +195,17 @@ pub async fn run<S: UserStore + KeyStore>(store: &S) {
     );
     let revoked = store.key("k-b").await.expect("read").expect("exists");
     assert_eq!(revoked.revoked_ms, Some(80_000));
+    let ids_of = |user: String| async move {
+        store
+            .keys_of_user(&user)
+            .await
+            .expect("a person's keys")
+            .into_iter()
+            .map(|k| k.id)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ids_of(first.id.clone()).await, ["k-a"]);
+    assert_eq!(ids_of(other.id.clone()).await, ["k-b"]);
     assert_eq!(revoked.user_id.as_deref(), Some(other.id.as_str()));
     assert!(
         store

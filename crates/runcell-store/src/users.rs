@@ -47,6 +47,38 @@ impl FromStr for Role {
     }
 }
 
+/// Who gave a person their current role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RoleBy {
+    /// The configured admins list (`auth.admins`), read again at every
+    /// sign-in: off the list is a member again on the next sign-in.
+    List,
+    /// An admin on the admin page; the list never takes it back.
+    Admin,
+}
+
+impl RoleBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::List => "list",
+            Self::Admin => "admin",
+        }
+    }
+}
+
+impl FromStr for RoleBy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "list" => Ok(Self::List),
+            "admin" => Ok(Self::Admin),
+            other => Err(format!("no one called `{other}` gives roles (list, admin)")),
+        }
+    }
+}
+
 /// One person's limits where they differ from the configured defaults
 /// (`None`: the default holds).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,6 +109,8 @@ pub struct UserRecord {
     pub name: String,
     pub email: String,
     pub role: Role,
+    /// Who gave them `role`.
+    pub role_by: RoleBy,
     /// The owner their notebooks are kept under; never sent to a browser.
     pub owner: OwnerId,
     pub limits: LimitOverrides,
@@ -123,6 +157,18 @@ pub struct Identity {
     pub subject: String,
     pub name: String,
     pub email: String,
+    /// Whether whoever named the person vouches for `email` (an OpenID
+    /// provider's `email_verified: true`; a trusted proxy's header). Not
+    /// kept: it decides whether the email may make an admin.
+    pub email_verified: bool,
+}
+
+/// A sign-in as the store saw it: the account after it, and the role it
+/// had before (`None`: made by this sign-in).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SignedInUser {
+    pub user: UserRecord,
+    pub role_before: Option<Role>,
 }
 
 /// An entry of the audit log.
@@ -149,17 +195,19 @@ pub const SEEN_EVERY_MS: u64 = 60_000;
 /// Where accounts and the audit log are kept.
 #[async_trait]
 pub trait UserStore: Send + Sync + 'static {
-    /// The account of `identity`, made on its first sign-in with `owner` and
-    /// `role`; an existing one gets the identity's current name and email
-    /// and `last_seen_ms`, and becomes an admin if `role` is admin (an
-    /// account named an admin by the configuration), never less.
+    /// The account of `identity`, made on its first sign-in with `owner`;
+    /// an existing one gets the identity's current name and email and
+    /// `last_seen_ms`. `listed`: the configured admins list names this
+    /// (verified) identity. Listed, the person is an admin; not listed, a
+    /// role the list gave ([`RoleBy::List`]) goes back to member, and a
+    /// role an admin gave ([`RoleBy::Admin`]) stays.
     async fn sign_in_user(
         &self,
         identity: &Identity,
         owner: OwnerId,
-        role: Role,
+        listed: bool,
         now_ms: u64,
-    ) -> Result<UserRecord, StoreError>;
+    ) -> Result<SignedInUser, StoreError>;
 
     async fn user(&self, id: &str) -> Result<Option<UserRecord>, StoreError>;
 
@@ -169,7 +217,8 @@ pub trait UserStore: Send + Sync + 'static {
     /// The ids of the disabled accounts and their owners.
     async fn disabled_users(&self) -> Result<Vec<(String, OwnerId)>, StoreError>;
 
-    /// False if there is no such account.
+    /// Gives `id` `role`, as an admin on the admin page ([`RoleBy::Admin`]);
+    /// false if there is no such account.
     async fn set_role(&self, id: &str, role: Role) -> Result<bool, StoreError>;
 
     async fn set_limits(&self, id: &str, limits: &LimitOverrides) -> Result<bool, StoreError>;

@@ -10,10 +10,10 @@ macro_rules! user_store_on_sql {
                 &self,
                 identity: &$crate::users::Identity,
                 owner: app::api::OwnerId,
-                role: $crate::users::Role,
+                listed: bool,
                 now_ms: u64,
-            ) -> Result<$crate::users::UserRecord, $crate::StoreError> {
-                $crate::sql::sign_in_user(self, identity, owner, role, now_ms).await
+            ) -> Result<$crate::users::SignedInUser, $crate::StoreError> {
+                $crate::sql::sign_in_user(self, identity, owner, listed, now_ms).await
             }
 
             async fn user(

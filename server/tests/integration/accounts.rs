@@ -335,6 +335,34 @@ async fn a_person_signs_in_at_the_provider_on_postgres() {
 }
 
 #[tokio::test]
+async fn an_email_the_provider_does_not_vouch_for_makes_no_admin() {
+    let port = free_port();
+    let server = server_with_provider(port, None).await;
+    let _provider = provider_for(&server, port).await;
+    let provider_browser = client_with(&[]);
+    // Mallory types alice's address at a provider that does not check it.
+    let mut mallory = Browser::new(&server);
+    let authorize = start_sign_in(&mut mallory, &server, "/").await;
+    let callback = sign_in_at(&provider_browser, &authorize, "mallory+alice@example.test").await;
+    assert_eq!(mallory.get(&callback).await.status(), StatusCode::SEE_OTHER);
+    assert!(mallory.jar.get("runcell_signin").is_some(), "signed in");
+    let refused = mallory.get(&server.url("/admin")).await;
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+    // Alice, whose address the provider vouches for, is the admin.
+    let mut alice = Browser::new(&server);
+    let authorize = start_sign_in(&mut alice, &server, "/").await;
+    let callback = sign_in_at(&provider_browser, &authorize, "alice").await;
+    assert_eq!(alice.get(&callback).await.status(), StatusCode::SEE_OTHER);
+    let admin = alice.get(&server.url("/admin")).await;
+    assert_eq!(admin.status(), 200);
+    let admin = admin.text().await.unwrap();
+    assert!(
+        admin.contains("is now an admin on signing in: auth.admins names them"),
+        "the list's role is in the audit log: {admin}"
+    );
+}
+
+#[tokio::test]
 async fn a_trusted_header_is_believed_from_the_proxy_address_only() {
     let server = TestServer::start_configured(|config| {
         config.auth.trusted_header = "X-Forwarded-User".into();
@@ -700,6 +728,131 @@ async fn limits_are_refused(database_url: Option<&str>) {
         body.to_string()
             .contains("the most your account allows (3)"),
         "{body}"
+    );
+}
+
+/// The key `browser`'s person makes at `/account`, from the page that
+/// shows it once; or the refusal's status.
+async fn make_key(
+    browser: &mut Browser,
+    server: &TestServer,
+    name: &str,
+) -> Result<String, StatusCode> {
+    let made = browser
+        .post_form(&server.url("/account/keys"), &[("name", name)])
+        .await;
+    let status = made.status();
+    if status != StatusCode::OK {
+        return Err(status);
+    }
+    let page = made.text().await.unwrap();
+    Ok(page
+        .split("<code>")
+        .nth(1)
+        .and_then(|rest| rest.split("</code>").next())
+        .unwrap()
+        .to_string())
+}
+
+#[tokio::test]
+async fn a_persons_keys_are_held_to_the_persons_limits() {
+    let server = server_with_header(None, |config| {
+        config.auth.user_limits.live_kernels = 1;
+        config.auth.keys_per_person = 3;
+        config.auth.keys_made_per_hour = 4;
+    })
+    .await;
+    let mut hana = named(&server, "hana");
+    let mut keys = Vec::new();
+    for name in ["a", "b", "c"] {
+        keys.push(
+            make_key(&mut hana, &server, name)
+                .await
+                .expect("within the cap"),
+        );
+    }
+    // A fourth live key is refused, and says why.
+    let fourth = hana
+        .post_form(&server.url("/account/keys"), &[("name", "d")])
+        .await;
+    assert_eq!(fourth.status(), StatusCode::TOO_MANY_REQUESTS);
+    let said = fourth.text().await.unwrap();
+    assert!(said.contains("you have 3 live API keys"), "{said}");
+
+    // Two keys, one live kernel: the second key's session is refused, for
+    // the person's limit, not the key's.
+    let session = |key: String| {
+        let http = client_with(&[]);
+        let url = server.url("/v1/code_interpreter/sessions");
+        async move {
+            http.post(url)
+                .bearer_auth(key)
+                .json(&json!({"language": "python"}))
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let first = session(keys[0].clone()).await;
+    assert_eq!(
+        first.status(),
+        StatusCode::CREATED,
+        "{}",
+        first.text().await.unwrap()
+    );
+    let second = session(keys[1].clone()).await;
+    assert_eq!(second.status(), StatusCode::TOO_MANY_REQUESTS);
+    let said = second.text().await.unwrap();
+    assert!(
+        said.contains("may hold 1 live kernels, its notebooks' and its keys' together"),
+        "{said}"
+    );
+
+    // Revoking a key makes room for another, but not past the hourly rate:
+    // four made this hour already (three live, one revoked, one new).
+    let revoked_id = {
+        let page = hana
+            .get(&server.url("/account"))
+            .await
+            .text()
+            .await
+            .unwrap();
+        page.split("/account/keys/")
+            .nth(1)
+            .and_then(|rest| rest.split('/').next())
+            .unwrap()
+            .to_string()
+    };
+    let revoke = hana
+        .post_form(
+            &server.url(&format!("/account/keys/{revoked_id}/revoke")),
+            &[],
+        )
+        .await;
+    assert_eq!(revoke.status(), StatusCode::SEE_OTHER);
+    make_key(&mut hana, &server, "e").await.expect("room again");
+    let revoked_id = {
+        let page = hana
+            .get(&server.url("/account"))
+            .await
+            .text()
+            .await
+            .unwrap();
+        page.split("/account/keys/")
+            .nth(1)
+            .and_then(|rest| rest.split('/').next())
+            .unwrap()
+            .to_string()
+    };
+    hana.post_form(
+        &server.url(&format!("/account/keys/{revoked_id}/revoke")),
+        &[],
+    )
+    .await;
+    assert_eq!(
+        make_key(&mut hana, &server, "f").await,
+        Err(StatusCode::TOO_MANY_REQUESTS),
+        "the fifth key within the hour"
     );
 }
 

@@ -104,6 +104,11 @@ impl Notebooks {
         closed
     }
 
+    /// The live kernels `owner`'s notebooks hold on this node.
+    pub fn kernels_of(&self, owner: OwnerId) -> usize {
+        self.kernels().held_by(owner)
+    }
+
     /// `joiner` becomes the owner `code` names: the joiner's sessions move
     /// to that owner.
     pub async fn join(&self, joiner: OwnerId, code: &str) -> Result<Joined, NotebookError> {

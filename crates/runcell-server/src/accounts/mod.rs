@@ -4,6 +4,7 @@
 //! each written to the audit log. No HTTP here; `http::signin` and
 //! `http::admin` map to pages and statuses.
 
+pub mod keys;
 pub mod oidc;
 pub mod quotas;
 pub mod trusted;
@@ -43,6 +44,11 @@ pub enum AccountError {
     NotFound,
     #[error("{0}")]
     Refused(String),
+    /// A key was not made: the person's key caps.
+    #[error("{0}")]
+    KeyRefused(keys::KeyRefusal),
+    #[error(transparent)]
+    Key(#[from] AuthError),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -55,6 +61,12 @@ pub trait HeldByOwner: Send + Sync {
     fn what(&self) -> &'static str;
     /// Closes everything of `owner`'s here; how many were closed.
     async fn close_owner(&self, owner: OwnerId) -> usize;
+    /// The kernels of `owner`'s it holds here (what counts against a
+    /// person's `live_kernels`).
+    fn kernels_of(&self, owner: OwnerId) -> usize {
+        let _ = owner;
+        0
+    }
 }
 
 /// Who a request is signed in as.
@@ -72,6 +84,8 @@ pub struct Accounts {
     auth: Arc<Auth>,
     /// Emails and subjects (lower case) that are admins on sign-in.
     admins: Vec<String>,
+    /// Whether a listed email counts without the provider vouching for it.
+    trust_unverified_emails: bool,
     /// How long a sign-in lasts.
     lasts: Duration,
     oidc: Option<Oidc>,
@@ -90,6 +104,10 @@ pub struct Accounts {
     meters: quotas::Meters,
     /// A person's limits unless an admin set others.
     defaults: crate::config::UserLimits,
+    /// The caps on making keys.
+    key_making: keys::KeyMaking,
+    /// What people's keys hold (the code API), once set.
+    key_sessions: OnceLock<std::sync::Weak<dyn crate::person_keys::KeySessions>>,
 }
 
 impl std::fmt::Debug for Accounts {
@@ -120,6 +138,7 @@ impl Accounts {
             users,
             auth,
             admins: config.admins.iter().map(|a| a.to_lowercase()).collect(),
+            trust_unverified_emails: config.trust_unverified_admin_emails,
             lasts: Duration::from_secs(config.ui_session_secs),
             oidc,
             trusted: TrustedHeader::from_config(config),
@@ -130,6 +149,8 @@ impl Accounts {
             owners: RwLock::new(HashMap::new()),
             meters: quotas::Meters::default(),
             defaults: config.user_limits,
+            key_making: keys::KeyMaking::new(config),
+            key_sessions: OnceLock::new(),
         })
     }
 
@@ -153,13 +174,47 @@ impl Accounts {
         self.lasts
     }
 
-    fn role_for(&self, identity: &Identity) -> Role {
+    /// Whether the admins list names `identity`: by its subject, or by an
+    /// email the provider vouches for (`email_verified`), or any email when
+    /// `auth.trust_unverified_admin_emails` says so.
+    fn listed(&self, identity: &Identity) -> bool {
         let named = |s: &str| !s.is_empty() && self.admins.contains(&s.to_lowercase());
-        if named(&identity.email) || named(&identity.subject) {
-            Role::Admin
-        } else {
-            Role::Member
+        named(&identity.subject)
+            || (named(&identity.email) && (identity.email_verified || self.trust_unverified_emails))
+    }
+
+    /// The store's sign-in of `identity`, with the list's role read again;
+    /// a role the list gave or took is written to the audit log.
+    async fn account_for(&self, identity: &Identity) -> Result<UserRecord, AccountError> {
+        let listed = self.listed(identity);
+        let signed = self
+            .users
+            .sign_in_user(identity, OwnerId::random(), listed, now_ms())
+            .await?;
+        let user = signed.user;
+        let changed = match signed.role_before {
+            Some(before) => before != user.role,
+            None => user.role == Role::Admin,
+        };
+        if changed {
+            let why = if listed {
+                "auth.admins names them"
+            } else {
+                "auth.admins no longer names them"
+            };
+            self.note(
+                None,
+                "role_changed",
+                Some(&user.id),
+                format!(
+                    "{} is now {} on signing in: {why}",
+                    user.display_name(),
+                    role_words(user.role)
+                ),
+            )
+            .await;
         }
+        Ok(user)
     }
 
     /// Signs `identity` in (`how`: "OpenID", "the trusted header"): their
@@ -170,15 +225,7 @@ impl Accounts {
         identity: &Identity,
         how: &str,
     ) -> Result<UserRecord, AccountError> {
-        let user = self
-            .users
-            .sign_in_user(
-                identity,
-                OwnerId::random(),
-                self.role_for(identity),
-                now_ms(),
-            )
-            .await?;
+        let user = self.account_for(identity).await?;
         if user.is_disabled() {
             self.note(
                 Some(&user.id),
@@ -346,15 +393,7 @@ impl Accounts {
         let user = match audited {
             // Seen lately: refreshed quietly.
             Some(_) => {
-                let user = self
-                    .users
-                    .sign_in_user(
-                        &identity,
-                        OwnerId::random(),
-                        self.role_for(&identity),
-                        now_ms(),
-                    )
-                    .await?;
+                let user = self.account_for(&identity).await?;
                 if user.is_disabled() {
                     return Ok(None);
                 }
@@ -609,6 +648,10 @@ impl HeldByOwner for crate::notebook::Notebooks {
     async fn close_owner(&self, owner: OwnerId) -> usize {
         crate::notebook::Notebooks::close_owner(self, owner).await
     }
+
+    fn kernels_of(&self, owner: OwnerId) -> usize {
+        crate::notebook::Notebooks::kernels_of(self, owner)
+    }
 }
 
 #[cfg(test)]
@@ -617,6 +660,13 @@ mod tests {
     use crate::store::SqliteStore;
 
     async fn accounts(admins: &[&str]) -> (Accounts, tempfile::TempDir) {
+        accounts_with(admins, false).await
+    }
+
+    async fn accounts_with(
+        admins: &[&str],
+        trust_unverified_admin_emails: bool,
+    ) -> (Accounts, tempfile::TempDir) {
         let dir = tempfile::tempdir().expect("temp dir");
         let store = Arc::new(SqliteStore::open_in(dir.path()).await.expect("store"));
         let auth = Arc::new(Auth::new(
@@ -626,6 +676,7 @@ mod tests {
         ));
         let config = AuthConfig {
             admins: admins.iter().map(|a| (*a).to_string()).collect(),
+            trust_unverified_admin_emails,
             ..AuthConfig::default()
         };
         let accounts = Accounts::new(store, auth, &config).expect("accounts");
@@ -638,6 +689,7 @@ mod tests {
             subject: subject.into(),
             name: String::new(),
             email: email.into(),
+            email_verified: true,
         }
     }
 
@@ -660,6 +712,106 @@ mod tests {
             .await
             .expect("bob");
         assert_eq!(bob.role, Role::Member);
+    }
+
+    fn unverified(subject: &str, email: &str) -> Identity {
+        Identity {
+            email_verified: false,
+            ..identity(subject, email)
+        }
+    }
+
+    #[tokio::test]
+    async fn an_email_the_provider_does_not_vouch_for_makes_no_admin() {
+        let (accounts, _dir) = accounts(&["ada@example.org", "ops-bot"]).await;
+        // Anyone may type ada's address at a provider that does not check it.
+        let typed = accounts
+            .sign_in(&unverified("mallory", "ada@example.org"), "OpenID Connect")
+            .await
+            .expect("mallory");
+        assert_eq!(typed.role, Role::Member);
+        // A subject is the provider's own word, verified email or not.
+        let bot = accounts
+            .sign_in(&unverified("ops-bot", ""), "OpenID Connect")
+            .await
+            .expect("bot");
+        assert_eq!(bot.role, Role::Admin);
+        // The operator who names the trade gets the old behaviour.
+        let (trusting, _dir) = accounts_with(&["ada@example.org"], true).await;
+        let typed = trusting
+            .sign_in(&unverified("mallory", "ada@example.org"), "OpenID Connect")
+            .await
+            .expect("mallory");
+        assert_eq!(typed.role, Role::Admin);
+    }
+
+    #[tokio::test]
+    async fn the_lists_role_is_read_again_and_an_admins_choice_stays() {
+        let (listed, dir) = accounts(&["ada@example.org", "bob@example.org"]).await;
+        let ada = listed
+            .sign_in(&identity("a1", "ada@example.org"), "OpenID Connect")
+            .await
+            .expect("ada");
+        let bob = listed
+            .sign_in(&identity("b1", "bob@example.org"), "OpenID Connect")
+            .await
+            .expect("bob");
+        let carol = listed
+            .sign_in(&identity("c1", "carol@example.org"), "OpenID Connect")
+            .await
+            .expect("carol");
+        listed
+            .set_role(&ada, &carol.id, Role::Admin)
+            .await
+            .expect("carol promoted by ada");
+        // The same store with ada alone on the list: bob, the list's
+        // admin, is a member on his next sign-in; carol, ada's, stays.
+        let store = Arc::new(SqliteStore::open_in(dir.path()).await.expect("store"));
+        let auth = Arc::new(Auth::new(
+            store.clone(),
+            b"0123456789abcdef0123456789abcdef",
+            Duration::from_secs(60),
+        ));
+        let config = AuthConfig {
+            admins: vec!["ada@example.org".into()],
+            ..AuthConfig::default()
+        };
+        let relisted = Accounts::new(store, auth, &config).expect("accounts");
+        let bob_again = relisted
+            .sign_in(&identity("b1", "bob@example.org"), "OpenID Connect")
+            .await
+            .expect("bob again");
+        assert_eq!(bob_again.id, bob.id);
+        assert_eq!(bob_again.role, Role::Member);
+        let carol_again = relisted
+            .sign_in(&identity("c1", "carol@example.org"), "OpenID Connect")
+            .await
+            .expect("carol again");
+        assert_eq!(carol_again.role, Role::Admin);
+        let log = relisted.audit_log(None, 20).await.expect("log");
+        let changes: Vec<_> = log
+            .iter()
+            .filter(|e| e.action == "role_changed")
+            .map(|e| (e.actor.is_none(), e.detail.as_str()))
+            .collect();
+        assert_eq!(
+            changes,
+            [
+                (
+                    true,
+                    "bob@example.org is now a member on signing in: auth.admins no longer names them"
+                ),
+                (false, "ada@example.org made carol@example.org an admin"),
+                (
+                    true,
+                    "bob@example.org is now an admin on signing in: auth.admins names them"
+                ),
+                (
+                    true,
+                    "ada@example.org is now an admin on signing in: auth.admins names them"
+                ),
+            ]
+        );
     }
 
     #[tokio::test]
@@ -697,7 +849,13 @@ mod tests {
         let log = accounts.audit_log(None, 10).await.expect("log");
         assert_eq!(
             log.iter().map(|e| e.action.as_str()).collect::<Vec<_>>(),
-            ["sign_in_refused", "user_disabled", "sign_in", "sign_in"]
+            [
+                "sign_in_refused",
+                "user_disabled",
+                "sign_in",
+                "sign_in",
+                "role_changed"
+            ]
         );
         accounts
             .set_disabled(&ada, &bob.id, false)

@@ -270,6 +270,7 @@ impl Oidc {
                         && let Some(email) = info.email()
                     {
                         identity.email = bounded(email.as_str());
+                        identity.email_verified = info.email_verified() == Some(true);
                     }
                     if identity.name.is_empty()
                         && let Some(name) = info.name().and_then(|n| n.get(None))
@@ -341,6 +342,8 @@ pub fn identity_in(
             .email()
             .map(|e| bounded(e.as_str()))
             .unwrap_or_default(),
+        // Only an explicit `true` vouches for the email: absent is not.
+        email_verified: claims.email().is_some() && claims.email_verified() == Some(true),
     })
 }
 

@@ -58,6 +58,8 @@ struct Made {
     nonce: &'static str,
     expires_in: Span,
     key: CoreRsaPrivateSigningKey,
+    /// The `email_verified` claim, if the token has one.
+    email_verified: Option<bool>,
 }
 
 fn good() -> Made {
@@ -67,6 +69,7 @@ fn good() -> Made {
         nonce: NONCE,
         expires_in: Span::minutes(5),
         key: provider_key(),
+        email_verified: Some(true),
     }
 }
 
@@ -78,7 +81,8 @@ fn token(made: &Made) -> CoreIdToken {
         now + made.expires_in,
         now - Span::minutes(10),
         StandardClaims::new(SubjectIdentifier::new("alice".into()))
-            .set_email(Some(EndUserEmail::new("alice@example.test".into()))),
+            .set_email(Some(EndUserEmail::new("alice@example.test".into())))
+            .set_email_verified(made.email_verified),
         EmptyAdditionalClaims {},
     )
     .set_nonce(Some(Nonce::new(made.nonce.into())));
@@ -102,7 +106,21 @@ fn a_good_token_names_the_person() {
     assert_eq!(identity.issuer, ISSUER);
     assert_eq!(identity.subject, "alice");
     assert_eq!(identity.email, "alice@example.test");
+    assert!(identity.email_verified);
     assert_eq!(identity.name, "");
+}
+
+#[test]
+fn only_an_explicit_email_verified_vouches_for_the_email() {
+    for (claim, vouched) in [(Some(true), true), (Some(false), false), (None, false)] {
+        let identity = check(&Made {
+            email_verified: claim,
+            ..good()
+        })
+        .expect("valid");
+        assert_eq!(identity.email, "alice@example.test");
+        assert_eq!(identity.email_verified, vouched, "email_verified {claim:?}");
+    }
 }
 
 #[test]

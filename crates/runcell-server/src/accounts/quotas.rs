@@ -148,7 +148,9 @@ impl OwnerQuotas for Accounts {
 
     fn kernel_cap(&self, owner: OwnerId) -> Option<usize> {
         let user = self.account_of(owner)?;
-        usize::try_from(self.limits_of(&user).live_kernels).ok()
+        // What their keys' sessions hold is taken from their notebooks'.
+        let limit = usize::try_from(self.limits_of(&user).live_kernels).ok()?;
+        Some(limit.saturating_sub(self.key_sessions_of(&user.id)))
     }
 
     fn storage_cap(&self, owner: OwnerId) -> Option<u64> {

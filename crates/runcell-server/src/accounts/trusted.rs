@@ -71,6 +71,9 @@ impl TrustedHeader {
             issuer: self.issuer(),
             name: subject.clone(),
             subject,
+            // The proxy signed the person in; what it says of them is
+            // as good as its word on who they are.
+            email_verified: !email.is_empty(),
             email,
         })
     }

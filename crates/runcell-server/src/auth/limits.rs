@@ -27,15 +27,19 @@ pub enum Limited {
     Concurrency { limit: u32 },
     /// Too many sandbox sessions open.
     Sessions { limit: u32 },
+    /// The person the key belongs to holds their most kernels (their
+    /// notebooks' and their keys' sessions together).
+    PersonKernels { limit: u32 },
 }
 
 impl Limited {
     /// The limit that was hit, as `X-RateLimit-Limit` states it.
     pub fn limit(&self) -> u32 {
         match self {
-            Self::Rate { limit, .. } | Self::Concurrency { limit } | Self::Sessions { limit } => {
-                *limit
-            }
+            Self::Rate { limit, .. }
+            | Self::Concurrency { limit }
+            | Self::Sessions { limit }
+            | Self::PersonKernels { limit } => *limit,
         }
     }
 
@@ -45,7 +49,7 @@ impl Limited {
             Self::Rate { retry_after, .. } => retry_after_secs(*retry_after),
             Self::Concurrency { .. } => 1,
             // A session frees up only when one is closed or idles out.
-            Self::Sessions { .. } => 10,
+            Self::Sessions { .. } | Self::PersonKernels { .. } => 10,
         }
     }
 
@@ -61,6 +65,9 @@ impl Limited {
             Self::Sessions { limit } => {
                 format!("this key has {limit} sandbox sessions open, its most; close one first")
             }
+            Self::PersonKernels { limit } => format!(
+                "the account this key belongs to may hold {limit} live kernels, its notebooks' and its keys' together, and holds them all; close one first"
+            ),
         }
     }
 }

@@ -41,6 +41,17 @@ pub struct Caller {
 }
 
 impl Caller {
+    /// Whose budgets the caller's work is counted in: a person's keys all
+    /// share the person's (one key's runs a minute, runs under way, sandbox
+    /// sessions and MCP sessions, for all of them together), so making
+    /// more keys buys no more; a server's key has its own.
+    pub fn budget(&self) -> String {
+        match &self.user_id {
+            Some(user) => format!("{PERSON_PREFIX}{user}"),
+            None => self.key_id.clone(),
+        }
+    }
+
     fn of(key: &KeyRecord) -> Self {
         Self {
             key_id: key.id.clone(),
@@ -198,13 +209,7 @@ impl Auth {
 
     /// The keys of the person `user_id`, revoked ones too, oldest first.
     pub async fn keys_of(&self, user_id: &str) -> Result<Vec<KeyRecord>, AuthError> {
-        Ok(self
-            .keys
-            .keys()
-            .await?
-            .into_iter()
-            .filter(|key| key.user_id.as_deref() == Some(user_id))
-            .collect())
+        Ok(self.keys.keys_of_user(user_id).await?)
     }
 
     /// Makes a key named `name` for the person `user_id`; the key is
@@ -229,14 +234,13 @@ impl Auth {
         }
     }
 
-    /// The ids of every revoked key, as the store says now.
-    pub async fn revoked_key_ids(&self) -> Result<Vec<String>, AuthError> {
+    /// The ids of the keys revoked at or after `since_ms`.
+    pub async fn revoked_key_ids_since(&self, since_ms: u64) -> Result<Vec<String>, AuthError> {
         Ok(self
             .keys
-            .keys()
+            .keys_revoked_since(since_ms)
             .await?
             .into_iter()
-            .filter(|key| !key.is_live())
             .map(|key| key.id)
             .collect())
     }

@@ -4,9 +4,13 @@
 //! the key store every `auth.revocation_check_secs` for revoked keys, and
 //! closes whatever of theirs is still open here. It reads the store rather
 //! than waiting for an event, so a key revoked by `runcell keys revoke`
-//! (another process) or on another node sharing PostgreSQL is seen too.
+//! (another process) or on another node sharing PostgreSQL is seen too, and
+//! it reads only the keys revoked since its last look (an index on
+//! `revoked_ms`), never every key each time: a person who made thousands of
+//! keys costs each node nothing per tick.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -23,9 +27,16 @@ pub fn spawn_watch(
     shutdown: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     let holders: Arc<[Arc<dyn HeldByKey>]> = holders.into();
+    // The first look reads every revoked key; later ones from the last.
+    let since = Arc::new(AtomicU64::new(0));
     spawn_every(every, shutdown, move || {
-        let (auth, holders) = (Arc::clone(&auth), Arc::clone(&holders));
-        async move { close_revoked(&auth, &holders).await }
+        let (auth, holders, since) = (Arc::clone(&auth), Arc::clone(&holders), Arc::clone(&since));
+        async move {
+            let from = since.load(Ordering::Relaxed);
+            if let Some(next) = close_revoked(&auth, &holders, from).await {
+                since.store(next, Ordering::Relaxed);
+            }
+        }
     })
 }
 
@@ -52,13 +63,25 @@ where
     })
 }
 
-/// One look: every revoked key's live things are closed.
-pub async fn close_revoked(auth: &Auth, holders: &[Arc<dyn HeldByKey>]) {
-    let revoked = match auth.revoked_key_ids().await {
+/// How far before the last look the next one reads again: a node whose
+/// clock is behind this one's may write a revocation time a little in the
+/// past, and such a key must not slip between two looks.
+const CLOCK_MARGIN_MS: u64 = 120_000;
+
+/// One look: the live things of every key revoked since `since_ms` are
+/// closed. What the next look reads from; `None` if the store could not be
+/// read (the next look reads from `since_ms` again).
+pub async fn close_revoked(
+    auth: &Auth,
+    holders: &[Arc<dyn HeldByKey>],
+    since_ms: u64,
+) -> Option<u64> {
+    let looked_at = runcell_core::clock::now_ms();
+    let revoked = match auth.revoked_key_ids_since(since_ms).await {
         Ok(revoked) => revoked,
         Err(err) => {
             tracing::warn!(%err, "cannot read the revoked keys");
-            return;
+            return None;
         }
     };
     for key in &revoked {
@@ -74,4 +97,5 @@ pub async fn close_revoked(auth: &Auth, holders: &[Arc<dyn HeldByKey>]) {
             }
         }
     }
+    Some(looked_at.saturating_sub(CLOCK_MARGIN_MS))
 }

@@ -51,13 +51,30 @@ pub struct AuthConfig {
     /// The addresses (or networks, `10.0.0.0/8`) the proxy connects from.
     #[serde(deserialize_with = "list")]
     pub trusted_proxies: Vec<String>,
-    /// People who are admins whenever they sign in: their email, or their
-    /// provider's subject. Admins may make others admins on the admin page.
+    /// People who are admins whenever they sign in: their provider's
+    /// subject (preferred: the provider never lets a person choose it), or
+    /// their email when the provider says it is verified
+    /// (`email_verified: true`). Read again at every sign-in: taken off the
+    /// list, a person is a member on their next sign-in, unless an admin
+    /// made them an admin on the admin page. Admins may make others admins
+    /// there.
     #[serde(deserialize_with = "list")]
     pub admins: Vec<String>,
+    /// For providers that never send `email_verified`: let `admins`' emails
+    /// name admins without it. The trade: anyone who can put that email on
+    /// their account at the provider (self-registration without
+    /// verification, an editable profile) becomes an admin here. Off by
+    /// default; name admins by subject instead where you can.
+    pub trust_unverified_admin_emails: bool,
     /// What each signed-in person may use unless an admin gives them
     /// other limits (`[auth.user_limits]`).
     pub user_limits: UserLimits,
+    /// Live API keys one person may hold (made at `/account`). All of a
+    /// person's keys share one key's budgets and count against the
+    /// person's limits, so this only keeps the key table small.
+    pub keys_per_person: u32,
+    /// API keys one person may make an hour.
+    pub keys_made_per_hour: u32,
 }
 
 /// A signed-in person's limits, by default.
@@ -176,7 +193,10 @@ impl Default for AuthConfig {
             trusted_email_header: String::new(),
             trusted_proxies: Vec::new(),
             admins: Vec::new(),
+            trust_unverified_admin_emails: false,
             user_limits: UserLimits::default(),
+            keys_per_person: 10,
+            keys_made_per_hour: 20,
         }
     }
 }

@@ -14,7 +14,7 @@ use serde::Deserialize;
 
 use super::ApiError;
 use super::people::{Person, duration, maybe_when, page, when};
-use crate::accounts::Accounts;
+use crate::accounts::{AccountError, Accounts};
 use crate::auth::{Auth, AuthError};
 use crate::http::state::AppState;
 
@@ -48,6 +48,9 @@ fn failed(err: AuthError) -> Response {
     }
 }
 
+/// Revoked keys the account page lists, the latest.
+const REVOKED_SHOWN: usize = 20;
+
 /// `GET /account`.
 pub async fn overview(State(state): State<AccountState>, Person(me): Person) -> Response {
     let keys = match state.auth.keys_of(&me.id).await {
@@ -55,8 +58,20 @@ pub async fn overview(State(state): State<AccountState>, Person(me): Person) -> 
         Err(err) => return failed(err),
     };
     let limits = state.accounts.limits_of(&me);
+    // Live keys all (a few: `auth.keys_per_person`), revoked ones only the
+    // latest: the page stays small however many keys were ever made.
+    let revoked = keys.iter().filter(|key| !key.is_live()).count();
+    let hidden = revoked.saturating_sub(REVOKED_SHOWN);
+    let mut skipped = 0;
+    let shown = keys.iter().filter(|key| {
+        let older_revoked = !key.is_live() && skipped < hidden;
+        if older_revoked {
+            skipped += 1;
+        }
+        !older_revoked
+    });
     let mut rows = String::new();
-    for key in &keys {
+    for key in shown {
         let status = match key.revoked_ms {
             Some(at) => format!("revoked {}", when(at)),
             None => format!(
@@ -79,12 +94,17 @@ pub async fn overview(State(state): State<AccountState>, Person(me): Person) -> 
         format!(
             r#"<div class="people-scroll" tabindex="0" role="region" aria-labelledby="keys-heading">
 <table class="people-table">
-<caption>Your API keys, oldest first</caption>
+<caption>Your API keys, oldest first{older}</caption>
 <thead><tr><th scope="col">Name</th><th scope="col">Begins</th><th scope="col">Made</th><th scope="col">Last used</th><th scope="col">Status</th></tr></thead>
 <tbody>
 {rows}</tbody>
 </table>
-</div>"#
+</div>"#,
+            older = if hidden > 0 {
+                format!(" ({hidden} older revoked keys not shown)")
+            } else {
+                String::new()
+            }
         )
     };
     // Browsers read `pattern` with the `v` flag, where a `-` in a class must
@@ -134,17 +154,8 @@ pub async fn create(
     Form(form): Form<NewKey>,
 ) -> Response {
     let name = form.name.trim();
-    match state.auth.create_key_for(&me.id, name).await {
+    match state.accounts.make_key(&me, name).await {
         Ok((key, record)) => {
-            state
-                .accounts
-                .note(
-                    Some(&me.id),
-                    "key_created",
-                    Some(&record.id),
-                    format!("{} made the API key {}", me.display_name(), record.name),
-                )
-                .await;
             let body = format!(
                 r#"<p>Your new key <strong>{name}</strong>:</p>
 <pre class="people-key"><code>{key}</code></pre>
@@ -155,7 +166,32 @@ pub async fn create(
             );
             page("New API key", &body, StatusCode::OK)
         }
-        Err(err) => failed(err),
+        Err(AccountError::KeyRefused(refusal)) => {
+            let mut response = page(
+                "No new key",
+                &format!(
+                    "<p role=\"alert\">{}</p><p><a href=\"/account\">Your account</a></p>",
+                    escape(&refusal.to_string())
+                ),
+                StatusCode::TOO_MANY_REQUESTS,
+            );
+            let wait = refusal.retry_after_secs();
+            if wait > 0
+                && let Ok(value) = axum::http::HeaderValue::from_str(&wait.to_string())
+            {
+                response
+                    .headers_mut()
+                    .insert(axum::http::header::RETRY_AFTER, value);
+            }
+            response
+        }
+        Err(AccountError::Key(err)) => failed(err),
+        Err(AccountError::Store(err)) => ApiError::from(err).into_response(),
+        Err(other) => page(
+            "Not done",
+            &format!("<p role=\"alert\">{}</p>", escape(&other.to_string())),
+            StatusCode::BAD_REQUEST,
+        ),
     }
 }
 

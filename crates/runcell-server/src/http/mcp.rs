@@ -298,13 +298,13 @@ pub async fn authenticate(
             }
             None
         }
-        None if parts.method == Method::POST => match sessions.begin_open(&key) {
+        None if parts.method == Method::POST => match sessions.begin_open(&key, &caller.budget()) {
             Some(opening) => Some(opening),
             None => {
                 return json_rpc_refusal(
                     StatusCode::TOO_MANY_REQUESTS,
                     &format!(
-                        "this key holds {} MCP sessions, the most it may; close one (DELETE /mcp with its Mcp-Session-Id) or wait for an idle one to be closed",
+                        "this key (with the other keys of its person, if it is a person's) holds {} MCP sessions, the most it may; close one (DELETE /mcp with its Mcp-Session-Id) or wait for an idle one to be closed",
                         sessions.per_key()
                     ),
                 );

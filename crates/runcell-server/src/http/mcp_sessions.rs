@@ -1,5 +1,6 @@
 //! The MCP sessions of `/mcp`, each bound to the API key that opened it:
-//! at most `auth.mcp_sessions_per_key` per key, closed after
+//! at most `auth.mcp_sessions_per_key` per key (all of a person's keys
+//! together count as one: [`crate::auth::Caller::budget`]), closed after
 //! `auth.mcp_session_idle_secs` unused or when the key is revoked, and
 //! forgotten once closed, so that nothing a key opens outlives its use.
 
@@ -18,14 +19,16 @@ const SWEEP_SHORTEST: Duration = Duration::from_millis(250);
 
 struct Bound {
     key: String,
+    /// Whose budget it counts in.
+    budget: String,
     last_used: Instant,
 }
 
 #[derive(Default)]
 struct Held {
     by_id: HashMap<String, Bound>,
-    /// Sessions being opened, per key: counted with the open ones, so that
-    /// opens at once cannot all pass the cap.
+    /// Sessions being opened, per budget: counted with the open ones, so
+    /// that opens at once cannot all pass the cap.
     opening: HashMap<String, usize>,
 }
 
@@ -49,15 +52,16 @@ impl std::fmt::Debug for McpSessions {
 pub struct Opening {
     held: Arc<Mutex<Held>>,
     key: String,
+    budget: String,
 }
 
 impl Drop for Opening {
     fn drop(&mut self) {
         let mut held = self.held.lock();
-        if let Some(pending) = held.opening.get_mut(&self.key) {
+        if let Some(pending) = held.opening.get_mut(&self.budget) {
             *pending = pending.saturating_sub(1);
             if *pending == 0 {
-                held.opening.remove(&self.key);
+                held.opening.remove(&self.budget);
             }
         }
     }
@@ -115,19 +119,21 @@ impl McpSessions {
         }
     }
 
-    /// Room for one more session of `key`'s, or `None` when it holds as
-    /// many as it may.
-    pub fn begin_open(&self, key: &str) -> Option<Opening> {
+    /// Room for one more session of `key`'s, counted in `budget` (the
+    /// key's own, or its person's), or `None` when the budget holds as many
+    /// as it may.
+    pub fn begin_open(&self, key: &str, budget: &str) -> Option<Opening> {
         let mut held = self.held.lock();
-        let open = held.by_id.values().filter(|b| b.key == key).count();
-        let pending = held.opening.get(key).copied().unwrap_or(0);
+        let open = held.by_id.values().filter(|b| b.budget == budget).count();
+        let pending = held.opening.get(budget).copied().unwrap_or(0);
         if open + pending >= self.per_key {
             return None;
         }
-        *held.opening.entry(key.to_string()).or_insert(0) += 1;
+        *held.opening.entry(budget.to_string()).or_insert(0) += 1;
         Some(Opening {
             held: Arc::clone(&self.held),
             key: key.to_string(),
+            budget: budget.to_string(),
         })
     }
 
@@ -137,6 +143,7 @@ impl McpSessions {
             id.to_string(),
             Bound {
                 key: opening.key.clone(),
+                budget: opening.budget.clone(),
                 last_used: Instant::now(),
             },
         );
@@ -245,10 +252,13 @@ mod tests {
     #[tokio::test]
     async fn a_key_holds_a_few_sessions_and_idle_ones_are_forgotten() {
         let sessions = McpSessions::new(2, Duration::from_millis(50));
-        let first = sessions.begin_open("k").expect("room");
-        let second = sessions.begin_open("k").expect("room");
-        assert!(sessions.begin_open("k").is_none(), "opening ones count");
-        assert!(sessions.begin_open("other").is_some());
+        let first = sessions.begin_open("k", "k").expect("room");
+        let second = sessions.begin_open("k", "k").expect("room");
+        assert!(
+            sessions.begin_open("k", "k").is_none(),
+            "opening ones count"
+        );
+        assert!(sessions.begin_open("other", "other").is_some());
         sessions.opened("a", first);
         drop(second);
         assert_eq!(sessions.count_of("k"), 1);
@@ -257,8 +267,25 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(80)).await;
         assert_eq!(sessions.close_idle().await, 1);
         assert_eq!(sessions.count_of("k"), 0);
-        sessions.opened("b", sessions.begin_open("k").expect("room again"));
+        sessions.opened("b", sessions.begin_open("k", "k").expect("room again"));
         assert_eq!(sessions.close_key("k").await, 1);
         assert_eq!(sessions.count_of("k"), 0);
+    }
+
+    #[test]
+    fn a_persons_keys_share_one_budget() {
+        let sessions = McpSessions::new(2, Duration::from_secs(60));
+        sessions.opened("a", sessions.begin_open("k1", "user:p").expect("room"));
+        sessions.opened("b", sessions.begin_open("k2", "user:p").expect("room"));
+        assert!(
+            sessions.begin_open("k3", "user:p").is_none(),
+            "a third key of the same person finds the budget spent"
+        );
+        assert!(sessions.begin_open("k4", "user:q").is_some());
+        assert_eq!(
+            sessions.used("a", "k2"),
+            Whose::Other,
+            "still each key's own"
+        );
     }
 }

@@ -20,6 +20,7 @@ use crate::http::mcp_sessions::McpSessions;
 use crate::llm::Llm;
 use crate::llm::catalog::Catalog;
 use crate::notebook::Notebooks;
+use crate::person_keys::{KeySessions, PersonRoom};
 use crate::sandbox::Sandbox;
 use crate::sandbox::backends::Backends;
 use crate::sandbox::browser::{BrowserSettings, BrowserTabs, Runtime, find_runtime};
@@ -240,6 +241,9 @@ impl AppState {
             backends.clone(),
             Arc::new(KeyLimits::new(&config.auth)),
         ));
+        // A person's keys and notebooks share the person's live kernels.
+        code_api.count_people_with(Arc::clone(&accounts) as Arc<dyn PersonRoom>);
+        accounts.count_key_sessions_with(&(Arc::clone(&code_api) as Arc<dyn KeySessions>));
         let e2b = Arc::new(Served::new(
             Arc::clone(&code_api),
             Arc::clone(&sandbox_sessions),

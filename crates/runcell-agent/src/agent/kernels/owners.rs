@@ -64,6 +64,25 @@ impl Kernels {
         self.holders.lock().by_session.remove(&session);
     }
 
+    /// The live kernels `owner`'s notebooks hold here, with those being
+    /// opened.
+    pub fn held_by(&self, owner: OwnerId) -> usize {
+        let sessions = self.sessions.lock();
+        let holders = self.holders.lock();
+        let live = sessions
+            .iter()
+            .filter_map(|(id, s)| Some((id, s.kernel.as_ref()?)))
+            .filter(|(id, kernel)| {
+                holders
+                    .by_session
+                    .get(id)
+                    .is_some_and(|holder| holder.owner == owner)
+                    && self.is_live(kernel)
+            })
+            .count();
+        live + holders.opening.get(&owner).copied().unwrap_or(0)
+    }
+
     /// Counts a run of `owner`'s in `session`'s kernel until it is dropped.
     pub(super) fn running(&self, session: SessionId, owner: OwnerId) -> Running<'_> {
         let mut holders = self.holders.lock();
