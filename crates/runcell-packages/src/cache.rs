@@ -1,9 +1,10 @@
 //! The disk cache all sessions share: project pages by name
 //! (`pages/<project>.json`) and files by content (`blobs/sha256/<2 hex>/<hex>`),
-//! written through temporary files in `tmp/` and renamed into place. The
-//! files together stay under a size: each is touched when served, and the
-//! ones served longest ago go first (a page stays; its files are fetched
-//! again when asked for). What a crash left in `tmp/` goes at start.
+//! written through temporary files in `tmp/` and renamed into place. Files
+//! and pages together stay under a size: each is touched when used, and
+//! the ones used longest ago go first (they are fetched again when asked
+//! for). A page being served is parsed once and shared by every request
+//! for it. What a crash left in `tmp/` goes at start.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -25,7 +26,9 @@ pub(crate) struct Cache {
     blobs: PathBuf,
     tmp: PathBuf,
     locks: parking_lot::Mutex<HashMap<String, Weak<tokio::sync::Mutex<()>>>>,
-    /// The most the files may take together, and what they take now.
+    /// Pages in use, parsed once: every request for one shares it.
+    live: parking_lot::Mutex<HashMap<String, Weak<Page>>>,
+    /// The most files and pages may take together, and what they take now.
     max_bytes: u64,
     used: AtomicU64,
     /// Held while files are removed to make room (one sweep at a time).
@@ -41,6 +44,7 @@ impl Cache {
             blobs: root.join("blobs").join("sha256"),
             tmp: root.join("tmp"),
             locks: parking_lot::Mutex::new(HashMap::new()),
+            live: parking_lot::Mutex::new(HashMap::new()),
             root,
             max_bytes,
             used: AtomicU64::new(0),
@@ -57,27 +61,34 @@ impl Cache {
                 let _ = std::fs::remove_file(entry.path());
             }
         }
-        let used = blobs_in(&cache.blobs).iter().map(|b| b.size).sum();
+        let used = cache.entries().iter().map(|b| b.size).sum();
         cache.used.store(used, Ordering::Relaxed);
         cache.make_room(None);
         Ok(cache)
     }
 
-    /// Marks `path` (a blob) as served now: the last to be removed.
+    /// Every kept file and page, with its size and when it was last used.
+    fn entries(&self) -> Vec<Blob> {
+        let mut entries = blobs_in(&self.blobs);
+        entries.extend(files_in(&self.pages));
+        entries
+    }
+
+    /// Marks `path` (a blob or a page) as used now: the last to be removed.
     pub fn touch(&self, path: &Path) {
         if let Ok(file) = std::fs::File::open(path) {
             let _ = file.set_modified(SystemTime::now());
         }
     }
 
-    /// While the files take more than the most, removes those served
+    /// While files and pages take more than the most, removes those used
     /// longest ago (never `keep`), down to nine tenths of it.
     fn make_room(&self, keep: Option<&Path>) {
         if self.used.load(Ordering::Relaxed) <= self.max_bytes {
             return;
         }
         let _one = self.sweeping.lock();
-        let mut blobs = blobs_in(&self.blobs);
+        let mut blobs = self.entries();
         let mut used: u64 = blobs.iter().map(|b| b.size).sum();
         blobs.sort_by_key(|b| b.modified);
         let target = self.max_bytes / 10 * 9;
@@ -90,7 +101,7 @@ impl Cache {
             }
             if std::fs::remove_file(&blob.path).is_ok() {
                 used = used.saturating_sub(blob.size);
-                tracing::debug!(path = %blob.path.display(), "a cached package file removed to make room");
+                tracing::debug!(path = %blob.path.display(), "a cached package file or page removed to make room");
             }
         }
         self.used.store(used, Ordering::Relaxed);
@@ -104,9 +115,13 @@ impl Cache {
         self.pages.join(format!("{project}.json"))
     }
 
-    /// The cached page of `project` (a valid normalised name), at any age.
-    pub async fn read_page(&self, project: &str) -> Option<Page> {
+    /// The cached page of `project` (a valid normalised name), at any age:
+    /// the one in use if there is one, else read from disk.
+    pub async fn read_page(&self, project: &str) -> Option<Arc<Page>> {
         let path = self.page_path(project);
+        if let Some(page) = self.live.lock().get(project).and_then(Weak::upgrade) {
+            return Some(page);
+        }
         let bytes = match tokio::fs::read(&path).await {
             Ok(bytes) => bytes,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return None,
@@ -115,8 +130,11 @@ impl Cache {
                 return None;
             }
         };
-        match serde_json::from_slice(&bytes) {
-            Ok(page) => Some(page),
+        match serde_json::from_slice::<Page>(&bytes) {
+            Ok(page) => {
+                self.touch(&path);
+                Some(self.share(project, page))
+            }
             Err(err) => {
                 tracing::warn!(%err, path = %path.display(), "a cached package page does not parse");
                 None
@@ -124,18 +142,46 @@ impl Cache {
         }
     }
 
-    /// Stores `page` as `project`'s, replacing the old one at once.
-    pub async fn write_page(&self, project: &str, page: &Page) -> std::io::Result<()> {
-        let bytes = serde_json::to_vec(page).map_err(std::io::Error::other)?;
+    /// `page` as `project`'s page in use (another request's copy if one
+    /// got there first).
+    fn share(&self, project: &str, page: Page) -> Arc<Page> {
+        let mut live = self.live.lock();
+        if live.len() > 256 {
+            live.retain(|_, page| page.strong_count() > 0);
+        }
+        if let Some(page) = live.get(project).and_then(Weak::upgrade) {
+            return page;
+        }
+        let page = Arc::new(page);
+        live.insert(project.to_string(), Arc::downgrade(&page));
+        page
+    }
+
+    /// Stores `page` as `project`'s, replacing the old one at once; the
+    /// page now in use.
+    pub async fn write_page(&self, project: &str, page: Page) -> std::io::Result<Arc<Page>> {
+        let bytes = serde_json::to_vec(&page).map_err(std::io::Error::other)?;
+        let size = bytes.len() as u64;
         let (tmp, path) = (self.tmp.clone(), self.page_path(project));
-        tokio::task::spawn_blocking(move || {
+        let old = tokio::task::spawn_blocking(move || {
+            let old = std::fs::metadata(&path).map_or(0, |m| m.len());
             let mut file = tempfile::NamedTempFile::new_in(tmp)?;
             file.write_all(&bytes)?;
-            file.persist(path).map_err(|err| err.error)?;
-            Ok(())
+            file.persist(&path).map_err(|err| err.error)?;
+            Ok::<_, std::io::Error>(old)
         })
         .await
-        .map_err(std::io::Error::other)?
+        .map_err(std::io::Error::other)??;
+        self.live.lock().remove(project);
+        let shared = self.share(project, page);
+        self.used.fetch_add(size, Ordering::Relaxed);
+        self.used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
+                Some(used.saturating_sub(old))
+            })
+            .ok();
+        self.make_room(Some(&self.page_path(project)));
+        Ok(shared)
     }
 
     /// Where the file with this sha256 (64 lowercase hex) is kept.
@@ -211,6 +257,24 @@ struct Blob {
     path: PathBuf,
     size: u64,
     modified: SystemTime,
+}
+
+/// The files right under `dir` (the pages).
+fn files_in(dir: &Path) -> Vec<Blob> {
+    let Ok(files) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    files
+        .flatten()
+        .filter_map(|file| {
+            let meta = file.metadata().ok()?;
+            meta.is_file().then(|| Blob {
+                path: file.path(),
+                size: meta.len(),
+                modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            })
+        })
+        .collect()
 }
 
 /// The files under `blobs` (`<2 hex>/<hex>`).

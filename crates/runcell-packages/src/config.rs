@@ -21,9 +21,16 @@ pub struct PackagesConfig {
     pub max_file_mib: u64,
     /// The most bytes one account (a session or a one-shot run) may be served, in MiB.
     pub max_session_mib: u64,
-    /// The most the shared cache keeps of files, in MiB: past it, the files
-    /// served longest ago are removed (they are fetched again if asked for).
+    /// The most the shared cache keeps of files and project pages, in MiB:
+    /// past it, those used longest ago are removed (they are fetched again
+    /// if asked for).
     pub max_cache_mib: u64,
+    /// Upstream fetches (project pages and files) in flight at once, over
+    /// every session; more wait their turn.
+    pub max_fetches: u32,
+    /// Upstream fetches one session (or one-shot run) may have in flight
+    /// at once; more wait their turn.
+    pub max_session_fetches: u32,
     /// Never ask upstream: serve only what the cache holds.
     pub offline: bool,
     /// A cached project page older than this is fetched again (the stale copy
@@ -47,6 +54,8 @@ impl Default for PackagesConfig {
             max_file_mib: 100,
             max_session_mib: 500,
             max_cache_mib: 5120,
+            max_fetches: 8,
+            max_session_fetches: 2,
             offline: false,
             page_ttl_secs: 600,
             ca_file: None,

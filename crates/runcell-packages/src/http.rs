@@ -49,16 +49,15 @@ fn page_response(body: String, format: Format) -> Response {
     ([(header::CONTENT_TYPE, format.content_type())], body).into_response()
 }
 
+/// `/simple/`: the projects this session itself asked for, never what
+/// other sessions (other people) installed.
 async fn root(State(jail): State<Jail>, headers: HeaderMap) -> Response {
     let format = format_of(&headers);
     if jail.index.config().mode == Mode::Off {
         let text = "runcell's package index is off (packages.mode = \"off\")\n";
         return (StatusCode::FORBIDDEN, text).into_response();
     }
-    page_response(
-        page::render_root(&jail.index.cached_projects(), format),
-        format,
-    )
+    page_response(page::render_root(&jail.account.asked(), format), format)
 }
 
 async fn project(
@@ -68,10 +67,15 @@ async fn project(
 ) -> Response {
     let format = format_of(&headers);
     match jail.index.project_files(&jail.account, &project).await {
-        Ok(files) => {
-            let files: Vec<_> = files.iter().collect();
-            page_response(page::render_project(&project, &files, format), format)
-        }
+        // Streamed from the shared page as the jail reads it: a request
+        // costs its indices and one chunk, not a rendered copy of the page.
+        Ok((page, listed)) => (
+            [(header::CONTENT_TYPE, format.content_type())],
+            axum::body::Body::from_stream(page::render_project_stream(
+                &project, page, listed, format,
+            )),
+        )
+            .into_response(),
         Err(failure) => failure.into_response(),
     }
 }
@@ -122,7 +126,9 @@ impl IntoResponse for Failure {
     }
 }
 
-/// Serves the index on `listener` for `account`: at most
+/// Serves the index on `listener` for `account`, over HTTP/1 only (one
+/// request at a time per connection: HTTP/2's many streams on one
+/// connection would let a jail past the connection cap): at most
 /// [`crate::account::MAX_CONNECTIONS`] connections of the account's at once,
 /// over all its listeners (a session has one for each of its jails); a
 /// connection over that is taken and waits for one to end (the next ones
@@ -134,7 +140,7 @@ impl IntoResponse for Failure {
 /// installs.
 pub(crate) async fn serve(index: Arc<PackageIndex>, listener: TcpListener, account: Arc<Account>) {
     let app = router(index, Arc::clone(&account));
-    let mut builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(TokioExecutor::new()).http1_only();
     builder
         .http1()
         .timer(TokioTimer::new())

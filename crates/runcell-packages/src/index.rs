@@ -4,12 +4,14 @@
 //! results.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use runcell_core::metrics;
+use tokio::sync::OwnedSemaphorePermit;
 
 use crate::PackageIndex;
-use crate::account::{Account, Notice};
+use crate::account::{Account, Notice, Reservation};
 use crate::config::Mode;
 use crate::name;
 use crate::page::{self, FileEntry, Page};
@@ -117,13 +119,14 @@ impl PackageIndex {
         Ok(())
     }
 
-    /// The files of `project` a jail may see: wheels (and sdists if
-    /// allowed), and offline only those whose blob is cached.
+    /// The files of `project` a jail may see: its page, shared, and the
+    /// indices of the files listed (wheels, and sdists if allowed; offline
+    /// only those whose blob is cached). The account asked for it.
     pub(crate) async fn project_files(
         &self,
         account: &Account,
         project: &str,
-    ) -> Result<Vec<FileEntry>, Failure> {
+    ) -> Result<(Arc<Page>, Vec<usize>), Failure> {
         let files = async {
             if !name::is_project_name(project) || name::normalize(project) != project {
                 return Err(Failure::BadName(format!(
@@ -133,12 +136,35 @@ impl PackageIndex {
                 )));
             }
             self.check_policy(project)?;
-            let page = self.page(project).await?;
-            Ok(page.files.into_iter().filter(|f| self.lists(f)).collect())
+            let page = self.page(account, project).await?;
+            let listed = (0..page.files.len())
+                .filter(|i| self.lists(&page.files[*i]))
+                .collect();
+            account.asked_for(project);
+            Ok((page, listed))
         };
         files
             .await
             .map_err(|failure| Self::report(account, failure))
+    }
+
+    /// Permits for one upstream fetch of `account`'s: its own first, then
+    /// one of all sessions'. Waits while either has none free.
+    async fn fetch_permits(
+        &self,
+        account: &Account,
+    ) -> Result<(OwnedSemaphorePermit, OwnedSemaphorePermit), FetchError> {
+        let closed = |_| FetchError::Failed("the index is shutting down".into());
+        let mine = account
+            .fetches(self.config.max_session_fetches as usize)
+            .acquire_owned()
+            .await
+            .map_err(closed)?;
+        let all = Arc::clone(&self.fetches)
+            .acquire_owned()
+            .await
+            .map_err(closed)?;
+        Ok((mine, all))
     }
 
     fn lists(&self, file: &FileEntry) -> bool {
@@ -147,8 +173,9 @@ impl PackageIndex {
     }
 
     /// `project`'s page: the cached copy while fresh (or offline), else
-    /// upstream's, else the stale copy.
-    async fn page(&self, project: &str) -> Result<Page, Failure> {
+    /// upstream's (fetched within `account`'s and everyone's fetch
+    /// permits), else the stale copy.
+    async fn page(&self, account: &Account, project: &str) -> Result<Arc<Page>, Failure> {
         let cached = self.cache.read_page(project).await;
         if self.config.offline {
             return cached.ok_or_else(|| {
@@ -159,16 +186,21 @@ impl PackageIndex {
         }
         let fresh = |page: &Page| now().saturating_sub(page.fetched_at) < self.config.page_ttl_secs;
         if let Some(page) = cached.as_ref().filter(|p| fresh(p)) {
-            return Ok(page.clone());
+            return Ok(Arc::clone(page));
         }
         let _one_fetch = self.cache.lock(format!("page/{project}")).await;
         let cached = self.cache.read_page(project).await.or(cached);
         if let Some(page) = cached.as_ref().filter(|p| fresh(p)) {
-            return Ok(page.clone());
+            return Ok(Arc::clone(page));
         }
-        let fetched = match self.upstream.page(project).await {
-            Ok(fetched) => page::parse_upstream(project, &fetched.url, &fetched.body, fetched.json)
-                .ok_or_else(|| FetchError::Failed("upstream's page did not parse".into())),
+        let fetched = match self.fetch_permits(account).await {
+            Ok(_permits) => match self.upstream.page(project).await {
+                Ok(fetched) => {
+                    page::parse_upstream(project, &fetched.url, &fetched.body, fetched.json)
+                        .ok_or_else(|| FetchError::Failed("upstream's page did not parse".into()))
+                }
+                Err(err) => Err(err),
+            },
             Err(err) => Err(err),
         };
         match fetched {
@@ -177,10 +209,13 @@ impl PackageIndex {
                     fetched_at: now(),
                     files,
                 };
-                if let Err(err) = self.cache.write_page(project, &page).await {
-                    tracing::warn!(%err, project, "a package page could not be cached");
+                match self.cache.write_page(project, page.clone()).await {
+                    Ok(shared) => Ok(shared),
+                    Err(err) => {
+                        tracing::warn!(%err, project, "a package page could not be cached");
+                        Ok(Arc::new(page))
+                    }
                 }
-                Ok(page)
             }
             Err(FetchError::NotFound) => Err(Failure::NotFound(format!(
                 "no project named '{project}' in the package index"
@@ -232,7 +267,7 @@ impl PackageIndex {
         self.check_policy(&project)?;
         let page = match self.cache.read_page(&project).await {
             Some(page) => page,
-            None => self.page(&project).await?,
+            None => self.page(account, &project).await?,
         };
         let not_listed = || {
             Failure::NotFound(format!(
@@ -241,11 +276,13 @@ impl PackageIndex {
         };
         let entry = page
             .files
-            .into_iter()
+            .iter()
             .find(|f| {
                 f.sha256 == sha256 && f.filename == filename && (f.wheel || self.config.sdists)
             })
+            .cloned()
             .ok_or_else(not_listed)?;
+        drop(page);
         let (file_cap, session_cap) = (
             self.config.max_file_bytes(),
             self.config.max_session_bytes(),
@@ -260,35 +297,40 @@ impl PackageIndex {
         };
         let over_session = |bytes: u64| {
             let reason = format!(
-                "'{filename}' ({} MiB) would take this session past packages.max_session_mib ({}; {} MiB served so far)",
+                "'{filename}' ({} MiB) would take this session past packages.max_session_mib ({}; {} MiB served or on its way so far)",
                 bytes.div_ceil(MIB),
                 self.config.max_session_mib,
                 account.bytes_served().div_ceil(MIB)
             );
             refused(&project, reason, "session_size")
         };
-        if let Some(size) = entry.size {
-            if size > file_cap {
-                return Err(over_file(size));
-            }
-            if account.bytes_served().saturating_add(size) > session_cap {
-                return Err(over_session(size));
-            }
+        // The listed size is reserved before anything is fetched or sent; a
+        // file of unknown size is reserved as it comes in.
+        let listed = entry.size.unwrap_or(0);
+        if listed > file_cap {
+            return Err(over_file(listed));
         }
-        let (path, cached) = self.blob(&project, &entry, file_cap).await.map_err(|err| match err {
-            FetchError::TooLarge(bytes) => over_file(bytes),
-            FetchError::NotFound if self.config.offline => Failure::NotFound(format!("'{filename}' is not in runcell's offline package cache (packages.offline)")),
-            FetchError::Mismatch(got) => Failure::Upstream {
-                project: project.clone(),
-                reason: format!("'{filename}' from the package index upstream did not match its sha256 (listed {sha256}, got {got}); it was not installed"),
-                metric: "hash",
-            },
-            other => Failure::Upstream {
-                project: project.clone(),
-                reason: format!("runcell could not download '{filename}' from its package index upstream ({})", describe(&other)),
-                metric: "upstream",
-            },
-        })?;
+        let mut reserved = account
+            .reserve(listed, session_cap)
+            .ok_or_else(|| over_session(listed))?;
+        let (path, cached) = self
+            .blob(account, &project, &entry, file_cap, &mut reserved)
+            .await
+            .map_err(|err| match err {
+                FetchError::TooLarge(bytes) => over_file(bytes),
+                FetchError::OverBudget(bytes) => over_session(bytes),
+                FetchError::NotFound if self.config.offline => Failure::NotFound(format!("'{filename}' is not in runcell's offline package cache (packages.offline)")),
+                FetchError::Mismatch(got) => Failure::Upstream {
+                    project: project.clone(),
+                    reason: format!("'{filename}' from the package index upstream did not match its sha256 (listed {sha256}, got {got}); it was not installed"),
+                    metric: "hash",
+                },
+                other => Failure::Upstream {
+                    project: project.clone(),
+                    reason: format!("runcell could not download '{filename}' from its package index upstream ({})", describe(&other)),
+                    metric: "upstream",
+                },
+            })?;
         let bytes = tokio::fs::metadata(&path)
             .await
             .map(|m| m.len())
@@ -299,9 +341,10 @@ impl PackageIndex {
         if bytes > file_cap {
             return Err(over_file(bytes));
         }
-        if !account.try_charge(bytes, session_cap) {
+        if !reserved.settle(bytes) {
             return Err(over_session(bytes));
         }
+        reserved.keep();
         account.record(&project, &version);
         let source = if cached { "cache" } else { "upstream" };
         metrics::package_file_served(source, bytes);
@@ -325,12 +368,16 @@ impl PackageIndex {
     }
 
     /// The blob for `entry`, and whether it was cached: one download per
-    /// hash at a time; a second asker finds it done.
+    /// hash at a time (a second asker finds it done), within `account`'s
+    /// and everyone's fetch permits, its bytes held in `reserved` as they
+    /// come.
     async fn blob(
         &self,
+        account: &Account,
         project: &str,
         entry: &FileEntry,
         cap: u64,
+        reserved: &mut Reservation<'_>,
     ) -> Result<(PathBuf, bool), FetchError> {
         let path = self.cache.blob_path(&entry.sha256);
         if path.is_file() {
@@ -344,14 +391,16 @@ impl PackageIndex {
         if path.is_file() {
             return Ok((path, true));
         }
+        let _permits = self.fetch_permits(account).await?;
         let temp = self
             .cache
             .temp_file()
             .map_err(|err| FetchError::Failed(format!("the cache: {err}")))?;
         tracing::debug!(project, url = entry.url, "downloading a package file");
+        let mut within_budget = |length: u64| reserved.grow_to(length);
         let (temp, _) = self
             .upstream
-            .download(&entry.url, cap, &entry.sha256, temp)
+            .download(&entry.url, cap, &entry.sha256, temp, &mut within_budget)
             .await?;
         let path = self
             .cache
@@ -366,6 +415,12 @@ fn describe(err: &FetchError) -> String {
     match err {
         FetchError::NotFound => "it answered 404".into(),
         FetchError::TooLarge(bytes) => format!("it is over {} MiB", bytes / MIB),
+        FetchError::OverBudget(bytes) => {
+            format!(
+                "it would take the session past its budget at {} MiB",
+                bytes / MIB
+            )
+        }
         FetchError::Mismatch(_) => "its sha256 did not match".into(),
         FetchError::Failed(why) => why.clone(),
     }

@@ -47,6 +47,8 @@ pub struct PackageIndex {
     deny: HashSet<String>,
     cache: Cache,
     upstream: Upstream,
+    /// Upstream fetches in flight over every session (`max_fetches`).
+    fetches: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for PackageIndex {
@@ -79,6 +81,9 @@ impl PackageIndex {
                     .map_err(PackagesError::Certificates)?,
             )?,
             upstream_url: upstream,
+            fetches: Arc::new(tokio::sync::Semaphore::new(
+                usize::try_from(config.max_fetches.max(1)).unwrap_or(1),
+            )),
             config,
         }))
     }

@@ -305,57 +305,113 @@ fn local_url(file: &FileEntry) -> String {
     format!("/files/{0}/{1}#sha256={0}", file.sha256, file.filename)
 }
 
-/// `project`'s page for a jail, listing `files`.
-pub(crate) fn render_project(project: &str, files: &[&FileEntry], format: Format) -> String {
+/// Files rendered into one chunk of a streamed page.
+const FILES_PER_CHUNK: usize = 64;
+
+/// `project`'s page for a jail, listing the files of `page` at `listed`,
+/// as a stream of chunks rendered as they are read.
+pub(crate) fn render_project_stream(
+    project: &str,
+    page: std::sync::Arc<Page>,
+    listed: Vec<usize>,
+    format: Format,
+) -> impl futures::Stream<Item = Result<String, std::convert::Infallible>> + Send + 'static {
+    let head = {
+        let files: Vec<&FileEntry> = listed.iter().filter_map(|i| page.files.get(*i)).collect();
+        project_head(project, &files, format)
+    };
+    let tail = match format {
+        Format::Json => "]}".to_string(),
+        Format::Html => "</body></html>\n".to_string(),
+    };
+    let chunks = listed.len().div_ceil(FILES_PER_CHUNK);
+    let body = (0..chunks).map(move |chunk| {
+        let mut out = String::new();
+        let first = chunk * FILES_PER_CHUNK;
+        for (n, i) in listed.iter().enumerate().skip(first).take(FILES_PER_CHUNK) {
+            if let Some(file) = page.files.get(*i) {
+                project_file(&mut out, file, format, n == 0);
+            }
+        }
+        out
+    });
+    futures::stream::iter(
+        std::iter::once(head)
+            .chain(body)
+            .chain(std::iter::once(tail))
+            .map(Ok),
+    )
+}
+
+/// A page's opening, up to its first file.
+fn project_head(project: &str, files: &[&FileEntry], format: Format) -> String {
     match format {
         Format::Json => {
             let versions: BTreeSet<&str> = files.iter().map(|f| f.version.as_str()).collect();
-            let files: Vec<serde_json::Value> = files
-                .iter()
-                .map(|f| {
-                    let mut file = serde_json::json!({
-                        "filename": f.filename,
-                        "url": local_url(f),
-                        "hashes": {"sha256": f.sha256},
-                    });
-                    if let Some(rp) = &f.requires_python {
-                        file["requires-python"] = rp.clone().into();
-                    }
-                    match f.yanked.as_deref() {
-                        Some("") => file["yanked"] = true.into(),
-                        Some(reason) => file["yanked"] = reason.into(),
-                        None => {}
-                    }
-                    if let Some(size) = f.size {
-                        file["size"] = size.into();
-                    }
-                    file
-                })
-                .collect();
-            serde_json::json!({
+            let head = serde_json::json!({
                 "meta": {"api-version": API_VERSION},
                 "name": project,
                 "versions": versions,
-                "files": files,
             })
-            .to_string()
+            .to_string();
+            // `{...}` opened again for the files that follow.
+            format!("{},\"files\":[", head.trim_end_matches('}'))
+        }
+        Format::Html => html_head(&format!("Links for {}", escape(project))),
+    }
+}
+
+/// One file's entry, appended to `out` (`first`: no separator before it).
+fn project_file(out: &mut String, f: &FileEntry, format: Format, first: bool) {
+    match format {
+        Format::Json => {
+            let mut file = serde_json::json!({
+                "filename": f.filename,
+                "url": local_url(f),
+                "hashes": {"sha256": f.sha256},
+            });
+            if let Some(rp) = &f.requires_python {
+                file["requires-python"] = rp.clone().into();
+            }
+            match f.yanked.as_deref() {
+                Some("") => file["yanked"] = true.into(),
+                Some(reason) => file["yanked"] = reason.into(),
+                None => {}
+            }
+            if let Some(size) = f.size {
+                file["size"] = size.into();
+            }
+            if !first {
+                out.push(',');
+            }
+            out.push_str(&file.to_string());
         }
         Format::Html => {
-            let mut out = html_head(&format!("Links for {}", escape(project)));
-            for f in files {
-                out.push_str(&format!("<a href=\"{}\"", escape(&local_url(f))));
-                if let Some(rp) = &f.requires_python {
-                    out.push_str(&format!(" data-requires-python=\"{}\"", escape(rp)));
-                }
-                if let Some(reason) = &f.yanked {
-                    out.push_str(&format!(" data-yanked=\"{}\"", escape(reason)));
-                }
-                out.push_str(&format!(">{}</a><br/>\n", escape(&f.filename)));
+            out.push_str(&format!("<a href=\"{}\"", escape(&local_url(f))));
+            if let Some(rp) = &f.requires_python {
+                out.push_str(&format!(" data-requires-python=\"{}\"", escape(rp)));
             }
-            out.push_str("</body></html>\n");
-            out
+            if let Some(reason) = &f.yanked {
+                out.push_str(&format!(" data-yanked=\"{}\"", escape(reason)));
+            }
+            out.push_str(&format!(">{}</a><br/>\n", escape(&f.filename)));
         }
     }
+}
+
+/// `project`'s page for a jail, listing `files`, whole (the stream's
+/// chunks joined).
+#[cfg(test)]
+pub(crate) fn render_project(project: &str, files: &[&FileEntry], format: Format) -> String {
+    use futures::StreamExt;
+    let page = std::sync::Arc::new(Page {
+        fetched_at: 0,
+        files: files.iter().map(|f| (*f).clone()).collect(),
+    });
+    let listed = (0..files.len()).collect();
+    let chunks: Vec<_> =
+        futures::executor::block_on(render_project_stream(project, page, listed, format).collect());
+    chunks.into_iter().map(|c| c.unwrap_or_default()).collect()
 }
 
 /// The index's root for a jail, listing `projects`.

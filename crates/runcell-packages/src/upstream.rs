@@ -26,6 +26,9 @@ pub(crate) enum FetchError {
     NotFound,
     /// The file is larger than the cap (its length, as far as it was read).
     TooLarge(u64),
+    /// The file would take the session past its budget (its length, as far
+    /// as it was read).
+    OverBudget(u64),
     /// The file's sha256 is not the one listed.
     Mismatch(String),
     /// Anything else (network, status, a redirect elsewhere, the disk), said plainly.
@@ -127,12 +130,15 @@ impl Upstream {
 
     /// Downloads `url` into `file` (at `temp`), at most `cap` bytes, and
     /// checks its sha256 against `sha256`; the finished file and its length.
+    /// `within_budget` is asked for the length so far (the announced one
+    /// first, then after each chunk) and stops the download when it says no.
     pub async fn download(
         &self,
         url: &str,
         cap: u64,
         sha256: &str,
         (mut file, temp): (tokio::fs::File, TempPath),
+        within_budget: &mut (dyn FnMut(u64) -> bool + Send),
     ) -> Result<(TempPath, u64), FetchError> {
         let mut response = self
             .client
@@ -141,8 +147,13 @@ impl Upstream {
             .await
             .map_err(|err| failed(&err))?;
         check_status(&response)?;
-        if let Some(length) = response.content_length().filter(|len| *len > cap) {
-            return Err(FetchError::TooLarge(length));
+        if let Some(length) = response.content_length() {
+            if length > cap {
+                return Err(FetchError::TooLarge(length));
+            }
+            if !within_budget(length) {
+                return Err(FetchError::OverBudget(length));
+            }
         }
         let mut hasher = Sha256::new();
         let mut length = 0_u64;
@@ -150,6 +161,9 @@ impl Upstream {
             length += chunk.len() as u64;
             if length > cap {
                 return Err(FetchError::TooLarge(length));
+            }
+            if !within_budget(length) {
+                return Err(FetchError::OverBudget(length));
             }
             hasher.update(&chunk);
             file.write_all(&chunk)

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
@@ -32,6 +32,11 @@ struct Fake {
     routes: Arc<Mutex<HashMap<String, Canned>>>,
     hits: Arc<Mutex<HashMap<String, usize>>>,
     down: Arc<AtomicBool>,
+    /// Milliseconds each answer waits before it is sent.
+    delay_ms: Arc<AtomicU64>,
+    /// Requests being answered now, and the most at once so far.
+    in_flight: Arc<AtomicUsize>,
+    most_in_flight: Arc<AtomicUsize>,
 }
 
 impl Fake {
@@ -40,7 +45,17 @@ impl Fake {
         let state = fake.clone();
         let app = axum::Router::new().fallback(move |uri: Uri| {
             let state = state.clone();
-            async move { state.answer(uri.path()) }
+            async move {
+                let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                state.most_in_flight.fetch_max(now, Ordering::SeqCst);
+                let delay = state.delay_ms.load(Ordering::SeqCst);
+                if delay > 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+                }
+                let answer = state.answer(uri.path());
+                state.in_flight.fetch_sub(1, Ordering::SeqCst);
+                answer
+            }
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -934,4 +949,268 @@ async fn the_cache_keeps_under_its_size_by_removing_what_was_served_longest_ago(
         2,
         "the one served longest ago was removed and fetched again"
     );
+}
+
+/// A jail's client that speaks HTTP/2 (prior knowledge, as h2c) gets no
+/// HTTP/2 connection: one connection would carry many requests at once
+/// past the account's connection cap.
+#[tokio::test]
+async fn the_index_speaks_http1_only() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let jail = Jail::start(PackagesConfig::default()).await;
+    let mut stream = tokio::net::TcpStream::connect(jail.base.trim_start_matches("http://"))
+        .await
+        .expect("connect");
+    // The client preface, then an empty SETTINGS frame.
+    stream
+        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        .await
+        .expect("preface");
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        let mut buf = [0_u8; 256];
+        while let Ok(n) = stream.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            answer.extend_from_slice(&buf[..n]);
+        }
+    })
+    .await;
+    let is_h2_settings = answer.len() >= 9 && answer[3] == 0x04;
+    assert!(
+        !is_h2_settings,
+        "the index answered HTTP/2: {:?}",
+        &answer[..answer.len().min(32)]
+    );
+    assert!(
+        answer.is_empty() || answer.starts_with(b"HTTP/1.1 4"),
+        "an HTTP/1 refusal or a closed connection: {}",
+        String::from_utf8_lossy(&answer)
+    );
+}
+
+/// Puts project `many` upstream: `count` wheels of `len` bytes, sizes
+/// listed or not; their paths on the index.
+fn many_files(jail: &Jail, count: usize, len: usize, listed: bool) -> Vec<String> {
+    let mut files = Vec::new();
+    let mut paths = Vec::new();
+    for n in 0..count {
+        let bytes = wheel(&format!("many{n}"), len);
+        let filename = format!("many-{n}.0-py3-none-any.whl");
+        files.push(json_file(
+            &filename,
+            &format!("/files/{filename}"),
+            &sha256(&bytes),
+            listed.then_some(bytes.len()),
+        ));
+        jail.fake.set(
+            &format!("/files/{filename}"),
+            "application/octet-stream",
+            bytes.clone(),
+        );
+        paths.push(format!("/files/{}/{filename}", sha256(&bytes)));
+    }
+    jail.fake
+        .set("/simple/many/", JSON, json_page("many", &files));
+    paths
+}
+
+/// Bytes of the cache's files and pages on disk.
+fn cache_bytes(jail: &Jail) -> u64 {
+    fn walk(dir: &std::path::Path) -> u64 {
+        std::fs::read_dir(dir).map_or(0, |entries| {
+            entries
+                .flatten()
+                .map(|e| match e.metadata() {
+                    Ok(m) if m.is_dir() => walk(&e.path()),
+                    Ok(m) => m.len(),
+                    Err(_) => 0,
+                })
+                .sum()
+        })
+    }
+    walk(&jail.dir.path().join("packages/blobs")) + walk(&jail.dir.path().join("packages/pages"))
+}
+
+/// Many requests at once for files past the session's budget: the budget
+/// is reserved before a download starts, so upstream is asked only for
+/// what fits, whether the page lists the sizes or not.
+#[tokio::test]
+async fn a_burst_of_downloads_is_held_to_the_sessions_budget_before_it_starts() {
+    for listed in [true, false] {
+        let jail = Jail::start(config(|c| c.max_session_mib = 1)).await;
+        let paths = many_files(&jail, 20, 200 * 1024, listed);
+        let requests = paths.iter().map(|path| {
+            let client = reqwest::Client::builder()
+                .no_proxy()
+                .pool_max_idle_per_host(0)
+                .build()
+                .expect("client");
+            let url = format!("{}{path}", jail.base);
+            async move { client.get(url).send().await.map(|r| r.status()) }
+        });
+        let statuses = futures::future::join_all(requests).await;
+        let served = statuses
+            .iter()
+            .filter(|s| matches!(s, Ok(StatusCode::OK)))
+            .count();
+        assert_eq!(
+            served, 5,
+            "1 MiB holds five 200 KiB files (sizes listed: {listed})"
+        );
+        assert_eq!(jail.account.bytes_served(), 5 * 200 * 1024);
+        let page_bytes = walk_pages(&jail);
+        assert!(
+            cache_bytes(&jail) - page_bytes <= 5 * 200 * 1024,
+            "only what the session could be served was downloaded and kept (sizes listed: {listed}): {} bytes",
+            cache_bytes(&jail) - page_bytes
+        );
+        if listed {
+            let downloads: usize = (0..20)
+                .map(|n| {
+                    jail.fake
+                        .hits(&format!("/files/many-{n}.0-py3-none-any.whl"))
+                })
+                .sum();
+            assert_eq!(downloads, 5, "upstream was asked only for what fit");
+        }
+    }
+}
+
+fn walk_pages(jail: &Jail) -> u64 {
+    std::fs::read_dir(jail.dir.path().join("packages/pages")).map_or(0, |entries| {
+        entries
+            .flatten()
+            .filter_map(|e| e.metadata().ok())
+            .map(|m| m.len())
+            .sum()
+    })
+}
+
+/// A session's requests reach upstream a few at a time however many it
+/// sends: `max_session_fetches` per session, `max_fetches` in all.
+#[tokio::test]
+async fn upstream_fetches_in_flight_are_bounded_per_session() {
+    let jail = Jail::start(config(|c| c.max_session_fetches = 2)).await;
+    for n in 0..8 {
+        let bytes = wheel(&format!("p{n}"), 10);
+        let name = format!("p{n}");
+        jail.fake.set(
+            &format!("/simple/{name}/"),
+            JSON,
+            json_page(
+                &name,
+                &[json_file(
+                    &format!("{name}-1.0-py3-none-any.whl"),
+                    "/files/x.whl",
+                    &sha256(&bytes),
+                    None,
+                )],
+            ),
+        );
+    }
+    jail.fake.delay_ms.store(150, Ordering::SeqCst);
+    let requests = (0..8).map(|n| {
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .pool_max_idle_per_host(0)
+            .build()
+            .expect("client");
+        let url = format!("{}/simple/p{n}/", jail.base);
+        async move { client.get(url).send().await.map(|r| r.status()) }
+    });
+    for status in futures::future::join_all(requests).await {
+        assert_eq!(status.expect("answered"), StatusCode::OK);
+    }
+    assert_eq!(jail.fake.total_hits(), 8);
+    let most = jail.fake.most_in_flight.load(Ordering::SeqCst);
+    assert!(most <= 2, "{most} fetches at once");
+}
+
+/// Project pages count in `max_cache_mib` and go like files when it is
+/// passed.
+#[tokio::test]
+async fn project_pages_are_counted_in_the_cache_and_removed_like_files() {
+    let jail = Jail::start(config(|c| c.max_cache_mib = 1)).await;
+    for n in 0..30 {
+        let name = format!("page{n}");
+        // About 100 KiB a page: a long description of files.
+        let files: Vec<_> = (0..600)
+            .map(|v| {
+                json_file(
+                    &format!("{name}-{v}.0-py3-none-any.whl"),
+                    &format!("/files/{name}-{v}.whl"),
+                    &sha256(format!("{name}{v}").as_bytes()),
+                    Some(10),
+                )
+            })
+            .collect();
+        jail.fake
+            .set(&format!("/simple/{name}/"), JSON, json_page(&name, &files));
+        let (status, _, _) = jail.get(&format!("/simple/{name}/"), JSON).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    let pages = walk_pages(&jail);
+    assert!(
+        pages <= 1024 * 1024,
+        "the pages stay within max_cache_mib: {pages} bytes"
+    );
+    assert!(pages > 0);
+}
+
+/// `/simple/` lists what this session asked for, never another session's.
+#[tokio::test]
+async fn the_root_lists_only_what_the_session_itself_asked_for() {
+    let jail = Jail::start(PackagesConfig::default()).await;
+    jail.demo();
+    assert_eq!(jail.get("/simple/demo/", JSON).await.0, StatusCode::OK);
+    let other = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let other_url = format!("http://{}/simple/", other.local_addr().expect("addr"));
+    tokio::spawn(Arc::clone(&jail.index).serve(other, Account::new("another session")));
+    let theirs: serde_json::Value = jail
+        .client
+        .get(&other_url)
+        .header(header::ACCEPT, JSON)
+        .send()
+        .await
+        .expect("root")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(theirs["projects"], serde_json::json!([]));
+    let mine = jail.json("/simple/").await;
+    assert_eq!(mine["projects"], serde_json::json!([{"name": "demo"}]));
+}
+
+/// A page of many files comes in chunks and is one valid document.
+#[tokio::test]
+async fn a_long_page_is_streamed_whole() {
+    let jail = Jail::start(PackagesConfig::default()).await;
+    let files: Vec<_> = (0..300)
+        .map(|v| {
+            json_file(
+                &format!("long-{v}.0-py3-none-any.whl"),
+                &format!("/files/long-{v}.whl"),
+                &sha256(format!("{v}").as_bytes()),
+                Some(10),
+            )
+        })
+        .collect();
+    jail.fake
+        .set("/simple/long/", JSON, json_page("long", &files));
+    let page = jail.json("/simple/long/").await;
+    assert_eq!(page["files"].as_array().map(Vec::len), Some(300));
+    assert_eq!(page["versions"].as_array().map(Vec::len), Some(300));
+    assert_eq!(
+        page["files"][299]["filename"],
+        "long-299.0-py3-none-any.whl"
+    );
+    let (status, _, html) = jail.get("/simple/long/", "text/html").await;
+    assert_eq!(status, StatusCode::OK);
+    let html = String::from_utf8_lossy(&html);
+    assert_eq!(html.matches("<a href=").count(), 300);
+    assert!(html.ends_with("</body></html>\n"));
 }
