@@ -17,7 +17,11 @@
 //!   sessions as fast as it is answered;
 //! - notebook imports of 7 MiB, several at once;
 //! - a long shared session read by slow readers of its share page, and its
-//!   session socket opened many times by a page that never reads.
+//!   session socket opened many times by a page that never reads;
+//! - a hostile key's runs flooding their jail's package index (HTTP/2 tried,
+//!   then pipelined HTTP/1 on many connections, for big slow pages and files
+//!   of an upstream on loopback), and a person making as many API keys as
+//!   they are let, each opening sandbox sessions (`abuse_surfaces.rs`).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -28,6 +32,7 @@ use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
+use super::abuse_surfaces;
 use super::own_server::{OwnServer, rss_mib};
 use super::sandbox::stats;
 use super::{BenchError, fail};
@@ -84,14 +89,14 @@ impl Tally {
 
 /// What the attackers were answered, by kind and status.
 #[derive(Default)]
-struct Answers(Mutex<std::collections::BTreeMap<(&'static str, String), u64>>);
+pub(super) struct Answers(Mutex<std::collections::BTreeMap<(&'static str, String), u64>>);
 
 impl Answers {
-    fn note(&self, attack: &'static str, answer: impl Into<String>) {
+    pub(super) fn note(&self, attack: &'static str, answer: impl Into<String>) {
         *self.0.lock().entry((attack, answer.into())).or_default() += 1;
     }
 
-    fn note_status(
+    pub(super) fn note_status(
         &self,
         attack: &'static str,
         result: &Result<reqwest::Response, reqwest::Error>,
@@ -109,7 +114,10 @@ impl Answers {
 /// timeout (10 s): otherwise a request sent on a connection at the moment
 /// the server closes it fails, which a browser retries and reqwest does not
 /// (seen once in a CI rehearsal: one of the signed-in page's loads "lost").
-fn client_from(from: Ipv4Addr, timeout: Duration) -> Result<reqwest::Client, BenchError> {
+pub(super) fn client_from(
+    from: Ipv4Addr,
+    timeout: Duration,
+) -> Result<reqwest::Client, BenchError> {
     reqwest::Client::builder()
         .local_address(IpAddr::V4(from))
         .pool_idle_timeout(Duration::from_secs(5))
@@ -119,7 +127,7 @@ fn client_from(from: Ipv4Addr, timeout: Duration) -> Result<reqwest::Client, Ben
         .map_err(fail)
 }
 
-fn attacker(n: u8) -> Ipv4Addr {
+pub(super) fn attacker(n: u8) -> Ipv4Addr {
     Ipv4Addr::new(127, 0, 0, n)
 }
 
@@ -168,7 +176,18 @@ pub async fn run(options: AbuseOptions) -> Result<(), BenchError> {
         "runcell bench abuse: {} s of attacks ({} anonymous pages, one hostile key, held heads, imports, slow readers, silent sockets) against runcell serve, while a key and a signed-in page use it",
         options.seconds, options.anonymous
     );
-    let mut server = OwnServer::start(&["good", "hostile"]).await?;
+    let upstream = abuse_surfaces::Upstream::start().await?;
+    let mut server = OwnServer::start_with(
+        &["good", "hostile"],
+        &[
+            ("RUNCELL_PACKAGES__INDEX_URL", upstream.index_url.clone()),
+            ("RUNCELL_PACKAGES__MAX_SESSION_MIB", "64".into()),
+            // People named by a proxy on this machine: the key hoarder.
+            ("RUNCELL_AUTH__TRUSTED_HEADER", "X-Forwarded-User".into()),
+            ("RUNCELL_AUTH__TRUSTED_PROXIES", "127.0.0.1".into()),
+        ],
+    )
+    .await?;
     let server_addr = server.addr;
     let url = |path: &str| format!("{}{path}", server.url);
     let (good_key, hostile_key) = (server.keys[0].clone(), server.keys[1].clone());
@@ -428,6 +447,18 @@ pub async fn run(options: AbuseOptions) -> Result<(), BenchError> {
         });
     }
 
+    // The new surfaces: a jail flooding its package index, a key hoarder.
+    abuse_surfaces::spawn_index_flood(
+        &mut tasks,
+        &stop,
+        &answers,
+        url(""),
+        hostile_key.clone(),
+        options.seconds,
+    )?;
+    let hoarded = Arc::new(AtomicU64::new(0));
+    abuse_surfaces::spawn_key_hoarder(&mut tasks, &stop, &answers, url(""), Arc::clone(&hoarded))?;
+
     // Let the attacks build up before the good users start counting.
     tokio::time::sleep(Duration::from_secs(3)).await;
 
@@ -657,6 +688,15 @@ pub async fn run(options: AbuseOptions) -> Result<(), BenchError> {
                 tally.wrong, tally.examples
             );
         }
+    }
+    // A person's keys together hold at most the person's live kernels
+    // (`auth.user_limits.live_kernels`, 4 by default).
+    let hoarded = hoarded.load(Ordering::Relaxed);
+    println!("the key hoarder was given {hoarded} sandbox sessions over all her keys");
+    if hoarded > 4 {
+        problems.push(format!(
+            "one person's keys held {hoarded} sandbox sessions, past her 4 live kernels"
+        ));
     }
     if peak.saturating_sub(rss_before) > options.rss_budget_mib {
         problems.push(format!(

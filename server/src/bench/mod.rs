@@ -3,6 +3,7 @@
 //! too noisy for timed assertions.
 
 pub mod abuse;
+mod abuse_surfaces;
 pub mod agent;
 pub mod dabench;
 pub mod heuristics;

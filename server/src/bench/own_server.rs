@@ -28,6 +28,14 @@ impl OwnServer {
     /// Makes a key for each of `key_names`, starts the server and waits
     /// until it answers `/healthz` and its start-up work has settled.
     pub async fn start(key_names: &[&str]) -> Result<Self, BenchError> {
+        Self::start_with(key_names, &[]).await
+    }
+
+    /// As [`Self::start`], with `env` (`RUNCELL_*` settings) set for it.
+    pub async fn start_with(
+        key_names: &[&str],
+        env: &[(&str, String)],
+    ) -> Result<Self, BenchError> {
         let exe = std::env::current_exe().map_err(fail)?;
         let data = tempfile::tempdir().map_err(fail)?;
         let mut keys = Vec::new();
@@ -43,6 +51,7 @@ impl OwnServer {
             .args(["serve", "--addr", &addr.to_string(), "--data-dir"])
             .arg(data.path())
             .env("RUNCELL_LLM", "scripted")
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .kill_on_drop(true)
