@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use runcell::sandbox::jail::{JailConfig, JailSandbox, JailSession};
-use runcell::sandbox::{Language, Limits, RunOutcome, RunRequest, SandboxSession};
+use runcell::sandbox::{Contexts, Language, Limits, RunOutcome, RunRequest, SandboxSession};
 use tokio_util::sync::CancellationToken;
 
 async fn session() -> JailSession {
@@ -393,5 +393,102 @@ async fn r_keeps_state_and_shows_values_as_r_prints_them() {
     assert!(outcome.error.expect("an error").value.contains("boom"));
     let outcome = r("length(x)").await;
     assert_eq!(plain(&outcome), Some("[1] 4"), "{outcome:?}");
+    session.close().await;
+}
+
+// A kernel starts from nothing the session wrote. Each test below plants,
+// in the session's home (which is also the kernel's working directory),
+// the files its language's kernel would read or run as it starts, or would
+// import by itself later; each planted file, were it run, makes a file in
+// `~/ran` named after itself. A kernel started afresh on those files must
+// run none of them, and work.
+
+/// Runs `script` with Bash in the session's home; it must succeed.
+async fn bash(session: &JailSession, script: &str) -> String {
+    let outcome = run_in(session, script, Language::Bash, Duration::from_secs(120)).await;
+    assert!(
+        outcome.error.is_none() && outcome.exit_code == Some(0),
+        "{outcome:?}"
+    );
+    outcome.stdout
+}
+
+/// Which planted files ran, one a line.
+async fn planted_that_ran(session: &JailSession) -> String {
+    bash(session, "ls -A ran").await
+}
+
+/// A kernel of `language` started afresh on the session's files, as a
+/// restart starts one: a context of its own.
+async fn fresh_kernel(session: &JailSession, language: Language) -> String {
+    session.create_context(language, None).await.unwrap()
+}
+
+async fn run_in_fresh(
+    session: &JailSession,
+    context: &str,
+    language: Language,
+    code: &str,
+) -> RunOutcome {
+    session
+        .run_in_context(
+            context,
+            &RunRequest {
+                code: code.into(),
+                language,
+                limits: Limits::default(),
+                env: Vec::new(),
+                cwd: None,
+            },
+            None,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap()
+}
+
+/// The user profile and environment file R reads from the working
+/// directory or the home, a saved workspace with a `.First`, and a package
+/// IRkernel imports (`uuid`) installed in the user library R would put
+/// first (`~/R/<platform>-library/<version>`).
+const R_PLANTS: &str = r#"set -e
+mkdir -p ran /tmp/uuid/R
+lib=$(Rscript --vanilla -e 'cat(path.expand(Sys.getenv("R_LIBS_USER")))')
+mkdir -p "$lib"
+printf 'Package: uuid\nVersion: 99.0\nTitle: Planted\nDescription: Planted.\nLicense: MIT\nAuthor: nobody\nMaintainer: nobody <nobody@example.com>\n' > /tmp/uuid/DESCRIPTION
+echo 'export(UUIDgenerate)' > /tmp/uuid/NAMESPACE
+cat > /tmp/uuid/R/uuid.R <<'END'
+.onLoad <- function(lib, pkg) file.create("/home/user/ran/user-library")
+UUIDgenerate <- function(use.time = NA, n = 1L, output = "string") {
+  vapply(seq_len(n), function(i) paste(sample(c(0:9, letters[1:6]), 32, TRUE), collapse = ""), "")
+}
+END
+R CMD INSTALL --no-test-load -l "$lib" /tmp/uuid > /tmp/install.log 2>&1 || { cat /tmp/install.log; exit 1; }
+echo 'invisible(file.create("/home/user/ran/Rprofile"))' > .Rprofile
+echo 'RUNCELL_PLANTED=Renviron' > .Renviron
+Rscript --vanilla -e '.First <- function() file.create("/home/user/ran/RData"); save(.First, file = ".RData")'
+"#;
+
+#[tokio::test]
+async fn an_r_kernel_runs_nothing_the_session_planted() {
+    let session = session().await;
+    bash(&session, R_PLANTS).await;
+    let kernel = fresh_kernel(&session, Language::R).await;
+    let r = |code: &'static str| run_in_fresh(&session, &kernel, Language::R, code);
+    let environ = r("Sys.getenv('RUNCELL_PLANTED')").await;
+    let uuid = r("find.package('uuid')").await;
+    let first = r("exists('.First')").await;
+    assert_eq!(planted_that_ran(&session).await, "");
+    assert_eq!(plain(&environ), Some("[1] \"\""), "{environ:?}");
+    assert_eq!(
+        plain(&uuid),
+        Some("[1] \"/usr/lib/R/site-library/uuid\""),
+        "{uuid:?}"
+    );
+    assert_eq!(plain(&first), Some("[1] FALSE"), "{first:?}");
+    // The planted profile is one that runs when asked to.
+    let outcome = r("source('.Rprofile')").await;
+    assert!(outcome.error.is_none(), "{outcome:?}");
+    assert_eq!(planted_that_ran(&session).await, "Rprofile\n");
     session.close().await;
 }

@@ -87,13 +87,19 @@ impl KernelKind {
                 }
                 command
             }
-            // `--no-environ`... would drop R_HOME's settings; the site
+            // `--no-init-file`: neither `.Rprofile` in the working
+            // directory (the session's home) nor `~/.Rprofile` runs as the
+            // kernel starts; `--no-restore`: nor is a `.RData` loaded. The
+            // user's `.Renviron` is kept out by R_ENVIRON_USER (R_ENV), not
+            // by `--no-environ`, which would drop R_HOME's own settings
+            // too (Debian's Renviron.site sets R_LIBS_SITE). The site
             // profile is Debian's (no network: its CRAN mirror is unused).
             Self::R => vec![
                 "/usr/bin/R".into(),
                 "--slave".into(),
                 "--no-save".into(),
                 "--no-restore".into(),
+                "--no-init-file".into(),
                 "-e".into(),
                 "IRkernel::main()".into(),
                 "--args".into(),
@@ -105,7 +111,8 @@ impl KernelKind {
     pub(super) fn env(self) -> Vec<(String, String)> {
         let pairs: &[(&str, &str)] = match self {
             Self::Python => KERNEL_ENV,
-            Self::Javascript | Self::Typescript | Self::R => &[],
+            Self::R => R_ENV,
+            Self::Javascript | Self::Typescript => &[],
         };
         pairs
             .iter()
@@ -139,6 +146,20 @@ const KERNEL_ENV: &[(&str, &str)] = &[
     ("JUPYTER_CONFIG_DIR", "/tmp/.jupyter"),
     ("JUPYTER_DATA_DIR", "/tmp/.jupyter/data"),
     ("JUPYTER_RUNTIME_DIR", "/tmp/.jupyter/runtime"),
+];
+
+/// The R kernel's environment beyond the jail's defaults: nothing in the
+/// session's home takes part in starting it. `/dev/null` is read for the
+/// user's `.Renviron` (which could name another profile, library or default
+/// packages), and the user library, which R puts before the site library
+/// when it exists (`~/R/<platform>-library/<version>`, where a planted
+/// `uuid` or `IRkernel` would be loaded in place of the real one), is a
+/// directory of the jail's own /tmp (a fresh tmpfs each jail) that does not
+/// exist when the kernel starts. A library in the home is still used by a
+/// cell that asks for it (`library(x, lib.loc = ...)`, `.libPaths()`).
+const R_ENV: &[(&str, &str)] = &[
+    ("R_ENVIRON_USER", "/dev/null"),
+    ("R_LIBS_USER", "/tmp/.R/library"),
 ];
 
 /// Starts ipykernel as `python -m ipykernel_launcher` does, with two of
