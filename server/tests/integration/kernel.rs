@@ -447,6 +447,60 @@ async fn run_in_fresh(
         .unwrap()
 }
 
+/// What Python would run at start without `-I`, and what IPython, ipykernel
+/// and Jupyter read from the home; and modules the kernel imports by itself
+/// after it is up (`stack_data` and `executing` for a traceback, `pexpect`
+/// for a `!command`), which a module of the same name in the home must not
+/// replace.
+const PYTHON_PLANTS: &str = r#"set -e
+mkdir -p ran
+mark() { printf "open('/home/user/ran/%s', 'w').close()\n" "$1" > "$2"; }
+site=.local/lib/$(cd /opt/runcell/python/lib && echo python3.*)/site-packages
+mkdir -p "$site" .ipython/profile_default/startup .config/ipython/profile_default/startup .jupyter
+for name in sitecustomize usercustomize ipykernel_launcher stack_data executing pexpect; do
+  mark "$name" "$name.py"
+done
+mark user-site-sitecustomize "$site/sitecustomize.py"
+mark user-site-usercustomize "$site/usercustomize.py"
+echo "import os; open('/home/user/ran/home-pth', 'w').close()" > planted.pth
+echo "import os; open('/home/user/ran/user-site-pth', 'w').close()" > "$site/planted.pth"
+mark ipython-startup .ipython/profile_default/startup/00-planted.py
+mark ipython-config .ipython/profile_default/ipython_config.py
+mark ipython-kernel-config .ipython/profile_default/ipython_kernel_config.py
+mark xdg-ipython-startup .config/ipython/profile_default/startup/00-planted.py
+mark jupyter-config .jupyter/jupyter_config.py
+mark jupyter-kernel-config .jupyter/ipython_kernel_config.py
+mark cwd-ipython-config ipython_config.py
+mark cwd-ipython-kernel-config ipython_kernel_config.py
+echo 'value = 42' > mine.py
+"#;
+
+#[tokio::test]
+async fn a_python_kernel_runs_nothing_the_session_planted() {
+    let session = session().await;
+    bash(&session, PYTHON_PLANTS).await;
+    let kernel = fresh_kernel(&session, Language::Python).await;
+    let python = |code: &'static str| run_in_fresh(&session, &kernel, Language::Python, code);
+    let error = python("1 / 0").await;
+    let shell = python("!echo shell").await;
+    // The person's own modules in the home are still imported.
+    let mine = python("import mine; mine.value").await;
+    assert_eq!(planted_that_ran(&session).await, "");
+    assert_eq!(
+        error.error.as_ref().map(|e| e.name.as_str()),
+        Some("ZeroDivisionError"),
+        "{error:?}"
+    );
+    // Run in a terminal, as IPython runs a `!command`.
+    assert_eq!(shell.stdout, "shell\r\n", "{shell:?}");
+    assert_eq!(plain(&mine), Some("42"), "{mine:?}");
+    // The planted files are ones that run when asked to.
+    let outcome = py(&session, "exec(open('sitecustomize.py').read())").await;
+    assert!(outcome.error.is_none(), "{outcome:?}");
+    assert_eq!(planted_that_ran(&session).await, "sitecustomize\n");
+    session.close().await;
+}
+
 /// The user profile and environment file R reads from the working
 /// directory or the home, a saved workspace with a `.First`, and a package
 /// IRkernel imports (`uuid`) installed in the user library R would put

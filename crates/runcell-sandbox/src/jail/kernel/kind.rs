@@ -57,8 +57,11 @@ impl KernelKind {
             // the kernel, so a planted `ipykernel_launcher.py` or `.pth`
             // file is never run; IPython's own configuration lives in the
             // jail's private /tmp (KERNEL_ENV). The home is put back on
-            // `sys.path` once the kernel is up, where IPython would have
-            // put it, so cells import from it. ipykernel is started as its
+            // `sys.path` once the kernel is up, after every installed
+            // package (HOME_ON_PATH), so cells import from it. The
+            // session's own packages are put on the path as a directory,
+            // not a site (`site_on_path`): a `.pth` file there is not run
+            // by a kernel. ipykernel is started as its
             // launcher does, but without debugpy (LAUNCH): an idle kernel
             // is 7.5 MiB smaller.
             Self::Python => vec![
@@ -226,7 +229,10 @@ del _runcell_table_data"#;
 /// Run by the kernel once it is up, when the session can install packages:
 /// their directory made (so that what pip puts there later is found) and
 /// put on `sys.path` after the environment's own, whose packages stay the
-/// ones imported (a session cannot shadow numpy under pandas).
+/// ones imported (a session cannot shadow numpy under pandas). A path entry,
+/// not a site (`site.addsitedir`): a `.pth` file there, which any cell can
+/// write, is not run as each kernel starts; a package that needs its `.pth`
+/// (an editable install) is not imported by a kernel.
 fn site_on_path(site: &str) -> String {
     let quoted = serde_json::to_string(site).unwrap_or_default();
     format!(
@@ -234,6 +240,65 @@ fn site_on_path(site: &str) -> String {
     )
 }
 
-/// Run by the kernel once it is up: the working directory on `sys.path`
-/// after the standard library, where IPython puts it without `-I`.
-const HOME_ON_PATH: &str = "import sys as _s; _s.path.insert(next((i for i, p in enumerate(_s.path) if p.endswith(('site-packages', 'dist-packages'))), 0), ''); del _s";
+/// Run by the kernel once it is up: the working directory on `sys.path`,
+/// last: after the environment's packages (and the session's own, which
+/// [`site_on_path`] puts after the environment's), so that cells import
+/// their modules from it but no file the session wrote stands in for a
+/// module the kernel imports by itself later (`stack_data` for the first
+/// traceback, `pexpect` for the first `!command`) or one a package imports
+/// (`matplotlib_inline`, loaded by matplotlib for the first figure). A
+/// module in the home whose name an installed package has is not imported
+/// in its place, as it would be by a plain `python3` there.
+const HOME_ON_PATH: &str = "import sys as _s; _s.path.insert(1 + max((i for i, p in enumerate(_s.path) if p.endswith(('site-packages', 'dist-packages'))), default=len(_s.path) - 1), ''); del _s";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `sys.path` once the kernel's first lines ran on `path`, with the
+    /// session's packages in `site` when given.
+    fn path_after_start(path: &[&str], site: Option<&str>) -> String {
+        let lines = format!(
+            "import sys; sys.path[:] = {path:?}; {HOME_ON_PATH}; {}print(sys.path)",
+            site.map(site_on_path).unwrap_or_default()
+        );
+        let out = std::process::Command::new(format!("{PYTHON_ENV}/bin/python3"))
+            .args(["-I", "-c", &lines])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    #[test]
+    fn the_home_comes_after_every_installed_package() {
+        if !Path::new(PYTHON_ENV).is_dir() {
+            // The sandbox's Python is made by scripts/setup.sh; the
+            // integration tests refuse to run without it.
+            return;
+        }
+        let system = [
+            "/usr/lib/python311.zip",
+            "/usr/lib/python3.11",
+            "/env/site-packages",
+        ];
+        assert_eq!(
+            path_after_start(&system, None),
+            "['/usr/lib/python311.zip', '/usr/lib/python3.11', '/env/site-packages', '']\n"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let site = dir.path().join("site-packages");
+        let site = site.to_str().unwrap();
+        assert_eq!(
+            path_after_start(&system, Some(site)),
+            format!(
+                "['/usr/lib/python311.zip', '/usr/lib/python3.11', '/env/site-packages', '{site}', '']\n"
+            )
+        );
+        assert!(Path::new(site).is_dir());
+        assert_eq!(
+            path_after_start(&["/usr/lib/python3.11"], None),
+            "['/usr/lib/python3.11', '']\n"
+        );
+    }
+}
