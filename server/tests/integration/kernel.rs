@@ -501,6 +501,56 @@ async fn a_python_kernel_runs_nothing_the_session_planted() {
     session.close().await;
 }
 
+/// A package of each name the JavaScript and TypeScript kernel loads (its
+/// own Node modules, sucrase and what sucrase requires) in each place Node
+/// looks for packages it cannot find beside the requiring file: the home's
+/// `.node_modules` and `.node_libraries`, and `node_modules` in the
+/// working directory.
+const NODE_PLANTS: &str = r#"set -e
+mkdir -p ran
+names="$(cd /opt/runcell/node/node_modules && ls -d */ @*/*/ | sed 's|/$||') net fs path util crypto inspector worker_threads module"
+for dir in .node_modules .node_libraries node_modules; do
+  for name in $names; do
+    mkdir -p "$dir/$name"
+    echo "require('fs').writeFileSync('/home/user/ran/$dir-${name//\//-}', '')" > "$dir/$name/index.js"
+  done
+done
+"#;
+
+#[tokio::test]
+async fn a_javascript_kernel_runs_nothing_the_session_planted() {
+    let session = session().await;
+    bash(&session, NODE_PLANTS).await;
+    let kernel = fresh_kernel(&session, Language::Javascript).await;
+    let sum = run_in_fresh(&session, &kernel, Language::Javascript, "1 + 1").await;
+    // Where Node looks for a package it finds nowhere else: not the home.
+    let global = run_in_fresh(
+        &session,
+        &kernel,
+        Language::Javascript,
+        "JSON.stringify(require('module').globalPaths)",
+    )
+    .await;
+    // TypeScript loads sucrase with its first cell.
+    let kernel = fresh_kernel(&session, Language::Typescript).await;
+    let typescript = run_in_fresh(
+        &session,
+        &kernel,
+        Language::Typescript,
+        "import path from 'path'\nconst n: number = 2;\npath.join('a', String(n))",
+    )
+    .await;
+    assert_eq!(planted_that_ran(&session).await, "");
+    assert_eq!(plain(&sum), Some("2"), "{sum:?}");
+    assert_eq!(plain(&global), Some(r#"["/usr/lib/node"]"#), "{global:?}");
+    assert_eq!(plain(&typescript), Some("a/2"), "{typescript:?}");
+    // The planted packages are ones that run when asked for.
+    let outcome = js(&session, "require('/home/user/.node_modules/sucrase')").await;
+    assert!(outcome.error.is_none(), "{outcome:?}");
+    assert_eq!(planted_that_ran(&session).await, ".node_modules-sucrase\n");
+    session.close().await;
+}
+
 /// The user profile and environment file R reads from the working
 /// directory or the home, a saved workspace with a `.First`, and a package
 /// IRkernel imports (`uuid`) installed in the user library R would put

@@ -23,6 +23,21 @@ const util = require('util');
 const inspector = require('inspector');
 const { Worker, isMainThread, parentPort, workerData } = require('worker_threads');
 
+// Nothing the kernel loads comes from the session's home. Node looks for a
+// package it finds nowhere beside the requiring file in `~/.node_modules`
+// and `~/.node_libraries` too (its global folders, taken from HOME as it
+// starts), where a cell could have put one named after a package sucrase
+// requires: they are dropped, so the kernel's own packages come only from
+// /opt/runcell/node. Cells still require from the working directory's
+// `node_modules`, as a script there would. (The control thread loads only
+// Node's own modules.)
+if (isMainThread) {
+  const home = process.env.HOME;
+  delete process.env.HOME;
+  require('module')._initPaths();
+  if (home !== undefined) process.env.HOME = home;
+}
+
 // ---------------------------------------------------------------- ZMTP 3.0
 
 // The largest frame accepted from the server: requests are small (a cell is
