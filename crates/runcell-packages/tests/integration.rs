@@ -220,6 +220,21 @@ impl Jail {
         (status, kind, response.bytes().await.expect("body").to_vec())
     }
 
+    /// GETs every path at once, each on a connection of its own; the
+    /// statuses in order.
+    async fn get_all_at_once(&self, paths: &[String]) -> Vec<reqwest::Result<StatusCode>> {
+        let requests = paths.iter().map(|path| {
+            let client = reqwest::Client::builder()
+                .no_proxy()
+                .pool_max_idle_per_host(0)
+                .build()
+                .expect("client");
+            let url = format!("{}{path}", self.base);
+            async move { client.get(url).send().await.map(|r| r.status()) }
+        });
+        futures::future::join_all(requests).await
+    }
+
     async fn json(&self, path: &str) -> serde_json::Value {
         let (status, kind, body) = self.get(path, JSON).await;
         assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
@@ -848,16 +863,8 @@ async fn the_router_answers_without_a_listener_and_jail_env_points_pip_at_it() {
 async fn many_connections_at_once_are_all_answered() {
     let jail = Jail::start(PackagesConfig::default()).await;
     jail.demo();
-    let requests = (0..20).map(|_| {
-        let client = reqwest::Client::builder()
-            .no_proxy()
-            .pool_max_idle_per_host(0)
-            .build()
-            .expect("client");
-        let url = format!("{}/simple/demo/", jail.base);
-        async move { client.get(url).send().await.map(|r| r.status()) }
-    });
-    for status in futures::future::join_all(requests).await {
+    let paths = vec!["/simple/demo/".to_string(); 20];
+    for status in jail.get_all_at_once(&paths).await {
         assert_eq!(status.expect("answered"), StatusCode::OK);
     }
     assert_eq!(jail.fake.hits("/simple/demo/"), 1, "one fetch for all");
@@ -1041,16 +1048,7 @@ async fn a_burst_of_downloads_is_held_to_the_sessions_budget_before_it_starts() 
     for listed in [true, false] {
         let jail = Jail::start(config(|c| c.max_session_mib = 1)).await;
         let paths = many_files(&jail, 20, 200 * 1024, listed);
-        let requests = paths.iter().map(|path| {
-            let client = reqwest::Client::builder()
-                .no_proxy()
-                .pool_max_idle_per_host(0)
-                .build()
-                .expect("client");
-            let url = format!("{}{path}", jail.base);
-            async move { client.get(url).send().await.map(|r| r.status()) }
-        });
-        let statuses = futures::future::join_all(requests).await;
+        let statuses = jail.get_all_at_once(&paths).await;
         let served = statuses
             .iter()
             .filter(|s| matches!(s, Ok(StatusCode::OK)))
@@ -1111,16 +1109,8 @@ async fn upstream_fetches_in_flight_are_bounded_per_session() {
         );
     }
     jail.fake.delay_ms.store(150, Ordering::SeqCst);
-    let requests = (0..8).map(|n| {
-        let client = reqwest::Client::builder()
-            .no_proxy()
-            .pool_max_idle_per_host(0)
-            .build()
-            .expect("client");
-        let url = format!("{}/simple/p{n}/", jail.base);
-        async move { client.get(url).send().await.map(|r| r.status()) }
-    });
-    for status in futures::future::join_all(requests).await {
+    let paths: Vec<String> = (0..8).map(|n| format!("/simple/p{n}/")).collect();
+    for status in jail.get_all_at_once(&paths).await {
         assert_eq!(status.expect("answered"), StatusCode::OK);
     }
     assert_eq!(jail.fake.total_hits(), 8);

@@ -754,6 +754,26 @@ async fn make_key(
         .to_string())
 }
 
+/// Revokes the first live key listed on `browser`'s person's account page.
+async fn revoke_first_key(browser: &mut Browser, server: &TestServer) -> StatusCode {
+    let page = browser
+        .get(&server.url("/account"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    let id = page
+        .split("/account/keys/")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap()
+        .to_string();
+    browser
+        .post_form(&server.url(&format!("/account/keys/{id}/revoke")), &[])
+        .await
+        .status()
+}
+
 #[tokio::test]
 async fn a_persons_keys_are_held_to_the_persons_limits() {
     let server = server_with_header(None, |config| {
@@ -810,45 +830,15 @@ async fn a_persons_keys_are_held_to_the_persons_limits() {
 
     // Revoking a key makes room for another, but not past the hourly rate:
     // four made this hour already (three live, one revoked, one new).
-    let revoked_id = {
-        let page = hana
-            .get(&server.url("/account"))
-            .await
-            .text()
-            .await
-            .unwrap();
-        page.split("/account/keys/")
-            .nth(1)
-            .and_then(|rest| rest.split('/').next())
-            .unwrap()
-            .to_string()
-    };
-    let revoke = hana
-        .post_form(
-            &server.url(&format!("/account/keys/{revoked_id}/revoke")),
-            &[],
-        )
-        .await;
-    assert_eq!(revoke.status(), StatusCode::SEE_OTHER);
+    assert_eq!(
+        revoke_first_key(&mut hana, &server).await,
+        StatusCode::SEE_OTHER
+    );
     make_key(&mut hana, &server, "e").await.expect("room again");
-    let revoked_id = {
-        let page = hana
-            .get(&server.url("/account"))
-            .await
-            .text()
-            .await
-            .unwrap();
-        page.split("/account/keys/")
-            .nth(1)
-            .and_then(|rest| rest.split('/').next())
-            .unwrap()
-            .to_string()
-    };
-    hana.post_form(
-        &server.url(&format!("/account/keys/{revoked_id}/revoke")),
-        &[],
-    )
-    .await;
+    assert_eq!(
+        revoke_first_key(&mut hana, &server).await,
+        StatusCode::SEE_OTHER
+    );
     assert_eq!(
         make_key(&mut hana, &server, "f").await,
         Err(StatusCode::TOO_MANY_REQUESTS),
