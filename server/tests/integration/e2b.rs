@@ -786,6 +786,58 @@ async fn code_contexts_count_under_the_keys_run_limits() {
     }
 }
 
+/// A sandbox holds at most 8 contexts of its own (each a kernel with the
+/// sandbox's whole memory limit): contexts asked for at once are counted
+/// before their kernels start, so that they cannot all pass the cap.
+#[tokio::test]
+async fn contexts_opened_at_once_cannot_pass_the_cap_together() {
+    const CAP: usize = 8;
+    const ASKED: usize = 11;
+    let server = TestServer::start_configured(|config| {
+        config.sandbox.pool_size = 0;
+        // The key's run limits are out of the way: the contexts' cap is
+        // what is tested.
+        config.auth.max_concurrent_runs = 64;
+        config.auth.run_burst = 1000;
+    })
+    .await;
+    let key = server.api_key("contexts").await;
+    let (id, token) = create(
+        &server,
+        &key,
+        "/sandboxes",
+        json!({"templateID": "code-interpreter-v1"}),
+    )
+    .await;
+    let opens = (0..ASKED).map(|_| async {
+        let response = data(&server, &id, 49999, "/contexts")
+            .header("X-Access-Token", &token)
+            .json(&json!({"language": "python"}))
+            .send()
+            .await
+            .unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    });
+    let answers = futures::future::join_all(opens).await;
+    let opened = answers.iter().filter(|(status, _)| *status == 200).count();
+    assert_eq!(opened, CAP, "{answers:?}");
+    for (status, body) in answers.iter().filter(|(status, _)| *status != 200) {
+        assert_eq!(*status, 400, "{body}");
+        assert!(body.contains("at most 8 contexts"), "{body}");
+    }
+    // The sandbox lists its two default contexts and the eight of its own.
+    let listed = reqwest::Client::new()
+        .get(server.url("/contexts"))
+        .header("E2b-Sandbox-Id", &id)
+        .header("E2b-Sandbox-Port", "49999")
+        .header("X-Access-Token", &token)
+        .send()
+        .await
+        .unwrap();
+    let listed: Vec<Value> = listed.json().await.unwrap();
+    assert_eq!(listed.len(), CAP + 2, "{listed:?}");
+}
+
 #[tokio::test]
 async fn a_revoked_keys_sandbox_is_closed_within_seconds() {
     let server = TestServer::start_configured(|config| config.auth.revocation_check_secs = 1).await;

@@ -52,7 +52,7 @@ pub struct JailSession {
     /// The session's own kernel of each kernel language.
     kernels: HashMap<KernelKind, KernelSlot>,
     files: HomeDir,
-    contexts: parking_lot::Mutex<HashMap<String, Arc<Context>>>,
+    contexts: parking_lot::Mutex<ContextTable>,
     /// The host uid of every jail of the session.
     user: HostId,
     /// What its jails were served by the package index.
@@ -93,6 +93,58 @@ struct Context {
 /// Contexts a session may hold besides its own kernel.
 const MAX_CONTEXTS: usize = 8;
 
+/// A session's contexts, and how many are starting: a context's place is
+/// taken before its kernel starts (an await), so that contexts asked for
+/// at once cannot all pass [`MAX_CONTEXTS`] while none is in the table.
+#[derive(Default)]
+struct ContextTable {
+    open: HashMap<String, Arc<Context>>,
+    starting: usize,
+}
+
+/// A context's place, taken while its kernel starts: given back when
+/// dropped (the start failed, or the request went away mid-way) unless
+/// the context took it.
+struct Starting<'a> {
+    table: &'a parking_lot::Mutex<ContextTable>,
+    opened: bool,
+}
+
+impl<'a> Starting<'a> {
+    /// A place in `table`, or the refusal when it is full.
+    fn take(table: &'a parking_lot::Mutex<ContextTable>) -> Result<Self, SandboxError> {
+        let mut held = table.lock();
+        if held.open.len() + held.starting >= MAX_CONTEXTS {
+            return Err(SandboxError::InvalidInput(format!(
+                "a session holds at most {MAX_CONTEXTS} contexts; delete one first"
+            )));
+        }
+        held.starting += 1;
+        Ok(Self {
+            table,
+            opened: false,
+        })
+    }
+
+    /// The context started: it takes the place, in one step.
+    fn open(mut self, id: String, context: Arc<Context>) {
+        let table = self.table;
+        let mut held = table.lock();
+        held.open.insert(id, context);
+        held.starting = held.starting.saturating_sub(1);
+        self.opened = true;
+    }
+}
+
+impl Drop for Starting<'_> {
+    fn drop(&mut self) {
+        if !self.opened {
+            let mut held = self.table.lock();
+            held.starting = held.starting.saturating_sub(1);
+        }
+    }
+}
+
 fn internal(what: &str, e: &dyn std::fmt::Display) -> SandboxError {
     SandboxError::Internal(format!("{what}: {e}"))
 }
@@ -130,7 +182,7 @@ impl JailSession {
             limits,
             kernels,
             files,
-            contexts: parking_lot::Mutex::new(HashMap::new()),
+            contexts: parking_lot::Mutex::new(ContextTable::default()),
             user,
             account: Account::new(format!("session {}", &short[..12])),
             closing: CancellationToken::new(),
@@ -344,6 +396,7 @@ impl JailSession {
     fn context(&self, id: &str) -> Result<Arc<Context>, SandboxError> {
         self.contexts
             .lock()
+            .open
             .get(id)
             .cloned()
             .ok_or_else(|| SandboxError::NotFound(format!("Context {id} not found")))
@@ -443,7 +496,8 @@ impl SandboxSession for JailSession {
                 kernel.shutdown().await;
             }
         }
-        let contexts: Vec<Arc<Context>> = self.contexts.lock().drain().map(|(_, c)| c).collect();
+        let contexts: Vec<Arc<Context>> =
+            self.contexts.lock().open.drain().map(|(_, c)| c).collect();
         for context in contexts {
             if let Some(kernel) = context.kernel.kernel.lock().await.take() {
                 kernel.shutdown().await;
@@ -461,11 +515,7 @@ impl Contexts for JailSession {
         language: Language,
         cwd: Option<&str>,
     ) -> Result<String, SandboxError> {
-        if self.contexts.lock().len() >= MAX_CONTEXTS {
-            return Err(SandboxError::InvalidInput(format!(
-                "a session holds at most {MAX_CONTEXTS} contexts; delete one first"
-            )));
-        }
+        let place = Starting::take(&self.contexts)?;
         let id = uuid::Uuid::new_v4().to_string();
         let ipc = self.root.join(format!("ipc-{}", &id[..8]));
         let kernel = if let Some(kind) = KernelKind::of(language) {
@@ -492,7 +542,7 @@ impl Contexts for JailSession {
                 ipc,
             },
         });
-        self.contexts.lock().insert(id.clone(), context);
+        place.open(id.clone(), context);
         Ok(id)
     }
 
@@ -545,7 +595,7 @@ impl Contexts for JailSession {
     }
 
     async fn delete_context(&self, context: &str) -> Result<(), SandboxError> {
-        let found = self.contexts.lock().remove(context);
+        let found = self.contexts.lock().open.remove(context);
         let context =
             found.ok_or_else(|| SandboxError::NotFound(format!("Context {context} not found")))?;
         if let Some(kernel) = context.kernel.kernel.lock().await.take() {
@@ -591,5 +641,45 @@ pub fn remove_stale_sessions() {
             tracing::info!(dir = %path.display(), "removing a stale sandbox session");
             remove_session_dir(&path);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn python() -> Arc<Context> {
+        Arc::new(Context {
+            language: Language::Python,
+            cwd: None,
+            kernel: KernelSlot::new(PathBuf::from("/nonexistent/ipc-test")),
+        })
+    }
+
+    fn counts(table: &parking_lot::Mutex<ContextTable>) -> (usize, usize) {
+        let held = table.lock();
+        (held.open.len(), held.starting)
+    }
+
+    #[test]
+    fn a_contexts_place_is_taken_before_its_kernel_starts() {
+        let table = parking_lot::Mutex::new(ContextTable::default());
+        let mut places: Vec<Starting<'_>> = (0..MAX_CONTEXTS)
+            .map(|_| Starting::take(&table).expect("room for it"))
+            .collect();
+        assert_eq!(counts(&table), (0, MAX_CONTEXTS));
+        let refused = Starting::take(&table).err().map(|e| e.to_string());
+        assert_eq!(
+            refused.as_deref(),
+            Some("a session holds at most 8 contexts; delete one first")
+        );
+        places.pop().expect("a place").open("a".into(), python());
+        assert_eq!(counts(&table), (1, MAX_CONTEXTS - 1));
+        // A start that failed, or a request gone mid-way, gives its place back.
+        drop(places.pop());
+        assert_eq!(counts(&table), (1, MAX_CONTEXTS - 2));
+        assert!(Starting::take(&table).is_ok());
+        drop(places);
+        assert_eq!(counts(&table), (1, 0));
     }
 }

@@ -419,9 +419,17 @@ impl Served {
         let code = setup_code(lang, &sandbox.env_vars);
         if !code.is_empty() {
             let request = self.request(code, lang, None);
-            session
+            let setup = session
                 .run_in_context(&id, &request, None, &CancellationToken::new())
-                .await?;
+                .await;
+            if let Err(err) = setup {
+                // Not listed, it could never be deleted: it would hold one
+                // of the sandbox's places for good.
+                if let Err(gone) = session.delete_context(&id).await {
+                    tracing::debug!(%gone, "a context whose setup failed was gone already");
+                }
+                return Err(err.into());
+            }
         }
         let context = ContextJson {
             id: id.clone(),
