@@ -785,6 +785,99 @@ async fn an_owner_makes_sessions_at_a_bounded_rate() {
     );
 }
 
+/// Without a cookie every request is a new owner with a fresh budget, so
+/// the anonymous pages of one address share one: `PER_MINUTE` sessions,
+/// then 429 with `Retry-After`, as JSON for programs and as a page for a
+/// browser's navigation. Another address has its own.
+#[tokio::test]
+async fn anonymous_pages_of_one_address_make_a_bounded_number_of_sessions() {
+    const PER_MINUTE: usize = 3;
+    const ASKED: usize = 7;
+    let server = TestServer::start_configured(|config| {
+        config.notebook.anonymous_sessions_per_minute = PER_MINUTE as u32;
+        // Another address is told by the proxy in front.
+        config.http.trust_forwarded = true;
+    })
+    .await;
+    let server = &server;
+    let made = (0..ASKED).map(|n| async move {
+        // Both ways of making one: the JSON route and the form.
+        let path = if n % 2 == 0 {
+            "/api/sessions"
+        } else {
+            "/sessions"
+        };
+        let response = http_as(None).post(server.url(path)).send().await.unwrap();
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap().parse::<u64>().unwrap());
+        (status, retry_after, response.text().await.unwrap())
+    });
+    let answers = futures::future::join_all(made).await;
+    let made = answers
+        .iter()
+        .filter(|(status, ..)| [201, 303].contains(status))
+        .count();
+    assert_eq!(made, PER_MINUTE, "{answers:?}");
+    for (status, retry_after, body) in answers.iter().filter(|(s, ..)| ![201, 303].contains(s)) {
+        assert_eq!(*status, 429, "{body}");
+        // One comes back every 20 s.
+        assert!(
+            retry_after.is_some_and(|s| (1..=20).contains(&s)),
+            "{retry_after:?}"
+        );
+        let body: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(body["error"]["code"], "rate_limited");
+        assert_eq!(
+            body["error"]["message"],
+            "pages from your address made 3 new sessions this minute, the most anonymous pages may; sign in, or try again within a minute"
+        );
+    }
+    // A browser's navigation (the new-session form without scripts) is
+    // answered with a page that says so.
+    let page = http_as(None)
+        .post(server.url("/sessions"))
+        .header("accept", "text/html,application/xhtml+xml")
+        .form(&[("message", "")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 429);
+    assert!(page.headers().contains_key("retry-after"));
+    assert!(
+        page.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
+    let html = page.text().await.unwrap();
+    assert!(html.contains("<h1>Too many new sessions</h1>"), "{html}");
+    assert!(
+        html.contains("pages from your address made 3 new sessions"),
+        "{html}"
+    );
+    // A cookie of one's own is no way around it...
+    let me = http();
+    assert_eq!(
+        me.post(server.url("/api/sessions"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        429
+    );
+    // ...and another address has its own budget.
+    let elsewhere = http_as(None)
+        .post(server.url("/api/sessions"))
+        .header("x-forwarded-for", "203.0.113.9")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(elsewhere.status(), 201);
+}
+
 #[tokio::test]
 async fn an_owner_holds_a_bounded_number_of_kernels() {
     let server = TestServer::start_configured(|config| {

@@ -21,6 +21,11 @@ pub const PATIENCE: Duration = Duration::from_secs(20);
 /// per-address budget is set out of their way (tests of it set their own).
 pub const LOOPBACK_PAGES: usize = 64;
 
+/// New sessions the anonymous pages of one address may make a minute in
+/// tests: every test's pages come from loopback, so this budget too is set
+/// out of their way (tests of it set their own).
+pub const LOOPBACK_NEW_SESSIONS: u32 = 1000;
+
 /// The owner every test request carries unless it says otherwise.
 pub const OWNER: &str = "7e570000000000000000000000000001";
 
@@ -107,7 +112,10 @@ impl TestServer {
                 anonymous_sessions_per_client: LOOPBACK_PAGES,
                 ..SandboxConfig::default()
             },
-            notebook: Default::default(),
+            notebook: runcell::config::NotebookConfig {
+                anonymous_sessions_per_minute: LOOPBACK_NEW_SESSIONS,
+                ..Default::default()
+            },
             llm: scripted(),
             auth: Default::default(),
             http: Default::default(),

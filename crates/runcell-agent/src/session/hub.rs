@@ -5,7 +5,7 @@ use app::protocol::{EventBody, KernelLoss, SessionEvent};
 use parking_lot::Mutex;
 
 use super::channel::SessionChannel;
-use super::quota::{NewSessionRate, TooManySessions};
+use super::quota::{AddressRate, NewSessionRate, TooManySessions};
 use super::writer::EventWriter;
 use super::{OwnerId, SessionId, ShareToken};
 use crate::cluster::Cluster;
@@ -28,8 +28,10 @@ pub struct SessionHub {
     /// Sessions let go from memory by this process: their kernels may live
     /// on, so reloading one is not a restart.
     evicted: Mutex<HashSet<SessionId>>,
-    /// How fast one owner may make new sessions.
+    /// How fast one owner may make new sessions...
     new_sessions: NewSessionRate,
+    /// ...and the anonymous owners of one client address together.
+    by_address: Option<AddressRate>,
     /// The other nodes on a shared database, if there are any: a session
     /// another node holds is followed here, not run.
     cluster: Option<Arc<Cluster>>,
@@ -75,6 +77,7 @@ impl SessionHub {
             store,
             loading: tokio::sync::Mutex::new(()),
             new_sessions: NewSessionRate::unlimited(),
+            by_address: None,
             cluster: None,
         }
     }
@@ -95,13 +98,31 @@ impl SessionHub {
         self
     }
 
+    /// The anonymous owners of one client address may make new sessions
+    /// at `rate` only, together.
+    pub fn with_address_rate(mut self, rate: AddressRate) -> Self {
+        self.by_address = Some(rate);
+        self
+    }
+
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
     }
 
+    /// Takes one new session from `owner`'s budget, then from its
+    /// address's: a client past its own cookie's budget does not use up
+    /// its neighbours'.
+    fn admit(&self, owner: OwnerId) -> Result<(), TooManySessions> {
+        self.new_sessions.admit(owner)?;
+        match &self.by_address {
+            Some(rate) => rate.admit(owner),
+            None => Ok(()),
+        }
+    }
+
     /// A new, empty session for `owner`, within the owner's rate.
     pub async fn create(&self, owner: OwnerId) -> Result<Arc<SessionChannel>, CreateError> {
-        self.new_sessions.admit(owner)?;
+        self.admit(owner)?;
         Ok(self.insert(owner, "", None, Vec::new()).await?)
     }
 
@@ -118,7 +139,7 @@ impl SessionHub {
         events: Vec<SessionEvent>,
         files_left_behind: bool,
     ) -> Result<Arc<SessionChannel>, CreateError> {
-        self.new_sessions.admit(owner)?;
+        self.admit(owner)?;
         let channel = self
             .insert(owner, title, Some(from.to_string()), events)
             .await?;
@@ -139,7 +160,7 @@ impl SessionHub {
         title: &str,
         events: Vec<SessionEvent>,
     ) -> Result<Arc<SessionChannel>, CreateError> {
-        self.new_sessions.admit(owner)?;
+        self.admit(owner)?;
         let channel = self.insert(owner, title, None, events).await?;
         channel.log().settle(KernelLoss::Import);
         Ok(channel)

@@ -1,10 +1,14 @@
 //! How fast one owner (a browser's cookie) may make new notebook sessions:
 //! each is a row in the store and, once it runs code, a kernel. GCRA, as
 //! the keys' run rate: a burst after a quiet spell, then a steady rate.
-//! (The kernels one owner's sessions hold at once are capped where they are
-//! opened, in `agent::Kernels`.)
+//! A cookie is free to drop, so the anonymous owners of one client address
+//! also share one budget a minute ([`AddressRate`]). (The kernels one
+//! owner's sessions hold at once are capped where they are opened, in
+//! `agent::Kernels`.)
 
+use std::net::IpAddr;
 use std::num::NonZeroU32;
+use std::sync::Arc;
 use std::time::Duration;
 
 use governor::clock::{Clock, DefaultClock};
@@ -12,25 +16,45 @@ use governor::state::keyed::DefaultKeyedStateStore;
 use governor::{Quota, RateLimiter};
 
 use super::OwnerId;
+use super::clients::Clients;
+use crate::sandbox::slots::Claim;
 
 /// Owners remembered before those with a full budget again are forgotten.
 const REMEMBERED: usize = 10_000;
+
+/// Whose budget of new sessions was used up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Budget {
+    /// The owner's (its cookie's).
+    Owner,
+    /// The anonymous pages' of one client address, together.
+    Address,
+}
 
 /// Too many sessions made lately.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TooManySessions {
     pub burst: u32,
     pub retry_after: Duration,
+    pub budget: Budget,
 }
 
 impl std::fmt::Display for TooManySessions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "you made {} sessions in a short time, the most allowed; retry in {}s",
-            self.burst,
-            self.retry_after_secs()
-        )
+        match self.budget {
+            Budget::Owner => write!(
+                f,
+                "you made {} sessions in a short time, the most allowed; retry in {}s",
+                self.burst,
+                self.retry_after_secs()
+            ),
+            // At most a minute: the budget is a minute's.
+            Budget::Address => write!(
+                f,
+                "pages from your address made {} new sessions this minute, the most anonymous pages may; sign in, or try again within a minute",
+                self.burst
+            ),
+        }
     }
 }
 
@@ -81,6 +105,60 @@ impl NewSessionRate {
             .map_err(|not_until| TooManySessions {
                 burst: self.burst,
                 retry_after: not_until.wait_time_from(DefaultClock::default().now()),
+                budget: Budget::Owner,
+            })
+    }
+}
+
+/// How fast the anonymous owners (not signed in) of one client address may
+/// make new sessions together: without it, a client that drops its cookie
+/// is a new owner with a fresh budget at every request. The address is the
+/// one [`Clients`] noted for the owner, as the sandbox slots count it; an
+/// owner signed in, or from an address not known, is not held to it.
+pub struct AddressRate {
+    limiter: RateLimiter<IpAddr, DefaultKeyedStateStore<IpAddr>, DefaultClock>,
+    per_minute: u32,
+    clients: Arc<Clients>,
+}
+
+impl std::fmt::Debug for AddressRate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AddressRate")
+            .field("per_minute", &self.per_minute)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AddressRate {
+    /// `per_minute` sessions a minute from each address, all of them at
+    /// once after a quiet minute.
+    pub fn new(per_minute: u32, clients: Arc<Clients>) -> Self {
+        let per_minute = NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN);
+        Self {
+            limiter: RateLimiter::keyed(Quota::per_minute(per_minute)),
+            per_minute: per_minute.get(),
+            clients,
+        }
+    }
+
+    /// Takes one new session of `owner`'s from its address's budget, when
+    /// `owner` is anonymous from a known address.
+    pub fn admit(&self, owner: OwnerId) -> Result<(), TooManySessions> {
+        let Claim::Anonymous {
+            client: Some(client),
+        } = self.clients.claim_of(owner)
+        else {
+            return Ok(());
+        };
+        if self.limiter.len() > REMEMBERED {
+            self.limiter.retain_recent();
+        }
+        self.limiter
+            .check_key(&client)
+            .map_err(|not_until| TooManySessions {
+                burst: self.per_minute,
+                retry_after: not_until.wait_time_from(DefaultClock::default().now()),
+                budget: Budget::Address,
             })
     }
 }
@@ -101,6 +179,44 @@ mod tests {
         assert!(refused.to_string().contains("retry in"), "{refused}");
         assert!(rate.admit(OwnerId::random()).is_ok(), "another owner");
         assert!(NewSessionRate::unlimited().admit(owner).is_ok());
+    }
+
+    #[test]
+    fn the_anonymous_owners_of_one_address_share_a_budget() {
+        let clients = Arc::new(Clients::default());
+        let rate = AddressRate::new(2, Arc::clone(&clients));
+        let here = IpAddr::from([198, 51, 100, 7]);
+        let there = IpAddr::from([198, 51, 100, 8]);
+        let owners: Vec<OwnerId> = (0..3).map(|_| OwnerId::random()).collect();
+        for owner in &owners {
+            clients.note(*owner, Some(here), false);
+        }
+        rate.admit(owners[0]).expect("the first");
+        rate.admit(owners[1]).expect("another owner, the second");
+        let refused = rate
+            .admit(owners[2])
+            .expect_err("a third owner, same address");
+        assert_eq!((refused.burst, refused.budget), (2, Budget::Address));
+        // A minute's budget: one comes back every 30 s.
+        assert!(
+            (29..=30).contains(&refused.retry_after_secs()),
+            "{refused:?}"
+        );
+        assert_eq!(
+            refused.to_string(),
+            "pages from your address made 2 new sessions this minute, the most anonymous pages may; sign in, or try again within a minute"
+        );
+        // Another address, a person signed in, and an owner whose address
+        // is not known are not held to it.
+        let elsewhere = OwnerId::random();
+        clients.note(elsewhere, Some(there), false);
+        let person = OwnerId::random();
+        clients.note(person, Some(here), true);
+        let unknown = OwnerId::random();
+        clients.note(unknown, None, false);
+        for owner in [elsewhere, person, person, unknown, unknown] {
+            assert_eq!(rate.admit(owner), Ok(()));
+        }
     }
 }
 

@@ -95,7 +95,9 @@ pub struct Config {
 }
 
 /// What one browser (an owner cookie) may take of the notebook's resources:
-/// new sessions (rows) at a rate, and kernels (memory) at once.
+/// new sessions (rows) at a rate, and kernels (memory) at once; and what
+/// the anonymous pages of one client address may make together, since an
+/// owner cookie is free to drop and make anew.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct NotebookConfig {
@@ -104,6 +106,16 @@ pub struct NotebookConfig {
     pub sessions_per_hour: u32,
     /// ...and at once after a quiet spell.
     pub session_burst: u32,
+    /// Sessions the anonymous pages (not signed in, no key) of one client
+    /// address may create a minute together, whatever owner cookies they
+    /// carry or drop: all of them at once after a quiet minute, then one
+    /// every `60 / n` seconds; one more is refused with 429 and
+    /// `Retry-After`. The address is the one the per-address sandbox cap
+    /// uses (the peer's, or the last `X-Forwarded-For` hop when
+    /// `http.trust_forwarded`; one IPv6 /64 is one address); loopback
+    /// counts too. A person on their own machine meets their cookie's
+    /// `session_burst` first.
+    pub anonymous_sessions_per_minute: u32,
     /// Kernels one owner's sessions may hold at once; a new one closes the
     /// owner's longest-idle kernel, or is refused while all of them run.
     pub max_kernels_per_owner: u32,
@@ -124,6 +136,7 @@ impl Default for NotebookConfig {
         Self {
             sessions_per_hour: 120,
             session_burst: 30,
+            anonymous_sessions_per_minute: 30,
             max_kernels_per_owner: 4,
             import_mib: 8,
             imports_in_flight: 2,
@@ -384,6 +397,10 @@ impl Config {
             (
                 "notebook.session_burst",
                 u64::from(self.notebook.session_burst),
+            ),
+            (
+                "notebook.anonymous_sessions_per_minute",
+                u64::from(self.notebook.anonymous_sessions_per_minute),
             ),
             (
                 "notebook.max_kernels_per_owner",
@@ -664,6 +681,24 @@ mod tests {
             assert!(
                 err.to_string().contains("auth.user_limits.sessions"),
                 "{err}"
+            );
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn an_addresss_anonymous_sessions_a_minute_are_set_and_checked() {
+        Jail::expect_with(|jail| {
+            let config = load_in(jail, Overrides::default()).map_err(|e| e.to_string())?;
+            assert_eq!(config.notebook.anonymous_sessions_per_minute, 30);
+            jail.set_env("RUNCELL_NOTEBOOK__ANONYMOUS_SESSIONS_PER_MINUTE", "120");
+            let config = load_in(jail, Overrides::default()).map_err(|e| e.to_string())?;
+            assert_eq!(config.notebook.anonymous_sessions_per_minute, 120);
+            jail.set_env("RUNCELL_NOTEBOOK__ANONYMOUS_SESSIONS_PER_MINUTE", "0");
+            let err = load_in(jail, Overrides::default()).map(|_| ()).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                "invalid setting `notebook.anonymous_sessions_per_minute`: must be more than 0"
             );
             Ok(())
         });

@@ -19,6 +19,7 @@ mod listener;
 mod mcp;
 pub mod mcp_sessions;
 mod metrics;
+mod navigation;
 mod ndjson;
 mod oidc;
 mod origin;

@@ -15,9 +15,11 @@ use serde_json::json;
 
 use super::ApiError;
 use super::extract::{ApiForm, ApiJson, ApiQuery, OwnedSession};
+use super::navigation::Navigation;
 use super::owner::Owner;
 use super::request_origin::RequestOrigin;
 use crate::notebook::{Notebooks, Turn, parse_link_token};
+use crate::session::OwnerId;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -44,10 +46,20 @@ const SAMPLES: [(&str, &str, &[u8]); 1] = [(
 
 /// `POST /sessions` (form): a new session of the visitor's, asked its first
 /// question if one was typed; then its page, where the turn streams. Only
-/// a post makes a session: `GET /` changes nothing.
+/// a post makes a session: `GET /` changes nothing. A refusal is a page
+/// for a browser's navigation.
 pub async fn create_form(
     State(notebooks): State<Arc<Notebooks>>,
     Owner(owner): Owner,
+    navigation: Navigation,
+    form: Result<Form<NewSessionForm>, FormRejection>,
+) -> Response {
+    navigation.answer(create_with(&notebooks, owner, form).await)
+}
+
+async fn create_with(
+    notebooks: &Notebooks,
+    owner: OwnerId,
     form: Result<Form<NewSessionForm>, FormRejection>,
 ) -> Result<Response, ApiError> {
     // A bare post (no form at all) asks for an empty session.
@@ -199,14 +211,19 @@ pub async fn unshare(
 }
 
 /// `POST /s/{token}/fork`: a new session of the caller's with the shared
-/// cells copied; answered with a redirect to it.
+/// cells copied; answered with a redirect to it (a refusal is a page for a
+/// browser's navigation).
 pub async fn fork(
     State(notebooks): State<Arc<Notebooks>>,
     Owner(owner): Owner,
+    navigation: Navigation,
     Path(token): Path<String>,
-) -> Result<Response, ApiError> {
-    let channel = notebooks.fork(owner, &parse_link_token(&token)?).await?;
-    Ok(see_other(&format!("/sessions/{}", channel.id())))
+) -> Response {
+    let forked = async {
+        let channel = notebooks.fork(owner, &parse_link_token(&token)?).await?;
+        Ok(see_other(&format!("/sessions/{}", channel.id())))
+    };
+    navigation.answer(forked.await)
 }
 
 // The page's forms.

@@ -28,7 +28,7 @@ use crate::sandbox::jail::{JailConfig, JailSandbox};
 use crate::sandbox::sessions::{SessionSettings, Sessions};
 use crate::session::SessionHub;
 use crate::session::clients::Clients;
-use crate::session::quota::{NewSessionRate, OwnerQuotas};
+use crate::session::quota::{AddressRate, NewSessionRate, OwnerQuotas};
 use crate::session::uploads::Uploads;
 use crate::store::nodes::Node;
 use crate::store::{Database, Store};
@@ -266,10 +266,15 @@ impl AppState {
             TurnRunner::new(Arc::new(agent), turns.clone(), shutdown.clone())
                 .with_quotas(Arc::clone(&accounts) as Arc<dyn OwnerQuotas>),
         );
-        let mut hub = SessionHub::new(store).with_new_session_rate(NewSessionRate::new(
-            config.notebook.sessions_per_hour,
-            config.notebook.session_burst,
-        ));
+        let mut hub = SessionHub::new(store)
+            .with_new_session_rate(NewSessionRate::new(
+                config.notebook.sessions_per_hour,
+                config.notebook.session_burst,
+            ))
+            .with_address_rate(AddressRate::new(
+                config.notebook.anonymous_sessions_per_minute,
+                Arc::clone(&clients),
+            ));
         if let Some(cluster) = &cluster {
             hub = hub.with_cluster(Arc::clone(cluster));
         }

@@ -9,6 +9,9 @@ use futures::StreamExt;
 
 use super::super::{BenchError, fail};
 
+/// Times a new session refused for the rate is asked for again.
+const CREATE_RETRIES: usize = 5;
+
 /// A client for one task: one owner (cookie), one session.
 pub struct AgentClient {
     http: reqwest::Client,
@@ -34,12 +37,25 @@ impl AgentClient {
     }
 
     /// A new session; the first call also takes the owner cookie it sets.
+    /// Every task is an owner of its own from one address, so a server's
+    /// anonymous pages' budget a minute (`notebook.anonymous_sessions_per_minute`)
+    /// may be met on the way: a 429 is waited out as `Retry-After` says.
     pub async fn create(&mut self) -> Result<String, BenchError> {
-        let response = self
-            .request(reqwest::Method::POST, "/api/sessions")
-            .send()
-            .await
-            .map_err(fail)?;
+        let mut response = self.post_session().await?;
+        for _ in 0..CREATE_RETRIES {
+            if response.status() != reqwest::StatusCode::TOO_MANY_REQUESTS {
+                break;
+            }
+            let wait = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(1)
+                .clamp(1, 60);
+            tokio::time::sleep(Duration::from_secs(wait)).await;
+            response = self.post_session().await?;
+        }
         if let Some(cookie) = response
             .headers()
             .get(reqwest::header::SET_COOKIE)
@@ -57,6 +73,13 @@ impl AgentClient {
             .as_str()
             .map(str::to_string)
             .ok_or_else(|| fail("no session id in the answer"))
+    }
+
+    async fn post_session(&self) -> Result<reqwest::Response, BenchError> {
+        self.request(reqwest::Method::POST, "/api/sessions")
+            .send()
+            .await
+            .map_err(fail)
     }
 
     pub async fn upload(&self, id: &str, name: &str, bytes: &[u8]) -> Result<(), BenchError> {
