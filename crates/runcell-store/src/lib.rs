@@ -122,6 +122,10 @@ pub trait Store: Send + Sync + 'static {
     /// active first.
     async fn sessions_of(&self, owner: OwnerId) -> Result<Vec<SessionRecord>, StoreError>;
 
+    /// How many sessions the owner holds, begun or still empty: the rows a
+    /// cap on what one keeps bounds.
+    async fn count_sessions_of(&self, owner: OwnerId) -> Result<u64, StoreError>;
+
     /// Gives every session of `from` to `to` (a terminal joining a
     /// browser's owner brings its sessions along); answers how many moved.
     async fn move_sessions(&self, from: OwnerId, to: OwnerId) -> Result<u64, StoreError>;

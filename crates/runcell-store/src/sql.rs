@@ -175,6 +175,17 @@ pub async fn sessions_of(
     .collect()
 }
 
+pub async fn count_sessions_of(db: &impl Backend, owner: OwnerId) -> Result<u64, StoreError> {
+    let row = db
+        .fetch_optional(
+            "SELECT COUNT(*) AS held FROM sessions WHERE owner = $1",
+            vec![Param::Text(owner.to_string())],
+        )
+        .await?
+        .ok_or(sqlx::Error::RowNotFound)?;
+    Ok(u64::try_from(row.int("held")?).unwrap_or(0))
+}
+
 pub async fn move_sessions(
     db: &impl Backend,
     from: OwnerId,

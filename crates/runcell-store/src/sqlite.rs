@@ -125,6 +125,10 @@ impl Store for SqliteStore {
         sql::sessions_of(self, owner).await
     }
 
+    async fn count_sessions_of(&self, owner: OwnerId) -> Result<u64, StoreError> {
+        sql::count_sessions_of(self, owner).await
+    }
+
     async fn move_sessions(&self, from: OwnerId, to: OwnerId) -> Result<u64, StoreError> {
         sql::move_sessions(self, from, to).await
     }

@@ -128,6 +128,15 @@ pub async fn run(store: &dyn Store) {
             .is_empty(),
         "a session without events is not listed"
     );
+    assert_eq!(
+        store.count_sessions_of(owner(ALICE)).await.expect("count"),
+        1,
+        "but it is held"
+    );
+    assert_eq!(
+        store.count_sessions_of(owner(CAROL)).await.expect("count"),
+        0
+    );
 
     // Append, interleaved across sessions, in one batch and then another.
     let first = turn(1, 1, "plot the primes below 1000\nand label them");

@@ -846,6 +846,77 @@ async fn a_persons_keys_are_held_to_the_persons_limits() {
     );
 }
 
+/// A person's cap on notebooks holds for notebooks made at once (the
+/// count and the new row are one step), for new empty ones, and for the
+/// other ways of making one: an import and a fork.
+#[tokio::test]
+async fn a_persons_notebooks_made_at_once_cannot_pass_their_cap_together() {
+    const CAP: usize = 2;
+    const ASKED: usize = 6;
+    let server = server_with_header(None, |config| {
+        config.auth.user_limits.sessions = CAP as u32;
+    })
+    .await;
+    // A link to fork, from someone else.
+    let mut frank = named(&server, "frank");
+    let shared = asked_session(&mut frank, &server).await;
+    let link = frank
+        .post_json(
+            &server.url(&format!("/api/sessions/{shared}/share")),
+            &json!({}),
+        )
+        .await;
+    assert!(link.status().is_success(), "{}", link.status());
+    let token = link.json::<Value>().await.unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let mut gail = named(&server, "gail");
+    assert_eq!(gail.get(&server.url("/")).await.status(), StatusCode::OK);
+    let origin = server.url("").trim_end_matches('/').to_string();
+    let made = (0..ASKED).map(|_| {
+        let request = gail
+            .http
+            .post(server.url("/api/sessions"))
+            .header("origin", &origin);
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.text().await.unwrap())
+        }
+    });
+    let answers = futures::future::join_all(made).await;
+    let opened = answers.iter().filter(|(status, _)| *status == 201).count();
+    assert_eq!(opened, CAP, "{answers:?}");
+    for (status, body) in answers.iter().filter(|(status, _)| *status != 201) {
+        assert_eq!(*status, 429, "{body}");
+        let body: Value = serde_json::from_str(body).unwrap();
+        assert_eq!(body["error"]["code"], "over_quota");
+        assert_eq!(
+            body["error"]["message"],
+            "you keep 2 notebooks (new empty ones count too), the most your account allows (2); delete some to make new ones"
+        );
+    }
+    let notebook = json!({
+        "nbformat": 4, "nbformat_minor": 5, "metadata": {},
+        "cells": [{"cell_type": "markdown", "id": "m", "metadata": {}, "source": "# Mine"}],
+    });
+    let imported = gail
+        .http
+        .post(server.url("/api/sessions/import"))
+        .header("origin", &origin)
+        .body(notebook.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(imported.status(), StatusCode::TOO_MANY_REQUESTS);
+    let forked = gail
+        .post_form(&server.url(&format!("/s/{token}/fork")), &[])
+        .await;
+    assert_eq!(forked.status(), StatusCode::TOO_MANY_REQUESTS);
+}
+
 #[tokio::test]
 async fn a_persons_key_signs_a_browser_or_terminal_in_as_the_person() {
     key_signs_the_person_in(None).await;

@@ -507,7 +507,9 @@ impl Notebooks {
             import(bytes, highlighter)
         }
         .map_err(|e| NotebookError::BadNotebook(e.to_string()))?;
+        let room = self.notebook_room(owner).await?;
         let channel = self.hub.import(owner, &title, events).await?;
+        drop(room);
         tracing::info!(session = %channel.id(), "notebook imported");
         Ok(channel)
     }

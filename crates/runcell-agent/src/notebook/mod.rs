@@ -9,6 +9,7 @@
 //! the kernels' files) lives here, each with a plain Rust test
 //! (`tests.rs`).
 
+mod caps;
 mod error;
 mod figures;
 mod files;
@@ -105,6 +106,8 @@ pub struct Notebooks {
     handovers: handover::Handovers,
     /// People's notebook caps.
     quotas: Option<Arc<dyn crate::session::quota::OwnerQuotas>>,
+    /// Held while a capped owner's notebook is counted and made.
+    notebook_locks: caps::OwnerLocks,
 }
 
 impl Notebooks {
@@ -121,6 +124,7 @@ impl Notebooks {
             pyodide_url,
             handovers: handover::Handovers::default(),
             quotas: None,
+            notebook_locks: caps::OwnerLocks::default(),
         }
     }
 
@@ -149,19 +153,12 @@ impl Notebooks {
         self.hub.store()
     }
 
-    /// A new, empty session of `owner`'s, within the owner's rate.
+    /// A new, empty session of `owner`'s, within the owner's rate and cap.
     pub async fn create(&self, owner: OwnerId) -> Result<Arc<SessionChannel>, NotebookError> {
         if self.shutdown.is_cancelled() {
             return Err(NotebookError::ShuttingDown);
         }
-        if let Some(cap) = self.quotas.as_ref().and_then(|q| q.session_cap(owner)) {
-            let kept = self.store().sessions_of(owner).await?.len();
-            if kept >= cap {
-                return Err(NotebookError::OverQuota(format!(
-                    "you keep {kept} notebooks, the most your account allows ({cap}); delete some to make new ones"
-                )));
-            }
-        }
+        let _room = self.notebook_room(owner).await?;
         Ok(self.hub.create(owner).await?)
     }
 

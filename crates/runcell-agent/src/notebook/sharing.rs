@@ -51,10 +51,12 @@ impl Notebooks {
             .ok_or(NotebookError::LinkGone)?;
         let title = fork_title(&record.title, &events);
         let files_left_behind = !link.files && self.has_files(link.session_id).await;
+        let room = self.notebook_room(owner).await?;
         let channel = self
             .hub
             .fork(owner, &title, token, events, files_left_behind)
             .await?;
+        drop(room);
         if link.files {
             match self.holder_elsewhere(link.session_id).await {
                 Some(holder) => {
