@@ -917,6 +917,41 @@ async fn a_persons_notebooks_made_at_once_cannot_pass_their_cap_together() {
     assert_eq!(forked.status(), StatusCode::TOO_MANY_REQUESTS);
 }
 
+/// A person's cap on the bytes their files keep holds for uploads sent at
+/// once: the count of what is kept and the upload it admits are one step.
+#[tokio::test]
+async fn a_persons_files_uploaded_at_once_cannot_pass_their_cap_together() {
+    const FILES: usize = 5;
+    const SIZE: usize = 400 * 1024;
+    let server = server_with_header(None, |config| {
+        config.auth.user_limits.storage_mib = 1;
+    })
+    .await;
+    let mut hana = named(&server, "hana");
+    let session = asked_session(&mut hana, &server).await;
+    let origin = server.url("").trim_end_matches('/').to_string();
+    let puts = (0..FILES).map(|n| {
+        let request = hana
+            .http
+            .put(server.url(&format!("/api/sessions/{session}/files?path=part{n}.bin")))
+            .header("origin", &origin)
+            .body(vec![b'x'; SIZE]);
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.text().await.unwrap())
+        }
+    });
+    let answers = futures::future::join_all(puts).await;
+    // Two of 400 KiB fit 1 MiB; a third does not.
+    let kept = answers.iter().filter(|(status, _)| *status == 201).count();
+    assert_eq!(kept, 2, "{answers:?}");
+    for (status, body) in answers.iter().filter(|(status, _)| *status != 201) {
+        assert_eq!(*status, 429, "{body}");
+        assert!(body.contains("your account may keep 1 MiB"), "{body}");
+    }
+}
+
 #[tokio::test]
 async fn a_persons_key_signs_a_browser_or_terminal_in_as_the_person() {
     key_signs_the_person_in(None).await;

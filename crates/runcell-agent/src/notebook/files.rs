@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use tokio::sync::OwnedMutexGuard;
+
 use super::{NotebookError, Notebooks};
 use crate::sandbox::files::{Contents, FileEntry};
 use crate::session::{OwnerId, SessionChannel};
@@ -35,7 +37,7 @@ impl Notebooks {
         bytes: Contents,
         overwrite: bool,
     ) -> Result<FileEntry, NotebookError> {
-        self.check_storage(channel, path, bytes.len()).await?;
+        let _room = self.storage_room(channel, path, bytes.len()).await?;
         self.holder(channel).upload(path, bytes, overwrite).await
     }
 
@@ -49,19 +51,22 @@ impl Notebooks {
         Ok(kept)
     }
 
-    /// Whether `size` more bytes as `path` fit what the owner's account may
+    /// Room for `size` more bytes as `path` in what the owner's account may
     /// keep across all their notebooks (for a person with a limit; each
-    /// notebook's own quota is its kernel's home, checked on saving).
-    async fn check_storage(
+    /// notebook's own quota is its kernel's home, checked on saving), held
+    /// until the guard is dropped, after the upload: uploads at once are
+    /// counted one after another.
+    async fn storage_room(
         &self,
         channel: &Arc<SessionChannel>,
         path: &str,
         size: u64,
-    ) -> Result<(), NotebookError> {
+    ) -> Result<Option<OwnedMutexGuard<()>>, NotebookError> {
         let owner = channel.owner();
         let Some(cap) = self.quotas.as_ref().and_then(|q| q.storage_cap(owner)) else {
-            return Ok(());
+            return Ok(None);
         };
+        let held = self.storage_locks.lock(owner).await;
         let mut kept = self.kept_bytes_of(owner).await?;
         let listed = self.store().sessions_of(owner).await?;
         if !listed.iter().any(|s| s.id == channel.id()) {
@@ -73,13 +78,13 @@ impl Notebooks {
         if after > cap {
             let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
             return Err(NotebookError::OverQuota(format!(
-                "your notebooks keep {:.1} MiB of files and your account may keep {:.0} MiB:                  this file ({:.1} MiB) does not fit; delete some files first",
+                "your notebooks keep {:.1} MiB of files and your account may keep {:.0} MiB: this file ({:.1} MiB) does not fit; delete some files first",
                 mib(kept),
                 mib(cap),
                 mib(size)
             )));
         }
-        Ok(())
+        Ok(Some(held))
     }
 
     /// Removes a file or a directory.

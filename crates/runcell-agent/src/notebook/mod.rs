@@ -106,8 +106,10 @@ pub struct Notebooks {
     handovers: handover::Handovers,
     /// People's notebook caps.
     quotas: Option<Arc<dyn crate::session::quota::OwnerQuotas>>,
-    /// Held while a capped owner's notebook is counted and made.
+    /// Held while a capped owner's notebook is counted and made...
     notebook_locks: caps::OwnerLocks,
+    /// ...and while their files are counted and an upload is put in.
+    storage_locks: caps::OwnerLocks,
 }
 
 impl Notebooks {
@@ -125,6 +127,7 @@ impl Notebooks {
             handovers: handover::Handovers::default(),
             quotas: None,
             notebook_locks: caps::OwnerLocks::default(),
+            storage_locks: caps::OwnerLocks::default(),
         }
     }
 
