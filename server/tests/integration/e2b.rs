@@ -838,6 +838,40 @@ async fn contexts_opened_at_once_cannot_pass_the_cap_together() {
     assert_eq!(listed.len(), CAP + 2, "{listed:?}");
 }
 
+/// E2B sandboxes are the key's sandbox sessions: made at once, they
+/// cannot pass the key's cap together either.
+#[tokio::test]
+async fn sandboxes_made_at_once_cannot_pass_the_keys_cap_together() {
+    const CAP: usize = 2;
+    const ASKED: usize = 5;
+    let server = TestServer::start_configured(|config| {
+        config.sandbox.pool_size = 0;
+        config.auth.max_live_sessions = CAP as u32;
+    })
+    .await;
+    let key = server.api_key("sandboxes").await;
+    let made = (0..ASKED).map(|_| async {
+        let response = reqwest::Client::new()
+            .post(server.url("/sandboxes"))
+            .header("X-API-Key", &key)
+            .json(&json!({"templateID": "code-interpreter-v1"}))
+            .send()
+            .await
+            .unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    });
+    let answers = futures::future::join_all(made).await;
+    let created = answers.iter().filter(|(status, _)| *status == 201).count();
+    assert_eq!(created, CAP, "{answers:?}");
+    for (status, body) in answers.iter().filter(|(status, _)| *status != 201) {
+        assert_eq!(*status, 429, "{body}");
+        assert!(
+            body.contains("this key has 2 sandbox sessions open, its most"),
+            "{body}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_revoked_keys_sandbox_is_closed_within_seconds() {
     let server = TestServer::start_configured(|config| config.auth.revocation_check_secs = 1).await;

@@ -911,6 +911,107 @@ async fn an_owner_holds_a_bounded_number_of_kernels() {
     assert!(printed.contains("needed the room"), "{printed}");
 }
 
+/// An owner's kernels started at once cannot pass the cap together: each
+/// is counted from before its kernel starts, and while all of them run
+/// none can be closed to make room, so the rest are refused.
+#[tokio::test]
+async fn kernels_an_owner_starts_at_once_cannot_pass_the_cap_together() {
+    const CAP: usize = 2;
+    const SESSIONS: usize = 5;
+    let server = TestServer::start_configured(|config| {
+        config.notebook.max_kernels_per_owner = CAP as u32;
+    })
+    .await;
+    let mut ids = Vec::new();
+    for _ in 0..SESSIONS {
+        ids.push(server.new_session().await);
+    }
+    let server = &server;
+    let runs = ids.iter().map(|id| async move {
+        let response = http()
+            .post(server.url(&format!("/api/sessions/{id}/run")))
+            .json(&serde_json::json!({
+                "code": "import time\ntime.sleep(3)\nprint('ran')",
+                "language": "python",
+            }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        ndjson_events(response).await;
+        let events = history(server, id).await;
+        let printed = Notebook::from_events(&events)
+            .cells()
+            .next_back()
+            .unwrap()
+            .printed();
+        (printed, serde_json::to_string(&events).unwrap())
+    });
+    let outcomes = futures::future::join_all(runs).await;
+    let ran = outcomes
+        .iter()
+        .filter(|(printed, _)| printed == "ran\n")
+        .count();
+    assert_eq!(ran, CAP, "{outcomes:?}");
+    for (_, events) in outcomes.iter().filter(|(printed, _)| printed != "ran\n") {
+        assert!(
+            events.contains("your sessions hold 2 kernels, all running"),
+            "{events}"
+        );
+    }
+}
+
+/// The anonymous pages of one address hold a few sandbox sessions
+/// together, whatever owners they are: kernels they start at once are
+/// counted from before they start, so no more than that many start.
+#[tokio::test]
+async fn kernels_anonymous_pages_of_one_address_start_at_once_cannot_pass_its_cap() {
+    const PER_ADDRESS: usize = 2;
+    const PAGES: usize = 5;
+    let server = TestServer::start_configured(|config| {
+        config.sandbox.anonymous_sessions_per_client = PER_ADDRESS;
+    })
+    .await;
+    let mut pages = Vec::new();
+    for n in 0..PAGES {
+        let owner = format!("a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0{n:02}");
+        let id = server.new_session_of(&owner).await;
+        pages.push((owner, id));
+    }
+    let server = &server;
+    let runs = pages.iter().map(|(owner, id)| async move {
+        let response = http_as(Some(owner))
+            .post(server.url(&format!("/api/sessions/{id}/run")))
+            .json(&serde_json::json!({
+                "code": "import time\ntime.sleep(3)\nprint('ran')",
+                "language": "python",
+            }))
+            .send()
+            .await
+            .unwrap();
+        // Another owner's history is not ours to read: the run's own events.
+        let events = ndjson_events(response).await;
+        let printed = Notebook::from_events(&events)
+            .cells()
+            .next_back()
+            .unwrap()
+            .printed();
+        (printed, serde_json::to_string(&events).unwrap())
+    });
+    let outcomes = futures::future::join_all(runs).await;
+    let ran = outcomes
+        .iter()
+        .filter(|(printed, _)| printed == "ran\n")
+        .count();
+    assert_eq!(ran, PER_ADDRESS, "{outcomes:?}");
+    for (_, events) in outcomes.iter().filter(|(printed, _)| printed != "ran\n") {
+        assert!(
+            events.contains("pages from your address hold 2 sandbox sessions"),
+            "{events}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn an_imported_notebook_is_a_session_whose_run_all_stops_at_the_first_error() {
     let server = TestServer::start().await;

@@ -346,3 +346,51 @@ async fn more_pages_than_a_session_takes_are_closed_saying_why() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// How a page's socket was first answered: a protocol frame (its welcome),
+/// or a close with its code and reason.
+async fn first_answer(client: &mut crate::support::Client) -> Result<(), (u16, String)> {
+    loop {
+        let frame = tokio::time::timeout(PATIENCE, client.ws.next())
+            .await
+            .expect("no frame in time");
+        match frame {
+            Some(Ok(Message::Text(_))) => return Ok(()),
+            Some(Ok(Message::Close(Some(frame)))) => {
+                return Err((u16::from(frame.code), frame.reason.to_string()));
+            }
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+            other => panic!("unexpected answer {other:?}"),
+        }
+    }
+}
+
+/// Pages opened at once cannot pass a session's cap together: each takes
+/// its place before it is welcomed.
+#[tokio::test]
+async fn pages_opened_at_once_cannot_pass_the_sessions_cap_together() {
+    const CAP: usize = 2;
+    const PAGES: usize = 6;
+    let server = TestServer::start_configured(|config| {
+        config.notebook.max_sockets_per_session = CAP as u32;
+    })
+    .await;
+    let id = server.new_session().await;
+    let opens = (0..PAGES).map(|_| async {
+        let mut page = server.connect(&id, 0).await;
+        let answer = first_answer(&mut page).await;
+        // Kept open until every page is answered.
+        (answer, page)
+    });
+    let answered = futures::future::join_all(opens).await;
+    let answers: Vec<&Result<(), (u16, String)>> = answered.iter().map(|(a, _)| a).collect();
+    let welcomed = answers.iter().filter(|a| a.is_ok()).count();
+    assert_eq!(welcomed, CAP, "{answers:?}");
+    for refused in answers.iter().filter_map(|a| a.as_ref().err()) {
+        assert_eq!(refused.0, 1013, "{refused:?}");
+        assert!(
+            refused.1.contains("this session has 2 pages open"),
+            "{refused:?}"
+        );
+    }
+}
