@@ -14,7 +14,7 @@ use axum::response::IntoResponse;
 use sha2_010::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use super::abuse::{Answers, attacker, client_from};
+use super::attackers::{Answers, attacker, client_from};
 use super::{BenchError, fail};
 
 /// Files each upstream project lists that can really be downloaded...

@@ -5,6 +5,7 @@
 pub mod abuse;
 mod abuse_surfaces;
 pub mod agent;
+mod attackers;
 pub mod dabench;
 pub mod heuristics;
 pub mod llm;

@@ -13,16 +13,21 @@ use app::protocol::{EventBody, SessionEvent};
 use sqlx::query::Query;
 use sqlx::{Database, Encode, QueryBuilder, Type};
 
-use super::keys::{KeyRecord, TOUCH_EVERY_MS};
 use super::rows::{
-    AUDIT_COLUMNS, KEY_COLUMNS, SESSION_COLUMNS, SHARE_COLUMNS, StoreRow, USER_COLUMNS, audit_of,
-    key_of, kind_of, ms, session_of, share_of, unsigned, user_of,
+    AUDIT_COLUMNS, SESSION_COLUMNS, SHARE_COLUMNS, StoreRow, USER_COLUMNS, audit_of, kind_of, ms,
+    session_of, share_of, unsigned, user_of,
 };
 use super::users::{
     AuditEntry, Identity, LimitOverrides, Role, SEEN_EVERY_MS, SignedInUser, UserRecord,
 };
 use super::{SessionRecord, ShareRecord, StoreError, title_from};
 use app::api::{OwnerId, SessionId, ShareToken};
+
+mod keys;
+pub use keys::{
+    create_key, key, key_by_digest, keys, keys_of_user, keys_revoked_since, revoke_key,
+    revoke_key_id, touch_key,
+};
 
 /// A statement's parameter, bound by each database in its own types.
 pub enum Param {
@@ -425,143 +430,6 @@ pub async fn shared(
 }
 
 // API keys.
-
-pub async fn create_key<B: Backend>(
-    db: &B,
-    key: &KeyRecord,
-    digest: &str,
-) -> Result<(), StoreError> {
-    let inserted = db
-        .execute(
-            "INSERT INTO api_keys (id, name, digest, prefix, created_ms, user_id)
-             VALUES ($1, $2, $3, $4, $5, $6)",
-            vec![
-                Param::Text(key.id.clone()),
-                Param::Text(B::text(&key.name)),
-                Param::Text(digest.to_string()),
-                Param::Text(key.prefix.clone()),
-                Param::Int(ms(key.created_ms)),
-                Param::MaybeText(key.user_id.clone()),
-            ],
-        )
-        .await;
-    match inserted {
-        Ok(_) => Ok(()),
-        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-            Err(StoreError::NameTaken(key.name.clone()))
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Every key, oldest first: by time, then by `made_order`, the column
-/// that says in which order the dialect stored them.
-pub async fn keys(db: &impl Backend, made_order: &str) -> Result<Vec<KeyRecord>, StoreError> {
-    db.fetch_all(
-        &format!("SELECT {KEY_COLUMNS} FROM api_keys ORDER BY created_ms, {made_order}"),
-        Vec::new(),
-    )
-    .await?
-    .iter()
-    .map(key_of)
-    .collect()
-}
-
-pub async fn keys_of_user<B: Backend>(
-    db: &B,
-    user_id: &str,
-    made_order: &str,
-) -> Result<Vec<KeyRecord>, StoreError> {
-    db.fetch_all(
-        &format!(
-            "SELECT {KEY_COLUMNS} FROM api_keys WHERE user_id = $1 ORDER BY created_ms, {made_order}"
-        ),
-        vec![Param::Text(B::text(user_id))],
-    )
-    .await?
-    .iter()
-    .map(key_of)
-    .collect()
-}
-
-pub async fn keys_revoked_since(
-    db: &impl Backend,
-    since_ms: u64,
-) -> Result<Vec<KeyRecord>, StoreError> {
-    db.fetch_all(
-        &format!(
-            "SELECT {KEY_COLUMNS} FROM api_keys WHERE revoked_ms >= $1 ORDER BY revoked_ms, id"
-        ),
-        vec![Param::Int(ms(since_ms))],
-    )
-    .await?
-    .iter()
-    .map(key_of)
-    .collect()
-}
-
-pub async fn key<B: Backend>(db: &B, id: &str) -> Result<Option<KeyRecord>, StoreError> {
-    db.fetch_optional(
-        &format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE id = $1"),
-        vec![Param::Text(B::text(id))],
-    )
-    .await?
-    .as_ref()
-    .map(key_of)
-    .transpose()
-}
-
-pub async fn key_by_digest<B: Backend>(
-    db: &B,
-    digest: &str,
-) -> Result<Option<KeyRecord>, StoreError> {
-    db.fetch_optional(
-        &format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE digest = $1"),
-        vec![Param::Text(B::text(digest))],
-    )
-    .await?
-    .as_ref()
-    .map(key_of)
-    .transpose()
-}
-
-pub async fn revoke_key<B: Backend>(db: &B, name: &str, now_ms: u64) -> Result<bool, StoreError> {
-    let revoked = db
-        .execute(
-            "UPDATE api_keys SET revoked_ms = $1
-             WHERE name = $2 AND revoked_ms IS NULL AND user_id IS NULL",
-            vec![Param::Int(ms(now_ms)), Param::Text(B::text(name))],
-        )
-        .await?;
-    Ok(revoked > 0)
-}
-
-pub async fn revoke_key_id<B: Backend>(db: &B, id: &str, now_ms: u64) -> Result<bool, StoreError> {
-    let revoked = db
-        .execute(
-            "UPDATE api_keys SET revoked_ms = $1 WHERE id = $2 AND revoked_ms IS NULL",
-            vec![Param::Int(ms(now_ms)), Param::Text(B::text(id))],
-        )
-        .await?;
-    Ok(revoked > 0)
-}
-
-pub async fn touch_key<B: Backend>(db: &B, id: &str, now_ms: u64) -> Result<(), StoreError> {
-    db.execute(
-        "UPDATE api_keys SET last_used_ms = $1
-         WHERE id = $2 AND (last_used_ms IS NULL OR last_used_ms <= $3)",
-        vec![
-            Param::Int(ms(now_ms)),
-            Param::Text(B::text(id)),
-            // Due when a full minute has passed, as `KeyRecord::needs_touch` says.
-            Param::Int(ms(now_ms.saturating_sub(TOUCH_EVERY_MS))),
-        ],
-    )
-    .await?;
-    Ok(())
-}
-
-// People.
 
 pub async fn sign_in_user<B: Backend>(
     db: &B,
