@@ -220,6 +220,13 @@ impl Llm for Shelf {
         request.model = None;
         model.chat(request).await
     }
+
+    async fn prefill(&self, mut request: ChatRequest) -> Result<(), LlmError> {
+        let path = self.resolve(request.model.as_deref())?;
+        let model = self.get(&path).await?;
+        request.model = None;
+        model.prefill(request).await
+    }
 }
 
 #[cfg(test)]

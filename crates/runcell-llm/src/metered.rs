@@ -67,6 +67,10 @@ impl Llm for Metered {
             }
         }
     }
+
+    async fn prefill(&self, request: ChatRequest) -> Result<(), LlmError> {
+        self.0.prefill(request).await
+    }
 }
 
 struct MeteredStream {

@@ -110,6 +110,17 @@ pub struct ChatRequest {
     /// embedded one) can be fair between them; never sent anywhere.
     #[serde(skip)]
     pub requester: Requester,
+    /// How many leading messages are the server's own (its system prompt,
+    /// nothing a person wrote or uploaded): a backend with a prompt cache
+    /// may reuse their reading for every requester. 0: none.
+    #[serde(skip)]
+    pub shared_messages: usize,
+    /// The conversation this request continues (a notebook session's id):
+    /// a backend with a prompt cache reuses what it read of the rest of the
+    /// messages only for requests that name the same conversation, so that
+    /// cache timing tells nobody what another person asked.
+    #[serde(skip)]
+    pub conversation: Option<String>,
 }
 
 /// Who a model request is for.
@@ -284,4 +295,12 @@ pub trait Llm: Send + Sync + 'static {
     /// event (unreachable, auth, unknown model...) come back here; later ones
     /// come as the stream's last item.
     async fn chat(&self, request: ChatRequest) -> Result<ChatStream, LlmError>;
+
+    /// Reads `request`'s messages ahead (a session's prompt while its owner
+    /// types, or once a file is uploaded), so that a request continuing them
+    /// soon pays only for what it adds. Backends without a prompt cache of
+    /// their own do nothing; errors are the caller's to ignore.
+    async fn prefill(&self, _request: ChatRequest) -> Result<(), LlmError> {
+        Ok(())
+    }
 }

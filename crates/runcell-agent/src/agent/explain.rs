@@ -58,6 +58,8 @@ impl Agent {
                 max_tokens: Some(self.settings.max_tokens.min(400)),
                 temperature: Some(0.0),
                 requester: self.requester(session),
+                shared_messages: 0,
+                conversation: Some(session.id().to_string()),
             };
             if round > 0 {
                 session.publish(EventBody::CellReset { cell_id });

@@ -77,6 +77,8 @@ impl Agent {
             max_tokens: Some(self.settings.max_tokens),
             temperature: Some(0.0),
             requester: Requester::Unnamed,
+            shared_messages: 0,
+            conversation: None,
         }
     }
 
@@ -107,6 +109,7 @@ impl Agent {
     ) -> Reply {
         let request = ChatRequest {
             requester: self.requester(session),
+            conversation: Some(session.id().to_string()),
             temperature: Some(temperature),
             ..self.code_request(messages, model, channel)
         };
