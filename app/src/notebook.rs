@@ -208,6 +208,9 @@ pub struct Notebook {
     kernel_lost: Option<KernelLoss>,
     /// Whether code has run since the kernel was last lost (or ever).
     kernel_used: bool,
+    /// runcell's notes on code cells (why an attempt was sent back, what a
+    /// repair changed), by cell.
+    notes: Vec<(CellId, String)>,
 }
 
 /// One program for "Re-run all".
@@ -315,6 +318,14 @@ impl Notebook {
     pub fn result_of(&self, turn: TurnId, code: CellId) -> Option<&Cell> {
         self.cells_of(turn)
             .find(|c| c.kind == CellKind::Result && c.source == Some(code))
+    }
+
+    /// runcell's notes on the code cell `id`, in order.
+    pub fn notes_of(&self, id: CellId) -> impl Iterator<Item = &str> {
+        self.notes
+            .iter()
+            .filter(move |(cell, _)| *cell == id)
+            .map(|(_, note)| note.as_str())
     }
 
     /// Why the kernel is gone, if it was lost and not rebuilt since.
@@ -536,6 +547,9 @@ impl Notebook {
                     cell.html.clear();
                     cell.highlighted = 0;
                 }
+            }
+            EventBody::CellNote { cell_id, note } => {
+                self.notes.push((*cell_id, note.clone()));
             }
             EventBody::CellOutput { cell_id, output } => {
                 if let Some(cell) = self.cell_mut(*cell_id) {

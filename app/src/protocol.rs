@@ -460,6 +460,12 @@ pub enum EventBody {
     CellReset { cell_id: CellId },
     /// More output for a result cell.
     CellOutput { cell_id: CellId, output: Output },
+    /// runcell's own word on a code cell of an ask, shown with it: why
+    /// the attempt was sent back to the model ("Sent back: the output does
+    /// not show `@mean_fare[…]` in the question's form"), or what runcell
+    /// changed in the attempt before to make this one ("`'wind_speed'` →
+    /// `'wind speed'`: the table's column").
+    CellNote { cell_id: CellId, note: String },
     /// A cell is complete.
     CellFinished {
         cell_id: CellId,

@@ -171,6 +171,10 @@ pub fn event_body(v: &Value) -> Read<EventBody> {
         "cell_reset" => EventBody::CellReset {
             cell_id: cell_id(v, "cell_id")?,
         },
+        "cell_note" => EventBody::CellNote {
+            cell_id: cell_id(v, "cell_id")?,
+            note: text(v, "note")?,
+        },
         "cell_output" => EventBody::CellOutput {
             cell_id: cell_id(v, "cell_id")?,
             output: output(required(v, "output")?)?,

@@ -163,6 +163,10 @@ fn event_bodies() -> Vec<EventBody> {
         EventBody::KernelLost {
             reason: KernelLoss::ServerRestart,
         },
+        EventBody::CellNote {
+            cell_id: CellId(2),
+            note: "Sent back: the program printed nothing.".into(),
+        },
         EventBody::KernelLost {
             reason: KernelLoss::Fork,
         },

@@ -145,6 +145,7 @@ pub fn kind_of(event: &app::protocol::EventBody) -> &'static str {
         EventBody::CellDelta { .. } => "cell_delta",
         EventBody::CellReset { .. } => "cell_reset",
         EventBody::CellOutput { .. } => "cell_output",
+        EventBody::CellNote { .. } => "cell_note",
         EventBody::CellFinished { .. } => "cell_finished",
         EventBody::TurnFinished { .. } => "turn_finished",
         EventBody::KernelLost { .. } => "kernel_lost",

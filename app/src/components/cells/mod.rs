@@ -114,6 +114,21 @@ pub fn CellView(id: CellId) -> impl IntoView {
                     }}
                 </span>
             </div>
+            // Why this attempt was sent back, or what runcell changed to make
+            // it: shown also when the attempt is folded.
+            {move || {
+                notebook
+                    .with(|n| n.notes_of(id).map(str::to_string).collect::<Vec<_>>())
+                    .into_iter()
+                    .map(|note| {
+                        view! {
+                            <p class="cell-note" role="note">
+                                {note}
+                            </p>
+                        }
+                    })
+                    .collect_view()
+            }}
             {match kind {
                 CellKind::User => {
                     view! {

@@ -254,6 +254,12 @@ impl<'h, W: Write> Panels<'h, W> {
                 let line = self.look.paint(fg(AnsiColor::Yellow), &line);
                 writeln!(self.out, "{line}")?;
             }
+            // Why an attempt was sent back, or what a repair changed.
+            EventBody::CellNote { note, .. } => {
+                self.close(None)?;
+                let line = self.look.paint(fg(AnsiColor::Yellow), &clean(note));
+                writeln!(self.out, "{line}")?;
+            }
             // The terminal shows one line of turns; branches are the page's.
             EventBody::BranchSelected { .. } => {}
             EventBody::KernelRestored { programs, error } => {
