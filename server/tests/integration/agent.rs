@@ -587,7 +587,7 @@ async fn the_model_is_told_the_sessions_files_and_what_they_hold() {
                 .iter()
                 .any(|o| matches!(o, Output::Stdout { text } if text == "rows: 3\n"))
     }),);
-    let system = model.asked.lock().unwrap()[0].messages[0].content.clone();
+    let system = system_messages(&model.asked.lock().unwrap()[0]);
     assert!(
         system.contains(
             "- /home/user/sales.csv (39 bytes): a table of 3 rows and 2 columns\n    columns, as Python writes them: 'region' (str), 'amount' (int64)\n    first rows:\n      north | 10"
@@ -1040,6 +1040,18 @@ async fn a_program_that_printed_nothing_goes_back_as_a_fix() {
     assert!(cells[5].text.contains("42"), "{}", cells[5].text);
 }
 
+/// The leading system messages of a request (the rules, then the files
+/// note), as one text.
+fn system_messages(request: &ChatRequest) -> String {
+    request
+        .messages
+        .iter()
+        .take_while(|m| m.role == Role::System)
+        .map(|m| m.content.as_str())
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
 impl Recording {
     fn new() -> Arc<Self> {
         Arc::new(Self {
@@ -1052,9 +1064,7 @@ impl Recording {
     async fn system_of(&self, h: &Harness, question: &str) -> (Turn, String) {
         let before = self.asked.lock().unwrap().len();
         let turn = h.ask(question).await;
-        let system = self.asked.lock().unwrap()[before].messages[0]
-            .content
-            .clone();
+        let system = system_messages(&self.asked.lock().unwrap()[before]);
         (turn, system)
     }
 }
@@ -1208,4 +1218,175 @@ async fn a_big_tables_rows_are_counted_not_read() {
         )),
         "{system}"
     );
+}
+
+/// Whether `later` begins with every message of `earlier`, as sent.
+fn extends(earlier: &ChatRequest, later: &ChatRequest) -> bool {
+    later.messages.len() > earlier.messages.len()
+        && later.messages[..earlier.messages.len()] == earlier.messages[..]
+}
+
+#[tokio::test]
+async fn each_request_extends_the_one_before_within_a_turn_and_across_turns() {
+    let model = Recording::new();
+    let h = harness_with(model.clone(), 2).await;
+    h.agent
+        .kernels()
+        .upload(
+            h.channel.id(),
+            "t.csv",
+            b"a,b\n1,2\n".to_vec().into(),
+            false,
+        )
+        .await
+        .unwrap();
+    // A fix, then the explanation; then a follow-up with a template.
+    let first = h
+        .ask(&format!(
+            "#scripted: fail_first\n{}",
+            fenced("print('x:', 6 * 7)")
+        ))
+        .await;
+    assert_eq!(first.status, TurnStatus::Ok);
+    let second = h
+        .ask(&format!("{}\n@x[value]", fenced("print(f'@x[{6 * 7}]')")))
+        .await;
+    assert_eq!(second.status, TurnStatus::Ok);
+    let asked = model.asked.lock().unwrap().clone();
+    // Code, fix, explanation; code, explanation.
+    assert_eq!(asked.len(), 5, "{asked:#?}");
+    for pair in asked.windows(2) {
+        assert!(extends(&pair[0], &pair[1]), "{:#?}", pair[1].messages);
+    }
+    for request in &asked {
+        // Only the rules are shared between people; the files note and
+        // the question's notes come after them.
+        assert_eq!(request.shared_messages, 1);
+        assert_eq!(request.messages[0].content, runcell::agent::SYSTEM_PROMPT);
+        assert_eq!(request.messages[1].role, Role::System);
+        assert!(request.messages[1].content.contains("/home/user/t.csv"));
+        assert_eq!(
+            request.conversation.as_deref(),
+            Some(h.channel.id().to_string().as_str())
+        );
+    }
+    // The template's note ends the second question's message.
+    let question = &asked[3].messages[asked[3].messages.len() - 1].content;
+    assert!(question.starts_with("```python\nprint(f'@x[{6 * 7}]')\n```\n@x[value]\n\nThe question says how to write the answer"), "{question}");
+    // A regenerate is another branch: its memory is rebuilt, without the
+    // turn it replaces, and still opens with the same rules.
+    let before = model.asked.lock().unwrap().len();
+    let last = h
+        .channel
+        .log()
+        .events_after(0)
+        .iter()
+        .rev()
+        .find_map(|e| match e.event {
+            EventBody::TurnFinished { turn, .. } => Some(turn),
+            _ => None,
+        });
+    h.turn(
+        TurnRequest::Ask {
+            alternative_to: last,
+            text: fenced("print(1)"),
+            model: None,
+        },
+        |_| false,
+    )
+    .await;
+    let again = &model.asked.lock().unwrap()[before];
+    assert!(!extends(&asked[4], again));
+    assert!(again.messages.iter().all(|m| !m.content.contains("@x[")));
+    assert_eq!(again.messages[..2], asked[0].messages[..2]);
+}
+
+#[tokio::test]
+async fn a_program_sent_back_says_why_on_the_page() {
+    let h = harness_with(scripted(), 1).await;
+    // The program prints its answer, but not in the question's form.
+    let turn = h
+        .ask(&format!(
+            "{}\n@mean_fare[value]",
+            fenced("print('mean fare:', 34.65)")
+        ))
+        .await;
+    let notes: Vec<(app::protocol::CellId, String)> = turn
+        .events
+        .iter()
+        .filter_map(|e| match &e.event {
+            EventBody::CellNote { cell_id, note } => Some((*cell_id, note.clone())),
+            _ => None,
+        })
+        .collect();
+    let first_code = turn
+        .cells()
+        .iter()
+        .find(|c| c.kind == CellKind::Code)
+        .unwrap();
+    assert_eq!(
+        notes,
+        [(
+            first_code.id,
+            "Sent back: the output does not show `@mean_fare[…]` in the question's form."
+                .to_string()
+        )]
+    );
+    let notebook = Notebook::from_events(&h.channel.log().events_after(0));
+    assert_eq!(
+        notebook.notes_of(first_code.id).collect::<Vec<_>>(),
+        ["Sent back: the output does not show `@mean_fare[…]` in the question's form."]
+    );
+}
+
+#[tokio::test]
+async fn a_missing_column_is_repaired_by_runcell_and_the_answer_explained() {
+    let model = Recording::new();
+    let h = harness_with(model.clone(), 2).await;
+    h.agent
+        .kernels()
+        .upload(
+            h.channel.id(),
+            "w.csv",
+            b"day,wind speed\n1,2\n2,4\n".to_vec().into(),
+            false,
+        )
+        .await
+        .unwrap();
+    let turn = h
+        .ask(&fenced(
+            "import pandas as pd\ndf = pd.read_csv('/home/user/w.csv')\nprint('mean:', df['wind_speed'].mean())",
+        ))
+        .await;
+    assert_eq!(turn.status, TurnStatus::Ok);
+    assert_eq!(
+        turn.kinds(),
+        [
+            CellKind::User,
+            CellKind::Code,
+            CellKind::Result,
+            CellKind::Code,
+            CellKind::Result,
+            CellKind::Explanation
+        ]
+    );
+    let cells = turn.cells();
+    assert_eq!(error_name(&cells[2]), Some("KeyError"));
+    assert_eq!(
+        cells[3].text,
+        "import pandas as pd\ndf = pd.read_csv('/home/user/w.csv')\nprint('mean:', df['wind speed'].mean())"
+    );
+    assert_eq!(cells[3].attempt, Some(2));
+    assert!(cells[3].is_final);
+    let notebook = Notebook::from_events(&h.channel.log().events_after(0));
+    assert_eq!(
+        notebook.notes_of(cells[3].id).collect::<Vec<_>>(),
+        ["Edited by runcell: `'wind_speed'` → `'wind speed'`: the table's column."]
+    );
+    assert_eq!(cells[4].printed(), "mean: 3.0\n");
+    assert!(cells[5].text.contains("3.0"), "{}", cells[5].text);
+    // The model wrote one program and explained the edited one's result.
+    let asked = model.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 2);
+    assert_eq!(asked[1].tool_choice, ToolChoice::None);
 }

@@ -7,12 +7,13 @@ use app::notebook::Notebook;
 use app::protocol::{CellId, CellKind, TurnStatus};
 use tokio_util::sync::CancellationToken;
 
-use super::code::CodeChannel;
+use super::code::{CodeCell, CodeChannel};
+use super::conversation::{finished_turns, first_explanation};
 use super::execute::{Program, Ran, RunEnd, run_into_cell};
 use super::install::{self, Installed};
 use super::model::Reply;
-use super::publish::{publish_refusal, publish_text};
-use super::{Agent, Ended, answered, fix_hints, grounding, profile, prompt};
+use super::publish::{publish_note, publish_refusal, publish_text};
+use super::{Agent, Ended, answered, fix_hints, grounding, prompt, repair};
 use crate::llm::tools::{ExecuteCode, execute_code_spec, result_message};
 use crate::llm::{Message, Role};
 use crate::sandbox::{Language, validate_code};
@@ -55,6 +56,9 @@ struct Asked<'a> {
     channel: CodeChannel,
     /// The tables' real column names, for a KeyError's hint.
     columns: Vec<String>,
+    /// The branch's turns, this one last: what the conversation the turn
+    /// sends is kept for.
+    turns: Vec<app::protocol::TurnId>,
     cancel: &'a CancellationToken,
 }
 
@@ -76,6 +80,9 @@ struct Attempts {
     /// request to explain it (not so when the loop ended on a repeat or
     /// on words without a program).
     explain_asked: bool,
+    /// Whether the conversation holds the last program and its result
+    /// (not so after a start over).
+    last_fed: bool,
     /// Projects this turn tried to install (each once).
     installs: std::collections::HashSet<String>,
 }
@@ -96,12 +103,14 @@ impl Attempts {
             repeats: 0,
             last: None,
             explain_asked: false,
+            last_fed: false,
             installs: std::collections::HashSet::new(),
         }
     }
 
     /// The conversation cut back to the question, which now reads `asked`.
     fn back_to_question(&mut self, asked: String) {
+        self.last_fed = false;
         self.messages.truncate(self.asked);
         if let Some(question) = self.messages.last_mut().filter(|m| m.role == Role::User) {
             question.content = asked;
@@ -145,14 +154,22 @@ impl Agent {
         model: Option<String>,
         cancel: &CancellationToken,
     ) -> Ended {
-        let system = self.system_prompt(session, &text).await;
-        let messages = self.opening(history, system, &text);
+        let messages = self.opening(session, history, &text).await;
+        let mut turns = finished_turns(history);
+        turns.extend(
+            history
+                .turns()
+                .last()
+                .filter(|t| t.status.is_none())
+                .map(|t| t.id),
+        );
         let asked = Asked {
             session,
             text: &text,
             model,
             channel: self.code_channel(),
             columns: self.kernels.table_columns(session.id()),
+            turns,
             cancel,
         };
         let mut turn = Attempts::new(messages, 1 + self.settings.max_fixes);
@@ -201,72 +218,6 @@ impl Agent {
         self.conclude(&asked, turn).await
     }
 
-    /// The system prompt for `text`: the rules, then notes on the
-    /// environment, the person's files and what the question asks for.
-    async fn system_prompt(&self, session: &SessionLog, text: &str) -> String {
-        let mut system = prompt::SYSTEM_PROMPT.to_string();
-        if let Some(note) = self.kernels.environment_note(session.id()) {
-            system = format!("{system} {note}");
-        }
-        if let Some(note) = prompt::chart_note(text) {
-            system = format!("{system} {note}");
-            runcell_core::metrics::prompt_note("chart");
-        }
-        if let Some(note) = prompt::format_note(text) {
-            system = format!("{system} {note}");
-            runcell_core::metrics::prompt_note(if note == prompt::FORMAT_NOTE {
-                "format"
-            } else {
-                "form"
-            });
-        }
-        // The person's files, so that "summarise the uploaded CSV" reads it.
-        if let Some(note) = self.kernels.files_note(session.id(), session.owner()).await {
-            system = format!("{system}\n\n{note}");
-            // A table, and a question that multiplies its columns.
-            if note.contains(profile::PANDAS_NOTE)
-                && let Some(product) = profile::product_note(text)
-            {
-                system = format!("{system} {product}");
-                runcell_core::metrics::prompt_note("product");
-            }
-            // A table, and a question that says how to treat gaps.
-            if note.contains(profile::PANDAS_NOTE)
-                && let Some(missing) = prompt::missing_note(text)
-            {
-                system = format!("{system} {missing}");
-                runcell_core::metrics::prompt_note("missing");
-            }
-        }
-        system
-    }
-
-    /// The conversation a question opens: the system prompt, as much of
-    /// the history as the context holds, and the question.
-    fn opening(&self, history: &Notebook, system: String, text: &str) -> Vec<Message> {
-        let budget = (self.settings.context_tokens as usize)
-            .saturating_sub(self.settings.max_tokens as usize)
-            .saturating_sub(prompt::approx_tokens(&system) + prompt::approx_tokens(text) + 256);
-        let mut messages = vec![Message::system(system)];
-        messages.extend(prompt::history(history, budget));
-        // A rebuild for this branch that failed part-way lost variables too.
-        let restore_failed = history
-            .all_turns()
-            .last()
-            .and_then(|t| t.restored.as_ref())
-            .is_some_and(|r| r.error.is_some());
-        messages.push(Message::user(
-            if history.kernel_lost().is_some() || restore_failed {
-                // The earlier programs' variables are gone: say so, or the
-                // model would use them.
-                format!("{}\n\n{text}", prompt::KERNEL_LOST_NOTE)
-            } else {
-                text.to_string()
-            },
-        ));
-        messages
-    }
-
     /// Words without a program are the answer only when no program of this
     /// turn was tried (after failed ones, "Iceland, Denmark, Switzerland"
     /// would be a conclusion nothing computed) and every figure they name
@@ -286,6 +237,9 @@ impl Agent {
         // suspicion), words without figures of their own say it did
         // answer: that program is explained.
         if invented.is_empty() && turn.last.as_ref().is_some_and(|(_, ran, _)| !ran.failed()) {
+            if turn.last_fed {
+                turn.messages.push(Message::assistant(prose));
+            }
             return Step::Conclude;
         }
         tracing::info!(attempt = turn.attempt, invented = ?invented, "a reply without a program answers what nothing computed");
@@ -355,6 +309,8 @@ impl Agent {
                 Installed::Cancelled => {}
             }
         }
+        let (program, ran, cell, shown) =
+            self.repaired(asked, turn, program, ran, cell, shown).await;
         if ran.end == RunEnd::Cancelled || asked.cancel.is_cancelled() {
             return Step::Done(Ended {
                 status: TurnStatus::Cancelled,
@@ -370,6 +326,59 @@ impl Agent {
             });
         }
         Self::judge(asked, turn, program, ran, cell, shown)
+    }
+
+    /// A failed program whose remedy is certain (a column written as the
+    /// table does not write it), edited by runcell and run as the turn's
+    /// next attempt: a code cell with a note saying what changed and why,
+    /// and its result. The failed one stays in the conversation, told what
+    /// runcell changed. Else the program as it was.
+    async fn repaired(
+        &self,
+        asked: &Asked<'_>,
+        turn: &mut Attempts,
+        program: ExecuteCode,
+        ran: Ran,
+        cell: CellId,
+        shown: u32,
+    ) -> (ExecuteCode, Ran, CellId, u32) {
+        let fixable = ran.end == RunEnd::Failed
+            && turn.attempt < turn.attempts
+            && program.language == Language::Python.name();
+        let Some(fix) = fixable
+            .then(|| repair::repair(&ran.report, &program.code, &asked.columns))
+            .flatten()
+        else {
+            return (program, ran, cell, shown);
+        };
+        tracing::info!(
+            attempt = turn.attempt,
+            "a certain repair: runcell edits the program"
+        );
+        runcell_core::metrics::fix_hint("repaired_column");
+        turn.tried.push(Tried {
+            code: normalized(&program.code),
+            shown,
+            verdict: prompt::verdict(&ran.report),
+            hit: prompt::failure_summary(&ran.report, &program.code, &asked.columns),
+            failed: true,
+        });
+        feed_back(
+            &mut turn.messages,
+            &program,
+            &ran.report,
+            &prompt::repaired_request(&fix.note),
+        );
+        turn.attempt += 1;
+        let shown = shown + 1;
+        let edited = ExecuteCode {
+            language: program.language,
+            code: fix.code,
+        };
+        let cell = CodeCell::new(asked.session, &self.highlighter, shown).complete(&edited);
+        publish_note(asked.session, cell, &fix.note);
+        let ran = self.run_attempt(asked, &edited, cell, shown).await;
+        (edited, ran, cell, shown)
     }
 
     /// The same program as an earlier attempt would fail the same way (six
@@ -471,7 +480,7 @@ impl Agent {
         let retry = turn.attempt < turn.attempts;
         // Ran but did not answer: sent back like a failure.
         let doubt = (!ran.failed())
-            .then(|| answered::doubt(asked.text, &program.language, &program.code, &ran.report))
+            .then(|| answered::doubt(asked.text, &program.code, &ran.report))
             .flatten();
         let hit = match doubt {
             Some(doubt) if !ran.failed() => doubt.note().to_string(),
@@ -507,6 +516,10 @@ impl Agent {
             _ => prompt::EXPLAIN_REQUEST.to_string(),
         };
         let again = retry && (ran.failed() || doubt.is_some());
+        // A program that ran is sent back only with the reason shown.
+        if again && let Some(doubt) = doubt.filter(|_| !ran.failed()) {
+            publish_note(asked.session, cell, &doubt.shown(asked.text, &ran.report));
+        }
         if again && turn.attempt >= 2 && turn.attempt + 1 == turn.attempts {
             // A fix went wrong too. The small models copy the program in
             // front of them, mistake and all (the tuple of columns three
@@ -518,6 +531,7 @@ impl Agent {
             return Step::Next;
         }
         feed_back(&mut turn.messages, &program, &ran.report, &instruction);
+        turn.last_fed = true;
         turn.last = Some((program, ran, cell));
         if !again {
             turn.explain_asked = true;
@@ -557,7 +571,7 @@ impl Agent {
         // It ran and printed nothing, or only an empty value (a definition,
         // `x = 5`): what it printed is quoted, and nothing concluded.
         if matches!(
-            answered::doubt(asked.text, &program.language, &program.code, &ran.report),
+            answered::doubt(asked.text, &program.code, &ran.report),
             Some(answered::Doubt::Nothing | answered::Doubt::Empty)
         ) {
             runcell_core::metrics::explained("unanswered");
@@ -571,7 +585,11 @@ impl Agent {
                 final_cell: Some(cell),
             };
         }
-        if !turn.explain_asked {
+        if !turn.explain_asked && turn.last_fed {
+            // The conversation already holds the program and its result.
+            turn.messages
+                .push(Message::user(prompt::EXPLAIN_REQUEST.to_string()));
+        } else if !turn.explain_asked {
             let question = turn.question.clone();
             turn.back_to_question(question);
             feed_back(
@@ -585,6 +603,8 @@ impl Agent {
             CodeChannel::Tool => vec![execute_code_spec()],
             CodeChannel::Structured | CodeChannel::Fenced => Vec::new(),
         };
+        let sent = turn.messages.clone();
+        let before = asked.session.last_seq();
         let explained = self
             .explain(
                 asked.session,
@@ -597,6 +617,14 @@ impl Agent {
                 asked.cancel,
             )
             .await;
+        // The explanation as the model wrote it, at the first asking,
+        // extends the conversation the next question opens with.
+        if explained && let Some(explanation) = first_explanation(asked.session, before) {
+            let mut sent = sent;
+            sent.push(Message::assistant(explanation));
+            self.conversations
+                .keep(asked.session.id(), asked.turns.clone(), sent);
+        }
         Ended {
             status: match explained {
                 _ if asked.cancel.is_cancelled() => TurnStatus::Cancelled,

@@ -250,7 +250,7 @@ fn closest_keys(report: &str, columns: &[String]) -> Option<String> {
 
 /// The strings quoted in `line`, at most eight: with `'` as Python's repr
 /// writes keys (also inside `"['a', 'b'] not in index"`), else with `"`.
-fn quoted(line: &str) -> Vec<&str> {
+pub(super) fn quoted(line: &str) -> Vec<&str> {
     let within = |quote: char| {
         let mut out = Vec::new();
         let mut rest = line;
@@ -275,7 +275,7 @@ fn quoted(line: &str) -> Vec<&str> {
 
 /// How alike a key and a column are, from 0 to 1: case, spaces, dashes and
 /// underscores aside, by edit distance.
-fn similarity(key: &str, column: &str) -> f64 {
+pub(super) fn similarity(key: &str, column: &str) -> f64 {
     let plain = |s: &str| -> String {
         s.chars()
             .filter(|c| !matches!(c, ' ' | '_' | '-' | '.'))

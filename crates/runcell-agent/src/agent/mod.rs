@@ -10,6 +10,7 @@
 pub mod answered;
 mod ask;
 mod code;
+mod conversation;
 mod execute;
 mod explain;
 mod fix_hints;
@@ -17,9 +18,13 @@ pub mod grounding;
 mod install;
 mod kernels;
 mod model;
+// `product_note` is no longer called: it read the question's English and
+// could make a right program wrong; profile.rs's owner removes it.
+#[allow(dead_code)]
 mod profile;
 pub mod prompt;
 mod publish;
+mod repair;
 mod runner;
 mod tables;
 
@@ -96,6 +101,9 @@ pub struct Agent {
     kernels: Kernels,
     highlighter: Highlighter,
     settings: AgentSettings,
+    /// Each session's last conversation as sent, which its next question
+    /// extends.
+    conversations: conversation::Conversations,
 }
 
 /// How the steps of a turn ended.
@@ -111,6 +119,7 @@ impl Agent {
             kernels,
             highlighter: Highlighter::new(),
             settings,
+            conversations: conversation::Conversations::default(),
         }
     }
 
@@ -194,6 +203,7 @@ impl Agent {
 
     /// Closes the session's kernel (the session was deleted).
     pub async fn drop_kernel(&self, session: crate::session::SessionId) {
+        self.conversations.forget(session);
         self.kernels.forget(session).await;
     }
 

@@ -77,7 +77,7 @@ impl Agent {
             max_tokens: Some(self.settings.max_tokens),
             temperature: Some(0.0),
             requester: Requester::Unnamed,
-            shared_messages: 0,
+            shared_messages: super::prompt::shared_messages(messages),
             conversation: None,
         }
     }
@@ -180,11 +180,14 @@ impl Agent {
     }
 
     /// Streams one model reply, handing each event to `on_event`.
+    /// Every request opens with the server's own system prompt, shared
+    /// between requesters (a request built elsewhere says so here too).
     pub(super) async fn stream(
         &self,
-        request: ChatRequest,
+        mut request: ChatRequest,
         mut on_event: impl FnMut(LlmEvent),
     ) -> Result<Completion, LlmError> {
+        request.shared_messages = super::prompt::shared_messages(&request.messages);
         let started = Instant::now();
         let mut first_token = None;
         let mut stream = self.llm.chat(request).await?;

@@ -4,8 +4,8 @@
 use app::notebook::{Cell, Notebook};
 use app::protocol::{CellKind, Language, Output, TurnKind};
 
-use crate::llm::Message;
 use crate::llm::tools::result_message;
+use crate::llm::{Message, Role};
 
 /// The messages of one answered turn, laid out exactly as the live
 /// conversation had them when the explanation was written: the question,
@@ -51,7 +51,7 @@ as the earlier programs of this conversation, so their variables and imports can
 Compute every result in the program, never type one in yourself, and keep whole numbers \
 exact (`2 ** 100`, not math.pow). Draw a chart only when the request asks for one.";
 
-/// Added to the system prompt when the request asks for a chart to hover
+/// Added to the question when it asks for a chart to hover
 /// or zoom: the page draws plotly's figures interactively. Only then: a
 /// plain "plot" is best a matplotlib PNG (what the agent benchmark checks
 /// for, and it shows without JavaScript too), and the system prompt stays
@@ -66,7 +66,7 @@ pub fn chart_note(request: &str) -> Option<&'static str> {
         )
 }
 
-/// Added to the system prompt when the question gives a template for its
+/// Added to the question when it gives a template for its
 /// answer (`@mean[value]`): the last printed lines fill it in. DABench: 4
 /// of 18 wrong answers were right values in another form (`-0.53` for the
 /// label `skewed_left`, `[ 314 ,  577 ]` for `314, 577`, no rounding).
@@ -76,60 +76,44 @@ labels, units and rounding), filled in with the computed values, e.g. \
 `print(f\"@total[{total:.2f}]\")` for `@total[value]` with two decimals. When it asks for \
 a label or a category, print the label, not the number it is chosen by.";
 
-/// [`FORMAT_NOTE`] without its template example, for a question that
-/// names a form in words ("in the format YYYY-MM-DD"): shown the `@total`
-/// example, the small model printed templates nobody asked for.
-pub const FORM_NOTE: &str = "The question says how to write the answer: the program's last \
-printed lines must follow that form exactly (the same names, separators, labels, units and \
-rounding). When it asks for a label or a category, print the label, not the number it is \
-chosen by.";
-
-/// The note for a question that gives the answer's form: [`FORMAT_NOTE`]
-/// for a template (`@name[...]`), [`FORM_NOTE`] for a form said in words
-/// ("in the format", "formatted as"). A rounding alone gets none: with the
-/// note, 8 of the agent bench's 52 turns that only asked for a rounding
-/// printed a template nobody asked for (`@future_value[162889.00]`), and
-/// its revenue total, right before, failed four programs (40 of 47 right,
-/// against 41).
+/// The note for a question that gives a template for its answers
+/// (`@name[...]`), which is the question's own instruction restated: it
+/// asks for no computation, only the form the question already gives. A
+/// form said in words ("in the format ...") gets none: read from English,
+/// "the date column is in the format DD/MM" asked for a form nobody wanted.
+/// A rounding alone gets none either: with the note, 8 of the agent bench's
+/// 52 turns that only asked for a rounding printed a template nobody asked
+/// for (`@future_value[162889.00]`).
 pub fn format_note(question: &str) -> Option<&'static str> {
-    if !super::answered::answer_templates(question).is_empty() {
-        return Some(FORMAT_NOTE);
-    }
-    let q = question.to_lowercase();
-    [
-        "in the format",
-        "in this format",
-        "in the following format",
-        "formatted as",
-        "format:",
-    ]
-    .iter()
-    .any(|phrase| q.contains(phrase))
-    .then_some(FORM_NOTE)
+    (!super::answered::answer_templates(question).is_empty()).then_some(FORMAT_NOTE)
 }
 
-/// Added for a question over a table that says how to treat missing
-/// values: DABench's correlation questions ("ignore any null or missing
-/// values") were answered with a bare `df.dropna()`, which dropped every
-/// row with a gap in a column the question never used (r = 0.57 for -0.04).
-pub const MISSING_NOTE: &str = "Drop missing values only from the columns the computation \
-uses (`df.dropna(subset=['a', 'b'])`): a bare `df.dropna()` drops every row with a gap in \
-any column.";
+/// How many leading messages of a request are the server's own: 1 when it
+/// opens with the system prompt (the rules and the environment's note,
+/// nothing a person wrote or uploaded), which a prompt cache may then share
+/// between requesters; else 0.
+pub fn shared_messages(messages: &[Message]) -> usize {
+    usize::from(
+        messages
+            .first()
+            .is_some_and(|m| m.role == Role::System && m.content.starts_with(SYSTEM_PROMPT)),
+    )
+}
 
-/// [`MISSING_NOTE`] when `question` speaks of missing values.
-pub fn missing_note(question: &str) -> Option<&'static str> {
-    let q = question.to_lowercase();
-    [
-        "missing",
-        "null",
-        "nan value",
-        "nan values",
-        "na values",
-        "empty values",
-    ]
-    .iter()
-    .any(|word| q.contains(word))
-    .then_some(MISSING_NOTE)
+/// A question as the model reads it: after the note that the kernel was
+/// lost, if it was, and before the notes on what it asks for, so that the
+/// messages before it stay the same from question to question.
+pub fn question_message(text: &str, kernel_lost: bool, notes: &[&str]) -> Message {
+    let mut question = if kernel_lost {
+        format!("{KERNEL_LOST_NOTE}\n\n{text}")
+    } else {
+        text.to_string()
+    };
+    if !notes.is_empty() {
+        question.push_str("\n\n");
+        question.push_str(&notes.join(" "));
+    }
+    Message::user(question)
 }
 
 /// Added to the system prompt when the programs run in the person's page
@@ -287,6 +271,12 @@ pub fn start_over(question: &str, failed: u32, hit: &str) -> String {
         "{question}\n\n({failed} programs for this went wrong already, the last with: {hit} \
          Write a new complete program from the start.)"
     )
+}
+
+/// Sent after a failed program that runcell edited and ran again itself:
+/// what it changed (`note`), so that the model's next program keeps it.
+pub fn repaired_request(note: &str) -> String {
+    format!("The program failed. {note} The edited program ran next:")
 }
 
 /// Sent after a failed program, asking for a fix.
@@ -797,32 +787,33 @@ mod tests {
     }
 
     #[test]
-    fn a_question_that_gives_the_answers_form_gets_the_format_note() {
+    fn a_question_that_gives_a_template_gets_the_format_note() {
         assert_eq!(
             format_note("Mean fare?\n@mean_fare[value] rounded to two decimals"),
             Some(FORMAT_NOTE)
         );
-        assert_eq!(
-            format_note("Give the date in the format YYYY-MM-DD."),
-            Some(FORM_NOTE)
-        );
-        // A rounding alone: the template example made the model print
-        // `@future_value[...]` for "rounded to cents".
+        // Forms said in words are English, not a template: no note.
+        assert_eq!(format_note("Give the date in the format YYYY-MM-DD."), None);
         assert_eq!(format_note("Round the result to 3 decimal places."), None);
-        assert_eq!(
-            format_note("How much after 10 years, rounded to cents?"),
-            None
-        );
         assert_eq!(format_note("What is 6 times 7?"), None);
         assert_eq!(format_note("mail me at a@b.com"), None);
     }
 
     #[test]
-    fn a_question_about_missing_values_gets_the_dropna_note() {
+    fn the_notes_follow_the_question_and_only_the_rules_are_shared() {
         assert_eq!(
-            missing_note("Ignore any null or missing values."),
-            Some(MISSING_NOTE)
+            question_message("Mean?", false, &[FORMAT_NOTE]).content,
+            format!("Mean?\n\n{FORMAT_NOTE}")
         );
-        assert_eq!(missing_note("What is the mean?"), None);
+        assert_eq!(
+            question_message("Mean?", true, &[]).content,
+            format!("{KERNEL_LOST_NOTE}\n\nMean?")
+        );
+        let rules = Message::system(format!("{SYSTEM_PROMPT} {}", browser_note(&[])));
+        let files = Message::system("The session has these files");
+        assert_eq!(shared_messages(&[rules.clone(), files.clone()]), 1);
+        assert_eq!(shared_messages(&[files, rules]), 0);
+        assert_eq!(shared_messages(&[Message::user(SYSTEM_PROMPT)]), 0);
+        assert_eq!(shared_messages(&[]), 0);
     }
 }

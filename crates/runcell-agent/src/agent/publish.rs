@@ -46,6 +46,15 @@ pub(super) fn publish_refusal(
     });
 }
 
+/// runcell's note on a code cell: why its attempt was sent back, or what
+/// runcell changed to make it.
+pub(super) fn publish_note(session: &SessionLog, code_cell: CellId, note: &str) {
+    session.publish(EventBody::CellNote {
+        cell_id: code_cell,
+        note: note.to_string(),
+    });
+}
+
 /// A whole cell, `text` in one piece, finished as `status`.
 fn publish_cell(
     session: &SessionLog,
