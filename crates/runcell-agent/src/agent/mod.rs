@@ -16,6 +16,7 @@ mod fix_hints;
 pub mod grounding;
 mod install;
 mod kernels;
+mod look;
 mod model;
 mod profile;
 pub mod prompt;

@@ -690,6 +690,26 @@ impl ProfileCache {
         self.by_session.lock().remove(&session);
     }
 
+    /// The session's tables as last profiled, each with its path, in the
+    /// order of their paths.
+    pub fn tables(&self, session: SessionId) -> Vec<(String, Table)> {
+        let sessions = self.by_session.lock();
+        let Some(files) = sessions.get(&session) else {
+            return Vec::new();
+        };
+        let mut tables: Vec<(String, Table)> = files
+            .iter()
+            .filter_map(|(path, cached)| match &cached.profile {
+                Profile::Table(table) | Profile::Records(table) => {
+                    Some((path.clone(), table.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        tables.sort_by(|a, b| a.0.cmp(&b.0));
+        tables
+    }
+
     /// The column names of the session's tables as last profiled (the
     /// keys a KeyError's hint may name).
     pub fn columns(&self, session: SessionId) -> Vec<String> {
