@@ -87,12 +87,12 @@ answers the question, using these exact values, column names and read options.";
 /// Why a look runs: what in the data calls for it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Sight {
-    /// The question writes `said`; `column` of `path` holds it only as
+    /// The question writes `said`; `column` of `path` holds them only as
     /// `held`.
     Value {
         path: String,
         column: String,
-        said: String,
+        said: Vec<String>,
         held: Vec<String>,
     },
     /// The question writes `said` for the column `column` of `path`.
@@ -193,29 +193,27 @@ pub fn sights(question: &str, tables: &[(String, Table)]) -> Vec<Sight> {
             });
         }
         for column in &table.values {
-            // A phrase whose value is written exactly is not looked at
-            // again in this column ("ABC News" in `author`).
-            let mut held: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+            let mut held: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
             for value in &column.values {
-                let key = folded(value);
-                if let Some(said) = phrases.get(&key).filter(|_| matchable(&key)) {
-                    held.entry(said).or_default().push(value.clone());
+                if let Some(said) = phrases.get(&folded(value)) {
+                    held.entry(said).or_default().push(value);
                 }
             }
-            for (said, values) in held {
-                if !values.iter().any(|v| question.contains(v.as_str())) {
-                    sights.push(Sight::Value {
-                        path: path.clone(),
-                        column: column.column.clone(),
-                        said: said.to_string(),
-                        held: values,
-                    });
-                }
+            // A phrase the column also holds as written is not looked at
+            // ("ABC News" in `author`).
+            held.retain(|_, values| !values.iter().any(|v| question.contains(v)));
+            if !held.is_empty() {
+                sights.push(Sight::Value {
+                    path: path.clone(),
+                    column: column.column.clone(),
+                    said: held.keys().map(|s| s.to_string()).collect(),
+                    held: held.values().flatten().map(|v| v.to_string()).collect(),
+                });
             }
         }
         for column in &table.columns {
             let key = folded(&column.name);
-            let Some(said) = phrases.get(&key).filter(|_| matchable(&key)) else {
+            let Some(said) = phrases.get(&key) else {
                 continue;
             };
             let exact =
@@ -502,7 +500,7 @@ mod tests {
         Sight::Value {
             path: NEWS.into(),
             column: column.into(),
-            said: said.into(),
+            said: vec![said.into()],
             held: held.iter().map(|v| (*v).into()).collect(),
         }
     }
@@ -554,6 +552,17 @@ mod tests {
                 "What is the mean fare of male passengers?",
                 vec![news()],
                 vec![value("Sex", "male", &["Male"])],
+            ),
+            // Several phrases of one column: one look at it.
+            (
+                "What is the mean fare of male and FEMALE passengers?",
+                vec![news()],
+                vec![Sight::Value {
+                    path: NEWS.into(),
+                    column: "Sex".into(),
+                    said: vec!["FEMALE".into(), "male".into()],
+                    held: vec!["female".into(), "Male".into()],
+                }],
             ),
             // Too short ("no", "yes" is three), numbers and dates are not
             // matched.
