@@ -17,6 +17,7 @@ mod fix_hints;
 pub mod grounding;
 mod install;
 mod kernels;
+mod look;
 mod model;
 // `product_note` is no longer called: it read the question's English and
 // could make a right program wrong; profile.rs's owner removes it.

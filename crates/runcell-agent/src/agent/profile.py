@@ -23,6 +23,12 @@ def _main(request):
     max_columns = 40
     max_keys = 40
     head_lines = 5
+    # A text column's distinct values are sent when it has at most this
+    # many, each up to `value_chars` long, while `values_left` lasts (for all
+    # files together): the server matches a question's words against them.
+    max_distinct = 200
+    value_chars = 60
+    values_left = [16 * 1024]
 
     def cut(text, n):
         text = str(text)
@@ -54,6 +60,26 @@ def _main(request):
         text = data.decode("utf-8", errors="replace")
         return [cut(line, 200) for line in text.splitlines()[:head_lines]]
 
+    def text_values(frame):
+        """[name, [value, ...]] for the text columns with few distinct values,
+        most common first."""
+        found = []
+        for name in list(frame.columns)[:max_columns]:
+            column = frame[name]
+            if isinstance(column, type(frame)) or str(column.dtype) not in ("object", "str", "string", "category"):
+                continue
+            counts = column.dropna().astype(str).value_counts()
+            if len(counts) > max_distinct:
+                continue
+            values = []
+            for value in counts.index:
+                if 0 < len(value) <= value_chars and values_left[0] > len(value) + 4:
+                    values_left[0] -= len(value) + 4
+                    values.append(value)
+            if values:
+                found.append([cut(name, 80), values])
+        return found
+
     def table(frame, rows, exact):
         columns = [[cut(name, 80), cut(dtype, 40)] for name, dtype in frame.dtypes.astype(str).items()]
         sample = [
@@ -67,7 +93,36 @@ def _main(request):
             "columns": columns[:max_columns],
             "columns_total": len(columns),
             "sample": sample,
+            "values": text_values(frame),
         }
+
+    def header_line(start, sep):
+        """The line the header is on, counted from 0: past a title or a
+        comment above it, which has fewer fields, or fewer filled ones, than
+        the rows that follow."""
+        import csv
+        import statistics
+
+        lines = start.splitlines()[:30]
+        if len(start) >= 64 * 1024:
+            lines = lines[:-1]
+        shapes = []
+        for line in lines:
+            fields = next(csv.reader([line], delimiter=sep), [])
+            shapes.append((len(fields), sum(1 for f in fields if f.strip())))
+        # Too short to tell; or a blank first line, which pandas skips.
+        if len(shapes) < 4 or not lines[0].strip():
+            return 0
+        # What a row of the table looks like: the lines after the first.
+        fields = statistics.median_low(n for n, _ in shapes[1:])
+        filled = statistics.median_low(k for _, k in shapes[1:])
+        first_fields, first_filled = shapes[0]
+        if not (first_fields < fields or (filled >= 3 and first_filled * 2 < filled)):
+            return 0
+        for i, (n, k) in enumerate(shapes[1:11], 1):
+            if n >= fields and k * 2 >= filled and k >= 1:
+                return i
+        return 0
 
     def delimited(path, kind):
         import csv
@@ -75,23 +130,33 @@ def _main(request):
 
         import pandas as pd
 
+        with open(path, "rb") as f:
+            start = f.read(64 * 1024).decode("utf-8-sig", errors="replace")
         if kind == "tsv":
             sep = "\t"
         else:
-            with open(path, "rb") as f:
-                start = f.read(64 * 1024).decode("utf-8", errors="replace")
-            try:
-                sep = csv.Sniffer().sniff(start.split("\n", 20)[0], delimiters=",;\t|").delimiter
-            except csv.Error:
-                sep = ","
+            sep = ","
+            for line in start.splitlines()[:20]:
+                try:
+                    sep = csv.Sniffer().sniff(line, delimiters=",;\t|").delimiter
+                    break
+                except csv.Error:
+                    continue
+        skip = header_line(start, sep)
         options = {"sep": sep, "encoding_errors": "replace", "low_memory": False}
+        if skip:
+            options["skiprows"] = skip
         if os.path.getsize(path) <= full_bytes:
             frame = pd.read_csv(path, **options)
-            return table(frame, len(frame), True)
-        frame = pd.read_csv(path, nrows=sample_rows, **options)
-        lines, _ = count_lines(path)
-        # Quoted line breaks make this an estimate.
-        return table(frame, max(lines - 1, len(frame)), False)
+            profile = table(frame, len(frame), True)
+        else:
+            frame = pd.read_csv(path, nrows=sample_rows, **options)
+            lines, _ = count_lines(path)
+            # Quoted line breaks make this an estimate.
+            profile = table(frame, max(lines - 1 - skip, len(frame)), False)
+        profile["header_line"] = skip
+        profile["sep"] = sep
+        return profile
 
     def excel(path):
         import os

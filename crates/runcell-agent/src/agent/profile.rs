@@ -46,6 +46,14 @@ const MAX_HEAD_LINES: usize = 5;
 const MAX_LINE_BYTES: usize = 200;
 const MAX_SHEETS: usize = 20;
 const MAX_ERROR_BYTES: usize = 200;
+/// A text column's distinct values: how many columns, how many values each,
+/// and how long a value may be (a longer one is left out, not cut: it is
+/// matched against the question as it is).
+const MAX_VALUE_COLUMNS: usize = 40;
+const MAX_VALUES: usize = 200;
+const MAX_VALUE_BYTES: usize = 60;
+/// How far down a header may be found.
+const MAX_HEADER_LINE: u64 = 10;
 
 /// Added to the files note: the table an answer rests on is shown, not only
 /// its conclusion.
@@ -185,6 +193,21 @@ pub struct Table {
     /// A workbook's sheet names (the table is the first sheet's).
     pub sheets: Vec<String>,
     pub sheets_total: u64,
+    /// The distinct values of the text columns that have few (at most 200),
+    /// most common first, while the profiler's budget for them lasted.
+    pub values: Vec<ColumnValues>,
+    /// The line the header is on, from 0: past a title or a comment above
+    /// it (a delimited file read with `skiprows` this many).
+    pub header_line: u64,
+    /// The field separator a delimited file was read with.
+    pub sep: Option<char>,
+}
+
+/// A text column's distinct values.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ColumnValues {
+    pub column: String,
+    pub values: Vec<String>,
 }
 
 /// One file's profile.
@@ -309,6 +332,29 @@ fn strings_at(value: &Value, key: &str, most: usize, max_bytes: usize) -> Vec<St
         .unwrap_or_default()
 }
 
+/// `[name, [value, ...]]` pairs; values too long are left out, whole.
+fn values_at(value: &Value) -> Vec<ColumnValues> {
+    let Some(list) = value.get("values").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    list.iter()
+        .filter_map(|pair| match pair.as_array()?.as_slice() {
+            [Value::String(column), Value::Array(values)] => Some(ColumnValues {
+                column: cut(column, MAX_NAME_BYTES),
+                values: values
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .filter(|v| !v.is_empty() && v.len() <= MAX_VALUE_BYTES)
+                    .take(MAX_VALUES)
+                    .map(str::to_string)
+                    .collect(),
+            }),
+            _ => None,
+        })
+        .take(MAX_VALUE_COLUMNS)
+        .collect()
+}
+
 fn table_of(value: &Value) -> Option<Table> {
     let columns = columns_at(value, "columns");
     let sample = value
@@ -342,6 +388,20 @@ fn table_of(value: &Value) -> Option<Table> {
             .unwrap_or(0)
             .max(sheets.len() as u64),
         sheets,
+        values: values_at(value),
+        header_line: count_at(value, "header_line")
+            .filter(|&n| n <= MAX_HEADER_LINE)
+            .unwrap_or(0),
+        sep: value
+            .get("sep")
+            .and_then(Value::as_str)
+            .and_then(|sep| match sep {
+                "," => Some(','),
+                ";" => Some(';'),
+                "\t" => Some('\t'),
+                "|" => Some('|'),
+                _ => None,
+            }),
     })
 }
 
@@ -419,6 +479,13 @@ fn joined(items: &[String], total: u64, max: usize, noun: &str) -> String {
 }
 
 fn table_lines(lines: &mut Vec<String>, table: &Table) {
+    if table.header_line > 0 {
+        lines.push(format!(
+            "    the header is on line {} (lines above it are not the table's): read it with `skiprows={}`",
+            table.header_line + 1,
+            table.header_line
+        ));
+    }
     let columns: Vec<String> = table
         .columns
         .iter()
@@ -623,6 +690,26 @@ impl ProfileCache {
         self.by_session.lock().remove(&session);
     }
 
+    /// The session's tables as last profiled, each with its path, in the
+    /// order of their paths.
+    pub fn tables(&self, session: SessionId) -> Vec<(String, Table)> {
+        let sessions = self.by_session.lock();
+        let Some(files) = sessions.get(&session) else {
+            return Vec::new();
+        };
+        let mut tables: Vec<(String, Table)> = files
+            .iter()
+            .filter_map(|(path, cached)| match &cached.profile {
+                Profile::Table(table) | Profile::Records(table) => {
+                    Some((path.clone(), table.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        tables.sort_by(|a, b| a.0.cmp(&b.0));
+        tables
+    }
+
     /// The column names of the session's tables as last profiled (the
     /// keys a KeyError's hint may name).
     pub fn columns(&self, session: SessionId) -> Vec<String> {
@@ -669,6 +756,9 @@ mod tests {
             sample: vec![vec!["north".into(), "10".into()]],
             sheets: Vec::new(),
             sheets_total: 0,
+            values: Vec::new(),
+            header_line: 0,
+            sep: None,
         }
     }
 
@@ -739,6 +829,57 @@ mod tests {
         // Skipped, and not sent at all.
         assert_eq!(profiles[7], None);
         assert_eq!(profiles[8], None);
+    }
+
+    #[test]
+    fn text_values_and_the_header_line_are_read_and_bounded() {
+        let long = "v".repeat(MAX_VALUE_BYTES + 1);
+        let many: Vec<String> = (0..MAX_VALUES + 5).map(|i| format!("v{i}")).collect();
+        let stdout = format!(
+            "{MARKER}{}",
+            serde_json::json!([
+                {"kind": "table", "rows": 3, "rows_exact": true,
+                 "columns": [["source", "str"]], "columns_total": 1, "sample": [],
+                 "values": [["source", ["abc-news", long, "", 7, "reuters"]],
+                            ["many", many], ["bad"], [1, ["x"]]],
+                 "header_line": 1, "sep": ";"},
+                {"kind": "table", "rows": 3, "columns": [], "sample": [],
+                 "values": "no", "header_line": 99, "sep": "x"},
+            ])
+        );
+        let profiles = parse(&stdout, 2).unwrap();
+        let Some(Profile::Table(first)) = &profiles[0] else {
+            panic!("a table: {profiles:?}");
+        };
+        assert_eq!(first.values.len(), 2);
+        assert_eq!(
+            first.values[0],
+            ColumnValues {
+                column: "source".into(),
+                values: vec!["abc-news".into(), "reuters".into()],
+            }
+        );
+        assert_eq!(first.values[1].values.len(), MAX_VALUES);
+        assert_eq!((first.header_line, first.sep), (1, Some(';')));
+        let Some(Profile::Table(second)) = &profiles[1] else {
+            panic!("a table: {profiles:?}");
+        };
+        assert_eq!(
+            (second.values.len(), second.header_line, second.sep),
+            (0, 0, None)
+        );
+        let part = part(&NoteFile {
+            path: "/home/user/t.csv",
+            size: 1,
+            profile: Some(&Profile::Table(Table {
+                header_line: 2,
+                ..table(3)
+            })),
+        });
+        assert!(
+            part.contains("\n    the header is on line 3 (lines above it are not the table's): read it with `skiprows=2`\n    columns,"),
+            "{part}"
+        );
     }
 
     #[test]

@@ -128,6 +128,12 @@ impl Kernels {
         self.profiles.columns(session)
     }
 
+    /// The session's tables (each with its path) as the files' note last
+    /// profiled them: what a look at the data is decided from.
+    pub(crate) fn table_profiles(&self, session: SessionId) -> Vec<(String, profile::Table)> {
+        self.profiles.tables(session)
+    }
+
     /// Profiles `files` in the session's kernel: one for each, in order
     /// (`None` for one it did not get to); `None` when the run failed.
     pub(super) async fn profile_files(
