@@ -69,6 +69,22 @@ fn describe() {
         "Chat requests to the language model, by backend and outcome"
     );
     describe_counter!(
+        "runcell_llm_prompt_tokens_total",
+        "Prompt tokens of model requests: reused from the backend's prompt cache, or computed"
+    );
+    describe_histogram!(
+        "runcell_llm_generation_seconds",
+        "From a model request's first token to its end"
+    );
+    describe_counter!(
+        "runcell_llm_prefill_tokens_total",
+        "Tokens of prompts read ahead of their request (while a person types, after an upload)"
+    );
+    describe_histogram!(
+        "runcell_llm_prefill_seconds",
+        "Time taken reading a prompt ahead of its request"
+    );
+    describe_counter!(
         "runcell_llm_tokens_total",
         "Tokens the language model read (prompt) and wrote (completion), as reported or counted"
     );
@@ -189,14 +205,29 @@ pub fn set_sizes(pool: usize, sandbox_sessions: usize, notebook_sessions: usize)
     gauge!("runcell_notebook_sessions").set(notebook_sessions as f64);
 }
 
+/// A model request's tokens.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tokens {
+    /// The prompt's tokens...
+    pub prompt: u64,
+    /// ...of which the backend found these already read (its prompt cache).
+    pub reused: u64,
+    /// Generated.
+    pub completion: u64,
+}
+
 pub fn llm_finished(
     backend: &'static str,
     outcome: &'static str,
     took: Duration,
     first_token: Option<Duration>,
-    prompt_tokens: u64,
-    completion_tokens: u64,
+    tokens: Tokens,
 ) {
+    let Tokens {
+        prompt: prompt_tokens,
+        reused,
+        completion: completion_tokens,
+    } = tokens;
     counter!("runcell_llm_requests_total", "backend" => backend, "outcome" => outcome).increment(1);
     histogram!("runcell_llm_request_duration_seconds", "backend" => backend)
         .record(took.as_secs_f64());
@@ -208,6 +239,25 @@ pub fn llm_finished(
         .increment(prompt_tokens);
     counter!("runcell_llm_tokens_total", "backend" => backend, "kind" => "completion")
         .increment(completion_tokens);
+    // Of the prompt: read again from the cache, or computed.
+    counter!("runcell_llm_prompt_tokens_total", "backend" => backend, "kind" => "reused")
+        .increment(reused);
+    counter!("runcell_llm_prompt_tokens_total", "backend" => backend, "kind" => "computed")
+        .increment(prompt_tokens.saturating_sub(reused));
+    if let Some(first) = first_token {
+        histogram!("runcell_llm_generation_seconds", "backend" => backend)
+            .record(took.saturating_sub(first).as_secs_f64());
+    }
+}
+
+/// A prompt read ahead of its request (while a person types, after an
+/// upload): its tokens computed and reused, and how long the reading took.
+pub fn llm_prefilled(backend: &'static str, computed: u64, reused: u64, took: Duration) {
+    counter!("runcell_llm_prefill_tokens_total", "backend" => backend, "kind" => "computed")
+        .increment(computed);
+    counter!("runcell_llm_prefill_tokens_total", "backend" => backend, "kind" => "reused")
+        .increment(reused);
+    histogram!("runcell_llm_prefill_seconds", "backend" => backend).record(took.as_secs_f64());
 }
 
 /// Counts a WebSocket as open until dropped.
@@ -274,8 +324,11 @@ mod tests {
             "ok",
             Duration::from_millis(80),
             Some(Duration::from_millis(5)),
-            10,
-            3,
+            Tokens {
+                prompt: 10,
+                reused: 7,
+                completion: 3,
+            },
         );
         let socket = SocketOpen::new();
         let text = handle.render();
@@ -287,6 +340,18 @@ mod tests {
         );
         assert!(text.contains("runcell_run_duration_seconds_bucket{language=\"python\",backend=\"jail\",le=\"0.05\"}"), "{text}");
         assert!(text.contains("# HELP runcell_llm_tokens_total"), "{text}");
+        assert!(
+            text.contains(
+                "runcell_llm_prompt_tokens_total{backend=\"scripted\",kind=\"reused\"} 7"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "runcell_llm_prompt_tokens_total{backend=\"scripted\",kind=\"computed\"} 3"
+            ),
+            "{text}"
+        );
         assert!(text.contains("runcell_websocket_connections"), "{text}");
         drop(socket);
     }

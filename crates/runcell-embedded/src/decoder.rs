@@ -84,15 +84,106 @@ impl Module for RmsNorm {
     }
 }
 
-/// Each of the `n_kv_head` heads repeated `n_rep` times, for grouped-query
-/// attention (candle-transformers' `utils::repeat_kv`: a `cat` is faster
-/// than a strided broadcast).
-fn repeat_kv(xs: Tensor, n_rep: usize) -> Result<Tensor> {
-    if n_rep == 1 {
-        return Ok(xs);
+/// Positions allocated at once when a layer's cache grows.
+const KV_GROW_BY: usize = 256;
+
+/// One layer's keys and values, `(batch, kv heads, capacity, head dim)`,
+/// of which the first `len` positions are filled: a new position is
+/// written in place (candle-transformers concatenated the whole cache
+/// again at every step) and the buffer grows by doubling.
+#[derive(Debug)]
+struct KvBuffer {
+    k: Tensor,
+    v: Tensor,
+    len: usize,
+}
+
+impl KvBuffer {
+    fn capacity(&self) -> usize {
+        self.k.dim(2).unwrap_or(0)
     }
-    let (b_sz, n_kv_head, seq_len, head_dim) = xs.dims4()?;
-    Tensor::cat(&vec![&xs; n_rep], 2)?.reshape((b_sz, n_kv_head * n_rep, seq_len, head_dim))
+
+    /// Room for `needed` positions, the filled ones kept.
+    fn reserve(buffer: Option<Self>, like: &Tensor, needed: usize) -> Result<Self> {
+        let old = match buffer {
+            Some(buffer) if buffer.capacity() >= needed => return Ok(buffer),
+            old => old,
+        };
+        let (b_sz, n_kv_head, _, head_dim) = like.dims4()?;
+        let old_capacity = old.as_ref().map_or(0, Self::capacity);
+        let capacity = needed.max(old_capacity * 2).next_multiple_of(KV_GROW_BY);
+        let shape = (b_sz, n_kv_head, capacity, head_dim);
+        let grown = Self {
+            k: Tensor::zeros(shape, like.dtype(), like.device())?,
+            v: Tensor::zeros(shape, like.dtype(), like.device())?,
+            len: old.as_ref().map_or(0, |b| b.len),
+        };
+        if let Some(old) = old {
+            grown.k.slice_set(&old.k, 2, 0)?;
+            grown.v.slice_set(&old.v, 2, 0)?;
+        }
+        Ok(grown)
+    }
+
+    /// Appends `k` and `v` (contiguous) after the filled positions.
+    fn append(&mut self, k: &Tensor, v: &Tensor) -> Result<()> {
+        self.k.slice_set(k, 2, self.len)?;
+        self.v.slice_set(v, 2, self.len)?;
+        self.len += k.dim(2)?;
+        Ok(())
+    }
+
+    /// The filled positions, as views (no copy).
+    fn filled(&self) -> Result<(Tensor, Tensor)> {
+        Ok((
+            self.k.narrow(2, 0, self.len)?,
+            self.v.narrow(2, 0, self.len)?,
+        ))
+    }
+}
+
+/// What a conversation's reading left in the cache, copied out so that the
+/// cache can serve another one and come back to it ([`ModelWeights::snapshot`]).
+#[derive(Debug)]
+pub struct KvSnapshot {
+    /// Per layer, keys and values of exactly `len` positions.
+    layers: Vec<(Tensor, Tensor)>,
+    len: usize,
+}
+
+impl KvSnapshot {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// A snapshot of `len` positions of one layer `width` floats wide, all
+    /// zero (tests of what holds snapshots).
+    #[cfg(test)]
+    pub(crate) fn zeros(len: usize, width: usize) -> Self {
+        let zeros = || Tensor::zeros((1, 1, len, width), DType::F32, &Device::Cpu);
+        match (zeros(), zeros()) {
+            (Ok(k), Ok(v)) => Self {
+                layers: vec![(k, v)],
+                len,
+            },
+            _ => Self {
+                layers: Vec::new(),
+                len: 0,
+            },
+        }
+    }
+
+    /// The memory it holds.
+    pub fn bytes(&self) -> usize {
+        self.layers
+            .iter()
+            .map(|(k, v)| (k.elem_count() + v.elem_count()) * k.dtype().size_in_bytes())
+            .sum()
+    }
 }
 
 /// 1 where query `i` (at position `index_pos + i`) must not see key `j`:
@@ -139,8 +230,8 @@ struct LayerWeights {
     cos: Tensor,
     sin: Tensor,
     neg_inf: Tensor,
-    /// Keys and values, `(batch, kv heads, positions, head dim)`.
-    kv_cache: Option<(Tensor, Tensor)>,
+    /// Keys and values of the positions read so far.
+    kv_cache: Option<KvBuffer>,
 }
 
 fn masked_fill(on_false: &Tensor, mask: &Tensor, on_true: &Tensor) -> Result<Tensor> {
@@ -162,10 +253,7 @@ impl LayerWeights {
     }
 
     fn cached_len(&self) -> usize {
-        self.kv_cache
-            .as_ref()
-            .and_then(|(k, _)| k.dim(2).ok())
-            .unwrap_or(0)
+        self.kv_cache.as_ref().map_or(0, |b| b.len)
     }
 
     fn forward_attn(
@@ -211,20 +299,21 @@ impl LayerWeights {
         if index_pos != cached {
             candle_core::bail!("position {index_pos} does not follow the {cached} cached ones");
         }
-        let (k, v) = match &self.kv_cache {
-            None => (k, v),
-            Some((k_cache, v_cache)) => {
-                let k = Tensor::cat(&[k_cache, &k], 2)?;
-                let v = Tensor::cat(&[v_cache, &v], 2)?;
-                (k, v)
-            }
-        };
-        self.kv_cache = Some((k.clone(), v.clone()));
+        let mut buffer = KvBuffer::reserve(self.kv_cache.take(), &k, cached + seq_len)?;
+        buffer.append(&k, &v)?;
+        let (k, v) = buffer.filled()?;
+        self.kv_cache = Some(buffer);
 
-        let k = repeat_kv(k, self.n_head / self.n_kv_head)?;
-        let v = repeat_kv(v, self.n_head / self.n_kv_head)?;
-
+        // Grouped-query attention without repeating the keys and values for
+        // every query head: the `n_rep` query heads that share a KV head
+        // (consecutive ones) are read as one head of `n_rep × seq_len` rows,
+        // and the cache is used where it lies (candle's matmul takes the
+        // strided views).
+        let n_rep = self.n_head / self.n_kv_head;
+        let q = q.reshape((b_sz, self.n_kv_head, n_rep * seq_len, self.head_dim))?;
         let att = (q.matmul(&k.t()?)? / (self.head_dim as f64).sqrt())?;
+        let kv_len = k.dim(2)?;
+        let att = att.reshape((b_sz, self.n_head, seq_len, kv_len))?;
         let att = match mask {
             None => att,
             Some(mask) => {
@@ -233,8 +322,9 @@ impl LayerWeights {
             }
         };
         let att = candle_nn::ops::softmax_last_dim(&att)?;
-        // Convert to contiguous as matmul doesn't support strided vs for now.
-        let y = att.matmul(&v.contiguous()?)?;
+        let att = att.reshape((b_sz, self.n_kv_head, n_rep * seq_len, kv_len))?;
+        let y = att.matmul(&v)?;
+        let y = y.reshape((b_sz, self.n_head, seq_len, self.head_dim))?;
         let y = y.transpose(1, 2)?.reshape(&[b_sz, seq_len, n_embd])?;
         self.attention_wo.forward(&y)
     }
@@ -456,16 +546,70 @@ impl ModelWeights {
             return Ok(());
         }
         let result = self.layers.iter_mut().try_for_each(|layer| {
-            let Some((k, v)) = layer.kv_cache.take() else {
+            let Some(buffer) = layer.kv_cache.as_mut() else {
                 candle_core::bail!("a layer has no cache");
             };
-            let held = k.dim(2)?;
-            if held < n {
-                candle_core::bail!("cannot keep {n} positions of {held}");
+            if buffer.len < n {
+                candle_core::bail!("cannot keep {n} positions of {}", buffer.len);
             }
-            layer.kv_cache = Some((k.narrow(2, 0, n)?, v.narrow(2, 0, n)?));
+            // The buffer stays; positions past `n` are written over.
+            buffer.len = n;
             Ok(())
         });
+        if result.is_err() {
+            self.clear_kv_cache();
+        }
+        result
+    }
+
+    /// A copy of the first `n` cached positions, which later writes to the
+    /// cache leave alone.
+    pub fn snapshot(&self, n: usize) -> Result<KvSnapshot> {
+        let layers = self
+            .layers
+            .iter()
+            .map(|layer| {
+                let Some(buffer) = layer.kv_cache.as_ref() else {
+                    candle_core::bail!("a layer has no cache");
+                };
+                if buffer.len < n {
+                    candle_core::bail!("cannot copy {n} positions of {}", buffer.len);
+                }
+                Ok((
+                    buffer.k.narrow(2, 0, n)?.copy()?,
+                    buffer.v.narrow(2, 0, n)?.copy()?,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(KvSnapshot { layers, len: n })
+    }
+
+    /// Makes the cache hold the first `n` positions of `snapshot` (and
+    /// nothing after them). An error clears the cache.
+    pub fn restore(&mut self, snapshot: &KvSnapshot, n: usize) -> Result<()> {
+        if n == 0 {
+            self.clear_kv_cache();
+            return Ok(());
+        }
+        if snapshot.layers.len() != self.layers.len() || snapshot.len < n {
+            self.clear_kv_cache();
+            candle_core::bail!("cannot restore {n} positions from this snapshot");
+        }
+        let result =
+            self.layers
+                .iter_mut()
+                .zip(&snapshot.layers)
+                .try_for_each(|(layer, (k, v))| {
+                    let (k, v) = (
+                        k.narrow(2, 0, n)?.contiguous()?,
+                        v.narrow(2, 0, n)?.contiguous()?,
+                    );
+                    let mut buffer = KvBuffer::reserve(layer.kv_cache.take(), &k, n)?;
+                    buffer.len = 0;
+                    buffer.append(&k, &v)?;
+                    layer.kv_cache = Some(buffer);
+                    Ok(())
+                });
         if result.is_err() {
             self.clear_kv_cache();
         }
@@ -579,7 +723,7 @@ mod tests {
                 Value::U32(KV_HEADS),
             ),
             (format!("{arch}.embedding_length"), Value::U32(WIDTH as u32)),
-            (format!("{arch}.context_length"), Value::U32(64)),
+            (format!("{arch}.context_length"), Value::U32(640)),
             (format!("{arch}.block_count"), Value::U32(LAYERS as u32)),
             (
                 format!("{arch}.attention.layer_norm_rms_epsilon"),
@@ -716,6 +860,47 @@ mod tests {
             );
             assert!(reused.truncate_kv_cache(50).is_err());
             assert_eq!(reused.kv_cache_len(), 0);
+        }
+    }
+
+    #[test]
+    fn a_snapshot_restored_computes_what_the_cache_it_was_taken_from_did() {
+        for family in [Family::QWEN2, Family::LLAMA] {
+            let mut fresh = load(family);
+            // Longer than one growth step, so that the buffer grows while
+            // the conversation is read token by token.
+            let long: Vec<u32> = (0..300).map(|i| (i * 7 % 30) as u32).collect();
+            logits(&mut fresh, &long, 0);
+            let want = logits(&mut fresh, &[7], long.len());
+
+            let mut cache = load(family);
+            for (pos, token) in long.iter().enumerate() {
+                logits(&mut cache, &[*token], pos);
+            }
+            let snapshot = cache.snapshot(long.len()).unwrap();
+            assert_eq!(snapshot.len(), long.len());
+            // 2 KV heads of width 16, keys and values, f32, 300 positions,
+            // each of the 2 layers.
+            assert_eq!(snapshot.bytes(), 2 * 2 * 16 * 2 * 4 * 300);
+            // Another conversation overwrites the buffer in place...
+            cache.truncate_kv_cache(3).unwrap();
+            logits(&mut cache, &[4, 4, 4, 4], 3);
+            // ...and the snapshot, restored, is unharmed by it.
+            cache.restore(&snapshot, long.len()).unwrap();
+            assert_eq!(cache.kv_cache_len(), long.len());
+            let got = logits(&mut cache, &[7], long.len());
+            let diff = want
+                .iter()
+                .zip(&got)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            assert!(diff < 1e-4, "{}: {diff}", family.arch);
+
+            // A part of it, too.
+            cache.restore(&snapshot, 10).unwrap();
+            assert_eq!(cache.kv_cache_len(), 10);
+            assert!(cache.restore(&snapshot, 301).is_err());
+            assert_eq!(cache.kv_cache_len(), 0);
         }
     }
 

@@ -38,6 +38,7 @@ use std::time::Instant;
 use parking_lot::Mutex;
 
 use self::constrain::Constrainer;
+use self::generate::slots::Scope;
 use self::generate::{GenStats, Job, Mode, Worker};
 use self::model::Gguf;
 use self::queue::{FairQueue, QueueError, QueueLimits};
@@ -45,8 +46,8 @@ use self::template::ChatTemplate;
 use self::tokenizer::GgufTokenizer;
 use runcell_llm::config::LlmConfig;
 use runcell_llm::{
-    Capabilities, ChatRequest, ChatStream, Llm, LlmError, Message, ModelInfo, Role, ToolChoice,
-    ToolSpec,
+    Capabilities, ChatRequest, ChatStream, Llm, LlmError, Message, ModelInfo, Requester, Role,
+    ToolChoice, ToolSpec,
 };
 
 pub use runcell_llm::config::DEFAULT_MODEL_FILE;
@@ -68,6 +69,7 @@ pub fn from_settings(llm: &LlmConfig, data_dir: &Path) -> Arc<dyn Llm> {
             total: llm.queued_requests,
             per_requester: llm.queued_per_requester,
         },
+        prompt_cache_mib: llm.prompt_cache_mib,
     };
     let shelf = shelf::Shelf::new(data_dir.join("models"), settings);
     shelf.preload();
@@ -156,6 +158,9 @@ pub struct EmbeddedConfig {
     pub max_tokens: u32,
     /// How many requests may wait for the model.
     pub queue: QueueLimits,
+    /// Memory for conversations' readings kept apart from the one the KV
+    /// cache holds (the prompt cache's slots), in MiB.
+    pub prompt_cache_mib: usize,
 }
 
 impl Default for EmbeddedConfig {
@@ -166,6 +171,7 @@ impl Default for EmbeddedConfig {
             context_tokens: 4096,
             max_tokens: 512,
             queue: QueueLimits::default(),
+            prompt_cache_mib: 512,
         }
     }
 }
@@ -232,6 +238,7 @@ impl EmbeddedModel {
             context_tokens,
             max_tokens,
             queue,
+            prompt_cache_mib,
         } = config;
         let path = &path;
         if !path.is_file() {
@@ -271,13 +278,13 @@ impl EmbeddedModel {
             .build()
             .map_err(|e| LlmError::Backend(format!("thread pool: {e}")))?;
         let stats = Arc::new(Mutex::new(None));
-        let worker = Worker {
+        let worker = Worker::new(
             weights,
-            tokenizer: tokenizer.clone(),
+            tokenizer.clone(),
             constrainer,
-            stats: stats.clone(),
-            cached: Vec::new(),
-        };
+            stats.clone(),
+            prompt_cache_mib.saturating_mul(1 << 20),
+        );
         let jobs = Arc::new(FairQueue::new(queue));
         let waiting = Arc::clone(&jobs);
         let thread = std::thread::Builder::new()
@@ -353,8 +360,15 @@ impl EmbeddedModel {
         *self.inner.stats.lock()
     }
 
-    /// The prompt text and the generation mode for `request`.
-    fn prompt(&self, request: &ChatRequest) -> Result<(String, Mode), LlmError> {
+    /// The prompt text and the generation mode for `request`, and how many
+    /// of its leading characters are the server's own (its first
+    /// `shared_messages`, rendered alone). `ahead`: the messages as the
+    /// start of a longer prompt, to read ahead.
+    fn prompt(
+        &self,
+        request: &ChatRequest,
+        ahead: bool,
+    ) -> Result<(String, Mode, String), LlmError> {
         let tools: &[ToolSpec] = if request.tool_choice == ToolChoice::None {
             &[]
         } else {
@@ -406,20 +420,100 @@ impl EmbeddedModel {
             Mode::FencedCode { tool, .. } => (&[][..], fenced_history(&request.messages, tool)),
             _ => (tools, request.messages.clone()),
         };
-        let mut prompt =
-            self.inner
-                .template
-                .render(&messages, listed)
-                .map_err(|e| LlmError::BadRequest {
-                    status: 400,
-                    message: e,
-                })?;
+        let template = &self.inner.template;
+        let bad = |message| LlmError::BadRequest {
+            status: 400,
+            message,
+        };
+        let mut prompt = if ahead {
+            template.render_start(&messages, listed)
+        } else {
+            template.render(&messages, listed)
+        }
+        .map_err(bad)?;
+        let shared = match request.shared_messages.min(messages.len()) {
+            0 => String::new(),
+            n => template.render_start(&messages[..n], listed).map_err(bad)?,
+        };
+        if ahead {
+            return Ok((prompt, mode, shared));
+        }
         if matches!(mode, Mode::ToolCall { .. }) && tags {
             // The model's own format; the grammar takes it from here.
             prompt.push_str(runcell_llm::fenced::TOOL_OPEN);
             prompt.push('\n');
         }
-        Ok((prompt, mode))
+        Ok((prompt, mode, shared))
+    }
+
+    /// The job for `request`: its prompt's tokens, whose reading it may
+    /// reuse, and how many of them are the server's own.
+    fn job(
+        &self,
+        request: ChatRequest,
+        ahead: bool,
+        tx: tokio::sync::mpsc::Sender<Result<runcell_llm::LlmEvent, LlmError>>,
+    ) -> Result<(Requester, Job), LlmError> {
+        let request = defuse_control_tokens(request);
+        let (prompt, mode, shared) = self.prompt(&request, ahead)?;
+        let tokenizer = &self.inner.tokenizer;
+        let ids = tokenizer.encode(&prompt).map_err(LlmError::Backend)?;
+        // The server's part, as far as its tokens are the prompt's own.
+        let shared = if shared.is_empty() || !prompt.starts_with(&shared) {
+            0
+        } else {
+            let alone = tokenizer.encode(&shared).map_err(LlmError::Backend)?;
+            alone.iter().zip(&ids).take_while(|(a, b)| a == b).count()
+        };
+        let context = self.inner.context_tokens;
+        if ids.len() + 1 >= context {
+            return Err(LlmError::ContextTooLong {
+                message: format!(
+                    "the prompt is {} tokens; the embedded model takes {context}",
+                    ids.len()
+                ),
+            });
+        }
+        let wanted = request.max_tokens.unwrap_or(self.inner.max_tokens) as usize;
+        let scope = match (&request.conversation, &request.requester) {
+            (Some(conversation), _) => Some(Scope::Private(format!("conversation:{conversation}"))),
+            (None, Requester::Known(owner)) => Some(Scope::Private(format!("requester:{owner}"))),
+            (None, Requester::Unnamed) => Some(Scope::Private("server".into())),
+            (None, Requester::Anonymous(_)) => None,
+        };
+        let job = Job {
+            max_new: if ahead {
+                0
+            } else {
+                wanted.min(context - ids.len())
+            },
+            prompt: ids,
+            temperature: request.temperature.map(f64::from),
+            seed: self.inner.seed.fetch_add(1, Ordering::Relaxed),
+            mode,
+            reuse_cache: self.inner.prefix_cache.load(Ordering::Relaxed),
+            scope,
+            shared,
+            ahead,
+            tx,
+        };
+        Ok((request.requester, job))
+    }
+
+    fn queue(&self, requester: Requester, job: Job) -> Result<(), LlmError> {
+        self.inner
+            .jobs
+            .push(requester, job)
+            .map_err(|refused| match refused {
+                QueueError::Closed => LlmError::Backend(refused.to_string()),
+                _ => {
+                    runcell_core::metrics::rate_limited("llm_queue");
+                    LlmError::RateLimited {
+                        message: refused.to_string(),
+                        retry_after: Some(std::time::Duration::from_secs(5)),
+                    }
+                }
+            })
     }
 }
 
@@ -451,47 +545,34 @@ impl Llm for EmbeddedModel {
                 message: format!("the embedded backend serves `{}` only", self.inner.id),
             });
         }
-        let request = defuse_control_tokens(request);
-        let (prompt, mode) = self.prompt(&request)?;
-        let ids = self
-            .inner
-            .tokenizer
-            .encode(&prompt)
-            .map_err(LlmError::Backend)?;
-        let context = self.inner.context_tokens;
-        if ids.len() + 1 >= context {
-            return Err(LlmError::ContextTooLong {
-                message: format!(
-                    "the prompt is {} tokens; the embedded model takes {context}",
-                    ids.len()
-                ),
-            });
-        }
-        let wanted = request.max_tokens.unwrap_or(self.inner.max_tokens) as usize;
         let (tx, rx) = tokio::sync::mpsc::channel(64);
-        let job = Job {
-            max_new: wanted.min(context - ids.len()),
-            prompt: ids,
-            temperature: request.temperature.map(f64::from),
-            seed: self.inner.seed.fetch_add(1, Ordering::Relaxed),
-            mode,
-            reuse_cache: self.inner.prefix_cache.load(Ordering::Relaxed),
-            tx,
-        };
-        self.inner
-            .jobs
-            .push(request.requester, job)
-            .map_err(|refused| match refused {
-                QueueError::Closed => LlmError::Backend(refused.to_string()),
-                _ => {
-                    runcell_core::metrics::rate_limited("llm_queue");
-                    LlmError::RateLimited {
-                        message: refused.to_string(),
-                        retry_after: Some(std::time::Duration::from_secs(5)),
-                    }
-                }
-            })?;
+        let (requester, job) = self.job(request, false, tx)?;
+        self.queue(requester, job)?;
         Ok(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx)))
+    }
+
+    async fn prefill(&self, request: ChatRequest) -> Result<(), LlmError> {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(4);
+        let (requester, job) = self.job(request, true, tx)?;
+        let started = Instant::now();
+        self.queue(requester, job)?;
+        // The job ends (its sender dropped) once read, or as soon as a
+        // request waits: it is given way to.
+        let mut usage = None;
+        while let Some(event) = rx.recv().await {
+            if let Ok(runcell_llm::LlmEvent::Done(done)) = event {
+                usage = done.usage;
+            }
+        }
+        if let Some(usage) = usage {
+            runcell_core::metrics::llm_prefilled(
+                "embedded",
+                u64::from(usage.prompt_tokens.saturating_sub(usage.cached_tokens)),
+                u64::from(usage.cached_tokens),
+                started.elapsed(),
+            );
+        }
+        Ok(())
     }
 }
 
@@ -800,6 +881,80 @@ pub(crate) mod tests {
     }
 
     /// Structured output: the reply parses against the schema.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn conversations_keep_their_reading_apart_and_share_only_the_servers() {
+        let Some(path) = test_model_path() else {
+            return;
+        };
+        let model = EmbeddedModel::load(EmbeddedConfig {
+            path,
+            ..EmbeddedConfig::default()
+        })
+        .unwrap();
+        let system = Message::system(
+            "You are a data analyst. Answer in one short sentence, with the figure asked for.",
+        );
+        let ask = |conversation: &str, messages: Vec<Message>| ChatRequest {
+            messages,
+            max_tokens: Some(24),
+            temperature: Some(0.0),
+            shared_messages: 1,
+            conversation: Some(conversation.into()),
+            ..ChatRequest::default()
+        };
+        let shared = {
+            let start = model
+                .inner
+                .template
+                .render_start(&[system.clone()], &[])
+                .unwrap();
+            model.inner.tokenizer.encode(&start).unwrap().len()
+        };
+        let question = Message::user("The table holds 3, 5 and 10. What is their mean?");
+        let alice = vec![system.clone(), question.clone()];
+        let (_, first) = collect(&model, ask("alice", alice.clone())).await;
+        let alice_prompt = model.last_stats().unwrap().prompt_tokens;
+
+        // Bob asks the same: only the server's system prompt is reused.
+        collect(&model, ask("bob", alice.clone())).await;
+        let bob = model.last_stats().unwrap();
+        assert_eq!(bob.cached_tokens, shared, "{bob:?}");
+
+        // Alice follows up after Bob: her conversation comes back whole.
+        let mut follow_up = alice.clone();
+        follow_up.push(Message::assistant(first.text.clone()));
+        follow_up.push(Message::user("And their sum?"));
+        let (_, warm) = collect(&model, ask("alice", follow_up.clone())).await;
+        let warm_stats = model.last_stats().unwrap();
+        assert!(
+            warm_stats.cached_tokens > alice_prompt && warm_stats.restored_tokens > 0,
+            "{warm_stats:?}"
+        );
+        model.set_prefix_cache(false);
+        let (_, cold) = collect(&model, ask("alice", follow_up.clone())).await;
+        model.set_prefix_cache(true);
+        assert_eq!(warm.text, cold.text);
+
+        // A prompt read ahead: the question that follows pays for itself.
+        let carol = vec![
+            system.clone(),
+            question.clone(),
+            Message::assistant(first.text),
+        ];
+        model.prefill(ask("carol", carol.clone())).await.unwrap();
+        let ahead = model.last_stats().unwrap();
+        assert_eq!(ahead.generated_tokens, 0);
+        let mut asked = carol;
+        asked.push(Message::user("And their sum?"));
+        collect(&model, ask("carol", asked)).await;
+        let after = model.last_stats().unwrap();
+        assert_eq!(
+            after.cached_tokens, ahead.prompt_tokens,
+            "{ahead:?} then {after:?}"
+        );
+        println!("shared {shared}; bob {bob:?}; alice again {warm_stats:?}; carol {after:?}");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn real_model_follows_a_response_schema() {
         let Some(model) = test_model() else { return };

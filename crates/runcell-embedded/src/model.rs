@@ -38,6 +38,16 @@ impl Weights {
     pub fn keep_kv_cache(&mut self, n: usize) -> candle_core::Result<usize> {
         self.0.truncate_kv_cache(n).map(|()| n)
     }
+
+    /// A copy of the first `n` cached positions.
+    pub fn snapshot(&self, n: usize) -> candle_core::Result<decoder::KvSnapshot> {
+        self.0.snapshot(n)
+    }
+
+    /// The cache made to hold the first `n` positions of `snapshot`.
+    pub fn restore(&mut self, snapshot: &decoder::KvSnapshot, n: usize) -> candle_core::Result<()> {
+        self.0.restore(snapshot, n)
+    }
 }
 
 /// Whether candle runs `dtype` through a scalar (slow) kernel.

@@ -129,6 +129,21 @@ impl ChatTemplate {
     /// The prompt for `messages` (and `tools` when any), ending with the
     /// assistant's turn opener.
     pub fn render(&self, messages: &[Message], tools: &[ToolSpec]) -> Result<String, String> {
+        self.render_as(messages, tools, true)
+    }
+
+    /// `messages` as the start of a longer prompt: without the assistant's
+    /// turn opener (what a prompt cache reads ahead, or keeps as a prefix).
+    pub fn render_start(&self, messages: &[Message], tools: &[ToolSpec]) -> Result<String, String> {
+        self.render_as(messages, tools, false)
+    }
+
+    fn render_as(
+        &self,
+        messages: &[Message],
+        tools: &[ToolSpec],
+        add_generation_prompt: bool,
+    ) -> Result<String, String> {
         let messages: Vec<serde_json::Value> = messages.iter().map(message_value).collect();
         let tools: Option<Vec<serde_json::Value>> =
             (!tools.is_empty()).then(|| tools.iter().map(tool_value).collect());
@@ -140,7 +155,7 @@ impl ChatTemplate {
             .render(context! {
                 messages => messages,
                 tools => tools,
-                add_generation_prompt => true,
+                add_generation_prompt => add_generation_prompt,
                 bos_token => self.bos,
                 eos_token => self.eos,
             })

@@ -36,6 +36,10 @@ pub struct LlmConfig {
     /// Of those, one requester's (a signed-in person or a key; anonymous
     /// pages per client address).
     pub queued_per_requester: usize,
+    /// Memory the embedded model may use to keep conversations' readings
+    /// (its prompt cache: the system prompt for everyone, each live
+    /// conversation for itself), in MiB, besides the one being computed.
+    pub prompt_cache_mib: usize,
     /// Fixes the model may write after a program fails (so at most
     /// `1 + max_fixes` attempts a question).
     pub max_fixes: u32,
@@ -106,6 +110,7 @@ impl Default for LlmConfig {
             max_tokens: 1024,
             queued_requests: 32,
             queued_per_requester: 4,
+            prompt_cache_mib: 512,
             max_fixes: 2,
             timeout_secs: 120,
             max_retries: 3,

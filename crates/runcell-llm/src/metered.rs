@@ -60,8 +60,7 @@ impl Llm for Metered {
                     "error",
                     started.elapsed(),
                     None,
-                    0,
-                    0,
+                    runcell_core::metrics::Tokens::default(),
                 );
                 Err(err)
             }
@@ -111,12 +110,13 @@ impl Stream for MeteredStream {
 
 impl Drop for MeteredStream {
     fn drop(&mut self) {
-        let (prompt, completion) = match self.usage {
+        let (prompt, completion, reused) = match self.usage {
             Some(usage) => (
                 u64::from(usage.prompt_tokens),
                 u64::from(usage.completion_tokens),
+                u64::from(usage.cached_tokens.min(usage.prompt_tokens)),
             ),
-            None => (0, self.pieces),
+            None => (0, self.pieces, 0),
         };
         let took = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
         // Outside an accounted piece of work (a bench, a probe): nobody's.
@@ -129,8 +129,11 @@ impl Drop for MeteredStream {
             self.outcome.unwrap_or("cancelled"),
             self.started.elapsed(),
             self.first_token,
-            prompt,
-            completion,
+            runcell_core::metrics::Tokens {
+                prompt,
+                reused,
+                completion,
+            },
         );
     }
 }

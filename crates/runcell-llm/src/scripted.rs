@@ -310,6 +310,7 @@ impl Llm for ScriptedLlm {
                     usage: Some(Usage {
                         prompt_tokens,
                         completion_tokens: count_tokens(&text),
+                        cached_tokens: 0,
                     }),
                     text,
                     tool_calls: Vec::new(),
@@ -334,6 +335,7 @@ impl Llm for ScriptedLlm {
                     usage: Some(Usage {
                         prompt_tokens,
                         completion_tokens: count_tokens(&arguments),
+                        cached_tokens: 0,
                     }),
                     text: String::new(),
                     tool_calls: vec![ToolCall {

@@ -170,6 +170,10 @@ pub enum FinishReason {
 pub struct Usage {
     pub prompt_tokens: u32,
     pub completion_tokens: u32,
+    /// Of the prompt's tokens, those the backend found already read (its
+    /// prompt cache); 0 when it does not say.
+    #[serde(default)]
+    pub cached_tokens: u32,
 }
 
 /// The whole reply, assembled from the stream.

@@ -5,10 +5,15 @@
 //!
 //! The KV cache outlives a job: the worker remembers which tokens it holds
 //! (the last prompt and what was generated after it), and the next job
-//! computes only what follows the longest prefix it shares with them.
+//! computes only what follows the longest prefix it may reuse. A job of
+//! another conversation first copies the cache out into a [`slots::Slots`]
+//! slot, so that the conversation it held comes back to its reading; the
+//! server's own prefix (the system prompt) is kept in a slot of its own,
+//! for every new conversation.
 
 mod output;
 mod sample;
+pub mod slots;
 
 use super::queue::{FairQueue, Waiting};
 use std::sync::Arc;
@@ -20,6 +25,7 @@ use tokio::sync::mpsc::Sender;
 use self::output::Output;
 pub use self::output::json_end;
 use self::sample::{Sampler, argmax};
+use self::slots::{Scope, Slots, reusable};
 use super::constrain::{Constrainer, Constraint, mask_logits};
 use super::model::Weights;
 use super::tokenizer::GgufTokenizer;
@@ -27,6 +33,10 @@ use runcell_llm::{FinishReason, LlmError, LlmEvent, Usage};
 
 /// Tokens fed to the model at once while reading the prompt.
 const PREFILL_CHUNK: usize = 256;
+
+/// Tokens a stored slot must save over what the cache already holds to be
+/// worth copying back in (a copy costs about what reading a few does).
+const SWITCH_GAIN: usize = 8;
 
 /// Constrained steps in a row where the model wanted to stop before it
 /// gives up.
@@ -65,6 +75,14 @@ pub struct Job {
     /// Whether the prompt may start from what the KV cache holds (false:
     /// the cache is emptied first; benchmarks measure a cold start so).
     pub reuse_cache: bool,
+    /// Whose conversation the prompt is: who may reuse its reading beyond
+    /// its first `shared` tokens. `None`: nobody's (an anonymous request).
+    pub scope: Option<Scope>,
+    /// Leading prompt tokens that are the server's own (its system prompt).
+    pub shared: usize,
+    /// Read the prompt ahead, generate nothing, and stop as soon as another
+    /// job waits (what was read by then stays in the cache).
+    pub ahead: bool,
     pub tx: Sender<Result<LlmEvent, LlmError>>,
 }
 
@@ -80,6 +98,8 @@ pub struct GenStats {
     pub prompt_tokens: usize,
     /// Leading prompt tokens found in the KV cache (not computed again).
     pub cached_tokens: usize,
+    /// Of those, copied back in from a stored slot.
+    pub restored_tokens: usize,
     pub prefill: Duration,
     pub generated_tokens: usize,
     pub generation: Duration,
@@ -105,18 +125,33 @@ pub struct Worker {
     pub stats: Arc<Mutex<Option<GenStats>>>,
     /// The tokens whose keys and values the cache holds, in order.
     pub cached: Vec<u32>,
+    /// Whose conversation the cache holds, and how many of its leading
+    /// tokens are the server's own.
+    pub cached_scope: Option<Scope>,
+    pub cached_shared: usize,
+    /// Conversations copied out of the cache.
+    pub slots: Slots,
 }
 
-/// How many leading tokens of `prompt` can be kept from a cache that holds
-/// `cached`: their common prefix, short of the whole prompt (its last token
-/// is computed again, for the logits of what comes next).
-pub fn reusable_prefix(cached: &[u32], prompt: &[u32]) -> usize {
-    let common = cached
-        .iter()
-        .zip(prompt)
-        .take_while(|(a, b)| a == b)
-        .count();
-    common.min(prompt.len().saturating_sub(1))
+impl Worker {
+    pub fn new(
+        weights: Weights,
+        tokenizer: Arc<GgufTokenizer>,
+        constrainer: Arc<Constrainer>,
+        stats: Arc<Mutex<Option<GenStats>>>,
+        slot_budget_bytes: usize,
+    ) -> Self {
+        Self {
+            weights,
+            tokenizer,
+            constrainer,
+            stats,
+            cached: Vec::new(),
+            cached_scope: None,
+            cached_shared: 0,
+            slots: Slots::new(slot_budget_bytes),
+        }
+    }
 }
 
 impl Worker {
@@ -130,8 +165,9 @@ impl Worker {
             let tx = job.tx.clone();
             // A panic in the maths (a malformed model file, a bug) fails this
             // answer, not the worker: every later request still has a model.
+            let others_wait = || !jobs.is_empty();
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                pool.install(|| self.generate(&job))
+                pool.install(|| self.generate(&job, &others_wait))
             }));
             let result = result.unwrap_or_else(|_| {
                 // The cache may be half-written: start the next job afresh.
@@ -161,10 +197,12 @@ impl Worker {
         }
     }
 
-    /// Empties the KV cache.
+    /// Empties the KV cache (the slots stay).
     fn forget(&mut self) {
         self.weights.clear_kv_cache();
         self.cached.clear();
+        self.cached_scope = None;
+        self.cached_shared = 0;
     }
 
     /// Runs `tokens` at `pos` (which must be `self.cached.len()`) and records
@@ -182,14 +220,55 @@ impl Worker {
         }
     }
 
-    /// Cuts the cache back to what `prompt` can reuse; how many tokens that is.
-    fn reuse_prefix(&mut self, prompt: &[u32]) -> Result<usize, LlmError> {
-        let wanted = reusable_prefix(&self.cached, prompt);
-        match self.weights.keep_kv_cache(wanted) {
-            Ok(kept) => {
-                self.cached.truncate(kept);
-                Ok(kept)
+    /// Makes the cache hold the most of `job`'s prompt it may reuse, from
+    /// what it holds or from a stored slot, after copying out a conversation
+    /// that would otherwise be lost; how many tokens that is, and how many
+    /// of them were copied back in.
+    fn reuse_prefix(&mut self, job: &Job) -> Result<(usize, usize), LlmError> {
+        let scope = job.scope.as_ref();
+        let here = reusable(
+            self.cached_scope.as_ref(),
+            &self.cached,
+            self.cached_shared,
+            scope,
+            &job.prompt,
+        );
+        let stored = self
+            .slots
+            .best(scope, &job.prompt)
+            .filter(|&(_, n)| n >= here + SWITCH_GAIN);
+        // Another conversation's reading, about to be cut or replaced: kept.
+        let leaving = self.cached_scope.is_some()
+            && self.cached_scope.as_ref() != scope
+            && self.cached.len() > here.max(self.cached_shared);
+        if leaving {
+            self.keep_cached_in_a_slot();
+        }
+        let result = match stored {
+            Some((index, n)) => {
+                let restored = self.slots.take_for_use(index).map(|slot| {
+                    let tokens = slot.tokens[..n].to_vec();
+                    let shared = slot.shared.min(n);
+                    (self.weights.restore(&slot.snapshot, n), tokens, shared)
+                });
+                match restored {
+                    Some((Ok(()), tokens, shared)) => {
+                        self.cached = tokens;
+                        self.cached_shared = shared;
+                        Ok((n, n))
+                    }
+                    Some((Err(e), _, _)) => Err(e),
+                    None => Ok((0, 0)),
+                }
             }
+            None => self.weights.keep_kv_cache(here).map(|kept| {
+                self.cached.truncate(kept);
+                self.cached_shared = self.cached_shared.min(kept);
+                (kept, 0)
+            }),
+        };
+        match result {
+            Ok(kept) => Ok(kept),
             Err(e) => {
                 self.forget();
                 Err(LlmError::Backend(e.to_string()))
@@ -197,7 +276,42 @@ impl Worker {
         }
     }
 
-    fn generate(&mut self, job: &Job) -> Result<GenStats, LlmError> {
+    /// Copies what the cache holds into its conversation's slot.
+    fn keep_cached_in_a_slot(&mut self) {
+        let Some(scope) = self.cached_scope.clone() else {
+            return;
+        };
+        match self.weights.snapshot(self.cached.len()) {
+            Ok(snapshot) => {
+                self.slots
+                    .store(scope, self.cached.clone(), self.cached_shared, snapshot);
+            }
+            Err(e) => tracing::warn!(error = %e, "could not copy a conversation out of the cache"),
+        }
+    }
+
+    /// Keeps the server's own prefix of `prompt` (its first `shared`
+    /// tokens, all in the cache) in a slot of its own, once.
+    fn keep_server_prefix(&mut self, prompt: &[u32], shared: usize) {
+        let Some(prefix) = prompt.get(..shared) else {
+            return;
+        };
+        if shared == 0 || self.cached.len() < shared || self.slots.has_server_prefix(prefix) {
+            return;
+        }
+        match self.weights.snapshot(shared) {
+            Ok(snapshot) => self
+                .slots
+                .store(Scope::Server, prefix.to_vec(), shared, snapshot),
+            Err(e) => tracing::warn!(error = %e, "could not keep the system prompt's reading"),
+        }
+    }
+
+    fn generate(
+        &mut self,
+        job: &Job,
+        others_wait: &dyn Fn() -> bool,
+    ) -> Result<GenStats, LlmError> {
         let mut stats = GenStats {
             prompt_tokens: job.prompt.len(),
             ..GenStats::default()
@@ -219,32 +333,48 @@ impl Worker {
 
         // Read the prompt.
         let started = Instant::now();
-        let cached = if job.reuse_cache {
-            self.reuse_prefix(&job.prompt)?
+        let (cached, restored) = if job.reuse_cache {
+            self.reuse_prefix(job)?
         } else {
             self.forget();
-            0
+            (0, 0)
         };
+        self.cached_scope = job.scope.clone();
+        self.cached_shared = job.shared.min(job.prompt.len());
         stats.cached_tokens = cached;
+        stats.restored_tokens = restored;
         tracing::debug!(
             cached_tokens = cached,
+            restored_tokens = restored,
             prompt_tokens = job.prompt.len(),
+            slots = self.slots.len(),
             "prefix cache"
         );
         let mut logits = Vec::new();
         let mut pos = cached;
-        for chunk in job
-            .prompt
-            .get(cached..)
-            .unwrap_or_default()
-            .chunks(PREFILL_CHUNK)
-        {
-            if job.tx.is_closed() {
-                stats.cancelled = true;
-                return Ok(stats);
+        // Read in chunks, the server's own prefix ending one, so that its
+        // reading can be kept for every conversation.
+        let shared = self.cached_shared;
+        let mut pieces = Vec::new();
+        if pos < shared {
+            pieces.push(&job.prompt[pos..shared]);
+            pieces.push(&job.prompt[shared..]);
+        } else {
+            pieces.push(job.prompt.get(pos..).unwrap_or_default());
+        }
+        for piece in pieces {
+            for chunk in piece.chunks(PREFILL_CHUNK) {
+                if job.tx.is_closed() || (job.ahead && others_wait()) {
+                    stats.cancelled = true;
+                    stats.prefill = started.elapsed();
+                    return Ok(stats);
+                }
+                logits = self.forward(chunk, pos)?;
+                pos += chunk.len();
             }
-            logits = self.forward(chunk, pos)?;
-            pos += chunk.len();
+            if job.reuse_cache && pos >= shared {
+                self.keep_server_prefix(&job.prompt, shared);
+            }
         }
         stats.prefill = started.elapsed();
 
@@ -313,40 +443,10 @@ impl Worker {
             let usage = Usage {
                 prompt_tokens: job.prompt.len() as u32,
                 completion_tokens: generated as u32,
+                cached_tokens: cached as u32,
             };
             out.finish(finish, usage);
         }
         Ok(stats)
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_reusable_prefix_is_the_common_one_short_of_the_whole_prompt() {
-        // (cached, prompt, tokens kept)
-        let cases: &[(&[u32], &[u32], usize)] = &[
-            (&[], &[1, 2, 3], 0),
-            (&[1, 2, 3], &[4, 5], 0),
-            (&[1, 2, 3, 4], &[1, 2, 9, 9], 2),
-            // A follow-up: everything cached is reused.
-            (&[1, 2, 3], &[1, 2, 3, 4, 5], 3),
-            // The same prompt again: its last token is computed again.
-            (&[1, 2, 3], &[1, 2, 3], 2),
-            // A shorter prompt inside the cache: the same.
-            (&[1, 2, 3, 4, 5], &[1, 2, 3], 2),
-            (&[1], &[1], 0),
-            (&[1, 2], &[], 0),
-        ];
-        for &(cached, prompt, kept) in cases {
-            assert_eq!(
-                reusable_prefix(cached, prompt),
-                kept,
-                "{cached:?} then {prompt:?}"
-            );
-        }
     }
 }

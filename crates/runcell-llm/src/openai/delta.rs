@@ -63,6 +63,16 @@ struct RawUsage {
     prompt_tokens: Option<u64>,
     #[serde(default)]
     completion_tokens: Option<u64>,
+    /// OpenAI's `prompt_tokens_details.cached_tokens` (servers with a
+    /// prompt cache report what they reused there).
+    #[serde(default)]
+    prompt_tokens_details: Option<RawPromptDetails>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawPromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
 }
 
 /// A tool call being assembled.
@@ -139,6 +149,7 @@ impl Assembler {
             self.usage = Some(Usage {
                 prompt_tokens: count(usage.prompt_tokens),
                 completion_tokens: count(usage.completion_tokens),
+                cached_tokens: count(usage.prompt_tokens_details.and_then(|d| d.cached_tokens)),
             });
         }
         let choices = chunk.choices.unwrap_or_default();

@@ -144,6 +144,7 @@ fn done(
         usage: usage.map(|(prompt_tokens, completion_tokens)| Usage {
             prompt_tokens,
             completion_tokens,
+            cached_tokens: 0,
         }),
     }))
 }
@@ -766,6 +767,8 @@ fn requests_map_to_the_openai_shape() {
         temperature: Some(0.0),
         // Whose request it is stays in runcell: the body below has no trace.
         requester: crate::Requester::Known("0123456789abcdef".into()),
+        shared_messages: 1,
+        conversation: Some("a-session".into()),
     };
     let body = request_body(&request, "m", true, false, None);
     assert_eq!(

@@ -1,0 +1,236 @@
+//! The prompt cache's slots: conversations the model has read, copied out
+//! of the KV cache so that another can use it and come back to them.
+//!
+//! Each slot belongs to a [`Scope`] (a notebook session, or one requester)
+//! and knows how many of its leading tokens are the server's own (the
+//! system prompt): any request may reuse that part, only its own scope the
+//! rest, so that how fast a prompt is read tells nobody what another person
+//! asked. A scope holds one slot (its latest conversation); slots are
+//! evicted least recently used first, the server's own prefixes last, to
+//! keep the copies within a memory budget.
+
+use crate::decoder::KvSnapshot;
+
+/// Whose reading a slot holds.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// The server's own prefix alone (a system prompt): shared by all.
+    Server,
+    /// One conversation's or one requester's.
+    Private(String),
+}
+
+/// A conversation read: its tokens, and what the KV cache held for them.
+pub struct Slot {
+    pub scope: Scope,
+    pub tokens: Vec<u32>,
+    /// Leading tokens that are the server's own: anyone may reuse them.
+    pub shared: usize,
+    pub snapshot: KvSnapshot,
+    used: u64,
+}
+
+/// How many leading tokens of `prompt` a requester of `scope` may take from
+/// a reading of `tokens` by `owner` whose first `shared` are the server's,
+/// short of the whole prompt (its last token is computed again, for the
+/// logits of what comes next). A reading nobody owns (an anonymous
+/// request's) is shared as far as the server's part goes, like any other.
+pub fn reusable(
+    owner: Option<&Scope>,
+    tokens: &[u32],
+    shared: usize,
+    scope: Option<&Scope>,
+    prompt: &[u32],
+) -> usize {
+    let common = tokens
+        .iter()
+        .zip(prompt)
+        .take_while(|(a, b)| a == b)
+        .count();
+    let whole = owner == Some(&Scope::Server) || (owner.is_some() && owner == scope);
+    let allowed = if whole { common } else { common.min(shared) };
+    allowed.min(prompt.len().saturating_sub(1))
+}
+
+/// The slots, within a memory budget.
+pub struct Slots {
+    slots: Vec<Slot>,
+    budget_bytes: usize,
+    clock: u64,
+}
+
+impl Slots {
+    pub fn new(budget_bytes: usize) -> Self {
+        Self {
+            slots: Vec::new(),
+            budget_bytes,
+            clock: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// The memory the slots hold.
+    pub fn bytes(&self) -> usize {
+        self.slots.iter().map(|s| s.snapshot.bytes()).sum()
+    }
+
+    /// The slot a requester of `scope` may reuse most of for `prompt`, and
+    /// how many tokens that is.
+    pub fn best(&self, scope: Option<&Scope>, prompt: &[u32]) -> Option<(usize, usize)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .map(|(i, slot)| {
+                (
+                    i,
+                    reusable(Some(&slot.scope), &slot.tokens, slot.shared, scope, prompt),
+                )
+            })
+            .filter(|&(_, n)| n > 0)
+            .max_by_key(|&(i, n)| (n, self.slots[i].used))
+    }
+
+    /// The slot at `index`, marked as just used.
+    pub fn take_for_use(&mut self, index: usize) -> Option<&Slot> {
+        self.clock += 1;
+        let slot = self.slots.get_mut(index)?;
+        slot.used = self.clock;
+        Some(slot)
+    }
+
+    /// Whether a slot of the server's own holds exactly `tokens`.
+    pub fn has_server_prefix(&self, tokens: &[u32]) -> bool {
+        self.slots
+            .iter()
+            .any(|s| s.scope == Scope::Server && s.tokens == tokens)
+    }
+
+    /// Keeps `snapshot` of `tokens` as `scope`'s slot (replacing the one it
+    /// had), then evicts the least recently used slots, private ones first,
+    /// until the slots fit the budget. A snapshot larger than the whole
+    /// budget is not kept.
+    pub fn store(&mut self, scope: Scope, tokens: Vec<u32>, shared: usize, snapshot: KvSnapshot) {
+        if snapshot.bytes() > self.budget_bytes || tokens.is_empty() {
+            return;
+        }
+        self.clock += 1;
+        if scope != Scope::Server {
+            self.slots.retain(|s| s.scope != scope);
+        }
+        self.slots.push(Slot {
+            scope,
+            tokens,
+            shared,
+            snapshot,
+            used: self.clock,
+        });
+        while self.bytes() > self.budget_bytes {
+            let victim = self
+                .slots
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, s)| (s.scope == Scope::Server, s.used))
+                .map(|(i, _)| i);
+            match victim {
+                Some(i) => {
+                    self.slots.swap_remove(i);
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// Forgets `scope`'s slot (its conversation ended).
+    pub fn forget(&mut self, scope: &Scope) {
+        self.slots.retain(|s| &s.scope != scope);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn private(name: &str) -> Scope {
+        Scope::Private(name.into())
+    }
+
+    #[test]
+    fn a_reading_is_reused_whole_by_its_owner_and_up_to_the_server_part_by_others() {
+        let alice = private("alice");
+        let bob = private("bob");
+        // System prompt [1, 2, 3], then Alice's question [7, 7].
+        let read = [1, 2, 3, 7, 7, 9];
+        let cases: &[(Option<&Scope>, Option<&Scope>, &[u32], usize)] = &[
+            // Alice, following up: everything she shares with it.
+            (Some(&alice), Some(&alice), &[1, 2, 3, 7, 7, 9, 4], 6),
+            // Bob asking the same question as Alice: only the system
+            // prompt, so that his wait tells him nothing of her question.
+            (Some(&alice), Some(&bob), &[1, 2, 3, 7, 7, 9, 4], 3),
+            // An anonymous request, and a reading nobody owns.
+            (Some(&alice), None, &[1, 2, 3, 7, 7], 3),
+            (None, None, &[1, 2, 3, 7, 7, 9, 4], 3),
+            (None, Some(&alice), &[1, 2, 3, 7, 7, 9, 4], 3),
+            // The server's own prefix: anyone.
+            (Some(&Scope::Server), Some(&bob), &[1, 2, 3, 7, 7, 9, 4], 6),
+            // Diverging early, and never the whole prompt.
+            (Some(&alice), Some(&alice), &[1, 5], 1),
+            (Some(&alice), Some(&alice), &[1, 2, 3], 2),
+            (Some(&alice), Some(&alice), &[], 0),
+        ];
+        for &(owner, scope, prompt, want) in cases {
+            assert_eq!(
+                reusable(owner, &read, 3, scope, prompt),
+                want,
+                "{owner:?} read, {scope:?} asks {prompt:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn slots_keep_one_reading_a_scope_and_evict_the_least_recent_private_one_first() {
+        // Each snapshot: 10 positions × 8 floats × 4 bytes × k and v = 640.
+        let mut slots = Slots::new(2000);
+        slots.store(Scope::Server, vec![1, 2], 2, KvSnapshot::zeros(10, 8));
+        slots.store(private("a"), vec![1, 2, 3], 2, KvSnapshot::zeros(10, 8));
+        slots.store(private("a"), vec![1, 2, 4], 2, KvSnapshot::zeros(10, 8));
+        assert_eq!(slots.len(), 2, "a scope's newer reading replaces its older");
+        slots.store(private("b"), vec![1, 2, 5], 2, KvSnapshot::zeros(10, 8));
+        assert_eq!(slots.bytes(), 1920);
+        // "a" is used again: "b" is now the least recent.
+        let (a, n) = slots.best(Some(&private("a")), &[1, 2, 4, 9]).unwrap();
+        assert_eq!(n, 3);
+        slots.take_for_use(a);
+        slots.store(private("c"), vec![1, 2, 6], 2, KvSnapshot::zeros(10, 8));
+        assert_eq!(slots.len(), 3);
+        assert!(
+            slots
+                .best(Some(&private("b")), &[1, 2, 5, 9])
+                .is_some_and(|(_, n)| n == 2)
+        );
+        assert!(
+            slots
+                .best(Some(&private("a")), &[1, 2, 4, 9])
+                .is_some_and(|(_, n)| n == 3)
+        );
+        assert!(slots.has_server_prefix(&[1, 2]));
+        // Private slots go before the server's own, however recent.
+        slots.store(private("d"), vec![1, 2, 7], 2, KvSnapshot::zeros(10, 8));
+        slots.store(private("e"), vec![1, 2, 8], 2, KvSnapshot::zeros(10, 8));
+        assert!(slots.has_server_prefix(&[1, 2]));
+        assert_eq!(slots.len(), 3);
+        // Larger than the whole budget: not kept.
+        slots.store(private("f"), vec![9, 9], 0, KvSnapshot::zeros(100, 8));
+        assert_eq!(slots.len(), 3);
+        assert!(slots.best(Some(&private("f")), &[9, 9, 9]).is_none());
+        slots.forget(&private("e"));
+        assert_eq!(slots.len(), 2);
+    }
+}
