@@ -173,6 +173,11 @@ impl Agent {
             cancel,
         };
         let mut turn = Attempts::new(messages, 1 + self.settings.max_fixes);
+        // What the question needs read right, looked at first when the data
+        // calls for it (its output goes to the model before any program).
+        if let Some(looked) = self.look(session, &text, cancel).await {
+            turn.messages.extend(looked.messages());
+        }
         while turn.attempt < turn.attempts {
             turn.attempt += 1;
             // A repeat is asked for again a little less greedily: at

@@ -31,18 +31,9 @@
 //!
 //! ```ignore
 //! if let Some(looked) = self.look(session, &text, cancel).await {
-//!     messages.extend(looked.messages());
+//!     turn.messages.extend(looked.messages());
 //! }
 //! ```
-
-// Until `Agent::ask` calls `look` (then this line goes).
-#![cfg_attr(
-    not(test),
-    allow(
-        dead_code,
-        reason = "Agent::ask is to call look(); remove once it does"
-    )
-)]
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;

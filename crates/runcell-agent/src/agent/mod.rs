@@ -19,9 +19,6 @@ mod install;
 mod kernels;
 mod look;
 mod model;
-// `product_note` is no longer called: it read the question's English and
-// could make a right program wrong; profile.rs's owner removes it.
-#[allow(dead_code)]
 mod profile;
 pub mod prompt;
 mod publish;

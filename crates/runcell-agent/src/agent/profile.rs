@@ -95,29 +95,6 @@ pub fn versions_note() -> String {
     format!("The sandbox has {}.", named.join(", "))
 }
 
-/// Added for a question over a table that asks for a total of a product
-/// ("the total revenue (units times price) per region"): the 1.5B summed
-/// each column per group and multiplied the sums, or took the largest row,
-/// in most of the agent benchmark's runs. Only for such a question: said to
-/// every table question, it cost others (see [`PANDAS_NOTE`]). The group
-/// is said to be for a question per group only: told "then group and sum",
-/// the 1.5B grouped "the total revenue over all of sales.csv" by region and
-/// printed four totals (the agent bench, issue 43's run).
-pub const PRODUCT_NOTE: &str = "The question multiplies columns: add the product as a new \
-column first, from the columns the question names (`df['amount'] = df[x] * df[y]`), then \
-sum that column: `df['amount'].sum()` for one total, `df.groupby(key)['amount'].sum()` only \
-when the question asks per group. Never multiply sums.";
-
-/// [`PRODUCT_NOTE`] when `question` multiplies ("units times price",
-/// "quantity multiplied by cost", "a × b", "a * b").
-pub fn product_note(question: &str) -> Option<&'static str> {
-    let q = question.to_lowercase().replace("many times", "");
-    [" times ", "multiplied by", " × ", " * "]
-        .iter()
-        .any(|w| q.contains(w))
-        .then_some(PRODUCT_NOTE)
-}
-
 /// Added when a file is plain text: a small model reaches for `read_csv`
 /// on a log file and invents its columns.
 pub const TEXT_NOTE: &str = "Read a text or log file line by line (split each line, or match \
@@ -1010,16 +987,6 @@ mod tests {
         assert!(text_only.contains(TEXT_NOTE) && !text_only.contains(PANDAS_NOTE));
         let table_only = super::note(&shown[..1]).unwrap();
         assert!(table_only.contains(PANDAS_NOTE) && !table_only.contains(TEXT_NOTE));
-        assert_eq!(
-            product_note("Which region has the largest total revenue (units times price)?"),
-            Some(PRODUCT_NOTE)
-        );
-        assert_eq!(
-            product_note("Total of qty * cost per shop"),
-            Some(PRODUCT_NOTE)
-        );
-        assert_eq!(product_note("How many times does 'a' appear?"), None);
-        assert_eq!(product_note("Which region sold the most units?"), None);
     }
 
     #[test]
