@@ -625,6 +625,14 @@ pub enum ClientMessage {
     /// Stop the running turn (the model's stream ends, a running program is
     /// interrupted) and drop the turns waiting behind it.
     Stop,
+    /// The person began writing a question, or gave the notebook a file:
+    /// the server may have `model` (its default when absent) read the
+    /// session's conversation ahead, so that the question pays only for its
+    /// own tokens. No reply; ignored while a turn runs.
+    Composing {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+    },
     /// Re-run all: a fresh kernel runs the session's code cells again.
     RerunAll,
     /// This page runs the session's Browser-sandbox programs from now on, in

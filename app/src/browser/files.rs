@@ -175,6 +175,11 @@ fn upload(state: SessionState, files: FilesState, file: &File, overwrite: bool) 
         201 => {
             files.uploads.update(|u| u.retain(|x| x.id != id));
             refresh(state, files);
+            // The next question will read this file's profile: the server
+            // may read it (and the conversation) ahead now.
+            state.send_frame(crate::protocol::ClientMessage::Composing {
+                model: state.picked_model(),
+            });
         }
         409 => {
             files.keep_refused(id, kept);

@@ -168,7 +168,17 @@ pub fn Prompt() -> impl IntoView {
                     placeholder="Ask in plain language, e.g. plot the primes below 1000"
                     rows="2"
                     prop:value=move || draft.get()
-                    on:input=move |ev| draft.set(event_target_value(&ev))
+                    on:input=move |ev| {
+                        let was_empty = draft.with_untracked(|d| d.trim().is_empty());
+                        draft.set(event_target_value(&ev));
+                        // A question begun: the server may read the
+                        // conversation ahead while it is written.
+                        if was_empty && !draft.with_untracked(|d| d.trim().is_empty()) {
+                            state.send_frame(ClientMessage::Composing {
+                                model: state.picked_model(),
+                            });
+                        }
+                    }
                     on:keydown=move |ev| {
                         if ev.key() == "Enter" && !ev.shift_key() && !ev.is_composing() {
                             ev.prevent_default();

@@ -535,6 +535,8 @@ async fn an_empty_explanation_is_asked_for_again() {
 struct Recording {
     inner: Arc<dyn Llm>,
     asked: std::sync::Mutex<Vec<ChatRequest>>,
+    /// What it was given to read ahead.
+    ahead: std::sync::Mutex<Vec<ChatRequest>>,
 }
 
 #[async_trait::async_trait]
@@ -554,6 +556,11 @@ impl Llm for Recording {
     async fn chat(&self, request: ChatRequest) -> Result<ChatStream, LlmError> {
         self.asked.lock().unwrap().push(request.clone());
         self.inner.chat(request).await
+    }
+
+    async fn prefill(&self, request: ChatRequest) -> Result<(), LlmError> {
+        self.ahead.lock().unwrap().push(request);
+        Ok(())
     }
 }
 
@@ -1057,6 +1064,7 @@ impl Recording {
         Arc::new(Self {
             inner: scripted(),
             asked: std::sync::Mutex::new(Vec::new()),
+            ahead: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -1224,6 +1232,40 @@ async fn a_big_tables_rows_are_counted_not_read() {
 fn extends(earlier: &ChatRequest, later: &ChatRequest) -> bool {
     later.messages.len() > earlier.messages.len()
         && later.messages[..earlier.messages.len()] == earlier.messages[..]
+}
+
+#[tokio::test]
+async fn a_conversation_read_ahead_is_what_the_next_question_extends() {
+    let model = Recording::new();
+    let h = harness_with(model.clone(), 0).await;
+    h.agent
+        .kernels()
+        .upload(
+            h.channel.id(),
+            "t.csv",
+            b"a,b\n1,2\n".to_vec().into(),
+            false,
+        )
+        .await
+        .unwrap();
+    // Given a file: read ahead, once (nothing changed since).
+    h.agent.read_ahead(h.channel.log(), None).await;
+    h.agent.read_ahead(h.channel.log(), None).await;
+    let first = h.ask(&fenced("print('x:', 6 * 7)")).await;
+    assert_eq!(first.status, TurnStatus::Ok);
+    // After a turn, soon again: too soon, not read.
+    h.agent.read_ahead(h.channel.log(), None).await;
+    let ahead = model.ahead.lock().unwrap().clone();
+    let asked = model.asked.lock().unwrap().clone();
+    assert_eq!(ahead.len(), 1, "{ahead:#?}");
+    // The rules and the files note, no question; the question's request
+    // begins with exactly that.
+    assert_eq!(ahead[0].messages.len(), 2, "{:#?}", ahead[0].messages);
+    assert!(ahead[0].messages[1].content.contains("/home/user/t.csv"));
+    assert!(extends(&ahead[0], &asked[0]), "{:#?}", asked[0].messages);
+    assert_eq!(ahead[0].shared_messages, 1);
+    assert_eq!(ahead[0].conversation, asked[0].conversation);
+    assert_eq!(ahead[0].requester, asked[0].requester);
 }
 
 #[tokio::test]

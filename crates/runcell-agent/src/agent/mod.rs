@@ -7,6 +7,7 @@
 //! Plain Rust: it publishes events to a [`SessionLog`] and knows nothing
 //! of HTTP or WebSockets.
 
+mod ahead;
 pub mod answered;
 mod ask;
 mod code;
@@ -102,6 +103,8 @@ pub struct Agent {
     /// Each session's last conversation as sent, which its next question
     /// extends.
     conversations: conversation::Conversations,
+    /// When each session's conversation was last read ahead.
+    read_ahead: ahead::ReadAhead,
 }
 
 /// How the steps of a turn ended.
@@ -118,6 +121,7 @@ impl Agent {
             highlighter: Highlighter::new(),
             settings,
             conversations: conversation::Conversations::default(),
+            read_ahead: ahead::ReadAhead::default(),
         }
     }
 

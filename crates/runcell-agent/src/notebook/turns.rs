@@ -114,6 +114,19 @@ impl Notebooks {
         self.holder(channel).stop();
     }
 
+    /// The person is writing a question: the model reads the session's
+    /// conversation ahead, in the background, when this node runs its
+    /// turns (a model name longer than any real one is not passed on).
+    pub fn composing(&self, channel: &Arc<SessionChannel>, model: Option<String>) {
+        if channel.is_retired() || channel.remote_holder().is_some() {
+            return;
+        }
+        let model = model.filter(|m| m.len() <= 256);
+        let agent = Arc::clone(self.runner.agent());
+        let channel = Arc::clone(channel);
+        tokio::spawn(async move { agent.read_ahead(channel.log(), model).await });
+    }
+
     /// The request the agent runs for `turn`: the language known, the
     /// backend picked (a pick stays for the session's later turns).
     pub(super) fn prepare(

@@ -267,6 +267,10 @@ async fn handle_text(
             state.notebooks.stop(channel);
             return None;
         }
+        ClientMessage::Composing { model } => {
+            state.notebooks.composing(channel, model);
+            return None;
+        }
         ClientMessage::RerunAll => Turn::RerunAll,
         ClientMessage::BrowserAttach { kernel } => {
             return state
