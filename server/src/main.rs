@@ -46,6 +46,7 @@ async fn main() -> ExitCode {
             sample,
             out,
             turn_timeout,
+            typing,
         } => {
             let result = match target {
                 BenchTarget::Sandbox => {
@@ -93,6 +94,7 @@ async fn main() -> ExitCode {
                                 sample: *sample,
                                 out: out.clone(),
                                 turn_timeout: std::time::Duration::from_secs(*turn_timeout),
+                                typing: std::time::Duration::from_secs(*typing),
                             })
                             .await
                         }

@@ -906,7 +906,7 @@ pub(crate) mod tests {
             let start = model
                 .inner
                 .template
-                .render_start(&[system.clone()], &[])
+                .render_start(std::slice::from_ref(&system), &[])
                 .unwrap();
             model.inner.tokenizer.encode(&start).unwrap().len()
         };

@@ -25,6 +25,7 @@ use app::protocol::SessionEvent;
 use serde::{Deserialize, Serialize};
 
 use super::agent::{AgentClient, LastTurn, median};
+use super::tokens::{self, Tokens};
 use super::{BenchError, fail};
 
 pub struct DabenchOptions {
@@ -40,6 +41,9 @@ pub struct DabenchOptions {
     pub sample: Option<usize>,
     pub out: Option<PathBuf>,
     pub turn_timeout: Duration,
+    /// How long a question may be "typed" after its file is uploaded: the
+    /// server reads the conversation ahead meanwhile (0: asked at once).
+    pub typing: Duration,
 }
 
 /// One question of the benchmark, as its file has it.
@@ -229,6 +233,13 @@ pub struct QuestionResult {
     pub rewritten: usize,
     pub seconds: f64,
     pub first_code_seconds: Option<f64>,
+    /// From the last result's end to the explanation's first text.
+    pub explanation_wait_s: Option<f64>,
+    /// The question's "typing" time, spent waiting for the server to read
+    /// the conversation ahead (not part of `seconds`).
+    pub typed_s: f64,
+    /// The model's work for the turn (and what it read ahead before it).
+    pub tokens: Tokens,
     /// The labels and what the answer said for each.
     pub labels: Vec<(String, String)>,
     pub answered: BTreeMap<String, String>,
@@ -284,6 +295,18 @@ pub fn judge(
     }
 }
 
+/// How a question is asked.
+#[derive(Clone, Copy, Debug)]
+pub struct Asking<'a> {
+    /// The model to ask for (the server's default when `None`).
+    pub model: Option<&'a str>,
+    /// The longest the turn may take.
+    pub timeout: Duration,
+    /// The longest the question is "typed" after the upload, while the
+    /// server reads ahead.
+    pub typing: Duration,
+}
+
 /// Asks one question in a session of its own; a failure is recorded.
 pub async fn run_question(
     http: &reqwest::Client,
@@ -291,9 +314,13 @@ pub async fn run_question(
     tables: &Path,
     question: &Question,
     labels: &[(String, String)],
-    model: Option<&str>,
-    timeout: Duration,
+    how: Asking<'_>,
 ) -> QuestionResult {
+    let Asking {
+        model,
+        timeout,
+        typing,
+    } = how;
     let failed = |problem: String| QuestionResult {
         id: question.id,
         level: question.level.clone(),
@@ -320,21 +347,80 @@ pub async fn run_question(
         client.delete(&id).await;
         return failed(e.to_string());
     }
+    // A person uploads, then types the question: the page says so and the
+    // server reads ahead meanwhile.
+    let before = tokens::read(http, base).await;
+    let mut typed_s = 0.0;
+    if !typing.is_zero()
+        && let Some(before) = &before
+    {
+        client.composing(&id).await;
+        typed_s = tokens::ahead_read(http, base, before, typing)
+            .await
+            .as_secs_f64();
+    }
+    let asked = tokens::read(http, base).await;
     let started = Instant::now();
     let outcome = client.ask(&id, &question.message(), model, timeout).await;
     let seconds = started.elapsed().as_secs_f64();
+    let after = tokens::read(http, base).await;
     client.delete(&id).await;
+    let mut spent = match (&asked, &after) {
+        (Some(asked), Some(after)) => after.since(asked),
+        _ => Tokens::default(),
+    };
+    if let (Some(before), Some(asked)) = (&before, &asked) {
+        let ahead = asked.since(before);
+        spent.ahead += ahead.ahead;
+        spent.ahead_s += ahead.ahead_s;
+    }
     match outcome {
         Ok((events, first_code)) => QuestionResult {
             seconds,
             first_code_seconds: first_code,
+            explanation_wait_s: explanation_wait(&events),
+            typed_s,
+            tokens: spent,
             ..judge(question, labels, &events)
         },
         Err(e) => QuestionResult {
             seconds,
+            typed_s,
+            tokens: spent,
             ..failed(e.to_string())
         },
     }
+}
+
+/// Seconds from the end of the turn's last result cell to the first text
+/// of the explanation after it.
+fn explanation_wait(events: &[SessionEvent]) -> Option<f64> {
+    use app::protocol::{CellKind, EventBody};
+    let mut kinds = std::collections::HashMap::new();
+    let mut result_ended = None;
+    for event in events {
+        match &event.event {
+            EventBody::CellStarted {
+                cell_id, cell_kind, ..
+            } => {
+                kinds.insert(*cell_id, *cell_kind);
+            }
+            EventBody::CellFinished { cell_id, .. }
+                if kinds.get(cell_id) == Some(&CellKind::Result) =>
+            {
+                result_ended = Some(event.ts_ms);
+            }
+            EventBody::CellDelta { cell_id, text, .. }
+                if kinds.get(cell_id) == Some(&CellKind::Explanation)
+                    && !text.trim().is_empty() =>
+            {
+                let ended = result_ended?;
+                return Some(event.ts_ms.saturating_sub(ended) as f64 / 1000.0);
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// Runs the chosen questions against `options.url` and prints the report.
@@ -374,8 +460,11 @@ pub async fn run(options: DabenchOptions) -> Result<(), BenchError> {
             &tables,
             question,
             labels,
-            options.model.as_deref(),
-            options.turn_timeout,
+            Asking {
+                model: options.model.as_deref(),
+                timeout: options.turn_timeout,
+                typing: options.typing,
+            },
         )
         .await;
         if let (Some(before), Some(after)) = (before, super::heuristics::read(&http, &base).await) {
@@ -445,6 +534,13 @@ fn print_result(r: &QuestionResult) {
             format!("  [{}]", crate::sandbox::fit(&wrong.join("; "), 300))
         },
     );
+    println!(
+        "     {}; typed {:.1}s; explanation after {}",
+        r.tokens.summary(),
+        r.typed_s,
+        r.explanation_wait_s
+            .map_or("-".into(), |s| format!("{s:.1}s"))
+    );
     if !r.heuristics.is_empty() {
         let fired: Vec<String> = r
             .heuristics
@@ -483,6 +579,10 @@ pub struct Report {
     pub invented: usize,
     pub median_turn_s: f64,
     pub first_code_p50_s: f64,
+    /// Median seconds from the last result to the explanation's first text.
+    pub explanation_wait_p50_s: f64,
+    /// Of all the turns' prompt tokens, the share reused, in percent.
+    pub reused_pct: f64,
     /// Heuristic → (questions it fired in, of those right).
     pub heuristics: BTreeMap<String, (usize, usize)>,
 }
@@ -513,12 +613,23 @@ impl Report {
                     .filter_map(|r| r.first_code_seconds)
                     .collect(),
             ),
+            explanation_wait_p50_s: median(
+                results
+                    .iter()
+                    .filter_map(|r| r.explanation_wait_s)
+                    .collect(),
+            ),
+            reused_pct: {
+                let prompt: f64 = results.iter().map(|r| r.tokens.prompt).sum();
+                let reused: f64 = results.iter().map(|r| r.tokens.reused).sum();
+                100.0 * reused / prompt.max(1.0)
+            },
             heuristics: super::heuristics::tally(results.iter().map(|r| (&r.heuristics, r.right))),
         }
     }
 
     pub fn header() -> String {
-        "| model | right (by question) | by sub-question | easy / medium / hard | program ran | needed fixes (fixes) | explanations rewritten | invented figure | median turn | first code p50 |\n|---|---|---|---|---|---|---|---|---|---|".into()
+        "| model | right (by question) | by sub-question | easy / medium / hard | program ran | needed fixes (fixes) | explanations rewritten | invented figure | median turn | first code p50 | explanation after result p50 | prompt tokens reused |\n|---|---|---|---|---|---|---|---|---|---|---|---|".into()
     }
 
     pub fn row(&self, label: &str) -> String {
@@ -529,7 +640,7 @@ impl Report {
                 .map_or("-".into(), |(r, n)| format!("{r}/{n}"))
         };
         format!(
-            "| {label} | {}/{} ({:.0}%) | {}/{} ({:.0}%) | {} / {} / {} | {}/{} | {} ({}) | {} | {} | {:.1} s | {:.1} s |",
+            "| {label} | {}/{} ({:.0}%) | {}/{} ({:.0}%) | {} / {} / {} | {}/{} | {} ({}) | {} | {} | {:.1} s | {:.1} s | {:.1} s | {:.0}% |",
             self.right,
             self.questions,
             pct(self.right, self.questions),
@@ -547,6 +658,8 @@ impl Report {
             self.invented,
             self.median_turn_s,
             self.first_code_p50_s,
+            self.explanation_wait_p50_s,
+            self.reused_pct,
         )
     }
 }

@@ -14,6 +14,7 @@ mod own_server;
 pub mod sandbox;
 pub mod stream;
 pub mod throughput;
+pub mod tokens;
 
 #[derive(Debug, thiserror::Error)]
 #[error("bench: {0}")]

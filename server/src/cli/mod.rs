@@ -93,6 +93,11 @@ pub enum Command {
         /// `agent`: the longest one turn may take, in seconds.
         #[arg(long, default_value_t = 300)]
         turn_timeout: u64,
+        /// `dabench`: the longest a question is "typed" after its file is
+        /// uploaded, in seconds: the server reads the conversation ahead
+        /// meanwhile, as it does for a page's person (0: asked at once).
+        #[arg(long, default_value_t = 30)]
+        typing: u64,
         /// `llm`: threads for both engines.
         #[arg(long, default_value_t = 2)]
         threads: usize,

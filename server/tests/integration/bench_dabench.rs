@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use runcell::bench::dabench::{Question, QuestionResult, load, run_question};
+use runcell::bench::dabench::{Asking, Question, QuestionResult, load, run_question};
 use runcell::bench::heuristics;
 
 use crate::support::TestServer;
@@ -38,8 +38,11 @@ async fn ask(
         tables,
         question,
         &labels(pairs),
-        None,
-        Duration::from_secs(120),
+        Asking {
+            model: None,
+            timeout: Duration::from_secs(120),
+            typing: Duration::from_secs(5),
+        },
     )
     .await
 }

@@ -168,7 +168,9 @@ mod tests {
         let bob = private("bob");
         // System prompt [1, 2, 3], then Alice's question [7, 7].
         let read = [1, 2, 3, 7, 7, 9];
-        let cases: &[(Option<&Scope>, Option<&Scope>, &[u32], usize)] = &[
+        // (the reading's owner, who asks, the prompt, tokens reused)
+        type Case<'a> = (Option<&'a Scope>, Option<&'a Scope>, &'a [u32], usize);
+        let cases: &[Case] = &[
             // Alice, following up: everything she shares with it.
             (Some(&alice), Some(&alice), &[1, 2, 3, 7, 7, 9, 4], 6),
             // Bob asking the same question as Alice: only the system

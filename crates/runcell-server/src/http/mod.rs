@@ -195,6 +195,7 @@ fn pages(state: &AppState, context: impl Fn() + Clone + Send + Sync + 'static) -
         .route("/api/sessions/{id}/run", post(turns::run))
         .route("/api/sessions/{id}/rerun", post(turns::rerun))
         .route("/api/sessions/{id}/stop", post(turns::stop))
+        .route("/api/sessions/{id}/composing", post(turns::composing))
         .route("/api/sessions/{id}/events", get(turns::events))
         .route(
             "/api/sessions/{id}/share",

@@ -99,6 +99,17 @@ pub async fn stop(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// `POST /api/sessions/{id}/composing`: a question is being written (or a
+/// file was given): the model may read the conversation ahead (202; the
+/// reading goes on in the background, giving way to any request).
+pub async fn composing(
+    State(notebooks): State<Arc<Notebooks>>,
+    OwnedSession(channel): OwnedSession,
+) -> Result<StatusCode, ApiError> {
+    notebooks.composing(&channel, None);
+    Ok(StatusCode::ACCEPTED)
+}
+
 /// `GET /api/sessions/{id}/events?after=N`: the history after `N`, as NDJSON.
 pub async fn events(
     State(_notebooks): State<Arc<Notebooks>>,

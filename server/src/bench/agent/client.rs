@@ -155,6 +155,18 @@ impl AgentClient {
         Err(fail("the answer ended before its turn did"))
     }
 
+    /// Says a question is being written: the server may read the
+    /// conversation ahead, as it does for a page's person typing.
+    pub async fn composing(&self, id: &str) {
+        let _ = self
+            .request(
+                reqwest::Method::POST,
+                &format!("/api/sessions/{id}/composing"),
+            )
+            .send()
+            .await;
+    }
+
     pub async fn delete(&self, id: &str) {
         let _ = self
             .request(reqwest::Method::DELETE, &format!("/api/sessions/{id}"))

@@ -122,6 +122,7 @@ pub async fn run(options: AgentBenchOptions) -> Result<(), BenchError> {
         tasks.len()
     );
     let started = Instant::now();
+    let tokens_before = super::tokens::read(&http, &base).await;
     let mut results = Vec::new();
     for task in &tasks {
         let before = super::heuristics::read(&http, &base).await;
@@ -149,6 +150,12 @@ pub async fn run(options: AgentBenchOptions) -> Result<(), BenchError> {
         report.turns,
         started.elapsed().as_secs_f64() / 60.0
     );
+    if let (Some(before), Some(after)) = (tokens_before, super::tokens::read(&http, &base).await) {
+        println!(
+            "model work over the run: {}",
+            after.since(&before).summary()
+        );
+    }
     let heuristics = super::heuristics::tally(results.iter().map(|r| (&r.heuristics, r.right())));
     super::heuristics::print_tally(&heuristics, "tasks");
     if let Some(out) = &options.out {
