@@ -648,6 +648,11 @@ pub enum ClientMessage {
     BrowserDone { run: u64, kernel: String },
 }
 
+/// The first line of a look at the data that runcell runs before the
+/// model writes its program (what follows names what it looks at): the page
+/// folds such a cell once its turn's answer stands.
+pub const LOOK_COMMENT: &str = "# Looking at the data: ";
+
 /// Why a message the person typed cannot be sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum AskError {

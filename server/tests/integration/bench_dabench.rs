@@ -41,7 +41,8 @@ async fn ask(
         Asking {
             model: None,
             timeout: Duration::from_secs(120),
-            typing: Duration::from_secs(5),
+            // The scripted model reads nothing ahead: no typing to wait for.
+            typing: Duration::ZERO,
         },
     )
     .await
@@ -113,7 +114,7 @@ async fn the_dabench_harness_scores_answers_from_the_streamed_turn() {
 
     // The heuristics that fired are read from the server's /metrics: a
     // question with a template gets the format note, and a column written
-    // without its space gets the hint that names the real one.
+    // without its space is repaired by runcell, not hinted at.
     let before = heuristics::read(&http, base).await.expect("/metrics");
     let misspelt = question(5, &format!("{read}print(df['x'].sum())"), "@total[v]");
     let result = ask(&http, base, &tables, &misspelt, &[("total", "6")]).await;
@@ -121,8 +122,15 @@ async fn the_dabench_harness_scores_answers_from_the_streamed_turn() {
     let after = heuristics::read(&http, base).await.expect("/metrics");
     let fired = heuristics::fired(&before, &after);
     assert!(fired.contains_key("note:format"), "{fired:?}");
-    assert!(fired.contains_key("hint:closest_key"), "{fired:?}");
-    assert!(!fired.contains_key("note:missing"), "{fired:?}");
+    assert!(fired.contains_key("hint:repaired_column"), "{fired:?}");
+    assert!(!fired.contains_key("hint:closest_key"), "{fired:?}");
+    // What the model did is counted too (the scripted model reuses nothing).
+    assert!(
+        result.tokens.prompt > 0.0 && result.tokens.generated > 0.0,
+        "{:?}",
+        result.tokens
+    );
+    assert_eq!(result.tokens.reused, 0.0);
 
     // A table that is not there is a problem recorded, not a crash.
     let mut missing = question(4, "print(1)", "@a[v]");

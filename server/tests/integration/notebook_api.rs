@@ -139,6 +139,36 @@ async fn stop_ends_a_running_turn_over_http() {
 }
 
 #[tokio::test]
+async fn a_question_being_written_is_accepted_for_its_own_sessions_only() {
+    let server = TestServer::start().await;
+    let id = create(&server).await;
+    let composing = http()
+        .post(server.url(&format!("/api/sessions/{id}/composing")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(composing.status(), 202);
+    // Someone else's session, or none: not found, as everywhere.
+    let unknown = random_session_id();
+    let refused = http()
+        .post(server.url(&format!("/api/sessions/{unknown}/composing")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 404);
+    // The session still answers as before.
+    let asked = http()
+        .post(server.url(&format!("/api/sessions/{id}/ask")))
+        .json(&serde_json::json!({ "text": "```python\nprint(6 * 7)\n```" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(asked.status(), 200);
+    let text = asked.text().await.unwrap();
+    assert!(text.contains("\"text\":\"42\\n\""), "{text}");
+}
+
+#[tokio::test]
 async fn bad_requests_get_clear_errors() {
     let server = TestServer::start().await;
     let id = create(&server).await;

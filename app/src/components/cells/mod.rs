@@ -188,6 +188,23 @@ pub fn CellView(id: CellId) -> impl IntoView {
 /// What became of a code cell (or its result) that a later attempt of its
 /// turn replaced: "attempt 1 failed: ZeroDivisionError — fixed in attempt
 /// 2". `None` for a cell that stands (or that nothing replaced yet).
+/// A look at the data runcell ran before the model's program: folded once
+/// the turn has an answer that stands.
+fn look_summary(notebook: &Notebook, code: &Cell, kind: CellKind) -> Option<String> {
+    let turn = notebook.turn(code.turn?)?;
+    turn.final_cell.filter(|&c| c != code.id)?;
+    let what = code
+        .text
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix(crate::protocol::LOOK_COMMENT))
+        .unwrap_or("the data");
+    Some(match kind {
+        CellKind::Result => format!("what the look at the data showed ({what})"),
+        _ => format!("runcell looked at the data first: {what}"),
+    })
+}
+
 fn fold_summary(notebook: &Notebook, id: CellId) -> Option<String> {
     let cell = notebook.cell(id)?;
     let code = match cell.kind {
@@ -195,6 +212,9 @@ fn fold_summary(notebook: &Notebook, id: CellId) -> Option<String> {
         CellKind::Result => notebook.cell(cell.source?)?,
         _ => return None,
     };
+    if code.attempt.is_none() && code.text.starts_with(crate::protocol::LOOK_COMMENT) {
+        return look_summary(notebook, code, cell.kind);
+    }
     let (turn, attempt) = (code.turn?, code.attempt?);
     let next = notebook
         .cells_of(turn)
@@ -538,5 +558,80 @@ mod tests {
         );
         // The attempt that stands folds behind nothing.
         assert_eq!(fold_summary(&failed, CellId(14)), None);
+    }
+
+    /// A look at the data (cells 1 and 2), then one code cell per attempt
+    /// (from 10), the last standing; `finished`: the turn is over.
+    fn look_then(ok: &[bool], finished: bool) -> Notebook {
+        let look = "# Looking at the data: the values of 'source' in news.csv\nprint(1)";
+        let mut bodies = vec![
+            EventBody::TurnStarted {
+                turn: TurnId(1),
+                turn_kind: TurnKind::Ask,
+                alternative_to: None,
+            },
+            EventBody::CellStarted {
+                cell_id: CellId(1),
+                cell_kind: CellKind::Code,
+                language: Some("python".into()),
+                attempt: None,
+                source: None,
+            },
+            EventBody::CellDelta {
+                cell_id: CellId(1),
+                text: look.into(),
+                highlight: None,
+            },
+            EventBody::CellStarted {
+                cell_id: CellId(2),
+                cell_kind: CellKind::Result,
+                language: None,
+                attempt: None,
+                source: Some(CellId(1)),
+            },
+        ];
+        let mut rest = attempts_events(ok);
+        if !finished {
+            rest.pop();
+        }
+        bodies.append(&mut rest);
+        Notebook::from_events(&SessionEvent::numbered(bodies, 1))
+    }
+
+    fn attempts_events(ok: &[bool]) -> Vec<EventBody> {
+        let mut bodies = Vec::new();
+        for n in 0..ok.len() {
+            let code = CellId(10 + 2 * n as u64);
+            bodies.push(EventBody::CellStarted {
+                cell_id: code,
+                cell_kind: CellKind::Code,
+                language: Some("python".into()),
+                attempt: Some(n as u32 + 1),
+                source: None,
+            });
+        }
+        bodies.push(EventBody::TurnFinished {
+            turn: TurnId(1),
+            status: TurnStatus::Ok,
+            elapsed_ms: 0,
+            final_cell: Some(CellId(10 + 2 * (ok.len() as u64 - 1))),
+        });
+        bodies
+    }
+
+    #[test]
+    fn a_look_at_the_data_folds_once_the_answer_stands() {
+        let done = look_then(&[true], true);
+        assert_eq!(
+            fold_summary(&done, CellId(1)).as_deref(),
+            Some("runcell looked at the data first: the values of 'source' in news.csv")
+        );
+        assert_eq!(
+            fold_summary(&done, CellId(2)).as_deref(),
+            Some("what the look at the data showed (the values of 'source' in news.csv)")
+        );
+        // While the turn runs, the look stays open.
+        let running = look_then(&[true], false);
+        assert_eq!(fold_summary(&running, CellId(1)), None);
     }
 }

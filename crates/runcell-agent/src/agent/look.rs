@@ -51,7 +51,7 @@ use crate::sandbox::{Language, Limits};
 use crate::session::SessionLog;
 
 /// What the look program's first line starts with.
-pub const LOOK_COMMENT: &str = "# Looking at the data: ";
+pub use app::protocol::LOOK_COMMENT;
 
 /// The most phrase a value or a column name may be, in words.
 const MAX_PHRASE_WORDS: usize = 6;
