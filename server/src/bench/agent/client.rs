@@ -94,7 +94,7 @@ impl AgentClient {
     }
 
     /// Asks `question` and reads the turn's events until it finishes:
-    /// (events, seconds to the first code token).
+    /// (events, seconds to the first token of the model's first program).
     pub async fn ask(
         &self,
         id: &str,
@@ -133,13 +133,18 @@ impl AgentClient {
                     continue;
                 };
                 match &event.event {
+                    // The model's programs only (an attempt), not a look
+                    // at the data runcell runs itself before them.
                     EventBody::CellStarted {
-                        cell_id, cell_kind, ..
+                        cell_id,
+                        cell_kind,
+                        attempt,
+                        ..
                     } => {
-                        kinds.insert(*cell_id, *cell_kind);
+                        kinds.insert(*cell_id, (*cell_kind, attempt.is_some()));
                     }
                     EventBody::CellDelta { cell_id, .. }
-                        if kinds.get(cell_id) == Some(&CellKind::Code) =>
+                        if kinds.get(cell_id) == Some(&(CellKind::Code, true)) =>
                     {
                         first_code.get_or_insert_with(|| started.elapsed().as_secs_f64());
                     }
