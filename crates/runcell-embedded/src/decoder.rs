@@ -767,6 +767,14 @@ mod tests {
     }
 
     /// The first logits and the sum of their magnitudes.
+    /// The largest difference between two runs' logits.
+    fn max_difference(want: &[f32], got: &[f32]) -> f32 {
+        want.iter()
+            .zip(got)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max)
+    }
+
     fn fingerprint(logits: &[f32]) -> (Vec<f32>, f32) {
         (logits[..6].to_vec(), logits.iter().map(|l| l.abs()).sum())
     }
@@ -844,11 +852,7 @@ mod tests {
             assert_eq!(reused.kv_cache_len(), 2);
             logits(&mut reused, &[9, 3], 2);
             let got = logits(&mut reused, &[7], 4);
-            let diff = want
-                .iter()
-                .zip(&got)
-                .map(|(a, b)| (a - b).abs())
-                .fold(0f32, f32::max);
+            let diff = max_difference(&want, &got);
             assert!(diff < 1e-4, "{}: {diff}", family.arch);
 
             // Positions that do not follow the cache are refused, and a cut
@@ -889,11 +893,7 @@ mod tests {
             cache.restore(&snapshot, long.len()).unwrap();
             assert_eq!(cache.kv_cache_len(), long.len());
             let got = logits(&mut cache, &[7], long.len());
-            let diff = want
-                .iter()
-                .zip(&got)
-                .map(|(a, b)| (a - b).abs())
-                .fold(0f32, f32::max);
+            let diff = max_difference(&want, &got);
             assert!(diff < 1e-4, "{}: {diff}", family.arch);
 
             // A part of it, too.
