@@ -1,14 +1,17 @@
 //! runcell's user interface (Leptos, rendered on the server and hydrated in the
 //! browser) and the wire types server and browser both use.
 //!
-//! Shared with the server crate (the wire and the domain):
+//! The wire comes from the `runcell-protocol` crate, re-exported here under
+//! the names the components use:
 //! - [`protocol`]: the WebSocket frames, one serde definition for both sides.
 //! - [`reader`]: the page's reading of those frames, by hand (no serde code
 //!   in the bundle).
 //! - [`notebook`]: the pure fold from events to cells that both sides render.
-//! - [`api`]: server functions, the types they return, and the server-side
-//!   ports they call.
-//! - [`render`]: markdown and ANSI to safe HTML.
+//! - [`render`]: markdown and ANSI to safe HTML (and the page's dates).
+//!
+//! The page's own:
+//! - [`api`]: server functions, the ports on the server they call (the
+//!   server crate implements them), and the types they return.
 //!
 //! The page, by role (each depends only on those above it):
 //! - [`contexts`]: the page's state and its `provide_*`/`use_*` functions.
@@ -23,11 +26,11 @@ pub mod api;
 mod browser;
 pub mod components;
 pub mod contexts;
-pub mod notebook;
-pub mod protocol;
-pub mod reader;
 pub mod render;
 pub mod routes;
+
+pub use runcell_protocol as protocol;
+pub use runcell_protocol::{notebook, reader};
 
 use leptos::prelude::*;
 use leptos_meta::{Meta, MetaTags, Stylesheet, provide_meta_context};

@@ -1,187 +1,20 @@
 //! The pages' HTTP surface: the server functions (one file per page), the
-//! types they return, the error they fail with, and the ports on the server
-//! that they call.
+//! error they fail with, and the ports on the server that they call. The
+//! types they return are the protocol crate's ([`runcell_protocol::page`]).
 //!
 //! The server crate provides an implementation of each port as context; the
 //! functions here only parse, call the port and map the result.
 
 mod error;
-mod ids;
 #[cfg(feature = "ssr")]
 pub mod ports;
 mod session;
 mod share_link;
 
-use serde::{Deserialize, Serialize};
-
 pub use error::{LoadError, UNREACHABLE};
-pub use ids::{
+pub use runcell_protocol::ids::{
     InvalidOwnerId, InvalidSessionId, InvalidShareToken, OwnerId, SessionId, ShareToken,
 };
+pub use runcell_protocol::page::*;
 pub use session::{LoadSession, load_session};
 pub use share_link::{LoadShareLink, load_share_link};
-
-use crate::protocol::{SandboxKind, SessionEvent};
-
-/// Everything needed to render a session's notebook.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SessionLog {
-    pub session_id: String,
-    /// The first question, or the owner's name for it; empty before any.
-    pub title: String,
-    /// Read by hand ([`crate::reader`]), as the page reads the socket's
-    /// events, so that the bundle carries no serde code for them.
-    #[serde(deserialize_with = "crate::reader::deserialize_events")]
-    pub events: Vec<SessionEvent>,
-    pub models: ModelChoices,
-    /// The sandbox backends on offer, the default first.
-    #[serde(default)]
-    pub backends: Vec<SandboxKind>,
-    /// The backend the session's programs run on now (what the picker
-    /// shows); `None` when the server did not say.
-    #[serde(default)]
-    pub backend: Option<SandboxKind>,
-    /// Where the page loads Pyodide from, when `browser` is on offer.
-    #[serde(default)]
-    pub pyodide_url: Option<String>,
-    /// The largest file the page may upload, in bytes (0: no limit known).
-    #[serde(default)]
-    pub upload_limit: u64,
-    /// The live share link's path (`/s/…`), if the session is shared.
-    pub share_path: Option<String>,
-    /// The link offers the session's files too.
-    #[serde(default)]
-    pub share_files: bool,
-    /// The viewer's sessions, for the sidebar, most recent first.
-    pub sessions: Vec<SessionSummary>,
-    /// Who is signed in, and whether signing in is on offer.
-    #[serde(default)]
-    pub account: AccountMenu,
-}
-
-/// The sidebar's account menu: the person signed in (their name, and
-/// whether they may open the admin page), or whether a sign-in is offered.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AccountMenu {
-    /// The signed-in person's name; `None` for an anonymous browser (or a
-    /// key's sign-in, which has no person).
-    pub name: Option<String>,
-    pub admin: bool,
-    /// The server offers a sign-in with an identity provider.
-    pub sign_in: bool,
-}
-
-/// A session as the sidebar lists it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SessionSummary {
-    pub id: String,
-    pub title: String,
-    pub updated_ms: u64,
-}
-
-/// A session seen through a share link, read-only: what the link shows.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ShareLinkLog {
-    pub token: String,
-    pub title: String,
-    pub events: Vec<SessionEvent>,
-    /// The session's files, when the owner shared them with the link (as
-    /// they were then).
-    #[serde(default)]
-    pub files: Vec<FileItem>,
-    /// Whether the session is longer than the page shows: `events` are
-    /// its first part only (the `.ipynb` download has all of it).
-    #[serde(default)]
-    pub cut: bool,
-}
-
-/// A file or directory in the session's home, as the server lists it
-/// (`GET /api/sessions/{id}/files`, and a share link's files).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FileItem {
-    /// `/home/user/…`
-    pub path: String,
-    pub name: String,
-    /// `file`, `directory` or `symlink`.
-    pub kind: String,
-    pub size: u64,
-    #[serde(default)]
-    pub modified_ms: Option<u64>,
-}
-
-/// `text` as a URL query value.
-pub fn query_value(text: &str) -> String {
-    text.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
-/// Where a file of a session of the viewer's downloads (and is deleted).
-pub fn session_file_url(session_id: &str, path: &str) -> String {
-    format!(
-        "/api/sessions/{session_id}/files?path={}",
-        query_value(path)
-    )
-}
-
-/// The models a person can pick from.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ModelChoices {
-    /// `openai`, `embedded` or `scripted`.
-    pub backend: String,
-    /// The model used when none is picked.
-    pub default_model: String,
-    /// Every model the backend lists, the default among them.
-    pub models: Vec<String>,
-    /// Why the list could not be read, if it could not (the server is down,
-    /// the model file is missing...).
-    pub problem: Option<String>,
-}
-
-/// The longest title kept; longer ones are cut at a character boundary.
-pub const MAX_TITLE_CHARS: usize = 80;
-
-/// A title from a question: its first line that is not a code fence,
-/// trimmed and cut to [`MAX_TITLE_CHARS`].
-pub fn title_from(text: &str) -> String {
-    let line = text
-        .lines()
-        .map(str::trim)
-        .find(|line| !line.is_empty() && !line.starts_with("```"))
-        .unwrap_or("");
-    let mut title: String = line.chars().take(MAX_TITLE_CHARS).collect();
-    if line.chars().count() > MAX_TITLE_CHARS {
-        title.pop();
-        title.push('…');
-    }
-    title
-}
-
-/// A title to show: the stored one, or a stand-in for a session that has none.
-pub fn display_title(title: &str) -> &str {
-    if title.trim().is_empty() {
-        "Untitled session"
-    } else {
-        title
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn query_values() {
-        assert_eq!(
-            query_value("/home/user/a b&c.csv"),
-            "/home/user/a%20b%26c.csv"
-        );
-        assert_eq!(query_value("é"), "%C3%A9");
-    }
-}

@@ -5,9 +5,10 @@
 use std::sync::Arc;
 
 use super::{
-    FileItem, LoadError, ModelChoices, OwnerId, SessionId, SessionSummary, ShareLinkLog, ShareToken,
+    FileItem, LoadError, ModelChoices, OwnerId, SessionId, SessionPage, SessionSummary,
+    ShareLinkLog, ShareToken,
 };
-use crate::protocol::{SandboxKind, SessionEvent};
+use crate::protocol::SandboxKind;
 
 /// Who is asking: the owner id the server put in the request's
 /// extensions (from the owner cookie, or an API key later).
@@ -47,15 +48,6 @@ impl From<LogError> for LoadError {
     }
 }
 
-/// One of the viewer's sessions, as its page needs it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OwnedSession {
-    pub title: String,
-    pub events: Vec<SessionEvent>,
-    pub share_path: Option<String>,
-    pub share_files: bool,
-}
-
 /// Read access to sessions.
 #[async_trait::async_trait]
 pub trait SessionLogs: Send + Sync + 'static {
@@ -64,7 +56,7 @@ pub trait SessionLogs: Send + Sync + 'static {
         &self,
         viewer: OwnerId,
         session_id: SessionId,
-    ) -> Result<OwnedSession, LogError>;
+    ) -> Result<SessionPage, LogError>;
     /// The viewer's sessions that have begun, most recent first.
     async fn sessions(&self, viewer: OwnerId) -> Result<Vec<SessionSummary>, LogError>;
     /// What a share link shows; `NotFound` for a revoked or unknown link.

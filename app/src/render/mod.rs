@@ -1,14 +1,6 @@
-//! Text to safe HTML, the same on the server and in the browser: pure
-//! functions of their input, with no state and no view.
-//!
-//! - [`markdown`]: explanations (sanitised pulldown-cmark) and [`markdown::escape`].
-//! - [`ansi`]: tracebacks' colours to spans, or stripped for the model.
-//! - [`sizes`]: byte counts as people read them.
-//! - [`table`]: a table's numeric columns, sort order, CSV and TSV.
+//! Text to safe HTML and numbers as people read them: the protocol crate's
+//! pure helpers ([`runcell_protocol::render`]), and the page's own dates.
 
-pub mod ansi;
+pub use runcell_protocol::render::*;
+
 pub mod dates;
-pub mod markdown;
-pub mod png;
-pub mod sizes;
-pub mod table;

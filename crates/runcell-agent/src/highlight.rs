@@ -4,7 +4,7 @@
 //! (`hl-keyword`, `hl-string`...) and themed by the style sheet.
 
 use anstyle::{AnsiColor, Style};
-use app::protocol::Highlight;
+use runcell_protocol::Highlight;
 use syntect::easy::ScopeRangeIterator;
 use syntect::html::{ClassStyle, line_tokens_to_classed_spans};
 use syntect::parsing::{ParseState, Scope, ScopeStack, SyntaxReference, SyntaxSet};
@@ -123,7 +123,7 @@ impl CellHighlighter<'_> {
         }
         // Give up on markup for the rest of the cell, but keep the text.
         self.state = ParseState::new(self.syntax);
-        app::render::markdown::escape(line)
+        runcell_protocol::render::markdown::escape(line)
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-use app::protocol::{Language, SandboxKind};
+use runcell_protocol::{Language, SandboxKind};
 
 /// Seconds: from a millisecond to ten minutes.
 const DURATION_BUCKETS: [f64; 14] = [

@@ -4,9 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use app::api::ModelChoices;
-use app::api::ports::ModelCatalog;
 use parking_lot::RwLock;
+use runcell_protocol::page::ModelChoices;
 use tokio_util::sync::CancellationToken;
 
 use super::Llm;
@@ -74,8 +73,9 @@ impl Catalog {
     }
 }
 
-impl ModelCatalog for Catalog {
-    fn choices(&self) -> ModelChoices {
+impl Catalog {
+    /// The models on offer, as last read from the backend.
+    pub fn choices(&self) -> ModelChoices {
         self.choices.read().clone()
     }
 }

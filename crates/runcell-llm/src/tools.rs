@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::ToolSpec;
-use app::protocol::Language;
+use runcell_protocol::Language;
 
 /// The tool's name, as models see it.
 pub const EXECUTE_CODE: &str = "execute_code";

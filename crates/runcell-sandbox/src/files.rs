@@ -14,7 +14,8 @@ pub use super::contents::{Contents, SpooledFile};
 /// The sandbox user's home, as code in any backend sees it.
 pub const HOME: &str = "/home/user";
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum FileKind {
     File,
@@ -26,7 +27,8 @@ pub enum FileKind {
 }
 
 /// A file, directory or link in a session's home.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct FileEntry {
     /// Absolute, as code in the sandbox sees it (`/home/user/a.csv`).
     pub path: String,

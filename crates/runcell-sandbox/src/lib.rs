@@ -42,7 +42,7 @@ pub const MAX_CODE_BYTES: usize = 1024 * 1024;
 pub const TABLE_DATA_MIME: &str = "application/vnd.runcell.table+json";
 
 /// Shared with the page and every API: one definition, in `app`.
-pub use app::protocol::{Language, SandboxKind};
+pub use runcell_protocol::{Language, SandboxKind};
 
 /// What a run may use. Defaults follow the table; a server sets its
 /// own maxima and requests may only lower them.
@@ -198,7 +198,8 @@ pub enum RunEvent {
 }
 
 /// An error as Jupyter reports one: a name, a message and a traceback.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct ExecError {
     pub name: String,
     pub value: String,
@@ -251,13 +252,14 @@ pub fn outcome_label(result: &Result<RunOutcome, SandboxError>) -> &'static str 
 }
 
 /// How a run ended; the default is a run that has not printed anything yet.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct RunOutcome {
     pub stdout: String,
     pub stderr: String,
     /// Rich results (Jupyter MIME bundles such as `{"text/plain": ...,
     /// "image/png": <base64>}`); only sessions give them.
-    #[schema(value_type = Vec<Object>)]
+    #[cfg_attr(feature = "schema", schema(value_type = Vec<Object>))]
     pub results: Vec<serde_json::Map<String, serde_json::Value>>,
     /// The program's error, or a limit it hit (`Timeout`, `MemoryLimit`,
     /// `OutputLimit`, `ProcessLimit`, `DiskLimit`, `Cancelled`...).

@@ -94,7 +94,8 @@ impl SessionError {
 }
 
 /// What the API says about a session.
-#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct SessionInfo {
     pub session_id: String,
     pub language: Language,

@@ -1,7 +1,7 @@
 //! Where sessions last: the [`Store`] trait and its SQLite implementation.
 //!
 //! A session is a row (owner, title, times) and its event log; turns, cells
-//! and outputs are folded from the log by `app::notebook::Notebook`, the same
+//! and outputs are folded from the log by `runcell_protocol::notebook::Notebook`, the same
 //! fold the page uses, so what was stored is exactly what was shown. Share
 //! links are rows of their own. [`story`] is the behaviour every
 //! implementation must have, written once; [`key_story`] the same for
@@ -45,8 +45,8 @@ pub mod user_story;
 pub mod users;
 mod users_sql;
 
-use app::protocol::SessionEvent;
 use async_trait::async_trait;
+use runcell_protocol::SessionEvent;
 
 pub use database::Database;
 pub use keys::{KeyRecord, KeyStore};
@@ -58,7 +58,7 @@ pub use users::{
     AuditEntry, Identity, LimitOverrides, Role, RoleBy, SignedInUser, UserRecord, UserStore,
 };
 
-use app::api::{OwnerId, SessionId, ShareToken};
+use runcell_protocol::{OwnerId, SessionId, ShareToken};
 
 /// Why the store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -173,7 +173,7 @@ pub trait Store: Send + Sync + 'static {
 
 /// A title from a question (shared with the page, which shows the same
 /// title before the list is read again).
-pub use app::api::{MAX_TITLE_CHARS, title_from};
+pub use runcell_protocol::page::{MAX_TITLE_CHARS, title_from};
 
 #[cfg(test)]
 mod tests {

@@ -14,7 +14,7 @@ use sqlx::postgres::PgRow;
 
 use super::sql::Backend;
 use super::{PostgresStore, StoreError};
-use app::api::SessionId;
+use runcell_protocol::SessionId;
 
 /// A node's heartbeat, this often.
 pub const HEARTBEAT: Duration = Duration::from_secs(5);
@@ -307,7 +307,7 @@ mod tests {
     use super::super::scratch::ScratchDatabase;
     use super::super::{SessionRecord, Store};
     use super::*;
-    use app::api::OwnerId;
+    use runcell_protocol::OwnerId;
 
     async fn session(store: &PostgresStore) -> SessionId {
         let id = SessionId::random();
@@ -398,11 +398,11 @@ mod tests {
         a_store.join(&a).await.unwrap();
         b_store.join(&b).await.unwrap();
         let id = session(&a_store).await;
-        let event = |seq| app::protocol::SessionEvent {
+        let event = |seq| runcell_protocol::SessionEvent {
             seq,
             ts_ms: 5,
-            event: app::protocol::EventBody::KernelLost {
-                reason: app::protocol::KernelLoss::ServerRestart,
+            event: runcell_protocol::EventBody::KernelLost {
+                reason: runcell_protocol::KernelLoss::ServerRestart,
             },
         };
         a_store.append_events(&[(id, event(1))]).await.unwrap();

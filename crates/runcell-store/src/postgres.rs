@@ -8,15 +8,15 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use app::protocol::SessionEvent;
 use async_trait::async_trait;
+use runcell_protocol::SessionEvent;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Postgres, QueryBuilder, Row, Transaction};
 
 use super::rows::ms;
 use super::sql::{self, Backend, bind, run_on_pool};
 use super::{SessionRecord, ShareRecord, Store, StoreError};
-use app::api::{OwnerId, SessionId, ShareToken};
+use runcell_protocol::{OwnerId, SessionId, ShareToken};
 
 pub struct PostgresStore {
     pub(super) pool: PgPool,
@@ -333,7 +333,7 @@ impl Store for PostgresStore {
 mod tests {
     use super::super::scratch::ScratchDatabase;
     use super::*;
-    use app::protocol::EventBody;
+    use runcell_protocol::EventBody;
 
     #[test]
     fn event_notes_carry_what_was_stored_and_what_fits() {
@@ -342,7 +342,7 @@ mod tests {
             seq,
             ts_ms: 7,
             event: EventBody::CellDelta {
-                cell_id: app::protocol::CellId(1),
+                cell_id: runcell_protocol::CellId(1),
                 text: text.into(),
                 highlight: None,
             },

@@ -8,7 +8,7 @@ use sqlx::Row;
 use super::keys::KeyRecord;
 use super::users::{AuditEntry, Role, RoleBy, UserRecord};
 use super::{SessionRecord, ShareRecord, StoreError};
-use app::api::{OwnerId, SessionId, ShareToken};
+use runcell_protocol::{OwnerId, SessionId, ShareToken};
 
 pub const SESSION_COLUMNS: &str = "id, owner, title, created_ms, updated_ms, forked_from";
 pub const SHARE_COLUMNS: &str = "token, session_id, upto_seq, files, created_ms, updated_ms";
@@ -136,8 +136,8 @@ pub fn audit_of(row: &impl StoreRow) -> Result<AuditEntry, StoreError> {
 }
 
 /// The `kind` column: the event's serde tag.
-pub fn kind_of(event: &app::protocol::EventBody) -> &'static str {
-    use app::protocol::EventBody;
+pub fn kind_of(event: &runcell_protocol::EventBody) -> &'static str {
+    use runcell_protocol::EventBody;
     match event {
         EventBody::TurnStarted { .. } => "turn_started",
         EventBody::UserMessage { .. } => "user_message",

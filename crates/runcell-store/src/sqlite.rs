@@ -5,8 +5,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use app::protocol::SessionEvent;
 use async_trait::async_trait;
+use runcell_protocol::SessionEvent;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
@@ -16,7 +16,7 @@ use sqlx::{QueryBuilder, Sqlite, Transaction};
 use super::rows::ms;
 use super::sql::{self, Backend, bind, run_on_pool};
 use super::{SessionRecord, ShareRecord, Store, StoreError};
-use app::api::{OwnerId, SessionId, ShareToken};
+use runcell_protocol::{OwnerId, SessionId, ShareToken};
 
 /// The database's file name under the data dir.
 pub const DB_FILE: &str = "runcell.db";

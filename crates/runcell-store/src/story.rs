@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use app::protocol::{CellId, CellKind, EventBody, Output, SessionEvent, TurnId, TurnKind};
+use runcell_protocol::{CellId, CellKind, EventBody, Output, SessionEvent, TurnId, TurnKind};
 
 use super::{SessionRecord, Store};
-use app::api::{OwnerId, SessionId};
+use runcell_protocol::{OwnerId, SessionId};
 
 const ALICE: &str = "0123456789abcdef0123456789abcdef";
 const BOB: &str = "fedcba9876543210fedcba9876543210";

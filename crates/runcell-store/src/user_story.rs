@@ -5,7 +5,7 @@
 //! person's keys are revoked, usage adds up, and the audit log pages
 //! newest first. Written against the traits only; both stores run it.
 
-use app::api::OwnerId;
+use runcell_protocol::OwnerId;
 
 use super::keys::{KeyRecord, KeyStore};
 use super::users::{AuditEntry, Identity, LimitOverrides, Role, RoleBy, UserStore};

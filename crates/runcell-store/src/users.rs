@@ -5,8 +5,8 @@
 use std::fmt;
 use std::str::FromStr;
 
-use app::api::OwnerId;
 use async_trait::async_trait;
+use runcell_protocol::OwnerId;
 use serde::{Deserialize, Serialize};
 
 use super::StoreError;

@@ -9,7 +9,7 @@ macro_rules! user_store_on_sql {
             async fn sign_in_user(
                 &self,
                 identity: &$crate::users::Identity,
-                owner: app::api::OwnerId,
+                owner: runcell_protocol::OwnerId,
                 listed: bool,
                 now_ms: u64,
             ) -> Result<$crate::users::SignedInUser, $crate::StoreError> {
@@ -29,7 +29,7 @@ macro_rules! user_store_on_sql {
 
             async fn disabled_users(
                 &self,
-            ) -> Result<Vec<(String, app::api::OwnerId)>, $crate::StoreError> {
+            ) -> Result<Vec<(String, runcell_protocol::OwnerId)>, $crate::StoreError> {
                 $crate::sql::disabled_users(self).await
             }
 

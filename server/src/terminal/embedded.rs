@@ -114,7 +114,6 @@ impl Backend for InProcess {
     }
 
     async fn default_model(&self) -> Option<String> {
-        use app::api::ports::ModelCatalog;
         let core = self.core.lock();
         core.as_ref()
             .map(|core| core.state.models.choices().default_model)

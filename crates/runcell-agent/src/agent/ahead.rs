@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::time::{Duration, Instant};
 
-use app::notebook::Notebook;
 use parking_lot::Mutex;
+use runcell_protocol::notebook::Notebook;
 
 use super::Agent;
 use crate::llm::{ChatRequest, Message};

@@ -3,8 +3,8 @@
 //! or explained. Each step of the loop is a method here; [`Attempts`] is
 //! what the loop carries from one attempt to the next.
 
-use app::notebook::Notebook;
-use app::protocol::{CellId, CellKind, TurnStatus};
+use runcell_protocol::notebook::Notebook;
+use runcell_protocol::{CellId, CellKind, TurnStatus};
 use tokio_util::sync::CancellationToken;
 
 use super::code::{CodeCell, CodeChannel};
@@ -58,7 +58,7 @@ struct Asked<'a> {
     columns: Vec<String>,
     /// The branch's turns, this one last: what the conversation the turn
     /// sends is kept for.
-    turns: Vec<app::protocol::TurnId>,
+    turns: Vec<runcell_protocol::TurnId>,
     cancel: &'a CancellationToken,
 }
 

@@ -2,7 +2,7 @@
 //! writes it (tool-call arguments, a structured reply, or a fenced block in
 //! prose), highlighted a line at a time.
 
-use app::protocol::{CellError, CellId, CellKind, CellStatus, EventBody, Language};
+use runcell_protocol::{CellError, CellId, CellKind, CellStatus, EventBody, Language};
 
 use crate::highlight::{CellHighlighter, Highlighter};
 use crate::llm::tools::{ExecuteCode, PartialCode};

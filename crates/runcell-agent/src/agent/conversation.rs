@@ -12,9 +12,9 @@
 
 use std::collections::VecDeque;
 
-use app::notebook::Notebook;
-use app::protocol::{CellKind, TurnId};
 use parking_lot::Mutex;
+use runcell_protocol::notebook::Notebook;
+use runcell_protocol::{CellKind, TurnId};
 
 use super::{Agent, prompt};
 use crate::llm::Message;
@@ -156,7 +156,7 @@ impl Agent {
 /// it stood as the model first wrote it (no draft of it was held and
 /// asked again).
 pub(super) fn first_explanation(session: &SessionLog, before: u64) -> Option<String> {
-    use app::protocol::EventBody;
+    use runcell_protocol::EventBody;
     let events = session.events_after(before);
     let cell = events.iter().find_map(|e| match &e.event {
         EventBody::CellStarted {

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use app::protocol::{CellError, CellId, CellKind, CellStatus, EventBody, Output};
+use runcell_protocol::{CellError, CellId, CellKind, CellStatus, EventBody, Output};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -292,7 +292,9 @@ fn output_of(event: RunEvent) -> Option<Output> {
                 .into_iter()
                 .filter_map(|(mime, value)| match value {
                     serde_json::Value::String(s) => Some((mime, s)),
-                    serde_json::Value::Object(_) if app::protocol::chart_kind(&mime).is_some() => {
+                    serde_json::Value::Object(_)
+                        if runcell_protocol::chart_kind(&mime).is_some() =>
+                    {
                         Some((mime, value.to_string()))
                     }
                     // Jupyter may split text values into a list of lines.

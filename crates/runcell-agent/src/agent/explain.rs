@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use app::protocol::{CellError, CellId, CellKind, CellStatus, EventBody};
+use runcell_protocol::{CellError, CellId, CellKind, CellStatus, EventBody};
 use tokio_util::sync::CancellationToken;
 
 use super::execute::Ran;

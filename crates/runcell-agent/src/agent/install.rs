@@ -5,7 +5,7 @@
 //! turn. A refusal (the index's policy, a size cap) shows in the install's
 //! result, and the model is told it, so that it answers without the package.
 
-use app::protocol::CellId;
+use runcell_protocol::CellId;
 use tokio_util::sync::CancellationToken;
 
 use super::Agent;

@@ -51,7 +51,7 @@ use crate::sandbox::{Language, Limits};
 use crate::session::SessionLog;
 
 /// What the look program's first line starts with.
-pub use app::protocol::LOOK_COMMENT;
+pub use runcell_protocol::LOOK_COMMENT;
 
 /// The most phrase a value or a column name may be, in words.
 const MAX_PHRASE_WORDS: usize = 6;
@@ -718,7 +718,7 @@ del _runcell_look
 
     #[tokio::test]
     async fn a_look_runs_in_the_kernel_as_a_cell_of_its_own_and_leaves_no_name() {
-        use app::protocol::{CellKind, CellStatus};
+        use runcell_protocol::{CellKind, CellStatus};
 
         let dir = tempfile::tempdir().unwrap();
         let Some((agent, hub)) = jailed(dir.path()).await else {
@@ -778,7 +778,7 @@ del _runcell_look
             "The first lines of logan.csv:\n1: JAMES LOGAN,,,\n2: Wins,Name,Code,School\n3: 5,A B,AB,Mitty\n4: 3,C D,CD,Gunn\n5: 4,E F,EF,Leland\npd.read_csv('/home/user/logan.csv', skiprows=1) reads the columns: ['Wins', 'Name', 'Code', 'School']\n'source' has 2 distinct values; the most common, with counts:\n  'reuters': 3\n  'abc-news': 2\n"
         );
         let events = session.events_after(0);
-        let notebook = app::notebook::Notebook::from_events(&events[before..]);
+        let notebook = runcell_protocol::notebook::Notebook::from_events(&events[before..]);
         let cells: Vec<_> = notebook.cells().collect();
         assert_eq!(cells.len(), 2, "{cells:?}");
         assert_eq!(

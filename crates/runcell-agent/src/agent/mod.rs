@@ -30,8 +30,8 @@ mod tables;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use app::notebook::Notebook;
-use app::protocol::{CellError, CellId, EventBody, TurnId, TurnKind, TurnStatus};
+use runcell_protocol::notebook::Notebook;
+use runcell_protocol::{CellError, CellId, EventBody, TurnId, TurnKind, TurnStatus};
 use tokio_util::sync::CancellationToken;
 
 use self::code::publish_complete;
@@ -359,7 +359,7 @@ impl Agent {
     }
 }
 
-pub use app::protocol::UNGROUNDED;
+pub use runcell_protocol::UNGROUNDED;
 
 fn status_of(ran: &Ran) -> TurnStatus {
     match ran.end {

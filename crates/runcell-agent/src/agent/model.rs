@@ -3,8 +3,8 @@
 
 use std::time::Instant;
 
-use app::protocol::{CellError, CellId, CellStatus};
 use futures::StreamExt;
+use runcell_protocol::{CellError, CellId, CellStatus};
 use tokio_util::sync::CancellationToken;
 
 use super::Agent;

@@ -1,8 +1,8 @@
 //! What the model is told: the system prompts, and the conversation so far
 //! rebuilt from the session's notebook within a token budget.
 
-use app::notebook::{Cell, Notebook};
-use app::protocol::{CellKind, Language, Output, TurnKind};
+use runcell_protocol::notebook::{Cell, Notebook};
+use runcell_protocol::{CellKind, Language, Output, TurnKind};
 
 use crate::llm::tools::result_message;
 use crate::llm::{Message, Role};
@@ -463,12 +463,12 @@ pub fn report(outputs: &[Output]) -> String {
     for output in outputs {
         match output {
             Output::Stdout { text: t } => text.push_str(t),
-            Output::Stderr { text: t } => text.push_str(&app::render::ansi::strip(t)),
+            Output::Stderr { text: t } => text.push_str(&runcell_protocol::render::ansi::strip(t)),
             Output::Rich { data, .. } => {
                 if data.contains_key("image/png") || data.contains_key("image/svg+xml") {
                     text.push_str(FIGURE_SHOWN);
                     text.push('\n');
-                } else if app::protocol::chart_of(data).is_some() {
+                } else if runcell_protocol::chart_of(data).is_some() {
                     text.push_str(CHART_SHOWN);
                     text.push('\n');
                 } else if data.contains_key("text/html") && !data.contains_key("text/plain") {
@@ -518,7 +518,7 @@ pub fn report(outputs: &[Output]) -> String {
                 value,
                 traceback,
             } => {
-                let trace = app::render::ansi::strip(&traceback.join("\n"));
+                let trace = runcell_protocol::render::ansi::strip(&traceback.join("\n"));
                 if trace.trim().is_empty() {
                     text.push_str(&format!("{name}: {value}\n"));
                 } else {
@@ -537,7 +537,7 @@ pub fn report(outputs: &[Output]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use app::protocol::{CellId, CellStatus, EventBody, SessionEvent, TurnId, TurnStatus};
+    use runcell_protocol::{CellId, CellStatus, EventBody, SessionEvent, TurnId, TurnStatus};
 
     use super::*;
 

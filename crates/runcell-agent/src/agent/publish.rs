@@ -1,7 +1,7 @@
 //! Cells a turn publishes whole: text, a refusal to run a program, an
 //! error from the model, and an explanation's rendered math.
 
-use app::protocol::{CellError, CellId, CellKind, CellStatus, EventBody};
+use runcell_protocol::{CellError, CellId, CellKind, CellStatus, EventBody};
 
 use crate::llm::LlmError;
 use crate::session::SessionLog;
@@ -29,7 +29,7 @@ pub(super) fn publish_refusal(
     });
     session.publish(EventBody::CellOutput {
         cell_id,
-        output: app::protocol::Output::Error {
+        output: runcell_protocol::Output::Error {
             name: "InvalidCode".into(),
             value: problem.to_string(),
             traceback: Vec::new(),
@@ -92,7 +92,7 @@ fn publish_cell(
 /// while it streams), so the finished cell takes the server's MathML, as a
 /// code cell takes the server's highlighting.
 pub(super) fn publish_rendered(session: &SessionLog, cell_id: CellId, text: &str) {
-    if let Some(highlight) = app::render::markdown::rendered_with_math(text) {
+    if let Some(highlight) = runcell_protocol::render::markdown::rendered_with_math(text) {
         session.publish(EventBody::CellDelta {
             cell_id,
             text: String::new(),

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use app::protocol::{ErrorCode, MAX_ASK_BYTES, TurnId, UnknownLanguage, validate_ask};
+use runcell_protocol::{ErrorCode, MAX_ASK_BYTES, TurnId, UnknownLanguage, validate_ask};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -111,8 +111,8 @@ impl TurnRunner {
     ) -> Result<TurnId, TurnRefusal> {
         match &request {
             TurnRequest::Ask { text, .. } => validate_ask(text).map_err(|e| match e {
-                app::protocol::AskError::Empty => TurnRefusal::Empty,
-                app::protocol::AskError::TooLong => TurnRefusal::TooLong,
+                runcell_protocol::AskError::Empty => TurnRefusal::Empty,
+                runcell_protocol::AskError::TooLong => TurnRefusal::TooLong,
             })?,
             TurnRequest::Run { code, .. } => {
                 if code.trim().is_empty() {

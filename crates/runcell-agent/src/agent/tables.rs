@@ -11,7 +11,7 @@
 //! The markup comes from a program: it is read with a parser that reads
 //! hostile markup as a browser would, within the bounds below.
 
-use app::protocol::Table;
+use runcell_protocol::Table;
 use scraper::{ElementRef, Html, Node};
 
 /// The most bytes of HTML read as a table.

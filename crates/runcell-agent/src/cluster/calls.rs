@@ -16,7 +16,7 @@ use tokio::sync::{Notify, oneshot};
 use super::Cluster;
 use crate::store::StoreError;
 use crate::store::nodes::{NOW_MS, Node};
-use app::api::SessionId;
+use runcell_protocol::SessionId;
 
 pub const CALLS_CHANNEL: &str = "runcell_calls";
 pub const REPLIES_CHANNEL: &str = "runcell_replies";

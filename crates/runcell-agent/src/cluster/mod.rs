@@ -23,8 +23,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::store::nodes::{HEARTBEAT, Lease, Node};
 use crate::store::{EVENTS_CHANNEL, PostgresStore, StoreError, parse_event_note};
-use app::api::SessionId;
-use app::protocol::SessionEvent;
+use runcell_protocol::SessionEvent;
+use runcell_protocol::SessionId;
 
 pub use calls::{CALLS_CHANNEL, CallError, IncomingCall, REPLIES_CHANNEL};
 

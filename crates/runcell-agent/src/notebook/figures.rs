@@ -4,9 +4,9 @@
 //! hydration state repeats the base64. The bytes are served from the
 //! session's events, to whoever may read the session.
 
-use app::protocol::{EventBody, Output, SessionEvent};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use runcell_protocol::{EventBody, Output, SessionEvent};
 
 use super::{NotebookError, Notebooks};
 use crate::session::{OwnerId, SessionId, ShareToken};
@@ -27,7 +27,7 @@ pub fn by_address(events: Vec<SessionEvent>, base: &str) -> Vec<SessionEvent> {
             {
                 let (width, height) = data
                     .get(PNG)
-                    .and_then(|b64| app::render::png::png_size(b64))
+                    .and_then(|b64| runcell_protocol::render::png::png_size(b64))
                     .unzip();
                 *output = Output::Image {
                     url: format!("{base}/{seq}.png"),
@@ -95,7 +95,7 @@ impl Notebooks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use app::protocol::CellId;
+    use runcell_protocol::CellId;
 
     fn output(seq: u64, data: &[(&str, &str)]) -> SessionEvent {
         SessionEvent {

@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use app::notebook::Notebook;
-use app::protocol::{EventBody, TurnId};
 use async_trait::async_trait;
 use runcell_core::clock::now_ms;
+use runcell_protocol::notebook::Notebook;
+use runcell_protocol::{EventBody, TurnId};
 
 use super::turns::Turn;
 use super::{Holder, NotebookError, Notebooks};

@@ -9,7 +9,7 @@
 //! made again here, images that point elsewhere are left out, the events
 //! are numbered afresh, and their number is bounded.
 
-use app::protocol::{CellId, CellKind, EventBody, Output, ServerMessage, SessionEvent};
+use runcell_protocol::{CellId, CellKind, EventBody, Output, ServerMessage, SessionEvent};
 
 use super::{ImportError, MAX_IMPORT_BYTES};
 use crate::highlight::{Highlighter, highlight_all};
@@ -113,7 +113,8 @@ pub fn import(
                 let cell_id = *cell_id;
                 // An explanation's math, rendered here as the agent does.
                 if let Some(shown) = explanations.remove(&cell_id)
-                    && let Some(highlight) = app::render::markdown::rendered_with_math(&shown)
+                    && let Some(highlight) =
+                        runcell_protocol::render::markdown::rendered_with_math(&shown)
                 {
                     bodies.insert(
                         0,
@@ -153,7 +154,7 @@ pub fn import(
     let title = events
         .iter()
         .find_map(|e| match &e.event {
-            EventBody::UserMessage { text, .. } => Some(app::api::title_from(text)),
+            EventBody::UserMessage { text, .. } => Some(runcell_protocol::page::title_from(text)),
             _ => None,
         })
         .unwrap_or_default();
@@ -162,8 +163,8 @@ pub fn import(
 
 #[cfg(test)]
 mod tests {
-    use app::notebook::Notebook;
-    use app::protocol::{CellStatus, Highlight, TurnId, TurnKind};
+    use runcell_protocol::notebook::Notebook;
+    use runcell_protocol::{CellStatus, Highlight, TurnId, TurnKind};
 
     use super::*;
 

@@ -3,8 +3,8 @@
 //! cell with what it printed and showed, numbered in order. Fix attempts
 //! that were replaced, and re-runs (copies), are left out.
 
-use app::notebook::{Cell, Notebook};
-use app::protocol::{CellKind, Language, Output, SessionEvent, Table, TurnKind};
+use runcell_protocol::notebook::{Cell, Notebook};
+use runcell_protocol::{CellKind, Language, Output, SessionEvent, Table, TurnKind};
 use serde_json::{Map, Value, json};
 
 use std::sync::Arc;
@@ -301,7 +301,7 @@ pub fn import(
     bytes: &[u8],
     highlighter: &crate::highlight::Highlighter,
 ) -> Result<(String, Vec<SessionEvent>), ImportError> {
-    use app::protocol::{CellId, CellStatus, EventBody, TurnId, TurnStatus};
+    use runcell_protocol::{CellId, CellStatus, EventBody, TurnId, TurnStatus};
 
     if bytes.len() > MAX_IMPORT_BYTES {
         return Err(bad(format!(
@@ -569,7 +569,7 @@ mod tests {
 
     #[test]
     fn packages_are_exported_as_notes() {
-        use app::protocol::{CellId, EventBody};
+        use runcell_protocol::{CellId, EventBody};
 
         let cell = CellId(1);
         let package = |project: &str, cached: bool, refused: Option<&str>| EventBody::CellOutput {

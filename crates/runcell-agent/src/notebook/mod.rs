@@ -1,7 +1,7 @@
 //! The notebook service: everything a person or a program does to a
 //! notebook session, whichever way they reach it. The page's WebSocket, the
 //! NDJSON routes under `/api/sessions`, the page's forms and the Leptos
-//! server functions (through the ports in `app::api::ports`) parse what
+//! server functions (through the page ports the server crate answers) parse what
 //! they are sent, call one method here and map its result; none of them
 //! reaches the hub, the store, the turn runner or the kernels itself.
 //!
@@ -17,7 +17,7 @@ mod handover;
 mod here;
 mod history_import;
 pub mod ipynb;
-mod ports;
+mod pages;
 pub mod remote;
 mod sharing;
 
@@ -74,13 +74,16 @@ pub fn parse_link_token(raw: &str) -> Result<ShareToken, NotebookError> {
 #[async_trait::async_trait]
 trait Holder: Send + Sync {
     /// Checks `turn` and queues it as the session's next.
-    async fn start(&self, turn: Turn) -> Result<app::protocol::TurnId, crate::agent::TurnRefusal>;
+    async fn start(
+        &self,
+        turn: Turn,
+    ) -> Result<runcell_protocol::TurnId, crate::agent::TurnRefusal>;
     /// Stops the session's running turn and the turns waiting behind it
     /// (on another node, once the call reaches it).
     fn stop(&self);
     async fn select_branch(
         &self,
-        turn: app::protocol::TurnId,
+        turn: runcell_protocol::TurnId,
     ) -> Result<(), crate::agent::TurnRefusal>;
     async fn share(&self, files: bool) -> Result<ShareRecord, NotebookError>;
     async fn unshare(&self) -> Result<(), NotebookError>;

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use app::protocol::TurnId;
+use runcell_protocol::TurnId;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 

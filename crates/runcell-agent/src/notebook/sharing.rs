@@ -207,10 +207,10 @@ pub const SHARE_PAGE_BYTES: usize = 2 * 1024 * 1024;
 /// open, so that the page shows no cell as still running; the first event
 /// is always kept.
 pub fn page_part(
-    events: Vec<app::protocol::SessionEvent>,
+    events: Vec<runcell_protocol::SessionEvent>,
     budget: usize,
-) -> (Vec<app::protocol::SessionEvent>, bool) {
-    use app::protocol::EventBody;
+) -> (Vec<runcell_protocol::SessionEvent>, bool) {
+    use runcell_protocol::EventBody;
     let mut used = 0usize;
     let mut kept = Vec::new();
     // Cells and turns open after the events kept so far, and how many
@@ -244,11 +244,11 @@ pub fn page_part(
 
 /// A fork's title: the original's (or its first question's), said to be a
 /// copy, so that the two are told apart in the sessions list.
-fn fork_title(title: &str, events: &[app::protocol::SessionEvent]) -> String {
+fn fork_title(title: &str, events: &[runcell_protocol::SessionEvent]) -> String {
     let original = if title.trim().is_empty() {
-        app::notebook::Notebook::from_events(events)
+        runcell_protocol::notebook::Notebook::from_events(events)
             .first_question()
-            .map(app::api::title_from)
+            .map(runcell_protocol::page::title_from)
             .unwrap_or_default()
     } else {
         title.to_string()
@@ -262,7 +262,7 @@ fn fork_title(title: &str, events: &[app::protocol::SessionEvent]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use app::protocol::{CellId, EventBody, Output, SessionEvent};
+    use runcell_protocol::{CellId, EventBody, Output, SessionEvent};
 
     use super::*;
 
@@ -296,7 +296,7 @@ mod tests {
             [
                 EventBody::CellStarted {
                     cell_id: CellId(n),
-                    cell_kind: app::protocol::CellKind::Result,
+                    cell_kind: runcell_protocol::CellKind::Result,
                     language: None,
                     attempt: None,
                     source: None,
@@ -305,7 +305,7 @@ mod tests {
                 output(400 * 1024),
                 EventBody::CellFinished {
                     cell_id: CellId(n),
-                    status: app::protocol::CellStatus::Ok,
+                    status: runcell_protocol::CellStatus::Ok,
                     elapsed_ms: 0,
                     error: None,
                 },

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use app::protocol::{CellId, CellKind, CellStatus, EventBody, KernelLoss, SandboxKind};
+use runcell_protocol::{CellId, CellKind, CellStatus, EventBody, KernelLoss, SandboxKind};
 use tokio_util::sync::CancellationToken;
 
 use super::{NotebookError, Notebooks, Turn, parse_link_token, parse_session_id};
@@ -340,7 +340,10 @@ async fn renaming_keeps_a_cut_title_and_refuses_an_empty_one() {
         .rename(&session, &format!("{}\nsecond line", "t".repeat(200)))
         .await
         .unwrap();
-    assert_eq!(kept.chars().count(), app::api::MAX_TITLE_CHARS);
+    assert_eq!(
+        kept.chars().count(),
+        runcell_protocol::page::MAX_TITLE_CHARS
+    );
     let listed = f.notebooks.list(owner).await.unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].title, kept);

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use app::notebook::Notebook;
-use app::protocol::{CellId, EventBody, SandboxKind, SessionEvent, TurnId, TurnKind};
+use runcell_protocol::notebook::Notebook;
+use runcell_protocol::{CellId, EventBody, SandboxKind, SessionEvent, TurnId, TurnKind};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-use app::protocol::{KernelLoss, SessionEvent, TurnId};
 use parking_lot::Mutex;
+use runcell_protocol::{KernelLoss, SessionEvent, TurnId};
 use tokio_util::sync::CancellationToken;
 
 use super::log::SessionLog;

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use app::protocol::SessionEvent;
+use runcell_protocol::SessionEvent;
 use tokio::sync::broadcast::{self, error::RecvError};
 
 use super::SessionChannel;
@@ -84,8 +84,8 @@ impl Follower {
 
 #[cfg(test)]
 mod tests {
-    use app::api::OwnerId;
-    use app::protocol::{CellId, CellKind, EventBody};
+    use runcell_protocol::OwnerId;
+    use runcell_protocol::{CellId, CellKind, EventBody};
 
     use super::*;
     use crate::session::SessionHub;

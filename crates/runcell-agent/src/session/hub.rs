@@ -1,8 +1,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use app::protocol::{EventBody, KernelLoss, SessionEvent};
 use parking_lot::Mutex;
+use runcell_protocol::{EventBody, KernelLoss, SessionEvent};
 
 use super::channel::SessionChannel;
 use super::quota::{AddressRate, NewSessionRate, TooManySessions};
@@ -410,13 +410,13 @@ impl SessionHub {
 
 #[cfg(test)]
 mod tests {
-    use app::protocol::{CellKind, TurnKind};
+    use runcell_protocol::{CellKind, TurnKind};
 
     use super::*;
     use crate::session::{MAX_PENDING_TURNS, TurnSlot};
     use crate::store::SqliteStore;
-    use app::notebook::Notebook;
-    use app::protocol::{CellId, TurnId};
+    use runcell_protocol::notebook::Notebook;
+    use runcell_protocol::{CellId, TurnId};
 
     fn started(cell: u64) -> EventBody {
         EventBody::CellStarted {
@@ -603,7 +603,7 @@ mod tests {
             let channel = hub.create(owner).await.unwrap();
             channel.log().publish(EventBody::CellOutput {
                 cell_id: CellId(1),
-                output: app::protocol::Output::Stdout {
+                output: runcell_protocol::Output::Stdout {
                     text: "x".repeat(600 * 1024),
                 },
             });

@@ -8,12 +8,12 @@
 //! adds to it; turn slots, stops and which node holds the session are the
 //! [`SessionChannel`](super::SessionChannel)'s.
 
-use app::notebook::Notebook;
-use app::protocol::{
-    CellError, CellId, CellStatus, EventBody, KernelLoss, SessionEvent, TurnId, TurnStatus,
-};
 use parking_lot::Mutex;
 use runcell_core::clock::now_ms;
+use runcell_protocol::notebook::Notebook;
+use runcell_protocol::{
+    CellError, CellId, CellStatus, EventBody, KernelLoss, SessionEvent, TurnId, TurnStatus,
+};
 use tokio::sync::broadcast;
 
 use super::writer::EventWriter;

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use app::protocol::SessionEvent;
+use runcell_protocol::SessionEvent;
 use tokio::sync::{mpsc, oneshot};
 
 use super::SessionId;

@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use app::protocol::{Output, ServerMessage};
 use parking_lot::Mutex;
+use runcell_protocol::{Output, ServerMessage};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -25,7 +25,7 @@ use super::{
     Capabilities, Language, RunEvent, RunOutcome, RunRequest, Sandbox, SandboxError, SandboxKind,
     SandboxSession,
 };
-use app::api::SessionId;
+use runcell_protocol::SessionId;
 
 #[cfg(any(test, feature = "conformance"))]
 mod scripted;

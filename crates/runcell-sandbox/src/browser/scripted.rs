@@ -31,7 +31,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 
-use app::protocol::{ClientMessage, ErrorCode, Output, ServerMessage};
+use runcell_protocol::{ClientMessage, ErrorCode, Output, ServerMessage};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::mpsc;
@@ -39,8 +39,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::{BrowserError, BrowserTabs, Reply, TabLink};
-use app::api::SessionId;
-use app::protocol::MAX_FRAME_BYTES;
+use runcell_protocol::MAX_FRAME_BYTES;
+use runcell_protocol::SessionId;
 
 /// The page and worker every scripted tab's Python runs.
 const DRIVER: &str = include_str!("scripted_tab.py");

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use app::protocol::{Output, ServerMessage};
 use parking_lot::Mutex;
+use runcell_protocol::{Output, ServerMessage};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -15,7 +15,7 @@ use crate::{
     ExecError, Language, OutputBudget, RunEvent, RunOutcome, RunRequest, SandboxError,
     SandboxSession, limit_error, now_ms,
 };
-use app::api::SessionId;
+use runcell_protocol::SessionId;
 
 /// A kernel in a page: the first page Python it runs in. When the page's
 /// Python is another one (the page was reloaded, or ended a program that

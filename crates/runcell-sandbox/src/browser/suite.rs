@@ -13,7 +13,7 @@ use crate::{
     Capabilities, Language, Limits, RunEvent, RunRequest, Sandbox, SandboxError, SandboxKind,
     conformance, limit_error,
 };
-use app::api::SessionId;
+use runcell_protocol::SessionId;
 
 /// Waits long enough for anything a test's Python does; only a failing
 /// test waits them out.

@@ -24,6 +24,7 @@ mod ndjson;
 mod oidc;
 mod origin;
 pub mod owner;
+mod page_ports;
 mod people;
 mod reactive;
 mod request_origin;
@@ -40,7 +41,9 @@ pub(crate) mod ws;
 
 use std::sync::Arc;
 
-use app::api::ports::{ArcModelCatalog, ArcSessionLogs};
+use app::api::ports::{
+    ArcModelCatalog, ArcSandboxChoices, ArcSessionLogs, ArcShareLinkFiles, UploadLimit,
+};
 use app::{App, shell};
 use axum::Router;
 use axum::body::Body;
@@ -156,11 +159,12 @@ pub fn router(state: AppState) -> Router {
 /// What the page's server functions and renders find in their context:
 /// the ports, all but the model list answered by the notebook service.
 fn page_context(state: &AppState) -> impl Fn() + Clone + Send + Sync + 'static {
-    let logs: ArcSessionLogs = state.notebooks.clone();
-    let catalog: ArcModelCatalog = state.models.clone();
-    let sandboxes: app::api::ports::ArcSandboxChoices = state.notebooks.clone();
-    let upload_limit = app::api::ports::UploadLimit(state.config.sandbox.upload_bytes() as u64);
-    let link_files: app::api::ports::ArcShareLinkFiles = state.notebooks.clone();
+    let notebooks = Arc::new(page_ports::NotebookPorts(Arc::clone(&state.notebooks)));
+    let logs: ArcSessionLogs = notebooks.clone();
+    let catalog: ArcModelCatalog = Arc::new(page_ports::ModelPort(Arc::clone(&state.models)));
+    let sandboxes: ArcSandboxChoices = notebooks.clone();
+    let upload_limit = UploadLimit(state.config.sandbox.upload_bytes() as u64);
+    let link_files: ArcShareLinkFiles = notebooks;
     move || {
         provide_context(Arc::clone(&logs));
         provide_context(Arc::clone(&catalog));
@@ -410,7 +414,6 @@ async fn healthz(State(notebooks): State<Arc<Notebooks>>) -> impl IntoResponse {
 
 /// `GET /api/models`: the models on offer, as the page's picker shows them.
 async fn models(State(models): State<Arc<Catalog>>) -> impl IntoResponse {
-    use app::api::ports::ModelCatalog;
     axum::Json(models.choices())
 }
 

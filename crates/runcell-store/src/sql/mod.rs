@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use app::protocol::{EventBody, SessionEvent};
+use runcell_protocol::{EventBody, SessionEvent};
 use sqlx::query::Query;
 use sqlx::{Database, Encode, QueryBuilder, Type};
 
@@ -21,7 +21,7 @@ use super::users::{
     AuditEntry, Identity, LimitOverrides, Role, SEEN_EVERY_MS, SignedInUser, UserRecord,
 };
 use super::{SessionRecord, ShareRecord, StoreError, title_from};
-use app::api::{OwnerId, SessionId, ShareToken};
+use runcell_protocol::{OwnerId, SessionId, ShareToken};
 
 mod keys;
 pub use keys::{

@@ -20,8 +20,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::api::FileItem;
-use crate::protocol::{
+use crate::page::FileItem;
+use crate::{
     CellError, CellId, CellKind, CellStatus, ErrorCode, EventBody, Highlight, KernelLoss, Output,
     ServerMessage, SessionEvent, Table, TurnId, TurnKind, TurnStatus,
 };
@@ -85,7 +85,7 @@ pub fn session_events(v: &Value) -> Read<Vec<SessionEvent>> {
 /// `deserialize_with` for a list of events (a [`SessionLog`]'s, which the
 /// page reads as it hydrates): parsed as a [`Value`], then read here.
 ///
-/// [`SessionLog`]: crate::api::SessionLog
+/// [`SessionLog`]: crate::page::SessionLog
 pub fn deserialize_events<'de, D>(deserializer: D) -> Result<Vec<SessionEvent>, D::Error>
 where
     D: serde::Deserializer<'de>,

@@ -35,7 +35,7 @@ impl std::fmt::Display for CellId {
 /// (`jail`, `e2b`, `browser`) is how every frame, API body, stored form and
 /// metric label spells it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema, schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema, schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum SandboxKind {
     // The local jail on the server, the default.
@@ -119,7 +119,7 @@ pub struct UnknownSandboxKind(pub String);
 /// A code cell's language stays text: it is what the model wrote, which
 /// may be no language runcell runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema, schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema, schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Language {
     Python,

@@ -2,8 +2,8 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::*;
-use crate::api::SessionLog;
-use crate::protocol::KernelLoss;
+use crate::KernelLoss;
+use crate::page::SessionLog;
 
 fn event_bodies() -> Vec<EventBody> {
     let table = Table {
@@ -212,7 +212,7 @@ fn event_bodies() -> Vec<EventBody> {
 fn server_messages() -> Vec<ServerMessage> {
     let mut messages = vec![
         ServerMessage::Welcome {
-            protocol: crate::protocol::PROTOCOL_VERSION,
+            protocol: crate::PROTOCOL_VERSION,
             session_id: "s".into(),
             last_seq: 7,
         },

@@ -4,7 +4,7 @@
 
 use std::cmp::Ordering;
 
-use crate::protocol::Table;
+use crate::Table;
 
 /// What pandas and numpy write for a missing value.
 const MISSING: [&str; 6] = ["", "NaN", "nan", "None", "NaT", "<NA>"];

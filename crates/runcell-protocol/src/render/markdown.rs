@@ -76,18 +76,18 @@ fn render(text: &str, keep_lines: bool) -> String {
 }
 
 /// The most characters of one formula rendered; longer ones stay as text.
-#[cfg(feature = "ssr")]
+#[cfg(feature = "server")]
 const MAX_MATH_CHARS: usize = 4_000;
 
 /// An explanation's whole markup with its math as MathML, for the server to
 /// send with a finished cell (the page cannot render math itself); `None`
 /// when it holds no formula.
-#[cfg(feature = "ssr")]
-pub fn rendered_with_math(text: &str) -> Option<crate::protocol::Highlight> {
+#[cfg(feature = "server")]
+pub fn rendered_with_math(text: &str) -> Option<crate::Highlight> {
     let options = Options::ENABLE_MATH;
     let has_math = Parser::new_ext(text, options)
         .any(|e| matches!(e, Event::InlineMath(_) | Event::DisplayMath(_)));
-    has_math.then(|| crate::protocol::Highlight {
+    has_math.then(|| crate::Highlight {
         html: to_html(text),
         upto: text.len(),
     })
@@ -95,7 +95,7 @@ pub fn rendered_with_math(text: &str) -> Option<crate::protocol::Highlight> {
 
 /// A formula as the page's bundle shows it: its source (the server sends the
 /// MathML once the cell is finished).
-#[cfg(not(feature = "ssr"))]
+#[cfg(not(feature = "server"))]
 fn math(tex: &str, display: bool) -> String {
     let dollars = if display { "$$" } else { "$" };
     format!(
@@ -106,7 +106,7 @@ fn math(tex: &str, display: bool) -> String {
 
 /// MathML for a formula (`display`: a block of its own); a formula that
 /// cannot be read shows as its text, in the error colour.
-#[cfg(feature = "ssr")]
+#[cfg(feature = "server")]
 fn math(tex: &str, display: bool) -> String {
     use pulldown_latex::config::DisplayMode;
     use pulldown_latex::{Parser, RenderConfig, Storage, push_mathml};
@@ -193,7 +193,7 @@ mod tests {
         assert!(to_html("[a](#b) [c](d/e:f)").contains("href=\"d/e:f\""));
     }
 
-    #[cfg(feature = "ssr")]
+    #[cfg(feature = "server")]
     #[test]
     fn math_is_mathml_and_dollars_of_money_are_not_math() {
         let html =
@@ -216,7 +216,7 @@ mod tests {
         );
     }
 
-    #[cfg(feature = "ssr")]
+    #[cfg(feature = "server")]
     #[test]
     fn hostile_math_is_defused() {
         for input in [

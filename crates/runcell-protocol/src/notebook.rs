@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::protocol::{
+use crate::{
     CellError, CellId, CellKind, CellStatus, EventBody, KernelLoss, Language, Output, SessionEvent,
     TurnId, TurnKind, TurnStatus,
 };
@@ -837,7 +837,7 @@ mod tests {
         let delta = |text: &str, upto: Option<usize>| EventBody::CellDelta {
             cell_id: code,
             text: text.into(),
-            highlight: upto.map(|upto| crate::protocol::Highlight {
+            highlight: upto.map(|upto| crate::Highlight {
                 html: format!("<b>{upto}</b>"),
                 upto,
             }),
@@ -1223,7 +1223,7 @@ mod tests {
                 EventBody::CellDelta {
                     cell_id: cell,
                     text: "The answer is 42. ".into(),
-                    highlight: Some(crate::protocol::Highlight {
+                    highlight: Some(crate::Highlight {
                         html: "<p>old</p>".into(),
                         upto: 3,
                     }),

@@ -4,7 +4,7 @@
 //! address, and travels as a plain string (in JSON, in URLs).
 //!
 //! Making new ones (`random`) is the server's business: it is there only
-//! with the `ssr` feature.
+//! with the `server` feature.
 
 use std::fmt;
 use std::str::FromStr;
@@ -22,7 +22,7 @@ pub struct SessionId(Uuid);
 pub struct InvalidSessionId;
 
 impl SessionId {
-    #[cfg(feature = "ssr")]
+    #[cfg(feature = "server")]
     pub fn random() -> Self {
         Self(Uuid::new_v4())
     }
@@ -60,7 +60,7 @@ const TOKEN_BYTES: usize = 32;
 const TOKEN_CHARS: usize = 43;
 
 impl ShareToken {
-    #[cfg(feature = "ssr")]
+    #[cfg(feature = "server")]
     pub fn random() -> Self {
         use rand::Rng;
 
@@ -115,7 +115,7 @@ pub struct OwnerId([u8; 16]);
 pub struct InvalidOwnerId;
 
 impl OwnerId {
-    #[cfg(feature = "ssr")]
+    #[cfg(feature = "server")]
     pub fn random() -> Self {
         use rand::Rng;
 
@@ -281,7 +281,7 @@ mod tests {
         );
     }
 
-    #[cfg(feature = "ssr")]
+    #[cfg(feature = "server")]
     #[test]
     fn new_ids_parse_back_and_differ() {
         let id = SessionId::random();
