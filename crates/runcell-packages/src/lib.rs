@@ -32,6 +32,7 @@ use std::time::Duration;
 pub use account::{Account, Notice};
 pub use config::{Mode, PackagesConfig};
 pub use error::PackagesError;
+pub use http::ResponseBody;
 
 use cache::Cache;
 use upstream::Upstream;
@@ -125,9 +126,15 @@ impl PackageIndex {
         http::serve(self, listener, account).await;
     }
 
-    /// The jail-facing router (`serve` uses it; tests call it too).
-    pub fn router(self: &Arc<Self>, account: Arc<Account>) -> axum::Router {
-        http::router(Arc::clone(self), account)
+    /// The answer to one request from `account`'s jail, without a socket:
+    /// what `serve` sends for each request (tests call it too). The
+    /// request's body is not read.
+    pub async fn answer<B>(
+        &self,
+        account: &Account,
+        request: ::http::Request<B>,
+    ) -> ::http::Response<ResponseBody> {
+        http::answer(self, account, request).await
     }
 
     /// Projects the cache holds pages for (normalised names), sorted.

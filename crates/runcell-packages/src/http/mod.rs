@@ -1,130 +1,35 @@
-//! The jail-facing HTTP side: three routes that parse, ask the index and
-//! map its answer, and the listener that serves them for one account.
+//! The jail-facing HTTP side, on hyper itself: three routes that parse,
+//! ask the index and map its answer ([`answer`]), and the listener that
+//! serves them for one account.
 
+mod answer;
+mod respond;
+mod route;
+
+#[cfg(test)]
+mod tests;
+
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
+pub(crate) use answer::answer;
+pub use respond::ResponseBody;
+
 use crate::PackageIndex;
 use crate::account::Account;
-use crate::config::Mode;
-use crate::index::Failure;
-use crate::page::{self, Format};
 
 /// How long a request head may take, and a kept-alive connection may idle.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the listener waits after `accept` fails before it tries again.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
-
-#[derive(Clone)]
-struct Jail {
-    index: Arc<PackageIndex>,
-    account: Arc<Account>,
-}
-
-pub(crate) fn router(index: Arc<PackageIndex>, account: Arc<Account>) -> Router {
-    Router::new()
-        .route("/simple/", get(root))
-        .route("/simple/{project}/", get(project))
-        .route("/files/{sha256}/{filename}", get(file))
-        .fallback(|| async { (StatusCode::NOT_FOUND, "not found\n") })
-        .with_state(Jail { index, account })
-}
-
-fn format_of(headers: &HeaderMap) -> Format {
-    Format::from_accept(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()))
-}
-
-fn page_response(body: String, format: Format) -> Response {
-    ([(header::CONTENT_TYPE, format.content_type())], body).into_response()
-}
-
-/// `/simple/`: the projects this session itself asked for, never what
-/// other sessions (other people) installed.
-async fn root(State(jail): State<Jail>, headers: HeaderMap) -> Response {
-    let format = format_of(&headers);
-    if jail.index.config().mode == Mode::Off {
-        let text = "runcell's package index is off (packages.mode = \"off\")\n";
-        return (StatusCode::FORBIDDEN, text).into_response();
-    }
-    page_response(page::render_root(&jail.account.asked(), format), format)
-}
-
-async fn project(
-    State(jail): State<Jail>,
-    Path(project): Path<String>,
-    headers: HeaderMap,
-) -> Response {
-    let format = format_of(&headers);
-    match jail.index.project_files(&jail.account, &project).await {
-        // Streamed from the shared page as the jail reads it: a request
-        // costs its indices and one chunk, not a rendered copy of the page.
-        Ok((page, listed)) => (
-            [(header::CONTENT_TYPE, format.content_type())],
-            axum::body::Body::from_stream(page::render_project_stream(
-                &project, page, listed, format,
-            )),
-        )
-            .into_response(),
-        Err(failure) => failure.into_response(),
-    }
-}
-
-async fn file(
-    State(jail): State<Jail>,
-    Path((sha256, filename)): Path<(String, String)>,
-) -> Response {
-    let served = match jail.index.file(&jail.account, &sha256, &filename).await {
-        Ok(served) => served,
-        Err(failure) => return failure.into_response(),
-    };
-    let file = match tokio::fs::File::open(&served.path).await {
-        Ok(file) => file,
-        Err(err) => {
-            tracing::warn!(%err, path = %served.path.display(), "a cached package file could not be opened");
-            return (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "the cached file could not be read\n",
-            )
-                .into_response();
-        }
-    };
-    let body = axum::body::Body::from_stream(tokio_util::io::ReaderStream::new(file));
-    let mut response = body.into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/octet-stream"),
-    );
-    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(served.bytes));
-    response
-}
-
-impl IntoResponse for Failure {
-    fn into_response(self) -> Response {
-        let (status, text) = match self {
-            Self::NotFound(text) | Self::BadName(text) => (StatusCode::NOT_FOUND, text),
-            Self::Refused { reason, .. } => (StatusCode::FORBIDDEN, reason),
-            Self::Upstream { reason, .. } => (StatusCode::BAD_GATEWAY, reason),
-        };
-        (
-            status,
-            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-            format!("{text}\n"),
-        )
-            .into_response()
-    }
-}
 
 /// Serves the index on `listener` for `account`, over HTTP/1 only (one
 /// request at a time per connection: HTTP/2's many streams on one
@@ -139,7 +44,13 @@ impl IntoResponse for Failure {
 /// kernels, contexts and a command) still has them all for the one that
 /// installs.
 pub(crate) async fn serve(index: Arc<PackageIndex>, listener: TcpListener, account: Arc<Account>) {
-    let app = router(index, Arc::clone(&account));
+    let service = {
+        let account = Arc::clone(&account);
+        service_fn(move |request: http::Request<Incoming>| {
+            let (index, account) = (Arc::clone(&index), Arc::clone(&account));
+            async move { Ok::<_, Infallible>(answer(&index, &account, request).await) }
+        })
+    };
     let mut builder = auto::Builder::new(TokioExecutor::new()).http1_only();
     builder
         .http1()
@@ -164,7 +75,7 @@ pub(crate) async fn serve(index: Arc<PackageIndex>, listener: TcpListener, accou
             return;
         };
         let connection = builder
-            .serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()))
+            .serve_connection(TokioIo::new(stream), service.clone())
             .into_owned();
         connections.spawn(async move {
             if let Err(err) = connection.await {
