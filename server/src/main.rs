@@ -2,7 +2,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use runcell::cli::{BenchTarget, Cli, Command};
-use runcell::{Config, telemetry};
+use runcell::telemetry;
+use runcell_server::Config;
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -184,7 +185,7 @@ async fn main() -> ExitCode {
         Command::Bench { .. } | Command::Ask(_) | Command::Chat(_) => ExitCode::SUCCESS,
         Command::Serve(_) => {
             telemetry::init(&config.log);
-            match runcell::serve(config).await {
+            match runcell_server::serve(config).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(err) => {
                     tracing::error!("{err}");
@@ -225,10 +226,10 @@ async fn ask(args: &runcell::cli::AskArgs) -> ExitCode {
 }
 
 async fn doctor(config: &Config) -> ExitCode {
-    let mut jail = runcell::sandbox::jail::JailConfig::from_settings(&config.sandbox);
-    jail.packages = runcell::sandbox::packages::index_for_jails(&config.packages, &config.data_dir)
-        .map(runcell::sandbox::jail::JailPackages);
-    let checks = runcell::sandbox::jail::doctor::run_checks(jail).await;
+    let mut jail = runcell_sandbox::jail::JailConfig::from_settings(&config.sandbox);
+    jail.packages = runcell_sandbox::packages::index_for_jails(&config.packages, &config.data_dir)
+        .map(runcell_sandbox::jail::JailPackages);
+    let checks = runcell_sandbox::jail::doctor::run_checks(jail).await;
     let width = checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
     for check in &checks {
         let mark = if check.ok { "ok  " } else { "FAIL" };

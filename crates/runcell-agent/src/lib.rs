@@ -13,8 +13,3 @@ pub mod cluster;
 pub mod highlight;
 pub mod notebook;
 pub mod session;
-
-// The layers below, under the names this crate's modules were written with.
-use runcell_llm as llm;
-use runcell_sandbox as sandbox;
-use runcell_store as store;

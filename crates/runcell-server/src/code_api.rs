@@ -12,10 +12,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Caller, KeyLimits, Limited, RunPermit};
 use crate::person_keys::{KeySessions, KeysOfPeople, PersonRoom};
-use crate::sandbox::backends::Backends;
-use crate::sandbox::files::{FileEntry, HOME};
-use crate::sandbox::sessions::{SessionError, SessionInfo, Sessions};
-use crate::sandbox::{
+use runcell_sandbox::backends::Backends;
+use runcell_sandbox::files::{FileEntry, HOME};
+use runcell_sandbox::sessions::{SessionError, SessionInfo, Sessions};
+use runcell_sandbox::{
     Language, RunEvent, RunOutcome, RunRequest, SandboxError, SandboxKind, SandboxSession,
 };
 
@@ -62,7 +62,7 @@ const MAX_LIST_DEPTH: u32 = 8;
 
 fn files_of(
     session: &dyn SandboxSession,
-) -> Result<&dyn crate::sandbox::files::Files, SandboxError> {
+) -> Result<&dyn runcell_sandbox::files::Files, SandboxError> {
     session
         .files()
         .ok_or_else(|| SandboxError::NotSupported("this session's sandbox has no files".into()))
@@ -161,7 +161,7 @@ impl CodeApi {
         session: Option<String>,
         backend: Option<SandboxKind>,
     ) -> Result<Admitted, CodeApiError> {
-        crate::sandbox::validate_code(&request.code)?;
+        runcell_sandbox::validate_code(&request.code)?;
         let sessions = match &session {
             Some(id) => {
                 let holding = self
@@ -372,7 +372,7 @@ impl CodeApi {
         caller: &Caller,
         id: &str,
         path: &str,
-        bytes: crate::sandbox::files::Contents,
+        bytes: runcell_sandbox::files::Contents,
         overwrite: bool,
     ) -> Result<(FileEntry, bool), CodeApiError> {
         let session = self.session_of(caller, id)?;

@@ -19,9 +19,3 @@ pub mod server;
 
 pub use config::{Config, Overrides};
 pub use server::{ServeError, launch_with_listener, serve};
-
-// The layers below, under the names this crate's modules were written with.
-use runcell_agent::{agent, cluster, notebook, session};
-use runcell_llm as llm;
-use runcell_sandbox as sandbox;
-use runcell_store as store;

@@ -27,7 +27,7 @@ pub enum ServeError {
     #[error(transparent)]
     Open(#[from] crate::http::state::OpenError),
     #[error("the session store cannot be used: {0}")]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] runcell_store::StoreError),
     #[error("the server stopped: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -77,7 +77,7 @@ pub async fn launch_with_listener(
 /// in front of it; `runcell chat --embedded` uses it directly.
 pub struct Engine {
     pub state: AppState,
-    database: crate::store::Database,
+    database: runcell_store::Database,
     shutdown: CancellationToken,
     cluster_tasks: Option<tokio::task::JoinHandle<()>>,
 }
@@ -86,7 +86,7 @@ impl Engine {
     /// Opens the store and starts the background work; it runs until
     /// `shutdown` is cancelled, and [`Self::stop`] is called.
     pub async fn start(config: Config, shutdown: CancellationToken) -> Result<Self, ServeError> {
-        crate::sandbox::jail::remove_stale_sessions();
+        runcell_sandbox::jail::remove_stale_sessions();
         let (database_url, data_dir) = (config.database_url.clone(), config.data_dir.clone());
         let (state, database) = AppState::open(config, shutdown.clone()).await?;
         let db = database.describe(database_url.expose(), &data_dir);
@@ -94,7 +94,7 @@ impl Engine {
         // calls from other nodes.
         let cluster_tasks = state.cluster.as_ref().map(|cluster| {
             let tasks = cluster.spawn(shutdown.clone());
-            tokio::spawn(crate::notebook::serve_calls(
+            tokio::spawn(runcell_agent::notebook::serve_calls(
                 Arc::clone(cluster),
                 Arc::clone(&state.notebooks),
                 shutdown.clone(),

@@ -289,7 +289,7 @@ pub fn judge(
         answered,
         code,
         invented,
-        output: crate::sandbox::fit(output, 4000).to_string(),
+        output: runcell_sandbox::fit(output, 4000).to_string(),
         explanation: explanation.clone(),
         ..QuestionResult::default()
     }
@@ -531,7 +531,7 @@ fn print_result(r: &QuestionResult) {
         if wrong.is_empty() || r.right {
             String::new()
         } else {
-            format!("  [{}]", crate::sandbox::fit(&wrong.join("; "), 300))
+            format!("  [{}]", runcell_sandbox::fit(&wrong.join("; "), 300))
         },
     );
     println!(

@@ -12,10 +12,10 @@ use tokio::io::AsyncWriteExt;
 use super::llm_eval::{TASKS, runnable_rate};
 use super::sandbox::stats;
 use super::{BenchError, fail};
-use crate::llm::openai::{OpenAiClient, OpenAiConfig};
-use crate::llm::{ChatRequest, Llm, LlmEvent, Message};
-use crate::sandbox::jail::{JailConfig, JailSandbox};
 use runcell_embedded::{EmbeddedConfig, EmbeddedModel, FENCED_CODE_CALLS};
+use runcell_llm::openai::{OpenAiClient, OpenAiConfig};
+use runcell_llm::{ChatRequest, Llm, LlmEvent, Message};
+use runcell_sandbox::jail::{JailConfig, JailSandbox};
 
 /// What to measure with.
 #[derive(Clone, Debug)]

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 
-use crate::llm::fenced::program_of;
-use crate::llm::tools::execute_code_spec;
-use crate::llm::{ChatRequest, Llm, LlmEvent, Message, ToolChoice};
-use crate::sandbox::{Language, Limits, RunRequest, Sandbox};
+use runcell_llm::fenced::program_of;
+use runcell_llm::tools::execute_code_spec;
+use runcell_llm::{ChatRequest, Llm, LlmEvent, Message, ToolChoice};
+use runcell_sandbox::{Language, Limits, RunRequest, Sandbox};
 use tokio_util::sync::CancellationToken;
 
 /// Small tasks with a checkable printed answer.
@@ -28,7 +28,7 @@ pub const TASKS: [&str; 8] = [
 ];
 
 /// The agent's own instructions, so the rate is the one users get.
-const SYSTEM: &str = crate::agent::SYSTEM_PROMPT;
+const SYSTEM: &str = runcell_agent::agent::SYSTEM_PROMPT;
 
 /// One task's outcome.
 #[derive(Clone, Debug, PartialEq)]
@@ -154,7 +154,7 @@ pub async fn runnable_rate(
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::llm::{Completion, FinishReason, ToolCall};
+    use runcell_llm::{Completion, FinishReason, ToolCall};
 
     fn text(t: &str) -> Completion {
         Completion {

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::sandbox::jail::{JailConfig, JailSandbox, program};
-use crate::sandbox::sessions::{SessionSettings, Sessions};
-use crate::sandbox::{Language, Limits, RunRequest, Sandbox, SandboxSession};
+use runcell_sandbox::jail::{JailConfig, JailSandbox, program};
+use runcell_sandbox::sessions::{SessionSettings, Sessions};
+use runcell_sandbox::{Language, Limits, RunRequest, Sandbox, SandboxSession};
 
 use super::{BenchError, fail};
 
@@ -65,8 +65,8 @@ async fn bare(language: Language, dir: &Path) -> Result<Duration, BenchError> {
     // their /etc: here, a copy beside the program.
     let kernel = dir.join("node_kernel.js");
     for arg in &mut command {
-        if arg == crate::sandbox::jail::NODE_KERNEL_PATH {
-            std::fs::write(&kernel, crate::sandbox::jail::NODE_KERNEL).map_err(fail)?;
+        if arg == runcell_sandbox::jail::NODE_KERNEL_PATH {
+            std::fs::write(&kernel, runcell_sandbox::jail::NODE_KERNEL).map_err(fail)?;
             *arg = kernel.to_string_lossy().into_owned();
         }
     }

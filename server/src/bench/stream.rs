@@ -20,8 +20,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::sandbox::stats;
 use super::{BenchError, fail};
-use crate::config::{Config, LlmBackend, SandboxConfig};
-use crate::http::state::AppState;
+use runcell_server::config::{Config, LlmBackend, SandboxConfig};
+use runcell_server::http::state::AppState;
 
 /// What one client saw.
 struct Seen {
@@ -68,7 +68,7 @@ pub async fn run_cluster(
         options.sessions,
         options.events_per_session,
         options.interval.as_millis(),
-        crate::store::redact_database_url(database_url)
+        runcell_store::redact_database_url(database_url)
     );
     let mut rows = Vec::new();
     let single = Node::start(&options, None).await?;
@@ -103,7 +103,7 @@ pub async fn run_cluster(
 /// A node of the bench: the real router on `127.0.0.1:0`, the real store.
 struct Node {
     state: AppState,
-    database: crate::store::Database,
+    database: runcell_store::Database,
     addr: std::net::SocketAddr,
     shutdown: CancellationToken,
     server: tokio::task::JoinHandle<Result<(), std::io::Error>>,
@@ -147,7 +147,7 @@ impl Node {
             .cluster
             .as_ref()
             .map(|cluster| cluster.spawn(shutdown.clone()));
-        let app = crate::http::router(state.clone());
+        let app = runcell_server::http::router(state.clone());
         let server = tokio::spawn(
             axum::serve(listener, app)
                 .with_graceful_shutdown(shutdown.clone().cancelled_owned())
@@ -239,8 +239,8 @@ async fn measure(
     options: &StreamBenchOptions,
 ) -> Result<Measured, BenchError> {
     let store = holder.database.store();
-    let owner = crate::session::OwnerId::random();
-    let cookie = crate::http::owner::owner_cookie(owner, false);
+    let owner = runcell_protocol::OwnerId::random();
+    let cookie = runcell_server::http::owner::owner_cookie(owner, false);
     let cookie = cookie.split(';').next().unwrap_or_default().to_string();
     let base = Instant::now();
     let mut clients = Vec::new();
@@ -316,7 +316,7 @@ async fn measure(
 /// Publishes a code cell's tokens and a result's stdout chunks, half each,
 /// every one carrying its publication time (ns since `base`).
 async fn publish(
-    channel: &crate::session::SessionChannel,
+    channel: &runcell_agent::session::SessionChannel,
     base: Instant,
     events: usize,
     interval: Duration,

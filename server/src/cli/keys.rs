@@ -3,9 +3,9 @@
 use std::fmt::Write as _;
 
 use super::KeysCommand;
-use crate::auth::{AuthError, create_key};
-use crate::config::Config;
-use crate::store::{AuditEntry, Database, KeyStore, StoreError, UserStore};
+use runcell_server::auth::{AuthError, create_key};
+use runcell_server::config::Config;
+use runcell_store::{AuditEntry, Database, KeyStore, StoreError, UserStore};
 
 #[derive(Debug, thiserror::Error)]
 pub enum KeysError {
@@ -21,7 +21,7 @@ pub enum KeysError {
 /// PostgreSQL's); what to print.
 pub async fn run(command: &KeysCommand, config: &Config) -> Result<String, KeysError> {
     std::fs::create_dir_all(&config.data_dir).map_err(|e| StoreError::Open {
-        path: crate::config::display_path(&config.data_dir),
+        path: runcell_server::config::display_path(&config.data_dir),
         source: sqlx::Error::Io(e),
     })?;
     let database = Database::open(config.database_url.expose(), &config.data_dir).await?;
@@ -35,7 +35,7 @@ pub async fn run(command: &KeysCommand, config: &Config) -> Result<String, KeysE
 async fn audit(log: &dyn UserStore, action: &str, subject: &str, detail: String) {
     let entry = AuditEntry {
         id: 0,
-        at_ms: crate::clock::now_ms(),
+        at_ms: runcell_core::clock::now_ms(),
         actor: None,
         action: action.into(),
         subject: Some(subject.into()),
@@ -70,7 +70,10 @@ async fn execute(
         }
         KeysCommand::List { .. } => Ok(table(&store.keys().await?)),
         KeysCommand::Revoke { name, .. } => {
-            if store.revoke_key(name, crate::clock::now_ms()).await? {
+            if store
+                .revoke_key(name, runcell_core::clock::now_ms())
+                .await?
+            {
                 audit(
                     log,
                     "key_revoked",
@@ -108,7 +111,7 @@ fn when(ms: Option<u64>) -> String {
     )
 }
 
-fn table(keys: &[crate::store::KeyRecord]) -> String {
+fn table(keys: &[runcell_store::KeyRecord]) -> String {
     if keys.is_empty() {
         return "No API keys yet: make one with `runcell keys create --name NAME`.\n".into();
     }
@@ -139,7 +142,7 @@ fn table(keys: &[crate::store::KeyRecord]) -> String {
 mod tests {
     use super::*;
     use crate::cli::Settings;
-    use crate::store::SqliteStore;
+    use runcell_store::SqliteStore;
 
     fn settings() -> Settings {
         Settings {
@@ -164,7 +167,7 @@ mod tests {
         .await
         .expect("made");
         let key = made.lines().last().expect("a last line");
-        assert!(crate::auth::ApiKey::parse(key).is_some(), "{made}");
+        assert!(runcell_server::auth::ApiKey::parse(key).is_some(), "{made}");
         let listed = execute(
             &KeysCommand::List {
                 settings: settings(),

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::Overrides;
+use runcell_server::config::Overrides;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -7,10 +7,10 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::PackagesCommand;
-use crate::config::Config;
-use crate::sandbox::jail::{JailConfig, JailPackages, JailSandbox, shell_quote};
-use crate::sandbox::packages::{PackageNote, index_for_jails};
-use crate::sandbox::{Language, RunEvent, RunRequest, Sandbox};
+use runcell_sandbox::jail::{JailConfig, JailPackages, JailSandbox, shell_quote};
+use runcell_sandbox::packages::{PackageNote, index_for_jails};
+use runcell_sandbox::{Language, RunEvent, RunRequest, Sandbox};
+use runcell_server::config::Config;
 
 /// The most a fetch may take.
 const FETCH_WALL: Duration = Duration::from_secs(30 * 60);

@@ -15,11 +15,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::engine::{Backend, ClientError, FileSummary, Frame, TurnStream, Uploaded};
 use super::identity::Identities;
-use crate::config::Config;
-use crate::notebook::remote::Failure;
-use crate::notebook::{NotebookError, Notebooks, Turn, parse_session_id};
-use crate::server::Engine;
-use crate::session::{OwnerId, SessionChannel};
+use runcell_agent::notebook::remote::Failure;
+use runcell_agent::notebook::{NotebookError, Notebooks, Turn, parse_session_id};
+use runcell_agent::session::SessionChannel;
+use runcell_protocol::OwnerId;
+use runcell_server::config::Config;
+use runcell_server::server::Engine;
 
 pub struct InProcess {
     core: Mutex<Option<Engine>>,
@@ -179,7 +180,9 @@ impl Backend for InProcess {
                 size: entry.size,
                 kind: "file".into(),
             })),
-            Err(NotebookError::Files(crate::agent::FilesError::Exists(_))) => Ok(Uploaded::Exists),
+            Err(NotebookError::Files(runcell_agent::agent::FilesError::Exists(_))) => {
+                Ok(Uploaded::Exists)
+            }
             Err(e) => Err(refusal(e)),
         }
     }

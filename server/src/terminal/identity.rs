@@ -9,7 +9,7 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::session::OwnerId;
+use runcell_protocol::OwnerId;
 
 /// The most servers remembered (a hostile or broken file cannot grow this).
 const MAX_ENTRIES: usize = 1000;

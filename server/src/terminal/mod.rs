@@ -31,8 +31,8 @@ use identity::{Identities, client_dir};
 use look::Look;
 use panels::Panels;
 
-use crate::config::{Config, Overrides};
-use crate::highlight::Highlighter;
+use runcell_agent::highlight::Highlighter;
+use runcell_server::config::{Config, Overrides};
 use turn::{Ending, Interrupts, Sink, Spinner};
 
 /// The grammars, loaded once.

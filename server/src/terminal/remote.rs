@@ -20,7 +20,7 @@ use serde::Deserialize;
 
 use super::engine::{Backend, ClientError, FileSummary, Frame, TurnStream, Uploaded};
 use super::identity::Identities;
-use crate::session::OwnerId;
+use runcell_protocol::OwnerId;
 
 /// The longest line of a turn read (an event with an image in it).
 pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
@@ -467,7 +467,7 @@ impl Backend for Remote {
             .await?;
         let created: Created = self.json(response).await?;
         // Printed and put in paths: only a real session id is taken.
-        let id: crate::session::SessionId = created.id.parse().map_err(|_| {
+        let id: runcell_protocol::SessionId = created.id.parse().map_err(|_| {
             ClientError::Protocol("the new session's id is not a session id".into())
         })?;
         Ok(id.to_string())

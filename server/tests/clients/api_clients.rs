@@ -338,7 +338,7 @@ async fn the_kernels_pass_jupyter_kernel_test() {
     // The kernel the jail runs, as the binary carries it.
     let kernel_dir = tempfile::tempdir().expect("a temporary directory");
     let kernel = kernel_dir.path().join("node_kernel.js");
-    std::fs::write(&kernel, runcell::sandbox::jail::NODE_KERNEL).expect("the kernel written");
+    std::fs::write(&kernel, runcell_sandbox::jail::NODE_KERNEL).expect("the kernel written");
     let mut command = Command::new(venv.join("bin/python"));
     command
         .current_dir(std::env::temp_dir())

@@ -9,19 +9,20 @@ use app::notebook::{Cell, Notebook};
 use app::protocol::{
     CellKind, CellStatus, EventBody, Output, ServerMessage, SessionEvent, TurnStatus,
 };
-use runcell::agent::{Agent, AgentSettings, BrowserOffer, Kernels, TurnRequest};
-use runcell::llm::openai::{OpenAiClient, OpenAiConfig};
-use runcell::llm::scripted::{FAILING_CODE, INVENTED, SILENT_CODE, ScriptedLlm};
-use runcell::llm::{
+use runcell_agent::agent::{Agent, AgentSettings, BrowserOffer, Kernels, TurnRequest};
+use runcell_agent::session::{SessionChannel, SessionHub};
+use runcell_llm::openai::{OpenAiClient, OpenAiConfig};
+use runcell_llm::scripted::{FAILING_CODE, INVENTED, SILENT_CODE, ScriptedLlm};
+use runcell_llm::{
     Capabilities, ChatRequest, ChatStream, Completion, FinishReason, Llm, LlmError, LlmEvent,
     ModelInfo, Role, ToolChoice,
 };
-use runcell::sandbox::browser::{BrowserSettings, BrowserTabs, Reply};
-use runcell::sandbox::jail::{JailConfig, JailSandbox};
-use runcell::sandbox::sessions::{SessionSettings, Sessions};
-use runcell::sandbox::{Language, Limits};
-use runcell::session::{OwnerId, SessionChannel, SessionHub};
-use runcell::store::SqliteStore;
+use runcell_protocol::OwnerId;
+use runcell_sandbox::browser::{BrowserSettings, BrowserTabs, Reply};
+use runcell_sandbox::jail::{JailConfig, JailSandbox};
+use runcell_sandbox::sessions::{SessionSettings, Sessions};
+use runcell_sandbox::{Language, Limits};
+use runcell_store::SqliteStore;
 use tokio_util::sync::CancellationToken;
 
 use crate::support::{ASKED, PATIENCE, closed_port};
@@ -57,9 +58,9 @@ async fn harness_offering(
     let agent = Agent::new(
         llm,
         Kernels::new(
-            runcell::sandbox::backends::Backends::new(sessions),
+            runcell_sandbox::backends::Backends::new(sessions),
             browser,
-            runcell::session::uploads::Uploads::new(
+            runcell_agent::session::uploads::Uploads::new(
                 &std::env::temp_dir().join(format!("runcell-agent-{}", uuid::Uuid::new_v4())),
             ),
         ),
@@ -728,7 +729,7 @@ async fn harness_in_the_page() -> (Harness, Arc<BrowserTabs>) {
     let h = harness_offering(scripted(), 2, Some(offer)).await;
     h.agent
         .kernels()
-        .choose(h.channel.id(), runcell::sandbox::SandboxKind::Browser)
+        .choose(h.channel.id(), runcell_sandbox::SandboxKind::Browser)
         .unwrap();
     (h, tabs)
 }
@@ -879,7 +880,7 @@ async fn a_display_flood_yields_bounded_cell_outputs() {
         .map(|o| serde_json::to_string(o).unwrap().len())
         .sum();
     assert!(
-        outputs.len() <= runcell::sandbox::MAX_RESULTS + 2,
+        outputs.len() <= runcell_sandbox::MAX_RESULTS + 2,
         "{}",
         outputs.len()
     );
@@ -1304,7 +1305,10 @@ async fn each_request_extends_the_one_before_within_a_turn_and_across_turns() {
         // Only the rules are shared between people; the files note and
         // the question's notes come after them.
         assert_eq!(request.shared_messages, 1);
-        assert_eq!(request.messages[0].content, runcell::agent::SYSTEM_PROMPT);
+        assert_eq!(
+            request.messages[0].content,
+            runcell_agent::agent::SYSTEM_PROMPT
+        );
         assert_eq!(request.messages[1].role, Role::System);
         assert!(request.messages[1].content.contains("/home/user/t.csv"));
         assert_eq!(

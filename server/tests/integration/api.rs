@@ -2,7 +2,7 @@
 //! OpenAPI document, metrics, `/mcp`, request hygiene, and the pages'
 //! sign-in when they ask for a key.
 
-use runcell::config::AuthMode;
+use runcell_server::config::AuthMode;
 use serde_json::{Value, json};
 
 use crate::support::{TestServer, bearer, http, http_as, new_v1_session};
@@ -66,7 +66,7 @@ async fn error_of(response: reqwest::Response) -> (u16, String, reqwest::header:
 fn forged(server: &TestServer, secret: Option<&[u8]>, sub: &str, exp: u64) -> String {
     let stored = std::fs::read(server.data_dir().join("auth-secret")).unwrap();
     let secret = secret.unwrap_or(&stored);
-    let now = runcell::clock::now_ms() / 1000;
+    let now = runcell_core::clock::now_ms() / 1000;
     jsonwebtoken::encode(
         &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
         &json!({"sub": sub, "iss": "runcell", "aud": "runcell-api", "iat": now, "exp": exp}),
@@ -130,7 +130,7 @@ async fn every_v1_route_needs_a_valid_token_of_a_live_key() {
     assert_eq!(ok.status(), 200);
 
     let key_id = key_id_of(&server, &token).await;
-    let now = runcell::clock::now_ms() / 1000;
+    let now = runcell_core::clock::now_ms() / 1000;
     let cases = [
         ("not a token".to_string(), "garbage"),
         (format!("{token}x"), "a changed signature"),
@@ -188,13 +188,13 @@ async fn every_v1_route_needs_a_valid_token_of_a_live_key() {
     assert_eq!(basic.status(), 401);
 
     // Revoking the key stops its tokens on their next use.
-    let store = runcell::store::SqliteStore::open_in(&server.data_dir())
+    let store = runcell_store::SqliteStore::open_in(&server.data_dir())
         .await
         .unwrap();
-    use runcell::store::KeyStore;
+    use runcell_store::KeyStore;
     assert!(
         store
-            .revoke_key("ci", runcell::clock::now_ms())
+            .revoke_key("ci", runcell_core::clock::now_ms())
             .await
             .unwrap()
     );
@@ -809,7 +809,7 @@ async fn a_display_flood_through_v1_comes_back_bounded() {
     let id = new_v1_session(&client, &server).await;
     let flood = "from IPython.display import display, HTML\nx = 'x' * 2_000_000\nfor _ in range(40):\n    display(HTML(x))";
     let body = json!({"code": flood, "language": "python", "session_id": id});
-    let budget = runcell::sandbox::Limits::default().output_bytes;
+    let budget = runcell_sandbox::Limits::default().output_bytes;
     let slack = 64 * 1024;
 
     let response = client

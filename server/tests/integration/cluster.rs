@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use app::protocol::{CellStatus, EventBody, KernelLoss, ServerMessage, TurnStatus};
-use runcell::store::scratch::ScratchDatabase;
+use runcell_store::scratch::ScratchDatabase;
 
 use crate::support::{
     Client, PATIENCE, TestServer, ask, ask_at, bearer, history, history_at, http, http_as,
@@ -421,7 +421,7 @@ async fn a_node_taken_over_while_silent_lets_the_session_go() {
     // A misses its heartbeats (as the database sees it); B needs the
     // session and takes it over.
     let a_id = std::fs::read_to_string(a.data_dir().join("node-id")).unwrap();
-    let pg = runcell::store::PostgresStore::open(&db.url).await.unwrap();
+    let pg = runcell_store::PostgresStore::open(&db.url).await.unwrap();
     sqlx::query("UPDATE nodes SET seen_ms = seen_ms - 60000 WHERE id = $1")
         .bind(a_id.trim())
         .execute(pg.pool())

@@ -6,11 +6,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use runcell::config::E2bConfig;
-use runcell::e2b::protocol::{self, Envelopes, FLAG_END_STREAM, FLAG_MESSAGE};
-use runcell::sandbox::conformance;
-use runcell::sandbox::e2b::E2bSandbox;
-use runcell::sandbox::e2b::client::E2bSettings;
+use runcell_sandbox::conformance;
+use runcell_sandbox::e2b::E2bSandbox;
+use runcell_sandbox::e2b::client::E2bSettings;
+use runcell_server::config::E2bConfig;
+use runcell_server::e2b::protocol::{self, Envelopes, FLAG_END_STREAM, FLAG_MESSAGE};
 use serde_json::{Value, json};
 
 use crate::support::TestServer;
@@ -441,7 +441,7 @@ async fn the_e2b_backend_passes_the_conformance_suite_against_runcell() {
 
 #[tokio::test]
 async fn the_e2b_backend_says_what_went_wrong() {
-    use runcell::sandbox::{Sandbox, SandboxError};
+    use runcell_sandbox::{Sandbox, SandboxError};
     let server = TestServer::start().await;
     // A wrong key.
     let e2b = backend_for(&server, "rc_wrong");
@@ -469,10 +469,10 @@ async fn the_e2b_backend_says_what_went_wrong() {
         .send()
         .await
         .unwrap();
-    let request = runcell::sandbox::RunRequest {
+    let request = runcell_sandbox::RunRequest {
         code: "1".into(),
-        language: runcell::sandbox::Language::Python,
-        limits: runcell::sandbox::Limits::default(),
+        language: runcell_sandbox::Language::Python,
+        limits: runcell_sandbox::Limits::default(),
         env: Vec::new(),
         cwd: None,
     };
@@ -698,7 +698,7 @@ async fn a_notebook_runs_on_the_backend_its_page_picked() {
 /// request's, here lower) both stay bounded, and the session goes on.
 #[tokio::test]
 async fn a_display_flood_through_the_e2b_backend_is_bounded() {
-    use runcell::sandbox::{Language, Limits, RunRequest, Sandbox};
+    use runcell_sandbox::{Language, Limits, RunRequest, Sandbox};
     let server = TestServer::start().await;
     let key = server.api_key("e2b-flood").await;
     let e2b = backend_for(&server, &key);
@@ -720,7 +720,7 @@ async fn a_display_flood_through_the_e2b_backend_is_bounded() {
         let outcome = session.run(&request, None, &cancel).await.unwrap();
         let shown = outcome.stdout.len()
             + outcome.stderr.len()
-            + runcell::sandbox::serialized_len(&outcome.results);
+            + runcell_sandbox::serialized_len(&outcome.results);
         assert!(shown <= budget, "{shown} > {budget}");
         let error = outcome.error.unwrap();
         assert_eq!(error.name, "OutputLimit", "{error:?}");

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use runcell::sandbox::jail::{JailConfig, JailSandbox, JailSession};
-use runcell::sandbox::{Contexts, Language, Limits, RunOutcome, RunRequest, SandboxSession};
+use runcell_sandbox::jail::{JailConfig, JailSandbox, JailSession};
+use runcell_sandbox::{Contexts, Language, Limits, RunOutcome, RunRequest, SandboxSession};
 use tokio_util::sync::CancellationToken;
 
 async fn session() -> JailSession {

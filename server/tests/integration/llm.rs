@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use app::notebook::{Cell, Notebook};
 use app::protocol::{CellKind, CellStatus, EventBody, ServerMessage, TurnStatus};
-use runcell::config::{LlmBackend, LlmConfig, SandboxConfig};
-use runcell::llm::openai::{OpenAiClient, OpenAiConfig};
-use runcell::llm::{Llm, conformance};
+use runcell_llm::openai::{OpenAiClient, OpenAiConfig};
+use runcell_llm::{Llm, conformance};
+use runcell_server::config::{LlmBackend, LlmConfig, SandboxConfig};
 
 use crate::peer::llama_server;
 use crate::support::{Client, TestServer, closed_port, http};

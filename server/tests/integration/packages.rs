@@ -279,7 +279,7 @@ async fn the_agent_installs_a_missing_module_and_runs_the_program_again() {
 #[tokio::test]
 async fn a_refused_install_is_said_and_the_model_is_told() {
     let server = TestServer::start_configured(|config| {
-        config.packages.mode = runcell::sandbox::packages::Mode::Allowlist;
+        config.packages.mode = runcell_sandbox::packages::Mode::Allowlist;
         config.packages.allow = vec!["six".into()];
     })
     .await;

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use runcell::bench::llm::{LlamaCppServer, default_llama_python};
-use runcell::config::DEFAULT_MODEL_FILE;
+use runcell_server::config::DEFAULT_MODEL_FILE;
 
 /// A missing peer: the test is skipped (said on stderr), or fails when
 /// peers are required.

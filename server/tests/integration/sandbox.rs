@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use runcell::sandbox::jail::doctor::{HostProcess, jailed_processes};
-use runcell::sandbox::jail::{JailConfig, JailSandbox};
-use runcell::sandbox::{
+use runcell_sandbox::jail::doctor::{HostProcess, jailed_processes};
+use runcell_sandbox::jail::{JailConfig, JailSandbox};
+use runcell_sandbox::{
     Language, Limits, RunOutcome, RunRequest, Sandbox, SandboxSession, conformance,
 };
 use tokio::sync::OnceCell;
@@ -1110,13 +1110,13 @@ fn shown_bytes(outcome: &RunOutcome) -> usize {
     });
     outcome.stdout.len()
         + outcome.stderr.len()
-        + runcell::sandbox::serialized_len(&outcome.results)
+        + runcell_sandbox::serialized_len(&outcome.results)
         + error
 }
 
 /// What an outcome may hold beyond the budget: the room an error always
 /// gets, and the notes of what was cut.
-const SLACK: usize = runcell::sandbox::ERROR_FLOOR_BYTES + 1024;
+const SLACK: usize = runcell_sandbox::ERROR_FLOOR_BYTES + 1024;
 
 /// The outcome shows no more than the default output limit allows.
 fn assert_within_budget(outcome: &RunOutcome) {
@@ -1174,7 +1174,7 @@ async fn many_small_displays_are_cut_at_the_result_count() {
         "print('after')",
     )
     .await;
-    assert_eq!(outcome.results.len(), runcell::sandbox::MAX_RESULTS);
+    assert_eq!(outcome.results.len(), runcell_sandbox::MAX_RESULTS);
     assert_eq!(error_name(&outcome), "OutputLimit", "{:?}", outcome.error);
     assert_eq!(next.stdout, "after\n", "{next:?}");
 }
@@ -1299,7 +1299,7 @@ async fn closing_a_session_ends_what_it_is_running() {
         };
         // The program has started.
         while let Some(event) = seen.recv().await {
-            if matches!(event, runcell::sandbox::RunEvent::Stdout { .. }) {
+            if matches!(event, runcell_sandbox::RunEvent::Stdout { .. }) {
                 break;
             }
         }

@@ -3,8 +3,8 @@ use std::time::Duration;
 
 use app::protocol::{CellKind, ClientMessage, EventBody, SUBPROTOCOL, ServerMessage, SessionEvent};
 use futures::{SinkExt, StreamExt};
-use runcell::config::{LlmBackend, LlmConfig, SandboxConfig};
-use runcell::{Config, launch_with_listener};
+use runcell_server::config::{LlmBackend, LlmConfig, SandboxConfig};
+use runcell_server::{Config, launch_with_listener};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::Message;
@@ -38,7 +38,7 @@ pub fn cookie_of(owner: &str) -> String {
 pub struct TestServer {
     pub addr: SocketAddr,
     pub shutdown: CancellationToken,
-    pub task: Option<JoinHandle<Result<(), runcell::ServeError>>>,
+    pub task: Option<JoinHandle<Result<(), runcell_server::ServeError>>>,
     config: Config,
     data: Option<tempfile::TempDir>,
 }
@@ -112,7 +112,7 @@ impl TestServer {
                 anonymous_sessions_per_client: LOOPBACK_PAGES,
                 ..SandboxConfig::default()
             },
-            notebook: runcell::config::NotebookConfig {
+            notebook: runcell_server::config::NotebookConfig {
                 anonymous_sessions_per_minute: LOOPBACK_NEW_SESSIONS,
                 ..Default::default()
             },
@@ -134,10 +134,10 @@ impl TestServer {
         // would both try to lay it out).
         self.ready().await;
         let database =
-            runcell::store::Database::open(self.config.database_url.expose(), &self.data_dir())
+            runcell_store::Database::open(self.config.database_url.expose(), &self.data_dir())
                 .await
                 .unwrap();
-        let (key, _) = runcell::auth::create_key(database.keys().as_ref(), name)
+        let (key, _) = runcell_server::auth::create_key(database.keys().as_ref(), name)
             .await
             .unwrap();
         database.close().await;
@@ -148,13 +148,13 @@ impl TestServer {
     /// process writing the store).
     pub async fn revoke(&self, name: &str) {
         let database =
-            runcell::store::Database::open(self.config.database_url.expose(), &self.data_dir())
+            runcell_store::Database::open(self.config.database_url.expose(), &self.data_dir())
                 .await
                 .unwrap();
         assert!(
             database
                 .keys()
-                .revoke_key(name, runcell::clock::now_ms())
+                .revoke_key(name, runcell_core::clock::now_ms())
                 .await
                 .unwrap()
         );

@@ -241,7 +241,7 @@ async fn a_hostile_program_cannot_drive_the_terminal_even_with_colours_forced() 
 #[tokio::test]
 async fn a_server_that_asks_for_a_key_is_answered_with_one() {
     let server = TestServer::start_configured(|config| {
-        config.auth.mode = runcell::config::AuthMode::Required;
+        config.auth.mode = runcell_server::config::AuthMode::Required;
     })
     .await;
     let key = server.api_key("terminal").await;

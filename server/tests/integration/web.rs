@@ -346,9 +346,9 @@ async fn bad_run_requests_get_a_clear_4xx() {
 
 #[tokio::test]
 async fn a_session_keeps_variables_across_api_runs() {
-    let server = TestServer::start_with(runcell::config::SandboxConfig {
+    let server = TestServer::start_with(runcell_server::config::SandboxConfig {
         pool_size: 1,
-        ..runcell::config::SandboxConfig::default()
+        ..runcell_server::config::SandboxConfig::default()
     })
     .await;
     let client = server.api().await;
@@ -761,7 +761,7 @@ async fn an_html_output_is_framed_behind_a_policy_that_loads_nothing() {
 async fn server_with_python_files(required: bool) -> TestServer {
     TestServer::start_configured(|config| {
         if required {
-            config.auth.mode = runcell::config::AuthMode::Required;
+            config.auth.mode = runcell_server::config::AuthMode::Required;
         }
         let runtime = config.site_root.join("pyodide").join("314.0.7-0123456789");
         std::fs::create_dir_all(&runtime).unwrap();

@@ -15,8 +15,9 @@ use parking_lot::Mutex;
 use runcell_protocol::notebook::Notebook;
 
 use super::Agent;
-use crate::llm::{ChatRequest, Message};
-use crate::session::{SessionId, SessionLog};
+use crate::session::SessionLog;
+use runcell_llm::{ChatRequest, Message};
+use runcell_protocol::SessionId;
 
 /// The least time between two readings ahead of one session.
 const MIN_INTERVAL: Duration = Duration::from_secs(5);

@@ -14,10 +14,10 @@ use super::install::{self, Installed};
 use super::model::Reply;
 use super::publish::{publish_note, publish_refusal, publish_text};
 use super::{Agent, Ended, answered, fix_hints, grounding, prompt, repair};
-use crate::llm::tools::{ExecuteCode, execute_code_spec, result_message};
-use crate::llm::{Message, Role};
-use crate::sandbox::{Language, validate_code};
 use crate::session::SessionLog;
+use runcell_llm::tools::{ExecuteCode, execute_code_spec, result_message};
+use runcell_llm::{Message, Role};
+use runcell_sandbox::{Language, validate_code};
 
 /// Programs written again as they were, refused, that a turn asks for
 /// once more without using one of its attempts.

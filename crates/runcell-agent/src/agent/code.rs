@@ -5,8 +5,8 @@
 use runcell_protocol::{CellError, CellId, CellKind, CellStatus, EventBody, Language};
 
 use crate::highlight::{CellHighlighter, Highlighter};
-use crate::llm::tools::{ExecuteCode, PartialCode};
 use crate::session::SessionLog;
+use runcell_llm::tools::{ExecuteCode, PartialCode};
 
 /// How the model hands over its program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,7 +59,7 @@ impl<'a> CodeCell<'a> {
                 let partial = PartialCode::read(&self.raw);
                 (partial.language, partial.code)
             }
-            CodeChannel::Fenced => match crate::llm::fenced::extract_code(&self.raw) {
+            CodeChannel::Fenced => match runcell_llm::fenced::extract_code(&self.raw) {
                 // Only whole lines: the end of a block may be a fence.
                 Some(code) => {
                     let body = code.code;

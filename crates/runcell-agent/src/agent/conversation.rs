@@ -17,8 +17,9 @@ use runcell_protocol::notebook::Notebook;
 use runcell_protocol::{CellKind, TurnId};
 
 use super::{Agent, prompt};
-use crate::llm::Message;
-use crate::session::{SessionId, SessionLog};
+use crate::session::SessionLog;
+use runcell_llm::Message;
+use runcell_protocol::SessionId;
 
 /// The most sessions whose conversation is kept.
 const MAX_SESSIONS: usize = 64;

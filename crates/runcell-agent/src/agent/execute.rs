@@ -10,12 +10,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::kernels::Kernels;
 use super::prompt;
-use crate::sandbox::packages::PackageNote;
-use crate::sandbox::sessions::SessionError;
-use crate::sandbox::{
+use crate::session::SessionLog;
+use runcell_sandbox::packages::PackageNote;
+use runcell_sandbox::sessions::SessionError;
+use runcell_sandbox::{
     Language, Limits, RunEvent, RunRequest, SandboxError, SandboxKind, limit_error,
 };
-use crate::session::SessionLog;
 
 /// How a run ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -286,7 +286,7 @@ fn output_of(event: RunEvent) -> Option<Output> {
                 });
             }
             let table_data = data
-                .remove(crate::sandbox::TABLE_DATA_MIME)
+                .remove(runcell_sandbox::TABLE_DATA_MIME)
                 .and_then(|value| super::tables::from_data(&value));
             let data: BTreeMap<String, String> = data
                 .into_iter()

@@ -10,8 +10,8 @@ use tokio_util::sync::CancellationToken;
 use super::execute::Ran;
 use super::publish::{llm_cell_error, publish_rendered};
 use super::{Agent, grounding, prompt};
-use crate::llm::{ChatRequest, Completion, LlmError, LlmEvent, Message, ToolChoice};
 use crate::session::SessionLog;
+use runcell_llm::{ChatRequest, Completion, LlmError, LlmEvent, Message, ToolChoice};
 
 impl Agent {
     /// Writes the explanation: it continues the conversation the program
@@ -32,7 +32,7 @@ impl Agent {
         question: &str,
         code: &str,
         mut messages: Vec<Message>,
-        tools: Vec<crate::llm::ToolSpec>,
+        tools: Vec<runcell_llm::ToolSpec>,
         ran: &Ran,
         model: Option<String>,
         cancel: &CancellationToken,

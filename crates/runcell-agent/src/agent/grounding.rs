@@ -369,7 +369,7 @@ pub fn fallback(output: &str) -> String {
     };
     let quoted = shown
         .iter()
-        .map(|l| crate::sandbox::fit(l.trim_end(), 300))
+        .map(|l| runcell_sandbox::fit(l.trim_end(), 300))
         .collect::<Vec<_>>()
         .join("\n");
     format!("The program printed:\n\n```text\n{quoted}\n```")

@@ -10,8 +10,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::Agent;
 use super::execute::{Ran, RunEnd};
-use crate::sandbox::Language;
 use crate::session::SessionLog;
+use runcell_sandbox::Language;
 
 /// Modules whose project has another name (the module, then the project).
 const PROJECTS: &[(&str, &str)] = &[

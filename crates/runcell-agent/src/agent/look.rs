@@ -45,10 +45,10 @@ use super::code::publish_complete;
 use super::execute::{Program, RunEnd, run_into_cell};
 use super::profile::{Format, Table, python_str};
 use super::prompt;
-use crate::llm::Message;
-use crate::llm::tools::result_message;
-use crate::sandbox::{Language, Limits};
 use crate::session::SessionLog;
+use runcell_llm::Message;
+use runcell_llm::tools::result_message;
+use runcell_sandbox::{Language, Limits};
 
 /// What the look program's first line starts with.
 pub use runcell_protocol::LOOK_COMMENT;
@@ -152,7 +152,7 @@ fn matchable(folded: &str) -> bool {
 /// The question's phrases of up to [`MAX_PHRASE_WORDS`] words, folded, each
 /// with the first phrase (trimmed of quotes and punctuation) that folds so.
 fn phrases(question: &str) -> HashMap<String, String> {
-    let question = crate::sandbox::fit(question, MAX_QUESTION_BYTES);
+    let question = runcell_sandbox::fit(question, MAX_QUESTION_BYTES);
     let words: Vec<&str> = question.split_whitespace().collect();
     let mut found = HashMap::new();
     for start in 0..words.len() {
@@ -674,27 +674,27 @@ del _runcell_look
             sights: Vec::new(),
         };
         let [program, output] = looked.messages();
-        assert_eq!(program.role, crate::llm::Role::Assistant);
+        assert_eq!(program.role, runcell_llm::Role::Assistant);
         assert_eq!(program.content, "```python\nprint(1)\n```");
-        assert_eq!(output.role, crate::llm::Role::User);
+        assert_eq!(output.role, runcell_llm::Role::User);
         assert_eq!(output.content, result_message("1\n", LOOKED_REQUEST));
     }
 
     /// The agent over the real jail and the scripted model, as the server
     /// assembles it; `None` (said on stderr) where the jail cannot run.
     async fn jailed(dir: &std::path::Path) -> Option<(Agent, crate::session::SessionHub)> {
-        let settings = crate::sandbox::config::SandboxConfig::default();
-        let jail = crate::sandbox::jail::JailSandbox::new(
-            crate::sandbox::jail::JailConfig::from_settings(&settings),
+        let settings = runcell_sandbox::config::SandboxConfig::default();
+        let jail = runcell_sandbox::jail::JailSandbox::new(
+            runcell_sandbox::jail::JailConfig::from_settings(&settings),
         );
         if let Some(why) = jail.unavailable() {
             eprintln!("skipped: the local sandbox is unavailable ({why})");
             return None;
         }
         let backends =
-            crate::sandbox::backends::Backends::new(crate::sandbox::sessions::Sessions::new(
+            runcell_sandbox::backends::Backends::new(runcell_sandbox::sessions::Sessions::new(
                 jail,
-                crate::sandbox::sessions::SessionSettings {
+                runcell_sandbox::sessions::SessionSettings {
                     pool_size: 0,
                     ..Default::default()
                 },
@@ -702,14 +702,14 @@ del _runcell_look
         let kernels =
             crate::agent::Kernels::new(backends, None, crate::session::uploads::Uploads::new(dir));
         let agent = Agent::new(
-            std::sync::Arc::new(crate::llm::scripted::ScriptedLlm::default()),
+            std::sync::Arc::new(runcell_llm::scripted::ScriptedLlm::default()),
             kernels,
             crate::agent::AgentSettings {
                 limits: settings.default_limits(),
                 ..Default::default()
             },
         );
-        let store = crate::store::SqliteStore::open_in(dir).await.ok()?;
+        let store = runcell_store::SqliteStore::open_in(dir).await.ok()?;
         Some((
             agent,
             crate::session::SessionHub::new(std::sync::Arc::new(store)),
@@ -724,7 +724,10 @@ del _runcell_look
         let Some((agent, hub)) = jailed(dir.path()).await else {
             return;
         };
-        let channel = hub.create(crate::session::OwnerId::random()).await.unwrap();
+        let channel = hub
+            .create(runcell_protocol::OwnerId::random())
+            .await
+            .unwrap();
         let session = channel.log();
         let files: [(&str, &[u8]); 2] = [
             (

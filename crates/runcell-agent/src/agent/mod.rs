@@ -40,9 +40,9 @@ pub use self::kernels::{BrowserOffer, FilesError, Kernels};
 pub use self::prompt::SYSTEM_PROMPT;
 pub use self::runner::{TurnRefusal, TurnRunner, parse_language};
 use crate::highlight::Highlighter;
-use crate::llm::Llm;
-use crate::sandbox::{Language, Limits};
 use crate::session::SessionLog;
+use runcell_llm::Llm;
+use runcell_sandbox::{Language, Limits};
 
 /// What a turn is asked to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -204,7 +204,7 @@ impl Agent {
     }
 
     /// Closes the session's kernel (the session was deleted).
-    pub async fn drop_kernel(&self, session: crate::session::SessionId) {
+    pub async fn drop_kernel(&self, session: runcell_protocol::SessionId) {
         self.conversations.forget(session);
         self.kernels.forget(session).await;
     }
@@ -264,7 +264,7 @@ impl Agent {
             let Ok(language) = parse_language(&step.language) else {
                 continue;
             };
-            let request = crate::sandbox::RunRequest {
+            let request = runcell_sandbox::RunRequest {
                 code: step.code,
                 language,
                 limits: self.settings.limits.clone(),

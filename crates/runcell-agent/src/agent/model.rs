@@ -10,14 +10,14 @@ use tokio_util::sync::CancellationToken;
 use super::Agent;
 use super::code::{CodeCell, CodeChannel};
 use super::publish::llm_cell_error;
-use crate::llm::fenced::program_of;
-use crate::llm::tools::{EXECUTE_CODE, ExecuteCode, execute_code_spec};
-use crate::llm::{
+use crate::session::SessionLog;
+use runcell_llm::fenced::program_of;
+use runcell_llm::tools::{EXECUTE_CODE, ExecuteCode, execute_code_spec};
+use runcell_llm::{
     ChatRequest, Completion, FinishReason, LlmError, LlmEvent, Message, Requester, ResponseSchema,
     ToolChoice,
 };
-use crate::sandbox::slots::Claim;
-use crate::session::SessionLog;
+use runcell_sandbox::slots::Claim;
 
 /// How a model call ended.
 pub(super) enum Reply {

@@ -10,8 +10,8 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use crate::sandbox::files::FileEntry;
-use crate::session::SessionId;
+use runcell_protocol::SessionId;
+use runcell_sandbox::files::FileEntry;
 
 /// The profiler, run through `exec` in a dict of its own.
 const SCRIPT: &str = include_str!("profile.py");
@@ -264,7 +264,7 @@ fn text_at(value: &Value, key: &str, max: usize) -> Option<String> {
 }
 
 fn cut(text: &str, max: usize) -> String {
-    let kept = crate::sandbox::fit(text, max);
+    let kept = runcell_sandbox::fit(text, max);
     // The model reads one line per item: no line breaks inside one.
     let kept = kept.replace(['\n', '\r'], " ");
     if kept.len() < text.len() {
@@ -578,7 +578,7 @@ fn part(file: &NoteFile) -> String {
         if !text.is_empty() {
             text.push('\n');
         }
-        text.push_str(crate::sandbox::fit(&line, MAX_PART_BYTES));
+        text.push_str(runcell_sandbox::fit(&line, MAX_PART_BYTES));
     }
     text
 }
@@ -711,7 +711,7 @@ impl ProfileCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::files::FileKind;
+    use runcell_sandbox::files::FileKind;
 
     fn table(rows: u64) -> Table {
         Table {

@@ -4,8 +4,8 @@
 use runcell_protocol::notebook::{Cell, Notebook};
 use runcell_protocol::{CellKind, Language, Output, TurnKind};
 
-use crate::llm::tools::result_message;
-use crate::llm::{Message, Role};
+use runcell_llm::tools::result_message;
+use runcell_llm::{Message, Role};
 
 /// The messages of one answered turn, laid out exactly as the live
 /// conversation had them when the explanation was written: the question,
@@ -291,7 +291,7 @@ pub fn fix_request(report: &str, code: &str, columns: &[String]) -> String {
     }
 }
 
-pub use crate::llm::requests::{EXPLAIN_REQUEST, REGROUNDING_OPEN};
+pub use runcell_llm::requests::{EXPLAIN_REQUEST, REGROUNDING_OPEN};
 
 /// Sent when an explanation named figures the output does not show.
 pub fn regrounding_request(invented: &[String]) -> String {
@@ -325,7 +325,7 @@ pub fn cut(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_string();
     }
-    let head = crate::sandbox::fit(text, max * 2 / 3);
+    let head = runcell_sandbox::fit(text, max * 2 / 3);
     let tail_start = text.len() - (max - head.len());
     let mut start = tail_start;
     while !text.is_char_boundary(start) {

@@ -3,8 +3,8 @@
 
 use runcell_protocol::{CellError, CellId, CellKind, CellStatus, EventBody};
 
-use crate::llm::LlmError;
 use crate::session::SessionLog;
+use runcell_llm::LlmError;
 
 /// A cell holding `text`, complete.
 pub(super) fn publish_text(session: &SessionLog, kind: CellKind, text: &str) {

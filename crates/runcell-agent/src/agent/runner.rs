@@ -10,8 +10,8 @@ use tokio_util::task::TaskTracker;
 use crate::session::quota::OwnerQuotas;
 
 use super::{Agent, TurnRequest};
-use crate::sandbox::{Language, SandboxKind, validate_code};
 use crate::session::{MAX_PENDING_TURNS, SessionChannel};
+use runcell_sandbox::{Language, SandboxKind, validate_code};
 
 /// Why a turn was not started.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
@@ -145,7 +145,7 @@ impl TurnRunner {
             let run = async {
                 // One turn at a time per session, in the order asked.
                 let _turn = channel.turn.lock().await;
-                let ((), model_ms) = crate::llm::model_time_of(agent.run_turn(
+                let ((), model_ms) = runcell_llm::model_time_of(agent.run_turn(
                     channel.log(),
                     turn,
                     request,

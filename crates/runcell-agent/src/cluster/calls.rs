@@ -14,9 +14,9 @@ use sqlx::Row;
 use tokio::sync::{Notify, oneshot};
 
 use super::Cluster;
-use crate::store::StoreError;
-use crate::store::nodes::{NOW_MS, Node};
 use runcell_protocol::SessionId;
+use runcell_store::StoreError;
+use runcell_store::nodes::{NOW_MS, Node};
 
 pub const CALLS_CHANNEL: &str = "runcell_calls";
 pub const REPLIES_CHANNEL: &str = "runcell_replies";

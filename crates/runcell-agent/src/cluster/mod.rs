@@ -21,10 +21,10 @@ use parking_lot::Mutex;
 use sqlx::postgres::PgListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::store::nodes::{HEARTBEAT, Lease, Node};
-use crate::store::{EVENTS_CHANNEL, PostgresStore, StoreError, parse_event_note};
 use runcell_protocol::SessionEvent;
 use runcell_protocol::SessionId;
+use runcell_store::nodes::{HEARTBEAT, Lease, Node};
+use runcell_store::{EVENTS_CHANNEL, PostgresStore, StoreError, parse_event_note};
 
 pub use calls::{CALLS_CHANNEL, CallError, IncomingCall, REPLIES_CHANNEL};
 

@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
 use super::{NotebookError, Notebooks};
-use crate::session::OwnerId;
+use runcell_protocol::OwnerId;
 
 /// One lock per owner with a request under way; forgotten when nobody
 /// holds or waits for it.

@@ -2,7 +2,7 @@
 
 use crate::agent::{FilesError, TurnRefusal};
 use crate::session::CreateError;
-use crate::store::StoreError;
+use runcell_store::StoreError;
 
 /// The one error of the notebook service; the HTTP layer maps each variant
 /// to a status once (`http::error`).

@@ -9,7 +9,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use runcell_protocol::{EventBody, Output, SessionEvent};
 
 use super::{NotebookError, Notebooks};
-use crate::session::{OwnerId, SessionId, ShareToken};
+use runcell_protocol::{OwnerId, SessionId, ShareToken};
 
 /// The image type served by address.
 const PNG: &str = "image/png";

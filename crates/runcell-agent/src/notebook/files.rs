@@ -6,8 +6,9 @@ use std::sync::Arc;
 use tokio::sync::OwnedMutexGuard;
 
 use super::{NotebookError, Notebooks};
-use crate::sandbox::files::{Contents, FileEntry};
-use crate::session::{OwnerId, SessionChannel};
+use crate::session::SessionChannel;
+use runcell_protocol::OwnerId;
+use runcell_sandbox::files::{Contents, FileEntry};
 
 impl Notebooks {
     /// The files in the session's home (its kernel's, or the kept ones

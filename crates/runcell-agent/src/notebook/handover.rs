@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 use rand::Rng;
 
 use super::{NotebookError, Notebooks};
-use crate::session::OwnerId;
+use runcell_protocol::OwnerId;
 
 /// How long a code can be used.
 pub const CODE_TTL_MS: u64 = 10 * 60 * 1000;

@@ -11,9 +11,9 @@ use runcell_protocol::{EventBody, TurnId};
 use super::turns::Turn;
 use super::{Holder, NotebookError, Notebooks};
 use crate::agent::TurnRefusal;
-use crate::sandbox::files::{Contents, FileEntry};
 use crate::session::SessionChannel;
-use crate::store::ShareRecord;
+use runcell_sandbox::files::{Contents, FileEntry};
+use runcell_store::ShareRecord;
 
 /// A session this node holds.
 pub(super) struct Here<'a> {

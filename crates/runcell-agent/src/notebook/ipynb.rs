@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
 use super::{ImportError, MAX_IMPORT_BYTES, NotebookError, Notebooks};
-use crate::session::{OwnerId, SessionId, ShareToken};
+use runcell_protocol::{OwnerId, SessionId, ShareToken};
 
 /// The notebook `events` describe, titled by its first question.
 pub fn export(events: &[SessionEvent]) -> Value {

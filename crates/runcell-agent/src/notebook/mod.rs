@@ -50,9 +50,10 @@ pub use remote::serve_calls;
 pub use turns::{Turn, TurnEvents};
 
 use crate::agent::{Kernels, TurnRunner};
-use crate::sandbox::files::{Contents, FileEntry};
-use crate::session::{OwnerId, SessionChannel, SessionHub, SessionId, ShareToken};
-use crate::store::{SessionRecord, ShareRecord, Store};
+use crate::session::{SessionChannel, SessionHub};
+use runcell_protocol::{OwnerId, SessionId, ShareToken};
+use runcell_sandbox::files::{Contents, FileEntry};
+use runcell_store::{SessionRecord, ShareRecord, Store};
 
 /// A session id as a request spells it. One that does not parse is "not
 /// found", exactly like one that does not exist or is someone else's.
@@ -193,7 +194,7 @@ impl Notebooks {
         channel: &SessionChannel,
         title: &str,
     ) -> Result<String, NotebookError> {
-        let title = crate::store::title_from(title);
+        let title = runcell_store::title_from(title);
         if title.is_empty() {
             return Err(NotebookError::EmptyTitle);
         }

@@ -7,8 +7,8 @@ use runcell_protocol::SandboxKind;
 use runcell_protocol::page::{FileItem, SessionPage, SessionSummary, ShareLinkLog};
 
 use super::Notebooks;
-use crate::session::{OwnerId, SessionId, ShareToken};
-use crate::store::StoreError;
+use runcell_protocol::{OwnerId, SessionId, ShareToken};
+use runcell_store::StoreError;
 
 impl Notebooks {
     /// A session of `viewer`'s, as its page shows it.

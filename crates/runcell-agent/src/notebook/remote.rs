@@ -16,12 +16,12 @@ use super::{Holder, NotebookError, Notebooks, Turn};
 use crate::agent::{FilesError, TurnRefusal};
 use crate::cluster::calls::Reply;
 use crate::cluster::{CallError, Cluster, IncomingCall};
-use crate::sandbox::SandboxError;
-use crate::sandbox::files::{Contents, FileEntry};
-use crate::sandbox::sessions::SessionError;
-use crate::session::SessionId;
-use crate::store::ShareRecord;
-use crate::store::nodes::Node;
+use runcell_protocol::SessionId;
+use runcell_sandbox::SandboxError;
+use runcell_sandbox::files::{Contents, FileEntry};
+use runcell_sandbox::sessions::SessionError;
+use runcell_store::ShareRecord;
+use runcell_store::nodes::Node;
 
 /// How long a call that does not move bytes waits for its answer.
 const QUICK: Duration = Duration::from_secs(10);

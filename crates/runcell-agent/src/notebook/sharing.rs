@@ -5,10 +5,11 @@ use std::sync::Arc;
 
 use super::remote::{Answer, Call, unexpected};
 use super::{NotebookError, Notebooks};
-use crate::sandbox::files::{FileEntry, FileKind};
-use crate::session::{OwnerId, SessionChannel, SessionId, ShareToken};
-use crate::store::ShareRecord;
-use crate::store::nodes::Node;
+use crate::session::SessionChannel;
+use runcell_protocol::{OwnerId, SessionId, ShareToken};
+use runcell_sandbox::files::{FileEntry, FileKind};
+use runcell_store::ShareRecord;
+use runcell_store::nodes::Node;
 
 impl Notebooks {
     /// The session's link (made, or moved on to include what happened

@@ -9,7 +9,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{NotebookError, Notebooks, Turn, parse_link_token, parse_session_id};
 use crate::agent::TurnRefusal;
-use crate::session::{OwnerId, SessionChannel};
+use crate::session::SessionChannel;
+use runcell_protocol::OwnerId;
 
 struct Fixture {
     notebooks: Arc<Notebooks>,
@@ -24,17 +25,17 @@ async fn fixture() -> Fixture {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let data_dir = dir.path().join("data");
     std::fs::create_dir_all(&data_dir).expect("the data directory");
-    let store = crate::store::SqliteStore::open_in(&data_dir)
+    let store = runcell_store::SqliteStore::open_in(&data_dir)
         .await
         .expect("a store in a new data directory");
-    let settings = crate::sandbox::config::SandboxConfig::default();
-    let jail: Arc<dyn crate::sandbox::Sandbox> = crate::sandbox::jail::JailSandbox::new(
-        crate::sandbox::jail::JailConfig::from_settings(&settings),
+    let settings = runcell_sandbox::config::SandboxConfig::default();
+    let jail: Arc<dyn runcell_sandbox::Sandbox> = runcell_sandbox::jail::JailSandbox::new(
+        runcell_sandbox::jail::JailConfig::from_settings(&settings),
     );
     let backends =
-        crate::sandbox::backends::Backends::new(crate::sandbox::sessions::Sessions::new(
+        runcell_sandbox::backends::Backends::new(runcell_sandbox::sessions::Sessions::new(
             jail,
-            crate::sandbox::sessions::SessionSettings {
+            runcell_sandbox::sessions::SessionSettings {
                 pool_size: 0,
                 ..Default::default()
             },
@@ -46,7 +47,7 @@ async fn fixture() -> Fixture {
             .with_quota(settings.default_limits().home_bytes()),
     );
     let agent = crate::agent::Agent::new(
-        Arc::new(crate::llm::scripted::ScriptedLlm::default()),
+        Arc::new(runcell_llm::scripted::ScriptedLlm::default()),
         kernels,
         crate::agent::AgentSettings {
             limits: settings.default_limits(),

@@ -10,9 +10,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::log::SessionLog;
 use super::writer::EventWriter;
-use super::{OwnerId, SessionId};
 use crate::cluster::Replica;
-use crate::store::nodes::Node;
+use runcell_protocol::{OwnerId, SessionId};
+use runcell_store::nodes::Node;
 
 /// Turns a session may have running or waiting; more are refused as busy.
 pub const MAX_PENDING_TURNS: usize = 8;

@@ -1,7 +1,7 @@
 //! Where each notebook owner was last seen from, and whether signed in: an
 //! owner is only a cookie anyone can drop, so the sandbox slots anonymous
 //! owners take are counted per client address and together (see
-//! [`crate::sandbox::slots`]), which this map lets the kernels find out.
+//! [`runcell_sandbox::slots`]), which this map lets the kernels find out.
 //! Bounded: the owners seen longest ago are forgotten first, and a
 //! forgotten owner counts as anonymous from an unknown address (the
 //! anonymous share still holds it).
@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::OwnerId;
-use crate::sandbox::slots::Claim;
+use runcell_protocol::OwnerId;
+use runcell_sandbox::slots::Claim;
 
 /// Owners remembered at most.
 const REMEMBERED: usize = 100_000;

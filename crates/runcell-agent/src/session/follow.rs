@@ -102,7 +102,7 @@ mod tests {
 
     async fn session(events: u64) -> (Arc<SessionChannel>, SessionHub, tempfile::TempDir) {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let store = crate::store::SqliteStore::open_in(dir.path())
+        let store = runcell_store::SqliteStore::open_in(dir.path())
             .await
             .expect("a store");
         let hub = SessionHub::new(Arc::new(store));

@@ -7,11 +7,11 @@ use runcell_protocol::{EventBody, KernelLoss, SessionEvent};
 use super::channel::SessionChannel;
 use super::quota::{AddressRate, NewSessionRate, TooManySessions};
 use super::writer::EventWriter;
-use super::{OwnerId, SessionId, ShareToken};
 use crate::cluster::Cluster;
-use crate::store::nodes::Lease;
-use crate::store::{SessionRecord, ShareRecord, Store, StoreError};
 use runcell_core::clock::now_ms;
+use runcell_protocol::{OwnerId, SessionId, ShareToken};
+use runcell_store::nodes::Lease;
+use runcell_store::{SessionRecord, ShareRecord, Store, StoreError};
 
 /// The sessions this server has open, in memory, each backed by the store:
 /// every event published is queued for the store at once, and a session
@@ -370,7 +370,7 @@ impl SessionHub {
             .iter()
             .find_map(|e| match &e.event {
                 EventBody::UserMessage { text, .. } => {
-                    Some((e.seq, crate::store::title_from(text)))
+                    Some((e.seq, runcell_store::title_from(text)))
                 }
                 _ => None,
             })
@@ -414,9 +414,9 @@ mod tests {
 
     use super::*;
     use crate::session::{MAX_PENDING_TURNS, TurnSlot};
-    use crate::store::SqliteStore;
     use runcell_protocol::notebook::Notebook;
     use runcell_protocol::{CellId, TurnId};
+    use runcell_store::SqliteStore;
 
     fn started(cell: u64) -> EventBody {
         EventBody::CellStarted {

@@ -17,7 +17,7 @@ use runcell_protocol::{
 use tokio::sync::broadcast;
 
 use super::writer::EventWriter;
-use super::{OwnerId, SessionId};
+use runcell_protocol::{OwnerId, SessionId};
 
 /// Live events a slow reader may fall behind by before it re-reads the history.
 const LIVE_BUFFER: usize = 1024;

@@ -16,6 +16,3 @@ pub use channel::{MAX_PENDING_TURNS, SessionChannel, TurnSlot};
 pub use follow::{Follower, PAGE_EVENTS};
 pub use hub::{CreateError, SessionHub};
 pub use log::SessionLog;
-pub use runcell_protocol::{
-    InvalidOwnerId, InvalidSessionId, InvalidShareToken, OwnerId, SessionId, ShareToken,
-};

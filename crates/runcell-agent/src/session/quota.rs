@@ -15,9 +15,9 @@ use governor::clock::{Clock, DefaultClock};
 use governor::state::keyed::DefaultKeyedStateStore;
 use governor::{Quota, RateLimiter};
 
-use super::OwnerId;
 use super::clients::Clients;
-use crate::sandbox::slots::Claim;
+use runcell_protocol::OwnerId;
+use runcell_sandbox::slots::Claim;
 
 /// Owners remembered before those with a full budget again are forgotten.
 const REMEMBERED: usize = 10_000;

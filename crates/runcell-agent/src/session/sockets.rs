@@ -8,7 +8,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use super::{OwnerId, SessionId};
+use runcell_protocol::{OwnerId, SessionId};
 
 /// Why a socket is refused: which cap it met.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -6,7 +6,7 @@
 //! runs. Deleting the session deletes them.
 //!
 //! Only the server writes here, and every path went through
-//! [`confine`](crate::sandbox::files::confine) first, so no path or link
+//! [`confine`](runcell_sandbox::files::confine) first, so no path or link
 //! leads out of a session's directory. What one session keeps is bounded
 //! by a quota (the size of a kernel's home), so that a program that writes
 //! and deletes cannot fill the server's disk through it.
@@ -14,9 +14,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
-use crate::sandbox::SandboxError;
-use crate::sandbox::files::{Contents, FileEntry, FileKind, confine, sandbox_path};
-use crate::session::SessionId;
+use runcell_protocol::SessionId;
+use runcell_sandbox::SandboxError;
+use runcell_sandbox::files::{Contents, FileEntry, FileKind, confine, sandbox_path};
 
 /// What a session keeps when no quota is given: the default home's size.
 const DEFAULT_QUOTA: u64 = 192 * 1024 * 1024;

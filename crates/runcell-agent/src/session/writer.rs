@@ -9,8 +9,8 @@ use std::time::Duration;
 use runcell_protocol::SessionEvent;
 use tokio::sync::{mpsc, oneshot};
 
-use super::SessionId;
-use crate::store::Store;
+use runcell_protocol::SessionId;
+use runcell_store::Store;
 
 /// The most events one transaction takes.
 const MAX_BATCH: usize = 2048;

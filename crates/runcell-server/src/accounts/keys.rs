@@ -17,7 +17,7 @@ use super::{AccountError, Accounts};
 use crate::auth::ApiKey;
 use crate::config::AuthConfig;
 use crate::person_keys::{KeySessions, PersonRoom};
-use crate::store::{KeyRecord, UserRecord};
+use runcell_store::{KeyRecord, UserRecord};
 
 type PersonLimiter = RateLimiter<String, DefaultKeyedStateStore<String>, DefaultClock>;
 

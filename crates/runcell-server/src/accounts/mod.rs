@@ -18,7 +18,9 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::auth::{Auth, AuthError, Issued, PageSubject};
 use crate::config::AuthConfig;
-use crate::store::{AuditEntry, Identity, LimitOverrides, Role, StoreError, UserRecord, UserStore};
+use runcell_store::{
+    AuditEntry, Identity, LimitOverrides, Role, StoreError, UserRecord, UserStore,
+};
 
 pub use oidc::{Oidc, OidcError};
 pub use trusted::TrustedHeader;
@@ -338,7 +340,7 @@ impl Accounts {
         }
         if user
             .last_seen_ms
-            .is_none_or(|seen| now_ms().saturating_sub(seen) >= crate::store::users::SEEN_EVERY_MS)
+            .is_none_or(|seen| now_ms().saturating_sub(seen) >= runcell_store::users::SEEN_EVERY_MS)
             && let Err(err) = self.users.touch_user(&user.id, now_ms()).await
         {
             tracing::warn!(%err, "cannot note that a person was seen");
@@ -629,35 +631,35 @@ fn role_words(role: Role) -> &'static str {
 }
 
 #[async_trait::async_trait]
-impl HeldByOwner for crate::session::sockets::OpenSockets {
+impl HeldByOwner for runcell_agent::session::sockets::OpenSockets {
     fn what(&self) -> &'static str {
         "page sockets"
     }
 
     async fn close_owner(&self, owner: OwnerId) -> usize {
-        crate::session::sockets::OpenSockets::close_owner(self, owner)
+        runcell_agent::session::sockets::OpenSockets::close_owner(self, owner)
     }
 }
 
 #[async_trait::async_trait]
-impl HeldByOwner for crate::notebook::Notebooks {
+impl HeldByOwner for runcell_agent::notebook::Notebooks {
     fn what(&self) -> &'static str {
         "turns and kernels"
     }
 
     async fn close_owner(&self, owner: OwnerId) -> usize {
-        crate::notebook::Notebooks::close_owner(self, owner).await
+        runcell_agent::notebook::Notebooks::close_owner(self, owner).await
     }
 
     fn kernels_of(&self, owner: OwnerId) -> usize {
-        crate::notebook::Notebooks::kernels_of(self, owner)
+        runcell_agent::notebook::Notebooks::kernels_of(self, owner)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::SqliteStore;
+    use runcell_store::SqliteStore;
 
     async fn accounts(admins: &[&str]) -> (Accounts, tempfile::TempDir) {
         accounts_with(admins, false).await

@@ -24,7 +24,7 @@ use openidconnect::{
 use serde::{Deserialize, Serialize};
 
 use crate::config::OidcConfig;
-use crate::store::Identity;
+use runcell_store::Identity;
 
 /// What an attempt's sealed cookie is for.
 pub const ATTEMPT_AUDIENCE: &str = "runcell-oidc-attempt";

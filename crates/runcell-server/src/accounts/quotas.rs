@@ -14,8 +14,8 @@ use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
 use super::Accounts;
 use crate::config::UserLimits;
-use crate::session::quota::{OverQuota, OwnerQuotas};
-use crate::store::{LimitOverrides, UserRecord};
+use runcell_agent::session::quota::{OverQuota, OwnerQuotas};
+use runcell_store::{LimitOverrides, UserRecord};
 
 /// Milliseconds in a day: the model's time is counted per UTC day.
 const DAY_MS: u64 = 24 * 3600 * 1000;

@@ -11,7 +11,7 @@ use ipnet::IpNet;
 
 use crate::config::AuthConfig;
 use crate::config::auth::proxy_network;
-use crate::store::Identity;
+use runcell_store::Identity;
 
 /// Bytes of a header value taken as a name or an email.
 const MAX_VALUE_BYTES: usize = 200;

@@ -13,7 +13,7 @@ pub use key::ApiKey;
 pub use limits::{KeyLimits, Limited, RunPermit};
 pub use token::{Audience, Issued, TokenError, Tokens};
 
-use crate::store::{KeyRecord, KeyStore, StoreError};
+use runcell_store::{KeyRecord, KeyStore, StoreError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {
@@ -290,7 +290,7 @@ pub async fn create_key_of(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::SqliteStore;
+    use runcell_store::SqliteStore;
 
     async fn auth() -> (Auth, Arc<SqliteStore>, tempfile::TempDir) {
         let dir = tempfile::tempdir().expect("temp dir");

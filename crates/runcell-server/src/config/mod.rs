@@ -16,11 +16,11 @@ pub mod jupyter;
 pub use self::auth::{AuthConfig, AuthMode, OidcConfig, UserLimits};
 pub use self::http::HttpConfig;
 pub use self::jupyter::JupyterConfig;
-pub use crate::llm::config::{
+pub use runcell_llm::config::{
     DEFAULT_MODEL_FILE, LlmBackend, LlmConfig, ScriptedMode, StructuredOutputMode, shown_url,
 };
-pub use crate::sandbox::config::{E2bConfig, SandboxConfig};
-pub use crate::sandbox::packages::PackagesConfig;
+pub use runcell_sandbox::config::{E2bConfig, SandboxConfig};
+pub use runcell_sandbox::packages::PackagesConfig;
 use serde::{Deserialize, Serialize};
 
 /// The file, inside the data directory, that settings may come from.

@@ -16,8 +16,8 @@ use super::ApiError;
 use super::people::{Admin, duration, maybe_when, page, when};
 use crate::accounts::{AccountError, Accounts};
 use crate::http::state::AppState;
-use crate::notebook::Notebooks;
-use crate::store::{LimitOverrides, Role, UserRecord};
+use runcell_agent::notebook::Notebooks;
+use runcell_store::{LimitOverrides, Role, UserRecord};
 
 /// Audit entries on one page of the log.
 const AUDIT_PAGE: u32 = 50;

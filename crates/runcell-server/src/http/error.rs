@@ -4,15 +4,15 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::agent::{FilesError, TurnRefusal};
 use crate::auth::{AuthError, Limited};
 use crate::code_api::CodeApiError;
-use crate::notebook::NotebookError;
-use crate::notebook::remote::FailureKind;
-use crate::sandbox::SandboxError;
-use crate::sandbox::sessions::SessionError;
-use crate::session::CreateError;
-use crate::session::quota::TooManySessions;
+use runcell_agent::agent::{FilesError, TurnRefusal};
+use runcell_agent::notebook::NotebookError;
+use runcell_agent::notebook::remote::FailureKind;
+use runcell_agent::session::CreateError;
+use runcell_agent::session::quota::TooManySessions;
+use runcell_sandbox::SandboxError;
+use runcell_sandbox::sessions::SessionError;
 
 /// Every error response's body.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -246,8 +246,8 @@ impl From<NotebookError> for ApiError {
     }
 }
 
-impl From<crate::store::StoreError> for ApiError {
-    fn from(err: crate::store::StoreError) -> Self {
+impl From<runcell_store::StoreError> for ApiError {
+    fn from(err: runcell_store::StoreError) -> Self {
         tracing::error!(%err, "the session store failed");
         Self::Unavailable("the session store is unavailable; try again".into())
     }

@@ -11,8 +11,8 @@ use axum::http::request::Parts;
 
 use super::ApiError;
 use super::owner::Owner;
-use crate::notebook::{Notebooks, parse_session_id};
-use crate::session::SessionChannel;
+use runcell_agent::notebook::{Notebooks, parse_session_id};
+use runcell_agent::session::SessionChannel;
 
 /// A JSON body.
 #[derive(Debug, FromRequest)]

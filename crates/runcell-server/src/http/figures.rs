@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::ApiError;
 use super::owner::Owner;
-use crate::notebook::{Notebooks, parse_figure_name, parse_link_token, parse_session_id};
+use runcell_agent::notebook::{Notebooks, parse_figure_name, parse_link_token, parse_session_id};
 
 /// `GET /sessions/{id}/figures/{seq}.png`: a figure of the caller's
 /// session. What an event holds never changes, so it is kept for good (by

@@ -17,8 +17,8 @@ use super::extract::{ApiQuery, OwnedSession};
 use super::spool::Spool;
 use super::upload::{download, uploads};
 use crate::config::Config;
-use crate::notebook::{NotebookError, Notebooks};
-use crate::session::ShareToken;
+use runcell_agent::notebook::{NotebookError, Notebooks};
+use runcell_protocol::ShareToken;
 
 #[derive(Debug, Deserialize)]
 pub struct FileQuery {

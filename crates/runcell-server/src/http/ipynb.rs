@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::ApiError;
 use super::owner::Owner;
-use crate::notebook::{Notebooks, parse_link_token, parse_session_id};
+use runcell_agent::notebook::{Notebooks, parse_link_token, parse_session_id};
 
 /// `GET /api/sessions/{id}/notebook.ipynb`.
 pub async fn owned(

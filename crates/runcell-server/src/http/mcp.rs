@@ -25,7 +25,7 @@ use super::v1::run::RunState;
 use crate::auth::Auth;
 use crate::auth::Caller;
 use crate::code_api::CodeApiError;
-use crate::sandbox::{Language, RunOutcome, RunRequest};
+use runcell_sandbox::{Language, RunOutcome, RunRequest};
 
 /// Characters of stdout or stderr a tool result carries, at most.
 const MAX_TEXT_CHARS: usize = 100_000;

@@ -14,8 +14,8 @@ use super::ApiError;
 use crate::auth::Audience;
 use crate::auth::token::bearer;
 use crate::http::state::AppState;
-use crate::notebook::Notebooks;
-use crate::sandbox::sessions::Sessions;
+use runcell_agent::notebook::Notebooks;
+use runcell_sandbox::sessions::Sessions;
 
 /// What the metrics read the sizes of: the jail's sessions and the open
 /// notebooks.

@@ -66,8 +66,8 @@ pub use v1::openapi;
 
 use crate::http::state::AppState;
 use crate::http::v1::run::RunState;
-use crate::llm::catalog::Catalog;
-use crate::notebook::Notebooks;
+use runcell_agent::notebook::Notebooks;
+use runcell_llm::catalog::Catalog;
 
 /// Request bodies (server-function calls) above this are refused.
 const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -92,7 +92,7 @@ pub fn router(state: AppState) -> Router {
                 usize::try_from(state.config.notebook.import_mib)
                     .unwrap_or(usize::MAX)
                     .saturating_mul(1024 * 1024)
-                    .min(crate::notebook::MAX_IMPORT_BYTES),
+                    .min(runcell_agent::notebook::MAX_IMPORT_BYTES),
             ),
         ))
         .layer(axum::middleware::from_fn_with_state(

@@ -83,7 +83,7 @@ mod tests {
     use axum::http::{HeaderValue, StatusCode};
 
     use super::*;
-    use crate::session::quota::{Budget, TooManySessions};
+    use runcell_agent::session::quota::{Budget, TooManySessions};
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut map = HeaderMap::new();

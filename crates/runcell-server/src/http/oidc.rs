@@ -19,8 +19,8 @@ use super::signin::{SIGNIN_COOKIE, local_path, notice_page};
 use crate::accounts::oidc::{ATTEMPT_SECS, Attempt};
 use crate::accounts::{AccountError, Accounts, OidcError};
 use crate::http::state::AppState;
-use crate::notebook::Notebooks;
-use crate::session::OwnerId;
+use runcell_agent::notebook::Notebooks;
+use runcell_protocol::OwnerId;
 
 /// The cookie an attempt is sealed in, sent only to the callback.
 pub const ATTEMPT_COOKIE: &str = "runcell_oidc";
@@ -171,7 +171,7 @@ pub async fn callback(
 /// anonymous owner for after it signs out, and goes back to `next`.
 async fn signed_in(
     state: &OidcState,
-    user: &crate::store::UserRecord,
+    user: &runcell_store::UserRecord,
     anonymous: OwnerId,
     next: &str,
     origin: &RequestOrigin,

@@ -21,9 +21,9 @@ use super::request_origin::{RequestOrigin, TrustForwarded, client_address};
 use crate::accounts::{AccountError, Accounts, SignedIn};
 use crate::auth::AuthError;
 use crate::http::state::AppState;
-use crate::session::OwnerId;
-use crate::session::clients::Clients;
-use crate::store::Role;
+use runcell_agent::session::clients::Clients;
+use runcell_protocol::OwnerId;
+use runcell_store::Role;
 
 /// The cookie's name.
 pub const OWNER_COOKIE: &str = "runcell_owner";

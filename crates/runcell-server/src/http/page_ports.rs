@@ -7,10 +7,10 @@ use std::sync::Arc;
 use app::api::ports::{LogError, ModelCatalog, SandboxChoices, SessionLogs, ShareLinkFiles};
 use async_trait::async_trait;
 use runcell_agent::notebook::Notebooks;
-use runcell_agent::session::{OwnerId, SessionId, ShareToken};
 use runcell_llm::catalog::Catalog;
 use runcell_protocol::SandboxKind;
 use runcell_protocol::page::{FileItem, ModelChoices, SessionPage, SessionSummary, ShareLinkLog};
+use runcell_protocol::{OwnerId, SessionId, ShareToken};
 use runcell_store::StoreError;
 
 /// The notebook service, as the page's session, sandbox and share-link ports.

@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use super::document::server_page;
 use super::signin::{Signed, next_query};
 use crate::accounts::SignedIn;
-use crate::store::{Role, UserRecord};
+use runcell_store::{Role, UserRecord};
 
 /// The person signed in on the request. A page asked for by someone who is
 /// not signed in as a person goes to the sign-in page (a form post gets a

@@ -18,8 +18,8 @@ use super::extract::{ApiForm, ApiJson, ApiQuery, OwnedSession};
 use super::navigation::Navigation;
 use super::owner::Owner;
 use super::request_origin::RequestOrigin;
-use crate::notebook::{Notebooks, Turn, parse_link_token};
-use crate::session::OwnerId;
+use runcell_agent::notebook::{Notebooks, Turn, parse_link_token};
+use runcell_protocol::OwnerId;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -108,7 +108,7 @@ pub async fn create(
 }
 
 /// `201` for a new session: its page in `Location`, and `{"id", "url"}`.
-pub(super) fn created(id: crate::session::SessionId) -> Response {
+pub(super) fn created(id: runcell_protocol::SessionId) -> Response {
     let url = format!("/sessions/{id}");
     (
         StatusCode::CREATED,

@@ -17,7 +17,7 @@ use super::cookies::{cookie_in, set_cookie, site_cookie};
 use super::document::server_page;
 use super::owner::Anonymous;
 use super::request_origin::RequestOrigin;
-use crate::notebook::Notebooks;
+use runcell_agent::notebook::Notebooks;
 use std::sync::Arc;
 
 use axum::extract::FromRef;

@@ -18,7 +18,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::ApiError;
 use crate::config::Config;
-use crate::sandbox::files::{Contents, SpooledFile};
+use runcell_sandbox::files::{Contents, SpooledFile};
 
 /// What a spooled file's name begins with; files left by an earlier run
 /// (killed mid-upload) are removed at start.

@@ -8,30 +8,30 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::accounts::Accounts;
-use crate::agent::BrowserOffer;
-use crate::agent::{Agent, AgentSettings, Kernels, TurnRunner};
 use crate::auth::{Auth, KeyLimits};
-use crate::cluster::Cluster;
 use crate::code_api::CodeApi;
 use crate::config::Config;
 use crate::e2b::served::{Served, ServedSettings};
 use crate::http::host::AllowedHosts;
 use crate::http::mcp_sessions::McpSessions;
-use crate::llm::Llm;
-use crate::llm::catalog::Catalog;
-use crate::notebook::Notebooks;
 use crate::person_keys::{KeySessions, PersonRoom};
-use crate::sandbox::Sandbox;
-use crate::sandbox::backends::Backends;
-use crate::sandbox::browser::{BrowserSettings, BrowserTabs, Runtime, find_runtime};
-use crate::sandbox::jail::{JailConfig, JailSandbox};
-use crate::sandbox::sessions::{SessionSettings, Sessions};
-use crate::session::SessionHub;
-use crate::session::clients::Clients;
-use crate::session::quota::{AddressRate, NewSessionRate, OwnerQuotas};
-use crate::session::uploads::Uploads;
-use crate::store::nodes::Node;
-use crate::store::{Database, Store};
+use runcell_agent::agent::BrowserOffer;
+use runcell_agent::agent::{Agent, AgentSettings, Kernels, TurnRunner};
+use runcell_agent::cluster::Cluster;
+use runcell_agent::notebook::Notebooks;
+use runcell_agent::session::SessionHub;
+use runcell_agent::session::clients::Clients;
+use runcell_agent::session::quota::{AddressRate, NewSessionRate, OwnerQuotas};
+use runcell_agent::session::uploads::Uploads;
+use runcell_llm::Llm;
+use runcell_llm::catalog::Catalog;
+use runcell_sandbox::Sandbox;
+use runcell_sandbox::backends::Backends;
+use runcell_sandbox::browser::{BrowserSettings, BrowserTabs, Runtime, find_runtime};
+use runcell_sandbox::jail::{JailConfig, JailSandbox};
+use runcell_sandbox::sessions::{SessionSettings, Sessions};
+use runcell_store::nodes::Node;
+use runcell_store::{Database, Store};
 
 /// Why the shared state could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -44,7 +44,7 @@ pub enum OpenError {
     #[error("access tokens cannot be signed: {0}")]
     Auth(#[from] crate::auth::token::SecretError),
     #[error("the session store cannot be used: {0}")]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] runcell_store::StoreError),
     #[error("sign-in with the identity provider cannot be set up: {0}")]
     Oidc(#[from] crate::accounts::OidcError),
     #[error(
@@ -104,7 +104,7 @@ pub struct AppState {
     /// Where upload bodies wait on disk while they arrive.
     pub spool: Arc<crate::http::Spool>,
     /// The session sockets open, per session and per owner.
-    pub sockets: Arc<crate::session::sockets::OpenSockets>,
+    pub sockets: Arc<runcell_agent::session::sockets::OpenSockets>,
 }
 
 impl AppState {
@@ -161,7 +161,7 @@ impl AppState {
         cluster: Option<Arc<Cluster>>,
     ) -> Self {
         let spool = Arc::new(crate::http::Spool::of_config(&config));
-        let sockets = crate::session::sockets::OpenSockets::new(
+        let sockets = runcell_agent::session::sockets::OpenSockets::new(
             config.notebook.max_sockets_per_session as usize,
             config.notebook.max_sockets_per_owner as usize,
         );
@@ -173,8 +173,8 @@ impl AppState {
             .build();
         let mut jail_config = JailConfig::from_settings(&config.sandbox);
         jail_config.packages =
-            crate::sandbox::packages::index_for_jails(&config.packages, &config.data_dir)
-                .map(crate::sandbox::jail::JailPackages);
+            runcell_sandbox::packages::index_for_jails(&config.packages, &config.data_dir)
+                .map(runcell_sandbox::jail::JailPackages);
         let sandbox: Arc<dyn Sandbox> = JailSandbox::new(jail_config.clone());
         let sandbox_sessions = Sessions::new(
             Arc::clone(&sandbox),
@@ -208,7 +208,7 @@ impl AppState {
             );
         }
         let clients = Arc::new(Clients::default());
-        let llm = crate::llm::from_settings(
+        let llm = runcell_llm::from_settings(
             &config.llm,
             &config.data_dir,
             runcell_embedded::from_settings,
@@ -323,8 +323,8 @@ fn e2b_sessions(config: &Config) -> Option<Arc<Sessions>> {
     if !config.e2b.enabled() {
         return None;
     }
-    let settings = crate::sandbox::e2b::client::E2bSettings::from_config(&config.e2b);
-    match crate::sandbox::e2b::E2bSandbox::new(settings) {
+    let settings = runcell_sandbox::e2b::client::E2bSettings::from_config(&config.e2b);
+    match runcell_sandbox::e2b::E2bSandbox::new(settings) {
         Ok(e2b) => Some(Sessions::new(
             e2b,
             SessionSettings {

@@ -18,7 +18,7 @@ use super::document::server_page;
 use super::extract::ApiJson;
 use super::owner::{Owner, owner_cookie};
 use super::request_origin::RequestOrigin;
-use crate::notebook::{HANDOVER_TTL_MS, Notebooks};
+use runcell_agent::notebook::{HANDOVER_TTL_MS, Notebooks};
 
 /// `POST /terminal` (the sidebar's form): a page with the command that
 /// makes a terminal this browser's owner.

@@ -16,7 +16,7 @@ use serde::Deserialize;
 
 use super::extract::{ApiJson, ApiQuery, OwnedSession};
 use super::{ApiError, ndjson};
-use crate::notebook::{Notebooks, Turn};
+use runcell_agent::notebook::{Notebooks, Turn};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -129,7 +129,7 @@ pub async fn events(
 /// runs on if the client goes away (`/stop` stops it).
 async fn stream(
     notebooks: &Notebooks,
-    channel: Arc<crate::session::SessionChannel>,
+    channel: Arc<runcell_agent::session::SessionChannel>,
     turn: Turn,
 ) -> Result<Response, ApiError> {
     let events = notebooks.start_followed(channel, turn).await?;

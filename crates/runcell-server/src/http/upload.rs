@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::ApiError;
 use super::spool::{Spool, too_large};
-use crate::sandbox::files::Contents;
+use runcell_sandbox::files::Contents;
 
 /// One file of a request: where it goes and what it holds (spooled on
 /// the server's disk).

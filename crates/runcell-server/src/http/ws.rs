@@ -17,12 +17,12 @@ use tokio_util::sync::CancellationToken;
 use super::ApiError;
 use super::host::AllowedHosts;
 use super::owner::Owner;
-use crate::agent::TurnRefusal;
 use crate::http::state::AppState;
-use crate::notebook::{Notebooks, Turn, parse_session_id};
-use crate::sandbox::browser::{BrowserError, BrowserTabs, Reply, TabLink};
-use crate::session::sockets::OpenSockets;
-use crate::session::{Follower, SessionChannel};
+use runcell_agent::agent::TurnRefusal;
+use runcell_agent::notebook::{Notebooks, Turn, parse_session_id};
+use runcell_agent::session::sockets::OpenSockets;
+use runcell_agent::session::{Follower, SessionChannel};
+use runcell_sandbox::browser::{BrowserError, BrowserTabs, Reply, TabLink};
 
 pub(crate) use app::protocol::MAX_FRAME_BYTES;
 
@@ -392,7 +392,8 @@ mod tests {
     use app::protocol::EventBody;
 
     use super::*;
-    use crate::session::{OwnerId, SessionHub};
+    use runcell_agent::session::SessionHub;
+    use runcell_protocol::OwnerId;
 
     /// A page that reads `reads` frames, then nothing more.
     struct Page {
@@ -431,7 +432,7 @@ mod tests {
 
     async fn session_of(events: u64) -> (Arc<SessionChannel>, SessionHub, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
-        let store = crate::store::SqliteStore::open_in(dir.path())
+        let store = runcell_store::SqliteStore::open_in(dir.path())
             .await
             .unwrap();
         let hub = SessionHub::new(Arc::new(store));

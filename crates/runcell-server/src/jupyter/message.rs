@@ -15,7 +15,7 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::{Number, Value, json};
 
-use crate::sandbox::Language;
+use runcell_sandbox::Language;
 
 /// The version of the messaging protocol spoken.
 pub const PROTOCOL_VERSION: &str = "5.3";

@@ -32,12 +32,12 @@ use tokio_util::task::TaskTracker;
 use crate::auth::Caller;
 use crate::code_api::{CodeApi, CodeApiError};
 use crate::config::JupyterConfig;
-use crate::sandbox::{Language, Limits};
 use budget::Budgets;
 pub use connection::Connection;
 pub use kernel::{Asked, Kernel, KernelModel, KernelSettings, ReplyTo};
 pub use outbound::Next;
 use restarts::{Begin, Joined, RestartError, Ticket};
+use runcell_sandbox::{Language, Limits};
 
 /// The default kernel spec.
 pub const KERNEL_NAME: &str = "python3";
@@ -340,7 +340,7 @@ impl crate::auth::revocation::HeldByKey for Gateway {
 
 /// The sandbox Python's version, from its venv's `pyvenv.cfg`.
 fn python_version() -> String {
-    let cfg = std::path::Path::new(crate::sandbox::jail::PYTHON_ENV).join("pyvenv.cfg");
+    let cfg = std::path::Path::new(runcell_sandbox::jail::PYTHON_ENV).join("pyvenv.cfg");
     std::fs::read_to_string(cfg)
         .ok()
         .and_then(|text| {

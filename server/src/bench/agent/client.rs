@@ -190,6 +190,6 @@ async fn ok(response: reqwest::Response, what: &str) -> Result<reqwest::Response
     let body = response.text().await.unwrap_or_default();
     Err(fail(format!(
         "{what}: {status} {}",
-        crate::sandbox::fit(&body, 500)
+        runcell_sandbox::fit(&body, 500)
     )))
 }

@@ -7,7 +7,7 @@ use app::protocol::{CellKind, CellStatus, EventBody, Output, SessionEvent};
 
 use super::TurnResult;
 use super::tasks::Expect;
-use crate::agent::{UNGROUNDED, grounding, prompt};
+use runcell_agent::agent::{UNGROUNDED, grounding, prompt};
 
 /// The last turn of a history, as a person reads it: its cells, the code
 /// cell whose result stands, that result and its output, the explanation
@@ -164,7 +164,7 @@ pub fn judge(question: &str, expect: &Expect, history: &[SessionEvent]) -> TurnR
             .map(|c| c.text.clone())
             .collect(),
         code: code.map(|c| c.text.clone()).unwrap_or_default(),
-        output: crate::sandbox::fit(&output, 4000).to_string(),
+        output: runcell_sandbox::fit(&output, 4000).to_string(),
         explanation: standing,
         withdrawn_texts,
         ..TurnResult::default()

@@ -28,8 +28,8 @@ use self::steps::{Scrape, StepReport};
 use super::own_server::OwnServer;
 use super::sandbox::stats;
 use super::{BenchError, fail};
-use crate::sandbox::Language;
-use crate::sandbox::jail::{PYTHON_ENV, program};
+use runcell_sandbox::Language;
+use runcell_sandbox::jail::{PYTHON_ENV, program};
 
 pub struct ThroughputOptions {
     /// A running runcell to measure; `None`: start one from this binary.

@@ -1,7 +1,7 @@
 //! The public program set of `runcell bench throughput` (`programs.txt`):
 //! small tests of our own, each in a right and a broken variant.
 
-use crate::sandbox::Language;
+use runcell_sandbox::Language;
 
 /// The set, as committed.
 const PROGRAMS: &str = include_str!("programs.txt");

@@ -23,7 +23,7 @@ use app::protocol::{
 
 use super::look::{Look, clean, columns};
 use super::markdown;
-use crate::highlight::{Highlighter, TerminalHighlighter};
+use runcell_agent::highlight::{Highlighter, TerminalHighlighter};
 
 /// The live border's left edge.
 const BORDER: &str = "│ ";

@@ -5,12 +5,12 @@
 use std::collections::HashMap;
 
 use super::{Kernel, Kernels, packages};
-use crate::sandbox::SandboxError;
-use crate::sandbox::SandboxKind;
-use crate::sandbox::SandboxSession;
-use crate::sandbox::files::{Contents, FileEntry, FileKind, Files, HOME};
-use crate::sandbox::sessions::SessionError;
-use crate::session::SessionId;
+use runcell_protocol::SessionId;
+use runcell_sandbox::SandboxError;
+use runcell_sandbox::SandboxKind;
+use runcell_sandbox::SandboxSession;
+use runcell_sandbox::files::{Contents, FileEntry, FileKind, Files, HOME};
+use runcell_sandbox::sessions::SessionError;
 
 /// How deep a listing goes below the home.
 const MAX_LIST_DEPTH: u32 = 8;
@@ -39,8 +39,8 @@ fn is_offered(name: &str) -> bool {
 /// `path` as the sandbox shows it (`/home/user/…`), or as given when it
 /// cannot be confined.
 fn shown_path(path: &str) -> String {
-    crate::sandbox::files::confine(path)
-        .map(|relative| crate::sandbox::files::sandbox_path(&relative))
+    runcell_sandbox::files::confine(path)
+        .map(|relative| runcell_sandbox::files::sandbox_path(&relative))
         .unwrap_or_else(|_| path.to_string())
 }
 

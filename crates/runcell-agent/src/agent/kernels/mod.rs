@@ -20,17 +20,17 @@ pub use files::FilesError;
 use owners::Holders;
 
 use super::profile::ProfileCache;
-use crate::sandbox::backends::Backends;
-use crate::sandbox::browser::BrowserTabs;
-use crate::sandbox::files::FileEntry;
-use crate::sandbox::sessions::SessionError;
-use crate::sandbox::slots::Claim;
-use crate::sandbox::{
-    Language, RunEvent, RunOutcome, RunRequest, Sandbox, SandboxError, SandboxKind, SandboxSession,
-};
 use crate::session::clients::Clients;
 use crate::session::uploads::Uploads;
-use crate::session::{OwnerId, SessionId};
+use runcell_protocol::{OwnerId, SessionId};
+use runcell_sandbox::backends::Backends;
+use runcell_sandbox::browser::BrowserTabs;
+use runcell_sandbox::files::FileEntry;
+use runcell_sandbox::sessions::SessionError;
+use runcell_sandbox::slots::Claim;
+use runcell_sandbox::{
+    Language, RunEvent, RunOutcome, RunRequest, Sandbox, SandboxError, SandboxKind, SandboxSession,
+};
 
 /// The Browser sandbox, when the site carries Pyodide.
 pub struct BrowserOffer {

@@ -6,9 +6,9 @@ use std::collections::HashMap;
 
 use super::Kernels;
 use crate::agent::profile::{self, Format, NoteFile, Profile};
-use crate::sandbox::files::{FileEntry, FileKind};
-use crate::sandbox::{Language, Limits, RunRequest};
-use crate::session::{OwnerId, SessionId};
+use runcell_protocol::{OwnerId, SessionId};
+use runcell_sandbox::files::{FileEntry, FileKind};
+use runcell_sandbox::{Language, Limits, RunRequest};
 
 /// Text files up to this size show the model their first lines.
 const PEEK_MAX_BYTES: u64 = 256 * 1024;
@@ -48,7 +48,7 @@ fn first_lines(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes)
         .lines()
         .take(PEEK_LINES)
-        .map(|line| crate::sandbox::fit(line, 200).to_string())
+        .map(|line| runcell_sandbox::fit(line, 200).to_string())
         .collect::<Vec<_>>()
         .join("\n")
 }

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use parking_lot::Mutex;
 
 use super::{Kernel, Kernels};
-use crate::sandbox::sessions::SessionError;
-use crate::session::{OwnerId, SessionId};
+use runcell_protocol::{OwnerId, SessionId};
+use runcell_sandbox::sessions::SessionError;
 
 #[derive(Default)]
 pub(super) struct Holders {

@@ -5,10 +5,10 @@
 //! again before its first run: from the server's cache, so it never leaves
 //! the machine.
 
-use crate::sandbox::files::Contents;
-use crate::sandbox::{Language, Limits, RunRequest, SandboxSession};
-use crate::session::SessionId;
 use crate::session::uploads::Uploads;
+use runcell_protocol::SessionId;
+use runcell_sandbox::files::Contents;
+use runcell_sandbox::{Language, Limits, RunRequest, SandboxSession};
 
 /// Where the manifest is kept (a dot-file: not among the person's files).
 pub(super) const MANIFEST: &str = "/home/user/.runcell/packages.txt";

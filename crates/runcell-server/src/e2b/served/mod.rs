@@ -19,12 +19,12 @@ use tokio_util::sync::CancellationToken;
 use super::protocol::{self, ContextJson, ListedSandbox, NewSandbox, SandboxJson};
 use crate::auth::Caller;
 use crate::code_api::{CodeApi, CodeApiError};
-use crate::sandbox::sessions::Sessions;
-use crate::sandbox::{
+use runcell_core::clock::now_ms;
+use runcell_sandbox::sessions::Sessions;
+use runcell_sandbox::{
     Language, Limits, RunEvent, RunOutcome, RunRequest, SandboxError, SandboxSession,
     SandboxSessionExt, limit_error,
 };
-use runcell_core::clock::now_ms;
 
 /// Templates this server offers: all are the local jail's one environment.
 pub const TEMPLATES: [&str; 3] = [protocol::DEFAULT_TEMPLATE, "base", "runcell"];

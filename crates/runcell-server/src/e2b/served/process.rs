@@ -14,8 +14,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Command, Served, ServedError, ServedSandbox};
 use crate::e2b::protocol::{ProcessEnd, ProcessEvent, StartRequest};
-use crate::sandbox::packages::PackageNote;
-use crate::sandbox::{RunEvent, RunOutcome};
+use runcell_sandbox::packages::PackageNote;
+use runcell_sandbox::{RunEvent, RunOutcome};
 
 /// Process ids handed out by `Start` (the jail's own pids are not visible).
 static NEXT_PID: AtomicU32 = AtomicU32::new(1000);
@@ -58,7 +58,7 @@ pub fn script(request: &StartRequest) -> String {
     }
     std::iter::once(&process.cmd)
         .chain(&process.args)
-        .map(|word| crate::sandbox::jail::shell_quote(word))
+        .map(|word| runcell_sandbox::jail::shell_quote(word))
         .collect::<Vec<_>>()
         .join(" ")
 }
@@ -165,7 +165,7 @@ impl Served {
 mod tests {
     use super::*;
     use crate::e2b::protocol::ProcessConfig;
-    use crate::sandbox::ExecError;
+    use runcell_sandbox::ExecError;
 
     fn start(cmd: &str, args: &[&str]) -> StartRequest {
         StartRequest {

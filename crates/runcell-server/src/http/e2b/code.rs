@@ -17,7 +17,7 @@ use super::{InSandbox, plain_error, status_of};
 use crate::e2b::protocol::{self, ExecutionRequest, Line, NewContext, ResultLine, ndjson_line};
 use crate::e2b::served::Served;
 use crate::e2b::served::ServedError;
-use crate::sandbox::RunEvent;
+use runcell_sandbox::RunEvent;
 
 fn failed(err: &ServedError) -> Response {
     let (status, message) = status_of(err);

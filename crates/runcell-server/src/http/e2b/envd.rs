@@ -24,8 +24,8 @@ use crate::e2b::served::{
 };
 use crate::http::ApiError;
 use crate::http::spool::Spool;
-use crate::sandbox::SandboxError;
-use crate::sandbox::files::{Contents, FileEntry, FileKind, permissions};
+use runcell_sandbox::SandboxError;
+use runcell_sandbox::files::{Contents, FileEntry, FileKind, permissions};
 
 fn failed(err: &ServedError) -> Response {
     let (status, message) = status_of(err);
@@ -35,7 +35,7 @@ fn failed(err: &ServedError) -> Response {
 fn files_of(
     served: &Served,
     sandbox: &ServedSandbox,
-) -> Result<Arc<dyn crate::sandbox::SandboxSession>, ServedError> {
+) -> Result<Arc<dyn runcell_sandbox::SandboxSession>, ServedError> {
     let session = served.session(sandbox)?;
     if session.files().is_none() {
         return Err(SandboxError::NotSupported("this sandbox has no files".into()).into());

@@ -175,7 +175,7 @@ pub(super) fn with_retry_after(mut response: Response, err: &ServedError) -> Res
 /// sandbox is named as E2B names it.
 pub(super) fn status_of(err: &ServedError) -> (StatusCode, String) {
     use crate::code_api::CodeApiError;
-    use crate::sandbox::SandboxError;
+    use runcell_sandbox::SandboxError;
     match err {
         ServedError::NotFound(_) | ServedError::UnknownTemplate(_) => {
             (StatusCode::NOT_FOUND, err.to_string())
@@ -254,8 +254,8 @@ where
 mod tests {
     use super::*;
     use crate::code_api::CodeApiError;
-    use crate::sandbox::SandboxError;
-    use crate::sandbox::sessions::SessionError;
+    use runcell_sandbox::SandboxError;
+    use runcell_sandbox::sessions::SessionError;
 
     fn status(err: impl Into<ServedError>) -> StatusCode {
         status_of(&err.into()).0

@@ -18,7 +18,7 @@ use crate::http::ApiError;
 use crate::http::error::ErrorBody;
 use crate::http::extract::ApiQuery;
 use crate::http::upload::{download, uploads};
-use crate::sandbox::files::FileEntry;
+use runcell_sandbox::files::FileEntry;
 
 #[derive(Debug, Deserialize)]
 pub struct FileQuery {

@@ -31,7 +31,7 @@ use axum::extract::FromRef;
 use crate::auth::{Audience, Auth, Caller, token::bearer};
 use crate::config::Config;
 use crate::http::state::AppState;
-use crate::sandbox::asked::Limit;
+use runcell_sandbox::asked::Limit;
 
 pub use run::MAX_RUN_BODY;
 
@@ -111,7 +111,7 @@ pub fn document(config: &Config) -> serde_json::Value {
     let run = &mut schemas["RunBody"]["properties"];
     run["timeout"]["exclusiveMinimum"] = json!(0);
     run["timeout"]["maximum"] = json!(config.sandbox.max_timeout_secs);
-    run["code"]["maxLength"] = json!(crate::sandbox::MAX_CODE_BYTES);
+    run["code"]["maxLength"] = json!(runcell_sandbox::MAX_CODE_BYTES);
     run["code"]["pattern"] = json!("^[^\\x00]*$");
     for limit in Limit::ALL {
         let schema = &mut schemas["RequestLimits"]["properties"][limit.name()];

@@ -24,8 +24,8 @@ use crate::http::error::ErrorBody;
 use crate::http::extract::ApiJson;
 use crate::http::state::AppState;
 use crate::http::{ApiError, ndjson};
-use crate::sandbox::asked::{Limit, lowered};
-use crate::sandbox::{Language, RunEvent, RunOutcome, RunRequest, SandboxKind};
+use runcell_sandbox::asked::{Limit, lowered};
+use runcell_sandbox::{Language, RunEvent, RunOutcome, RunRequest, SandboxKind};
 
 /// Bodies above this are refused: the largest program plus JSON escaping.
 pub const MAX_RUN_BODY: usize = 8 * 1024 * 1024;

@@ -15,8 +15,8 @@ use crate::code_api::CodeApi;
 use crate::http::ApiError;
 use crate::http::error::ErrorBody;
 use crate::http::extract::ApiJson;
-use crate::sandbox::sessions::SessionInfo;
-use crate::sandbox::{Language, SandboxKind};
+use runcell_sandbox::sessions::SessionInfo;
+use runcell_sandbox::{Language, SandboxKind};
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

@@ -13,7 +13,7 @@ use super::{Job, Kernel};
 use crate::code_api::{CodeApi, CodeApiError};
 use tokio::sync::mpsc;
 
-use crate::sandbox::{ExecError, RunEvent, RunOutcome, RunRequest, limit_error};
+use runcell_sandbox::{ExecError, RunEvent, RunOutcome, RunRequest, limit_error};
 
 impl Kernel {
     /// Runs the queued cells one after another until the kernel is shut
@@ -186,7 +186,7 @@ impl Kernel {
                 metadata,
                 ts_ms,
             } => {
-                data.remove(crate::sandbox::TABLE_DATA_MIME);
+                data.remove(runcell_sandbox::TABLE_DATA_MIME);
                 RunEvent::Result {
                     data,
                     main,

@@ -21,8 +21,8 @@ use super::restarts::{Begin, Restarts, Ticket};
 mod execution;
 
 use crate::auth::Caller;
-use crate::sandbox::{Language, Limits};
 use execution::error_content;
+use runcell_sandbox::{Language, Limits};
 
 /// What a client asked of the kernel that the gateway does.
 #[derive(Debug)]
