@@ -12,6 +12,11 @@ cd "$ROOT"
 wasm_target=$TARGET_DIR/browser
 wasm_log=$(mktemp)
 trap 'rm -f "$wasm_log"' EXIT
+# Every crate both builds need is downloaded first, once: two cargos that
+# fetch at once wait on each other's package-cache lock, and the bundle's
+# build then started only when the server's was done.
+step "fetching the crates both builds use"
+cargo fetch --locked
 step "building the browser bundle (wasm-release) and the server (release), side by side"
 cargo build -p frontend --lib --target wasm32-unknown-unknown --profile wasm-release \
   --target-dir "$wasm_target" >"$wasm_log" 2>&1 &

@@ -53,7 +53,7 @@ step "sandbox doctor"
 
 step "abuse: the review's attacks at once while a key and a signed-in page are served"
 # Fails on any good request answered wrong or 5xx, on the server dying, or on
-# its RSS growing over the budget (issue 40; numbers in the README).
+# its RSS growing over the budget (numbers in docs/benchmarks.md).
 (cd "$(mktemp -d)" && "$ROOT/target/release/runcell" bench abuse --seconds 20)
 
 step "end-to-end (Chromium, JavaScript off and on)"
@@ -76,9 +76,9 @@ step "a phone's page load: Chromium, throttled (numbers for the log; it fails on
 
 step "agent benchmark, a subset: the embedded model"
 # Eleven of the benchmark's tasks, one or two of each kind, through the real
-# agent: the table goes into the CI log beside the README's full runs. It
+# agent: the table goes into the CI log beside the full runs in docs/benchmarks.md. It
 # fails on a broken harness or server, never on a rate (a rate on a few tasks
-# is noise; the full runs are in the README). The OpenAI-compatible peer on the
+# is noise; the full runs are in docs/benchmarks.md). The OpenAI-compatible peer on the
 # same GGUF is left to the full runs (`scripts/bench-agent.sh peer`): the
 # integration tests already drive the agent through it, and its subset took
 # seven of CI's minutes.

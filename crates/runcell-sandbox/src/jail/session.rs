@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::JailSandbox;
 use super::identity::{HostId, Lease};
-use super::kernel::{Kernel, KernelKind, KernelState, Owner};
+use super::kernel::{JailKernel, KernelKind, KernelOwner, KernelState};
 use super::oneshot::SessionHome;
 use crate::files::{Files, HomeDir};
 use crate::packages::{Account, notices_to};
@@ -68,7 +68,7 @@ pub struct JailSession {
 
 /// A kernel (once started) and the directory of its sockets.
 struct KernelSlot {
-    kernel: tokio::sync::Mutex<Option<Kernel>>,
+    kernel: tokio::sync::Mutex<Option<JailKernel>>,
     ipc: PathBuf,
 }
 
@@ -270,13 +270,13 @@ impl JailSession {
         kind: KernelKind,
         ipc: &Path,
         cwd: Option<&str>,
-    ) -> Result<Kernel, SandboxError> {
+    ) -> Result<JailKernel, SandboxError> {
         self.fresh_ipc(ipc).await?;
         let name = format!("kernel-{}", uuid::Uuid::new_v4().simple());
-        let mut kernel = Kernel::start(
+        let mut kernel = JailKernel::start(
             kind,
             &self.jail,
-            Owner {
+            KernelOwner {
                 user: self.user,
                 account: &self.account,
             },

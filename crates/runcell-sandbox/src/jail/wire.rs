@@ -152,12 +152,12 @@ pub fn decode(mut frames: Vec<Bytes>, signer: &Signer) -> Result<JupyterMessage,
 
 /// One of a kernel's channels: a ZMTP connection that speaks Jupyter.
 #[derive(Debug)]
-pub struct Channel {
+pub struct SocketChannel {
     connection: zmtp::Connection,
     signer: Signer,
 }
 
-impl Channel {
+impl SocketChannel {
     /// Connects to the kernel socket at `path` (served by `peer_uid`).
     pub async fn connect(
         path: &Path,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
 use super::budget::{BudgetError, ConnectionBudget};
-use super::kernel::{Asked, Kernel, ReplyTo};
+use super::kernel::{Asked, JupyterKernel, ReplyTo};
 use super::message::Incoming;
 use super::outbound::{Next, Outbound};
 
@@ -36,7 +36,7 @@ impl MessageRate {
 /// among the kernel's connections until it is dropped or cut off.
 pub struct Connection {
     id: ReplyTo,
-    pub kernel: Arc<Kernel>,
+    pub kernel: Arc<JupyterKernel>,
     outbound: Arc<Outbound>,
     budget: Arc<ConnectionBudget>,
     rate: MessageRate,
@@ -52,7 +52,7 @@ impl Drop for Connection {
 impl Connection {
     /// A new connection to `kernel`, its frames charged to `budget`;
     /// counted among the kernel's until it is dropped or cut off.
-    pub fn open(kernel: Arc<Kernel>, budget: Arc<ConnectionBudget>) -> Self {
+    pub fn open(kernel: Arc<JupyterKernel>, budget: Arc<ConnectionBudget>) -> Self {
         let outbound = Arc::new(Outbound::new(Arc::clone(&budget)));
         let id = kernel.attach(Arc::clone(&outbound));
         let settings = kernel.settings();

@@ -26,14 +26,14 @@ pub const MAX_FIELD: usize = 256;
 /// The channels of a kernel connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Channel {
+pub enum JupyterChannel {
     Shell,
     Iopub,
     Stdin,
     Control,
 }
 
-impl Channel {
+impl JupyterChannel {
     pub fn name(self) -> &'static str {
         match self {
             Self::Shell => "shell",
@@ -56,7 +56,7 @@ pub enum MessageError {
 /// A message from a client: only what the gateway uses of it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Incoming {
-    pub channel: Channel,
+    pub channel: JupyterChannel,
     pub msg_type: String,
     pub msg_id: String,
     /// The client's session id (from its header), kept for the logs.
@@ -210,7 +210,7 @@ struct Raw {
     /// Missing in what jupyter_client's gateway client sends: shell, as
     /// Jupyter Server takes it.
     #[serde(default)]
-    channel: Option<Channel>,
+    channel: Option<JupyterChannel>,
 }
 
 #[derive(Deserialize)]
@@ -281,7 +281,7 @@ impl Incoming {
     pub fn parse(frame: &str) -> Result<Self, MessageError> {
         let raw: Raw =
             serde_json::from_str(frame).map_err(|e| MessageError::Malformed(e.to_string()))?;
-        let channel = raw.channel.unwrap_or(Channel::Shell);
+        let channel = raw.channel.unwrap_or(JupyterChannel::Shell);
         let header = raw.header;
         let msg_type = id_field(header.msg_type, "msg_type")?;
         let msg_id = id_field(header.msg_id, "msg_id")?;
@@ -359,7 +359,7 @@ impl Outgoing {
     /// also at the top, where jupyter_client's gateway client reads them.
     pub fn frame(
         &self,
-        channel: Channel,
+        channel: JupyterChannel,
         msg_type: &str,
         parent: Option<&Parent>,
         content: Value,
@@ -389,7 +389,7 @@ impl Outgoing {
     /// `status` on iopub: `busy`, `idle`, `starting`, `restarting`.
     pub fn status(&self, parent: Option<&Parent>, state: &str) -> String {
         self.frame(
-            Channel::Iopub,
+            JupyterChannel::Iopub,
             "status",
             parent,
             json!({ "execution_state": state }),
@@ -499,7 +499,7 @@ mod tests {
         let frame = r#"{"header":{"msg_id":"m1","msg_type":"execute_request","session":"s1","username":"u","date":"2020-01-01T00:00:00Z","version":"5.3","extra":7},
             "parent_header":{},"metadata":{},"content":{"code":"1+1","silent":false,"user_expressions":{"a":[1,2]},"stop_on_error":"yes"},"buffers":[],"channel":"shell"}"#;
         let message = Incoming::parse(frame).expect("a message");
-        assert_eq!(message.channel, Channel::Shell);
+        assert_eq!(message.channel, JupyterChannel::Shell);
         assert_eq!(message.msg_type, "execute_request");
         assert_eq!(message.msg_id, "m1");
         assert_eq!(message.session, "s1");
@@ -582,7 +582,7 @@ mod tests {
         .expect("a message");
         let out = Outgoing::new("kernel-session".into());
         let frame = out.frame(
-            Channel::Shell,
+            JupyterChannel::Shell,
             "kernel_info_reply",
             Some(&request.parent),
             kernel_info(Language::Python, "3.11"),
@@ -599,7 +599,7 @@ mod tests {
     fn a_message_without_a_channel_is_for_shell_and_a_binary_frame_is_read() {
         let json = r#"{"header":{"msg_id":"m","msg_type":"execute_request","session":"s","date":1795686810.8},"msg_id":"m","msg_type":"execute_request","parent_header":{},"content":{"code":"1"},"metadata":{}}"#;
         let message = Incoming::parse(json).expect("a message");
-        assert_eq!(message.channel, Channel::Shell);
+        assert_eq!(message.channel, JupyterChannel::Shell);
         // Two buffers after the JSON, as Jupyter Server frames them.
         let mut frame = Vec::new();
         let start = 16u32;

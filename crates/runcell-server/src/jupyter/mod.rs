@@ -34,7 +34,7 @@ use crate::code_api::{CodeApi, CodeApiError};
 use crate::config::JupyterConfig;
 use budget::Budgets;
 pub use connection::Connection;
-pub use kernel::{Asked, Kernel, KernelModel, KernelSettings, ReplyTo};
+pub use kernel::{Asked, JupyterKernel, KernelModel, KernelSettings, ReplyTo};
 pub use outbound::Next;
 use restarts::{Begin, Joined, RestartError, Ticket};
 use runcell_sandbox::{Language, Limits};
@@ -81,7 +81,7 @@ pub struct Gateway {
     /// What every cell may use: the server's most, its longest wall time
     /// included (notebooks run long cells).
     limits: Limits,
-    kernels: Mutex<HashMap<String, Arc<Kernel>>>,
+    kernels: Mutex<HashMap<String, Arc<JupyterKernel>>>,
     python_version: String,
     tasks: TaskTracker,
     settings: KernelSettings,
@@ -146,7 +146,8 @@ impl Gateway {
                     () = shutdown.cancelled() => break,
                 }
             }
-            let all: Vec<Arc<Kernel>> = this.kernels.lock().drain().map(|(_, k)| k).collect();
+            let all: Vec<Arc<JupyterKernel>> =
+                this.kernels.lock().drain().map(|(_, k)| k).collect();
             for kernel in all {
                 kernel.closed.cancel();
             }
@@ -154,7 +155,7 @@ impl Gateway {
     }
 
     fn maintain(&self) {
-        let kernels: Vec<Arc<Kernel>> = self.kernels.lock().values().cloned().collect();
+        let kernels: Vec<Arc<JupyterKernel>> = self.kernels.lock().values().cloned().collect();
         for kernel in kernels {
             let connected = kernel.model().connections > 0;
             let alive = if connected {
@@ -208,7 +209,7 @@ impl Gateway {
         let name = name.unwrap_or(KERNEL_NAME);
         let (language, _) = spec(name)?;
         let info = self.code_api.create_session(caller, language, None).await?;
-        let kernel = Kernel::new(
+        let kernel = JupyterKernel::new(
             uuid::Uuid::new_v4().to_string(),
             name.to_string(),
             language,
@@ -241,7 +242,7 @@ impl Gateway {
     }
 
     /// One of the caller's kernels.
-    pub fn kernel(&self, caller: &Caller, id: &str) -> Result<Arc<Kernel>, GatewayError> {
+    pub fn kernel(&self, caller: &Caller, id: &str) -> Result<Arc<JupyterKernel>, GatewayError> {
         self.kernels
             .lock()
             .get(id)
@@ -270,7 +271,7 @@ impl Gateway {
 
     /// Does a restart its leader was given the ticket of, in a task of its
     /// own (it is seen through whoever asked leaving).
-    pub fn lead_restart(&self, kernel: &Arc<Kernel>, ticket: Ticket) -> Joined {
+    pub fn lead_restart(&self, kernel: &Arc<JupyterKernel>, ticket: Ticket) -> Joined {
         let joined = ticket.joined();
         let (kernel, code_api) = (Arc::clone(kernel), Arc::clone(&self.code_api));
         self.tasks.spawn(async move {
@@ -290,7 +291,7 @@ impl Gateway {
 
     /// Does what a client asked for on the control channel, in the
     /// background.
-    pub fn asked(self: &Arc<Self>, caller: &Caller, kernel: &Arc<Kernel>, asked: Asked) {
+    pub fn asked(self: &Arc<Self>, caller: &Caller, kernel: &Arc<JupyterKernel>, asked: Asked) {
         match asked {
             Asked::Restart(ticket) => {
                 let joined = self.lead_restart(kernel, ticket);
@@ -322,7 +323,7 @@ impl crate::auth::revocation::HeldByKey for Gateway {
     }
 
     async fn close_key(&self, key_id: &str) -> usize {
-        let kernels: Vec<Arc<Kernel>> = {
+        let kernels: Vec<Arc<JupyterKernel>> = {
             let mut all = self.kernels.lock();
             let ids: Vec<String> = all
                 .values()

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::{Kernel, Kernels, packages};
+use super::{Kernels, NotebookKernel, packages};
 use runcell_protocol::SessionId;
 use runcell_sandbox::SandboxError;
 use runcell_sandbox::SandboxKind;
@@ -197,8 +197,8 @@ impl Kernels {
     /// and changed files copied, removed ones forgotten), so that it
     /// outlives this kernel. Plain files that are not dot-files, the first
     /// [`MAX_FILES`]; what does not fit the quota stays in this kernel only.
-    pub(super) async fn keep_files(&self, session: SessionId, kernel: &Kernel) {
-        let Kernel::Pooled { backend, id } = kernel else {
+    pub(super) async fn keep_files(&self, session: SessionId, kernel: &NotebookKernel) {
+        let NotebookKernel::Pooled { backend, id } = kernel else {
             return;
         };
         let Some(live) = self

@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 pub use files::FilesError;
-use owners::Holders;
+use owners::HeldKernels;
 
 use super::profile::ProfileCache;
 use crate::session::clients::Clients;
@@ -58,7 +58,7 @@ pub struct Kernels {
     /// Whose each notebook's kernel is, and how it is used: one owner's
     /// notebooks hold at most `max_per_owner` kernels of the shared
     /// backends (a kernel in the page costs the server nothing).
-    holders: Mutex<Holders>,
+    holders: Mutex<HeldKernels>,
     max_per_owner: usize,
     /// A person's own cap, where they have one.
     quotas: Option<Arc<dyn crate::session::quota::OwnerQuotas>>,
@@ -76,7 +76,7 @@ pub struct Kernels {
 struct SessionKernel {
     /// Its kernel, once it has had one (the idle reaper may have closed it
     /// since: its next run then says the variables are gone).
-    kernel: Option<Kernel>,
+    kernel: Option<NotebookKernel>,
     /// The backend it asked for last; `None` for the default.
     chosen: Option<SandboxKind>,
     /// The kept files its kernel was filled with when it started, and their
@@ -92,14 +92,14 @@ struct SessionKernel {
 
 /// A notebook session's kernel.
 #[derive(Clone)]
-enum Kernel {
+enum NotebookKernel {
     /// A session of one of the shared backends, by id.
     Pooled { backend: SandboxKind, id: String },
     /// A kernel in the session's page.
     Browser(Arc<dyn SandboxSession>),
 }
 
-impl Kernel {
+impl NotebookKernel {
     fn backend(&self) -> SandboxKind {
         match self {
             Self::Pooled { backend, .. } => *backend,
@@ -131,7 +131,7 @@ impl Kernels {
             uploads,
             sessions: Mutex::new(HashMap::new()),
             file_locks: Mutex::new(HashMap::new()),
-            holders: Mutex::new(Holders::default()),
+            holders: Mutex::new(HeldKernels::default()),
             max_per_owner: usize::MAX,
             quotas: None,
             clients: None,
@@ -190,13 +190,13 @@ impl Kernels {
     }
 
     /// Whether a kernel is still open (the idle reaper may have closed it).
-    fn is_live(&self, kernel: &Kernel) -> bool {
+    fn is_live(&self, kernel: &NotebookKernel) -> bool {
         match kernel {
-            Kernel::Pooled { backend, id } => self
+            NotebookKernel::Pooled { backend, id } => self
                 .backends
                 .get(Some(*backend))
                 .is_ok_and(|sessions| sessions.contains(id)),
-            Kernel::Browser(_) => false,
+            NotebookKernel::Browser(_) => false,
         }
     }
 
@@ -210,7 +210,7 @@ impl Kernels {
     }
 
     /// The session's kernel, if it has had one.
-    fn kernel_of(&self, session: SessionId) -> Option<Kernel> {
+    fn kernel_of(&self, session: SessionId) -> Option<NotebookKernel> {
         self.sessions
             .lock()
             .get(&session)
@@ -342,7 +342,7 @@ impl Kernels {
         session: SessionId,
         owner: OwnerId,
         wanted: SandboxKind,
-    ) -> Result<Kernel, SessionError> {
+    ) -> Result<NotebookKernel, SessionError> {
         let room = if wanted == SandboxKind::Browser {
             None
         } else {
@@ -361,7 +361,7 @@ impl Kernels {
         &self,
         session: SessionId,
         owner: OwnerId,
-    ) -> Result<Option<Kernel>, SessionError> {
+    ) -> Result<Option<NotebookKernel>, SessionError> {
         let wanted = self.chosen(session);
         if wanted == SandboxKind::Browser {
             return Ok(None);
@@ -418,13 +418,13 @@ impl Kernels {
         session: SessionId,
         owner: OwnerId,
         backend: SandboxKind,
-    ) -> Result<Kernel, SessionError> {
+    ) -> Result<NotebookKernel, SessionError> {
         if backend == SandboxKind::Browser {
             let offer = self.browser.as_ref().ok_or_else(|| {
                 SandboxError::InvalidInput("the browser sandbox is not on offer here".into())
             })?;
             let kernel = offer.tabs.sandbox(session).open_session().await?;
-            return Ok(Kernel::Browser(Arc::from(kernel)));
+            return Ok(NotebookKernel::Browser(Arc::from(kernel)));
         }
         let sessions = self.backends.get(Some(backend))?;
         let info = sessions
@@ -457,7 +457,7 @@ impl Kernels {
                 packages::reinstall(&*kernel).await;
             }
         }
-        Ok(Kernel::Pooled {
+        Ok(NotebookKernel::Pooled {
             backend,
             id: info.session_id,
         })
@@ -479,7 +479,7 @@ impl Kernels {
         }
         let known = self.kernel_of(session);
         match known {
-            Some(Kernel::Pooled { backend, id }) if backend == wanted => {
+            Some(NotebookKernel::Pooled { backend, id }) if backend == wanted => {
                 Ok(self.backends.get(Some(backend))?.session(&id))
             }
             _ => Ok(None),
@@ -502,32 +502,32 @@ impl Kernels {
 
     async fn run_in(
         &self,
-        kernel: &Kernel,
+        kernel: &NotebookKernel,
         request: &RunRequest,
         events: Option<&mpsc::Sender<RunEvent>>,
         cancel: &CancellationToken,
     ) -> Result<RunOutcome, SessionError> {
         match kernel {
-            Kernel::Pooled { backend, id } => {
+            NotebookKernel::Pooled { backend, id } => {
                 self.backends
                     .get(Some(*backend))?
                     .run(id, request, events, cancel)
                     .await
             }
-            Kernel::Browser(session) => Ok(session.run(request, events, cancel).await?),
+            NotebookKernel::Browser(session) => Ok(session.run(request, events, cancel).await?),
         }
     }
 
-    async fn close(&self, kernel: &Kernel) {
+    async fn close(&self, kernel: &NotebookKernel) {
         match kernel {
-            Kernel::Pooled { backend, id } => {
+            NotebookKernel::Pooled { backend, id } => {
                 if let Ok(sandboxes) = self.backends.get(Some(*backend))
                     && let Err(err) = sandboxes.delete(id).await
                 {
                     tracing::debug!(%err, "the old kernel was already gone");
                 }
             }
-            Kernel::Browser(session) => session.close().await,
+            NotebookKernel::Browser(session) => session.close().await,
         }
     }
 }

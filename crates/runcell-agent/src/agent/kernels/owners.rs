@@ -5,19 +5,19 @@ use std::collections::HashMap;
 
 use parking_lot::Mutex;
 
-use super::{Kernel, Kernels};
+use super::{Kernels, NotebookKernel};
 use runcell_protocol::{OwnerId, SessionId};
 use runcell_sandbox::sessions::SessionError;
 
 #[derive(Default)]
-pub(super) struct Holders {
-    by_session: HashMap<SessionId, Holder>,
+pub(super) struct HeldKernels {
+    by_session: HashMap<SessionId, HeldKernel>,
     /// Kernels being opened, per owner: counted with the open ones, so
     /// that runs started at once cannot all pass the cap.
     opening: HashMap<OwnerId, usize>,
 }
 
-struct Holder {
+struct HeldKernel {
     owner: OwnerId,
     last_used: std::time::Instant,
     /// Runs under way in it.
@@ -27,7 +27,7 @@ struct Holder {
 /// A run under way in a notebook's kernel; when it ends, the kernel was
 /// last used now.
 pub(super) struct Running<'a> {
-    holders: &'a Mutex<Holders>,
+    holders: &'a Mutex<HeldKernels>,
     session: SessionId,
 }
 
@@ -42,7 +42,7 @@ impl Drop for Running<'_> {
 
 /// A kernel of `owner`'s being opened, counted until it is open or not.
 pub(super) struct Opening<'a> {
-    holders: &'a Mutex<Holders>,
+    holders: &'a Mutex<HeldKernels>,
     owner: OwnerId,
 }
 
@@ -86,7 +86,7 @@ impl Kernels {
     /// Counts a run of `owner`'s in `session`'s kernel until it is dropped.
     pub(super) fn running(&self, session: SessionId, owner: OwnerId) -> Running<'_> {
         let mut holders = self.holders.lock();
-        let holder = holders.by_session.entry(session).or_insert(Holder {
+        let holder = holders.by_session.entry(session).or_insert(HeldKernel {
             owner,
             last_used: std::time::Instant::now(),
             running: 0,
@@ -112,7 +112,7 @@ impl Kernels {
         let victims = {
             let sessions = self.sessions.lock();
             let mut holders = self.holders.lock();
-            let mut mine: Vec<(std::time::Instant, bool, &Kernel)> = sessions
+            let mut mine: Vec<(std::time::Instant, bool, &NotebookKernel)> = sessions
                 .iter()
                 .filter_map(|(id, s)| Some((id, s.kernel.as_ref()?)))
                 .filter(|(id, kernel)| **id != session && self.is_live(kernel))

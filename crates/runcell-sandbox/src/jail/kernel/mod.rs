@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use self::ipc_dir::{CONNECTION_FILE, CONTROL, IOPUB, IpcDir, SHELL};
 pub(crate) use self::kind::KernelKind;
 use super::loopback::JailNet;
-use super::wire::{Channel, Signer, WireError};
+use super::wire::{Signer, SocketChannel, WireError};
 use super::zmtp::{SocketType, ZmtpError};
 use super::{HostId, JailSandbox, Mounts, RunGroup, stop_error};
 use crate::packages::Account;
@@ -42,13 +42,13 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 /// asking again (the kernel may have published before it was).
 const IOPUB_NUDGE: Duration = Duration::from_millis(500);
 
-pub(crate) struct Kernel {
+pub(crate) struct JailKernel {
     kind: KernelKind,
     child: tokio::process::Child,
     group: RunGroup,
-    shell: Channel,
-    iopub: Channel,
-    control: Channel,
+    shell: SocketChannel,
+    iopub: SocketChannel,
+    control: SocketChannel,
     client_session: String,
     /// Why the kernel's wire can no longer be trusted, once it broke.
     broken: Option<WireError>,
@@ -58,7 +58,7 @@ pub(crate) struct Kernel {
 
 /// Whose a kernel is: the session's host uid, and the account its
 /// installs count to.
-pub(crate) struct Owner<'a> {
+pub(crate) struct KernelOwner<'a> {
     pub user: HostId,
     pub account: &'a Arc<Account>,
 }
@@ -75,7 +75,7 @@ fn internal(what: &str, e: &dyn std::fmt::Display) -> SandboxError {
     SandboxError::Internal(format!("{what}: {e}"))
 }
 
-impl Kernel {
+impl JailKernel {
     /// Starts a kernel whose sockets live in `ipc_dir` and whose working
     /// directory is the session's `home`; both belong to `user`, the
     /// session's host uid, which the kernel runs as, so everything in
@@ -84,7 +84,7 @@ impl Kernel {
     pub async fn start(
         kind: KernelKind,
         jail: &JailSandbox,
-        owner: Owner<'_>,
+        owner: KernelOwner<'_>,
         name: &str,
         ipc_dir: &Path,
         home: &Path,
@@ -162,7 +162,7 @@ impl Kernel {
         let signer = Signer::new(info.key.as_bytes());
         let connect = async {
             // The shell's identity is the session id, as jupyter_client does.
-            let shell = Channel::connect(
+            let shell = SocketChannel::connect(
                 &ipc_dir.join(SHELL),
                 SocketType::Dealer,
                 Some(client_session.as_bytes()),
@@ -171,7 +171,7 @@ impl Kernel {
             )
             .await
             .map_err(|e| internal("kernel shell", &e))?;
-            let iopub = Channel::connect(
+            let iopub = SocketChannel::connect(
                 &ipc_dir.join(IOPUB),
                 SocketType::Sub,
                 None,
@@ -180,7 +180,7 @@ impl Kernel {
             )
             .await
             .map_err(|e| internal("kernel iopub", &e))?;
-            let control = Channel::connect(
+            let control = SocketChannel::connect(
                 &ipc_dir.join(CONTROL),
                 SocketType::Dealer,
                 None,

@@ -8,14 +8,14 @@ use serde_json::{Value, json};
 
 use tokio_util::sync::CancellationToken;
 
-use super::super::message::{Channel, Parent, now_iso};
-use super::{Job, Kernel};
+use super::super::message::{JupyterChannel, Parent, now_iso};
+use super::{Job, JupyterKernel};
 use crate::code_api::{CodeApi, CodeApiError};
 use tokio::sync::mpsc;
 
 use runcell_sandbox::{ExecError, RunEvent, RunOutcome, RunRequest, limit_error};
 
-impl Kernel {
+impl JupyterKernel {
     /// Runs the queued cells one after another until the kernel is shut
     /// down.
     pub async fn work(self: Arc<Self>, code_api: Arc<CodeApi>) {
@@ -50,7 +50,7 @@ impl Kernel {
             parent,
             job.reply,
             self.out.frame(
-                Channel::Shell,
+                JupyterChannel::Shell,
                 "execute_reply",
                 parent,
                 json!({"status": "aborted", "execution_count": count}),
@@ -79,7 +79,7 @@ impl Kernel {
         };
         if !silent {
             self.publish(self.out.frame(
-                Channel::Iopub,
+                JupyterChannel::Iopub,
                 "execute_input",
                 parent,
                 json!({"code": code, "execution_count": count}),
@@ -108,7 +108,7 @@ impl Kernel {
                 let error = jupyter_error(error);
                 self.publish(
                     self.out
-                        .frame(Channel::Iopub, "error", parent, error.clone()),
+                        .frame(JupyterChannel::Iopub, "error", parent, error.clone()),
                 );
                 let mut content = error;
                 if let Some(fields) = content.as_object_mut() {
@@ -121,7 +121,7 @@ impl Kernel {
         self.send_to(
             job.reply,
             self.out
-                .frame(Channel::Shell, "execute_reply", parent, content),
+                .frame(JupyterChannel::Shell, "execute_reply", parent, content),
         );
         self.set_state(parent, "idle");
         error.is_some()
@@ -198,13 +198,13 @@ impl Kernel {
         };
         let frame = match event {
             RunEvent::Stdout { text, .. } => self.out.frame(
-                Channel::Iopub,
+                JupyterChannel::Iopub,
                 "stream",
                 parent,
                 json!({"name": "stdout", "text": text}),
             ),
             RunEvent::Stderr { text, .. } => self.out.frame(
-                Channel::Iopub,
+                JupyterChannel::Iopub,
                 "stream",
                 parent,
                 json!({"name": "stderr", "text": text}),
@@ -215,7 +215,7 @@ impl Kernel {
                 metadata,
                 ..
             } if !silent => self.out.frame(
-                Channel::Iopub,
+                JupyterChannel::Iopub,
                 "execute_result",
                 parent,
                 json!({"data": data, "metadata": metadata, "execution_count": count}),
@@ -226,7 +226,7 @@ impl Kernel {
                 metadata,
                 ..
             } => self.out.frame(
-                Channel::Iopub,
+                JupyterChannel::Iopub,
                 "display_data",
                 parent,
                 json!({"data": data, "metadata": metadata, "transient": {}}),

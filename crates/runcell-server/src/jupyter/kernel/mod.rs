@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::budget::{Charge, ConnectionBudget, Share};
-use super::message::{Channel, Incoming, Outgoing, Parent, now_iso};
+use super::message::{Incoming, JupyterChannel, Outgoing, Parent, now_iso};
 use super::outbound::Outbound;
 use super::restarts::{Begin, Restarts, Ticket};
 
@@ -72,7 +72,7 @@ struct State {
     dead: Option<String>,
 }
 
-pub struct Kernel {
+pub struct JupyterKernel {
     pub id: String,
     pub name: String,
     /// What its cells run as (from its spec).
@@ -99,7 +99,7 @@ pub struct Kernel {
     limits: Limits,
 }
 
-impl std::fmt::Debug for Kernel {
+impl std::fmt::Debug for JupyterKernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Kernel")
             .field("id", &self.id)
@@ -118,7 +118,7 @@ pub struct KernelModel {
     pub connections: usize,
 }
 
-impl Kernel {
+impl JupyterKernel {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         id: String,
@@ -240,12 +240,12 @@ impl Kernel {
     ) -> Option<Asked> {
         self.state.lock().last_activity = now_iso();
         let parent = Some(&message.parent);
-        let answer = |channel: Channel, msg_type: &str, content: Value| {
+        let answer = |channel: JupyterChannel, msg_type: &str, content: Value| {
             self.out.frame(channel, msg_type, parent, content)
         };
         match (message.channel, message.msg_type.as_str()) {
-            (Channel::Shell, "execute_request") => self.enqueue(message, reply, budget),
-            (Channel::Shell | Channel::Control, "kernel_info_request") => {
+            (JupyterChannel::Shell, "execute_request") => self.enqueue(message, reply, budget),
+            (JupyterChannel::Shell | JupyterChannel::Control, "kernel_info_request") => {
                 // Clients take its busy and idle as the sign that iopub is
                 // connected.
                 let info = super::message::kernel_info(self.language, &self.python_version);
@@ -259,7 +259,11 @@ impl Kernel {
                 self.interrupt();
                 self.send_to(
                     reply,
-                    answer(Channel::Control, "interrupt_reply", json!({"status": "ok"})),
+                    answer(
+                        JupyterChannel::Control,
+                        "interrupt_reply",
+                        json!({"status": "ok"}),
+                    ),
                 );
             }
             (_, "shutdown_request") => {
@@ -275,7 +279,7 @@ impl Kernel {
                             content["restart"] = true.into();
                             self.send_to(
                                 reply,
-                                answer(Channel::Control, "shutdown_reply", content),
+                                answer(JupyterChannel::Control, "shutdown_reply", content),
                             );
                             return None;
                         }
@@ -286,13 +290,13 @@ impl Kernel {
                 let content = json!({"status": "ok", "restart": restart});
                 self.send_to(
                     reply,
-                    answer(Channel::Control, "shutdown_reply", content.clone()),
+                    answer(JupyterChannel::Control, "shutdown_reply", content.clone()),
                 );
                 // JupyterLab looks for it on iopub too.
-                self.publish(answer(Channel::Iopub, "shutdown_reply", content));
+                self.publish(answer(JupyterChannel::Iopub, "shutdown_reply", content));
                 return asked;
             }
-            (Channel::Shell, other) => {
+            (JupyterChannel::Shell, other) => {
                 let content = match other {
                     "complete_request" => {
                         let cursor = message.content.cursor_pos.unwrap_or(0);
@@ -314,7 +318,7 @@ impl Kernel {
                 self.reply_between_statuses(
                     parent,
                     reply,
-                    answer(Channel::Shell, &reply_type, content),
+                    answer(JupyterChannel::Shell, &reply_type, content),
                 );
             }
             (channel, other) => {
@@ -329,7 +333,7 @@ impl Kernel {
     }
 }
 
-impl Kernel {
+impl JupyterKernel {
     /// Queues a cell, its code charged to the sender's budget; one past the
     /// budget or `jupyter.max_queued_cells` is refused (`ResourceExhausted`)
     /// rather than held.
@@ -381,8 +385,8 @@ impl Kernel {
         }
         let parent = Some(&request.parent);
         let channel = match request.channel {
-            Channel::Control => Channel::Control,
-            _ => Channel::Shell,
+            JupyterChannel::Control => JupyterChannel::Control,
+            _ => JupyterChannel::Shell,
         };
         self.reply_between_statuses(
             parent,
