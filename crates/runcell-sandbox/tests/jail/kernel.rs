@@ -191,7 +191,7 @@ async fn a_kernel_that_ignores_interrupts_is_replaced_and_says_so() {
 
 /// The packages `scripts/sandbox-requirements.txt` pins, as `(name, version)`.
 fn pinned() -> Vec<(&'static str, &'static str)> {
-    include_str!("../../../scripts/sandbox-requirements.txt")
+    include_str!("../../../../scripts/sandbox-requirements.txt")
         .lines()
         .filter(|line| !line.trim_start().starts_with('#'))
         .filter_map(|line| line.trim().split_once("=="))
