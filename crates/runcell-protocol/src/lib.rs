@@ -3,7 +3,8 @@
 //! sides apply to it. No UI, no web framework, no runcell crate beneath it.
 //!
 //! - the crate root ([`wire`]): the WebSocket frames, the events a session's
-//!   history is made of and the outputs a cell holds (serde).
+//!   history is made of and the outputs a cell holds (serde), and the names
+//!   their variants travel by ([`Named`], [`EventKind`]...), one list each.
 //! - [`ids`]: a session's id, a share link's token, an owner's id.
 //! - [`page`]: what a page's server functions return (a session's log, a
 //!   share link's, the sidebar's lists) and the names of files and titles.

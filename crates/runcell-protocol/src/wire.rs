@@ -4,8 +4,16 @@
 //! events that make up a session's history are sequenced (`seq` counts up from 1
 //! per session) so that a page that reconnects with `?after=N` receives exactly
 //! the events it has not seen. See `docs/protocol.md` for the prose version.
+//! The names variants travel by are listed once more in `wire/names.rs`,
+//! which the page's reader matches on: a new variant does not compile
+//! until it is named there and read.
 
 use serde::{Deserialize, Serialize};
+
+mod names;
+
+pub use names::{EventKind, Named, OutputKind, ServerMessageKind};
+pub(crate) use names::{kinds, named};
 
 /// Bumped on any incompatible change to the frames below.
 pub const PROTOCOL_VERSION: u32 = 2;
