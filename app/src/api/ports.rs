@@ -50,7 +50,7 @@ impl From<LogError> for LoadError {
 
 /// Read access to sessions.
 #[async_trait::async_trait]
-pub trait SessionLogs: Send + Sync + 'static {
+pub trait SessionPages: Send + Sync + 'static {
     /// A session of the viewer's.
     async fn session(
         &self,
@@ -64,7 +64,7 @@ pub trait SessionLogs: Send + Sync + 'static {
 }
 
 /// The session logs port, as it travels in Leptos context.
-pub type ArcSessionLogs = Arc<dyn SessionLogs>;
+pub type ArcSessionPages = Arc<dyn SessionPages>;
 
 /// The models on offer, as last read from the backend.
 pub trait ModelCatalog: Send + Sync + 'static {

@@ -2,18 +2,18 @@
 
 use leptos::prelude::*;
 
-use super::{LoadError, SessionLog};
+use super::{LoadError, SessionPageData};
 
 /// A session's history, for the first render and for pages that load it later.
 #[server(prefix = "/api", endpoint = "load_session")]
-pub async fn load_session(session_id: String) -> Result<SessionLog, LoadError> {
+pub async fn load_session(session_id: String) -> Result<SessionPageData, LoadError> {
     use super::SessionId;
     use super::ports::{
-        ArcModelCatalog, ArcSandboxChoices, ArcSessionLogs, LogError, UploadLimit, set_status,
+        ArcModelCatalog, ArcSandboxChoices, ArcSessionPages, LogError, UploadLimit, set_status,
         viewer, viewer_account,
     };
 
-    let logs = use_context::<ArcSessionLogs>().ok_or(LoadError::NotConfigured)?;
+    let logs = use_context::<ArcSessionPages>().ok_or(LoadError::NotConfigured)?;
     let fail = |err: LoadError| {
         set_status(&err);
         err
@@ -36,7 +36,7 @@ pub async fn load_session(session_id: String) -> Result<SessionLog, LoadError> {
         Ok::<_, LogError>((session, sessions))
     };
     match read.await {
-        Ok((session, sessions)) => Ok(SessionLog {
+        Ok((session, sessions)) => Ok(SessionPageData {
             session_id,
             title: session.title,
             events: session.events,

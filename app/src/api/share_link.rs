@@ -9,9 +9,9 @@ use super::{LoadError, ShareLinkLog};
 #[server(prefix = "/api", endpoint = "load_shared")]
 pub async fn load_share_link(token: String) -> Result<ShareLinkLog, LoadError> {
     use super::ShareToken;
-    use super::ports::{ArcSessionLogs, ArcShareLinkFiles, LogError, set_status};
+    use super::ports::{ArcSessionPages, ArcShareLinkFiles, LogError, set_status};
 
-    let logs = use_context::<ArcSessionLogs>().ok_or(LoadError::NotConfigured)?;
+    let logs = use_context::<ArcSessionPages>().ok_or(LoadError::NotConfigured)?;
     let fail = |err: LoadError| {
         set_status(&err);
         err

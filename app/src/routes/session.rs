@@ -3,7 +3,7 @@
 use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
-use crate::api::{SessionLog, display_title, load_session, title_from};
+use crate::api::{SessionPageData, display_title, load_session, title_from};
 use crate::components::{
     BackendPicker, Cells, ConnectionIndicator, FilesPanel, Header, KernelNotice, LoadProblem,
     ModelPicker, PageTitle, Prompt, PythonIndicator, ShareControls, Sidebar, TurnAnnouncer,
@@ -33,8 +33,8 @@ pub fn SessionPage() -> impl IntoView {
 
 /// A live notebook: the cells so far, then whatever the WebSocket brings.
 #[component]
-pub fn SessionView(log: SessionLog) -> impl IntoView {
-    let SessionLog {
+pub fn SessionView(log: SessionPageData) -> impl IntoView {
+    let SessionPageData {
         session_id,
         title,
         events,

@@ -8,7 +8,7 @@ use crate::{SandboxKind, SessionEvent};
 
 /// Everything needed to render a session's notebook.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SessionLog {
+pub struct SessionPageData {
     pub session_id: String,
     /// The first question, or the owner's name for it; empty before any.
     pub title: String,
@@ -63,7 +63,7 @@ pub struct SessionSummary {
 }
 
 /// One of the viewer's sessions, as its page needs it (the server's answer
-/// to a page's request; [`SessionLog`] adds what the page asks besides).
+/// to a page's request; [`SessionPageData`] adds what the page asks besides).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionPage {
     pub title: String,

@@ -90,10 +90,10 @@ pub fn session_events(v: &Value) -> Read<Vec<SessionEvent>> {
         .collect()
 }
 
-/// `deserialize_with` for a list of events (a [`SessionLog`]'s, which the
+/// `deserialize_with` for a list of events (a [`SessionPageData`]'s, which the
 /// page reads as it hydrates): parsed as a [`Value`], then read here.
 ///
-/// [`SessionLog`]: crate::page::SessionLog
+/// [`SessionPageData`]: crate::page::SessionPageData
 pub fn deserialize_events<'de, D>(deserializer: D) -> Result<Vec<SessionEvent>, D::Error>
 where
     D: serde::Deserializer<'de>,

@@ -5,7 +5,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::*;
-use crate::page::SessionLog;
+use crate::page::SessionPageData;
 use crate::{CellKind, CellStatus, ErrorCode, KernelLoss, TurnKind, TurnStatus};
 
 // The witnesses: samples of every kind of frame, event, output and message
@@ -466,7 +466,7 @@ fn a_rich_outputs_metadata_is_not_kept() {
 
 #[test]
 fn a_session_logs_events_are_read_by_hand_and_come_back_the_same() {
-    let log = SessionLog {
+    let log = SessionPageData {
         session_id: "s".into(),
         title: "t".into(),
         events: SessionEvent::numbered(every(events_of), 1),
@@ -481,9 +481,12 @@ fn a_session_logs_events_are_read_by_hand_and_come_back_the_same() {
         account: Default::default(),
     };
     let text = serde_json::to_string(&log).unwrap_or_default();
-    assert_eq!(serde_json::from_str::<SessionLog>(&text).ok(), Some(log));
+    assert_eq!(
+        serde_json::from_str::<SessionPageData>(&text).ok(),
+        Some(log)
+    );
     let broken = text.replacen("\"seq\":1", "\"seq\":-1", 1);
-    assert!(serde_json::from_str::<SessionLog>(&broken).is_err());
+    assert!(serde_json::from_str::<SessionPageData>(&broken).is_err());
 }
 
 #[test]

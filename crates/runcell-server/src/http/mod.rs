@@ -42,7 +42,7 @@ pub(crate) mod ws;
 use std::sync::Arc;
 
 use app::api::ports::{
-    ArcModelCatalog, ArcSandboxChoices, ArcSessionLogs, ArcShareLinkFiles, UploadLimit,
+    ArcModelCatalog, ArcSandboxChoices, ArcSessionPages, ArcShareLinkFiles, UploadLimit,
 };
 use app::{App, shell};
 use axum::Router;
@@ -160,7 +160,7 @@ pub fn router(state: AppState) -> Router {
 /// the ports, all but the model list answered by the notebook service.
 fn page_context(state: &AppState) -> impl Fn() + Clone + Send + Sync + 'static {
     let notebooks = Arc::new(page_ports::NotebookPorts(Arc::clone(&state.notebooks)));
-    let logs: ArcSessionLogs = notebooks.clone();
+    let logs: ArcSessionPages = notebooks.clone();
     let catalog: ArcModelCatalog = Arc::new(page_ports::ModelPort(Arc::clone(&state.models)));
     let sandboxes: ArcSandboxChoices = notebooks.clone();
     let upload_limit = UploadLimit(state.config.sandbox.upload_bytes() as u64);

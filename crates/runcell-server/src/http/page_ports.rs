@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use app::api::ports::{LogError, ModelCatalog, SandboxChoices, SessionLogs, ShareLinkFiles};
+use app::api::ports::{LogError, ModelCatalog, SandboxChoices, SessionPages, ShareLinkFiles};
 use async_trait::async_trait;
 use runcell_agent::notebook::Notebooks;
 use runcell_llm::catalog::Catalog;
@@ -29,7 +29,7 @@ fn unavailable(err: StoreError) -> LogError {
 }
 
 #[async_trait]
-impl SessionLogs for NotebookPorts {
+impl SessionPages for NotebookPorts {
     async fn session(&self, viewer: OwnerId, id: SessionId) -> Result<SessionPage, LogError> {
         self.0
             .session_page(viewer, id)
