@@ -137,19 +137,6 @@ pub fn audit_of(row: &impl StoreRow) -> Result<AuditEntry, StoreError> {
 
 /// The `kind` column: the event's serde tag.
 pub fn kind_of(event: &runcell_protocol::EventBody) -> &'static str {
-    use runcell_protocol::EventBody;
-    match event {
-        EventBody::TurnStarted { .. } => "turn_started",
-        EventBody::UserMessage { .. } => "user_message",
-        EventBody::CellStarted { .. } => "cell_started",
-        EventBody::CellDelta { .. } => "cell_delta",
-        EventBody::CellReset { .. } => "cell_reset",
-        EventBody::CellOutput { .. } => "cell_output",
-        EventBody::CellNote { .. } => "cell_note",
-        EventBody::CellFinished { .. } => "cell_finished",
-        EventBody::TurnFinished { .. } => "turn_finished",
-        EventBody::KernelLost { .. } => "kernel_lost",
-        EventBody::BranchSelected { .. } => "branch_selected",
-        EventBody::KernelRestored { .. } => "kernel_restored",
-    }
+    use runcell_protocol::Named;
+    event.kind().name()
 }
