@@ -53,7 +53,7 @@ impl TokenizerEnv for GgufTokEnv {
 }
 
 /// Builds matchers for one model's vocabulary (built once, at load).
-pub struct Constrainer {
+pub(crate) struct Constrainer {
     factory: ParserFactory,
 }
 
@@ -65,7 +65,7 @@ impl std::fmt::Debug for Constrainer {
 
 /// What to constrain a reply to.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Constraint {
+pub(crate) enum Constraint {
     /// JSON text valid against this schema.
     Json(Value),
     /// `{"name": <one of the tools>, "arguments": <its parameters>}`, then
@@ -81,7 +81,7 @@ pub enum Constraint {
 
 /// The languages of a tool shaped like `execute_code` (an object of exactly
 /// a `language` string enum and a `code` string), if it is one.
-pub fn code_tool_languages(tool: &ToolSpec) -> Option<Vec<String>> {
+pub(crate) fn code_tool_languages(tool: &ToolSpec) -> Option<Vec<String>> {
     let props = tool.parameters.get("properties")?.as_object()?;
     if props.len() != 2 || props.get("code")?.get("type")? != "string" {
         return None;
@@ -102,7 +102,7 @@ pub fn code_tool_languages(tool: &ToolSpec) -> Option<Vec<String>> {
 }
 
 /// The grammar of a fenced code block in one of `languages`.
-pub fn fenced_code_lark(languages: &[String]) -> String {
+fn fenced_code_lark(languages: &[String]) -> String {
     let langs: Vec<String> = languages
         .iter()
         .map(|l| Value::from(l.as_str()).to_string())
@@ -116,7 +116,7 @@ pub fn fenced_code_lark(languages: &[String]) -> String {
 }
 
 /// The grammar of a tool call: one of `tools`, then `tail`.
-pub fn tool_call_lark(tools: &[ToolSpec], tail: &str) -> String {
+fn tool_call_lark(tools: &[ToolSpec], tail: &str) -> String {
     let alternatives: Vec<String> = (0..tools.len()).map(|i| format!("call{i}")).collect();
     let mut lark = format!("start: ({})", alternatives.join(" | "));
     if !tail.is_empty() {
@@ -141,7 +141,7 @@ pub fn tool_call_lark(tools: &[ToolSpec], tail: &str) -> String {
 }
 
 impl Constrainer {
-    pub fn new(tokenizer: Arc<GgufTokenizer>) -> Result<Self, String> {
+    pub(crate) fn new(tokenizer: Arc<GgufTokenizer>) -> Result<Self, String> {
         let vocab_size = tokenizer.vocab_size();
         let words: Vec<Vec<u8>> = (0..vocab_size as u32)
             .map(|id| {
@@ -165,7 +165,7 @@ impl Constrainer {
     }
 
     /// A fresh matcher for `constraint`.
-    pub fn matcher(&self, constraint: &Constraint) -> Result<Matcher, String> {
+    pub(crate) fn matcher(&self, constraint: &Constraint) -> Result<Matcher, String> {
         let grammar = match constraint {
             Constraint::Json(schema) => TopLevelGrammar::from_json_schema(with_layout(schema)),
             Constraint::ToolCall { tools, tail } => {
@@ -185,7 +185,7 @@ impl Constrainer {
 
 /// Sets every logit the matcher forbids to −∞. Returns false when the
 /// matcher has stopped or failed (nothing more may be generated).
-pub fn mask_logits(matcher: &mut Matcher, logits: &mut [f32]) -> Result<bool, String> {
+pub(crate) fn mask_logits(matcher: &mut Matcher, logits: &mut [f32]) -> Result<bool, String> {
     if matcher.is_stopped() {
         return Ok(false);
     }

@@ -31,9 +31,9 @@ use super::lean_matmul::LeanMatMul;
 
 /// What differs between the architectures this decoder runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Family {
+pub(crate) struct Family {
     /// `general.architecture`, which also prefixes its metadata keys.
-    pub arch: &'static str,
+    pub(crate) arch: &'static str,
     /// Whether the query, key and value projections have biases.
     attention_bias: bool,
     /// Rotary embeddings on interleaved pairs `(2i, 2i+1)` (GGML's "normal"
@@ -42,19 +42,19 @@ pub struct Family {
 }
 
 impl Family {
-    pub const QWEN2: Self = Self {
+    const QWEN2: Self = Self {
         arch: "qwen2",
         attention_bias: true,
         interleaved_rope: false,
     };
-    pub const LLAMA: Self = Self {
+    const LLAMA: Self = Self {
         arch: "llama",
         attention_bias: false,
         interleaved_rope: true,
     };
 
     /// The family of a GGUF's `general.architecture`.
-    pub fn of(arch: &str) -> Option<Self> {
+    pub(crate) fn of(arch: &str) -> Option<Self> {
         [Self::QWEN2, Self::LLAMA]
             .into_iter()
             .find(|family| family.arch == arch)
@@ -145,19 +145,17 @@ impl KvBuffer {
 /// What a conversation's reading left in the cache, copied out so that the
 /// cache can serve another one and come back to it ([`ModelWeights::snapshot`]).
 #[derive(Debug)]
-pub struct KvSnapshot {
+pub(crate) struct KvSnapshot {
     /// Per layer, keys and values of exactly `len` positions.
     layers: Vec<(Tensor, Tensor)>,
     len: usize,
 }
 
 impl KvSnapshot {
-    pub fn len(&self) -> usize {
+    /// The positions it holds.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     /// A snapshot of `len` positions of one layer `width` floats wide, all
@@ -178,7 +176,7 @@ impl KvSnapshot {
     }
 
     /// The memory it holds.
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         self.layers
             .iter()
             .map(|(k, v)| (k.elem_count() + v.elem_count()) * k.dtype().size_in_bytes())
@@ -351,7 +349,7 @@ impl QEmbedding {
 /// (a 128k-token Llama would otherwise ask for tens of MB of tables).
 const MAX_CONTEXT: usize = 32_768;
 
-pub struct ModelWeights {
+pub(crate) struct ModelWeights {
     tok_embeddings: QEmbedding,
     layers: Vec<LayerWeights>,
     norm: RmsNorm,
@@ -380,7 +378,7 @@ fn precomput_freqs_cis(
 }
 
 impl ModelWeights {
-    pub fn from_gguf<R: std::io::Seek + std::io::Read>(
+    pub(crate) fn from_gguf<R: std::io::Seek + std::io::Read>(
         family: Family,
         ct: &gguf_file::Content,
         reader: &mut R,
@@ -526,21 +524,22 @@ impl ModelWeights {
     }
 
     /// Forgets every cached position.
-    pub fn clear_kv_cache(&mut self) {
+    pub(crate) fn clear_kv_cache(&mut self) {
         for layer in &mut self.layers {
             layer.kv_cache = None;
         }
     }
 
     /// How many positions the cache holds.
-    pub fn kv_cache_len(&self) -> usize {
+    #[cfg(test)]
+    fn kv_cache_len(&self) -> usize {
         self.layers.first().map_or(0, LayerWeights::cached_len)
     }
 
     /// Keeps the first `n` cached positions and forgets the rest; the next
     /// [`Self::forward`] then starts at position `n`. An error (`n` beyond
     /// what every layer holds) clears the whole cache.
-    pub fn truncate_kv_cache(&mut self, n: usize) -> Result<()> {
+    pub(crate) fn truncate_kv_cache(&mut self, n: usize) -> Result<()> {
         if n == 0 {
             self.clear_kv_cache();
             return Ok(());
@@ -564,7 +563,7 @@ impl ModelWeights {
 
     /// A copy of the first `n` cached positions, which later writes to the
     /// cache leave alone.
-    pub fn snapshot(&self, n: usize) -> Result<KvSnapshot> {
+    pub(crate) fn snapshot(&self, n: usize) -> Result<KvSnapshot> {
         let layers = self
             .layers
             .iter()
@@ -586,7 +585,7 @@ impl ModelWeights {
 
     /// Makes the cache hold the first `n` positions of `snapshot` (and
     /// nothing after them). An error clears the cache.
-    pub fn restore(&mut self, snapshot: &KvSnapshot, n: usize) -> Result<()> {
+    pub(crate) fn restore(&mut self, snapshot: &KvSnapshot, n: usize) -> Result<()> {
         if n == 0 {
             self.clear_kv_cache();
             return Ok(());
@@ -616,7 +615,7 @@ impl ModelWeights {
         result
     }
 
-    pub fn forward(&mut self, x: &Tensor, index_pos: usize) -> Result<Tensor> {
+    pub(crate) fn forward(&mut self, x: &Tensor, index_pos: usize) -> Result<Tensor> {
         let (_b_sz, seq_len) = x.dims2()?;
         let mask = if seq_len == 1 {
             None

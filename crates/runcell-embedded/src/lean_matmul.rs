@@ -25,7 +25,7 @@ use candle_core::{Device, Module, Result, Tensor};
 /// 536 ms without it and 662 ms with it; 211 took 4.1 s and 1.9 s).
 const PACKED_FROM_ROWS: usize = 40;
 
-pub struct LeanMatMul {
+pub(crate) struct LeanMatMul {
     blocks: Box<dyn QuantizedType>,
     /// Output width (rows of the weight).
     n: usize,
@@ -47,7 +47,7 @@ impl std::fmt::Debug for LeanMatMul {
 
 impl LeanMatMul {
     /// Takes `t`'s blocks; `t` is dropped.
-    pub fn new(t: QTensor) -> Result<Self> {
+    pub(crate) fn new(t: QTensor) -> Result<Self> {
         let (n, k) = t.shape().dims2()?;
         let dtype = t.dtype();
         if !k.is_multiple_of(dtype.block_size()) {
@@ -62,7 +62,7 @@ impl LeanMatMul {
         Ok(Self { blocks, n, k })
     }
 
-    pub fn dtype(&self) -> GgmlDType {
+    pub(crate) fn dtype(&self) -> GgmlDType {
         self.blocks.dtype()
     }
 
@@ -96,7 +96,7 @@ impl LeanMatMul {
 
     /// Rows `ids` of the matrix as f32 `(ids, k)`: the token embedding's
     /// lookup, which dequantizes only the rows it needs.
-    pub fn rows(&self, ids: &[u32]) -> Result<Tensor> {
+    pub(crate) fn rows(&self, ids: &[u32]) -> Result<Tensor> {
         let rows = self.blocks.embedding(ids, self.n, self.k)?;
         let candle_core::CpuStorage::F32(rows) = rows else {
             candle_core::bail!("the embedding rows are not f32");

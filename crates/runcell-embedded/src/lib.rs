@@ -4,31 +4,47 @@
 //! compiled for it alone: the `Llm` trait and the other backends live in
 //! `runcell-llm`, below it.
 //!
-//! - [`model`]: reads the GGUF once and requantises the tensor types candle
+//! Its public surface is what other crates use, and nothing else:
+//!
+//! - [`from_settings`]: every GGUF in `<data-dir>/models/` as one
+//!   `Arc<dyn Llm>`, the configured file loading in the background (the
+//!   server's `embedded` backend).
+//! - [`EmbeddedModel::load`] with an [`EmbeddedConfig`]: one file, loaded
+//!   now (`runcell bench llm`), whose knobs
+//!   ([`EmbeddedModel::set_fenced_code_calls`], default
+//!   [`FENCED_CODE_CALLS`]; [`EmbeddedModel::set_prefix_cache`]) and timings
+//!   ([`EmbeddedModel::last_stats`], a [`GenStats`]) are the benchmark's.
+//!
+//! Inside (private modules):
+//!
+//! - `model`: reads the GGUF once and requantises the tensor types candle
 //!   runs slowly (Q4_1, Q5_0, Q5_1) to Q8_0.
-//! - [`tokenizer`]: the tokenizer rebuilt from the GGUF metadata.
-//! - [`template`]: the GGUF's own chat template (Jinja, via minijinja).
-//! - [`constrain`]: llguidance masks for tool calls and JSON schemas.
-//! - [`generate`]: the sampling loop on one dedicated thread; requests run
-//!   one at a time, never on the async runtime's workers. The KV
-//!   cache is kept between requests: a follow-up computes only its new tokens.
-//! - [`qwen2`]: candle's quantized Qwen2 with a cache that can be cut back.
-//! - [`queue`]: where requests wait for that thread: bounded, fair between
+//! - `decoder`: candle's quantized Qwen2/Llama decoder with a KV cache that
+//!   can be cut back, copied out and restored; `lean_matmul` its weight
+//!   matrices, holding the GGUF's blocks only.
+//! - `tokenizer`: the tokenizer rebuilt from the GGUF metadata.
+//! - `template`: the GGUF's own chat template (Jinja, via minijinja).
+//! - `constrain`: llguidance masks for tool calls and JSON schemas.
+//! - `generate`: the sampling loop on one dedicated thread; requests run
+//!   one at a time, never on the async runtime's workers. The KV cache is
+//!   kept between requests (and conversations' readings in the prompt
+//!   cache's slots): a follow-up computes only its new tokens.
+//! - `queue`: where requests wait for that thread: bounded, fair between
 //!   requesters, and rid of requests nobody waits for any more.
-//! - [`shelf`]: every GGUF in the models folder, one loaded at a time.
+//! - `shelf`: every GGUF in the models folder, one loaded at a time.
 //!
 //! Invariant: the weights are loaded once and owned by the worker thread;
 //! dropping a [`ChatStream`] stops its generation before the next token.
 
-pub mod constrain;
-pub mod decoder;
-pub mod generate;
-pub mod lean_matmul;
-pub mod model;
-pub mod queue;
-pub mod shelf;
-pub mod template;
-pub mod tokenizer;
+mod constrain;
+mod decoder;
+mod generate;
+mod lean_matmul;
+mod model;
+mod queue;
+mod shelf;
+mod template;
+mod tokenizer;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -39,21 +55,18 @@ use parking_lot::Mutex;
 
 use self::constrain::Constrainer;
 use self::generate::slots::Scope;
-use self::generate::{GenStats, Job, Mode, Worker};
+use self::generate::{Job, Mode, Worker};
 use self::model::Gguf;
 use self::queue::{FairQueue, QueueError, QueueLimits};
 use self::template::ChatTemplate;
 use self::tokenizer::GgufTokenizer;
-use runcell_llm::config::LlmConfig;
+use runcell_llm::config::{DEFAULT_MODEL_FILE, LlmConfig};
 use runcell_llm::{
     Capabilities, ChatRequest, ChatStream, Llm, LlmError, Message, ModelInfo, Requester, Role,
     ToolChoice, ToolSpec,
 };
 
-pub use runcell_llm::config::DEFAULT_MODEL_FILE;
-/// Its sha256, pinned by `scripts/fetch-model.sh`.
-pub const DEFAULT_MODEL_SHA256: &str =
-    "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046";
+pub use self::generate::GenStats;
 
 /// The embedded model the configuration names, its file looked for in
 /// `<data_dir>/models/` with the others on its shelf, loading in the
@@ -65,10 +78,8 @@ pub fn from_settings(llm: &LlmConfig, data_dir: &Path) -> Arc<dyn Llm> {
         threads: llm.threads,
         context_tokens: llm.context_tokens,
         max_tokens: llm.max_tokens,
-        queue: QueueLimits {
-            total: llm.queued_requests,
-            per_requester: llm.queued_per_requester,
-        },
+        queued_requests: llm.queued_requests,
+        queued_per_requester: llm.queued_per_requester,
         prompt_cache_mib: llm.prompt_cache_mib,
     };
     let shelf = shelf::Shelf::new(data_dir.join("models"), settings);
@@ -78,14 +89,15 @@ pub fn from_settings(llm: &LlmConfig, data_dir: &Path) -> Arc<dyn Llm> {
 
 /// Whether forced calls of an `execute_code`-shaped tool are generated as a
 /// constrained fenced code block (streamed as the JSON arguments) rather than
-/// as constrained JSON. Measured with Qwen2.5-Coder-0.5B over `bench::llm_eval::TASKS`:
-/// 4 of 8 programs ran as fenced blocks, 2 of 8 as JSON (inside a JSON string
-/// the model writes whole programs on one line).
+/// as constrained JSON. Measured with Qwen2.5-Coder-0.5B over the tasks of
+/// `runcell-bench`'s `llm_eval`: 4 of 8 programs ran as fenced blocks, 2 of 8
+/// as JSON (inside a JSON string the model writes whole programs on one
+/// line).
 pub const FENCED_CODE_CALLS: bool = true;
 
 /// What the embedded model can do (also what its loader reports before the
 /// model is ready).
-pub const CAPABILITIES: Capabilities = Capabilities {
+const CAPABILITIES: Capabilities = Capabilities {
     tools: true,
     structured_output: true,
     streaming: true,
@@ -156,8 +168,11 @@ pub struct EmbeddedConfig {
     pub context_tokens: usize,
     /// Reply length when a request does not say.
     pub max_tokens: u32,
-    /// How many requests may wait for the model.
-    pub queue: QueueLimits,
+    /// How many requests may wait for the model, in all (the one running
+    /// is not counted).
+    pub queued_requests: usize,
+    /// How many of one requester's requests may wait.
+    pub queued_per_requester: usize,
     /// Memory for conversations' readings kept apart from the one the KV
     /// cache holds (the prompt cache's slots), in MiB.
     pub prompt_cache_mib: usize,
@@ -165,12 +180,14 @@ pub struct EmbeddedConfig {
 
 impl Default for EmbeddedConfig {
     fn default() -> Self {
+        let queue = QueueLimits::default();
         Self {
             path: PathBuf::from("data/models").join(DEFAULT_MODEL_FILE),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             context_tokens: 4096,
             max_tokens: 512,
-            queue: QueueLimits::default(),
+            queued_requests: queue.total,
+            queued_per_requester: queue.per_requester,
             prompt_cache_mib: 512,
         }
     }
@@ -237,7 +254,8 @@ impl EmbeddedModel {
             threads,
             context_tokens,
             max_tokens,
-            queue,
+            queued_requests,
+            queued_per_requester,
             prompt_cache_mib,
         } = config;
         let path = &path;
@@ -285,7 +303,10 @@ impl EmbeddedModel {
             stats.clone(),
             prompt_cache_mib.saturating_mul(1 << 20),
         );
-        let jobs = Arc::new(FairQueue::new(queue));
+        let jobs = Arc::new(FairQueue::new(QueueLimits {
+            total: queued_requests,
+            per_requester: queued_per_requester,
+        }));
         let waiting = Arc::clone(&jobs);
         let thread = std::thread::Builder::new()
             .name("runcell-llm".into())
@@ -326,7 +347,7 @@ impl EmbeddedModel {
 
     /// Lets go of this handle and, when it was the last one, waits (blocking)
     /// until the worker has finished its queued jobs and freed the weights.
-    pub fn unload(self) {
+    fn unload(self) {
         let worker = self.inner.worker.lock().take();
         let last = Arc::strong_count(&self.inner) == 1;
         drop(self);
@@ -338,7 +359,8 @@ impl EmbeddedModel {
     }
 
     /// The model's id (the file's stem).
-    pub fn id(&self) -> &str {
+    #[cfg(test)]
+    fn id(&self) -> &str {
         &self.inner.id
     }
 
@@ -578,7 +600,7 @@ impl Llm for EmbeddedModel {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
-pub(crate) mod tests {
+mod tests {
     use std::path::PathBuf;
     use std::sync::OnceLock;
     use std::time::{Duration, Instant};

@@ -7,7 +7,7 @@
 //! where it lies: each tensor is copied out once, so loading holds the
 //! weights once, not twice.
 
-use std::io::{Cursor, Read, Seek, SeekFrom};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use super::decoder::{self, Family};
@@ -16,11 +16,11 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 
 /// A model ready to run: the decoder of one of the [`Family`]s.
-pub struct Weights(decoder::ModelWeights);
+pub(crate) struct Weights(decoder::ModelWeights);
 
 impl Weights {
     /// Logits of the last position of `tokens`, which start at `pos`.
-    pub fn forward(&mut self, tokens: &[u32], pos: usize) -> candle_core::Result<Vec<f32>> {
+    pub(crate) fn forward(&mut self, tokens: &[u32], pos: usize) -> candle_core::Result<Vec<f32>> {
         let input = Tensor::new(tokens, &Device::Cpu)?.unsqueeze(0)?;
         self.0
             .forward(&input, pos)?
@@ -29,34 +29,38 @@ impl Weights {
             .to_vec1()
     }
 
-    pub fn clear_kv_cache(&mut self) {
+    pub(crate) fn clear_kv_cache(&mut self) {
         self.0.clear_kv_cache();
     }
 
     /// Keeps at most the first `n` cached positions and says how many were
     /// kept. On an error the cache is empty.
-    pub fn keep_kv_cache(&mut self, n: usize) -> candle_core::Result<usize> {
+    pub(crate) fn keep_kv_cache(&mut self, n: usize) -> candle_core::Result<usize> {
         self.0.truncate_kv_cache(n).map(|()| n)
     }
 
     /// A copy of the first `n` cached positions.
-    pub fn snapshot(&self, n: usize) -> candle_core::Result<decoder::KvSnapshot> {
+    pub(crate) fn snapshot(&self, n: usize) -> candle_core::Result<decoder::KvSnapshot> {
         self.0.snapshot(n)
     }
 
     /// The cache made to hold the first `n` positions of `snapshot`.
-    pub fn restore(&mut self, snapshot: &decoder::KvSnapshot, n: usize) -> candle_core::Result<()> {
+    pub(crate) fn restore(
+        &mut self,
+        snapshot: &decoder::KvSnapshot,
+        n: usize,
+    ) -> candle_core::Result<()> {
         self.0.restore(snapshot, n)
     }
 }
 
 /// Whether candle runs `dtype` through a scalar (slow) kernel.
-pub fn needs_requant(dtype: GgmlDType) -> bool {
+fn needs_requant(dtype: GgmlDType) -> bool {
     matches!(dtype, GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1)
 }
 
 /// Q8_0 copy of `t` (same shape).
-pub fn requant_q8_0(t: &QTensor) -> candle_core::Result<QTensor> {
+fn requant_q8_0(t: &QTensor) -> candle_core::Result<QTensor> {
     let dense = t.dequantize(&Device::Cpu)?;
     QTensor::quantize(&dense, GgmlDType::Q8_0)
 }
@@ -109,11 +113,11 @@ impl Seek for Source {
 }
 
 /// A parsed GGUF whose tensors can be read.
-pub struct Gguf {
-    pub content: Content,
+pub(crate) struct Gguf {
+    pub(crate) content: Content,
     source: Source,
     /// How many tensors were requantised to Q8_0.
-    pub requantised: usize,
+    pub(crate) requantised: usize,
 }
 
 impl std::fmt::Debug for Gguf {
@@ -129,7 +133,7 @@ impl std::fmt::Debug for Gguf {
 impl Gguf {
     /// Opens `path` and requantises the slow tensor types. Errors are plain
     /// text for [`runcell_llm::LlmError::ModelFile`].
-    pub fn read(path: &Path) -> Result<Self, String> {
+    pub(crate) fn read(path: &Path) -> Result<Self, String> {
         let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
         let file_len = file.metadata().map_err(|e| e.to_string())?.len();
         Self::from_source(Source {
@@ -140,10 +144,12 @@ impl Gguf {
         })
     }
 
-    pub fn from_bytes(data: Vec<u8>) -> Result<Self, String> {
+    /// A GGUF held in memory (tests build theirs).
+    #[cfg(test)]
+    fn from_bytes(data: Vec<u8>) -> Result<Self, String> {
         let file_len = data.len() as u64;
         Self::from_source(Source {
-            file: Box::new(Cursor::new(data)),
+            file: Box::new(std::io::Cursor::new(data)),
             file_len,
             extra: Vec::new(),
             pos: 0,
@@ -193,11 +199,11 @@ impl Gguf {
         })
     }
 
-    pub fn architecture(&self) -> String {
+    pub(crate) fn architecture(&self) -> String {
         self.meta_string("general.architecture").unwrap_or_default()
     }
 
-    pub fn meta_string(&self, key: &str) -> Option<String> {
+    pub(crate) fn meta_string(&self, key: &str) -> Option<String> {
         self.content
             .metadata
             .get(key)
@@ -205,7 +211,7 @@ impl Gguf {
             .cloned()
     }
 
-    pub fn context_length(&self) -> Option<usize> {
+    pub(crate) fn context_length(&self) -> Option<usize> {
         let key = format!("{}.context_length", self.architecture());
         self.content
             .metadata
@@ -215,7 +221,7 @@ impl Gguf {
     }
 
     /// The model, by `general.architecture`. Consumes the file's bytes.
-    pub fn into_weights(self) -> Result<Weights, String> {
+    pub(crate) fn into_weights(self) -> Result<Weights, String> {
         let arch = self.architecture();
         let mut reader = self.source;
         let device = Device::Cpu;
@@ -233,6 +239,8 @@ impl Gguf {
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
+    use std::io::Cursor;
+
     use super::*;
 
     #[test]

@@ -14,18 +14,18 @@ use parking_lot::{Condvar, Mutex};
 use runcell_llm::Requester;
 
 /// A request waiting in the queue.
-pub trait Waiting {
+pub(crate) trait Waiting {
     /// Whether whoever asked for it has gone (nothing would read the answer).
     fn departed(&self) -> bool;
 }
 
 /// How many requests may wait.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct QueueLimits {
+pub(crate) struct QueueLimits {
     /// In all (the one running is not counted).
-    pub total: usize,
+    pub(crate) total: usize,
     /// Of one requester.
-    pub per_requester: usize,
+    pub(crate) per_requester: usize,
 }
 
 impl Default for QueueLimits {
@@ -40,14 +40,14 @@ impl Default for QueueLimits {
 impl QueueLimits {
     /// The anonymous pages' requests, together: half the queue (at least
     /// one), so the rest always has room for keys and signed-in people.
-    pub fn anonymous(&self) -> usize {
+    fn anonymous(&self) -> usize {
         (self.total / 2).max(1)
     }
 }
 
 /// Why a request was not queued.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum QueueError {
+pub(crate) enum QueueError {
     #[error("the embedded model is busy: {0} requests are waiting for it; try again shortly")]
     Full(usize),
     #[error(
@@ -118,14 +118,14 @@ impl<T: Waiting> State<T> {
 
 /// Requests for the model thread: pushed from the async side, taken
 /// (blocking) by the thread.
-pub struct FairQueue<T> {
+pub(crate) struct FairQueue<T> {
     state: Mutex<State<T>>,
     ready: Condvar,
     limits: QueueLimits,
 }
 
 impl<T: Waiting> FairQueue<T> {
-    pub fn new(limits: QueueLimits) -> Self {
+    pub(crate) fn new(limits: QueueLimits) -> Self {
         Self {
             state: Mutex::new(State {
                 known: VecDeque::new(),
@@ -142,7 +142,7 @@ impl<T: Waiting> FairQueue<T> {
     }
 
     /// Queues `job` for `requester`, or says why not.
-    pub fn push(&self, requester: Requester, job: T) -> Result<(), QueueError> {
+    pub(crate) fn push(&self, requester: Requester, job: T) -> Result<(), QueueError> {
         let mut state = self.state.lock();
         if state.closed {
             return Err(QueueError::Closed);
@@ -182,7 +182,7 @@ impl<T: Waiting> FairQueue<T> {
 
     /// The next request, waiting for one; `None` once the queue is closed
     /// and every request queued before is taken.
-    pub fn pop(&self) -> Option<T> {
+    pub(crate) fn pop(&self) -> Option<T> {
         let mut state = self.state.lock();
         loop {
             if let Some(job) = state.take() {
@@ -196,18 +196,18 @@ impl<T: Waiting> FairQueue<T> {
     }
 
     /// No more requests: the thread finishes those queued, then stops.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         self.state.lock().closed = true;
         self.ready.notify_all();
     }
 
     /// Requests waiting now (departed ones included until they are seen).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         let state = self.state.lock();
         count(&state.known) + count(&state.anonymous)
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }

@@ -30,7 +30,7 @@ enum Slot {
     },
 }
 
-pub struct Shelf {
+pub(crate) struct Shelf {
     /// `<data-dir>/models`.
     dir: PathBuf,
     /// The file a request that names no model (or `embedded`) gets; its
@@ -57,7 +57,7 @@ fn id_of(path: &Path) -> String {
 
 impl Shelf {
     /// Nothing is loaded until [`Self::preload`] or the first request.
-    pub fn new(dir: PathBuf, default: EmbeddedConfig) -> Arc<Self> {
+    pub(crate) fn new(dir: PathBuf, default: EmbeddedConfig) -> Arc<Self> {
         Arc::new(Self {
             dir,
             default,
@@ -66,7 +66,7 @@ impl Shelf {
     }
 
     /// Starts loading the default file in the background.
-    pub fn preload(self: &Arc<Self>) {
+    pub(crate) fn preload(self: &Arc<Self>) {
         let shelf = Arc::clone(self);
         tokio::spawn(async move {
             // A failure is logged here and reported to each request.
@@ -78,7 +78,7 @@ impl Shelf {
 
     /// The files on offer: the default first (when it exists), then every
     /// other `.gguf` in the folder, by name.
-    pub fn files(&self) -> Vec<PathBuf> {
+    fn files(&self) -> Vec<PathBuf> {
         let mut found: Vec<PathBuf> = std::fs::read_dir(&self.dir)
             .into_iter()
             .flatten()
@@ -126,7 +126,7 @@ impl Shelf {
     }
 
     /// The model from `path`, loading it (and unloading any other) first.
-    pub async fn get(&self, path: &Path) -> Result<EmbeddedModel, LlmError> {
+    pub(crate) async fn get(&self, path: &Path) -> Result<EmbeddedModel, LlmError> {
         let mut slot = self.slot.lock().await;
         loop {
             match &mut *slot {

@@ -10,7 +10,7 @@ use runcell_llm::{Message, Role, ToolSpec};
 const CHATML: &str = "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
 
 /// A compiled chat template.
-pub struct ChatTemplate {
+pub(crate) struct ChatTemplate {
     env: Environment<'static>,
     source: String,
     bos: String,
@@ -27,7 +27,7 @@ impl std::fmt::Debug for ChatTemplate {
 
 /// Python's `json.dumps(value, ensure_ascii=False)`: `", "` and `": "`
 /// separators, as the Hugging Face `tojson` filter writes them.
-pub fn py_json(value: &serde_json::Value) -> String {
+fn py_json(value: &serde_json::Value) -> String {
     match value {
         serde_json::Value::Array(items) => {
             let inner: Vec<String> = items.iter().map(py_json).collect();
@@ -102,7 +102,7 @@ fn tool_value(t: &ToolSpec) -> serde_json::Value {
 
 impl ChatTemplate {
     /// Compiles `source` (or ChatML when the GGUF has none).
-    pub fn new(source: Option<String>, bos: &str, eos: &str) -> Result<Self, String> {
+    pub(crate) fn new(source: Option<String>, bos: &str, eos: &str) -> Result<Self, String> {
         let source = source.unwrap_or_else(|| CHATML.to_string());
         let mut env = Environment::new();
         minijinja_contrib::add_to_environment(&mut env);
@@ -122,19 +122,27 @@ impl ChatTemplate {
     }
 
     /// Whether the template knows Qwen/Hermes-style `<tool_call>` tags.
-    pub fn uses_tool_call_tags(&self) -> bool {
+    pub(crate) fn uses_tool_call_tags(&self) -> bool {
         self.source.contains("<tool_call>")
     }
 
     /// The prompt for `messages` (and `tools` when any), ending with the
     /// assistant's turn opener.
-    pub fn render(&self, messages: &[Message], tools: &[ToolSpec]) -> Result<String, String> {
+    pub(crate) fn render(
+        &self,
+        messages: &[Message],
+        tools: &[ToolSpec],
+    ) -> Result<String, String> {
         self.render_as(messages, tools, true)
     }
 
     /// `messages` as the start of a longer prompt: without the assistant's
     /// turn opener (what a prompt cache reads ahead, or keeps as a prefix).
-    pub fn render_start(&self, messages: &[Message], tools: &[ToolSpec]) -> Result<String, String> {
+    pub(crate) fn render_start(
+        &self,
+        messages: &[Message],
+        tools: &[ToolSpec],
+    ) -> Result<String, String> {
         self.render_as(messages, tools, false)
     }
 
@@ -170,7 +178,7 @@ mod tests {
     use runcell_llm::ToolCall;
 
     /// Qwen2.5-Coder's template, as its GGUF carries it.
-    pub(crate) const QWEN: &str = include_str!("testdata/qwen2.5-chat-template.jinja");
+    const QWEN: &str = include_str!("testdata/qwen2.5-chat-template.jinja");
 
     fn execute_code() -> ToolSpec {
         runcell_llm::tools::execute_code_spec()

@@ -34,16 +34,16 @@ const END_OF_TURN: &[&str] = &[
 ];
 
 /// The vocabulary and the encoder of one GGUF model.
-pub struct GgufTokenizer {
+pub(crate) struct GgufTokenizer {
     tokenizer: Tokenizer,
     /// Each token's bytes; control tokens have none (they are never text).
     bytes: Vec<Vec<u8>>,
     names: Vec<String>,
     control: Vec<bool>,
-    pub eos: u32,
-    pub bos: Option<u32>,
+    pub(crate) eos: u32,
+    pub(crate) bos: Option<u32>,
     /// EOS and every end-of-turn token of the vocabulary.
-    pub stop: Vec<u32>,
+    pub(crate) stop: Vec<u32>,
 }
 
 impl std::fmt::Debug for GgufTokenizer {
@@ -92,7 +92,7 @@ fn unicode_to_byte() -> HashMap<char, u8> {
 }
 
 impl GgufTokenizer {
-    pub fn from_gguf(ct: &Content) -> Result<Self, String> {
+    pub(crate) fn from_gguf(ct: &Content) -> Result<Self, String> {
         let model = ct
             .metadata
             .get("tokenizer.ggml.model")
@@ -207,32 +207,33 @@ impl GgufTokenizer {
 
     /// Token ids of `text`; special tokens written in the text (`<|im_start|>`)
     /// become their ids.
-    pub fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+    pub(crate) fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
         self.tokenizer
             .encode_fast(text, false)
             .map(|e| e.get_ids().to_vec())
             .map_err(|e| format!("tokenize: {e}"))
     }
 
-    pub fn vocab_size(&self) -> usize {
+    pub(crate) fn vocab_size(&self) -> usize {
         self.bytes.len()
     }
 
     /// The bytes token `id` stands for in text (empty for control tokens).
-    pub fn token_bytes(&self, id: u32) -> &[u8] {
+    pub(crate) fn token_bytes(&self, id: u32) -> &[u8] {
         self.bytes.get(id as usize).map_or(&[], Vec::as_slice)
     }
 
-    pub fn is_control(&self, id: u32) -> bool {
+    pub(crate) fn is_control(&self, id: u32) -> bool {
         self.control.get(id as usize).copied().unwrap_or(false)
     }
 
-    pub fn name(&self, id: u32) -> &str {
+    pub(crate) fn name(&self, id: u32) -> &str {
         self.names.get(id as usize).map_or("", String::as_str)
     }
 
     /// The text of `ids`, control tokens left out.
-    pub fn decode(&self, ids: &[u32]) -> String {
+    #[cfg(test)]
+    fn decode(&self, ids: &[u32]) -> String {
         let bytes: Vec<u8> = ids
             .iter()
             .flat_map(|&id| self.token_bytes(id).iter().copied())
@@ -244,13 +245,13 @@ impl GgufTokenizer {
 /// Turns a stream of token bytes into text without ever splitting a
 /// multi-byte character: incomplete trailing bytes wait for the next token.
 #[derive(Debug, Default)]
-pub struct Utf8Stream {
+pub(crate) struct Utf8Stream {
     pending: Vec<u8>,
 }
 
 impl Utf8Stream {
     /// The complete text now available.
-    pub fn push(&mut self, bytes: &[u8]) -> String {
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> String {
         self.pending.extend_from_slice(bytes);
         let mut out = String::new();
         loop {
@@ -281,7 +282,7 @@ impl Utf8Stream {
     }
 
     /// Whatever is left at the end of generation.
-    pub fn finish(&mut self) -> String {
+    pub(crate) fn finish(&mut self) -> String {
         let rest = String::from_utf8_lossy(&self.pending).into_owned();
         self.pending.clear();
         rest

@@ -13,7 +13,7 @@
 
 mod output;
 mod sample;
-pub mod slots;
+pub(crate) mod slots;
 
 use super::queue::{FairQueue, Waiting};
 use std::sync::Arc;
@@ -23,7 +23,6 @@ use parking_lot::Mutex;
 use tokio::sync::mpsc::Sender;
 
 use self::output::Output;
-pub use self::output::json_end;
 use self::sample::{Sampler, argmax};
 use self::slots::{Scope, Slots, reusable};
 use super::constrain::{Constrainer, Constraint, mask_logits};
@@ -44,7 +43,7 @@ const GIVE_UP_AFTER: usize = 3;
 
 /// What to do with the generated text.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// Free text.
     Text,
     /// Free text that may contain `<tool_call>{...}</tool_call>`.
@@ -65,25 +64,25 @@ pub enum Mode {
 }
 
 /// One generation request for the worker.
-pub struct Job {
-    pub prompt: Vec<u32>,
-    pub max_new: usize,
+pub(crate) struct Job {
+    pub(crate) prompt: Vec<u32>,
+    pub(crate) max_new: usize,
     /// `None` or ≤ 0: greedy.
-    pub temperature: Option<f64>,
-    pub seed: u64,
-    pub mode: Mode,
+    pub(crate) temperature: Option<f64>,
+    pub(crate) seed: u64,
+    pub(crate) mode: Mode,
     /// Whether the prompt may start from what the KV cache holds (false:
     /// the cache is emptied first; benchmarks measure a cold start so).
-    pub reuse_cache: bool,
+    pub(crate) reuse_cache: bool,
     /// Whose conversation the prompt is: who may reuse its reading beyond
     /// its first `shared` tokens. `None`: nobody's (an anonymous request).
-    pub scope: Option<Scope>,
+    pub(crate) scope: Option<Scope>,
     /// Leading prompt tokens that are the server's own (its system prompt).
-    pub shared: usize,
+    pub(crate) shared: usize,
     /// Read the prompt ahead, generate nothing, and stop as soon as another
     /// job waits (what was read by then stays in the cache).
-    pub ahead: bool,
-    pub tx: Sender<Result<LlmEvent, LlmError>>,
+    pub(crate) ahead: bool,
+    pub(crate) tx: Sender<Result<LlmEvent, LlmError>>,
 }
 
 impl Waiting for Job {
@@ -92,17 +91,24 @@ impl Waiting for Job {
     }
 }
 
-/// Timings of the last finished job, for benchmarks.
+/// Timings of the last finished job ([`crate::EmbeddedModel::last_stats`]),
+/// for benchmarks and tests.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct GenStats {
+    /// Tokens in the prompt.
     pub prompt_tokens: usize,
     /// Leading prompt tokens found in the KV cache (not computed again).
     pub cached_tokens: usize,
     /// Of those, copied back in from a stored slot.
     pub restored_tokens: usize,
+    /// Time spent reading the prompt.
     pub prefill: Duration,
+    /// Tokens generated after the prompt.
     pub generated_tokens: usize,
+    /// Time spent generating them.
     pub generation: Duration,
+    /// Whether the job stopped early (its stream dropped, or a prompt read
+    /// ahead gave way to a waiting request).
     pub cancelled: bool,
 }
 
@@ -112,29 +118,31 @@ impl GenStats {
         self.prompt_tokens.saturating_sub(self.cached_tokens) as f64
             / self.prefill.as_secs_f64().max(1e-9)
     }
+
+    /// Tokens generated per second.
     pub fn generated_tokens_per_s(&self) -> f64 {
         self.generated_tokens as f64 / self.generation.as_secs_f64().max(1e-9)
     }
 }
 
 /// Everything the worker thread owns.
-pub struct Worker {
-    pub weights: Weights,
-    pub tokenizer: Arc<GgufTokenizer>,
-    pub constrainer: Arc<Constrainer>,
-    pub stats: Arc<Mutex<Option<GenStats>>>,
+pub(crate) struct Worker {
+    weights: Weights,
+    tokenizer: Arc<GgufTokenizer>,
+    constrainer: Arc<Constrainer>,
+    stats: Arc<Mutex<Option<GenStats>>>,
     /// The tokens whose keys and values the cache holds, in order.
-    pub cached: Vec<u32>,
+    cached: Vec<u32>,
     /// Whose conversation the cache holds, and how many of its leading
     /// tokens are the server's own.
-    pub cached_scope: Option<Scope>,
-    pub cached_shared: usize,
+    cached_scope: Option<Scope>,
+    cached_shared: usize,
     /// Conversations copied out of the cache.
-    pub slots: Slots,
+    slots: Slots,
 }
 
 impl Worker {
-    pub fn new(
+    pub(crate) fn new(
         weights: Weights,
         tokenizer: Arc<GgufTokenizer>,
         constrainer: Arc<Constrainer>,
@@ -157,7 +165,7 @@ impl Worker {
 impl Worker {
     /// Runs jobs until the queue is closed and empty; candle's maths runs
     /// on `pool`.
-    pub fn run(mut self, pool: &rayon::ThreadPool, jobs: &FairQueue<Job>) {
+    pub(crate) fn run(mut self, pool: &rayon::ThreadPool, jobs: &FairQueue<Job>) {
         while let Some(job) = jobs.pop() {
             if job.tx.is_closed() {
                 continue;

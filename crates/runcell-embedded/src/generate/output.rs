@@ -235,7 +235,7 @@ impl<'a> Output<'a> {
 
 /// Where the JSON object or array at the start of `text` ends (the byte after
 /// its closing bracket), if it is complete.
-pub fn json_end(text: &str) -> Option<usize> {
+fn json_end(text: &str) -> Option<usize> {
     let mut depth = 0usize;
     let mut in_string = false;
     let mut escaped = false;

@@ -13,7 +13,7 @@ use crate::decoder::KvSnapshot;
 
 /// Whose reading a slot holds.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Scope {
+pub(crate) enum Scope {
     /// The server's own prefix alone (a system prompt): shared by all.
     Server,
     /// One conversation's or one requester's.
@@ -21,12 +21,12 @@ pub enum Scope {
 }
 
 /// A conversation read: its tokens, and what the KV cache held for them.
-pub struct Slot {
-    pub scope: Scope,
-    pub tokens: Vec<u32>,
+pub(crate) struct Slot {
+    pub(crate) scope: Scope,
+    pub(crate) tokens: Vec<u32>,
     /// Leading tokens that are the server's own: anyone may reuse them.
-    pub shared: usize,
-    pub snapshot: KvSnapshot,
+    pub(crate) shared: usize,
+    pub(crate) snapshot: KvSnapshot,
     used: u64,
 }
 
@@ -35,7 +35,7 @@ pub struct Slot {
 /// short of the whole prompt (its last token is computed again, for the
 /// logits of what comes next). A reading nobody owns (an anonymous
 /// request's) is shared as far as the server's part goes, like any other.
-pub fn reusable(
+pub(crate) fn reusable(
     owner: Option<&Scope>,
     tokens: &[u32],
     shared: usize,
@@ -53,14 +53,14 @@ pub fn reusable(
 }
 
 /// The slots, within a memory budget.
-pub struct Slots {
+pub(crate) struct Slots {
     slots: Vec<Slot>,
     budget_bytes: usize,
     clock: u64,
 }
 
 impl Slots {
-    pub fn new(budget_bytes: usize) -> Self {
+    pub(crate) fn new(budget_bytes: usize) -> Self {
         Self {
             slots: Vec::new(),
             budget_bytes,
@@ -68,22 +68,18 @@ impl Slots {
         }
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.slots.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
-    }
-
     /// The memory the slots hold.
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         self.slots.iter().map(|s| s.snapshot.bytes()).sum()
     }
 
     /// The slot a requester of `scope` may reuse most of for `prompt`, and
     /// how many tokens that is.
-    pub fn best(&self, scope: Option<&Scope>, prompt: &[u32]) -> Option<(usize, usize)> {
+    pub(crate) fn best(&self, scope: Option<&Scope>, prompt: &[u32]) -> Option<(usize, usize)> {
         self.slots
             .iter()
             .enumerate()
@@ -98,7 +94,7 @@ impl Slots {
     }
 
     /// The slot at `index`, marked as just used.
-    pub fn take_for_use(&mut self, index: usize) -> Option<&Slot> {
+    pub(crate) fn take_for_use(&mut self, index: usize) -> Option<&Slot> {
         self.clock += 1;
         let slot = self.slots.get_mut(index)?;
         slot.used = self.clock;
@@ -106,7 +102,7 @@ impl Slots {
     }
 
     /// Whether a slot of the server's own holds exactly `tokens`.
-    pub fn has_server_prefix(&self, tokens: &[u32]) -> bool {
+    pub(crate) fn has_server_prefix(&self, tokens: &[u32]) -> bool {
         self.slots
             .iter()
             .any(|s| s.scope == Scope::Server && s.tokens == tokens)
@@ -116,7 +112,13 @@ impl Slots {
     /// had), then evicts the least recently used slots, private ones first,
     /// until the slots fit the budget. A snapshot larger than the whole
     /// budget is not kept.
-    pub fn store(&mut self, scope: Scope, tokens: Vec<u32>, shared: usize, snapshot: KvSnapshot) {
+    pub(crate) fn store(
+        &mut self,
+        scope: Scope,
+        tokens: Vec<u32>,
+        shared: usize,
+        snapshot: KvSnapshot,
+    ) {
         if snapshot.bytes() > self.budget_bytes || tokens.is_empty() {
             return;
         }
@@ -145,11 +147,6 @@ impl Slots {
                 None => break,
             }
         }
-    }
-
-    /// Forgets `scope`'s slot (its conversation ended).
-    pub fn forget(&mut self, scope: &Scope) {
-        self.slots.retain(|s| &s.scope != scope);
     }
 }
 
@@ -232,7 +229,5 @@ mod tests {
         slots.store(private("f"), vec![9, 9], 0, KvSnapshot::zeros(100, 8));
         assert_eq!(slots.len(), 3);
         assert!(slots.best(Some(&private("f")), &[9, 9, 9]).is_none());
-        slots.forget(&private("e"));
-        assert_eq!(slots.len(), 2);
     }
 }
