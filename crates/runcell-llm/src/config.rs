@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use runcell_core::Secret;
+use runcell_core::{REDACTED, Secret};
 use serde::{Deserialize, Serialize};
 
 /// Which language model answers, and how runcell talks to it.
@@ -97,6 +97,81 @@ impl LlmConfig {
     }
 }
 
+/// The most fixes a question may get ([`LlmConfig::max_fixes`]).
+pub const MAX_FIXES: u32 = 10;
+
+/// A setting of the `[llm]` section that cannot be used, named as the
+/// configuration file spells it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LlmConfigError {
+    /// A count, size or timeout that is 0.
+    #[error("invalid setting `{0}`: must be more than 0")]
+    Zero(&'static str),
+    #[error("invalid setting `llm.max_fixes`: must be at most {}", MAX_FIXES)]
+    TooManyFixes,
+    #[error(
+        "invalid setting `llm.base_url`: the openai backend needs a server address (OPENAI_BASE_URL)"
+    )]
+    NoServer,
+    /// The key is what `runcell config` printed in its place.
+    #[error(
+        "invalid setting `llm.api_key`: is the placeholder `runcell config` prints; put the real key here"
+    )]
+    PlaceholderKey,
+    /// The address as given.
+    #[error("invalid setting `llm.base_url`: `{0}` is not an http:// or https:// address")]
+    NotHttp(String),
+}
+
+impl LlmConfigError {
+    /// The setting refused, e.g. `llm.base_url`.
+    pub fn setting(&self) -> &'static str {
+        match self {
+            Self::Zero(setting) => setting,
+            Self::TooManyFixes => "llm.max_fixes",
+            Self::NoServer | Self::NotHttp(_) => "llm.base_url",
+            Self::PlaceholderKey => "llm.api_key",
+        }
+    }
+}
+
+impl LlmConfig {
+    /// Whether these settings can be used: the model's sizes and timeouts
+    /// more than 0, at most [`MAX_FIXES`] fixes, an http(s) server address
+    /// (which the openai backend needs), and a key that is not the
+    /// placeholder `runcell config` prints.
+    pub fn validate(&self) -> Result<(), LlmConfigError> {
+        for (setting, value) in [
+            ("llm.threads", self.threads as u64),
+            ("llm.context_tokens", self.context_tokens as u64),
+            ("llm.max_tokens", u64::from(self.max_tokens)),
+            ("llm.timeout_secs", self.timeout_secs),
+            ("llm.answer_timeout_secs", self.answer_timeout_secs),
+        ] {
+            if value == 0 {
+                return Err(LlmConfigError::Zero(setting));
+            }
+        }
+        if self.max_fixes > MAX_FIXES {
+            return Err(LlmConfigError::TooManyFixes);
+        }
+        let base_url = self.base_url.trim();
+        if self.effective_backend() == LlmBackend::Openai && base_url.is_empty() {
+            return Err(LlmConfigError::NoServer);
+        }
+        if self.api_key.expose() == REDACTED {
+            return Err(LlmConfigError::PlaceholderKey);
+        }
+        if !(base_url.is_empty()
+            || base_url.starts_with("http://")
+            || base_url.starts_with("https://"))
+        {
+            return Err(LlmConfigError::NotHttp(self.base_url.clone()));
+        }
+        Ok(())
+    }
+}
+
 impl Default for LlmConfig {
     fn default() -> Self {
         Self {
@@ -144,5 +219,91 @@ pub fn shown_url(url: &str) -> String {
         String::new()
     } else {
         super::openai::display_url(url.trim())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_pass() {
+        assert_eq!(LlmConfig::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn bad_values_are_refused_by_name() {
+        type Change = fn(&mut LlmConfig);
+        let cases: [(Change, Result<(), &str>); 13] = [
+            (
+                |c| c.threads = 0,
+                Err("invalid setting `llm.threads`: must be more than 0"),
+            ),
+            (
+                |c| c.context_tokens = 0,
+                Err("invalid setting `llm.context_tokens`: must be more than 0"),
+            ),
+            (
+                |c| c.max_tokens = 0,
+                Err("invalid setting `llm.max_tokens`: must be more than 0"),
+            ),
+            (
+                |c| c.timeout_secs = 0,
+                Err("invalid setting `llm.timeout_secs`: must be more than 0"),
+            ),
+            (
+                |c| c.answer_timeout_secs = 0,
+                Err("invalid setting `llm.answer_timeout_secs`: must be more than 0"),
+            ),
+            (|c| c.max_fixes = 0, Ok(())),
+            (|c| c.max_fixes = 10, Ok(())),
+            (
+                |c| c.max_fixes = 11,
+                Err("invalid setting `llm.max_fixes`: must be at most 10"),
+            ),
+            (
+                |c| c.backend = LlmBackend::Openai,
+                Err(
+                    "invalid setting `llm.base_url`: the openai backend needs a server address (OPENAI_BASE_URL)",
+                ),
+            ),
+            (
+                |c| c.api_key = REDACTED.into(),
+                Err(
+                    "invalid setting `llm.api_key`: is the placeholder `runcell config` prints; put the real key here",
+                ),
+            ),
+            (
+                |c| c.base_url = "127.0.0.1:8080".into(),
+                Err(
+                    "invalid setting `llm.base_url`: `127.0.0.1:8080` is not an http:// or https:// address",
+                ),
+            ),
+            (|c| c.base_url = " http://127.0.0.1:8080/v1 ".into(), Ok(())),
+            // A blank address is no address: the openai backend needs one.
+            (
+                |c| (c.backend, c.base_url) = (LlmBackend::Openai, "  ".into()),
+                Err(
+                    "invalid setting `llm.base_url`: the openai backend needs a server address (OPENAI_BASE_URL)",
+                ),
+            ),
+        ];
+        for (change, says) in cases {
+            let mut config = LlmConfig::default();
+            change(&mut config);
+            let said = config.validate().map_err(|e| e.to_string());
+            assert_eq!(said, says.map_err(String::from));
+        }
+    }
+
+    #[test]
+    fn an_error_names_its_setting() {
+        let config = LlmConfig {
+            base_url: "ftp://models.example".into(),
+            ..LlmConfig::default()
+        };
+        let err = config.validate().unwrap_err();
+        assert_eq!(err, LlmConfigError::NotHttp("ftp://models.example".into()));
+        assert_eq!(err.setting(), "llm.base_url");
     }
 }

@@ -76,7 +76,38 @@ pub enum Mode {
     Open,
 }
 
+/// A setting of the `[packages]` section that cannot be used, named as the
+/// configuration file spells it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PackagesConfigError {
+    /// A size cap that is 0.
+    #[error("invalid setting `{0}`: must be more than 0")]
+    Zero(&'static str),
+}
+
+impl PackagesConfigError {
+    /// The setting refused, e.g. `packages.max_file_mib`.
+    pub fn setting(&self) -> &'static str {
+        match self {
+            Self::Zero(setting) => setting,
+        }
+    }
+}
+
 impl PackagesConfig {
+    /// Whether these settings can be used: the size caps more than 0.
+    pub fn validate(&self) -> Result<(), PackagesConfigError> {
+        for (setting, value) in [
+            ("packages.max_file_mib", self.max_file_mib),
+            ("packages.max_session_mib", self.max_session_mib),
+        ] {
+            if value == 0 {
+                return Err(PackagesConfigError::Zero(setting));
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) fn max_file_bytes(&self) -> u64 {
         self.max_file_mib.saturating_mul(1024 * 1024)
     }
@@ -99,5 +130,29 @@ mod tests {
         assert_eq!(config.deny, vec!["pip".to_string()]);
         assert_eq!(config.max_file_mib, 100);
         assert!(serde_json::from_str::<PackagesConfig>(r#"{"modes":"off"}"#).is_err());
+    }
+
+    #[test]
+    fn the_defaults_pass_and_a_0_cap_is_refused_by_name() {
+        assert_eq!(PackagesConfig::default().validate(), Ok(()));
+        let said = |config: PackagesConfig| config.validate().map_err(|e| e.to_string());
+        assert_eq!(
+            said(PackagesConfig {
+                max_file_mib: 0,
+                ..PackagesConfig::default()
+            }),
+            Err("invalid setting `packages.max_file_mib`: must be more than 0".into())
+        );
+        let err = PackagesConfig {
+            max_session_mib: 0,
+            ..PackagesConfig::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(err.setting(), "packages.max_session_mib");
+        assert_eq!(
+            err.to_string(),
+            "invalid setting `packages.max_session_mib`: must be more than 0"
+        );
     }
 }

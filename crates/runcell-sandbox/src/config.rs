@@ -68,7 +68,72 @@ pub struct SandboxConfig {
     pub share_kernel_memory: bool,
 }
 
+/// A setting of the `[sandbox]` or `[e2b]` section that cannot be used,
+/// named as the configuration file spells it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SandboxConfigError {
+    /// A limit, count or timeout that is 0.
+    #[error("invalid setting `{0}`: must be more than 0")]
+    Zero(&'static str),
+    #[error("invalid setting `sandbox.anonymous_share_percent`: must be at most 100")]
+    ShareOver100,
+    #[error(
+        "invalid setting `sandbox.timeout_secs`: must not be more than sandbox.max_timeout_secs"
+    )]
+    TimeoutOverMax,
+}
+
+impl SandboxConfigError {
+    /// The setting refused, e.g. `sandbox.memory_mib`.
+    pub fn setting(&self) -> &'static str {
+        match self {
+            Self::Zero(setting) => setting,
+            Self::ShareOver100 => "sandbox.anonymous_share_percent",
+            Self::TimeoutOverMax => "sandbox.timeout_secs",
+        }
+    }
+}
+
+/// The first of `settings` that is 0.
+fn none_zero(settings: &[(&'static str, u64)]) -> Result<(), SandboxConfigError> {
+    match settings.iter().find(|(_, value)| *value == 0) {
+        Some((setting, _)) => Err(SandboxConfigError::Zero(setting)),
+        None => Ok(()),
+    }
+}
+
 impl SandboxConfig {
+    /// Whether these settings can be used: every limit more than 0, the
+    /// anonymous share a percentage, the default timeout within the most.
+    pub fn validate(&self) -> Result<(), SandboxConfigError> {
+        none_zero(&[
+            ("sandbox.max_timeout_secs", self.max_timeout_secs),
+            ("sandbox.timeout_secs", self.timeout_secs),
+            ("sandbox.memory_mib", self.memory_mib),
+            ("sandbox.pids", u64::from(self.pids)),
+            ("sandbox.cpu_millis", u64::from(self.cpu_millis)),
+            ("sandbox.output_kib", self.output_kib),
+            ("sandbox.file_mib", self.file_mib),
+            ("sandbox.disk_mib", self.disk_mib),
+            ("sandbox.upload_mib", self.upload_mib),
+            (
+                "sandbox.anonymous_share_percent",
+                u64::from(self.anonymous_share_percent),
+            ),
+            (
+                "sandbox.anonymous_sessions_per_client",
+                self.anonymous_sessions_per_client as u64,
+            ),
+        ])?;
+        if self.anonymous_share_percent > 100 {
+            return Err(SandboxConfigError::ShareOver100);
+        }
+        if self.timeout_secs > self.max_timeout_secs {
+            return Err(SandboxConfigError::TimeoutOverMax);
+        }
+        Ok(())
+    }
+
     /// [`Self::upload_mib`] in bytes.
     pub fn upload_bytes(&self) -> usize {
         usize::try_from(self.upload_mib.saturating_mul(1024 * 1024)).unwrap_or(usize::MAX)
@@ -185,5 +250,122 @@ impl E2bConfig {
     /// Whether runs can go to E2B.
     pub fn enabled(&self) -> bool {
         !self.api_key.is_empty()
+    }
+
+    /// Whether these settings can be used: both timeouts more than 0.
+    pub fn validate(&self) -> Result<(), SandboxConfigError> {
+        none_zero(&[
+            ("e2b.sandbox_timeout_secs", self.sandbox_timeout_secs),
+            (
+                "e2b.max_sandbox_timeout_secs",
+                self.max_sandbox_timeout_secs,
+            ),
+        ])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `validate` says of the defaults with `change` made.
+    fn said(change: impl FnOnce(&mut SandboxConfig)) -> Result<(), String> {
+        let mut config = SandboxConfig::default();
+        change(&mut config);
+        config.validate().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_defaults_pass() {
+        assert_eq!(SandboxConfig::default().validate(), Ok(()));
+        assert_eq!(E2bConfig::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn bad_values_are_refused_by_name() {
+        type Change = fn(&mut SandboxConfig);
+        let cases: [(Change, &str); 14] = [
+            // A 0 is said before it is compared with `timeout_secs`.
+            (
+                |c| c.max_timeout_secs = 0,
+                "invalid setting `sandbox.max_timeout_secs`: must be more than 0",
+            ),
+            (
+                |c| c.timeout_secs = 0,
+                "invalid setting `sandbox.timeout_secs`: must be more than 0",
+            ),
+            (
+                |c| c.memory_mib = 0,
+                "invalid setting `sandbox.memory_mib`: must be more than 0",
+            ),
+            (
+                |c| c.pids = 0,
+                "invalid setting `sandbox.pids`: must be more than 0",
+            ),
+            (
+                |c| c.cpu_millis = 0,
+                "invalid setting `sandbox.cpu_millis`: must be more than 0",
+            ),
+            (
+                |c| c.output_kib = 0,
+                "invalid setting `sandbox.output_kib`: must be more than 0",
+            ),
+            (
+                |c| c.file_mib = 0,
+                "invalid setting `sandbox.file_mib`: must be more than 0",
+            ),
+            (
+                |c| c.disk_mib = 0,
+                "invalid setting `sandbox.disk_mib`: must be more than 0",
+            ),
+            (
+                |c| c.upload_mib = 0,
+                "invalid setting `sandbox.upload_mib`: must be more than 0",
+            ),
+            (
+                |c| c.anonymous_share_percent = 0,
+                "invalid setting `sandbox.anonymous_share_percent`: must be more than 0",
+            ),
+            (
+                |c| c.anonymous_share_percent = 101,
+                "invalid setting `sandbox.anonymous_share_percent`: must be at most 100",
+            ),
+            (
+                |c| c.anonymous_sessions_per_client = 0,
+                "invalid setting `sandbox.anonymous_sessions_per_client`: must be more than 0",
+            ),
+            (
+                |c| c.timeout_secs = 500,
+                "invalid setting `sandbox.timeout_secs`: must not be more than sandbox.max_timeout_secs",
+            ),
+            // The most is a default's bound too.
+            (|c| c.timeout_secs = 300, ""),
+        ];
+        for (change, says) in cases {
+            let said = said(change).err().unwrap_or_default();
+            assert_eq!(said, says);
+        }
+    }
+
+    #[test]
+    fn e2b_timeouts_are_refused_at_0() {
+        let config = E2bConfig {
+            sandbox_timeout_secs: 0,
+            ..E2bConfig::default()
+        };
+        let err = config.validate().unwrap_err();
+        assert_eq!(err.setting(), "e2b.sandbox_timeout_secs");
+        assert_eq!(
+            err.to_string(),
+            "invalid setting `e2b.sandbox_timeout_secs`: must be more than 0"
+        );
+        let config = E2bConfig {
+            max_sandbox_timeout_secs: 0,
+            ..E2bConfig::default()
+        };
+        assert_eq!(
+            config.validate().map_err(|e| e.to_string()),
+            Err("invalid setting `e2b.max_sandbox_timeout_secs`: must be more than 0".into())
+        );
     }
 }

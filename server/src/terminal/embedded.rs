@@ -20,6 +20,7 @@ use runcell_agent::notebook::{NotebookError, Notebooks, Turn, parse_session_id};
 use runcell_agent::session::SessionChannel;
 use runcell_protocol::OwnerId;
 use runcell_server::config::Config;
+use runcell_server::http::error::ApiError;
 use runcell_server::server::Engine;
 
 pub struct InProcess {
@@ -93,16 +94,18 @@ fn place_of(data_dir: &Path) -> String {
     format!("embedded:{}", data_dir.display())
 }
 
-/// A notebook error as the HTTP API would answer it (read as another
-/// node's answer is, by `Failure::of`).
+/// A notebook error as the HTTP API would answer it: read as another
+/// node's answer is, by `Failure::of`, with the status the HTTP layer
+/// gives that kind of failure.
 #[expect(
     clippy::needless_pass_by_value,
     reason = "taken by value to be `map_err(refusal)`"
 )]
 fn refusal(error: NotebookError) -> ClientError {
     let failure = Failure::of(&error);
+    let status = ApiError::from(NotebookError::Remote(failure.clone())).status();
     ClientError::Refused {
-        status: failure.kind.status(),
+        status: status.as_u16(),
         code: String::new(),
         message: failure.message,
     }

@@ -79,30 +79,26 @@ pub struct Failure {
     pub message: String,
 }
 
+/// What went wrong on the holder, as one node tells another: part of the
+/// cluster's wire, serialized by its name (`"kind":"NotFound"`); the nodes
+/// of one cluster run one version. It is no HTTP status: the server's
+/// HTTP layer decides which status each kind is answered with, as it does
+/// for the errors of this node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FailureKind {
+    /// The session, link, file or turn is not there.
     NotFound,
+    /// The request cannot be done as asked (a bad name, path or notebook).
     BadRequest,
+    /// The thing is there already.
     Conflict,
+    /// Bigger than the room for it.
     TooLarge,
+    /// Too much under way already: worth asking again later.
     Busy,
+    /// The holder cannot do it now (shutting down, out of reach).
     Unavailable,
     Internal,
-}
-
-impl FailureKind {
-    /// The HTTP status the API answers this kind of failure with.
-    pub fn status(self) -> u16 {
-        match self {
-            Self::NotFound => 404,
-            Self::BadRequest => 400,
-            Self::Conflict => 409,
-            Self::TooLarge => 413,
-            Self::Busy => 429,
-            Self::Unavailable => 503,
-            Self::Internal => 500,
-        }
-    }
 }
 
 impl Failure {
@@ -497,6 +493,44 @@ pub async fn serve_calls(
                     tracing::warn!(error = %e, call = call.id, "a call could not be answered");
                 }
             });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_travels_by_the_name_of_its_kind() {
+        let failure = Failure {
+            kind: FailureKind::TooLarge,
+            message: "no room".into(),
+        };
+        let text = serde_json::to_string(&Answer::Failed(failure.clone())).unwrap();
+        assert_eq!(
+            text,
+            r#"{"Failed":{"kind":"TooLarge","message":"no room"}}"#
+        );
+        match serde_json::from_str::<Answer>(&text).unwrap() {
+            Answer::Failed(back) => assert_eq!(back, failure),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_unwritable_answer_is_read_as_an_internal_failure() {
+        // The text `answer_call` sends when the answer cannot be written.
+        let text = r#"{"Failed":{"kind":"Internal","message":"the answer could not be written"}}"#;
+        match serde_json::from_str::<Answer>(text).unwrap() {
+            Answer::Failed(failure) => assert_eq!(
+                failure,
+                Failure {
+                    kind: FailureKind::Internal,
+                    message: "the answer could not be written".into(),
+                }
+            ),
+            other => panic!("{other:?}"),
         }
     }
 }

@@ -1,8 +1,10 @@
 //! Who may call and how much: the `[auth]` section of the server's
 //! configuration.
 
-use runcell_core::Secret;
+use runcell_core::{REDACTED, Secret};
 use serde::{Deserialize, Serialize};
+
+use super::{ConfigError, bad, none_zero};
 
 /// Who may use the API and the pages, and how much.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -234,10 +236,78 @@ pub fn proxy_network(text: &str) -> Option<ipnet::IpNet> {
 }
 
 impl AuthConfig {
-    /// What `Config::check` says of this section.
-    pub(super) fn check(&self) -> Result<(), super::ConfigError> {
-        let bad =
-            |setting: &'static str, reason: String| super::ConfigError::Setting { setting, reason };
+    /// Whether these settings can be used: the limits more than 0, the
+    /// secrets real ones, the sign-in provider and the trusted proxy fully
+    /// said.
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_limits()?;
+        self.validate_secrets()?;
+        self.validate_sign_in()
+    }
+
+    fn validate_limits(&self) -> Result<(), ConfigError> {
+        let limits = &self.user_limits;
+        none_zero(&[
+            ("auth.token_ttl_secs", self.token_ttl_secs),
+            ("auth.ui_session_secs", self.ui_session_secs),
+            ("auth.runs_per_minute", u64::from(self.runs_per_minute)),
+            ("auth.run_burst", u64::from(self.run_burst)),
+            (
+                "auth.max_concurrent_runs",
+                u64::from(self.max_concurrent_runs),
+            ),
+            ("auth.max_live_sessions", u64::from(self.max_live_sessions)),
+            ("auth.revocation_check_secs", self.revocation_check_secs),
+            (
+                "auth.mcp_sessions_per_key",
+                u64::from(self.mcp_sessions_per_key),
+            ),
+            ("auth.mcp_session_idle_secs", self.mcp_session_idle_secs),
+            (
+                "auth.user_limits.live_kernels",
+                u64::from(limits.live_kernels),
+            ),
+            ("auth.user_limits.sessions", u64::from(limits.sessions)),
+            (
+                "auth.user_limits.runs_per_minute",
+                u64::from(limits.runs_per_minute),
+            ),
+            (
+                "auth.user_limits.model_seconds_per_day",
+                u64::from(limits.model_seconds_per_day),
+            ),
+            (
+                "auth.user_limits.storage_mib",
+                u64::from(limits.storage_mib),
+            ),
+        ])
+    }
+
+    /// The secrets are not the placeholder `runcell config` prints, and a
+    /// signing secret given is long enough.
+    fn validate_secrets(&self) -> Result<(), ConfigError> {
+        for (setting, secret) in [
+            ("auth.jwt_secret", &self.jwt_secret),
+            ("auth.oidc.client_secret", &self.oidc.client_secret),
+        ] {
+            if secret.expose() == REDACTED {
+                return Err(bad(
+                    setting,
+                    "is the placeholder `runcell config` prints; put the real secret here".into(),
+                ));
+            }
+        }
+        if !self.jwt_secret.is_empty() && self.jwt_secret.expose().len() < 32 {
+            return Err(bad(
+                "auth.jwt_secret",
+                "must be at least 32 bytes (or empty, to generate one)".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The sign-in provider, the trusted headers and their proxies.
+    fn validate_sign_in(&self) -> Result<(), ConfigError> {
         if self.oidc.enabled() {
             let issuer = url::Url::parse(self.oidc.issuer.trim())
                 .map_err(|e| bad("auth.oidc.issuer", format!("is not a URL: {e}")))?;

@@ -5,6 +5,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use axum::http::uri::Authority;
 use serde::{Deserialize, Serialize};
 
+use super::{ConfigError, bad, none_zero};
+
 /// Request hygiene.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -58,6 +60,49 @@ impl Default for HttpConfig {
             max_header_kib: 64,
             uploads_in_flight: 8,
         }
+    }
+}
+
+impl HttpConfig {
+    /// Whether these settings can be used: the limits and timeouts more
+    /// than 0, the CORS origins real origins, the host names bare names.
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        none_zero(&[
+            ("http.request_timeout_secs", self.request_timeout_secs),
+            ("http.max_connections", self.max_connections as u64),
+            (
+                "http.max_connections_per_address",
+                self.max_connections_per_address as u64,
+            ),
+            (
+                "http.header_read_timeout_secs",
+                self.header_read_timeout_secs,
+            ),
+            ("http.body_idle_timeout_secs", self.body_idle_timeout_secs),
+            ("http.max_header_kib", self.max_header_kib as u64),
+            ("http.uploads_in_flight", self.uploads_in_flight as u64),
+        ])?;
+        for origin in &self.cors_origins {
+            if origin == "*" || !(origin.starts_with("http://") || origin.starts_with("https://")) {
+                return Err(bad(
+                    "http.cors_origins",
+                    format!(
+                        "`{origin}` is not an origin like https://example.org (`*` is not allowed)"
+                    ),
+                ));
+            }
+        }
+        for host in &self.allowed_hosts {
+            if configured_name(host).is_none() {
+                return Err(bad(
+                    "http.allowed_hosts",
+                    format!(
+                        "`{host}` is not a host name like runcell.example.org (no scheme, port or path; IPv6 in brackets)"
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

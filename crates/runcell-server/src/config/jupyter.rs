@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::{ConfigError, none_zero};
+
 /// What one Jupyter gateway client (`/jupyter`) may make the server hold:
 /// bytes per connection and per key, queued cells, messages and restarts.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,5 +42,28 @@ impl Default for JupyterConfig {
             messages_per_second: 200,
             restarts_per_minute: 6,
         }
+    }
+}
+
+impl JupyterConfig {
+    /// Whether these settings can be used: every budget and rate more than 0.
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        none_zero(&[
+            ("jupyter.max_message_mib", self.max_message_mib as u64),
+            (
+                "jupyter.connection_budget_mib",
+                self.connection_budget_mib as u64,
+            ),
+            ("jupyter.key_budget_mib", self.key_budget_mib as u64),
+            ("jupyter.max_queued_cells", self.max_queued_cells as u64),
+            (
+                "jupyter.messages_per_second",
+                u64::from(self.messages_per_second),
+            ),
+            (
+                "jupyter.restarts_per_minute",
+                u64::from(self.restarts_per_minute),
+            ),
+        ])
     }
 }

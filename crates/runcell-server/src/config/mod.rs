@@ -8,19 +8,26 @@ use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use runcell_core::REDACTED;
 pub use runcell_core::{Secret, display_path};
+use runcell_llm::config::LlmConfigError;
+use runcell_packages::config::PackagesConfigError;
+use runcell_sandbox::config::SandboxConfigError;
 
 pub mod auth;
+pub mod browser;
 pub mod http;
 pub mod jupyter;
+pub mod notebook;
 
 pub use self::auth::{AuthConfig, AuthMode, OidcConfig, UserLimits};
+pub use self::browser::BrowserConfig;
 pub use self::http::HttpConfig;
 pub use self::jupyter::JupyterConfig;
+pub use self::notebook::NotebookConfig;
 pub use runcell_llm::config::{
     DEFAULT_MODEL_FILE, LlmBackend, LlmConfig, ScriptedMode, StructuredOutputMode, shown_url,
 };
+pub use runcell_packages::PackagesConfig;
 pub use runcell_sandbox::config::{E2bConfig, SandboxConfig};
-pub use runcell_sandbox::packages::PackagesConfig;
 use serde::{Deserialize, Serialize};
 
 /// The file, inside the data directory, that settings may come from.
@@ -94,84 +101,6 @@ pub struct Config {
     pub packages: PackagesConfig,
 }
 
-/// What one browser (an owner cookie) may take of the notebook's resources:
-/// new sessions (rows) at a rate, and kernels (memory) at once; and what
-/// the anonymous pages of one client address may make together, since an
-/// owner cookie is free to drop and make anew.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct NotebookConfig {
-    /// Sessions one owner may create an hour, on average (`GET /`,
-    /// `POST /api/sessions`, forks)...
-    pub sessions_per_hour: u32,
-    /// ...and at once after a quiet spell.
-    pub session_burst: u32,
-    /// Sessions the anonymous pages (not signed in, no key) of one client
-    /// address may create a minute together, whatever owner cookies they
-    /// carry or drop: all of them at once after a quiet minute, then one
-    /// every `60 / n` seconds; one more is refused with 429 and
-    /// `Retry-After`. The address is the one the per-address sandbox cap
-    /// uses (the peer's, or the last `X-Forwarded-For` hop when
-    /// `http.trust_forwarded`; one IPv6 /64 is one address); loopback
-    /// counts too. A person on their own machine meets their cookie's
-    /// `session_burst` first.
-    pub anonymous_sessions_per_minute: u32,
-    /// Kernels one owner's sessions may hold at once; a new one closes the
-    /// owner's longest-idle kernel, or is refused while all of them run.
-    pub max_kernels_per_owner: u32,
-    /// MiB of `.ipynb` one import may send; a bigger one is refused as it
-    /// streams in.
-    pub import_mib: u64,
-    /// Notebook imports read at once, from everyone; one more gets 429.
-    pub imports_in_flight: u32,
-    /// Sockets open at once on one session; one more is closed (1013).
-    pub max_sockets_per_session: u32,
-    /// Sockets one owner may have open at once, on all its sessions and
-    /// share links together; one more is closed (1013).
-    pub max_sockets_per_owner: u32,
-}
-
-impl Default for NotebookConfig {
-    fn default() -> Self {
-        Self {
-            sessions_per_hour: 120,
-            session_burst: 30,
-            anonymous_sessions_per_minute: 30,
-            max_kernels_per_owner: 4,
-            import_mib: 8,
-            imports_in_flight: 2,
-            max_sockets_per_session: 8,
-            max_sockets_per_owner: 32,
-        }
-    }
-}
-
-/// The Browser sandbox: Python in the session's own page (offered when the
-/// site carries Pyodide).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct BrowserConfig {
-    /// How long a run waits for a page of its session to run it.
-    pub attach_wait_secs: u64,
-    /// How long a run whose page went away waits for it to come back.
-    pub gone_grace_secs: u64,
-    /// How long a page may take to start a program (its Python starting,
-    /// the packages it imports loading) before the run's own wall time
-    /// begins: a first `import sympy` on a slow device is not the program's
-    /// time.
-    pub prepare_wait_secs: u64,
-}
-
-impl Default for BrowserConfig {
-    fn default() -> Self {
-        Self {
-            attach_wait_secs: 60,
-            gone_grace_secs: 10,
-            prepare_wait_secs: 180,
-        }
-    }
-}
-
 impl Config {
     /// Whether E2B's protocol is served here: asked for, and backed by a
     /// local jail.
@@ -228,11 +157,34 @@ pub enum ConfigError {
     /// A source holds a value of the wrong type or an unknown setting.
     #[error("invalid configuration: {0}")]
     Source(String),
+    /// A setting of the server's own that cannot be used.
     #[error("invalid setting `{setting}`: {reason}")]
     Setting {
         setting: &'static str,
         reason: String,
     },
+    /// The `[sandbox]` or `[e2b]` section refused itself.
+    #[error(transparent)]
+    Sandbox(#[from] SandboxConfigError),
+    /// The `[llm]` section refused itself.
+    #[error(transparent)]
+    Llm(#[from] LlmConfigError),
+    /// The `[packages]` section refused itself.
+    #[error(transparent)]
+    Packages(#[from] PackagesConfigError),
+}
+
+/// `setting` refused, saying why.
+fn bad(setting: &'static str, reason: String) -> ConfigError {
+    ConfigError::Setting { setting, reason }
+}
+
+/// The first of `settings` that is 0, refused.
+fn none_zero(settings: &[(&'static str, u64)]) -> Result<(), ConfigError> {
+    match settings.iter().find(|(_, value)| *value == 0) {
+        Some((setting, _)) => Err(bad(setting, "must be more than 0".into())),
+        None => Ok(()),
+    }
 }
 
 impl Config {
@@ -274,273 +226,53 @@ impl Config {
         Ok(config)
     }
 
+    /// Whether the settings can be used: each section's own checks, in
+    /// their crates (the sandbox's, the model's, the package index's) or
+    /// beside their types here, then what spans sections and the server's
+    /// own top-level settings. The first problem found is said.
     fn validate(&self) -> Result<(), ConfigError> {
-        let sandbox = &self.sandbox;
-        let positive = [
-            ("sandbox.max_timeout_secs", sandbox.max_timeout_secs),
-            ("sandbox.timeout_secs", sandbox.timeout_secs),
-            ("sandbox.memory_mib", sandbox.memory_mib),
-            ("sandbox.pids", u64::from(sandbox.pids)),
-            ("sandbox.cpu_millis", u64::from(sandbox.cpu_millis)),
-            ("sandbox.output_kib", sandbox.output_kib),
-            ("sandbox.file_mib", sandbox.file_mib),
-            ("sandbox.disk_mib", sandbox.disk_mib),
-            ("sandbox.upload_mib", sandbox.upload_mib),
-            ("packages.max_file_mib", self.packages.max_file_mib),
-            ("packages.max_session_mib", self.packages.max_session_mib),
-            ("llm.threads", self.llm.threads as u64),
-            ("llm.context_tokens", self.llm.context_tokens as u64),
-            ("llm.max_tokens", u64::from(self.llm.max_tokens)),
-            ("llm.timeout_secs", self.llm.timeout_secs),
-            ("llm.answer_timeout_secs", self.llm.answer_timeout_secs),
-            ("auth.token_ttl_secs", self.auth.token_ttl_secs),
-            ("auth.ui_session_secs", self.auth.ui_session_secs),
-            ("auth.runs_per_minute", u64::from(self.auth.runs_per_minute)),
-            ("auth.run_burst", u64::from(self.auth.run_burst)),
-            (
-                "auth.max_concurrent_runs",
-                u64::from(self.auth.max_concurrent_runs),
-            ),
-            (
-                "auth.max_live_sessions",
-                u64::from(self.auth.max_live_sessions),
-            ),
-            (
-                "sandbox.anonymous_share_percent",
-                u64::from(sandbox.anonymous_share_percent),
-            ),
-            (
-                "sandbox.anonymous_sessions_per_client",
-                sandbox.anonymous_sessions_per_client as u64,
-            ),
-            (
-                "auth.revocation_check_secs",
-                self.auth.revocation_check_secs,
-            ),
-            (
-                "auth.mcp_sessions_per_key",
-                u64::from(self.auth.mcp_sessions_per_key),
-            ),
-            (
-                "auth.mcp_session_idle_secs",
-                self.auth.mcp_session_idle_secs,
-            ),
-            (
-                "auth.user_limits.live_kernels",
-                u64::from(self.auth.user_limits.live_kernels),
-            ),
-            (
-                "auth.user_limits.sessions",
-                u64::from(self.auth.user_limits.sessions),
-            ),
-            (
-                "auth.user_limits.runs_per_minute",
-                u64::from(self.auth.user_limits.runs_per_minute),
-            ),
-            (
-                "auth.user_limits.model_seconds_per_day",
-                u64::from(self.auth.user_limits.model_seconds_per_day),
-            ),
-            (
-                "auth.user_limits.storage_mib",
-                u64::from(self.auth.user_limits.storage_mib),
-            ),
-            ("http.request_timeout_secs", self.http.request_timeout_secs),
-            ("http.max_connections", self.http.max_connections as u64),
-            (
-                "http.max_connections_per_address",
-                self.http.max_connections_per_address as u64,
-            ),
-            (
-                "http.header_read_timeout_secs",
-                self.http.header_read_timeout_secs,
-            ),
-            (
-                "http.body_idle_timeout_secs",
-                self.http.body_idle_timeout_secs,
-            ),
-            ("http.max_header_kib", self.http.max_header_kib as u64),
-            ("http.uploads_in_flight", self.http.uploads_in_flight as u64),
-            ("e2b.sandbox_timeout_secs", self.e2b.sandbox_timeout_secs),
-            (
-                "e2b.max_sandbox_timeout_secs",
-                self.e2b.max_sandbox_timeout_secs,
-            ),
-            ("browser.attach_wait_secs", self.browser.attach_wait_secs),
-            ("browser.prepare_wait_secs", self.browser.prepare_wait_secs),
-            (
-                "jupyter.max_message_mib",
-                self.jupyter.max_message_mib as u64,
-            ),
-            (
-                "jupyter.connection_budget_mib",
-                self.jupyter.connection_budget_mib as u64,
-            ),
-            ("jupyter.key_budget_mib", self.jupyter.key_budget_mib as u64),
-            (
-                "jupyter.max_queued_cells",
-                self.jupyter.max_queued_cells as u64,
-            ),
-            (
-                "jupyter.messages_per_second",
-                u64::from(self.jupyter.messages_per_second),
-            ),
-            (
-                "jupyter.restarts_per_minute",
-                u64::from(self.jupyter.restarts_per_minute),
-            ),
-            ("browser.gone_grace_secs", self.browser.gone_grace_secs),
-            (
-                "notebook.sessions_per_hour",
-                u64::from(self.notebook.sessions_per_hour),
-            ),
-            (
-                "notebook.session_burst",
-                u64::from(self.notebook.session_burst),
-            ),
-            (
-                "notebook.anonymous_sessions_per_minute",
-                u64::from(self.notebook.anonymous_sessions_per_minute),
-            ),
-            (
-                "notebook.max_kernels_per_owner",
-                u64::from(self.notebook.max_kernels_per_owner),
-            ),
-            ("notebook.import_mib", self.notebook.import_mib),
-            (
-                "notebook.imports_in_flight",
-                u64::from(self.notebook.imports_in_flight),
-            ),
-            (
-                "notebook.max_sockets_per_session",
-                u64::from(self.notebook.max_sockets_per_session),
-            ),
-            (
-                "notebook.max_sockets_per_owner",
-                u64::from(self.notebook.max_sockets_per_owner),
-            ),
-        ];
-        for (setting, value) in positive {
-            if value == 0 {
-                return Err(ConfigError::Setting {
-                    setting,
-                    reason: "must be more than 0".into(),
-                });
-            }
+        self.sandbox.validate()?;
+        self.e2b.validate()?;
+        self.packages.validate()?;
+        self.llm.validate()?;
+        self.auth.validate()?;
+        self.http.validate()?;
+        self.browser.validate()?;
+        self.jupyter.validate()?;
+        self.notebook.validate()?;
+        // Across sections: where a node without the jail runs code.
+        if !self.sandbox.jail && !self.e2b.enabled() {
+            return Err(bad(
+                "sandbox.jail",
+                "a node without the local jail runs its sessions' code on E2B: set E2B_API_KEY (and E2B_DOMAIN or E2B_API_URL)".into(),
+            ));
         }
-        if self.llm.max_fixes > 10 {
-            return Err(ConfigError::Setting {
-                setting: "llm.max_fixes",
-                reason: "must be at most 10".into(),
-            });
+        self.validate_database_url()?;
+        tracing_subscriber::EnvFilter::try_new(&self.log).map_err(|e| bad("log", e.to_string()))?;
+        if self.data_dir.as_os_str().is_empty() {
+            return Err(bad("data_dir", "must not be empty".into()));
         }
-        if !sandbox.jail && !self.e2b.enabled() {
-            return Err(ConfigError::Setting {
-                setting: "sandbox.jail",
-                reason: "a node without the local jail runs its sessions' code on E2B: set E2B_API_KEY (and E2B_DOMAIN or E2B_API_URL)".into(),
-            });
-        }
-        if sandbox.anonymous_share_percent > 100 {
-            return Err(ConfigError::Setting {
-                setting: "sandbox.anonymous_share_percent",
-                reason: "must be at most 100".into(),
-            });
-        }
-        if sandbox.timeout_secs > sandbox.max_timeout_secs {
-            return Err(ConfigError::Setting {
-                setting: "sandbox.timeout_secs",
-                reason: "must not be more than sandbox.max_timeout_secs".into(),
-            });
-        }
-        let llm = &self.llm;
-        if llm.effective_backend() == LlmBackend::Openai && llm.base_url.trim().is_empty() {
-            return Err(ConfigError::Setting {
-                setting: "llm.base_url",
-                reason: "the openai backend needs a server address (OPENAI_BASE_URL)".into(),
-            });
-        }
-        if llm.api_key.expose() == REDACTED {
-            return Err(ConfigError::Setting {
-                setting: "llm.api_key",
-                reason: "is the placeholder `runcell config` prints; put the real key here".into(),
-            });
-        }
-        let base_url = llm.base_url.trim();
-        if !(base_url.is_empty()
-            || base_url.starts_with("http://")
-            || base_url.starts_with("https://"))
-        {
-            return Err(ConfigError::Setting {
-                setting: "llm.base_url",
-                reason: format!("`{}` is not an http:// or https:// address", llm.base_url),
-            });
-        }
+        Ok(())
+    }
+
+    /// Empty (SQLite in the data directory) or a PostgreSQL URL, not the
+    /// placeholder `runcell config` prints.
+    fn validate_database_url(&self) -> Result<(), ConfigError> {
         let database_url = self.database_url.expose().trim();
         if database_url == REDACTED {
-            return Err(ConfigError::Setting {
-                setting: "database_url",
-                reason: "is the placeholder `runcell config` prints; put the real URL here".into(),
-            });
+            return Err(bad(
+                "database_url",
+                "is the placeholder `runcell config` prints; put the real URL here".into(),
+            ));
         }
         if !(database_url.is_empty()
             || database_url.starts_with("postgres://")
             || database_url.starts_with("postgresql://"))
         {
-            return Err(ConfigError::Setting {
-                setting: "database_url",
-                reason: "must be a postgres:// or postgresql:// URL (or empty, for SQLite in the data directory)".into(),
-            });
-        }
-        tracing_subscriber::EnvFilter::try_new(&self.log).map_err(|e| ConfigError::Setting {
-            setting: "log",
-            reason: e.to_string(),
-        })?;
-        if self.auth.jwt_secret.expose() == REDACTED {
-            return Err(ConfigError::Setting {
-                setting: "auth.jwt_secret",
-                reason: "is the placeholder `runcell config` prints; put the real secret here"
-                    .into(),
-            });
-        }
-        if self.auth.oidc.client_secret.expose() == REDACTED {
-            return Err(ConfigError::Setting {
-                setting: "auth.oidc.client_secret",
-                reason: "is the placeholder `runcell config` prints; put the real secret here"
-                    .into(),
-            });
-        }
-        if !self.auth.jwt_secret.is_empty() && self.auth.jwt_secret.expose().len() < 32 {
-            return Err(ConfigError::Setting {
-                setting: "auth.jwt_secret",
-                reason: "must be at least 32 bytes (or empty, to generate one)".into(),
-            });
-        }
-        self.auth.check()?;
-        for origin in &self.http.cors_origins {
-            if origin == "*" || !(origin.starts_with("http://") || origin.starts_with("https://")) {
-                return Err(ConfigError::Setting {
-                    setting: "http.cors_origins",
-                    reason: format!(
-                        "`{origin}` is not an origin like https://example.org (`*` is not allowed)"
-                    ),
-                });
-            }
-        }
-        for host in &self.http.allowed_hosts {
-            if http::configured_name(host).is_none() {
-                return Err(ConfigError::Setting {
-                    setting: "http.allowed_hosts",
-                    reason: format!(
-                        "`{host}` is not a host name like runcell.example.org (no scheme, port or path; IPv6 in brackets)"
-                    ),
-                });
-            }
-        }
-        if self.data_dir.as_os_str().is_empty() {
-            return Err(ConfigError::Setting {
-                setting: "data_dir",
-                reason: "must not be empty".into(),
-            });
+            return Err(bad(
+                "database_url",
+                "must be a postgres:// or postgresql:// URL (or empty, for SQLite in the data directory)".into(),
+            ));
         }
         Ok(())
     }
@@ -795,19 +527,9 @@ mod tests {
                 says: &["setting `log`"],
             },
             Case {
-                env: &[("RUNCELL_SANDBOX__TIMEOUT_SECS", "500")],
-                file: None,
-                says: &["setting `sandbox.timeout_secs`", "max_timeout_secs"],
-            },
-            Case {
                 env: &[("RUNCELL_SANDBOX__MEMORY_MB", "5")],
                 file: None,
                 says: &["memory_mb"],
-            },
-            Case {
-                env: &[],
-                file: Some("[sandbox]\npids = 0\n"),
-                says: &["setting `sandbox.pids`"],
             },
             Case {
                 env: &[("RUNCELL_LLM__STRUCTURED_OUTPUT", "xml")],
@@ -932,20 +654,79 @@ mod tests {
     }
 
     #[test]
-    fn the_number_of_fixes_is_read_and_bounded() {
-        Jail::expect_with(|jail| {
-            assert_eq!(Config::default().llm.max_fixes, 2);
-            jail.set_env("RUNCELL_LLM__MAX_FIXES", "0");
-            let config = load_in(jail, Overrides::default()).map_err(|e| e.to_string())?;
-            assert_eq!(config.llm.max_fixes, 0);
-            jail.set_env("RUNCELL_LLM__MAX_FIXES", "11");
-            let err = load_in(jail, Overrides::default())
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default();
-            assert!(err.contains("llm.max_fixes"), "{err}");
+    fn each_sections_refusal_is_said_as_it_says_it() {
+        assert_eq!(
+            Config::default().validate().map_err(|e| e.to_string()),
             Ok(())
-        });
+        );
+        // One setting of each section, from the environment or the file;
+        // the sections' own tests go through all of theirs.
+        let cases = [
+            (
+                "RUNCELL_SANDBOX__TIMEOUT_SECS=500",
+                "invalid setting `sandbox.timeout_secs`: must not be more than sandbox.max_timeout_secs",
+            ),
+            (
+                "[sandbox]\npids = 0\n",
+                "invalid setting `sandbox.pids`: must be more than 0",
+            ),
+            (
+                "RUNCELL_E2B__MAX_SANDBOX_TIMEOUT_SECS=0",
+                "invalid setting `e2b.max_sandbox_timeout_secs`: must be more than 0",
+            ),
+            (
+                "RUNCELL_PACKAGES__MAX_SESSION_MIB=0",
+                "invalid setting `packages.max_session_mib`: must be more than 0",
+            ),
+            (
+                "RUNCELL_LLM__MAX_FIXES=11",
+                "invalid setting `llm.max_fixes`: must be at most 10",
+            ),
+            (
+                "RUNCELL_AUTH__RUN_BURST=0",
+                "invalid setting `auth.run_burst`: must be more than 0",
+            ),
+            (
+                "RUNCELL_AUTH__JWT_SECRET=<redacted>",
+                "invalid setting `auth.jwt_secret`: is the placeholder `runcell config` prints; put the real secret here",
+            ),
+            (
+                "RUNCELL_HTTP__MAX_HEADER_KIB=0",
+                "invalid setting `http.max_header_kib`: must be more than 0",
+            ),
+            (
+                "RUNCELL_BROWSER__GONE_GRACE_SECS=0",
+                "invalid setting `browser.gone_grace_secs`: must be more than 0",
+            ),
+            (
+                "RUNCELL_JUPYTER__MAX_QUEUED_CELLS=0",
+                "invalid setting `jupyter.max_queued_cells`: must be more than 0",
+            ),
+            (
+                "RUNCELL_NOTEBOOK__IMPORT_MIB=0",
+                "invalid setting `notebook.import_mib`: must be more than 0",
+            ),
+            (
+                "database_url = \"mysql://db\"\n",
+                "invalid setting `database_url`: must be a postgres:// or postgresql:// URL (or empty, for SQLite in the data directory)",
+            ),
+        ];
+        for (source, says) in cases {
+            Jail::expect_with(|jail| {
+                match source.split_once('=') {
+                    Some((key, value)) if key.starts_with("RUNCELL_") => jail.set_env(key, value),
+                    _ => {
+                        jail.create_dir("data")?;
+                        jail.create_file("data/runcell.toml", source)?;
+                    }
+                }
+                let said = load_in(jail, Overrides::default())
+                    .map(|_| ())
+                    .map_err(|e| e.to_string());
+                assert_eq!(said, Err(says.to_string()), "{source}");
+                Ok(())
+            });
+        }
     }
 
     #[test]
