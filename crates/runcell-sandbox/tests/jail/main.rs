@@ -4,7 +4,6 @@
 //! (`kernel.rs`). They build this crate alone, not the server.
 #![expect(
     clippy::unwrap_used,
-    clippy::expect_used,
     reason = "a failed step should fail the test where it happened"
 )]
 
