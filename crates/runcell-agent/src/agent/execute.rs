@@ -8,13 +8,13 @@ use runcell_protocol::{CellError, CellId, CellKind, CellStatus, EventBody, Outpu
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::kernels::Kernels;
+use super::kernels::{KernelRun, Kernels};
 use super::prompt;
 use crate::session::SessionLog;
 use runcell_sandbox::packages::PackageNote;
 use runcell_sandbox::sessions::SessionError;
 use runcell_sandbox::{
-    Language, Limits, RunEvent, RunRequest, SandboxError, SandboxKind, limit_error,
+    Language, Limits, RunEvent, RunOutcome, RunRequest, SandboxError, SandboxKind, limit_error,
 };
 
 /// How a run ended.
@@ -68,9 +68,13 @@ pub async fn run_into_cell(
         code,
     } = program;
     let started = Instant::now();
-    let cell_id = session.next_cell_id();
+    let mut cell = ResultCell {
+        session,
+        cell_id: session.next_cell_id(),
+        outputs: Vec::new(),
+    };
     session.publish(EventBody::CellStarted {
-        cell_id,
+        cell_id: cell.cell_id,
         cell_kind: CellKind::Result,
         language: None,
         attempt,
@@ -84,19 +88,110 @@ pub async fn run_into_cell(
         cwd: None,
     };
     let started_ms = runcell_core::clock::now_ms();
+    let result = run_streaming(kernels, &request, cancel, &mut cell).await;
+    // Images and tables the program wrote are offered from the cell.
+    if result.is_ok() {
+        for entry in kernels.written_since(session.id(), started_ms).await {
+            cell.show(Output::File {
+                path: entry.path,
+                name: entry.name,
+                size: entry.size,
+            });
+        }
+    }
+    let unavailable = result.as_ref().err().is_some_and(is_outage);
+    let (status, error) = match result {
+        Ok(run) => {
+            if run.restarted {
+                cell.show_first(Output::Stderr {
+                    text: restart_note(run.moved_to, run.backend),
+                });
+            }
+            cell_status(&run.outcome)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "the sandbox could not run the program");
+            cell.show(Output::Error {
+                name: "SandboxError".into(),
+                value: e.to_string(),
+                traceback: Vec::new(),
+            });
+            (
+                CellStatus::Error,
+                Some(CellError {
+                    code: "sandbox_unavailable".into(),
+                    message: e.to_string(),
+                }),
+            )
+        }
+    };
+    let end = match status {
+        _ if unavailable => RunEnd::Unavailable,
+        CellStatus::Error => RunEnd::Failed,
+        CellStatus::Cancelled => RunEnd::Cancelled,
+        _ => RunEnd::Ok,
+    };
+    let mut report = prompt::report(&cell.outputs);
+    if let Some(CellError { message, .. }) = error.as_ref().filter(|e| e.code == "exit_code") {
+        report.push_str(&format!("({message})\n"));
+    }
+    session.publish(EventBody::CellFinished {
+        cell_id: cell.cell_id,
+        status,
+        elapsed_ms: runcell_core::clock::millis(started.elapsed()),
+        error,
+    });
+    Ran {
+        report: prompt::cut(&report, prompt::MAX_REPORT_BYTES),
+        end,
+    }
+}
+
+/// The result cell being written: each output it shows is published and
+/// kept for the model's report.
+struct ResultCell<'a> {
+    session: &'a SessionLog,
+    cell_id: CellId,
+    outputs: Vec<Output>,
+}
+
+impl ResultCell<'_> {
+    fn show(&mut self, output: Output) {
+        self.publish(&output);
+        self.outputs.push(output);
+    }
+
+    /// Shows `output`, and puts it first in the report.
+    fn show_first(&mut self, output: Output) {
+        self.publish(&output);
+        self.outputs.insert(0, output);
+    }
+
+    fn publish(&self, output: &Output) {
+        self.session.publish(EventBody::CellOutput {
+            cell_id: self.cell_id,
+            output: output.clone(),
+        });
+    }
+}
+
+/// Runs `request` in the session's kernel, showing its output in `cell` as
+/// it comes.
+async fn run_streaming(
+    kernels: &Kernels,
+    request: &RunRequest,
+    cancel: &CancellationToken,
+    cell: &mut ResultCell<'_>,
+) -> Result<KernelRun, SessionError> {
+    let session = cell.session;
     let (tx, mut rx) = mpsc::channel::<RunEvent>(256);
-    let mut outputs = Vec::new();
     let mut publish = |event: RunEvent| {
         if let Some(output) = output_of(event) {
-            session.publish(EventBody::CellOutput {
-                cell_id,
-                output: output.clone(),
-            });
-            outputs.push(output);
+            cell.show(output);
         }
     };
     let result = {
-        let run = kernels.run(session.id(), session.owner(), &request, &tx, cancel);
+        let run = kernels.run(session.id(), session.owner(), request, &tx, cancel);
         tokio::pin!(run);
         loop {
             tokio::select! {
@@ -110,109 +205,49 @@ pub async fn run_into_cell(
     if let Ok(event) = rx.try_recv() {
         publish_queued(event, &mut rx, &mut publish);
     }
-    // Images and tables the program wrote are offered from the cell.
-    if result.is_ok() {
-        for entry in kernels.written_since(session.id(), started_ms).await {
-            let output = Output::File {
-                path: entry.path,
-                name: entry.name,
-                size: entry.size,
-            };
-            session.publish(EventBody::CellOutput {
-                cell_id,
-                output: output.clone(),
-            });
-            outputs.push(output);
-        }
-    }
-    let unavailable = result.as_ref().err().is_some_and(is_outage);
-    let (status, error, cancelled) = match result {
-        Ok(run) => {
-            if run.restarted {
-                let text = match (run.moved_to, run.backend) {
-                    (Some(backend), _) => format!(
-                        "(This code ran in a new kernel {}, as picked; variables from earlier turns stayed behind.)\n",
-                        match backend {
-                            SandboxKind::E2b => "on the E2B sandbox",
-                            SandboxKind::Browser => "in this page's Python (the Browser sandbox)",
-                            SandboxKind::Jail => "on the local sandbox",
-                        }
-                    ),
-                    (None, SandboxKind::Browser) => "(This page's Python started afresh (the page was reloaded, or a program that would not stop was ended), so variables from earlier turns are gone.)\n".into(),
-                    (None, _) => "(The session's kernel had stopped (it sat idle, or your other sessions needed the room); a new one ran this code, so variables from earlier turns are gone.)\n".into(),
-                };
-                let note = Output::Stderr { text };
-                session.publish(EventBody::CellOutput {
-                    cell_id,
-                    output: note.clone(),
-                });
-                outputs.insert(0, note);
+    result
+}
+
+/// What a run in a kernel that was not the one before says first: where it
+/// ran, and that earlier variables are not there.
+fn restart_note(moved_to: Option<SandboxKind>, backend: SandboxKind) -> String {
+    match (moved_to, backend) {
+        (Some(backend), _) => format!(
+            "(This code ran in a new kernel {}, as picked; variables from earlier turns stayed behind.)\n",
+            match backend {
+                SandboxKind::E2b => "on the E2B sandbox",
+                SandboxKind::Browser => "in this page's Python (the Browser sandbox)",
+                SandboxKind::Jail => "on the local sandbox",
             }
-            match run.outcome.error {
-                Some(e) if e.name == limit_error::CANCELLED => (CellStatus::Cancelled, None, true),
-                Some(e) => (
-                    CellStatus::Error,
-                    Some(CellError {
-                        code: e.name.clone(),
-                        message: format!("{}: {}", e.name, e.value),
-                    }),
-                    false,
-                ),
-                None if run.outcome.exit_code.is_some_and(|c| c != 0) => (
-                    CellStatus::Error,
-                    Some(CellError {
-                        code: "exit_code".into(),
-                        message: format!(
-                            "the program exited with code {}",
-                            run.outcome.exit_code.unwrap_or(-1)
-                        ),
-                    }),
-                    false,
-                ),
-                None => (CellStatus::Ok, None, false),
-            }
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "the sandbox could not run the program");
-            let output = Output::Error {
-                name: "SandboxError".into(),
-                value: e.to_string(),
-                traceback: Vec::new(),
-            };
-            session.publish(EventBody::CellOutput {
-                cell_id,
-                output: output.clone(),
-            });
-            outputs.push(output);
-            (
-                CellStatus::Error,
-                Some(CellError {
-                    code: "sandbox_unavailable".into(),
-                    message: e.to_string(),
-                }),
-                false,
-            )
-        }
-    };
-    let end = match status {
-        _ if unavailable => RunEnd::Unavailable,
-        CellStatus::Error => RunEnd::Failed,
-        _ if cancelled => RunEnd::Cancelled,
-        _ => RunEnd::Ok,
-    };
-    let mut report = prompt::report(&outputs);
-    if let Some(CellError { message, .. }) = error.as_ref().filter(|e| e.code == "exit_code") {
-        report.push_str(&format!("({message})\n"));
+        ),
+        (None, SandboxKind::Browser) => "(This page's Python started afresh (the page was reloaded, or a program that would not stop was ended), so variables from earlier turns are gone.)\n".into(),
+        (None, _) => "(The session's kernel had stopped (it sat idle, or your other sessions needed the room); a new one ran this code, so variables from earlier turns are gone.)\n".into(),
     }
-    session.publish(EventBody::CellFinished {
-        cell_id,
-        status,
-        elapsed_ms: runcell_core::clock::millis(started.elapsed()),
-        error,
-    });
-    Ran {
-        report: prompt::cut(&report, prompt::MAX_REPORT_BYTES),
-        end,
+}
+
+/// The status and error a run's `outcome` gives its cell: cancelled, an
+/// error (its own, or a non-zero exit), or fine.
+fn cell_status(outcome: &RunOutcome) -> (CellStatus, Option<CellError>) {
+    match &outcome.error {
+        Some(e) if e.name == limit_error::CANCELLED => (CellStatus::Cancelled, None),
+        Some(e) => (
+            CellStatus::Error,
+            Some(CellError {
+                code: e.name.clone(),
+                message: format!("{}: {}", e.name, e.value),
+            }),
+        ),
+        None if outcome.exit_code.is_some_and(|c| c != 0) => (
+            CellStatus::Error,
+            Some(CellError {
+                code: "exit_code".into(),
+                message: format!(
+                    "the program exited with code {}",
+                    outcome.exit_code.unwrap_or(-1)
+                ),
+            }),
+        ),
+        None => (CellStatus::Ok, None),
     }
 }
 

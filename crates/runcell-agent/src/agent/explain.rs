@@ -49,18 +49,8 @@ impl Agent {
         });
         let mut last_text = None;
         for round in 0..2 {
-            let request = ChatRequest {
-                model: model.clone(),
-                messages: messages.clone(),
-                tools: tools.clone(),
-                tool_choice: ToolChoice::None,
-                response_schema: None,
-                max_tokens: Some(self.settings.max_tokens.min(400)),
-                temperature: Some(0.0),
-                requester: self.requester(session),
-                shared_messages: 0,
-                conversation: Some(session.id().to_string()),
-            };
+            let request =
+                self.explanation_request(session, model.clone(), messages.clone(), tools.clone());
             if round > 0 {
                 session.publish(EventBody::CellReset { cell_id });
             }
@@ -70,32 +60,9 @@ impl Agent {
                 .await;
             let text = match outcome {
                 Ok(completion) if !completion.text.trim().is_empty() => completion.text,
-                Ok(_) => {
-                    self.finish_explanation(
-                        session,
-                        cell_id,
-                        started,
-                        CellStatus::Error,
-                        Some(CellError {
-                            code: "llm_no_answer".into(),
-                            message: "the model wrote no explanation".into(),
-                        }),
-                    );
-                    return false;
-                }
-                Err(None) => {
-                    self.finish_explanation(session, cell_id, started, CellStatus::Cancelled, None);
-                    return false;
-                }
-                Err(Some(e)) => {
-                    tracing::warn!(code = e.code(), error = %e, "the model failed to explain");
-                    self.finish_explanation(
-                        session,
-                        cell_id,
-                        started,
-                        CellStatus::Error,
-                        Some(llm_cell_error(&e)),
-                    );
+                unanswered => {
+                    let (status, error) = unexplained(unanswered);
+                    self.finish_explanation(session, cell_id, started, status, error);
                     return false;
                 }
             };
@@ -135,6 +102,29 @@ impl Agent {
         publish_rendered(session, cell_id, &text);
         self.finish_explanation(session, cell_id, started, CellStatus::Ok, None);
         true
+    }
+
+    /// The request for an explanation: the conversation so far, answered
+    /// in text alone, briefly and greedily.
+    fn explanation_request(
+        &self,
+        session: &SessionLog,
+        model: Option<String>,
+        messages: Vec<Message>,
+        tools: Vec<runcell_llm::ToolSpec>,
+    ) -> ChatRequest {
+        ChatRequest {
+            model,
+            messages,
+            tools,
+            tool_choice: ToolChoice::None,
+            response_schema: None,
+            max_tokens: Some(self.settings.max_tokens.min(400)),
+            temperature: Some(0.0),
+            requester: self.requester(session),
+            shared_messages: 0,
+            conversation: Some(session.id().to_string()),
+        }
     }
 
     /// Streams the model's reply into the open explanation cell, through
@@ -193,5 +183,25 @@ impl Agent {
             elapsed_ms: runcell_core::clock::millis(started.elapsed()),
             error,
         });
+    }
+}
+
+/// How the explanation cell ends when the model wrote nothing to show:
+/// `outcome` is an empty answer, a cancel (`Err(None)`) or the model's
+/// error.
+fn unexplained(outcome: Result<Completion, Option<LlmError>>) -> (CellStatus, Option<CellError>) {
+    match outcome {
+        Ok(_) => (
+            CellStatus::Error,
+            Some(CellError {
+                code: "llm_no_answer".into(),
+                message: "the model wrote no explanation".into(),
+            }),
+        ),
+        Err(None) => (CellStatus::Cancelled, None),
+        Err(Some(e)) => {
+            tracing::warn!(code = e.code(), error = %e, "the model failed to explain");
+            (CellStatus::Error, Some(llm_cell_error(&e)))
+        }
     }
 }

@@ -9,6 +9,8 @@
 //! made again here, images that point elsewhere are left out, the events
 //! are numbered afresh, and their number is bounded.
 
+use std::collections::HashMap;
+
 use runcell_protocol::{CellId, CellKind, EventBody, Output, ServerMessage, SessionEvent};
 
 use super::{ImportError, MAX_IMPORT_BYTES};
@@ -44,103 +46,19 @@ pub fn import(
         )));
     }
     let mut events = Vec::new();
-    // Code cells' text and language, to highlight each when it finishes.
-    let mut code: std::collections::HashMap<CellId, (String, String)> = Default::default();
-    let mut explanations: std::collections::HashMap<CellId, String> = Default::default();
+    let mut open = OpenCells::default();
     for (n, line) in bytes.split(|&b| b == b'\n').enumerate() {
         let line = line.trim_ascii();
         if line.is_empty() {
             continue;
         }
-        let frame: ServerMessage = serde_json::from_slice(line).map_err(|e| {
-            ImportError::new(format!("line {} is not an event of a session ({e})", n + 1))
-        })?;
-        let ServerMessage::Event(SessionEvent { ts_ms, event, .. }) = frame else {
-            return Err(ImportError::new(format!(
-                "line {} is not an event of a session",
-                n + 1
-            )));
-        };
+        let (ts_ms, event) = read_event(n, line)?;
         if events.len() >= MAX_EVENTS {
             return Err(ImportError::new(format!(
                 "it holds more than {MAX_EVENTS} events"
             )));
         }
-        let mut bodies = vec![event];
-        match &mut bodies[0] {
-            EventBody::CellStarted {
-                cell_id,
-                cell_kind: CellKind::Code,
-                language,
-                ..
-            } => {
-                code.insert(
-                    *cell_id,
-                    (String::new(), language.clone().unwrap_or_default()),
-                );
-            }
-            EventBody::CellStarted {
-                cell_id,
-                cell_kind: CellKind::Explanation,
-                ..
-            } => {
-                explanations.insert(*cell_id, String::new());
-            }
-            EventBody::CellDelta {
-                cell_id,
-                text,
-                highlight,
-            } => {
-                *highlight = None;
-                if let Some((shown, _)) = code.get_mut(cell_id) {
-                    shown.push_str(text);
-                }
-                if let Some(shown) = explanations.get_mut(cell_id) {
-                    shown.push_str(text);
-                }
-            }
-            EventBody::CellReset { cell_id } => {
-                if let Some(shown) = explanations.get_mut(cell_id) {
-                    shown.clear();
-                }
-            }
-            EventBody::CellOutput { output, .. } => {
-                if matches!(output, Output::Image { .. }) {
-                    continue;
-                }
-            }
-            EventBody::CellFinished { cell_id, .. } => {
-                let cell_id = *cell_id;
-                // An explanation's math, rendered here as the agent does.
-                if let Some(shown) = explanations.remove(&cell_id)
-                    && let Some(highlight) =
-                        runcell_protocol::render::markdown::rendered_with_math(&shown)
-                {
-                    bodies.insert(
-                        0,
-                        EventBody::CellDelta {
-                            cell_id,
-                            text: String::new(),
-                            highlight: Some(highlight),
-                        },
-                    );
-                }
-                if let Some((shown, language)) = code.remove(&cell_id)
-                    && let Some(highlight) = highlight_all(highlighter, &language, &shown)
-                {
-                    bodies.insert(
-                        0,
-                        EventBody::CellDelta {
-                            cell_id,
-                            text: String::new(),
-                            highlight: Some(highlight),
-                        },
-                    );
-                }
-            }
-            _ => {}
-        }
-        for event in bodies {
+        for event in open.rewrite(event, highlighter) {
             events.push(SessionEvent {
                 seq: events.len() as u64 + 1,
                 ts_ms,
@@ -159,6 +77,112 @@ pub fn import(
         })
         .unwrap_or_default();
     Ok((title, events))
+}
+
+/// Line `n` (from 0) of the file, `line`, as an event and its time.
+fn read_event(n: usize, line: &[u8]) -> Result<(u64, EventBody), ImportError> {
+    let frame: ServerMessage = serde_json::from_slice(line).map_err(|e| {
+        ImportError::new(format!("line {} is not an event of a session ({e})", n + 1))
+    })?;
+    let ServerMessage::Event(SessionEvent { ts_ms, event, .. }) = frame else {
+        return Err(ImportError::new(format!(
+            "line {} is not an event of a session",
+            n + 1
+        )));
+    };
+    Ok((ts_ms, event))
+}
+
+/// What the history's open code and explanation cells have shown so far, to
+/// highlight or render each here when it finishes.
+#[derive(Default)]
+struct OpenCells {
+    /// Code cells' text and language.
+    code: HashMap<CellId, (String, String)>,
+    explanations: HashMap<CellId, String>,
+}
+
+impl OpenCells {
+    /// The events `event` of the file becomes: its highlighting dropped, a
+    /// cell's highlighting made here before the cell finishes, none for an
+    /// image (it may point elsewhere).
+    fn rewrite(&mut self, event: EventBody, highlighter: &Highlighter) -> Vec<EventBody> {
+        let mut bodies = vec![event];
+        match &mut bodies[0] {
+            EventBody::CellStarted {
+                cell_id,
+                cell_kind: CellKind::Code,
+                language,
+                ..
+            } => {
+                self.code.insert(
+                    *cell_id,
+                    (String::new(), language.clone().unwrap_or_default()),
+                );
+            }
+            EventBody::CellStarted {
+                cell_id,
+                cell_kind: CellKind::Explanation,
+                ..
+            } => {
+                self.explanations.insert(*cell_id, String::new());
+            }
+            EventBody::CellDelta {
+                cell_id,
+                text,
+                highlight,
+            } => {
+                *highlight = None;
+                if let Some((shown, _)) = self.code.get_mut(cell_id) {
+                    shown.push_str(text);
+                }
+                if let Some(shown) = self.explanations.get_mut(cell_id) {
+                    shown.push_str(text);
+                }
+            }
+            EventBody::CellReset { cell_id } => {
+                if let Some(shown) = self.explanations.get_mut(cell_id) {
+                    shown.clear();
+                }
+            }
+            EventBody::CellOutput { output, .. } => {
+                if matches!(output, Output::Image { .. }) {
+                    return Vec::new();
+                }
+            }
+            EventBody::CellFinished { cell_id, .. } => {
+                let cell_id = *cell_id;
+                // An explanation's math, rendered here as the agent does.
+                if let Some(shown) = self.explanations.remove(&cell_id)
+                    && let Some(highlight) =
+                        runcell_protocol::render::markdown::rendered_with_math(&shown)
+                {
+                    bodies.insert(
+                        0,
+                        EventBody::CellDelta {
+                            cell_id,
+                            text: String::new(),
+                            highlight: Some(highlight),
+                        },
+                    );
+                }
+                if let Some((shown, language)) = self.code.remove(&cell_id)
+                    && let Some(highlight) = highlight_all(highlighter, &language, &shown)
+                {
+                    bodies.insert(
+                        0,
+                        EventBody::CellDelta {
+                            cell_id,
+                            text: String::new(),
+                            highlight: Some(highlight),
+                        },
+                    );
+                }
+            }
+            _ => {}
+        }
+        bodies
+    }
 }
 
 #[cfg(test)]

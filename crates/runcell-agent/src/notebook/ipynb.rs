@@ -4,7 +4,10 @@
 //! that were replaced, and re-runs (copies), are left out.
 
 use runcell_protocol::notebook::{Cell, Notebook};
-use runcell_protocol::{CellKind, Language, Output, SessionEvent, Table, TurnKind};
+use runcell_protocol::{
+    CellId, CellKind, CellStatus, EventBody, Language, Output, SessionEvent, Table, TurnId,
+    TurnKind, TurnStatus,
+};
 use serde_json::{Map, Value, json};
 
 use std::sync::Arc;
@@ -104,9 +107,9 @@ fn code(index: usize, cell: &Cell, count: u64, outputs: Vec<Value>) -> Value {
 fn outputs_of(result: &Cell, count: u64) -> Vec<Value> {
     let mut outputs: Vec<Value> = Vec::new();
     for output in &result.outputs {
-        let (stream, text) = match output {
-            Output::Stdout { text } => ("stdout", text),
-            Output::Stderr { text } => ("stderr", text),
+        match output {
+            Output::Stdout { text } => push_stream(&mut outputs, "stdout", text),
+            Output::Stderr { text } => push_stream(&mut outputs, "stderr", text),
             Output::Rich {
                 data,
                 main,
@@ -119,7 +122,6 @@ fn outputs_of(result: &Cell, count: u64) -> Vec<Value> {
                     }
                     outputs.push(output);
                 }
-                continue;
             }
             Output::Table { table, text, main } => {
                 let data = Map::from_iter([
@@ -127,18 +129,11 @@ fn outputs_of(result: &Cell, count: u64) -> Vec<Value> {
                     ("text/plain".to_string(), text.clone().into()),
                 ]);
                 outputs.push(rich(data, main.then_some(count)));
-                continue;
             }
-            Output::Image { text, .. } => {
-                outputs.push(plain(text.clone()));
-                continue;
-            }
-            Output::File { path, size, .. } => {
-                outputs.push(plain(format!(
-                    "[a file the program wrote: {path}, {size} bytes]"
-                )));
-                continue;
-            }
+            Output::Image { text, .. } => outputs.push(plain(text.clone())),
+            Output::File { path, size, .. } => outputs.push(plain(format!(
+                "[a file the program wrote: {path}, {size} bytes]"
+            ))),
             // What pip got from runcell's package index: a note, as
             // Jupyter has no output of its own for it.
             Output::Package {
@@ -147,46 +142,43 @@ fn outputs_of(result: &Cell, count: u64) -> Vec<Value> {
                 size,
                 cached,
                 refused,
-            } => {
-                let note = match refused {
-                    Some(why) => format!("[runcell's package index refused {project}: {why}]"),
-                    None => {
-                        let from = if *cached { ", from cache" } else { "" };
-                        format!(
-                            "[installed through runcell's package index: {project} {version}, {size} bytes{from}]"
-                        )
-                    }
-                };
-                outputs.push(plain(note));
-                continue;
-            }
+            } => outputs.push(plain(match refused {
+                Some(why) => format!("[runcell's package index refused {project}: {why}]"),
+                None => {
+                    let from = if *cached { ", from cache" } else { "" };
+                    format!(
+                        "[installed through runcell's package index: {project} {version}, {size} bytes{from}]"
+                    )
+                }
+            })),
             Output::Error {
                 name,
                 value,
                 traceback,
-            } => {
-                outputs.push(json!({
-                    "output_type": "error",
-                    "ename": name,
-                    "evalue": value,
-                    "traceback": traceback,
-                }));
-                continue;
-            }
-        };
-        // Consecutive pieces of one stream are one output, as Jupyter
-        // shows them.
-        if let Some(last) = outputs.last_mut()
-            && last["output_type"] == "stream"
-            && last["name"] == stream
-            && let Some(Value::String(before)) = last.get_mut("text")
-        {
-            before.push_str(text);
-            continue;
+            } => outputs.push(json!({
+                "output_type": "error",
+                "ename": name,
+                "evalue": value,
+                "traceback": traceback,
+            })),
         }
-        outputs.push(json!({"output_type": "stream", "name": stream, "text": text}));
     }
     outputs
+}
+
+/// Adds `text` of `stream` to `outputs`: onto the last output if that is a
+/// piece of the same stream (consecutive pieces of one stream are one
+/// output, as Jupyter shows them), else as an output of its own.
+fn push_stream(outputs: &mut Vec<Value>, stream: &str, text: &str) {
+    if let Some(last) = outputs.last_mut()
+        && last["output_type"] == "stream"
+        && last["name"] == stream
+        && let Some(Value::String(before)) = last.get_mut("text")
+    {
+        before.push_str(text);
+        return;
+    }
+    outputs.push(json!({"output_type": "stream", "name": stream, "text": text}));
 }
 
 /// A `display_data` of text alone.
@@ -301,25 +293,7 @@ pub fn import(
     bytes: &[u8],
     highlighter: &crate::highlight::Highlighter,
 ) -> Result<(String, Vec<SessionEvent>), ImportError> {
-    use runcell_protocol::{CellId, CellStatus, EventBody, TurnId, TurnStatus};
-
-    if bytes.len() > MAX_IMPORT_BYTES {
-        return Err(bad(format!(
-            "the file is {} bytes; at most {MAX_IMPORT_BYTES} are accepted",
-            bytes.len()
-        )));
-    }
-    let notebook: Value =
-        serde_json::from_slice(bytes).map_err(|e| bad(format!("the file is not JSON ({e})")))?;
-    match notebook.get("nbformat").and_then(Value::as_u64) {
-        Some(4) => {}
-        Some(other) => {
-            return Err(bad(format!(
-                "it is nbformat {other}; only nbformat 4 notebooks are read (Jupyter writes these since 2015)"
-            )));
-        }
-        None => return Err(bad("it has no `nbformat`: is it a Jupyter notebook?")),
-    }
+    let notebook = read_notebook(bytes)?;
     let cells = notebook
         .get("cells")
         .and_then(Value::as_array)
@@ -330,13 +304,8 @@ pub fn import(
             cells.len()
         )));
     }
-    let mut bodies = Vec::new();
+    let mut events = CellEvents::default();
     let mut title = String::new();
-    let mut ids = 0u64;
-    let mut next_id = || {
-        ids += 1;
-        ids
-    };
     for (n, cell) in cells.iter().enumerate() {
         let source = text_of(cell.get("source"));
         let kind = cell.get("cell_type").and_then(Value::as_str).unwrap_or("");
@@ -344,98 +313,160 @@ pub fn import(
             continue;
         }
         if title.is_empty() {
-            title = source
-                .lines()
-                .map(|l| l.trim_start_matches('#').trim())
-                .find(|l| !l.is_empty())
-                .unwrap_or_default()
-                .to_string();
+            title = title_of(&source);
         }
-        let turn = TurnId(next_id());
-        bodies.push(EventBody::TurnStarted {
+        let turn = TurnId(events.next_id());
+        events.bodies.push(EventBody::TurnStarted {
             turn,
             turn_kind: TurnKind::Run,
             alternative_to: None,
         });
-        let finished = |cell_id| EventBody::CellFinished {
-            cell_id,
-            status: CellStatus::Ok,
-            elapsed_ms: 0,
-            error: None,
-        };
         let final_cell = if kind == "markdown" {
-            let cell_id = CellId(next_id());
-            bodies.push(EventBody::CellStarted {
-                cell_id,
-                cell_kind: CellKind::Explanation,
-                language: None,
-                attempt: None,
-                source: None,
-            });
-            bodies.push(EventBody::CellDelta {
-                cell_id,
-                text: source,
-                highlight: None,
-            });
-            bodies.push(finished(cell_id));
+            events.push_explanation(source);
             None
         } else {
-            let code_id = CellId(next_id());
-            let language = Language::Python.name();
-            bodies.push(EventBody::CellStarted {
-                cell_id: code_id,
-                cell_kind: CellKind::Code,
-                language: Some(language.into()),
-                attempt: None,
-                source: None,
-            });
-            let highlight = crate::highlight::highlight_all(highlighter, language, &source);
-            bodies.push(EventBody::CellDelta {
-                cell_id: code_id,
-                text: source,
-                highlight,
-            });
-            bodies.push(finished(code_id));
-            let result_id = CellId(next_id());
-            bodies.push(EventBody::CellStarted {
-                cell_id: result_id,
-                cell_kind: CellKind::Result,
-                language: None,
-                attempt: None,
-                source: Some(code_id),
-            });
-            let outputs = cell
-                .get("outputs")
-                .and_then(Value::as_array)
-                .map(Vec::as_slice)
-                .unwrap_or_default();
-            if outputs.len() > MAX_OUTPUTS {
-                return Err(bad(format!(
-                    "cell {} has {} outputs; at most {MAX_OUTPUTS} are read",
-                    n + 1,
-                    outputs.len()
-                )));
-            }
-            for output in outputs.iter().filter_map(output_of) {
-                bodies.push(EventBody::CellOutput {
-                    cell_id: result_id,
-                    output,
-                });
-            }
-            bodies.push(finished(result_id));
-            Some(code_id)
+            Some(events.push_code(n, cell, source, highlighter)?)
         };
-        bodies.push(EventBody::TurnFinished {
+        events.bodies.push(EventBody::TurnFinished {
             turn,
             status: TurnStatus::Ok,
             elapsed_ms: 0,
             final_cell,
         });
     }
-    if bodies.is_empty() {
+    if events.bodies.is_empty() {
         return Err(bad("it has no code or markdown cells"));
     }
-    Ok((title, SessionEvent::numbered(bodies, 1)))
+    Ok((title, SessionEvent::numbered(events.bodies, 1)))
+}
+
+/// `bytes` as an nbformat 4 notebook, if they are one of a size accepted.
+fn read_notebook(bytes: &[u8]) -> Result<Value, ImportError> {
+    if bytes.len() > MAX_IMPORT_BYTES {
+        return Err(bad(format!(
+            "the file is {} bytes; at most {MAX_IMPORT_BYTES} are accepted",
+            bytes.len()
+        )));
+    }
+    let notebook: Value =
+        serde_json::from_slice(bytes).map_err(|e| bad(format!("the file is not JSON ({e})")))?;
+    match notebook.get("nbformat").and_then(Value::as_u64) {
+        Some(4) => Ok(notebook),
+        Some(other) => Err(bad(format!(
+            "it is nbformat {other}; only nbformat 4 notebooks are read (Jupyter writes these since 2015)"
+        ))),
+        None => Err(bad("it has no `nbformat`: is it a Jupyter notebook?")),
+    }
+}
+
+/// A notebook's title from its first cell's `source`: the first line that
+/// is not empty, without a heading's `#`s.
+fn title_of(source: &str) -> String {
+    source
+        .lines()
+        .map(|l| l.trim_start_matches('#').trim())
+        .find(|l| !l.is_empty())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The events a notebook's cells become, and the turn and cell ids they
+/// have used so far.
+#[derive(Default)]
+struct CellEvents {
+    bodies: Vec<EventBody>,
+    ids: u64,
+}
+
+impl CellEvents {
+    fn next_id(&mut self) -> u64 {
+        self.ids += 1;
+        self.ids
+    }
+
+    /// A markdown cell's `source`, as an explanation cell.
+    fn push_explanation(&mut self, source: String) {
+        let cell_id = CellId(self.next_id());
+        self.bodies.push(EventBody::CellStarted {
+            cell_id,
+            cell_kind: CellKind::Explanation,
+            language: None,
+            attempt: None,
+            source: None,
+        });
+        self.bodies.push(EventBody::CellDelta {
+            cell_id,
+            text: source,
+            highlight: None,
+        });
+        self.bodies.push(finished(cell_id));
+    }
+
+    /// Code cell `n`, `cell`, whose code is `source`: a Python code cell,
+    /// highlighted, and a result cell with the notebook's outputs. Returns
+    /// the code cell's id.
+    fn push_code(
+        &mut self,
+        n: usize,
+        cell: &Value,
+        source: String,
+        highlighter: &crate::highlight::Highlighter,
+    ) -> Result<CellId, ImportError> {
+        let code_id = CellId(self.next_id());
+        let language = Language::Python.name();
+        self.bodies.push(EventBody::CellStarted {
+            cell_id: code_id,
+            cell_kind: CellKind::Code,
+            language: Some(language.into()),
+            attempt: None,
+            source: None,
+        });
+        let highlight = crate::highlight::highlight_all(highlighter, language, &source);
+        self.bodies.push(EventBody::CellDelta {
+            cell_id: code_id,
+            text: source,
+            highlight,
+        });
+        self.bodies.push(finished(code_id));
+        let result_id = CellId(self.next_id());
+        self.bodies.push(EventBody::CellStarted {
+            cell_id: result_id,
+            cell_kind: CellKind::Result,
+            language: None,
+            attempt: None,
+            source: Some(code_id),
+        });
+        let outputs = cell
+            .get("outputs")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        if outputs.len() > MAX_OUTPUTS {
+            return Err(bad(format!(
+                "cell {} has {} outputs; at most {MAX_OUTPUTS} are read",
+                n + 1,
+                outputs.len()
+            )));
+        }
+        for output in outputs.iter().filter_map(output_of) {
+            self.bodies.push(EventBody::CellOutput {
+                cell_id: result_id,
+                output,
+            });
+        }
+        self.bodies.push(finished(result_id));
+        Ok(code_id)
+    }
+}
+
+/// An imported cell's end: it ran, fine, in no time.
+fn finished(cell_id: CellId) -> EventBody {
+    EventBody::CellFinished {
+        cell_id,
+        status: CellStatus::Ok,
+        elapsed_ms: 0,
+        error: None,
+    }
 }
 
 /// One of a notebook's outputs as a result cell's; `None` for kinds runcell

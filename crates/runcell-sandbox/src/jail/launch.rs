@@ -195,6 +195,31 @@ const MIN_TMPFS_BYTES: u64 = 1024 * 1024;
 /// `/root`, for programs that expect root's home to exist.
 const ROOT_HOME_BYTES: u64 = 4 * 1024 * 1024;
 
+/// How a jail's disk limit is shared among its tmpfses: `/home/user` has
+/// its part ([`Limits::home_bytes`]); of the rest, `/dev/shm` (POSIX shared
+/// memory, multiprocessing's semaphores: `/dev` itself is read-only) has a
+/// quarter within bounds, `/root` [`ROOT_HOME_BYTES`], and `/tmp` what is
+/// left.
+struct DiskShares {
+    home: u64,
+    shm: u64,
+    tmp: u64,
+}
+
+impl DiskShares {
+    fn of(limits: &Limits) -> Self {
+        let home = limits.home_bytes();
+        let scratch = limits.disk_bytes - home;
+        let shm = (scratch / 4).clamp(MIN_TMPFS_BYTES, MAX_SHM_BYTES);
+        let tmp = scratch
+            .saturating_sub(shm + ROOT_HOME_BYTES)
+            .max(MIN_TMPFS_BYTES);
+        Self { home, shm, tmp }
+    }
+}
+
+/// bubblewrap's arguments, in the order it applies them: a later mount
+/// may hide what an earlier one put below it.
 fn bwrap_args(
     limits: &Limits,
     mounts: &Mounts,
@@ -202,14 +227,7 @@ fn bwrap_args(
     code: &Code<'_>,
     command: Vec<String>,
 ) -> Vec<String> {
-    let home = limits.home_bytes();
-    // /dev/shm (POSIX shared memory, multiprocessing's semaphores) is a
-    // share of the disk too, beside /tmp: /dev itself is read-only.
-    let scratch = limits.disk_bytes - home;
-    let shm = (scratch / 4).clamp(MIN_TMPFS_BYTES, MAX_SHM_BYTES);
-    let tmp = scratch
-        .saturating_sub(shm + ROOT_HOME_BYTES)
-        .max(MIN_TMPFS_BYTES);
+    let DiskShares { home, shm, tmp } = DiskShares::of(limits);
     let mut args: Vec<String> = Vec::new();
     let mut push = |items: &[&str]| args.extend(items.iter().map(|s| (*s).to_string()));
     push(&["--ro-bind", "/usr", "/usr"]);

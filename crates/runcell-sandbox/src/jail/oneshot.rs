@@ -306,88 +306,17 @@ impl JailSandbox {
             None
         };
         let started = Instant::now();
-        let mut code_file = None;
-        let (mut child, group, marker, lease, net, account) = match warm {
-            Some(warm) => {
-                steps.jail = "warm";
-                steps.done("jail");
-                warm.code
-                    .write(request.code.as_bytes())
-                    .and_then(|()| std::fs::File::from(warm.release).write_all(b"1"))
-                    .map_err(|e| {
-                        SandboxError::Internal(format!("a warm jail did not take its program: {e}"))
-                    })?;
-                code_file = Some(warm.code);
-                steps.done("hand_over");
-                (
-                    warm.child,
-                    warm.group,
-                    warm.marker,
-                    Some(warm.lease),
-                    warm.net,
-                    warm.account,
-                )
-            }
-            None => {
-                if home.is_none() {
-                    self.refill_warm(request.language);
-                }
-                // A session's runs share its uid; a one-shot run has its own.
-                let (lease, user) = match home {
-                    Some(home) => (None, home.user),
-                    None => {
-                        let lease = self.lease_uid()?;
-                        let user = lease.id();
-                        (Some(lease), user)
-                    }
-                };
-                let name = format!("run-{}", uuid::Uuid::new_v4().simple());
-                let account = match home {
-                    Some(home) => home.account.clone(),
-                    None => Account::new(name.clone()),
-                };
-                let package_net = self.package_net(&account)?;
-                let group = RunGroup::create(cgroups, &name, &limits)
-                    .map_err(|e| SandboxError::Unavailable(e.to_string()))?;
-                let marker = format!("runcell-compile-failed-{}", uuid::Uuid::new_v4().simple());
-                // In a session's home the program goes to the jail's own
-                // /tmp, so that it never overwrites nor shows among the
-                // session's files.
-                let dir = if home.is_some() { "/tmp/" } else { "" };
-                let (file, command) = program(request.language, &marker, dir);
-                // The request's own variables last: they win.
-                let mut env = package_net
-                    .as_ref()
-                    .map(|net| net.env.clone())
-                    .unwrap_or_default();
-                env.extend(request.env.iter().cloned());
-                let mounts = Mounts {
-                    home: home.map(|home| home.dir.to_path_buf()),
-                    code_file: Some(file),
-                    env,
-                    cwd: request.cwd.clone(),
-                    netns: package_net.as_ref().map(|net| net.net.namespace()),
-                    ..Mounts::default()
-                };
-                let child = self.spawn_jail(
-                    user,
-                    &limits,
-                    &group,
-                    &mounts,
-                    command,
-                    Code::File(request.code.as_bytes()),
-                )?;
-                // The program goes in as the jail is made: no hand-over.
-                steps.done("jail");
-                (
-                    child,
-                    group,
-                    marker,
-                    lease,
-                    package_net.map(|net| net.net),
-                    account,
-                )
-            }
+        let RunJail {
+            code_file,
+            mut child,
+            group,
+            marker,
+            lease,
+            net,
+            account,
+        } = match warm {
+            Some(warm) => hand_over(warm, &request.code, &mut steps)?,
+            None => self.make_jail(request, home, cgroups, &limits, &mut steps)?,
         };
         let notices = notices_to(&account, events);
         let supervised = supervise(&mut child, &limits, events, cancel).await;
@@ -416,16 +345,7 @@ impl JailSandbox {
         );
         notices.into_outcome(&mut outcome);
         steps.done("ending");
-        // Removing the groups can wait on the kernel for a few milliseconds;
-        // the caller need not. The uid is free again once they are empty.
-        tokio::task::spawn_blocking(move || {
-            drop(code_file);
-            let empty = group.is_empty();
-            drop(group);
-            if let Some(lease) = lease {
-                lease.give_back(empty);
-            }
-        });
+        remove_in_background(code_file, group, lease);
         tracing::info!(
             duration_ms = outcome.duration_ms,
             exit_code = ?outcome.exit_code,
@@ -442,6 +362,127 @@ impl JailSandbox {
         }
         Ok(outcome)
     }
+
+    /// Makes a jail for `request` on the request's path (no warm one was
+    /// taken), its program copied in as it is made: in the session's
+    /// `home` as its uid, or in a throw-away home as a uid of its own.
+    fn make_jail(
+        &self,
+        request: &RunRequest,
+        home: Option<SessionHome<'_>>,
+        cgroups: &CgroupMode,
+        limits: &Limits,
+        steps: &mut Steps,
+    ) -> Result<RunJail, SandboxError> {
+        if home.is_none() {
+            self.refill_warm(request.language);
+        }
+        // A session's runs share its uid; a one-shot run has its own.
+        let (lease, user) = match home {
+            Some(home) => (None, home.user),
+            None => {
+                let lease = self.lease_uid()?;
+                let user = lease.id();
+                (Some(lease), user)
+            }
+        };
+        let name = format!("run-{}", uuid::Uuid::new_v4().simple());
+        let account = match home {
+            Some(home) => home.account.clone(),
+            None => Account::new(name.clone()),
+        };
+        let package_net = self.package_net(&account)?;
+        let group = RunGroup::create(cgroups, &name, limits)
+            .map_err(|e| SandboxError::Unavailable(e.to_string()))?;
+        let marker = format!("runcell-compile-failed-{}", uuid::Uuid::new_v4().simple());
+        // In a session's home the program goes to the jail's own
+        // /tmp, so that it never overwrites nor shows among the
+        // session's files.
+        let dir = if home.is_some() { "/tmp/" } else { "" };
+        let (file, command) = program(request.language, &marker, dir);
+        // The request's own variables last: they win.
+        let mut env = package_net
+            .as_ref()
+            .map(|net| net.env.clone())
+            .unwrap_or_default();
+        env.extend(request.env.iter().cloned());
+        let mounts = Mounts {
+            home: home.map(|home| home.dir.to_path_buf()),
+            code_file: Some(file),
+            env,
+            cwd: request.cwd.clone(),
+            netns: package_net.as_ref().map(|net| net.net.namespace()),
+            ..Mounts::default()
+        };
+        let child = self.spawn_jail(
+            user,
+            limits,
+            &group,
+            &mounts,
+            command,
+            Code::File(request.code.as_bytes()),
+        )?;
+        // The program goes in as the jail is made: no hand-over.
+        steps.done("jail");
+        Ok(RunJail {
+            code_file: None,
+            child,
+            group,
+            marker,
+            lease,
+            net: package_net.map(|net| net.net),
+            account,
+        })
+    }
+}
+
+/// A jail with a run's program in it, started.
+struct RunJail {
+    /// A warm jail's program file, removed once the run is over.
+    code_file: Option<CodeFile>,
+    child: tokio::process::Child,
+    group: RunGroup,
+    marker: String,
+    /// The run's own uid; `None` in a session's home.
+    lease: Option<Lease>,
+    net: Option<JailNet>,
+    account: Arc<Account>,
+}
+
+/// Gives `warm` its program, `code`, and lets it go on.
+fn hand_over(warm: WarmJail, code: &str, steps: &mut Steps) -> Result<RunJail, SandboxError> {
+    steps.jail = "warm";
+    steps.done("jail");
+    warm.code
+        .write(code.as_bytes())
+        .and_then(|()| std::fs::File::from(warm.release).write_all(b"1"))
+        .map_err(|e| {
+            SandboxError::Internal(format!("a warm jail did not take its program: {e}"))
+        })?;
+    steps.done("hand_over");
+    Ok(RunJail {
+        code_file: Some(warm.code),
+        child: warm.child,
+        group: warm.group,
+        marker: warm.marker,
+        lease: Some(warm.lease),
+        net: warm.net,
+        account: warm.account,
+    })
+}
+
+/// Removes a run's program file and groups off the caller's path: that can
+/// wait on the kernel for a few milliseconds. The uid is free again once
+/// the groups are empty.
+fn remove_in_background(code_file: Option<CodeFile>, group: RunGroup, lease: Option<Lease>) {
+    tokio::task::spawn_blocking(move || {
+        drop(code_file);
+        let empty = group.is_empty();
+        drop(group);
+        if let Some(lease) = lease {
+            lease.give_back(empty);
+        }
+    });
 }
 
 /// The time each step of a run took, recorded as `runcell_run_step_seconds`

@@ -9,6 +9,7 @@ mod ipc_dir;
 mod kind;
 
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,11 +19,12 @@ use jupyter_protocol::{
 };
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
+use tokio::time::Sleep;
 use tokio_util::sync::CancellationToken;
 
 use self::ipc_dir::{CONNECTION_FILE, CONTROL, IOPUB, IpcDir, SHELL};
 pub(crate) use self::kind::KernelKind;
-use super::loopback::JailNet;
+use super::loopback::{JailNet, PackageNet};
 use super::wire::{Signer, SocketChannel, WireError};
 use super::zmtp::{SocketType, ZmtpError};
 use super::{HostId, JailSandbox, Mounts, RunGroup, stop_error};
@@ -97,22 +99,7 @@ impl JailKernel {
         let dir = IpcDir::open(ipc_dir).map_err(|e| internal("kernel directory", &e))?;
         // Sockets from an earlier kernel of this session must not linger.
         dir.clear();
-        let info = ConnectionInfo {
-            ip: ipc_dir.join("k").to_string_lossy().into_owned(),
-            transport: Transport::IPC,
-            shell_port: 1,
-            iopub_port: 2,
-            stdin_port: 3,
-            control_port: 4,
-            hb_port: 5,
-            key: format!(
-                "{}{}",
-                uuid::Uuid::new_v4().simple(),
-                uuid::Uuid::new_v4().simple()
-            ),
-            signature_scheme: "hmac-sha256".into(),
-            kernel_name: Some(kind.kernel_name().into()),
-        };
+        let info = connection_info(kind, ipc_dir);
         let json = serde_json::to_vec(&info).map_err(|e| internal("connection file", &e))?;
         dir.write_connection_file(&json, uid, gid)
             .map_err(|e| internal("connection file", &e))?;
@@ -121,80 +108,22 @@ impl JailKernel {
         let group = RunGroup::create(cgroups, name, limits)
             .map_err(|e| SandboxError::Unavailable(e.to_string()))?;
         let package_net = jail.package_net(owner.account)?;
-        let mut env = kind.env();
-        if let Some(net) = &package_net {
-            env.extend(net.env.iter().cloned());
-        }
-        let mounts = Mounts {
-            home: Some(home.to_path_buf()),
-            code_file: None,
-            shared: vec![ipc_dir.to_path_buf()],
-            env,
-            cwd: None,
-            netns: package_net.as_ref().map(|net| net.net.namespace()),
-        };
+        let mounts = kernel_mounts(kind, home, ipc_dir, package_net.as_ref());
         let command = kind.command(&connection_file, jail.packages_site());
         let mut child =
             jail.spawn_jail(user, limits, &group, &mounts, command, super::Code::None)?;
         drain_logs(&mut child);
-
-        // The kernel binds its sockets once it is up.
-        loop {
-            let mut ready = true;
-            for socket in [SHELL, IOPUB, CONTROL] {
-                ready &= dir
-                    .socket_ready(socket, uid)
-                    .map_err(|e| internal("kernel socket", &e))?;
-            }
-            if ready {
-                break;
-            }
-            if let Ok(Some(status)) = child.try_wait() {
-                return Err(internal("the kernel exited while starting", &status));
-            }
-            if started.elapsed() > START_TIMEOUT {
-                return Err(internal("the kernel did not start", &"timed out"));
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        wait_for_sockets(&dir, uid, &mut child, started).await?;
 
         let client_session = uuid::Uuid::new_v4().to_string();
         let signer = Signer::new(info.key.as_bytes());
-        let connect = async {
-            // The shell's identity is the session id, as jupyter_client does.
-            let shell = SocketChannel::connect(
-                &ipc_dir.join(SHELL),
-                SocketType::Dealer,
-                Some(client_session.as_bytes()),
-                uid,
-                signer.clone(),
-            )
-            .await
-            .map_err(|e| internal("kernel shell", &e))?;
-            let iopub = SocketChannel::connect(
-                &ipc_dir.join(IOPUB),
-                SocketType::Sub,
-                None,
-                uid,
-                signer.clone(),
-            )
-            .await
-            .map_err(|e| internal("kernel iopub", &e))?;
-            let control = SocketChannel::connect(
-                &ipc_dir.join(CONTROL),
-                SocketType::Dealer,
-                None,
-                uid,
-                signer.clone(),
-            )
-            .await
-            .map_err(|e| internal("kernel control", &e))?;
-            Ok::<_, SandboxError>((shell, iopub, control))
-        };
         let remaining = START_TIMEOUT.saturating_sub(started.elapsed());
-        let (shell, iopub, control) = tokio::time::timeout(remaining, connect)
-            .await
-            .map_err(|_| internal("the kernel did not answer", &"timed out"))??;
+        let (shell, iopub, control) = tokio::time::timeout(
+            remaining,
+            connect_channels(ipc_dir, &client_session, uid, &signer),
+        )
+        .await
+        .map_err(|_| internal("the kernel did not answer", &"timed out"))??;
         let mut kernel = Self {
             kind,
             child,
@@ -237,7 +166,7 @@ impl JailKernel {
                     .read()
                     .await
                     .map_err(|e| internal("kernel", &e))?;
-                if reply.parent_header.as_ref().is_some_and(|h| h.msg_id == id) {
+                if answers(&reply, &id) {
                     break;
                 }
             }
@@ -269,6 +198,46 @@ impl JailKernel {
             ));
             return (outcome, KernelState::Lost);
         }
+        let (stopped_by, mut state) = self
+            .follow(&id, limits, events, cancel, &mut outcome, &mut budget)
+            .await;
+        if matches!(state, KernelState::Alive) {
+            self.take_reply(&id).await;
+        }
+        if self.broken.is_some() {
+            state = KernelState::Lost;
+        }
+        let lost = matches!(state, KernelState::Lost);
+        outcome.truncated = budget.truncated();
+        outcome.error = self.end_error(outcome.error.take(), stopped_by, limits, &budget, lost);
+        outcome.duration_ms = runcell_core::clock::millis(started.elapsed());
+        if let Some(error) = &outcome.error {
+            send(
+                events,
+                RunEvent::Error {
+                    error: error.clone(),
+                    ts_ms: now_ms(),
+                },
+            )
+            .await;
+        }
+        (outcome, state)
+    }
+
+    /// Follows the cell of request `id` on iopub until the kernel is idle
+    /// again: records its output in `outcome` within `budget` (and sends it
+    /// to `events`), and interrupts it once it is out of time or output, or
+    /// cancelled. Returns why it was stopped, if it was, and whether the
+    /// kernel survived.
+    async fn follow(
+        &mut self,
+        id: &str,
+        limits: &Limits,
+        events: Option<&mpsc::Sender<RunEvent>>,
+        cancel: &CancellationToken,
+        outcome: &mut RunOutcome,
+        budget: &mut OutputBudget,
+    ) -> (Option<&'static str>, KernelState) {
         let deadline = tokio::time::sleep(limits.wall);
         tokio::pin!(deadline);
         let grace = tokio::time::sleep(Duration::MAX);
@@ -280,30 +249,10 @@ impl JailKernel {
             tokio::select! {
                 message = self.iopub.read() => {
                     let event = match message {
-                        Ok(message)
-                            if message.parent_header.as_ref().is_some_and(|h| h.msg_id == id) =>
-                        {
-                            let ts_ms = now_ms();
-                            match message.content {
-                                JupyterMessageContent::StreamContent(stream) => Some(match stream.name {
-                                    Stdio::Stdout => RunEvent::Stdout { text: stream.text, ts_ms },
-                                    Stdio::Stderr => RunEvent::Stderr { text: stream.text, ts_ms },
-                                }),
-                                JupyterMessageContent::ExecuteResult(result) => bundle(&result.data)
-                                    .map(|data| RunEvent::Result { data, main: true, metadata: result.metadata, ts_ms }),
-                                JupyterMessageContent::DisplayData(display) => bundle(&display.data)
-                                    .map(|data| RunEvent::Result { data, main: false, metadata: display.metadata, ts_ms }),
-                                JupyterMessageContent::ErrorOutput(error) if stopped_by.is_none() => {
-                                    let error = ExecError {
-                                        name: error.ename,
-                                        value: error.evalue,
-                                        traceback: error.traceback,
-                                    };
-                                    Some(RunEvent::Error { error, ts_ms })
-                                }
-                                JupyterMessageContent::Status(status)
-                                    if status.execution_state == ExecutionState::Idle => break,
-                                _ => None,
+                        Ok(message) if answers(&message, id) => {
+                            match cell_message(message.content, stopped_by.is_some()) {
+                                CellMessage::Output(event) => event,
+                                CellMessage::Idle => break,
                             }
                         }
                         Ok(_) => None,
@@ -320,14 +269,12 @@ impl JailKernel {
                         }
                     };
                     if let Some(event) = event
-                        && let Some(event) = budget.record(&mut outcome, event)
+                        && let Some(event) = budget.record(outcome, event)
                     {
                         send(events, event).await;
                     }
                     if budget.overflowed() && stopped_by.is_none() {
-                        stopped_by = Some(limit_error::OUTPUT);
-                        self.interrupt().await;
-                        grace.as_mut().reset(tokio::time::Instant::now() + INTERRUPT_GRACE);
+                        self.stop(limit_error::OUTPUT, &mut stopped_by, grace.as_mut()).await;
                     }
                 }
                 exited = self.child.wait() => {
@@ -336,14 +283,10 @@ impl JailKernel {
                     break;
                 }
                 () = &mut deadline, if stopped_by.is_none() => {
-                    stopped_by = Some(limit_error::TIMEOUT);
-                    self.interrupt().await;
-                    grace.as_mut().reset(tokio::time::Instant::now() + INTERRUPT_GRACE);
+                    self.stop(limit_error::TIMEOUT, &mut stopped_by, grace.as_mut()).await;
                 }
                 () = cancel.cancelled(), if stopped_by.is_none() => {
-                    stopped_by = Some(limit_error::CANCELLED);
-                    self.interrupt().await;
-                    grace.as_mut().reset(tokio::time::Instant::now() + INTERRUPT_GRACE);
+                    self.stop(limit_error::CANCELLED, &mut stopped_by, grace.as_mut()).await;
                 }
                 () = &mut grace => {
                     tracing::warn!("the kernel ignored an interrupt");
@@ -352,32 +295,54 @@ impl JailKernel {
                 }
             }
         }
-        if matches!(state, KernelState::Alive) {
-            // Take the reply off the shell socket so that it cannot be read as
-            // the answer to a later request.
-            let _ = tokio::time::timeout(Duration::from_secs(1), async {
-                loop {
-                    match self.shell.read().await {
-                        Ok(reply)
-                            if reply.parent_header.as_ref().is_some_and(|h| h.msg_id == id) =>
-                        {
-                            break;
-                        }
-                        Ok(_) => {}
-                        Err(e) if dropped(&e).is_some() => {}
-                        Err(e) => {
-                            self.broke(e);
-                            break;
-                        }
+        (stopped_by, state)
+    }
+
+    /// Stops the running cell because of `why`: interrupts it and gives it
+    /// [`INTERRUPT_GRACE`] to become idle.
+    async fn stop(
+        &mut self,
+        why: &'static str,
+        stopped_by: &mut Option<&'static str>,
+        grace: Pin<&mut Sleep>,
+    ) {
+        *stopped_by = Some(why);
+        self.interrupt().await;
+        grace.reset(tokio::time::Instant::now() + INTERRUPT_GRACE);
+    }
+
+    /// Takes the reply to request `id` off the shell socket (waiting a
+    /// second at most), so that it cannot be read as the answer to a later
+    /// request.
+    async fn take_reply(&mut self, id: &str) {
+        let _ = tokio::time::timeout(Duration::from_secs(1), async {
+            loop {
+                match self.shell.read().await {
+                    Ok(reply) if answers(&reply, id) => break,
+                    Ok(_) => {}
+                    Err(e) if dropped(&e).is_some() => {}
+                    Err(e) => {
+                        self.broke(e);
+                        break;
                     }
                 }
-            })
-            .await;
-        }
-        if self.broken.is_some() {
-            state = KernelState::Lost;
-        }
-        let lost = matches!(state, KernelState::Lost);
+            }
+        })
+        .await;
+    }
+
+    /// The error a run ends with: a broken wire's, else its stop's (time,
+    /// output, cancel), else, when the kernel was `lost`, why (memory, or it
+    /// died), else the program's own `error`. A lost kernel's error says
+    /// that the variables are gone.
+    fn end_error(
+        &self,
+        error: Option<ExecError>,
+        stopped_by: Option<&'static str>,
+        limits: &Limits,
+        budget: &OutputBudget,
+        lost: bool,
+    ) -> Option<ExecError> {
         let oom = self.group.oom_killed();
         let broken = self.broken.as_ref().map(|e| {
             ExecError::new(
@@ -385,8 +350,7 @@ impl JailKernel {
                 format!("the kernel broke the wire protocol ({e})"),
             )
         });
-        outcome.truncated = budget.truncated();
-        outcome.error = match stop_error(stopped_by, limits, &budget) {
+        let mut error = match stop_error(stopped_by, limits, budget) {
             _ if broken.is_some() => broken,
             Some(error) => Some(error),
             _ if lost && oom => Some(ExecError::new(
@@ -400,25 +364,14 @@ impl JailKernel {
                 limit_error::KERNEL_DIED,
                 format!("the {} kernel died", self.kind.label()),
             )),
-            _ => outcome.error,
+            _ => error,
         };
-        if lost && let Some(error) = outcome.error.as_mut() {
+        if lost && let Some(error) = error.as_mut() {
             error
                 .value
                 .push_str("; the kernel was restarted and earlier variables are gone");
         }
-        outcome.duration_ms = runcell_core::clock::millis(started.elapsed());
-        if let Some(error) = &outcome.error {
-            send(
-                events,
-                RunEvent::Error {
-                    error: error.clone(),
-                    ts_ms: now_ms(),
-                },
-            )
-            .await;
-        }
-        (outcome, state)
+        error
     }
 
     /// Interrupts the running cell and waits for the kernel to confirm, so
@@ -435,9 +388,7 @@ impl JailKernel {
         let confirmed = tokio::time::timeout(INTERRUPT_GRACE, async {
             loop {
                 match self.control.read().await {
-                    Ok(reply) if reply.parent_header.as_ref().is_some_and(|h| h.msg_id == id) => {
-                        return true;
-                    }
+                    Ok(reply) if answers(&reply, &id) => return true,
                     Ok(_) => {}
                     Err(e) if dropped(&e).is_some() => {}
                     Err(e) => {
@@ -493,6 +444,179 @@ fn dropped(error: &WireError) -> Option<u64> {
         WireError::Zmtp(ZmtpError::Dropped { bytes }) => Some(*bytes),
         _ => None,
     }
+}
+
+/// Whether `message` is the kernel's answer to (or output of) request `id`.
+fn answers(message: &JupyterMessage, id: &str) -> bool {
+    message
+        .parent_header
+        .as_ref()
+        .is_some_and(|h| h.msg_id == id)
+}
+
+/// What a message of the running cell's says.
+enum CellMessage {
+    /// Output to show, or `None` for a message that shows nothing.
+    Output(Option<RunEvent>),
+    /// The kernel is idle again: the cell is done.
+    Idle,
+}
+
+/// What `content`, a message of the running cell's, says; once the cell
+/// was `stopped`, the error the interrupt raised in it is not shown.
+fn cell_message(content: JupyterMessageContent, stopped: bool) -> CellMessage {
+    let ts_ms = now_ms();
+    CellMessage::Output(match content {
+        JupyterMessageContent::StreamContent(stream) => Some(match stream.name {
+            Stdio::Stdout => RunEvent::Stdout {
+                text: stream.text,
+                ts_ms,
+            },
+            Stdio::Stderr => RunEvent::Stderr {
+                text: stream.text,
+                ts_ms,
+            },
+        }),
+        JupyterMessageContent::ExecuteResult(result) => {
+            bundle(&result.data).map(|data| RunEvent::Result {
+                data,
+                main: true,
+                metadata: result.metadata,
+                ts_ms,
+            })
+        }
+        JupyterMessageContent::DisplayData(display) => {
+            bundle(&display.data).map(|data| RunEvent::Result {
+                data,
+                main: false,
+                metadata: display.metadata,
+                ts_ms,
+            })
+        }
+        JupyterMessageContent::ErrorOutput(error) if !stopped => {
+            let error = ExecError {
+                name: error.ename,
+                value: error.evalue,
+                traceback: error.traceback,
+            };
+            Some(RunEvent::Error { error, ts_ms })
+        }
+        JupyterMessageContent::Status(status) if status.execution_state == ExecutionState::Idle => {
+            return CellMessage::Idle;
+        }
+        _ => None,
+    })
+}
+
+/// The connection file's content for a kernel of `kind` whose sockets are
+/// in `ipc_dir`, with a fresh key.
+fn connection_info(kind: KernelKind, ipc_dir: &Path) -> ConnectionInfo {
+    ConnectionInfo {
+        ip: ipc_dir.join("k").to_string_lossy().into_owned(),
+        transport: Transport::IPC,
+        shell_port: 1,
+        iopub_port: 2,
+        stdin_port: 3,
+        control_port: 4,
+        hb_port: 5,
+        key: format!(
+            "{}{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        ),
+        signature_scheme: "hmac-sha256".into(),
+        kernel_name: Some(kind.kernel_name().into()),
+    }
+}
+
+/// What a kernel's jail mounts: the session's `home`, its socket
+/// directory, and the package index's network, if jails have one.
+fn kernel_mounts(
+    kind: KernelKind,
+    home: &Path,
+    ipc_dir: &Path,
+    package_net: Option<&PackageNet>,
+) -> Mounts {
+    let mut env = kind.env();
+    if let Some(net) = package_net {
+        env.extend(net.env.iter().cloned());
+    }
+    Mounts {
+        home: Some(home.to_path_buf()),
+        code_file: None,
+        shared: vec![ipc_dir.to_path_buf()],
+        env,
+        cwd: None,
+        netns: package_net.map(|net| net.net.namespace()),
+    }
+}
+
+/// Waits for the kernel to bind its sockets in `dir`, as it does once it is
+/// up; fails if it exits first or is not up [`START_TIMEOUT`] after
+/// `started`.
+async fn wait_for_sockets(
+    dir: &IpcDir,
+    uid: u32,
+    child: &mut tokio::process::Child,
+    started: Instant,
+) -> Result<(), SandboxError> {
+    loop {
+        let mut ready = true;
+        for socket in [SHELL, IOPUB, CONTROL] {
+            ready &= dir
+                .socket_ready(socket, uid)
+                .map_err(|e| internal("kernel socket", &e))?;
+        }
+        if ready {
+            return Ok(());
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(internal("the kernel exited while starting", &status));
+        }
+        if started.elapsed() > START_TIMEOUT {
+            return Err(internal("the kernel did not start", &"timed out"));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Connects to the kernel's shell, iopub and control sockets in `ipc_dir`,
+/// in that order.
+async fn connect_channels(
+    ipc_dir: &Path,
+    client_session: &str,
+    uid: u32,
+    signer: &Signer,
+) -> Result<(SocketChannel, SocketChannel, SocketChannel), SandboxError> {
+    // The shell's identity is the session id, as jupyter_client does.
+    let shell = SocketChannel::connect(
+        &ipc_dir.join(SHELL),
+        SocketType::Dealer,
+        Some(client_session.as_bytes()),
+        uid,
+        signer.clone(),
+    )
+    .await
+    .map_err(|e| internal("kernel shell", &e))?;
+    let iopub = SocketChannel::connect(
+        &ipc_dir.join(IOPUB),
+        SocketType::Sub,
+        None,
+        uid,
+        signer.clone(),
+    )
+    .await
+    .map_err(|e| internal("kernel iopub", &e))?;
+    let control = SocketChannel::connect(
+        &ipc_dir.join(CONTROL),
+        SocketType::Dealer,
+        None,
+        uid,
+        signer.clone(),
+    )
+    .await
+    .map_err(|e| internal("kernel control", &e))?;
+    Ok((shell, iopub, control))
 }
 
 /// A MIME bundle as a run's result.
