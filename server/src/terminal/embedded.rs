@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::engine::{Backend, ClientError, FileSummary, Frame, TurnStream, Uploaded};
 use super::identity::Identities;
 use runcell_agent::notebook::remote::Failure;
-use runcell_agent::notebook::{NotebookError, Notebooks, Turn, parse_session_id};
+use runcell_agent::notebook::{AskedTurn, NotebookError, Notebooks, parse_session_id};
 use runcell_agent::session::SessionChannel;
 use runcell_protocol::OwnerId;
 use runcell_server::config::Config;
@@ -72,7 +72,7 @@ impl InProcess {
             .map_err(refusal)
     }
 
-    async fn follow(&self, id: &str, turn: Turn) -> Result<TurnStream, ClientError> {
+    async fn follow(&self, id: &str, turn: AskedTurn) -> Result<TurnStream, ClientError> {
         let channel = self.channel(id).await?;
         let events = self
             .notebooks
@@ -138,7 +138,7 @@ impl Backend for InProcess {
         text: &str,
         model: Option<&str>,
     ) -> Result<TurnStream, ClientError> {
-        let turn = Turn::Ask {
+        let turn = AskedTurn::Ask {
             text: text.to_string(),
             model: model.map(str::to_string),
             backend: None,
@@ -148,7 +148,7 @@ impl Backend for InProcess {
     }
 
     async fn rerun(&self, id: &str) -> Result<TurnStream, ClientError> {
-        self.follow(id, Turn::RerunAll).await
+        self.follow(id, AskedTurn::RerunAll).await
     }
 
     async fn stop(&self, id: &str) -> Result<(), ClientError> {

@@ -8,7 +8,7 @@ use runcell_core::clock::now_ms;
 use runcell_protocol::notebook::Notebook;
 use runcell_protocol::{EventBody, TurnId};
 
-use super::turns::Turn;
+use super::turns::AskedTurn;
 use super::{Holder, NotebookError, Notebooks};
 use crate::agent::TurnRefusal;
 use crate::session::SessionChannel;
@@ -23,7 +23,7 @@ pub(super) struct Here<'a> {
 
 #[async_trait]
 impl Holder for Here<'_> {
-    async fn start(&self, turn: Turn) -> Result<TurnId, TurnRefusal> {
+    async fn start(&self, turn: AskedTurn) -> Result<TurnId, TurnRefusal> {
         let request = self.notebooks.prepare(self.channel, turn)?;
         self.notebooks.runner.start(self.channel, request)
     }

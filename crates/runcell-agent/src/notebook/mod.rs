@@ -47,7 +47,7 @@ pub use error::NotebookError;
 pub use figures::parse_figure_name;
 pub use handover::{CODE_TTL_MS as HANDOVER_TTL_MS, Joined};
 pub use remote::serve_calls;
-pub use turns::{Turn, TurnEvents};
+pub use turns::{AskedTurn, TurnEvents};
 
 use crate::agent::{Kernels, TurnRunner};
 use crate::session::{SessionChannel, SessionHub};
@@ -77,7 +77,7 @@ trait Holder: Send + Sync {
     /// Checks `turn` and queues it as the session's next.
     async fn start(
         &self,
-        turn: Turn,
+        turn: AskedTurn,
     ) -> Result<runcell_protocol::TurnId, crate::agent::TurnRefusal>;
     /// Stops the session's running turn and the turns waiting behind it
     /// (on another node, once the call reaches it).

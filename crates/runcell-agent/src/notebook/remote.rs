@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use async_trait::async_trait;
 
-use super::{Holder, NotebookError, Notebooks, Turn};
+use super::{AskedTurn, Holder, NotebookError, Notebooks};
 use crate::agent::{FilesError, TurnRefusal};
 use crate::cluster::calls::Reply;
 use crate::cluster::{CallError, Cluster, IncomingCall};
@@ -31,7 +31,7 @@ const WITH_BYTES: Duration = Duration::from_secs(60);
 /// What a node asks of the holder.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Call {
-    Start(Turn),
+    Start(AskedTurn),
     Stop,
     SelectBranch(TurnId),
     Share {
@@ -360,7 +360,7 @@ impl<'a> There<'a> {
 
 #[async_trait]
 impl Holder for There<'_> {
-    async fn start(&self, turn: Turn) -> Result<TurnId, TurnRefusal> {
+    async fn start(&self, turn: AskedTurn) -> Result<TurnId, TurnRefusal> {
         match self.turn_call(Call::Start(turn)).await? {
             Answer::Started(turn) => Ok(turn),
             other => Err(TurnRefusal::Unreachable(unexpected(other).to_string())),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use runcell_protocol::{CellId, CellKind, CellStatus, EventBody, KernelLoss, SandboxKind};
 use tokio_util::sync::CancellationToken;
 
-use super::{NotebookError, Notebooks, Turn, parse_link_token, parse_session_id};
+use super::{AskedTurn, NotebookError, Notebooks, parse_link_token, parse_session_id};
 use crate::agent::TurnRefusal;
 use crate::session::SessionChannel;
 use runcell_protocol::OwnerId;
@@ -274,7 +274,7 @@ async fn deleting_ends_the_session_its_link_and_its_files() {
     ));
     // A page or request that still holds it can start nothing more.
     assert_eq!(
-        f.notebooks.start(&session, Turn::RerunAll).await,
+        f.notebooks.start(&session, AskedTurn::RerunAll).await,
         Err(TurnRefusal::Deleted)
     );
     let token = link.token;
@@ -354,12 +354,12 @@ async fn renaming_keeps_a_cut_title_and_refuses_an_empty_one() {
 async fn turns_are_checked_before_they_start() {
     let f = fixture().await;
     let session = f.notebooks.create(OwnerId::random()).await.unwrap();
-    let ask = Turn::question;
+    let ask = AskedTurn::question;
     assert_eq!(
         f.notebooks.start(&session, ask("  ")).await,
         Err(TurnRefusal::Empty)
     );
-    let cobol = Turn::Run {
+    let cobol = AskedTurn::Run {
         code: "DISPLAY 'HI'".into(),
         language: "cobol".into(),
         source: None,
@@ -373,7 +373,7 @@ async fn turns_are_checked_before_they_start() {
     // that carried it (`app::protocol`'s tests); one this server does not
     // offer, here.
     for elsewhere in [SandboxKind::E2b, SandboxKind::Browser] {
-        let elsewhere = Turn::Ask {
+        let elsewhere = AskedTurn::Ask {
             text: "hi".into(),
             model: None,
             backend: Some(elsewhere),

@@ -13,7 +13,7 @@ use crate::session::{Follower, SessionChannel};
 
 /// A turn as a page or a program asks for it, before it is checked.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum Turn {
+pub enum AskedTurn {
     /// A question for the model.
     Ask {
         text: String,
@@ -39,7 +39,7 @@ pub enum Turn {
     RerunAll,
 }
 
-impl Turn {
+impl AskedTurn {
     /// A question with the server's model, on the session's backend, after
     /// the branch on show (what a form posts).
     pub fn question(text: &str) -> Self {
@@ -66,7 +66,7 @@ impl Notebooks {
     pub async fn start(
         &self,
         channel: &Arc<SessionChannel>,
-        turn: Turn,
+        turn: AskedTurn,
     ) -> Result<TurnId, TurnRefusal> {
         if channel.is_retired() {
             return Err(moved());
@@ -79,7 +79,7 @@ impl Notebooks {
     pub async fn start_followed(
         &self,
         channel: Arc<SessionChannel>,
-        turn: Turn,
+        turn: AskedTurn,
     ) -> Result<TurnEvents, TurnRefusal> {
         // Listen before starting, so that nothing of the turn is missed.
         let (_, events) = Follower::after(Arc::clone(&channel), u64::MAX);
@@ -132,10 +132,10 @@ impl Notebooks {
     pub(super) fn prepare(
         &self,
         channel: &SessionChannel,
-        turn: Turn,
+        turn: AskedTurn,
     ) -> Result<TurnRequest, TurnRefusal> {
         match turn {
-            Turn::Ask {
+            AskedTurn::Ask {
                 text,
                 model,
                 backend,
@@ -160,7 +160,7 @@ impl Notebooks {
                     alternative_to,
                 })
             }
-            Turn::Run {
+            AskedTurn::Run {
                 code,
                 language,
                 source,
@@ -174,7 +174,7 @@ impl Notebooks {
                     source,
                 })
             }
-            Turn::RerunAll => Ok(TurnRequest::RerunAll),
+            AskedTurn::RerunAll => Ok(TurnRequest::RerunAll),
         }
     }
 }

@@ -18,7 +18,7 @@ use super::extract::{ApiForm, ApiJson, ApiQuery, OwnedSession};
 use super::navigation::Navigation;
 use super::owner::Owner;
 use super::request_origin::RequestOrigin;
-use runcell_agent::notebook::{Notebooks, Turn, parse_link_token};
+use runcell_agent::notebook::{AskedTurn, Notebooks, parse_link_token};
 use runcell_protocol::OwnerId;
 
 #[derive(Debug, Deserialize)]
@@ -88,7 +88,7 @@ async fn create_with(
     }
     let text = form.message.trim();
     if !text.is_empty() {
-        let turn = Turn::question(text);
+        let turn = AskedTurn::question(text);
         if let Err(refusal) = notebooks.start(&channel, turn).await {
             // The session stands, empty; the page says why the question
             // was not taken rather than losing it silently.
@@ -253,7 +253,7 @@ pub async fn ask_form(
 ) -> Result<Response, ApiError> {
     let text = form.message.trim();
     if !text.is_empty() {
-        let turn = Turn::question(text);
+        let turn = AskedTurn::question(text);
         notebooks.start(&channel, turn).await?;
     }
     Ok(see_other(&format!("/sessions/{}", channel.id())))

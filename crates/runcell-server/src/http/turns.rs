@@ -16,7 +16,7 @@ use serde::Deserialize;
 
 use super::extract::{ApiJson, ApiQuery, OwnedSession};
 use super::{ApiError, ndjson};
-use runcell_agent::notebook::{Notebooks, Turn};
+use runcell_agent::notebook::{AskedTurn, Notebooks};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -56,7 +56,7 @@ pub async fn ask(
     OwnedSession(channel): OwnedSession,
     ApiJson(body): ApiJson<AskBody>,
 ) -> Result<Response, ApiError> {
-    let turn = Turn::Ask {
+    let turn = AskedTurn::Ask {
         text: body.text,
         model: body.model,
         backend: body.backend,
@@ -72,7 +72,7 @@ pub async fn run(
     OwnedSession(channel): OwnedSession,
     ApiJson(body): ApiJson<RunBody>,
 ) -> Result<Response, ApiError> {
-    let turn = Turn::Run {
+    let turn = AskedTurn::Run {
         code: body.code,
         language: body.language,
         source: body.source,
@@ -87,7 +87,7 @@ pub async fn rerun(
     State(notebooks): State<Arc<Notebooks>>,
     OwnedSession(channel): OwnedSession,
 ) -> Result<Response, ApiError> {
-    stream(&notebooks, channel, Turn::RerunAll).await
+    stream(&notebooks, channel, AskedTurn::RerunAll).await
 }
 
 /// `POST /api/sessions/{id}/stop`: stops the running turn and those waiting.
@@ -130,7 +130,7 @@ pub async fn events(
 async fn stream(
     notebooks: &Notebooks,
     channel: Arc<runcell_agent::session::SessionChannel>,
-    turn: Turn,
+    turn: AskedTurn,
 ) -> Result<Response, ApiError> {
     let events = notebooks.start_followed(channel, turn).await?;
     Ok(ndjson::response(

@@ -19,7 +19,7 @@ use super::host::AllowedHosts;
 use super::owner::Owner;
 use crate::http::state::AppState;
 use runcell_agent::agent::TurnRefusal;
-use runcell_agent::notebook::{Notebooks, Turn, parse_session_id};
+use runcell_agent::notebook::{AskedTurn, Notebooks, parse_session_id};
 use runcell_agent::session::sockets::OpenSockets;
 use runcell_agent::session::{Follower, SessionChannel};
 use runcell_sandbox::browser::{BrowserError, BrowserTabs, Reply, TabLink};
@@ -238,7 +238,7 @@ async fn handle_text(
             model,
             backend,
             alternative_to,
-        } => Turn::Ask {
+        } => AskedTurn::Ask {
             text,
             model,
             backend,
@@ -257,7 +257,7 @@ async fn handle_text(
             language,
             source,
             backend,
-        } => Turn::Run {
+        } => AskedTurn::Run {
             code,
             language,
             source,
@@ -271,7 +271,7 @@ async fn handle_text(
             state.notebooks.composing(channel, model);
             return None;
         }
-        ClientMessage::RerunAll => Turn::RerunAll,
+        ClientMessage::RerunAll => AskedTurn::RerunAll,
         ClientMessage::BrowserAttach { kernel } => {
             return state
                 .browser
