@@ -16,7 +16,7 @@ trap 'rm -f "$wasm_log"' EXIT
 # fetch at once wait on each other's package-cache lock, and the bundle's
 # build then started only when the server's was done.
 step "fetching the crates both builds use"
-cargo fetch --locked
+cargo fetch
 step "building the browser bundle (wasm-release) and the server (release), side by side"
 cargo build -p frontend --lib --target wasm32-unknown-unknown --profile wasm-release \
   --target-dir "$wasm_target" >"$wasm_log" 2>&1 &
