@@ -1,6 +1,7 @@
 //! `runcell keys create|list|revoke`.
 
 use std::fmt::Write as _;
+use std::process::ExitCode;
 
 use super::KeysCommand;
 use runcell_server::auth::{AuthError, create_key};
@@ -17,9 +18,27 @@ pub enum KeysError {
     NoSuchKey(String),
 }
 
+/// `runcell keys …`: prints what the command did, or why it could not.
+pub async fn run(command: &KeysCommand) -> ExitCode {
+    let config = match command.settings().load() {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    match against_database(command, &config).await {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("runcell: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// Runs the command against the configured database (the data dir's, or
 /// PostgreSQL's); what to print.
-pub async fn run(command: &KeysCommand, config: &Config) -> Result<String, KeysError> {
+async fn against_database(command: &KeysCommand, config: &Config) -> Result<String, KeysError> {
     std::fs::create_dir_all(&config.data_dir).map_err(|e| StoreError::Open {
         path: runcell_server::config::display_path(&config.data_dir),
         source: sqlx::Error::Io(e),

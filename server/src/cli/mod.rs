@@ -1,15 +1,22 @@
-//! The command line: its arguments ([`Cli`]) and the commands that are
-//! only a command line's (`runcell keys`, [`keys`]).
+//! The command line: its arguments ([`Cli`]) here, and a module per
+//! command with the `run` that `main` calls for it.
 
+pub mod ask;
+pub mod bench;
+pub mod chat;
+pub mod config;
+pub mod doctor;
 pub mod keys;
 pub mod packages;
+pub mod serve;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
-use runcell_server::config::Overrides;
+use runcell_server::config::{Config, Overrides};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -55,89 +62,7 @@ pub enum Command {
     /// to pages (added latency, lost events), the agent's answers (how
     /// many are right, through a running runcell's API), or one-shot
     /// programs per second through the API beside bare processes.
-    Bench {
-        #[arg(value_enum, default_value_t = BenchTarget::Sandbox)]
-        target: BenchTarget,
-        /// Samples per measure.
-        #[arg(long, default_value_t = 20)]
-        iterations: usize,
-        /// Idle sessions to open for the memory measure (0 skips it).
-        #[arg(long, default_value_t = 100)]
-        idle_sessions: usize,
-        /// `llm`: the GGUF to measure [default: ./data/models/<default model>];
-        /// `agent`: the model to ask for [default: the server's]
-        #[arg(long)]
-        model: Option<PathBuf>,
-        /// `agent`: the runcell to ask [default: http://127.0.0.1:3000];
-        /// `throughput`: the runcell to measure (with `RUNCELL_API_KEY`)
-        /// [default: one started from this binary].
-        #[arg(long)]
-        url: Option<String>,
-        /// `throughput`: concurrency levels (comma-separated).
-        #[arg(long, value_delimiter = ',', default_values_t = [1, 2, 4])]
-        concurrency: Vec<usize>,
-        /// `agent`: only the tasks whose id contains this (repeatable);
-        /// `dabench`: only these question ids.
-        #[arg(long)]
-        only: Vec<String>,
-        /// `dabench`: the directory with the questions, labels and tables.
-        #[arg(long, default_value = "../shared/dabench")]
-        dabench_dir: PathBuf,
-        /// `dabench`: a sample of this many questions, spread over levels.
-        #[arg(long)]
-        sample: Option<usize>,
-        /// `agent`: write every turn's details (code, output, explanation,
-        /// verdicts) to this JSON file.
-        #[arg(long)]
-        out: Option<PathBuf>,
-        /// `agent`: the longest one turn may take, in seconds.
-        #[arg(long, default_value_t = 300)]
-        turn_timeout: u64,
-        /// `dabench`: the longest a question is "typed" after its file is
-        /// uploaded, in seconds: the server reads the conversation ahead
-        /// meanwhile, as it does for a page's person (0: asked at once).
-        #[arg(long, default_value_t = 30)]
-        typing: u64,
-        /// `llm`: threads for both engines.
-        #[arg(long, default_value_t = 2)]
-        threads: usize,
-        /// `llm`: tokens generated per run.
-        #[arg(long, default_value_t = 64)]
-        tokens: u32,
-        /// `llm`: llama-cpp-python's interpreter [default: the one
-        /// scripts/setup-llama-cpp-python.sh builds]
-        #[arg(long)]
-        llama_python: Option<PathBuf>,
-        /// `llm`: also measure how often replies are programs that run
-        /// (constrained vs unconstrained; minutes).
-        #[arg(long)]
-        eval: bool,
-        /// `stream`: sessions streaming at once.
-        #[arg(long, default_value_t = 50)]
-        sessions: usize,
-        /// `stream`: events each session publishes.
-        #[arg(long, default_value_t = 200)]
-        events: usize,
-        /// `stream`: milliseconds between two events of a session.
-        #[arg(long, default_value_t = 5)]
-        interval_ms: u64,
-        /// `cluster`: the PostgreSQL database both nodes share
-        /// (`scripts/pg-cluster.sh start DIR` makes a throwaway one)
-        /// [default: RUNCELL_DATABASE_URL]
-        #[arg(long)]
-        database_url: Option<String>,
-        /// `abuse`: how long the attacks last, in seconds.
-        #[arg(long, default_value_t = 30)]
-        seconds: u64,
-        /// `abuse`: anonymous pages attacking at once.
-        #[arg(long, default_value_t = 24)]
-        anonymous: usize,
-        /// `abuse`: how far the server's RSS may grow, in MiB (what the
-        /// budgets let the attacks hold: 256 MiB of idle histories, two
-        /// imports being parsed, pages being sent, and the allocator's keep).
-        #[arg(long, default_value_t = 1536)]
-        rss_budget_mib: u64,
-    },
+    Bench(BenchArgs),
 }
 
 /// Where the terminal client finds runcell, and what it asks for.
@@ -268,6 +193,92 @@ impl PackagesCommand {
     }
 }
 
+/// `runcell bench`'s arguments: what to measure, and each bench's knobs.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[arg(value_enum, default_value_t = BenchTarget::Sandbox)]
+    pub target: BenchTarget,
+    /// Samples per measure.
+    #[arg(long, default_value_t = 20)]
+    pub iterations: usize,
+    /// Idle sessions to open for the memory measure (0 skips it).
+    #[arg(long, default_value_t = 100)]
+    pub idle_sessions: usize,
+    /// `llm`: the GGUF to measure [default: ./data/models/<default model>];
+    /// `agent`: the model to ask for [default: the server's]
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// `agent`: the runcell to ask [default: http://127.0.0.1:3000];
+    /// `throughput`: the runcell to measure (with `RUNCELL_API_KEY`)
+    /// [default: one started from this binary].
+    #[arg(long)]
+    pub url: Option<String>,
+    /// `throughput`: concurrency levels (comma-separated).
+    #[arg(long, value_delimiter = ',', default_values_t = [1, 2, 4])]
+    pub concurrency: Vec<usize>,
+    /// `agent`: only the tasks whose id contains this (repeatable);
+    /// `dabench`: only these question ids.
+    #[arg(long)]
+    pub only: Vec<String>,
+    /// `dabench`: the directory with the questions, labels and tables.
+    #[arg(long, default_value = "../shared/dabench")]
+    pub dabench_dir: PathBuf,
+    /// `dabench`: a sample of this many questions, spread over levels.
+    #[arg(long)]
+    pub sample: Option<usize>,
+    /// `agent`: write every turn's details (code, output, explanation,
+    /// verdicts) to this JSON file.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// `agent`: the longest one turn may take, in seconds.
+    #[arg(long, default_value_t = 300)]
+    pub turn_timeout: u64,
+    /// `dabench`: the longest a question is "typed" after its file is
+    /// uploaded, in seconds: the server reads the conversation ahead
+    /// meanwhile, as it does for a page's person (0: asked at once).
+    #[arg(long, default_value_t = 30)]
+    pub typing: u64,
+    /// `llm`: threads for both engines.
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// `llm`: tokens generated per run.
+    #[arg(long, default_value_t = 64)]
+    pub tokens: u32,
+    /// `llm`: llama-cpp-python's interpreter [default: the one
+    /// scripts/setup-llama-cpp-python.sh builds]
+    #[arg(long)]
+    pub llama_python: Option<PathBuf>,
+    /// `llm`: also measure how often replies are programs that run
+    /// (constrained vs unconstrained; minutes).
+    #[arg(long)]
+    pub eval: bool,
+    /// `stream`: sessions streaming at once.
+    #[arg(long, default_value_t = 50)]
+    pub sessions: usize,
+    /// `stream`: events each session publishes.
+    #[arg(long, default_value_t = 200)]
+    pub events: usize,
+    /// `stream`: milliseconds between two events of a session.
+    #[arg(long, default_value_t = 5)]
+    pub interval_ms: u64,
+    /// `cluster`: the PostgreSQL database both nodes share
+    /// (`scripts/pg-cluster.sh start DIR` makes a throwaway one)
+    /// [default: RUNCELL_DATABASE_URL]
+    #[arg(long)]
+    pub database_url: Option<String>,
+    /// `abuse`: how long the attacks last, in seconds.
+    #[arg(long, default_value_t = 30)]
+    pub seconds: u64,
+    /// `abuse`: anonymous pages attacking at once.
+    #[arg(long, default_value_t = 24)]
+    pub anonymous: usize,
+    /// `abuse`: how far the server's RSS may grow, in MiB (what the
+    /// budgets let the attacks hold: 256 MiB of idle histories, two
+    /// imports being parsed, pages being sent, and the allocator's keep).
+    #[arg(long, default_value_t = 1536)]
+    pub rss_budget_mib: u64,
+}
+
 /// What `runcell bench` measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum BenchTarget {
@@ -303,6 +314,16 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// The effective configuration (defaults, `runcell.toml`, the
+    /// environment, these flags); when it cannot be read, says why and
+    /// gives the exit code for it (2).
+    pub fn load(&self) -> Result<Config, ExitCode> {
+        Config::load(&self.overrides()).map_err(|err| {
+            eprintln!("runcell: {err}");
+            ExitCode::from(2)
+        })
+    }
+
     pub fn overrides(&self) -> Overrides {
         Overrides {
             addr: self.addr,

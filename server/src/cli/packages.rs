@@ -17,9 +17,13 @@ const FETCH_WALL: Duration = Duration::from_secs(30 * 60);
 /// The largest requirements file read.
 const MAX_REQUIREMENTS_BYTES: u64 = 256 * 1024;
 
-pub async fn run(command: &PackagesCommand, config: &Config) -> ExitCode {
+pub async fn run(command: &PackagesCommand) -> ExitCode {
+    let config = match command.settings().load() {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
     let PackagesCommand::Fetch { requirements, .. } = command;
-    match fetch(requirements, config).await {
+    match fetch(requirements, &config).await {
         Ok(summary) => {
             println!("{summary}");
             ExitCode::SUCCESS

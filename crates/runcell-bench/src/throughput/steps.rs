@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use super::super::{BenchError, fail};
+use crate::{BenchError, fail};
 
 /// The request route whose time is the whole of a run's.
 const RUN_ROUTE: &str = "/v1/code_interpreter/run";

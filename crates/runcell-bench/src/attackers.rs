@@ -7,23 +7,23 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::{BenchError, fail};
+use crate::{BenchError, fail};
 
 /// What the attackers were answered, by kind and status.
 #[derive(Default)]
-pub(super) struct Answers(Mutex<std::collections::BTreeMap<(&'static str, String), u64>>);
+pub(crate) struct Answers(Mutex<std::collections::BTreeMap<(&'static str, String), u64>>);
 
 impl Answers {
     /// Every (attack, answer) with how many times, sorted.
-    pub(super) fn counts(&self) -> Vec<((&'static str, String), u64)> {
+    pub(crate) fn counts(&self) -> Vec<((&'static str, String), u64)> {
         self.0.lock().iter().map(|(k, v)| (k.clone(), *v)).collect()
     }
 
-    pub(super) fn note(&self, attack: &'static str, answer: impl Into<String>) {
+    pub(crate) fn note(&self, attack: &'static str, answer: impl Into<String>) {
         *self.0.lock().entry((attack, answer.into())).or_default() += 1;
     }
 
-    pub(super) fn note_status(
+    pub(crate) fn note_status(
         &self,
         attack: &'static str,
         result: &Result<reqwest::Response, reqwest::Error>,
@@ -41,7 +41,7 @@ impl Answers {
 /// timeout (10 s): otherwise a request sent on a connection at the moment
 /// the server closes it fails, which a browser retries and reqwest does not
 /// (seen once in a CI rehearsal: one of the signed-in page's loads "lost").
-pub(super) fn client_from(
+pub(crate) fn client_from(
     from: Ipv4Addr,
     timeout: Duration,
 ) -> Result<reqwest::Client, BenchError> {
@@ -54,12 +54,12 @@ pub(super) fn client_from(
         .map_err(fail)
 }
 
-pub(super) fn attacker(n: u8) -> Ipv4Addr {
+pub(crate) fn attacker(n: u8) -> Ipv4Addr {
     Ipv4Addr::new(127, 0, 0, n)
 }
 
 /// A TCP connection from `from`.
-pub(super) async fn connect_from(
+pub(crate) async fn connect_from(
     from: Ipv4Addr,
     to: SocketAddr,
 ) -> std::io::Result<tokio::net::TcpStream> {
@@ -69,7 +69,7 @@ pub(super) async fn connect_from(
 }
 
 /// The `name=value` of cookie `name` in a response's `Set-Cookie`s.
-pub(super) fn cookie(response: &reqwest::Response, name: &str) -> Option<String> {
+pub(crate) fn cookie(response: &reqwest::Response, name: &str) -> Option<String> {
     response
         .headers()
         .get_all(reqwest::header::SET_COOKIE)

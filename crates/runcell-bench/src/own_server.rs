@@ -6,9 +6,9 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::{BenchError, fail};
+use crate::{BenchError, fail};
 
-pub(super) struct OwnServer {
+pub(crate) struct OwnServer {
     child: tokio::process::Child,
     pid: u32,
     pub addr: SocketAddr,
@@ -121,7 +121,7 @@ async fn make_key(exe: &Path, data: &Path, name: &str) -> Result<String, BenchEr
 }
 
 /// Process `pid`'s resident memory in MiB, from `/proc/<pid>/status`.
-pub(super) fn rss_mib(pid: u32) -> Option<u64> {
+pub(crate) fn rss_mib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kib: u64 = status
         .lines()

@@ -11,15 +11,15 @@
 
 use std::time::{Duration, Instant};
 
-use app::protocol::{CellId, CellKind, EventBody, Output, SUBPROTOCOL, ServerMessage};
 use futures::StreamExt;
+use runcell_protocol::{CellId, CellKind, EventBody, Output, SUBPROTOCOL, ServerMessage};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_util::sync::CancellationToken;
 
-use super::sandbox::stats;
-use super::{BenchError, fail};
+use crate::sandbox::stats;
+use crate::{BenchError, fail};
 use runcell_server::config::{Config, LlmBackend, SandboxConfig};
 use runcell_server::http::state::AppState;
 
@@ -351,7 +351,7 @@ async fn publish(
     }
     channel.log().publish(EventBody::CellFinished {
         cell_id,
-        status: app::protocol::CellStatus::Ok,
+        status: runcell_protocol::CellStatus::Ok,
         elapsed_ms: 0,
         error: None,
     });

@@ -14,8 +14,8 @@ use axum::response::IntoResponse;
 use sha2_010::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use super::attackers::{Answers, attacker, client_from};
-use super::{BenchError, fail};
+use crate::attackers::{Answers, attacker, client_from};
+use crate::{BenchError, fail};
 
 /// Files each upstream project lists that can really be downloaded...
 const REAL_FILES: usize = 8;
@@ -28,7 +28,7 @@ const UPSTREAM_DELAY: Duration = Duration::from_millis(500);
 
 /// The package upstream the flooding jail's index fetches from: on
 /// loopback, slow, with big pages and files.
-pub(super) struct Upstream {
+pub(crate) struct Upstream {
     /// Its simple index, for `packages.index_url`.
     pub index_url: String,
     stop: CancellationToken,
@@ -48,7 +48,7 @@ fn file_bytes(n: usize) -> Vec<u8> {
 }
 
 impl Upstream {
-    pub(super) async fn start() -> Result<Self, BenchError> {
+    pub(crate) async fn start() -> Result<Self, BenchError> {
         let files: Arc<Vec<(Vec<u8>, String)>> = Arc::new(
             (0..REAL_FILES)
                 .map(|n| {
@@ -184,7 +184,7 @@ print("flooded")
 
 /// A hostile key's runs flooding their jail's package index, one after
 /// another until `stop`.
-pub(super) fn spawn_index_flood(
+pub(crate) fn spawn_index_flood(
     tasks: &mut tokio::task::JoinSet<()>,
     stop: &CancellationToken,
     answers: &Arc<Answers>,
@@ -238,7 +238,7 @@ pub(super) fn spawn_index_flood(
 /// proxy's address) making keys as fast as she is answered, each opening
 /// `/v1` sessions; how many sessions she was given is counted in
 /// `sessions`.
-pub(super) fn spawn_key_hoarder(
+pub(crate) fn spawn_key_hoarder(
     tasks: &mut tokio::task::JoinSet<()>,
     stop: &CancellationToken,
     answers: &Arc<Answers>,

@@ -21,12 +21,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use app::protocol::SessionEvent;
+use runcell_protocol::SessionEvent;
 use serde::{Deserialize, Serialize};
 
-use super::agent::{AgentClient, LastTurn, median};
-use super::tokens::{self, Tokens};
-use super::{BenchError, fail};
+use crate::agent::{AgentClient, LastTurn, median};
+use crate::tokens::{self, Tokens};
+use crate::{BenchError, fail};
 
 pub struct DabenchOptions {
     /// The runcell to ask.
@@ -395,7 +395,7 @@ pub async fn run_question(
 /// Seconds from the end of the turn's last result cell to the first text
 /// of the explanation after it.
 fn explanation_wait(events: &[SessionEvent]) -> Option<f64> {
-    use app::protocol::{CellKind, EventBody};
+    use runcell_protocol::{CellKind, EventBody};
     let mut kinds = std::collections::HashMap::new();
     let mut result_ended = None;
     for event in events {
@@ -443,7 +443,7 @@ pub async fn run(options: DabenchOptions) -> Result<(), BenchError> {
         .map_err(fail)?;
     let base = options.url.trim_end_matches('/').to_string();
     let (backend, model) =
-        super::agent::server_model(&http, &base, options.model.as_deref()).await?;
+        crate::agent::server_model(&http, &base, options.model.as_deref()).await?;
     println!(
         "dabench: {} questions from {} against {base} ({backend}, model {model})",
         chosen.len(),
@@ -453,7 +453,7 @@ pub async fn run(options: DabenchOptions) -> Result<(), BenchError> {
     let started = Instant::now();
     let mut results = Vec::new();
     for (question, labels) in &chosen {
-        let before = super::heuristics::read(&http, &base).await;
+        let before = crate::heuristics::read(&http, &base).await;
         let mut result = run_question(
             &http,
             &base,
@@ -467,8 +467,8 @@ pub async fn run(options: DabenchOptions) -> Result<(), BenchError> {
             },
         )
         .await;
-        if let (Some(before), Some(after)) = (before, super::heuristics::read(&http, &base).await) {
-            result.heuristics = super::heuristics::fired(&before, &after);
+        if let (Some(before), Some(after)) = (before, crate::heuristics::read(&http, &base).await) {
+            result.heuristics = crate::heuristics::fired(&before, &after);
         }
         print_result(&result);
         results.push(result);
@@ -483,7 +483,7 @@ pub async fn run(options: DabenchOptions) -> Result<(), BenchError> {
         results.len(),
         started.elapsed().as_secs_f64() / 60.0
     );
-    super::heuristics::print_tally(&report.heuristics, "questions");
+    crate::heuristics::print_tally(&report.heuristics, "questions");
     if let Some(out) = &options.out {
         let json = serde_json::json!({
             "backend": backend, "model": model, "summary": report, "questions": results,
@@ -624,7 +624,7 @@ impl Report {
                 let reused: f64 = results.iter().map(|r| r.tokens.reused).sum();
                 100.0 * reused / prompt.max(1.0)
             },
-            heuristics: super::heuristics::tally(results.iter().map(|r| (&r.heuristics, r.right))),
+            heuristics: crate::heuristics::tally(results.iter().map(|r| (&r.heuristics, r.right))),
         }
     }
 

@@ -4,10 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use app::protocol::{CellKind, EventBody, ServerMessage, SessionEvent};
 use futures::StreamExt;
+use runcell_protocol::{CellKind, EventBody, ServerMessage, SessionEvent};
 
-use super::super::{BenchError, fail};
+use crate::{BenchError, fail};
 
 /// Times a new session refused for the rate is asked for again.
 const CREATE_RETRIES: usize = 5;

@@ -33,7 +33,7 @@ pub use self::judge::{LastTurn, is_right, judge};
 use self::report::print_task;
 pub use self::report::{Report, median};
 use self::tasks::Task;
-use super::{BenchError, fail};
+use crate::{BenchError, fail};
 
 pub struct AgentBenchOptions {
     /// The runcell to ask, e.g. `http://127.0.0.1:3000`.

@@ -2,8 +2,8 @@
 //! its final program's output shows the known answer, and which figures
 //! its explanation names that nothing shown holds.
 
-use app::notebook::{Cell, Notebook};
-use app::protocol::{CellKind, CellStatus, EventBody, Output, SessionEvent};
+use runcell_protocol::notebook::{Cell, Notebook};
+use runcell_protocol::{CellKind, CellStatus, EventBody, Output, SessionEvent};
 
 use super::TurnResult;
 use super::tasks::Expect;
@@ -243,7 +243,7 @@ mod tests {
 
     fn result_cell(outputs: Vec<Output>) -> Cell {
         Cell {
-            id: app::protocol::CellId(1),
+            id: runcell_protocol::CellId(1),
             kind: CellKind::Result,
             turn: None,
             text: String::new(),
@@ -272,7 +272,7 @@ mod tests {
     /// A turn of `programs` failed programs ending in the server's
     /// statement `explanation`.
     fn failed_turn(programs: u64, explanation: &str) -> Vec<SessionEvent> {
-        use app::protocol::{CellError, CellId, TurnId, TurnKind, TurnStatus};
+        use runcell_protocol::{CellError, CellId, TurnId, TurnKind, TurnStatus};
         let turn = TurnId(1);
         let started = |cell_id, cell_kind| EventBody::CellStarted {
             cell_id,

@@ -25,9 +25,9 @@ use std::time::{Duration, Instant};
 
 use self::programs::Program;
 use self::steps::{Scrape, StepReport};
-use super::own_server::OwnServer;
-use super::sandbox::stats;
-use super::{BenchError, fail};
+use crate::own_server::OwnServer;
+use crate::sandbox::stats;
+use crate::{BenchError, fail};
 use runcell_sandbox::Language;
 use runcell_sandbox::jail::{PYTHON_ENV, program};
 
@@ -281,19 +281,7 @@ fn ms(samples: &mut [Duration]) -> String {
 }
 
 pub async fn run(options: ThroughputOptions) -> Result<(), BenchError> {
-    let mut set = programs::all().map_err(fail)?;
-    set.extend(programs::bundles(&set, &BUNDLE_KIB));
-    let jobs: Arc<Vec<Job>> = Arc::new(
-        set.into_iter()
-            .map(Arc::new)
-            .flat_map(|program| {
-                [false, true].map(|broken| Job {
-                    program: Arc::clone(&program),
-                    broken,
-                })
-            })
-            .collect(),
-    );
+    let jobs = jobs()?;
     let max_workers = options.concurrency.iter().copied().max().unwrap_or(1);
     let scratch = tempfile::tempdir().map_err(fail)?;
     let dirs: Vec<PathBuf> = (0..max_workers)
@@ -328,6 +316,69 @@ pub async fn run(options: ThroughputOptions) -> Result<(), BenchError> {
         key: key.clone(),
     };
 
+    print_header(&jobs, &url);
+    // First, on a quiet server: what a program's size costs.
+    sizes(&bare_runner, &api_runner, &http, &url, &key).await?;
+    let mut problems = Vec::new();
+    let mut step_lines = Vec::new();
+    for &concurrency in &options.concurrency {
+        let concurrency = concurrency.max(1);
+        let mut bare_pass = pass(&bare_runner, &jobs, concurrency).await?;
+        problems.extend(bare_problems(&jobs, &bare_pass));
+        let before = Scrape::read(&http, &url, &key).await?;
+        let mut api_pass = pass(&api_runner, &jobs, concurrency).await?;
+        let after = Scrape::read(&http, &url, &key).await?;
+        step_lines.push(format!(
+            "{concurrency:>4}  {}",
+            StepReport::between(&before, &after).line()
+        ));
+        problems.extend(differences(&jobs, &api_pass, &bare_pass, concurrency));
+        println!(
+            "{concurrency:>4}  {:>10.1} {:>10.1} {:>5.2}x  {}  {}  {:>4}",
+            bare_pass.rate(),
+            api_pass.rate(),
+            api_pass.rate() / bare_pass.rate(),
+            ms(&mut bare_pass.latencies),
+            ms(&mut api_pass.latencies),
+            api_pass.throttled,
+        );
+    }
+    println!("where a run's time went in the server (mean ms per run, from its /metrics):");
+    for line in &step_lines {
+        println!("{line}");
+    }
+    python_only(&bare_runner, &api_runner, &jobs).await?;
+    if problems.is_empty() {
+        println!("every verdict the same as the bare run's");
+        Ok(())
+    } else {
+        for problem in problems.iter().take(50) {
+            println!("  {problem}");
+        }
+        Err(BenchError(format!("{} verdicts differ", problems.len())))
+    }
+}
+
+/// Every program of the set and the bundles made of it, each right and
+/// broken.
+fn jobs() -> Result<Arc<Vec<Job>>, BenchError> {
+    let mut set = programs::all().map_err(fail)?;
+    set.extend(programs::bundles(&set, &BUNDLE_KIB));
+    Ok(Arc::new(
+        set.into_iter()
+            .map(Arc::new)
+            .flat_map(|program| {
+                [false, true].map(|broken| Job {
+                    program: Arc::clone(&program),
+                    broken,
+                })
+            })
+            .collect(),
+    ))
+}
+
+/// What is measured, and the table's head.
+fn print_header(jobs: &[Job], url: &str) {
     let by_language = |language: Language| {
         jobs.iter()
             .filter(|j| j.program.language == language)
@@ -346,82 +397,63 @@ pub async fn run(options: ThroughputOptions) -> Result<(), BenchError> {
         "{:>4}  {:>10} {:>10} {:>6}  {:>15}  {:>15}  {:>4}",
         "conc", "bare /s", "runcell /s", "ratio", "bare p50 p99", "runcell p50 p99", "429s"
     );
-    // First, on a quiet server: what a program's size costs.
-    sizes(&bare_runner, &api_runner, &http, &url, &key).await?;
-    let mut problems = Vec::new();
-    let mut step_lines = Vec::new();
-    for &concurrency in &options.concurrency {
-        let concurrency = concurrency.max(1);
-        let mut bare_pass = pass(&bare_runner, &jobs, concurrency).await?;
-        for (job, &passed) in jobs.iter().zip(&bare_pass.verdicts) {
-            if passed == job.broken {
-                problems.push(format!(
-                    "bare {} ({}) {}",
-                    job.program.name,
-                    if job.broken { "broken" } else { "right" },
-                    if passed { "passed" } else { "failed" }
-                ));
-            }
-        }
-        let before = Scrape::read(&http, &url, &key).await?;
-        let mut api_pass = pass(&api_runner, &jobs, concurrency).await?;
-        let after = Scrape::read(&http, &url, &key).await?;
-        step_lines.push(format!(
-            "{concurrency:>4}  {}",
-            StepReport::between(&before, &after).line()
-        ));
-        for (job, (&jailed, &plain)) in jobs
-            .iter()
-            .zip(api_pass.verdicts.iter().zip(&bare_pass.verdicts))
-        {
-            if jailed != plain {
-                problems.push(format!(
-                    "at concurrency {concurrency}, {} ({}) {} in runcell, {} bare",
-                    job.program.name,
-                    if job.broken { "broken" } else { "right" },
-                    if jailed { "passed" } else { "failed" },
-                    if plain { "passed" } else { "failed" }
-                ));
-            }
-        }
-        println!(
-            "{concurrency:>4}  {:>10.1} {:>10.1} {:>5.2}x  {}  {}  {:>4}",
-            bare_pass.rate(),
-            api_pass.rate(),
-            api_pass.rate() / bare_pass.rate(),
-            ms(&mut bare_pass.latencies),
-            ms(&mut api_pass.latencies),
-            api_pass.throttled,
-        );
-    }
-    println!("where a run's time went in the server (mean ms per run, from its /metrics):");
-    for line in &step_lines {
-        println!("{line}");
-    }
-    // The Python programs alone at concurrency 2: the figure an evaluation
-    // harness of Python tasks (HumanEval through scripts/bench-humaneval.sh)
-    // sees.
+}
+
+/// The bare runs that did not pass a right variant or did not fail a
+/// broken one: the set itself is wrong there.
+fn bare_problems(jobs: &[Job], bare: &Pass) -> Vec<String> {
+    jobs.iter()
+        .zip(&bare.verdicts)
+        .filter(|(job, passed)| **passed == job.broken)
+        .map(|(job, &passed)| {
+            format!(
+                "bare {} ({}) {}",
+                job.program.name,
+                if job.broken { "broken" } else { "right" },
+                if passed { "passed" } else { "failed" }
+            )
+        })
+        .collect()
+}
+
+/// The jobs whose verdict in runcell differs from the bare run's.
+fn differences(jobs: &[Job], api: &Pass, bare: &Pass, concurrency: usize) -> Vec<String> {
+    jobs.iter()
+        .zip(api.verdicts.iter().zip(&bare.verdicts))
+        .filter(|(_, (jailed, plain))| jailed != plain)
+        .map(|(job, (&jailed, &plain))| {
+            format!(
+                "at concurrency {concurrency}, {} ({}) {} in runcell, {} bare",
+                job.program.name,
+                if job.broken { "broken" } else { "right" },
+                if jailed { "passed" } else { "failed" },
+                if plain { "passed" } else { "failed" }
+            )
+        })
+        .collect()
+}
+
+/// The Python programs alone at concurrency 2: the figure an evaluation
+/// harness of Python tasks (HumanEval through scripts/bench-humaneval.sh)
+/// sees.
+async fn python_only(
+    bare_runner: &Runner,
+    api_runner: &Runner,
+    jobs: &[Job],
+) -> Result<(), BenchError> {
     let python: Arc<Vec<Job>> = Arc::new(
         jobs.iter()
             .filter(|j| j.program.language == Language::Python)
             .cloned()
             .collect(),
     );
-    let bare_python = pass(&bare_runner, &python, 2).await?;
-    let api_python = pass(&api_runner, &python, 2).await?;
+    let bare_python = pass(bare_runner, &python, 2).await?;
+    let api_python = pass(api_runner, &python, 2).await?;
     println!(
         "python only, concurrency 2: bare {:.1}/s, runcell {:.1}/s, {:.2}x",
         bare_python.rate(),
         api_python.rate(),
         api_python.rate() / bare_python.rate()
     );
-    if problems.is_empty() {
-        println!("every verdict the same as the bare run's");
-        Ok(())
-    } else {
-        for problem in problems.iter().take(50) {
-            println!("  {problem}");
-        }
-        Err(BenchError(format!("{} verdicts differ", problems.len())))
-    }
+    Ok(())
 }

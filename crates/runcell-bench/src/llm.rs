@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use tokio::io::AsyncWriteExt;
 
-use super::llm_eval::{TASKS, runnable_rate};
-use super::sandbox::stats;
-use super::{BenchError, fail};
+use crate::llm_eval::{TASKS, runnable_rate};
+use crate::sandbox::stats;
+use crate::{BenchError, fail};
 use runcell_embedded::{EmbeddedConfig, EmbeddedModel, FENCED_CODE_CALLS};
 use runcell_llm::openai::{OpenAiClient, OpenAiConfig};
 use runcell_llm::{ChatRequest, Llm, LlmEvent, Message};
@@ -118,7 +118,19 @@ pub async fn run(options: LlmBenchOptions) -> Result<(), BenchError> {
         );
         return Ok(());
     };
-    let llama = llama_cpp_timings(python, &options).await?;
+    compare_llama_cpp(python, &options, embedded.generated_tokens_per_s(), &answer).await
+}
+
+/// llama.cpp on the same model, prompt and follow-up, beside the embedded
+/// engine's generation speed (`embedded_gen`, tokens/s); then its time to
+/// a first token.
+async fn compare_llama_cpp(
+    python: &Path,
+    options: &LlmBenchOptions,
+    embedded_gen: f64,
+    answer: &str,
+) -> Result<(), BenchError> {
+    let llama = llama_cpp_timings(python, options).await?;
     let llama_gen = llama.generated_tokens as f64 / llama.generation_s.max(1e-9);
     println!(
         "{:<28} {:>8.2} {:>8} {:>11.1} {:>10.1} {:>9}",
@@ -129,15 +141,15 @@ pub async fn run(options: LlmBenchOptions) -> Result<(), BenchError> {
         llama_gen,
         "-"
     );
-    let ratio = embedded.generated_tokens_per_s() / llama_gen.max(1e-9);
+    let ratio = embedded_gen / llama_gen.max(1e-9);
     println!(
         "generation speed vs llama.cpp: {ratio:.2}x (target >= 0.5x) {}",
         if ratio >= 0.5 { "ok" } else { "MISSED" }
     );
 
-    llama_follow_up(python, &options, &answer).await?;
+    llama_follow_up(python, options, answer).await?;
     if options.ttft_samples > 0 {
-        time_to_first_token(python, &options).await?;
+        time_to_first_token(python, options).await?;
     }
     Ok(())
 }
@@ -481,5 +493,5 @@ fn own_peak_rss_mib() -> u64 {
 
 /// This process's resident memory, in MiB.
 fn own_rss_mib() -> u64 {
-    super::own_server::rss_mib(std::process::id()).unwrap_or(0)
+    crate::own_server::rss_mib(std::process::id()).unwrap_or(0)
 }

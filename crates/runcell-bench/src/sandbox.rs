@@ -11,10 +11,10 @@ use runcell_sandbox::jail::{JailConfig, JailSandbox, program};
 use runcell_sandbox::sessions::{SessionSettings, Sessions};
 use runcell_sandbox::{Language, Limits, RunRequest, Sandbox, SandboxSession};
 
-use super::{BenchError, fail};
+use crate::{BenchError, fail};
 
 /// Median and 99th percentile, in milliseconds.
-pub(super) fn stats(samples: &mut [Duration]) -> (f64, f64) {
+pub(crate) fn stats(samples: &mut [Duration]) -> (f64, f64) {
     if samples.is_empty() {
         return (0.0, 0.0);
     }
@@ -151,18 +151,31 @@ pub async fn run(iterations: usize, idle_sessions: usize) -> Result<(), BenchErr
         "{:<44} {:>9} {:>9}  {:>4}  target",
         "measure (ms)", "p50", "p99", "n"
     );
+    warm_round_trip(sandbox.as_ref(), &token, iterations).await?;
+    new_sessions(&sandbox, iterations).await?;
+    one_shots(sandbox.as_ref(), &token, iterations).await?;
+    if idle_sessions > 0 {
+        idle_memory(sandbox.as_ref(), &uids, sharing, idle_sessions).await?;
+    }
+    Ok(())
+}
 
-    // Warm round-trip in a session.
+/// Warm round-trip in a session.
+async fn warm_round_trip(
+    sandbox: &dyn Sandbox,
+    token: &CancellationToken,
+    iterations: usize,
+) -> Result<(), BenchError> {
     let session = sandbox.open_session().await.map_err(fail)?;
     session
-        .run(&request("x = 1", Language::Python), None, &token)
+        .run(&request("x = 1", Language::Python), None, token)
         .await
         .map_err(fail)?;
     let mut samples = Vec::with_capacity(iterations);
     for _ in 0..iterations.max(1) * 5 {
         let started = Instant::now();
         let outcome = session
-            .run(&request("x + 1", Language::Python), None, &token)
+            .run(&request("x + 1", Language::Python), None, token)
             .await
             .map_err(fail)?;
         samples.push(started.elapsed());
@@ -176,10 +189,13 @@ pub async fn run(iterations: usize, idle_sessions: usize) -> Result<(), BenchErr
         "<= 5 ms p50",
     );
     session.close().await;
+    Ok(())
+}
 
-    // New session: from the pool, and cold.
+/// New session: from the pool, and cold.
+async fn new_sessions(sandbox: &Arc<dyn Sandbox>, iterations: usize) -> Result<(), BenchError> {
     let pool = Sessions::new(
-        Arc::clone(&sandbox),
+        Arc::clone(sandbox),
         SessionSettings {
             pool_size: 1,
             ..SessionSettings::default()
@@ -215,8 +231,15 @@ pub async fn run(iterations: usize, idle_sessions: usize) -> Result<(), BenchErr
         session.close().await;
     }
     row("new session ready, cold (kernel start)", &mut cold, "");
+    Ok(())
+}
 
-    // One-shot runs against the bare process.
+/// One-shot runs against the bare process.
+async fn one_shots(
+    sandbox: &dyn Sandbox,
+    token: &CancellationToken,
+    iterations: usize,
+) -> Result<(), BenchError> {
     let scratch = tempfile::tempdir().map_err(fail)?;
     for language in Language::ALL {
         let code = hello(language);
@@ -253,63 +276,75 @@ pub async fn run(iterations: usize, idle_sessions: usize) -> Result<(), BenchErr
             "",
         );
     }
+    Ok(())
+}
 
-    // Idle sessions' memory: resident and proportional, once they are up
-    // and once their pages had time to be merged (`share_kernel_memory`).
-    if idle_sessions > 0 {
-        let (rss_before, pss_before) = memory_of_uids(&uids);
-        let started = Instant::now();
-        let mut open: Vec<Box<dyn SandboxSession>> = Vec::new();
-        for _ in 0..idle_sessions {
-            open.push(sandbox.open_session().await.map_err(fail)?);
-        }
-        let took = started.elapsed();
-        let mib_each = |bytes: u64, before: u64| {
-            bytes.saturating_sub(before) as f64 / (1024.0 * 1024.0) / idle_sessions as f64
-        };
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let (rss, pss) = memory_of_uids(&uids);
+/// Idle sessions' memory: resident and proportional, once they are up
+/// and once their pages had time to be merged (`share_kernel_memory`).
+async fn idle_memory(
+    sandbox: &dyn Sandbox,
+    uids: &std::ops::Range<u32>,
+    sharing: bool,
+    idle_sessions: usize,
+) -> Result<(), BenchError> {
+    let (rss_before, pss_before) = memory_of_uids(uids);
+    let started = Instant::now();
+    let mut open: Vec<Box<dyn SandboxSession>> = Vec::new();
+    for _ in 0..idle_sessions {
+        open.push(sandbox.open_session().await.map_err(fail)?);
+    }
+    let took = started.elapsed();
+    let mib_each = |bytes: u64, before: u64| {
+        bytes.saturating_sub(before) as f64 / (1024.0 * 1024.0) / idle_sessions as f64
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (rss, pss) = memory_of_uids(uids);
+    println!(
+        "{idle_sessions} idle sessions (opened in {:.1} s), each: {:.1} MiB resident, {:.1} MiB proportional",
+        took.as_secs_f64(),
+        mib_each(rss, rss_before),
+        mib_each(pss, pss_before),
+    );
+    if sharing {
+        let (waited, first) = wait_for_merging(uids).await;
+        let (rss, pss) = memory_of_uids(uids);
         println!(
-            "{idle_sessions} idle sessions (opened in {:.1} s), each: {:.1} MiB resident, {:.1} MiB proportional",
-            took.as_secs_f64(),
+            "  after {:.0} s of merging ({} full scans), each: {:.1} MiB resident, {:.1} MiB proportional (target <= 20 MiB)",
+            waited.elapsed().as_secs_f64(),
+            full_scans()
+                .zip(first)
+                .map_or(0, |(now, first)| now - first),
             mib_each(rss, rss_before),
             mib_each(pss, pss_before),
         );
-        if sharing {
-            // The kernel's merging scans a few thousand pages a second (its
-            // own settings), and pages merge over several scans: wait until
-            // a scan merged next to nothing more.
-            let waited = Instant::now();
-            let first = full_scans();
-            let (mut scans, mut last) = (first, memory_of_uids(&uids).1);
-            while waited.elapsed() < MERGE_WAIT {
-                tokio::time::sleep(Duration::from_secs(5)).await;
-                let now = full_scans();
-                if now == scans {
-                    continue;
-                }
-                scans = now;
-                let pss = memory_of_uids(&uids).1;
-                let settled = pss + pss / 50 >= last;
-                last = pss;
-                if settled && now.zip(first).is_some_and(|(now, first)| now >= first + 2) {
-                    break;
-                }
-            }
-            let (rss, pss) = memory_of_uids(&uids);
-            println!(
-                "  after {:.0} s of merging ({} full scans), each: {:.1} MiB resident, {:.1} MiB proportional (target <= 20 MiB)",
-                waited.elapsed().as_secs_f64(),
-                full_scans()
-                    .zip(first)
-                    .map_or(0, |(now, first)| now - first),
-                mib_each(rss, rss_before),
-                mib_each(pss, pss_before),
-            );
-        }
-        for session in open {
-            session.close().await;
-        }
+    }
+    for session in open {
+        session.close().await;
     }
     Ok(())
+}
+
+/// The kernel's merging scans a few thousand pages a second (its own
+/// settings), and pages merge over several scans: waits (up to
+/// [`MERGE_WAIT`]) until a scan merged next to nothing more. When the
+/// wait began, and the full scans counted then.
+async fn wait_for_merging(uids: &std::ops::Range<u32>) -> (Instant, Option<u64>) {
+    let waited = Instant::now();
+    let first = full_scans();
+    let (mut scans, mut last) = (first, memory_of_uids(uids).1);
+    while waited.elapsed() < MERGE_WAIT {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let now = full_scans();
+        if now == scans {
+            continue;
+        }
+        scans = now;
+        let pss = memory_of_uids(uids).1;
+        let settled = pss + pss / 50 >= last;
+        last = pss;
+        if settled && now.zip(first).is_some_and(|(now, first)| now >= first + 2) {
+            break;
+        }
+    }
+    (waited, first)
 }
