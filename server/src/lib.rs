@@ -6,9 +6,3 @@
 pub mod cli;
 pub mod telemetry;
 pub mod terminal;
-
-/// The integration tests still name the benches `runcell::bench::…`;
-/// they live in the `runcell-bench` crate. To go once those tests name
-/// `runcell_bench::…` themselves.
-#[doc(hidden)]
-pub use runcell_bench as bench;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use runcell_sandbox::jail::{JailConfig, JailSandbox, program};
-use runcell_sandbox::sessions::{SessionSettings, Sessions};
+use runcell_sandbox::sessions::{SandboxSessions, SessionSettings};
 use runcell_sandbox::{Language, Limits, RunRequest, Sandbox, SandboxSession};
 
 use crate::{BenchError, fail};
@@ -194,7 +194,7 @@ async fn warm_round_trip(
 
 /// New session: from the pool, and cold.
 async fn new_sessions(sandbox: &Arc<dyn Sandbox>, iterations: usize) -> Result<(), BenchError> {
-    let pool = Sessions::new(
+    let pool = SandboxSessions::new(
         Arc::clone(sandbox),
         SessionSettings {
             pool_size: 1,

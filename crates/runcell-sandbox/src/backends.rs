@@ -5,13 +5,13 @@
 
 use std::sync::Arc;
 
-use super::sessions::Sessions;
+use super::sessions::SandboxSessions;
 use super::{SandboxError, SandboxKind};
 
 #[derive(Clone)]
 pub struct Backends {
     /// The default first.
-    all: Vec<Arc<Sessions>>,
+    all: Vec<Arc<SandboxSessions>>,
 }
 
 impl std::fmt::Debug for Backends {
@@ -22,13 +22,13 @@ impl std::fmt::Debug for Backends {
 
 impl Backends {
     /// Backends with `default` as the default one.
-    pub fn new(default: Arc<Sessions>) -> Self {
+    pub fn new(default: Arc<SandboxSessions>) -> Self {
         Self { all: vec![default] }
     }
 
     /// Adds another backend.
     #[must_use]
-    pub fn with(mut self, sessions: Arc<Sessions>) -> Self {
+    pub fn with(mut self, sessions: Arc<SandboxSessions>) -> Self {
         self.all.push(sessions);
         self
     }
@@ -38,17 +38,17 @@ impl Backends {
         self.all.iter().map(|s| s.backend()).collect()
     }
 
-    pub fn default_backend(&self) -> &Arc<Sessions> {
+    pub fn default_backend(&self) -> &Arc<SandboxSessions> {
         &self.all[0]
     }
 
-    pub fn all(&self) -> &[Arc<Sessions>] {
+    pub fn all(&self) -> &[Arc<SandboxSessions>] {
         &self.all
     }
 
     /// The backend `kind`, or the default for `None`; one not on offer
     /// here is refused, saying what is.
-    pub fn get(&self, kind: Option<SandboxKind>) -> Result<&Arc<Sessions>, SandboxError> {
+    pub fn get(&self, kind: Option<SandboxKind>) -> Result<&Arc<SandboxSessions>, SandboxError> {
         let Some(kind) = kind else {
             return Ok(self.default_backend());
         };
@@ -86,7 +86,7 @@ impl Backends {
     }
 
     /// The backend holding the live session `id`.
-    pub fn holding(&self, id: &str) -> Option<&Arc<Sessions>> {
+    pub fn holding(&self, id: &str) -> Option<&Arc<SandboxSessions>> {
         self.all.iter().find(|s| s.contains(id))
     }
 }
@@ -101,7 +101,7 @@ mod tests {
     async fn names_are_read_and_refused_saying_what_is_on_offer() {
         let jail: Arc<dyn crate::Sandbox> =
             crate::jail::JailSandbox::new(crate::jail::JailConfig::default());
-        let backends = &Backends::new(Sessions::new(
+        let backends = &Backends::new(SandboxSessions::new(
             jail,
             crate::sessions::SessionSettings {
                 pool_size: 0,

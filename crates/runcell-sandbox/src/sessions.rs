@@ -54,7 +54,7 @@ impl Default for SessionSettings {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum SessionError {
+pub enum SandboxSessionError {
     #[error("no sandbox session {0}")]
     NotFound(String),
     #[error("{0} sandbox sessions are open already; close one first")]
@@ -72,7 +72,7 @@ pub enum SessionError {
     Sandbox(#[from] SandboxError),
 }
 
-impl From<SlotError> for SessionError {
+impl From<SlotError> for SandboxSessionError {
     fn from(err: SlotError) -> Self {
         match err {
             SlotError::Full(total) => Self::TooMany(total),
@@ -82,7 +82,7 @@ impl From<SlotError> for SessionError {
     }
 }
 
-impl SessionError {
+impl SandboxSessionError {
     /// Whether the server has no room for another session now (a `503`
     /// that is worth retrying later), rather than anything being wrong.
     pub fn is_no_room(&self) -> bool {
@@ -141,7 +141,7 @@ impl Live {
     }
 }
 
-pub struct Sessions {
+pub struct SandboxSessions {
     sandbox: Arc<dyn Sandbox>,
     settings: SessionSettings,
     live: Mutex<HashMap<String, Arc<Live>>>,
@@ -151,7 +151,7 @@ pub struct Sessions {
     refill: Notify,
 }
 
-impl std::fmt::Debug for Sessions {
+impl std::fmt::Debug for SandboxSessions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sessions")
             .field("backend", &self.backend())
@@ -160,7 +160,7 @@ impl std::fmt::Debug for Sessions {
     }
 }
 
-impl Sessions {
+impl SandboxSessions {
     pub fn new(sandbox: Arc<dyn Sandbox>, settings: SessionSettings) -> Arc<Self> {
         let slots = Slots::new(SlotSettings::shared(
             settings.max_sessions,
@@ -215,7 +215,7 @@ impl Sessions {
         &self,
         language: Language,
         owner: &str,
-    ) -> Result<SessionInfo, SessionError> {
+    ) -> Result<SessionInfo, SandboxSessionError> {
         self.open(language, Some(owner.to_string()), Claim::Known)
             .await
     }
@@ -228,7 +228,7 @@ impl Sessions {
         &self,
         language: Language,
         claim: Claim,
-    ) -> Result<SessionInfo, SessionError> {
+    ) -> Result<SessionInfo, SandboxSessionError> {
         self.open(language, None, claim).await
     }
 
@@ -237,7 +237,7 @@ impl Sessions {
         language: Language,
         owner: Option<String>,
         claim: Claim,
-    ) -> Result<SessionInfo, SessionError> {
+    ) -> Result<SessionInfo, SandboxSessionError> {
         // Reserved before any await: opens at once cannot all pass the cap,
         // and a failed start gives the slot back as `slot` drops.
         let slot = self.slots.reserve(claim)?;
@@ -296,19 +296,19 @@ impl Sessions {
 
     /// Closes one of the key `owner`'s `/v1` sessions; a notebook's kernel
     /// or another key's session is `NotFound` here.
-    pub async fn delete_public(&self, id: &str, owner: &str) -> Result<(), SessionError> {
+    pub async fn delete_public(&self, id: &str, owner: &str) -> Result<(), SandboxSessionError> {
         if self.get(id, owner).is_none() {
-            return Err(SessionError::NotFound(id.to_string()));
+            return Err(SandboxSessionError::NotFound(id.to_string()));
         }
         self.delete(id).await
     }
 
-    pub async fn delete(&self, id: &str) -> Result<(), SessionError> {
+    pub async fn delete(&self, id: &str) -> Result<(), SandboxSessionError> {
         let live = self
             .live
             .lock()
             .remove(id)
-            .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
+            .ok_or_else(|| SandboxSessionError::NotFound(id.to_string()))?;
         live.session.close().await;
         tracing::info!(session.id = %id, "sandbox session closed");
         Ok(())
@@ -356,10 +356,10 @@ impl Sessions {
         request: &RunRequest,
         events: Option<&mpsc::Sender<RunEvent>>,
         cancel: &CancellationToken,
-    ) -> Result<RunOutcome, SessionError> {
+    ) -> Result<RunOutcome, SandboxSessionError> {
         let session = self
             .session(id)
-            .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
+            .ok_or_else(|| SandboxSessionError::NotFound(id.to_string()))?;
         let started = Instant::now();
         let outcome = session
             .run_in_context(context, request, events, cancel)
@@ -375,13 +375,13 @@ impl Sessions {
         request: &RunRequest,
         events: Option<&mpsc::Sender<RunEvent>>,
         cancel: &CancellationToken,
-    ) -> Result<RunOutcome, SessionError> {
+    ) -> Result<RunOutcome, SandboxSessionError> {
         let live = self
             .live
             .lock()
             .get(id)
             .cloned()
-            .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
+            .ok_or_else(|| SandboxSessionError::NotFound(id.to_string()))?;
         *live.last_used.lock() = Instant::now();
         let started = Instant::now();
         let outcome = live.session.run(request, events, cancel).await;
@@ -455,7 +455,7 @@ impl Sessions {
 
 /// A revoked key's `/v1` sessions are closed.
 #[async_trait::async_trait]
-impl runcell_core::HeldByKey for Sessions {
+impl runcell_core::HeldByKey for SandboxSessions {
     fn what(&self) -> &'static str {
         "sandbox sessions"
     }
@@ -542,7 +542,7 @@ mod tests {
     #[tokio::test]
     async fn sessions_opened_at_once_never_pass_the_cap() {
         let sandbox = Arc::new(Slow::default());
-        let sessions = Sessions::new(
+        let sessions = SandboxSessions::new(
             Arc::clone(&sandbox) as Arc<dyn Sandbox>,
             SessionSettings {
                 pool_size: 0,
@@ -561,7 +561,7 @@ mod tests {
             results
                 .iter()
                 .filter_map(|r| r.as_ref().err())
-                .all(|e| matches!(e, SessionError::TooMany(4)))
+                .all(|e| matches!(e, SandboxSessionError::TooMany(4)))
         );
         assert_eq!(sandbox.started.load(Ordering::SeqCst), 4, "kernels started");
         // A closed session gives its slot back.
@@ -577,7 +577,7 @@ mod tests {
             sessions
                 .create_for_notebook(Language::Python, Claim::Anonymous { client: None })
                 .await,
-            Err(SessionError::TooMany(4))
+            Err(SandboxSessionError::TooMany(4))
         ));
     }
 }

@@ -14,7 +14,7 @@ use crate::auth::{Caller, KeyLimits, Limited, RunPermit};
 use crate::person_keys::{KeySessions, KeysOfPeople, PersonRoom};
 use runcell_sandbox::backends::Backends;
 use runcell_sandbox::files::{FileEntry, HOME};
-use runcell_sandbox::sessions::{SessionError, SessionInfo, Sessions};
+use runcell_sandbox::sessions::{SandboxSessionError, SandboxSessions, SessionInfo};
 use runcell_sandbox::{
     Language, RunEvent, RunOutcome, RunRequest, SandboxError, SandboxKind, SandboxSession,
 };
@@ -27,7 +27,7 @@ pub enum CodeApiError {
     #[error("{}", .0.message())]
     Limited(Limited),
     #[error(transparent)]
-    Session(SessionError),
+    Session(SandboxSessionError),
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
     /// A file is there already and replacing it was not asked for.
@@ -35,11 +35,11 @@ pub enum CodeApiError {
     Exists(String),
 }
 
-impl From<SessionError> for CodeApiError {
-    fn from(err: SessionError) -> Self {
+impl From<SandboxSessionError> for CodeApiError {
+    fn from(err: SandboxSessionError) -> Self {
         match err {
-            SessionError::NotFound(id) => Self::NotFound(id),
-            SessionError::Sandbox(err) => Self::Sandbox(err),
+            SandboxSessionError::NotFound(id) => Self::NotFound(id),
+            SandboxSessionError::Sandbox(err) => Self::Sandbox(err),
             other => Self::Session(other),
         }
     }
@@ -50,7 +50,7 @@ impl From<Limited> for CodeApiError {
         runcell_core::metrics::rate_limited(match limited {
             Limited::Rate { .. } => "rate",
             Limited::Concurrency { .. } => "concurrency",
-            Limited::Sessions { .. } => "sessions",
+            Limited::SandboxSessions { .. } => "sessions",
             Limited::PersonKernels { .. } => "person_kernels",
         });
         Self::Limited(limited)
@@ -112,7 +112,7 @@ impl Drop for Opening<'_> {
 pub struct Admitted {
     pub permit: RunPermit,
     /// The backend it runs on.
-    sessions: Arc<Sessions>,
+    sessions: Arc<SandboxSessions>,
     session: Option<String>,
     /// A context of the session's (E2B's code contexts).
     context: Option<String>,

@@ -20,7 +20,7 @@ use runcell_llm::{
 use runcell_protocol::OwnerId;
 use runcell_sandbox::browser::{BrowserSettings, BrowserTabs, Reply};
 use runcell_sandbox::jail::{JailConfig, JailSandbox};
-use runcell_sandbox::sessions::{SessionSettings, Sessions};
+use runcell_sandbox::sessions::{SandboxSessions, SessionSettings};
 use runcell_sandbox::{Language, Limits};
 use runcell_store::SqliteStore;
 use tokio_util::sync::CancellationToken;
@@ -45,7 +45,7 @@ async fn harness_offering(
 ) -> Harness {
     let jail = JailSandbox::new(JailConfig::default());
     assert!(jail.unavailable().is_none(), "{:?}", jail.unavailable());
-    let sessions = Sessions::new(
+    let sessions = SandboxSessions::new(
         jail,
         SessionSettings {
             pool_size: 0,

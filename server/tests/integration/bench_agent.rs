@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use runcell::bench::agent::run_task;
-use runcell::bench::agent::tasks::{Expect, Task, Turn};
+use runcell_bench::agent::run_task;
+use runcell_bench::agent::tasks::{Expect, Task, Turn};
 
 use crate::support::TestServer;
 

@@ -8,8 +8,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use runcell::bench::dabench::{Asking, Question, QuestionResult, load, run_question};
-use runcell::bench::heuristics;
+use runcell_bench::dabench::{Asking, Question, QuestionResult, load, run_question};
+use runcell_bench::heuristics;
 
 use crate::support::TestServer;
 

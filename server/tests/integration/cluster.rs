@@ -387,8 +387,8 @@ async fn the_cluster_bench_loses_nothing() {
     let Some(db) = ScratchDatabase::create("bench_cluster").await else {
         return;
     };
-    runcell::bench::stream::run_cluster(
-        runcell::bench::stream::StreamBenchOptions {
+    runcell_bench::stream::run_cluster(
+        runcell_bench::stream::StreamBenchOptions {
             sessions: 3,
             events_per_session: 60,
             interval: Duration::from_millis(2),

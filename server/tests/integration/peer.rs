@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use runcell::bench::llm::{LlamaCppServer, default_llama_python};
+use runcell_bench::llm::{LlamaCppServer, default_llama_python};
 use runcell_server::config::DEFAULT_MODEL_FILE;
 
 /// A missing peer: the test is skipped (said on stderr), or fails when

@@ -12,7 +12,7 @@ use super::kernels::{KernelRun, Kernels};
 use super::prompt;
 use crate::session::SessionLog;
 use runcell_sandbox::packages::PackageNote;
-use runcell_sandbox::sessions::SessionError;
+use runcell_sandbox::sessions::SandboxSessionError;
 use runcell_sandbox::{
     Language, Limits, RunEvent, RunOutcome, RunRequest, SandboxError, SandboxKind, limit_error,
 };
@@ -182,7 +182,7 @@ async fn run_streaming(
     request: &RunRequest,
     cancel: &CancellationToken,
     cell: &mut ResultCell<'_>,
-) -> Result<KernelRun, SessionError> {
+) -> Result<KernelRun, SandboxSessionError> {
     let session = cell.session;
     let (tx, mut rx) = mpsc::channel::<RunEvent>(256);
     let mut publish = |event: RunEvent| {
@@ -286,14 +286,16 @@ fn join(event: &mut RunEvent, next: RunEvent) -> Option<RunEvent> {
 /// or unreachable (no page attached, the page gone, E2B down), broke while
 /// setting the run up, or has no room for another session. Refusals of the
 /// program (a language the backend lacks...) are not outages.
-fn is_outage(error: &SessionError) -> bool {
+fn is_outage(error: &SandboxSessionError) -> bool {
     matches!(
         error,
-        SessionError::TooMany(_)
-            | SessionError::AnonymousFull(_)
-            | SessionError::ClientFull(_)
-            | SessionError::OwnerFull(_)
-            | SessionError::Sandbox(SandboxError::Unavailable(_) | SandboxError::Internal(_))
+        SandboxSessionError::TooMany(_)
+            | SandboxSessionError::AnonymousFull(_)
+            | SandboxSessionError::ClientFull(_)
+            | SandboxSessionError::OwnerFull(_)
+            | SandboxSessionError::Sandbox(
+                SandboxError::Unavailable(_) | SandboxError::Internal(_)
+            )
     )
 }
 

@@ -691,14 +691,15 @@ del _runcell_look
             eprintln!("skipped: the local sandbox is unavailable ({why})");
             return None;
         }
-        let backends =
-            runcell_sandbox::backends::Backends::new(runcell_sandbox::sessions::Sessions::new(
+        let backends = runcell_sandbox::backends::Backends::new(
+            runcell_sandbox::sessions::SandboxSessions::new(
                 jail,
                 runcell_sandbox::sessions::SessionSettings {
                     pool_size: 0,
                     ..Default::default()
                 },
-            ));
+            ),
+        );
         let kernels =
             crate::agent::Kernels::new(backends, None, crate::session::uploads::Uploads::new(dir));
         let agent = Agent::new(

@@ -19,7 +19,7 @@ use crate::cluster::{CallError, Cluster, IncomingCall};
 use runcell_protocol::SessionId;
 use runcell_sandbox::SandboxError;
 use runcell_sandbox::files::{Contents, FileEntry};
-use runcell_sandbox::sessions::SessionError;
+use runcell_sandbox::sessions::SandboxSessionError;
 use runcell_store::ShareRecord;
 use runcell_store::nodes::Node;
 
@@ -119,7 +119,7 @@ impl Failure {
             NotebookError::Remote(failure) => failure.kind,
             NotebookError::Files(FilesError::Exists(_)) => FailureKind::Conflict,
             NotebookError::Files(
-                FilesError::Sandbox(e) | FilesError::Session(SessionError::Sandbox(e)),
+                FilesError::Sandbox(e) | FilesError::Session(SandboxSessionError::Sandbox(e)),
             ) => match e {
                 SandboxError::InvalidInput(_) | SandboxError::NotSupported(_) => {
                     FailureKind::BadRequest
@@ -129,7 +129,7 @@ impl Failure {
                 SandboxError::Unavailable(_) => FailureKind::Unavailable,
                 _ => FailureKind::Internal,
             },
-            NotebookError::Files(FilesError::Session(SessionError::NotFound(_))) => {
+            NotebookError::Files(FilesError::Session(SandboxSessionError::NotFound(_))) => {
                 FailureKind::NotFound
             }
             NotebookError::Files(FilesError::Session(_)) => FailureKind::Busy,

@@ -33,7 +33,7 @@ async fn fixture() -> Fixture {
         runcell_sandbox::jail::JailConfig::from_settings(&settings),
     );
     let backends =
-        runcell_sandbox::backends::Backends::new(runcell_sandbox::sessions::Sessions::new(
+        runcell_sandbox::backends::Backends::new(runcell_sandbox::sessions::SandboxSessions::new(
             jail,
             runcell_sandbox::sessions::SessionSettings {
                 pool_size: 0,

@@ -26,7 +26,7 @@ pub enum Limited {
     /// Too many runs under way.
     Concurrency { limit: u32 },
     /// Too many sandbox sessions open.
-    Sessions { limit: u32 },
+    SandboxSessions { limit: u32 },
     /// The person the key belongs to holds their most kernels (their
     /// notebooks' and their keys' sessions together).
     PersonKernels { limit: u32 },
@@ -38,7 +38,7 @@ impl Limited {
         match self {
             Self::Rate { limit, .. }
             | Self::Concurrency { limit }
-            | Self::Sessions { limit }
+            | Self::SandboxSessions { limit }
             | Self::PersonKernels { limit } => *limit,
         }
     }
@@ -49,7 +49,7 @@ impl Limited {
             Self::Rate { retry_after, .. } => retry_after_secs(*retry_after),
             Self::Concurrency { .. } => 1,
             // A session frees up only when one is closed or idles out.
-            Self::Sessions { .. } | Self::PersonKernels { .. } => 10,
+            Self::SandboxSessions { .. } | Self::PersonKernels { .. } => 10,
         }
     }
 
@@ -62,7 +62,7 @@ impl Limited {
             Self::Concurrency { limit } => {
                 format!("this key has {limit} runs under way, its most; retry when one ends")
             }
-            Self::Sessions { limit } => {
+            Self::SandboxSessions { limit } => {
                 format!("this key has {limit} sandbox sessions open, its most; close one first")
             }
             Self::PersonKernels { limit } => format!(
@@ -151,7 +151,7 @@ impl KeyLimits {
     /// Whether `key` may open another session while holding `open` ones.
     pub fn admit_session(&self, open: usize) -> Result<(), Limited> {
         if open >= self.sessions as usize {
-            Err(Limited::Sessions {
+            Err(Limited::SandboxSessions {
                 limit: self.sessions,
             })
         } else {
@@ -224,6 +224,9 @@ mod tests {
     fn sessions_are_capped() {
         let limits = limits(1, 1, 1);
         assert!(limits.admit_session(1).is_ok());
-        assert_eq!(limits.admit_session(2), Err(Limited::Sessions { limit: 2 }));
+        assert_eq!(
+            limits.admit_session(2),
+            Err(Limited::SandboxSessions { limit: 2 })
+        );
     }
 }

@@ -12,7 +12,7 @@ use runcell_agent::notebook::remote::FailureKind;
 use runcell_agent::session::CreateError;
 use runcell_agent::session::quota::TooManySessions;
 use runcell_sandbox::SandboxError;
-use runcell_sandbox::sessions::SessionError;
+use runcell_sandbox::sessions::SandboxSessionError;
 
 /// Every error response's body.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -160,15 +160,15 @@ impl From<&CodeApiError> for ApiError {
 /// A backend's registry refusing a session: no room now (503, worth a
 /// retry), the owner's kernels all busy (429), one that is gone (404), or
 /// the sandbox's own error.
-impl From<&SessionError> for ApiError {
-    fn from(err: &SessionError) -> Self {
+impl From<&SandboxSessionError> for ApiError {
+    fn from(err: &SandboxSessionError) -> Self {
         match err {
-            SessionError::NotFound(_) => Self::NotFound(err.to_string()),
-            SessionError::TooMany(_)
-            | SessionError::AnonymousFull(_)
-            | SessionError::ClientFull(_) => Self::NoRoom(err.to_string()),
-            SessionError::OwnerFull(_) => Self::Busy(err.to_string()),
-            SessionError::Sandbox(err) => err.clone().into(),
+            SandboxSessionError::NotFound(_) => Self::NotFound(err.to_string()),
+            SandboxSessionError::TooMany(_)
+            | SandboxSessionError::AnonymousFull(_)
+            | SandboxSessionError::ClientFull(_) => Self::NoRoom(err.to_string()),
+            SandboxSessionError::OwnerFull(_) => Self::Busy(err.to_string()),
+            SandboxSessionError::Sandbox(err) => err.clone().into(),
         }
     }
 }
@@ -205,7 +205,7 @@ impl From<FilesError> for ApiError {
                 "{path} exists already: upload it again with overwrite to replace it"
             )),
             FilesError::Sandbox(err) => err.into(),
-            FilesError::Session(SessionError::NotFound(_)) => {
+            FilesError::Session(SandboxSessionError::NotFound(_)) => {
                 Self::NotFound("the session's kernel is gone; try again".into())
             }
             FilesError::Session(err) => (&err).into(),
@@ -306,26 +306,38 @@ impl IntoResponse for ApiError {
 mod tests {
     use super::*;
 
-    fn refusals() -> Vec<(SessionError, StatusCode)> {
+    fn refusals() -> Vec<(SandboxSessionError, StatusCode)> {
         vec![
-            (SessionError::NotFound("s1".into()), StatusCode::NOT_FOUND),
-            (SessionError::TooMany(4), StatusCode::SERVICE_UNAVAILABLE),
             (
-                SessionError::AnonymousFull(2),
-                StatusCode::SERVICE_UNAVAILABLE,
+                SandboxSessionError::NotFound("s1".into()),
+                StatusCode::NOT_FOUND,
             ),
-            (SessionError::ClientFull(2), StatusCode::SERVICE_UNAVAILABLE),
-            (SessionError::OwnerFull(4), StatusCode::TOO_MANY_REQUESTS),
             (
-                SessionError::Sandbox(SandboxError::Unavailable("no bwrap".into())),
+                SandboxSessionError::TooMany(4),
                 StatusCode::SERVICE_UNAVAILABLE,
             ),
             (
-                SessionError::Sandbox(SandboxError::NoSpace("full".into())),
+                SandboxSessionError::AnonymousFull(2),
+                StatusCode::SERVICE_UNAVAILABLE,
+            ),
+            (
+                SandboxSessionError::ClientFull(2),
+                StatusCode::SERVICE_UNAVAILABLE,
+            ),
+            (
+                SandboxSessionError::OwnerFull(4),
+                StatusCode::TOO_MANY_REQUESTS,
+            ),
+            (
+                SandboxSessionError::Sandbox(SandboxError::Unavailable("no bwrap".into())),
+                StatusCode::SERVICE_UNAVAILABLE,
+            ),
+            (
+                SandboxSessionError::Sandbox(SandboxError::NoSpace("full".into())),
                 StatusCode::PAYLOAD_TOO_LARGE,
             ),
             (
-                SessionError::Sandbox(SandboxError::InvalidInput("NUL".into())),
+                SandboxSessionError::Sandbox(SandboxError::InvalidInput("NUL".into())),
                 StatusCode::BAD_REQUEST,
             ),
         ]

@@ -15,13 +15,13 @@ use crate::auth::Audience;
 use crate::auth::token::bearer;
 use crate::http::state::AppState;
 use runcell_agent::notebook::Notebooks;
-use runcell_sandbox::sessions::Sessions;
+use runcell_sandbox::sessions::SandboxSessions;
 
 /// What the metrics read the sizes of: the jail's sessions and the open
 /// notebooks.
 #[derive(Clone)]
 pub struct Sizes {
-    sessions: Arc<Sessions>,
+    sessions: Arc<SandboxSessions>,
     notebooks: Arc<Notebooks>,
 }
 

@@ -29,7 +29,7 @@ use runcell_sandbox::Sandbox;
 use runcell_sandbox::backends::Backends;
 use runcell_sandbox::browser::{BrowserSettings, BrowserTabs, Runtime, find_runtime};
 use runcell_sandbox::jail::{JailConfig, JailSandbox};
-use runcell_sandbox::sessions::{SessionSettings, Sessions};
+use runcell_sandbox::sessions::{SandboxSessions, SessionSettings};
 use runcell_store::nodes::Node;
 use runcell_store::{Database, Store};
 
@@ -70,7 +70,7 @@ pub struct AppState {
     /// Where code runs: the local jail.
     pub sandbox: Arc<dyn Sandbox>,
     /// Open sessions of the local jail (the run API's `session_id`s).
-    pub sandbox_sessions: Arc<Sessions>,
+    pub sandbox_sessions: Arc<SandboxSessions>,
     /// Every sandbox backend on offer with its sessions: the jail, and E2B
     /// when configured.
     pub backends: Backends,
@@ -176,7 +176,7 @@ impl AppState {
             runcell_sandbox::packages::index_for_jails(&config.packages, &config.data_dir)
                 .map(runcell_sandbox::jail::JailPackages);
         let sandbox: Arc<dyn Sandbox> = JailSandbox::new(jail_config.clone());
-        let sandbox_sessions = Sessions::new(
+        let sandbox_sessions = SandboxSessions::new(
             Arc::clone(&sandbox),
             SessionSettings {
                 pool_size: config.sandbox.pool_size,
@@ -319,13 +319,13 @@ impl AppState {
 
 /// E2B's sessions, when an E2B key is configured: no warm pool (a waiting
 /// cloud sandbox costs money), the jail's idle time and cap.
-fn e2b_sessions(config: &Config) -> Option<Arc<Sessions>> {
+fn e2b_sessions(config: &Config) -> Option<Arc<SandboxSessions>> {
     if !config.e2b.enabled() {
         return None;
     }
     let settings = runcell_sandbox::e2b::client::E2bSettings::from_config(&config.e2b);
     match runcell_sandbox::e2b::E2bSandbox::new(settings) {
-        Ok(e2b) => Some(Sessions::new(
+        Ok(e2b) => Some(SandboxSessions::new(
             e2b,
             SessionSettings {
                 pool_size: 0,

@@ -10,7 +10,7 @@ use runcell_sandbox::SandboxError;
 use runcell_sandbox::SandboxKind;
 use runcell_sandbox::SandboxSession;
 use runcell_sandbox::files::{Contents, FileEntry, FileKind, Files, HOME};
-use runcell_sandbox::sessions::SessionError;
+use runcell_sandbox::sessions::SandboxSessionError;
 
 /// How deep a listing goes below the home.
 const MAX_LIST_DEPTH: u32 = 8;
@@ -56,7 +56,7 @@ pub enum FilesError {
     #[error("{0} exists already")]
     Exists(String),
     #[error(transparent)]
-    Session(#[from] SessionError),
+    Session(#[from] SandboxSessionError),
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
 }

@@ -26,7 +26,7 @@ use runcell_protocol::{OwnerId, SessionId};
 use runcell_sandbox::backends::Backends;
 use runcell_sandbox::browser::BrowserTabs;
 use runcell_sandbox::files::FileEntry;
-use runcell_sandbox::sessions::SessionError;
+use runcell_sandbox::sessions::SandboxSessionError;
 use runcell_sandbox::slots::Claim;
 use runcell_sandbox::{
     Language, RunEvent, RunOutcome, RunRequest, Sandbox, SandboxError, SandboxKind, SandboxSession,
@@ -293,7 +293,7 @@ impl Kernels {
         request: &RunRequest,
         events: &mpsc::Sender<RunEvent>,
         cancel: &CancellationToken,
-    ) -> Result<KernelRun, SessionError> {
+    ) -> Result<KernelRun, SandboxSessionError> {
         let _running = self.running(session, owner);
         let wanted = self.chosen(session);
         let known = self.kernel_of(session);
@@ -301,8 +301,8 @@ impl Kernels {
             Some(kernel) if kernel.backend() == wanted => {
                 match self.run_in(kernel, request, Some(events), cancel).await {
                     Err(
-                        SessionError::NotFound(_)
-                        | SessionError::Sandbox(SandboxError::NotFound(_)),
+                        SandboxSessionError::NotFound(_)
+                        | SandboxSessionError::Sandbox(SandboxError::NotFound(_)),
                     ) => {}
                     other => {
                         self.keep_files(session, kernel).await;
@@ -342,7 +342,7 @@ impl Kernels {
         session: SessionId,
         owner: OwnerId,
         wanted: SandboxKind,
-    ) -> Result<NotebookKernel, SessionError> {
+    ) -> Result<NotebookKernel, SandboxSessionError> {
         let room = if wanted == SandboxKind::Browser {
             None
         } else {
@@ -361,7 +361,7 @@ impl Kernels {
         &self,
         session: SessionId,
         owner: OwnerId,
-    ) -> Result<Option<NotebookKernel>, SessionError> {
+    ) -> Result<Option<NotebookKernel>, SandboxSessionError> {
         let wanted = self.chosen(session);
         if wanted == SandboxKind::Browser {
             return Ok(None);
@@ -418,7 +418,7 @@ impl Kernels {
         session: SessionId,
         owner: OwnerId,
         backend: SandboxKind,
-    ) -> Result<NotebookKernel, SessionError> {
+    ) -> Result<NotebookKernel, SandboxSessionError> {
         if backend == SandboxKind::Browser {
             let offer = self.browser.as_ref().ok_or_else(|| {
                 SandboxError::InvalidInput("the browser sandbox is not on offer here".into())
@@ -506,7 +506,7 @@ impl Kernels {
         request: &RunRequest,
         events: Option<&mpsc::Sender<RunEvent>>,
         cancel: &CancellationToken,
-    ) -> Result<RunOutcome, SessionError> {
+    ) -> Result<RunOutcome, SandboxSessionError> {
         match kernel {
             NotebookKernel::Pooled { backend, id } => {
                 self.backends

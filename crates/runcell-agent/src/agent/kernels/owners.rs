@@ -7,7 +7,7 @@ use parking_lot::Mutex;
 
 use super::{Kernels, NotebookKernel};
 use runcell_protocol::{OwnerId, SessionId};
-use runcell_sandbox::sessions::SessionError;
+use runcell_sandbox::sessions::SandboxSessionError;
 
 #[derive(Default)]
 pub(super) struct HeldKernels {
@@ -107,7 +107,7 @@ impl Kernels {
         &self,
         session: SessionId,
         owner: OwnerId,
-    ) -> Result<Opening<'_>, SessionError> {
+    ) -> Result<Opening<'_>, SandboxSessionError> {
         let cap = self.cap_of(owner);
         let victims = {
             let sessions = self.sessions.lock();
@@ -132,7 +132,7 @@ impl Kernels {
             while mine.len() + opening >= cap {
                 match mine.pop() {
                     Some((_, false, kernel)) => victims.push(kernel.clone()),
-                    _ => return Err(SessionError::OwnerFull(cap)),
+                    _ => return Err(SandboxSessionError::OwnerFull(cap)),
                 }
             }
             *holders.opening.entry(owner).or_insert(0) += 1;

@@ -20,7 +20,7 @@ use super::protocol::{self, ContextJson, ListedSandbox, NewSandbox, SandboxJson}
 use crate::auth::Caller;
 use crate::code_api::{CodeApi, CodeApiError};
 use runcell_core::clock::now_ms;
-use runcell_sandbox::sessions::Sessions;
+use runcell_sandbox::sessions::SandboxSessions;
 use runcell_sandbox::{
     Language, Limits, RunEvent, RunOutcome, RunRequest, SandboxError, SandboxSession,
     SandboxSessionExt, limit_error,
@@ -235,7 +235,7 @@ pub struct Target {
 
 pub struct Served {
     code_api: Arc<CodeApi>,
-    sessions: Arc<Sessions>,
+    sessions: Arc<SandboxSessions>,
     settings: ServedSettings,
     sandboxes: Mutex<HashMap<String, Arc<ServedSandbox>>>,
 }
@@ -256,7 +256,11 @@ fn token(prefix: &str) -> String {
 }
 
 impl Served {
-    pub fn new(code_api: Arc<CodeApi>, sessions: Arc<Sessions>, settings: ServedSettings) -> Self {
+    pub fn new(
+        code_api: Arc<CodeApi>,
+        sessions: Arc<SandboxSessions>,
+        settings: ServedSettings,
+    ) -> Self {
         Self {
             code_api,
             sessions,

@@ -255,7 +255,7 @@ mod tests {
     use super::*;
     use crate::code_api::CodeApiError;
     use runcell_sandbox::SandboxError;
-    use runcell_sandbox::sessions::SessionError;
+    use runcell_sandbox::sessions::SandboxSessionError;
 
     fn status(err: impl Into<ServedError>) -> StatusCode {
         status_of(&err.into()).0
@@ -271,7 +271,7 @@ mod tests {
             StatusCode::INSUFFICIENT_STORAGE
         );
         assert_eq!(
-            status(CodeApiError::Session(SessionError::TooMany(4))),
+            status(CodeApiError::Session(SandboxSessionError::TooMany(4))),
             StatusCode::TOO_MANY_REQUESTS
         );
         let (missing, message) = status_of(&CodeApiError::NotFound("i1".into()).into());
@@ -281,9 +281,9 @@ mod tests {
         );
         // The rest as the API answers them.
         for err in [
-            CodeApiError::Session(SessionError::OwnerFull(4)),
-            CodeApiError::Session(SessionError::NotFound("s1".into())),
-            CodeApiError::Session(SessionError::Sandbox(SandboxError::Unavailable(
+            CodeApiError::Session(SandboxSessionError::OwnerFull(4)),
+            CodeApiError::Session(SandboxSessionError::NotFound("s1".into())),
+            CodeApiError::Session(SandboxSessionError::Sandbox(SandboxError::Unavailable(
                 "no bwrap".into(),
             ))),
             CodeApiError::Sandbox(SandboxError::InvalidInput("NUL".into())),
