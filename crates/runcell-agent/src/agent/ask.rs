@@ -7,7 +7,7 @@ use runcell_protocol::notebook::Notebook;
 use runcell_protocol::{CellId, CellKind, TurnStatus};
 use tokio_util::sync::CancellationToken;
 
-use super::code::{CodeCell, CodeChannel};
+use super::code::{CodeCell, CodeDelivery};
 use super::conversation::{finished_turns, first_explanation};
 use super::execute::{Program, Ran, RunEnd, run_into_cell};
 use super::install::{self, Installed};
@@ -53,7 +53,7 @@ struct Asked<'a> {
     /// The question as the person wrote it.
     text: &'a str,
     model: Option<String>,
-    channel: CodeChannel,
+    channel: CodeDelivery,
     /// The tables' real column names, for a KeyError's hint.
     columns: Vec<String>,
     /// The branch's turns, this one last: what the conversation the turn
@@ -605,8 +605,8 @@ impl Agent {
             );
         }
         let tools = match asked.channel {
-            CodeChannel::Tool => vec![execute_code_spec()],
-            CodeChannel::Structured | CodeChannel::Fenced => Vec::new(),
+            CodeDelivery::Tool => vec![execute_code_spec()],
+            CodeDelivery::Structured | CodeDelivery::Fenced => Vec::new(),
         };
         let sent = turn.messages.clone();
         let before = asked.session.last_seq();

@@ -10,7 +10,7 @@ use runcell_llm::tools::{ExecuteCode, PartialCode};
 
 /// How the model hands over its program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CodeChannel {
+pub enum CodeDelivery {
     /// The arguments of an `execute_code` tool call.
     Tool,
     /// A reply constrained to the `execute_code` arguments schema.
@@ -52,14 +52,14 @@ impl<'a> CodeCell<'a> {
     }
 
     /// Takes more of the model's reply and shows the code it completes.
-    pub fn push(&mut self, channel: CodeChannel, piece: &str) {
+    pub fn push(&mut self, channel: CodeDelivery, piece: &str) {
         self.raw.push_str(piece);
         let (language, visible) = match channel {
-            CodeChannel::Tool | CodeChannel::Structured => {
+            CodeDelivery::Tool | CodeDelivery::Structured => {
                 let partial = PartialCode::read(&self.raw);
                 (partial.language, partial.code)
             }
-            CodeChannel::Fenced => match runcell_llm::fenced::extract_code(&self.raw) {
+            CodeDelivery::Fenced => match runcell_llm::fenced::extract_code(&self.raw) {
                 // Only whole lines: the end of a block may be a fence.
                 Some(code) => {
                     let body = code.code;

@@ -8,7 +8,7 @@ use runcell_protocol::{CellError, CellId, CellStatus};
 use tokio_util::sync::CancellationToken;
 
 use super::Agent;
-use super::code::{CodeCell, CodeChannel};
+use super::code::{CodeCell, CodeDelivery};
 use super::publish::llm_cell_error;
 use crate::session::SessionLog;
 use runcell_llm::fenced::program_of;
@@ -39,14 +39,14 @@ impl Agent {
     /// (the embedded model then decodes under a grammar: 8 of 8 eval
     /// programs runnable against 5 of 8 left free), else a reply constrained
     /// to the tool's schema, else a fenced block in prose.
-    pub(super) fn code_channel(&self) -> CodeChannel {
+    pub(super) fn code_channel(&self) -> CodeDelivery {
         let capabilities = self.llm.capabilities();
         if capabilities.tools {
-            CodeChannel::Tool
+            CodeDelivery::Tool
         } else if capabilities.structured_output {
-            CodeChannel::Structured
+            CodeDelivery::Structured
         } else {
-            CodeChannel::Fenced
+            CodeDelivery::Fenced
         }
     }
 
@@ -54,23 +54,23 @@ impl Agent {
         &self,
         messages: &[Message],
         model: Option<String>,
-        channel: CodeChannel,
+        channel: CodeDelivery,
     ) -> ChatRequest {
         let spec = execute_code_spec();
         ChatRequest {
             model,
             messages: messages.to_vec(),
-            tools: if channel == CodeChannel::Tool {
+            tools: if channel == CodeDelivery::Tool {
                 vec![spec.clone()]
             } else {
                 Vec::new()
             },
-            tool_choice: if channel == CodeChannel::Tool {
+            tool_choice: if channel == CodeDelivery::Tool {
                 ToolChoice::Named(EXECUTE_CODE.into())
             } else {
                 ToolChoice::Auto
             },
-            response_schema: (channel == CodeChannel::Structured).then(|| ResponseSchema {
+            response_schema: (channel == CodeDelivery::Structured).then(|| ResponseSchema {
                 name: spec.name.clone(),
                 schema: spec.parameters.clone(),
             }),
@@ -104,7 +104,7 @@ impl Agent {
         model: Option<String>,
         attempt: u32,
         temperature: f32,
-        channel: CodeChannel,
+        channel: CodeDelivery,
         cancel: &CancellationToken,
     ) -> Reply {
         let request = ChatRequest {
@@ -125,11 +125,11 @@ impl Agent {
                 LlmEvent::Text(text) => {
                     prose.push_str(&text);
                     match channel {
-                        CodeChannel::Tool => {}
-                        CodeChannel::Structured | CodeChannel::Fenced => cell.push(channel, &text),
+                        CodeDelivery::Tool => {}
+                        CodeDelivery::Structured | CodeDelivery::Fenced => cell.push(channel, &text),
                     }
                 }
-                LlmEvent::ToolCallDelta { index: 0, arguments, .. } => cell.push(CodeChannel::Tool, &arguments),
+                LlmEvent::ToolCallDelta { index: 0, arguments, .. } => cell.push(CodeDelivery::Tool, &arguments),
                 _ => {}
             }) => outcome.map_err(Some),
         };
@@ -146,7 +146,7 @@ impl Agent {
             }
         };
         let program = program_of(&completion).or_else(|| {
-            (channel == CodeChannel::Structured)
+            (channel == CodeDelivery::Structured)
                 .then(|| ExecuteCode::parse(EXECUTE_CODE, &completion.text).ok())
                 .flatten()
         });
