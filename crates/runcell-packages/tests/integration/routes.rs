@@ -47,6 +47,12 @@ async fn ask(jail: &Jail, method: Method, path: &str, accept: &str) -> Answer {
 }
 
 /// `demo`'s JSON page as the index writes it, for a wheel with `sha`.
+/// A body as JSON when it is JSON (key order is serde_json's, which a
+/// workspace build may set to insertion order), else as text.
+fn body(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|_| serde_json::Value::String(text.to_string()))
+}
+
 fn demo_page(sha: &str) -> String {
     format!(
         r#"{{"meta":{{"api-version":"1.1"}},"name":"demo","versions":["1.0"],"files":[{{"filename":"{WHEEL}","hashes":{{"sha256":"{sha}"}},"size":1000,"url":"/files/{sha}/{WHEEL}#sha256={sha}"}}]}}"#
@@ -78,7 +84,7 @@ async fn each_route_answers_get_with_its_type_length_and_body() {
     assert_eq!(page.status, StatusCode::OK);
     assert_eq!(page.header(header::CONTENT_TYPE), Some(JSON));
     assert_eq!(page.header(header::CONTENT_LENGTH), None);
-    assert_eq!(page.text(), demo_page(&sha));
+    assert_eq!(body(&page.text()), body(&demo_page(&sha)));
 
     let html = ask(&jail, Method::GET, "/simple/demo/", "text/html").await;
     assert_eq!(
@@ -231,9 +237,13 @@ async fn segments_are_decoded_once_and_hostile_ones_refused_by_name() {
             "not found\n".into(),
         ),
     ];
-    for (path, status, body) in cases {
+    for (path, status, expected) in cases {
         let answer = ask(&jail, Method::GET, &path, JSON).await;
-        assert_eq!((answer.status, answer.text()), (status, body), "{path}");
+        assert_eq!(
+            (answer.status, body(&answer.text())),
+            (status, body(&expected)),
+            "{path}"
+        );
     }
     assert_eq!(jail.fake.hits(&format!("/files/{WHEEL}")), 1);
     assert_eq!(jail.fake.hits("/simple/demo/"), 1);
