@@ -16,8 +16,10 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 # tmux is the real terminal the test of `runcell chat` types into.
 # r-base-core and r-cran-irkernel are R and its Jupyter kernel, for R in
 # the sandbox (about 16 s and 42 MB, with libzmq and the R packages it needs).
+# openjdk-17-jdk-headless is Java for the sandbox: the JVM and JShell (the
+# `jdk.jshell` API its Java kernel runs cells in).
 debs=(ca-certificates gzip unzip bubblewrap util-linux procps gcc nodejs python3 python3-venv
-  r-base-core r-cran-irkernel)
+  r-base-core r-cran-irkernel openjdk-17-jdk-headless)
 [ "$mode" = test ] && debs+=(chromium g++ postgresql tmux)
 missing=()
 for p in "${debs[@]}"; do

@@ -328,7 +328,7 @@ mod tests {
         let highlighter = Highlighter::new();
         let html = highlight_all(&highlighter, "cobol", "<script>alert(1)</script>").unwrap();
         assert!(!html.html.contains("<script"), "{}", html.html);
-        for language in ["javascript", "typescript", "r", "bash", "c"] {
+        for language in ["javascript", "typescript", "r", "java", "bash", "c"] {
             let html = highlight_all(&highlighter, language, "x").unwrap();
             assert_eq!(text_of(&html.html), "x");
             assert_ne!(

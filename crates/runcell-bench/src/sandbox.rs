@@ -51,6 +51,7 @@ fn hello(language: Language) -> &'static str {
         Language::Javascript => "console.log(1)",
         Language::Typescript => "console.log(1 as number)",
         Language::R => "cat(1, '\\n', sep = '')",
+        Language::Java => "System.out.println(1)",
         Language::Bash => "echo 1",
         Language::C => "#include <stdio.h>\nint main(void){puts(\"1\");}",
     }

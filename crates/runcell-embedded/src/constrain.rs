@@ -227,7 +227,15 @@ mod tests {
         let langs = code_tool_languages(&runcell_llm::tools::execute_code_spec()).unwrap();
         assert_eq!(
             langs,
-            ["python", "javascript", "typescript", "r", "bash", "c"]
+            [
+                "python",
+                "javascript",
+                "typescript",
+                "r",
+                "java",
+                "bash",
+                "c"
+            ]
         );
         let mut other = runcell_llm::tools::execute_code_spec();
         other.parameters["properties"]["timeout"] = json!({"type": "integer"});

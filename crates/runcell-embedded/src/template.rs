@@ -226,7 +226,9 @@ mod tests {
             "tools are written as Python's json.dumps would: {got}"
         );
         assert!(
-            got.contains(r#""enum": ["python", "javascript", "typescript", "r", "bash", "c"]"#),
+            got.contains(
+                r#""enum": ["python", "javascript", "typescript", "r", "java", "bash", "c"]"#
+            ),
             "{got}"
         );
         assert!(

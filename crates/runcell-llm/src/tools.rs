@@ -10,11 +10,12 @@ use runcell_protocol::Language;
 pub const EXECUTE_CODE: &str = "execute_code";
 
 /// Languages the tool's schema offers, in the sandbox's spelling.
-pub const LANGUAGES: [&str; 6] = [
+pub const LANGUAGES: [&str; 7] = [
     Language::Python.name(),
     Language::Javascript.name(),
     Language::Typescript.name(),
     Language::R.name(),
+    Language::Java.name(),
     Language::Bash.name(),
     Language::C.name(),
 ];

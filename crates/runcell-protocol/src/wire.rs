@@ -122,7 +122,7 @@ impl std::str::FromStr for SandboxKind {
 pub struct UnknownSandboxKind(pub String);
 
 /// What a program is written in. The lowercase name (`python`,
-/// `javascript`, `typescript`, `r`, `bash`, `c`) is how requests and
+/// `javascript`, `typescript`, `r`, `java`, `bash`, `c`) is how requests and
 /// metric labels spell it.
 /// A code cell's language stays text: it is what the model wrote, which
 /// may be no language runcell runs.
@@ -134,16 +134,18 @@ pub enum Language {
     Javascript,
     Typescript,
     R,
+    Java,
     Bash,
     C,
 }
 
 impl Language {
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::Python,
         Self::Javascript,
         Self::Typescript,
         Self::R,
+        Self::Java,
         Self::Bash,
         Self::C,
     ];
@@ -154,6 +156,7 @@ impl Language {
             Self::Javascript => "javascript",
             Self::Typescript => "typescript",
             Self::R => "r",
+            Self::Java => "java",
             Self::Bash => "bash",
             Self::C => "c",
         }
@@ -180,7 +183,7 @@ impl std::str::FromStr for Language {
 
 /// A name that is no [`Language`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown language `{}`: python, javascript, typescript, r, bash or c", clipped(.0))]
+#[error("unknown language `{}`: python, javascript, typescript, r, java, bash or c", clipped(.0))]
 pub struct UnknownLanguage(pub String);
 
 /// A name as an error quotes it: its first 40 characters.
@@ -897,7 +900,10 @@ mod tests {
         assert!("Python".parse::<Language>().is_err());
         assert_eq!(
             "cobol".parse::<Language>().map_err(|e| e.to_string()),
-            Err("unknown language `cobol`: python, javascript, typescript, r, bash or c".into())
+            Err(
+                "unknown language `cobol`: python, javascript, typescript, r, java, bash or c"
+                    .into()
+            )
         );
         assert_eq!(
             "mars".parse::<SandboxKind>().map_err(|e| e.to_string()),

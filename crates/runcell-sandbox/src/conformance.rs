@@ -138,6 +138,7 @@ fn hello(language: Language) -> &'static str {
         Language::Javascript => "console.log('hello')",
         Language::Typescript => "const greeting: string = 'hello';\nconsole.log(greeting)",
         Language::R => "cat('hello\\n')",
+        Language::Java => "System.out.println(\"hello\")",
         Language::Bash => "echo hello",
         Language::C => "#include <stdio.h>\nint main(void){puts(\"hello\");}",
     }

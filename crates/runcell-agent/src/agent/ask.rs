@@ -647,7 +647,7 @@ impl Agent {
 fn checked_language(program: &ExecuteCode) -> Result<Language, String> {
     let language: Language = program.language.parse().map_err(|_| {
         format!(
-            "unknown language `{}`: runcell runs python, javascript, typescript, r, bash and c",
+            "unknown language `{}`: runcell runs python, javascript, typescript, r, java, bash and c",
             program.language.chars().take(40).collect::<String>()
         )
     })?;

@@ -88,6 +88,9 @@ fn code(index: usize, cell: &Cell, count: u64, outputs: Vec<Value>) -> Value {
             "%%script false --no-raise-error\n// TypeScript\n{}",
             cell.text
         ),
+        // JShell reads a cell's snippets from stdin, but IPython's
+        // `%%script` gives no terminal: kept as a cell that runs nothing.
+        Language::Java => format!("%%script false --no-raise-error\n// Java\n{}", cell.text),
         // No magic runs C: kept as a cell that runs nothing.
         Language::C => format!("%%script false --no-raise-error\n// C\n{}", cell.text),
     };

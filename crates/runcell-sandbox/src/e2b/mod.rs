@@ -21,11 +21,12 @@ use crate::{
 };
 
 /// The languages E2B's code interpreter template runs that runcell knows.
-const LANGUAGES: [Language; 5] = [
+const LANGUAGES: [Language; 6] = [
     Language::Python,
     Language::Javascript,
     Language::Typescript,
     Language::R,
+    Language::Java,
     Language::Bash,
 ];
 

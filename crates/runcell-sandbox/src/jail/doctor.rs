@@ -43,6 +43,10 @@ fn hello(language: Language) -> (&'static str, &'static str) {
             "cat('hello', Sys.info()[['effective_user']], '\\n')",
             "hello",
         ),
+        Language::Java => (
+            "System.out.println(\"hello \" + System.getProperty(\"user.name\"))",
+            "hello",
+        ),
         Language::Bash => ("echo hello $(id -u) $(hostname)", "hello"),
         Language::C => (
             "#include <stdio.h>\nint main(void){puts(\"hello\");return 0;}",

@@ -21,8 +21,11 @@
 //! - `ssl/openssl.cnf`: OpenSSL's configuration, read by node and Python
 //!   at start. No certificates: there is no network.
 //! - `R/`: R's own settings (`Renviron`, `ldpaths`: R's `etc` links there).
+//! - `java-*/`: Debian's JDK reads its settings there (its `conf` links).
 //! - `runcell/node_kernel.js`: the JavaScript and TypeScript kernel
-//!   ([`NODE_KERNEL`]), part of this binary, so that what runs is always
+//!   ([`NODE_KERNEL`]), and `runcell/java_kernel.py` with
+//!   `runcell/JShellKernel.java`, the Java kernel ([`JAVA_KERNEL`],
+//!   [`JSHELL_ENGINE`]): part of this binary, so that what runs is always
 //!   the kernel the server was built with.
 
 use std::fs;
@@ -58,6 +61,16 @@ const COPIED: &[&str] = &[
 /// find it.
 pub const NODE_KERNEL: &str = include_str!("node_kernel.js");
 pub const NODE_KERNEL_PATH: &str = "/etc/runcell/node_kernel.js";
+
+/// The Java kernel: a wrapper kernel in Python ([`JAVA_KERNEL`]) and the
+/// JShell engine it starts in a JVM ([`JSHELL_ENGINE`], a single-file
+/// program the JVM compiles as it starts), both part of this binary.
+pub const JAVA_KERNEL: &str = include_str!("java_kernel/java_kernel.py");
+pub const JAVA_KERNEL_PATH: &str = "/etc/runcell/java_kernel.py";
+pub const JSHELL_ENGINE: &str = include_str!("java_kernel/JShellKernel.java");
+pub const JSHELL_ENGINE_PATH: &str = "/etc/runcell/JShellKernel.java";
+/// The JVM (Debian's alternatives link).
+pub const JAVA: &str = "/usr/bin/java";
 
 /// The jail's `/etc` for this process, made on first use.
 pub fn jail_etc() -> Result<&'static Path, String> {
@@ -122,10 +135,17 @@ fn build(host: &Path, dir: &Path) -> std::io::Result<()> {
         .create(dir.join("runcell"))?;
     let kernel = NODE_KERNEL_PATH.trim_start_matches("/etc/");
     write(kernel, NODE_KERNEL)?;
-    // Debian's Python keeps its sitecustomize in /etc/python3.X.
+    write(JAVA_KERNEL_PATH.trim_start_matches("/etc/"), JAVA_KERNEL)?;
+    write(
+        JSHELL_ENGINE_PATH.trim_start_matches("/etc/"),
+        JSHELL_ENGINE,
+    )?;
+    // Debian's Python keeps its sitecustomize in /etc/python3.X, its JDK
+    // its settings (security policy, logging) in /etc/java-N-openjdk.
     for entry in fs::read_dir(host)?.flatten() {
         let name = entry.file_name();
-        if name.to_string_lossy().starts_with("python3.") {
+        let name_text = name.to_string_lossy();
+        if name_text.starts_with("python3.") || name_text.starts_with("java-") {
             copy(&entry.path(), &dir.join(&name))?;
         }
     }

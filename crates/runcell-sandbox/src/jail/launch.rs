@@ -68,6 +68,23 @@ pub fn program(language: Language, marker: &str, dir: &str) -> (String, Vec<Stri
                 file("main.R"),
             ],
         ),
+        // Run by the kernel's own engine, once, as a script: JShell's
+        // snippets (no class or `main` needed), compiled in memory.
+        Language::Java => (
+            file("main.jsh"),
+            vec![
+                super::etc::JAVA.into(),
+                // Not the working directory, the JVM's default class path:
+                // see java_kernel.py.
+                "-cp".into(),
+                "/etc/runcell".into(),
+                "-XX:+UseSerialGC".into(),
+                "-XX:TieredStopAtLevel=1".into(),
+                super::etc::JSHELL_ENGINE_PATH.into(),
+                "--run".into(),
+                file("main.jsh"),
+            ],
+        ),
         Language::Bash => (file("main.sh"), vec!["/bin/bash".into(), file("main.sh")]),
         Language::C => {
             // A path with a slash, so that exec does not search the PATH.

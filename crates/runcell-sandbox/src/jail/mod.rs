@@ -290,12 +290,24 @@ pub(crate) fn running_as_root() -> bool {
         .unwrap_or(false)
 }
 
+/// Whether the JDK with JShell is installed (Debian's `openjdk-17-jdk-headless`,
+/// which scripts/setup.sh installs): Java is offered only then.
+fn java_installed() -> bool {
+    static INSTALLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *INSTALLED.get_or_init(|| {
+        std::path::Path::new(etc::JAVA).exists() && std::path::Path::new("/usr/bin/jshell").exists()
+    })
+}
+
 #[async_trait::async_trait]
 impl Sandbox for JailSandbox {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             backend: SandboxKind::Jail,
-            languages: Language::ALL.to_vec(),
+            languages: Language::ALL
+                .into_iter()
+                .filter(|language| *language != Language::Java || java_installed())
+                .collect(),
             stateful: true,
             files: true,
             interrupt: true,

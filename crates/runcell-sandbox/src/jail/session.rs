@@ -163,6 +163,7 @@ impl JailSession {
             (KernelKind::Javascript, "ipc-js"),
             (KernelKind::Typescript, "ipc-ts"),
             (KernelKind::R, "ipc-r"),
+            (KernelKind::Java, "ipc-java"),
         ]
         .into_iter()
         .map(|(kind, dir)| (kind, KernelSlot::new(root.join(dir))))

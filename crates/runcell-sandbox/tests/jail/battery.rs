@@ -872,6 +872,23 @@ async fn a_compile_error_is_reported_as_such() {
 }
 
 #[tokio::test]
+async fn a_one_shot_java_program_fails_with_its_line() {
+    let outcome = run(
+        "int x = 2;\nSystem.out.println(\"x=\" + x);\nint y = x / 0;\nSystem.out.println(\"never\");",
+        Language::Java,
+    )
+    .await;
+    assert_eq!(outcome.stdout, "x=2\n", "{outcome:?}");
+    assert_eq!(outcome.exit_code, Some(1), "{outcome:?}");
+    assert!(
+        outcome
+            .stderr
+            .starts_with("java.lang.ArithmeticException: / by zero\n\tat line 3\n"),
+        "{outcome:?}"
+    );
+}
+
+#[tokio::test]
 async fn every_language_says_hello_as_an_unprivileged_user() {
     let cases = [
         (
@@ -885,6 +902,11 @@ async fn every_language_says_hello_as_an_unprivileged_user() {
             "hi 1000\n",
         ),
         (Language::Bash, "echo hi $(id -u)", "hi 1000\n"),
+        (
+            Language::Java,
+            "System.out.println(\"hi \" + new com.sun.security.auth.module.UnixSystem().getUid());",
+            "hi 1000\n",
+        ),
         (
             Language::C,
             "#include <stdio.h>\n#include <unistd.h>\nint main(void){printf(\"hi %d\\n\", getuid());}",

@@ -396,6 +396,79 @@ async fn r_keeps_state_and_shows_values_as_r_prints_them() {
     session.close().await;
 }
 
+async fn java(session: &JailSession, code: &str) -> RunOutcome {
+    run_in(session, code, Language::Java, Duration::from_secs(30)).await
+}
+
+#[tokio::test]
+async fn java_keeps_state_and_shows_the_last_value() {
+    let session = session().await;
+    let outcome = java(&session, "int x = 41;\nimport java.util.*;").await;
+    assert!(outcome.error.is_none(), "{outcome:?}");
+    assert_eq!(outcome.results.len(), 0, "{outcome:?}");
+    assert_eq!(plain(&java(&session, "x + 1").await), Some("42"));
+    let outcome = java(
+        &session,
+        "System.out.println(\"out\");\nSystem.err.println(\"err\");\nvar l = new ArrayList<>(List.of(3, 1, 2));\nCollections.sort(l);\nl.toString() + \"\\t\" + System.getProperty(\"user.dir\")",
+    )
+    .await;
+    assert_eq!(outcome.stdout, "out\n", "{outcome:?}");
+    assert_eq!(outcome.stderr, "err\n", "{outcome:?}");
+    assert_eq!(
+        plain(&outcome),
+        Some("[1, 2, 3]\t/home/user"),
+        "{outcome:?}"
+    );
+    // A method and a class stay defined; an exception names its line.
+    let outcome = java(
+        &session,
+        "int half(int n) {\n    if (n % 2 != 0) throw new IllegalArgumentException(\"odd \" + n);\n    return n / 2;\n}\nrecord P(int a) {}\nhalf(8)",
+    )
+    .await;
+    assert_eq!(plain(&outcome), Some("4"), "{outcome:?}");
+    let outcome = java(&session, "int a = 1;\nhalf(new P(3).a());").await;
+    let error = outcome.error.expect("an error");
+    assert_eq!(error.name, "java.lang.IllegalArgumentException");
+    assert_eq!(error.value, "odd 3");
+    assert_eq!(
+        error.traceback,
+        [
+            "java.lang.IllegalArgumentException: odd 3",
+            "\tat half, line 2 of an earlier cell",
+            "\tat line 2"
+        ]
+    );
+    // A compile error names its line, and what ran before it stays.
+    let outcome = java(&session, "int b = 2;\nint c = \"no\";").await;
+    let error = outcome.error.expect("an error");
+    assert_eq!(error.name, "CompilationException");
+    assert_eq!(
+        error.traceback,
+        [
+            "line 2: incompatible types: java.lang.String cannot be converted to int",
+            "    int c = \"no\";"
+        ]
+    );
+    assert_eq!(plain(&java(&session, "a + b + x").await), Some("44"));
+    session.close().await;
+}
+
+#[tokio::test]
+async fn a_java_loop_is_stopped_at_its_time_limit_and_the_kernel_kept() {
+    let session = session().await;
+    assert!(java(&session, "int kept = 7;").await.error.is_none());
+    let outcome = run_in(
+        &session,
+        "long n = 0;\nwhile (true) { n++; }",
+        Language::Java,
+        Duration::from_secs(3),
+    )
+    .await;
+    assert_eq!(outcome.error.expect("a timeout").name, "Timeout");
+    assert_eq!(plain(&java(&session, "kept").await), Some("7"));
+    session.close().await;
+}
+
 // A kernel starts from nothing the session wrote. Each test below plants,
 // in the session's home (which is also the kernel's working directory),
 // the files its language's kernel would read or run as it starts, or would
@@ -594,5 +667,39 @@ async fn an_r_kernel_runs_nothing_the_session_planted() {
     let outcome = r("source('.Rprofile')").await;
     assert!(outcome.error.is_none(), "{outcome:?}");
     assert_eq!(planted_that_ran(&session).await, "Rprofile\n");
+    session.close().await;
+}
+
+/// What a JVM started in the home could load from it: classes named as the
+/// Java kernel's engine and its inner classes (the JVM's default class path
+/// is the working directory), HotSpot's settings files, and the Python
+/// files the wrapper kernel's Python would run without `-I`.
+const JAVA_PLANTS: &str = r#"set -e
+mkdir -p ran src
+for name in JShellKernel 'JShellKernel$Framed'; do
+  cat > "src/$name.java" <<END
+public class ${name#*\$} {
+  static { try { new java.io.File("/home/user/ran/$name").createNewFile(); } catch (Exception e) {} }
+  public static void main(String[] args) {}
+}
+END
+done
+javac -d . src/JShellKernel.java
+mkdir -p jdk/jshell && cp JShellKernel.class jdk/jshell/JShell.class
+echo '+PrintFlagsFinal' > .hotspotrc
+echo 'quiet' > .hotspot_compiler
+printf "open('/home/user/ran/sitecustomize', 'w').close()\n" > sitecustomize.py
+printf "open('/home/user/ran/ipykernel', 'w').close()\n" > ipykernel.py
+"#;
+
+#[tokio::test]
+async fn a_java_kernel_runs_nothing_the_session_planted() {
+    let session = session().await;
+    bash(&session, JAVA_PLANTS).await;
+    let kernel = fresh_kernel(&session, Language::Java).await;
+    let outcome = run_in_fresh(&session, &kernel, Language::Java, "6 * 7").await;
+    assert_eq!(plain(&outcome), Some("42"), "{outcome:?}");
+    assert_eq!(outcome.stdout, "", "{outcome:?}");
+    assert_eq!(planted_that_ran(&session).await, "");
     session.close().await;
 }

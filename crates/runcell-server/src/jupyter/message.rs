@@ -434,6 +434,18 @@ pub fn kernel_info(language: Language, python_version: &str) -> Value {
             }),
             "R in runcell's sandbox (no network; limits apply)".to_string(),
         ),
+        Language::Java => (
+            json!({
+                "name": "java",
+                "version": "17",
+                "mimetype": "text/x-java-source",
+                "file_extension": ".jshell",
+                "pygments_lexer": "java",
+                "codemirror_mode": "text/x-java",
+                "nbconvert_exporter": "script",
+            }),
+            "Java (JShell) in runcell's sandbox (no network; limits apply)".to_string(),
+        ),
         _ => (
             json!({
                 "name": "python",
@@ -464,6 +476,7 @@ fn language_name(language: Language) -> &'static str {
         Language::Typescript => "TypeScript",
         Language::Javascript => "JavaScript",
         Language::R => "R",
+        Language::Java => "Java",
         _ => "Python",
     }
 }

@@ -44,11 +44,12 @@ pub const KERNEL_NAME: &str = "python3";
 
 /// The kernel specs on offer: a name, the language its cells run as, and
 /// how JupyterLab's launcher shows it.
-pub const SPECS: [(&str, Language, &str); 4] = [
+pub const SPECS: [(&str, Language, &str); 5] = [
     (KERNEL_NAME, Language::Python, "Python 3 (runcell)"),
     ("javascript", Language::Javascript, "JavaScript (runcell)"),
     ("typescript", Language::Typescript, "TypeScript (runcell)"),
     ("ir", Language::R, "R (runcell)"),
+    ("java", Language::Java, "Java (runcell)"),
 ];
 
 /// The language of a spec name.

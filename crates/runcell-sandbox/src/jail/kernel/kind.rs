@@ -13,6 +13,7 @@ pub(crate) enum KernelKind {
     Javascript,
     Typescript,
     R,
+    Java,
 }
 
 impl KernelKind {
@@ -24,6 +25,7 @@ impl KernelKind {
             Language::Javascript => Some(Self::Javascript),
             Language::Typescript => Some(Self::Typescript),
             Language::R => Some(Self::R),
+            Language::Java => Some(Self::Java),
             Language::Bash | Language::C => None,
         }
     }
@@ -35,6 +37,7 @@ impl KernelKind {
             Self::Javascript => "JavaScript",
             Self::Typescript => "TypeScript",
             Self::R => "R",
+            Self::Java => "Java",
         }
     }
 
@@ -44,6 +47,7 @@ impl KernelKind {
             Self::Javascript => "javascript",
             Self::Typescript => "typescript",
             Self::R => "ir",
+            Self::Java => "java",
         }
     }
 
@@ -108,12 +112,23 @@ impl KernelKind {
                 "--args".into(),
                 file,
             ],
+            // ipykernel's wrapper-kernel base speaks Jupyter; the cells run
+            // in JShell, in a JVM it starts (`java_kernel.py`). `-I` as for
+            // Python: nothing in the home takes part in starting it.
+            Self::Java => vec![
+                format!("{PYTHON_ENV}/bin/python3"),
+                "-I".into(),
+                super::super::etc::JAVA_KERNEL_PATH.into(),
+                "-f".into(),
+                file,
+                "--IPKernelApp.log_level=ERROR".into(),
+            ],
         }
     }
 
     pub(super) fn env(self) -> Vec<(String, String)> {
         let pairs: &[(&str, &str)] = match self {
-            Self::Python => KERNEL_ENV,
+            Self::Python | Self::Java => KERNEL_ENV,
             Self::R => R_ENV,
             Self::Javascript | Self::Typescript => &[],
         };
@@ -125,12 +140,16 @@ impl KernelKind {
 
     /// A cell that moves the kernel to `cwd`.
     pub fn chdir(self, cwd: &str) -> String {
-        // A JSON string is a string literal in all three languages.
+        // A JSON string is a string literal in all four languages (Java
+        // reads `\u2028` as JSON writes it; JSON's `\/` is never written).
         let quoted = serde_json::to_string(cwd).unwrap_or_default();
         match self {
             Self::Python => format!("import os as _os; _os.chdir({quoted}); del _os"),
             Self::Javascript | Self::Typescript => format!("process.chdir({quoted})"),
             Self::R => format!("invisible(setwd({quoted}))"),
+            // A JVM cannot change its working directory: `user.dir` is
+            // where programs look for it (and E2B's Java kernel reports).
+            Self::Java => format!("System.setProperty(\"user.dir\", {quoted});"),
         }
     }
 }

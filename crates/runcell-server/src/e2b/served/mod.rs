@@ -204,10 +204,11 @@ pub fn language(name: &str) -> Result<Language, ServedError> {
         "javascript" => Ok(Language::Javascript),
         "typescript" => Ok(Language::Typescript),
         "r" => Ok(Language::R),
+        "java" => Ok(Language::Java),
         "bash" => Ok(Language::Bash),
         "c" => Ok(Language::C),
         other => Err(ServedError::BadRequest(format!(
-            "language '{other}' is not available here (python, javascript, typescript, r, bash, c)"
+            "language '{other}' is not available here (python, javascript, typescript, r, java, bash, c)"
         ))),
     }
 }
@@ -672,11 +673,17 @@ fn setup_code(language: Language, vars: &BTreeMap<String, String>) -> String {
 fn has_kernel(language: Language) -> bool {
     matches!(
         language,
-        Language::Python | Language::Javascript | Language::Typescript | Language::R
+        Language::Python
+            | Language::Javascript
+            | Language::Typescript
+            | Language::R
+            | Language::Java
     )
 }
 
-/// A JSON string: a string literal in Python, JavaScript and R alike.
+/// A JSON string: a string literal in Python, JavaScript, R and Java alike
+/// (serde_json writes a newline as `\n`, never as a `\u000a` that Java
+/// would read as a line break before the literal).
 fn quoted(text: &str) -> String {
     serde_json::to_string(text).unwrap_or_else(|_| "\"\"".into())
 }
@@ -695,6 +702,12 @@ fn set_env_code(language: Language, vars: &BTreeMap<String, String>) -> String {
                 .collect();
             format!("invisible(do.call(Sys.setenv, list({})))", pairs.join(", "))
         }
+        // A JVM cannot change its own environment; E2B's Java kernel gives
+        // a run's variables as system properties, where programs read them.
+        Language::Java => vars
+            .iter()
+            .map(|(k, v)| format!("System.setProperty({}, {});\n", quoted(k), quoted(v)))
+            .collect(),
         _ => format!("import os as _os\n_os.environ.update({json})\ndel _os"),
     }
 }
@@ -715,6 +728,10 @@ fn restore_env_code(
             let list: Vec<String> = keys.iter().map(|k| quoted(k)).collect();
             format!("invisible(Sys.unsetenv(c({})))\n", list.join(", "))
         }
+        Language::Java => keys
+            .iter()
+            .map(|k| format!("System.clearProperty({});\n", quoted(k)))
+            .collect(),
         _ => format!(
             "import os as _os\nfor _k in {names}:\n    _os.environ.pop(_k, None)\ndel _os, _k\n"
         ),
@@ -768,6 +785,18 @@ mod tests {
             restore_env_code(Language::Javascript, &[&a], &BTreeMap::new()),
             "for (const k of [\"A\"]) delete process.env[k];\n"
         );
+        assert_eq!(
+            set_env_code(Language::Java, &vars),
+            "System.setProperty(\"A\", \"it's \\\"q\\\"\");\nSystem.setProperty(\"bad key\", \"x\");\n"
+        );
+        assert_eq!(
+            restore_env_code(
+                Language::Java,
+                &[&a],
+                &[("B".to_string(), "b".to_string())].into()
+            ),
+            "System.clearProperty(\"A\");\nSystem.setProperty(\"B\", \"b\");\n"
+        );
     }
 
     #[test]
@@ -775,6 +804,7 @@ mod tests {
         assert_eq!(language("python").unwrap(), Language::Python);
         assert_eq!(language("typescript").unwrap(), Language::Typescript);
         assert_eq!(language("r").unwrap(), Language::R);
-        assert!(language("java").is_err());
+        assert_eq!(language("java").unwrap(), Language::Java);
+        assert!(language("cobol").is_err());
     }
 }
