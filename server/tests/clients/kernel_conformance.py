@@ -51,6 +51,51 @@ class JavaScript(jkt.KernelTests):
         {"code": "display.html('<b>bold</b>')", "mime": "text/html"},
         {"code": "display.svg('<svg xmlns=\"http://www.w3.org/2000/svg\"/>')", "mime": "image/svg+xml"},
     ]
+    # jupyter_kernel_test compares a sample's matches with the reply's as sets.
+    completion_samples = [
+        {"text": "Math.ma", "matches": {"max"}},
+        {"text": "parseFl", "matches": {"parseFloat"}},
+        {"text": "JSON.str", "matches": {"stringify"}},
+        {"text": "'abc'.toUpperC", "matches": {"toUpperCase"}},
+        {"text": "[1, 2].fla", "matches": {"flat", "flatMap"}},
+        {"text": "new Date().getFullY", "matches": {"getFullYear"}},
+        {"text": "fun", "matches": {"function"}},
+        # The cursor counts code points: an astral character before it is one.
+        {"text": "'\U0001F600'; Math.ma", "matches": {"max"}},
+        # Nothing inside a string or a comment, nothing for what V8 cannot
+        # evaluate without side effects.
+        {"text": "'Math.ma", "matches": set()},
+        {"text": "// Math.ma", "matches": set()},
+        {"text": "console.log('x').toStr", "matches": set()},
+        {"text": "Math."},
+    ]
+    complete_code_samples = [
+        "1 + 1",
+        "let a = 1;",
+        "function f() { return 1 }",
+        "await Promise.resolve(1)",
+        "for await (const x of []) {}",
+        "const s = `a ${1} b`",
+        "import fs from 'fs'",
+        "if (a) {\n  b()\n}",
+        "/re/g.test('x')",
+    ]
+    incomplete_code_samples = [
+        "function f() {",
+        "foo(",
+        "[1, 2,",
+        "`abc",
+        "`abc ${",
+        "let a =",
+        "/* comment",
+        "if (x)",
+        "await foo(",
+        "'abc\\",
+    ]
+    invalid_code_samples = ["1 +* 2", "foo)", "}", "(]", "let let = 1", "'abc", "const a"]
+    code_inspect_sample = "Math.max"
+    supported_history_operations = ("tail", "range", "search")
+    code_history_pattern = "6 ? 7"
 
 
 class TypeScript(JavaScript):
@@ -60,6 +105,32 @@ class TypeScript(JavaScript):
     code_execute_result = [
         {"code": "const answer: number = 6 * 7;\nanswer", "result": "42"},
         {"code": "interface P { a: string }\nconst p: P = { a: 'x' };\np.a", "result": "x"},
+    ]
+    code_history_pattern = "const answer*"
+    # Completion reads the code as typed: annotations before the cursor are no matter.
+    completion_samples = JavaScript.completion_samples + [
+        {"text": "const n: number = Math.ma", "matches": {"max"}},
+    ]
+    complete_code_samples = JavaScript.complete_code_samples + [
+        "let x: number = 1",
+        "interface P { a: string }",
+        "type T = { a: string }",
+        "function f(a: number): number { return a }",
+        "const id = <T,>(x: T): T => x",
+        "enum E { A, B }",
+    ]
+    incomplete_code_samples = JavaScript.incomplete_code_samples + [
+        "interface P {",
+        "let x: number =",
+        "function f(a: number) {",
+        "type T = { a: string",
+        "const id = <T,>(x: T): T =>",
+        "let a = b as",
+    ]
+    invalid_code_samples = JavaScript.invalid_code_samples + [
+        "let x: number = 1)",
+        "interface P }",
+        "let x: number = 1 2",
     ]
 
 
