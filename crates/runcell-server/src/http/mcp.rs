@@ -25,14 +25,16 @@ use super::v1::run::RunState;
 use crate::auth::Auth;
 use crate::auth::Caller;
 use crate::code_api::CodeApiError;
-use runcell_sandbox::{Language, RunOutcome, RunRequest};
+use runcell_protocol::render::ansi;
+use runcell_sandbox::{ExecError, Language, RunOutcome, RunRequest};
 
 /// Characters of stdout or stderr a tool result carries, at most.
 const MAX_TEXT_CHARS: usize = 100_000;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct ExecuteCode {
-    /// `python`, `javascript`, `bash` or `c`.
+    /// `python`, `javascript`, `typescript`, `r`, `bash`, `c`… (the schema
+    /// lists every language the server knows).
     language: Language,
     /// The program.
     code: String,
@@ -97,18 +99,44 @@ fn clipped(text: &str) -> String {
     }
 }
 
+/// A run's error as one text: its traceback without escape sequences (a
+/// kernel's are coloured), headed by `name: value` unless the traceback
+/// already ends with it, as a Python traceback does.
+fn error_text(error: &ExecError) -> String {
+    let head = format!("{}: {}", error.name, error.value);
+    let traceback = ansi::strip(&error.traceback.join("\n"));
+    let traceback = traceback.trim_end();
+    if traceback.is_empty() {
+        head
+    } else if traceback.ends_with(head.trim_end()) {
+        traceback.to_string()
+    } else {
+        format!("{head}\n{traceback}")
+    }
+}
+
+/// `stderr` without the traceback at its end that the error carries too: a
+/// one-shot run's error is read from its stderr.
+fn stderr_before_error<'a>(stderr: &'a str, error: Option<&ExecError>) -> &'a str {
+    let traceback = error.map(|e| e.traceback.join("\n")).unwrap_or_default();
+    let traceback = traceback.trim_end();
+    if traceback.is_empty() {
+        return stderr;
+    }
+    stderr.trim_end().strip_suffix(traceback).unwrap_or(stderr)
+}
+
 /// What a run's outcome looks like to an MCP client: its output as text
-/// (labelled), PNG results as images; `isError` when the program failed.
+/// (labelled), PNG results as images, the error once; `isError` when the
+/// program failed.
 fn outcome_result(outcome: &RunOutcome) -> CallToolResult {
     let mut content = Vec::new();
     if !outcome.stdout.is_empty() {
         content.push(ContentBlock::text(clipped(&outcome.stdout)));
     }
-    if !outcome.stderr.is_empty() {
-        content.push(ContentBlock::text(format!(
-            "[stderr]\n{}",
-            clipped(&outcome.stderr)
-        )));
+    let stderr = stderr_before_error(&outcome.stderr, outcome.error.as_ref());
+    if !stderr.trim().is_empty() {
+        content.push(ContentBlock::text(format!("[stderr]\n{}", clipped(stderr))));
     }
     for result in &outcome.results {
         if let Some(png) = result.get("image/png").and_then(|v| v.as_str()) {
@@ -118,12 +146,7 @@ fn outcome_result(outcome: &RunOutcome) -> CallToolResult {
         }
     }
     if let Some(error) = &outcome.error {
-        let traceback = error.traceback.join("\n");
-        content.push(ContentBlock::text(if traceback.is_empty() {
-            format!("{}: {}", error.name, error.value)
-        } else {
-            format!("{}: {}\n{traceback}", error.name, error.value)
-        }));
+        content.push(ContentBlock::text(error_text(error)));
     }
     if content.is_empty() {
         content.push(ContentBlock::text("(no output)"));
@@ -353,4 +376,114 @@ pub fn service(
             .disable_allowed_hosts()
             .with_cancellation_token(shutdown),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(name: &str, value: &str, traceback: &[&str]) -> ExecError {
+        ExecError {
+            name: name.into(),
+            value: value.into(),
+            traceback: traceback.iter().map(|line| line.to_string()).collect(),
+        }
+    }
+
+    /// `outcome_result(stdout, stderr, error)`: the texts the client gets.
+    fn check(stdout: &str, stderr: &str, error: ExecError, expect: &[&str]) {
+        let result = outcome_result(&RunOutcome {
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+            error: Some(error),
+            ..RunOutcome::default()
+        });
+        let texts: Vec<&str> = result
+            .content
+            .iter()
+            .filter_map(|block| block.as_text().map(|t| t.text.as_str()))
+            .collect();
+        assert_eq!(texts, expect);
+        assert_eq!(result.is_error, Some(true));
+    }
+
+    const PY_TRACEBACK: [&str; 4] = [
+        "Traceback (most recent call last):",
+        "  File \"/home/user/main.py\", line 3, in <module>",
+        "    undefined_name",
+        "NameError: name 'undefined_name' is not defined",
+    ];
+
+    #[test]
+    fn a_one_shot_error_read_from_stderr_is_carried_once() {
+        let stderr = format!("{}\n", PY_TRACEBACK.join("\n"));
+        let name_error = || {
+            error(
+                "NameError",
+                "name 'undefined_name' is not defined",
+                &PY_TRACEBACK,
+            )
+        };
+        check(
+            "hi\n",
+            &stderr,
+            name_error(),
+            &["hi\n", &PY_TRACEBACK.join("\n")],
+        );
+        // What the program wrote to stderr before failing stays.
+        check(
+            "",
+            &format!("warning: slow\n{stderr}"),
+            name_error(),
+            &["[stderr]\nwarning: slow\n", &PY_TRACEBACK.join("\n")],
+        );
+    }
+
+    #[test]
+    fn a_kernels_coloured_traceback_is_plain_and_named_once() {
+        let traceback = [
+            "\u{1b}[31m---------------------------------------------------------------------------\u{1b}[39m",
+            "\u{1b}[31mNameError\u{1b}[39m                                 Traceback (most recent call last)",
+            "\u{1b}[32m----> \u{1b}[39m\u{1b}[32m2\u{1b}[39m undefined_name\n",
+            "\u{1b}[31mNameError\u{1b}[39m: name 'undefined_name' is not defined",
+        ];
+        check(
+            "hi\n",
+            "",
+            error(
+                "NameError",
+                "name 'undefined_name' is not defined",
+                &traceback,
+            ),
+            &[
+                "hi\n",
+                "---------------------------------------------------------------------------\n\
+                 NameError                                 Traceback (most recent call last)\n\
+                 ----> 2 undefined_name\n\n\
+                 NameError: name 'undefined_name' is not defined",
+            ],
+        );
+    }
+
+    #[test]
+    fn an_error_whose_traceback_does_not_name_it_is_headed_by_its_name() {
+        let compiler = [
+            "main.c: In function ‘main’:",
+            "main.c:1:20: error: ‘x’ undeclared (first use in this function)",
+        ];
+        check(
+            "",
+            &format!("{}\n", compiler.join("\n")),
+            error("CompileError", "the C program did not compile", &compiler),
+            &["CompileError: the C program did not compile\n\
+               main.c: In function ‘main’:\n\
+               main.c:1:20: error: ‘x’ undeclared (first use in this function)"],
+        );
+        check(
+            "",
+            "",
+            error("Timeout", "the run was stopped after 2 s", &[]),
+            &["Timeout: the run was stopped after 2 s"],
+        );
+    }
 }
