@@ -70,21 +70,7 @@ pub fn program(language: Language, marker: &str, dir: &str) -> (String, Vec<Stri
         ),
         // Run by the kernel's own engine, once, as a script: JShell's
         // snippets (no class or `main` needed), compiled in memory.
-        Language::Java => (
-            file("main.jsh"),
-            vec![
-                super::etc::JAVA.into(),
-                // Not the working directory, the JVM's default class path:
-                // see java_kernel.py.
-                "-cp".into(),
-                "/etc/runcell".into(),
-                "-XX:+UseSerialGC".into(),
-                "-XX:TieredStopAtLevel=1".into(),
-                super::etc::JSHELL_ENGINE_PATH.into(),
-                "--run".into(),
-                file("main.jsh"),
-            ],
-        ),
+        Language::Java => (file("main.jsh"), java_script(&file("main.jsh"))),
         Language::Bash => (file("main.sh"), vec!["/bin/bash".into(), file("main.sh")]),
         Language::C => {
             // A path with a slash, so that exec does not search the PATH.
@@ -106,6 +92,30 @@ pub fn program(language: Language, marker: &str, dir: &str) -> (String, Vec<Stri
             )
         }
     }
+}
+
+/// The command that runs `script` with the Java kernel's engine: its
+/// classes when the server compiled them, else its source. The class path
+/// is never the working directory, the JVM's default (see
+/// `java_kernel.py`).
+fn java_script(script: &str) -> Vec<String> {
+    use super::etc::{JAVA, JSHELL_CLASSES_PATH, JSHELL_ENGINE_PATH, jail_etc};
+    let compiled = jail_etc().is_ok_and(|etc| {
+        etc.join(JSHELL_CLASSES_PATH.trim_start_matches("/etc/"))
+            .join("JShellKernel.class")
+            .is_file()
+    });
+    let engine: [&str; 3] = if compiled {
+        ["-cp", JSHELL_CLASSES_PATH, "JShellKernel"]
+    } else {
+        ["-cp", "/etc/runcell", JSHELL_ENGINE_PATH]
+    };
+    [JAVA, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+        .into_iter()
+        .chain(engine)
+        .chain(["--run", script])
+        .map(String::from)
+        .collect()
 }
 
 /// How a jailed program gets its code.

@@ -67,8 +67,8 @@ public class JShellKernel {
         script = args.length == 2 && args[0].equals("--run");
         // A cell's System.out and System.err become frames; nothing else
         // may write to the real stdout.
-        PrintStream out = new PrintStream(new Framed("out"), false, StandardCharsets.UTF_8);
-        PrintStream err = new PrintStream(new Framed("err"), false, StandardCharsets.UTF_8);
+        PrintStream out = new CellStream(new Framed("out"));
+        PrintStream err = new CellStream(new Framed("err"));
         System.setOut(out);
         System.setErr(err);
         JShell shell = JShell.builder()
@@ -532,6 +532,19 @@ public class JShellKernel {
         return new String[] {fields[0], new String(body, StandardCharsets.UTF_8)};
     }
 
+    /**
+     * A cell's System.out or System.err. A class of its own, as a Jupyter
+     * kernel's stream is: the JDK then writes `println`'s text and its
+     * line's end as two writes (it joins them only for PrintStream itself),
+     * and each write is a frame, so a line's text arrives as E2B's Java
+     * kernel gives it.
+     */
+    static final class CellStream extends PrintStream {
+        CellStream(Framed framed) {
+            super(framed, true, StandardCharsets.UTF_8);
+        }
+    }
+
     /** An output stream whose bytes go out as frames of one name. */
     static final class Framed extends OutputStream {
         final String name;
@@ -549,18 +562,14 @@ public class JShellKernel {
             }
         }
 
+        // What a program writes is sent as it writes it, one frame a write
+        // (`println` is two: its text, then the line's end), as E2B's Java
+        // kernel and a terminal show it; a single byte waits for its line,
+        // its character's end or the 0.2 s flush.
         @Override
         public synchronized void write(byte[] bytes, int off, int len) {
             pending.write(bytes, off, len);
-            for (int i = off; i < off + len; i++) {
-                if (bytes[i] == '\n') {
-                    flush();
-                    return;
-                }
-            }
-            if (pending.size() >= 8192) {
-                flush();
-            }
+            flush();
         }
 
         @Override
