@@ -29,6 +29,12 @@ def spec(name, argv, language):
 
 spec("runcell-javascript", ["node", NODE_KERNEL, "-f", "{connection_file}"], "javascript")
 spec("runcell-typescript", ["node", NODE_KERNEL, "-f", "{connection_file}", "--typescript"], "typescript")
+# runcell's Java kernel: the ipykernel wrapper beside node_kernel.js's
+# directory, run by the sandbox's Python (which has ipykernel), with its
+# JShell engine as a source file (the server compiles it; this run does not).
+JAVA_KERNEL = os.path.join(os.path.dirname(NODE_KERNEL), "java_kernel", "java_kernel.py")
+SANDBOX_PYTHON = os.environ.get("RUNCELL_SANDBOX_PYTHON", "/opt/runcell/python/bin/python3")
+spec("runcell-java", [SANDBOX_PYTHON, "-I", JAVA_KERNEL, "-f", "{connection_file}"], "java")
 spec("runcell-r", ["R", "--slave", "--no-save", "--no-restore", "-e", "IRkernel::main()",
                    "--args", "{connection_file}"], "R")
 os.environ["JUPYTER_PATH"] = SPECS
@@ -143,6 +149,34 @@ class R(jkt.KernelTests):
     code_generate_error = "stop('boom')"
     # IRkernel shows values as display data, not as execute results.
     code_display_data = [{"code": "6 * 7", "mime": "text/plain"}]
+
+
+class Java(jkt.KernelTests):
+    kernel_name = "runcell-java"
+    language_name = "java"
+    file_extension = ".jshell"
+    code_hello_world = 'System.out.print("hello, world")'
+    code_stderr = 'System.err.println("oops")'
+    code_generate_error = 'throw new IllegalStateException("boom")'
+    code_execute_result = [
+        {"code": "6 * 7", "result": "42"},
+        {"code": '"text"', "result": "text"},
+        {"code": "int n = 1;\nint n2 = n + 1;\nn2", "result": "2"},
+        {"code": "java.util.List.of(1, 2)", "result": "[1, 2]"},
+    ]
+    completion_samples = [
+        {"text": "Math.ma", "matches": {"max("}},
+        {"text": "String.valueO", "matches": {"valueOf("}},
+        {"text": "Math."},
+    ]
+    complete_code_samples = ["1 + 1", "int a = 1;", "void f() { }", "class A { }", "import java.util.*;"]
+    incomplete_code_samples = ["void f() {", "int[] a = {1,", "for (int i = 0; i < 3; i++) {", "class A {"]
+    # JShell tells a cell's shape, not its grammar: `1 +* 2;` is complete to it
+    # (and a compile error when run).
+    invalid_code_samples = [")", "}", "foo)"]
+    code_inspect_sample = "Math.max"
+    supported_history_operations = ("tail", "range", "search")
+    code_history_pattern = "6 ? 7"
 
 
 if __name__ == "__main__":

@@ -410,13 +410,25 @@ public class JShellKernel {
         String[] parts = cursorAndCode(body);
         String code = parts[1];
         int at = cursor(code, parts[0]);
-        // The documentation of what is under the cursor: JShell looks
-        // before it, so the cursor goes to the end of the name it is in.
-        while (at < code.length() && Character.isJavaIdentifierPart(code.charAt(at))) {
-            at++;
+        // The documentation of what is under the cursor. JShell documents
+        // the method a call opens (`Math.max(`) or the type of a name: the
+        // cursor goes to the end of the name it is in, and a call is opened
+        // there when the code has none.
+        int end = at;
+        while (end < code.length() && Character.isJavaIdentifierPart(code.charAt(end))) {
+            end++;
+        }
+        List<SourceCodeAnalysis.Documentation> docs;
+        if (end < code.length() && code.charAt(end) == '(') {
+            docs = analysis.documentation(code, end + 1, false);
+        } else {
+            docs = analysis.documentation(code.substring(0, end) + "(" + code.substring(end), end + 1, false);
+        }
+        if (docs.isEmpty()) {
+            docs = analysis.documentation(code, end, false);
         }
         StringBuilder text = new StringBuilder();
-        for (SourceCodeAnalysis.Documentation doc : analysis.documentation(code, at, false)) {
+        for (SourceCodeAnalysis.Documentation doc : docs) {
             if (text.length() > 0) {
                 text.append('\n');
             }

@@ -11,6 +11,7 @@ asks JShell to stop the cell instead.
 """
 
 import asyncio
+import fnmatch
 import os
 import queue
 import signal
@@ -30,6 +31,10 @@ JAVA = os.environ.get("RUNCELL_JAVA", "/usr/bin/java")
 # The most bytes of one frame from the JVM (its own frames are smaller: an
 # output chunk is at most 8 KiB, an answer bounded where it is made).
 MAX_FRAME = 16 << 20
+# The cells kept for `history_request`: at most this many, each cut to
+# MAX_HISTORY_CELL characters.
+MAX_HISTORY = 1000
+MAX_HISTORY_CELL = 64 << 10
 # JShell's own prompt language: a JVM of one collector thread, sized by the
 # jail's memory limit, started for a short-lived, interactive program.
 JVM_OPTIONS = [
@@ -126,6 +131,8 @@ class JavaKernel(Kernel):
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
+        # This kernel's cells, for `history_request`: (line, source).
+        self.cells = []
         self.engine = Engine()
         # Wait for JShell to be up, so that the first cell is not slow.
         while True:
@@ -144,6 +151,9 @@ class JavaKernel(Kernel):
     async def do_execute(
         self, code, silent, store_history=True, user_expressions=None, allow_stdin=False, **_
     ):
+        if store_history and not silent:
+            self.cells.append((self.execution_count, code[:MAX_HISTORY_CELL]))
+            del self.cells[:-MAX_HISTORY]
         previous = signal.signal(signal.SIGINT, lambda *_: self._stop())
         try:
             self.engine.send("exec", code)
@@ -236,6 +246,36 @@ class JavaKernel(Kernel):
         if status == "incomplete":
             reply["indent"] = indent
         return reply
+
+    async def do_history(
+        self, hist_access_type, output, raw, session=None, start=None, stop=None,
+        n=None, pattern=None, unique=False, **_
+    ):
+        """This kernel's own cells (session 1), as IPython answers: `tail`,
+        `range` (lines from `start` up to `stop`) and `search` (a glob)."""
+        cells = self.cells
+        if hist_access_type == "range":
+            first = start or 1
+            cells = [c for c in cells if c[0] >= first and (stop is None or c[0] < stop)]
+        elif hist_access_type == "search":
+            matching = [c for c in cells if fnmatch.fnmatchcase(c[1], pattern or "*")]
+            if unique:
+                seen, kept = set(), []
+                for cell in reversed(matching):
+                    if cell[1] not in seen:
+                        seen.add(cell[1])
+                        kept.append(cell)
+                matching = kept[::-1]
+            cells = matching[-n:] if n else matching
+        elif hist_access_type == "tail":
+            cells = cells[-n:] if n else cells
+        else:
+            cells = []
+        if output:
+            history = [(1, line, (source, None)) for line, source in cells]
+        else:
+            history = [(1, line, source) for line, source in cells]
+        return {"status": "ok", "history": history}
 
     async def do_shutdown(self, restart):
         try:
