@@ -199,9 +199,7 @@ pub async fn streams_output_in_order(sandbox: &dyn Sandbox) {
                     chunks += 1;
                     *ts_ms
                 }
-                RunEvent::Stderr { ts_ms, .. }
-                | RunEvent::Result { ts_ms, .. }
-                | RunEvent::Error { ts_ms, .. } => *ts_ms,
+                other => other.ts_ms(),
             };
             assert!(ts >= last_ts, "events out of order ({at})");
             last_ts = ts;

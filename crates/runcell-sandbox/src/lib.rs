@@ -189,6 +189,33 @@ pub enum RunEvent {
         /// most [`output::MAX_METADATA_BYTES`] of it; empty for none.
         #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
         metadata: serde_json::Map<String, serde_json::Value>,
+        /// Jupyter's `transient.display_id`: a later [`RunEvent::Update`]
+        /// of the same id replaces this result wherever it is shown. At
+        /// most [`MAX_DISPLAY_ID_BYTES`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        display_id: Option<String>,
+        ts_ms: u64,
+    },
+    /// Jupyter's `clear_output`: what the cell showed so far is cleared;
+    /// with `wait`, only once it shows something new.
+    Clear {
+        wait: bool,
+        ts_ms: u64,
+    },
+    /// Jupyter's `update_display_data`: every result shown with
+    /// `display_id` (in this run or an earlier one) now shows `data`.
+    Update {
+        display_id: String,
+        data: serde_json::Map<String, serde_json::Value>,
+        #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+        metadata: serde_json::Map<String, serde_json::Value>,
+        ts_ms: u64,
+    },
+    /// Jupyter's pager (the `page` payload of an `execute_reply`: the help
+    /// `zip?` asks for), a MIME bundle to read beside the cell. It comes
+    /// after the run's other output, and counts as a result.
+    Page {
+        data: serde_json::Map<String, serde_json::Value>,
         ts_ms: u64,
     },
     Error {
@@ -196,6 +223,90 @@ pub enum RunEvent {
         ts_ms: u64,
     },
 }
+
+impl RunEvent {
+    /// When it happened, in milliseconds since the Unix epoch.
+    pub fn ts_ms(&self) -> u64 {
+        match self {
+            Self::Stdout { ts_ms, .. }
+            | Self::Stderr { ts_ms, .. }
+            | Self::Result { ts_ms, .. }
+            | Self::Clear { ts_ms, .. }
+            | Self::Update { ts_ms, .. }
+            | Self::Page { ts_ms, .. }
+            | Self::Error { ts_ms, .. } => *ts_ms,
+        }
+    }
+}
+
+/// The longest display id kept; a longer one is dropped (the display is
+/// then one that cannot be updated).
+pub const MAX_DISPLAY_ID_BYTES: usize = 256;
+
+/// A question a front end asks a session's kernel without running
+/// anything: Jupyter's shell requests for completion, inspection, whether
+/// code is complete, and history. The kernel's reply content comes back
+/// as it gave it, bounded ([`MAX_KERNEL_REPLY_BYTES`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KernelRequest {
+    /// `complete_request`; `cursor_pos` counts characters, as Jupyter's.
+    Complete { code: String, cursor_pos: usize },
+    /// `inspect_request`; `detail_level` 0 or 1.
+    Inspect {
+        code: String,
+        cursor_pos: usize,
+        detail_level: u8,
+    },
+    /// `is_complete_request`.
+    IsComplete { code: String },
+    /// `history_request`.
+    History(HistoryQuery),
+}
+
+impl KernelRequest {
+    /// Jupyter's name of the request (`complete_request`…).
+    pub fn msg_type(&self) -> &'static str {
+        match self {
+            Self::Complete { .. } => "complete_request",
+            Self::Inspect { .. } => "inspect_request",
+            Self::IsComplete { .. } => "is_complete_request",
+            Self::History(_) => "history_request",
+        }
+    }
+}
+
+/// What a `history_request` asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HistoryQuery {
+    /// Outputs too, not only inputs.
+    pub output: bool,
+    /// The raw input, before the kernel transformed it.
+    pub raw: bool,
+    pub access: HistoryAccess,
+}
+
+/// Which history entries (Jupyter's `hist_access_type` and its fields).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HistoryAccess {
+    /// The last `n`.
+    Tail { n: i32 },
+    /// Lines `start..stop` of `session` (this one if `None`).
+    Range {
+        session: Option<i32>,
+        start: i32,
+        stop: i32,
+    },
+    /// Those matching a glob `pattern`, the last `n`.
+    Search {
+        pattern: String,
+        unique: bool,
+        n: i32,
+    },
+}
+
+/// The largest kernel reply passed on (its content as JSON); a larger one
+/// is refused.
+pub const MAX_KERNEL_REPLY_BYTES: usize = 1024 * 1024;
 
 /// An error as Jupyter reports one: a name, a message and a traceback.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -375,6 +486,22 @@ pub trait SandboxSession: Send + Sync {
     /// without the index.
     fn installed_packages(&self) -> Vec<(String, String)> {
         Vec::new()
+    }
+
+    /// Asks the session's kernel of `language` a question that runs no
+    /// code ([`KernelRequest`]) and gives its reply's content, a JSON
+    /// object. The request waits for a running execution to end, as a
+    /// kernel answers its shell in order. A backend whose kernels cannot
+    /// be asked says `NotSupported`.
+    async fn kernel_request(
+        &self,
+        language: Language,
+        request: KernelRequest,
+    ) -> Result<serde_json::Map<String, serde_json::Value>, SandboxError> {
+        let _ = request;
+        Err(SandboxError::NotSupported(format!(
+            "this sandbox's {language} kernel answers no requests but runs"
+        )))
     }
 }
 

@@ -74,6 +74,10 @@ pub struct OutputBudget {
     dropped: Option<Dropped>,
     /// An error was cut to fit.
     cut: bool,
+    /// A `clear_output(wait=True)` waits for the next output.
+    clear_pending: bool,
+    /// The display id of each of the outcome's results, in order.
+    display_ids: Vec<Option<String>>,
 }
 
 impl OutputBudget {
@@ -84,6 +88,8 @@ impl OutputBudget {
             results: 0,
             dropped: None,
             cut: false,
+            clear_pending: false,
+            display_ids: Vec::new(),
         }
     }
 
@@ -187,26 +193,75 @@ impl OutputBudget {
         }
     }
 
+    /// Whether an update's data fits; if so its bytes are taken (an update
+    /// replaces a result, so it is not counted among [`MAX_RESULTS`]; its
+    /// bytes are, since the budget bounds the work, not what stays shown).
+    fn take_update(
+        &mut self,
+        data: &serde_json::Map<String, serde_json::Value>,
+        metadata: &serde_json::Map<String, serde_json::Value>,
+    ) -> bool {
+        if self.dropped.is_some() {
+            return false;
+        }
+        let bytes = serialized_len(data) + serialized_len(metadata);
+        if bytes > self.remaining() {
+            self.refuse(Dropped::Result { bytes });
+            return false;
+        }
+        self.used += bytes;
+        true
+    }
+
+    /// Clears what `outcome` shows, as a notebook clears a cell's output
+    /// (its error stays: it is the run's, not an output).
+    fn clear(&mut self, outcome: &mut RunOutcome) {
+        outcome.stdout.clear();
+        outcome.stderr.clear();
+        outcome.results.clear();
+        self.display_ids.clear();
+        self.clear_pending = false;
+    }
+
+    /// A `clear_output(wait=True)` takes effect before new output.
+    fn before_output(&mut self, outcome: &mut RunOutcome) {
+        if self.clear_pending {
+            self.clear(outcome);
+        }
+    }
+
     /// Takes a streamed event into `outcome` as far as the budget allows and
     /// gives back what to pass on (the kept part), if anything. An error is
     /// kept as the outcome's (the first one) and not passed on: backends
-    /// send the final error when the run ends.
+    /// send the final error when the run ends. A clear empties the
+    /// outcome's output (at once, or with `wait` before the next output)
+    /// and an update replaces the results of its display id, as a notebook
+    /// shows them; both are passed on for the streams to do the same.
     pub fn record(&mut self, outcome: &mut RunOutcome, event: RunEvent) -> Option<RunEvent> {
         match event {
             RunEvent::Stdout { mut text, ts_ms } => {
                 text.truncate(self.take_text(&text));
+                if text.is_empty() {
+                    return None;
+                }
+                self.before_output(outcome);
                 outcome.stdout.push_str(&text);
-                (!text.is_empty()).then_some(RunEvent::Stdout { text, ts_ms })
+                Some(RunEvent::Stdout { text, ts_ms })
             }
             RunEvent::Stderr { mut text, ts_ms } => {
                 text.truncate(self.take_text(&text));
+                if text.is_empty() {
+                    return None;
+                }
+                self.before_output(outcome);
                 outcome.stderr.push_str(&text);
-                (!text.is_empty()).then_some(RunEvent::Stderr { text, ts_ms })
+                Some(RunEvent::Stderr { text, ts_ms })
             }
             RunEvent::Result {
                 data,
                 main,
                 mut metadata,
+                display_id,
                 ts_ms,
             } => {
                 // Metadata is a note on the result: past its own bound it
@@ -214,13 +269,61 @@ impl OutputBudget {
                 if serialized_len(&metadata) > MAX_METADATA_BYTES {
                     metadata.clear();
                 }
+                let display_id = display_id.filter(|id| id.len() <= crate::MAX_DISPLAY_ID_BYTES);
                 if !self.take_result(&data, &metadata) {
                     return None;
                 }
+                self.before_output(outcome);
                 outcome.results.push(data.clone());
+                self.display_ids.push(display_id.clone());
                 Some(RunEvent::Result {
                     data,
                     main,
+                    metadata,
+                    display_id,
+                    ts_ms,
+                })
+            }
+            RunEvent::Page { data, ts_ms } => {
+                if !self.take_result(&data, &serde_json::Map::new()) {
+                    return None;
+                }
+                self.before_output(outcome);
+                outcome.results.push(data.clone());
+                self.display_ids.push(None);
+                Some(RunEvent::Page { data, ts_ms })
+            }
+            RunEvent::Clear { wait, ts_ms } => {
+                if wait {
+                    self.clear_pending = true;
+                } else {
+                    self.clear(outcome);
+                }
+                Some(RunEvent::Clear { wait, ts_ms })
+            }
+            RunEvent::Update {
+                display_id,
+                data,
+                mut metadata,
+                ts_ms,
+            } => {
+                if display_id.len() > crate::MAX_DISPLAY_ID_BYTES {
+                    return None;
+                }
+                if serialized_len(&metadata) > MAX_METADATA_BYTES {
+                    metadata.clear();
+                }
+                if !self.take_update(&data, &metadata) {
+                    return None;
+                }
+                for (result, id) in outcome.results.iter_mut().zip(&self.display_ids) {
+                    if id.as_deref() == Some(display_id.as_str()) {
+                        result.clone_from(&data);
+                    }
+                }
+                Some(RunEvent::Update {
+                    display_id,
+                    data,
                     metadata,
                     ts_ms,
                 })
@@ -540,6 +643,7 @@ mod tests {
             data: bundle("text/plain", bytes),
             main: false,
             metadata: serde_json::Map::new(),
+            display_id: None,
             ts_ms: 0,
         };
         assert_eq!(budget.record(&mut outcome, out("hi\n")), Some(out("hi\n")));
@@ -565,6 +669,7 @@ mod tests {
             data: bundle("text/plain", 1),
             main: true,
             metadata,
+            display_id: None,
             ts_ms: 0,
         };
         let small = bundle("isolated", 4);
@@ -585,6 +690,122 @@ mod tests {
         assert!(metadata.is_empty());
         assert_eq!(data, bundle("text/plain", 1));
         assert!(budget.used - used < MAX_METADATA_BYTES);
+    }
+
+    #[test]
+    fn a_clear_empties_the_outcome_at_once_or_before_the_next_output() {
+        let mut budget = OutputBudget::new(1024);
+        let mut outcome = RunOutcome::default();
+        let out = |text: &str| RunEvent::Stdout {
+            text: text.into(),
+            ts_ms: 0,
+        };
+        let clear = |wait| RunEvent::Clear { wait, ts_ms: 0 };
+        budget.record(&mut outcome, out("a\n"));
+        budget.record(&mut outcome, result_with_id("x", None));
+        assert_eq!(
+            budget.record(&mut outcome, clear(false)),
+            Some(clear(false))
+        );
+        assert_eq!((outcome.stdout.as_str(), outcome.results.len()), ("", 0));
+        budget.record(&mut outcome, out("b\n"));
+        // With wait, the output stays until the next one comes.
+        assert_eq!(budget.record(&mut outcome, clear(true)), Some(clear(true)));
+        assert_eq!(outcome.stdout, "b\n");
+        budget.record(&mut outcome, out("c\n"));
+        assert_eq!(outcome.stdout, "c\n");
+        budget.record(&mut outcome, clear(true));
+        budget.record(&mut outcome, result_with_id("y", None));
+        assert_eq!(outcome.stdout, "");
+        assert_eq!(outcome.results, vec![bundle_of("y")]);
+        // Cleared bytes stay counted: the budget bounds the work.
+        assert_eq!(
+            budget.used(),
+            "a\nb\nc\n".len() + serialized_len(&bundle_of("x")) + serialized_len(&bundle_of("y"))
+        );
+        // The run's error is not an output: a clear leaves it.
+        budget.record(
+            &mut outcome,
+            RunEvent::Error {
+                error: ExecError::new("E", "v"),
+                ts_ms: 0,
+            },
+        );
+        budget.record(&mut outcome, clear(false));
+        assert_eq!(outcome.error.map(|e| e.value).as_deref(), Some("v"));
+    }
+
+    fn bundle_of(text: &str) -> serde_json::Map<String, serde_json::Value> {
+        let mut data = serde_json::Map::new();
+        data.insert("text/plain".into(), text.into());
+        data
+    }
+
+    fn result_with_id(text: &str, id: Option<&str>) -> RunEvent {
+        RunEvent::Result {
+            data: bundle_of(text),
+            main: false,
+            metadata: serde_json::Map::new(),
+            display_id: id.map(str::to_string),
+            ts_ms: 0,
+        }
+    }
+
+    #[test]
+    fn an_update_replaces_every_result_of_its_display_id() {
+        let mut budget = OutputBudget::new(1024);
+        let mut outcome = RunOutcome::default();
+        for (text, id) in [
+            ("v1", Some("d")),
+            ("other", Some("e")),
+            ("v1 again", Some("d")),
+            ("plain", None),
+        ] {
+            budget.record(&mut outcome, result_with_id(text, id));
+        }
+        let update = |id: &str, text: &str| RunEvent::Update {
+            display_id: id.into(),
+            data: bundle_of(text),
+            metadata: serde_json::Map::new(),
+            ts_ms: 0,
+        };
+        assert_eq!(
+            budget.record(&mut outcome, update("d", "v2")),
+            Some(update("d", "v2"))
+        );
+        assert_eq!(
+            outcome.results,
+            vec![
+                bundle_of("v2"),
+                bundle_of("other"),
+                bundle_of("v2"),
+                bundle_of("plain")
+            ]
+        );
+        // An id no result has changes nothing here, and is passed on (an
+        // earlier run may show it).
+        assert_eq!(
+            budget.record(&mut outcome, update("z", "new")),
+            Some(update("z", "new"))
+        );
+        assert_eq!(outcome.results.len(), 4);
+        // An id past its bound is dropped, on a result and on an update.
+        let long = "i".repeat(crate::MAX_DISPLAY_ID_BYTES + 1);
+        let Some(RunEvent::Result { display_id, .. }) =
+            budget.record(&mut outcome, result_with_id("long", Some(&long)))
+        else {
+            panic!("the result was dropped")
+        };
+        assert_eq!(display_id, None);
+        assert_eq!(budget.record(&mut outcome, update(&long, "x")), None);
+        // An update past the budget is refused and stops the run.
+        let mut small = OutputBudget::new(10);
+        let mut nothing = RunOutcome::default();
+        assert_eq!(
+            small.record(&mut nothing, update("d", "far too long")),
+            None
+        );
+        assert!(small.overflowed());
     }
 
     #[test]

@@ -146,6 +146,7 @@ pub fn notices_to(account: &Arc<Account>, events: Option<&mpsc::Sender<RunEvent>
                 data: note.bundle(),
                 main: false,
                 metadata: Map::new(),
+                display_id: None,
                 ts_ms: now_ms(),
             });
         }

@@ -16,7 +16,8 @@ use runcell_sandbox::backends::Backends;
 use runcell_sandbox::files::{FileEntry, HOME};
 use runcell_sandbox::sessions::{SandboxSessionError, SandboxSessions, SessionInfo};
 use runcell_sandbox::{
-    Language, RunEvent, RunOutcome, RunRequest, SandboxError, SandboxKind, SandboxSession,
+    KernelRequest, Language, RunEvent, RunOutcome, RunRequest, SandboxError, SandboxKind,
+    SandboxSession,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -400,6 +401,29 @@ impl CodeApi {
     ) -> Result<(), CodeApiError> {
         let session = self.session_of(caller, id)?;
         Ok(files_of(&*session)?.remove(path).await?)
+    }
+
+    /// Asks the kernel of `language` in one of the caller's sessions a
+    /// question that runs no code (completion, inspection…), and gives its
+    /// reply's content. The question is asked in a task of its own, seen
+    /// through to its end (a kernel started for it is not left half-made)
+    /// even if the caller stops waiting.
+    pub async fn kernel_request(
+        &self,
+        caller: &Caller,
+        id: &str,
+        language: Language,
+        request: KernelRequest,
+    ) -> Result<serde_json::Map<String, serde_json::Value>, CodeApiError> {
+        let session = self.session_of(caller, id)?;
+        let task = tokio::spawn(async move { session.kernel_request(language, request).await });
+        let reply = task.await.unwrap_or_else(|join| {
+            tracing::error!(%join, "a kernel request's task failed");
+            Err(SandboxError::Internal(
+                "the kernel request's task failed".into(),
+            ))
+        });
+        Ok(reply?)
     }
 
     /// Counts as a use of one of the caller's sessions (it is not closed as

@@ -85,7 +85,10 @@ async fn fetch(path: &std::path::Path, config: &Config) -> Result<String, String
                         notes.push(note);
                     }
                 }
-                RunEvent::Error { .. } => {}
+                RunEvent::Clear { .. }
+                | RunEvent::Update { .. }
+                | RunEvent::Page { .. }
+                | RunEvent::Error { .. } => {}
             }
         }
         notes

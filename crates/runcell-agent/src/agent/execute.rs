@@ -374,6 +374,12 @@ fn output_of(event: RunEvent) -> Option<Output> {
                 },
             }
         }
+        // The pager's help (`zip?`): its text, as the kernel printed it.
+        RunEvent::Page { data, .. } => Output::Stdout {
+            text: data.get("text/plain")?.as_str()?.to_string(),
+        },
+        // Not outputs: what they do to the cell is the notebook's.
+        RunEvent::Clear { .. } | RunEvent::Update { .. } => return None,
         RunEvent::Error { error, .. } => Output::Error {
             name: error.name,
             value: error.value,
@@ -416,6 +422,7 @@ mod tests {
             data,
             main: false,
             metadata: serde_json::Map::new(),
+            display_id: None,
             ts_ms: 1,
         }) else {
             panic!("a rich output")

@@ -107,6 +107,7 @@ impl Collected {
                     .collect(),
                 main: true,
                 metadata: serde_json::Map::new(),
+                display_id: None,
                 ts_ms,
             },
             // Kept, and streamed when the run ends: a stop or a limit may

@@ -635,6 +635,7 @@ impl LineReader {
                 data: result.to_bundle(),
                 main: result.is_main_result,
                 metadata: serde_json::Map::new(),
+                display_id: None,
                 ts_ms,
             },
             Line::Error {

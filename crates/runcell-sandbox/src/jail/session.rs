@@ -30,8 +30,8 @@ use super::oneshot::SessionHome;
 use crate::files::{Files, HomeDir};
 use crate::packages::{Account, notices_to};
 use crate::{
-    Contexts, Language, Limits, RunEvent, RunOutcome, RunRequest, SandboxError, SandboxSession,
-    validate_code,
+    Contexts, KernelRequest, Language, Limits, RunEvent, RunOutcome, RunRequest, SandboxError,
+    SandboxSession, validate_code,
 };
 
 /// Where sessions' directories live on the host. Kernel socket paths must stay
@@ -487,6 +487,36 @@ impl SandboxSession for JailSession {
 
     fn installed_packages(&self) -> Vec<(String, String)> {
         self.account.installed()
+    }
+
+    /// Asks the session's own kernel of `language` (started if it is not
+    /// yet), after the execution running in it, if one is.
+    async fn kernel_request(
+        &self,
+        language: Language,
+        request: KernelRequest,
+    ) -> Result<serde_json::Map<String, serde_json::Value>, SandboxError> {
+        let kind = KernelKind::of(language).ok_or_else(|| {
+            SandboxError::NotSupported(format!(
+                "{language} runs as a process of its own here, with no kernel to ask"
+            ))
+        })?;
+        let slot = self.slot(kind)?;
+        let mut held = tokio::select! {
+            held = slot.kernel.lock() => held,
+            () = self.closing.cancelled() => return Err(closed()),
+        };
+        if self.closing.is_cancelled() {
+            return Err(closed());
+        }
+        let kernel = match held.as_mut() {
+            Some(kernel) => kernel,
+            None => held.insert(self.start_kernel_in(kind, &slot.ipc, None).await?),
+        };
+        tokio::select! {
+            reply = kernel.request(request) => reply,
+            () = self.closing.cancelled() => Err(closed()),
+        }
     }
 
     /// Stops everything in the session and removes its files.

@@ -8,4 +8,5 @@
 )]
 
 mod battery;
+mod front_end;
 mod kernel;

@@ -101,8 +101,27 @@ pub struct Content {
     pub stop_on_error: Option<bool>,
     /// `shutdown_request`'s.
     pub restart: Option<bool>,
-    /// `complete_request`'s.
+    /// `complete_request`'s and `inspect_request`'s.
     pub cursor_pos: Option<u64>,
+    /// `inspect_request`'s.
+    pub detail_level: Option<u64>,
+    /// `history_request`'s (`hist_access_type` and its fields).
+    pub history: History,
+}
+
+/// A `history_request`'s fields, as far as they were numbers, flags and
+/// short text.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct History {
+    pub access: Option<String>,
+    pub output: Option<bool>,
+    pub raw: Option<bool>,
+    pub session: Option<i64>,
+    pub start: Option<i64>,
+    pub stop: Option<i64>,
+    pub n: Option<i64>,
+    pub pattern: Option<String>,
+    pub unique: Option<bool>,
 }
 
 /// A JSON value as far as the gateway reads it: a scalar, with text cut to
@@ -231,6 +250,16 @@ struct RawContent {
     stop_on_error: Option<Short>,
     restart: Option<Short>,
     cursor_pos: Option<Short>,
+    detail_level: Option<Short>,
+    hist_access_type: Option<Short>,
+    output: Option<Short>,
+    raw: Option<Short>,
+    session: Option<Short>,
+    start: Option<Short>,
+    stop: Option<Short>,
+    n: Option<Short>,
+    pattern: Option<Short>,
+    unique: Option<Short>,
 }
 
 /// A header's identifying field: whole text, not empty, not cut.
@@ -256,6 +285,28 @@ fn flag(field: Option<Short>) -> Option<bool> {
     }
 }
 
+fn number(field: Option<Short>) -> Option<u64> {
+    match field?.0 {
+        Scalar::Number(n) => n.as_u64(),
+        _ => None,
+    }
+}
+
+fn integer(field: Option<Short>) -> Option<i64> {
+    match field?.0 {
+        Scalar::Number(n) => n.as_i64(),
+        _ => None,
+    }
+}
+
+/// Short text, whole (a cut one is as good as missing).
+fn short_text(field: Option<Short>) -> Option<String> {
+    match field?.0 {
+        Scalar::Text(text) => Some(text),
+        _ => None,
+    }
+}
+
 impl Content {
     fn read(raw: RawContent) -> Self {
         Self {
@@ -267,9 +318,18 @@ impl Content {
             store_history: flag(raw.store_history),
             stop_on_error: flag(raw.stop_on_error),
             restart: flag(raw.restart),
-            cursor_pos: match raw.cursor_pos.map(|f| f.0) {
-                Some(Scalar::Number(n)) => n.as_u64(),
-                _ => None,
+            cursor_pos: number(raw.cursor_pos),
+            detail_level: number(raw.detail_level),
+            history: History {
+                access: short_text(raw.hist_access_type),
+                output: flag(raw.output),
+                raw: flag(raw.raw),
+                session: integer(raw.session),
+                start: integer(raw.start),
+                stop: integer(raw.stop),
+                n: integer(raw.n),
+                pattern: short_text(raw.pattern),
+                unique: flag(raw.unique),
             },
         }
     }

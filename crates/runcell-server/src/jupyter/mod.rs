@@ -303,6 +303,11 @@ impl Gateway {
                     }
                 });
             }
+            Asked::Question(question) => {
+                let (kernel, code_api) = (Arc::clone(kernel), Arc::clone(&self.code_api));
+                self.tasks
+                    .spawn(async move { kernel.answer(&code_api, question).await });
+            }
             Asked::Shutdown => {
                 let (this, caller, id) = (Arc::clone(self), caller.clone(), kernel.id.clone());
                 self.tasks.spawn(async move {

@@ -75,7 +75,11 @@ impl KernelKind {
                 LAUNCH.into(),
                 "-f".into(),
                 file,
-                "--HistoryManager.enabled=False".into(),
+                // History in memory (front ends ask for it; no file is
+                // written), completion from the live namespace (jedi's
+                // first answer takes seconds).
+                "--HistoryManager.hist_file=:memory:".into(),
+                "--IPCompleter.use_jedi=False".into(),
                 "--IPKernelApp.log_level=ERROR".into(),
                 format!(
                     "--IPKernelApp.exec_lines={HOME_ON_PATH}; {}{LEFT_OUT_BACK}; exec({TABLE_DATA:?})",

@@ -14,8 +14,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jupyter_protocol::{
-    ConnectionInfo, ExecuteRequest, ExecutionState, InterruptRequest, JupyterMessage,
-    JupyterMessageContent, KernelInfoRequest, Stdio, Transport,
+    CompleteRequest, ConnectionInfo, ExecuteRequest, ExecutionState, HistoryRequest,
+    InspectRequest, InterruptRequest, IsCompleteRequest, JupyterMessage, JupyterMessageContent,
+    KernelInfoRequest, Payload, Stdio, Transport,
 };
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
@@ -30,7 +31,8 @@ use super::zmtp::{SocketType, ZmtpError};
 use super::{HostId, JailSandbox, Mounts, RunGroup, stop_error};
 use crate::packages::Account;
 use crate::{
-    ExecError, Limits, OutputBudget, RunEvent, RunOutcome, SandboxError, limit_error, now_ms,
+    ExecError, HistoryAccess, KernelRequest, Limits, MAX_KERNEL_REPLY_BYTES, OutputBudget,
+    RunEvent, RunOutcome, SandboxError, limit_error, now_ms,
 };
 
 /// How long a kernel may take to come up.
@@ -43,6 +45,11 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long to wait for iopub to show that its subscription is live before
 /// asking again (the kernel may have published before it was).
 const IOPUB_NUDGE: Duration = Duration::from_millis(500);
+/// How long a kernel gets to answer a request that runs no code
+/// (completion, inspection…) once it was sent.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// The most pager payloads one execution's reply may show.
+const MAX_PAGES: usize = 4;
 
 pub(crate) struct JailKernel {
     kind: KernelKind,
@@ -202,7 +209,13 @@ impl JailKernel {
             .follow(&id, limits, events, cancel, &mut outcome, &mut budget)
             .await;
         if matches!(state, KernelState::Alive) {
-            self.take_reply(&id).await;
+            let pages = self.take_reply(&id).await;
+            let ts_ms = now_ms();
+            for data in pages {
+                if let Some(event) = budget.record(&mut outcome, RunEvent::Page { data, ts_ms }) {
+                    send(events, event).await;
+                }
+            }
         }
         if self.broken.is_some() {
             state = KernelState::Lost;
@@ -313,22 +326,78 @@ impl JailKernel {
 
     /// Takes the reply to request `id` off the shell socket (waiting a
     /// second at most), so that it cannot be read as the answer to a later
-    /// request.
-    async fn take_reply(&mut self, id: &str) {
-        let _ = tokio::time::timeout(Duration::from_secs(1), async {
+    /// request; gives the pager payloads it carries (`zip?`'s help).
+    async fn take_reply(&mut self, id: &str) -> Vec<serde_json::Map<String, serde_json::Value>> {
+        tokio::time::timeout(Duration::from_secs(1), async {
             loop {
                 match self.shell.read().await {
-                    Ok(reply) if answers(&reply, id) => break,
+                    Ok(reply) if answers(&reply, id) => break pages(reply.content),
                     Ok(_) => {}
                     Err(e) if dropped(&e).is_some() => {}
                     Err(e) => {
                         self.broke(e);
-                        break;
+                        break Vec::new();
                     }
                 }
             }
         })
-        .await;
+        .await
+        .unwrap_or_default()
+    }
+
+    /// Asks the kernel a question that runs no code and gives its reply's
+    /// content, a JSON object of at most [`MAX_KERNEL_REPLY_BYTES`]. Replies
+    /// to earlier requests still on the socket are read past. A reply
+    /// that is not the kind asked for, too big or unreadable is refused;
+    /// a broken wire is remembered, so the next execution replaces the
+    /// kernel.
+    pub async fn request(
+        &mut self,
+        request: KernelRequest,
+    ) -> Result<serde_json::Map<String, serde_json::Value>, SandboxError> {
+        if let Some(broken) = &self.broken {
+            return Err(internal("the kernel broke the wire protocol", broken));
+        }
+        let reply_type = request.msg_type().replace("_request", "_reply");
+        let message = self.message(request_content(request));
+        let id = message.header.msg_id.clone();
+        self.send_shell(&message)
+            .await
+            .map_err(|e| internal("cannot reach the kernel", &e))?;
+        let reply = tokio::time::timeout(REQUEST_TIMEOUT, async {
+            loop {
+                match self.shell.read().await {
+                    Ok(reply) if answers(&reply, &id) => break Ok(reply),
+                    Ok(_) => {}
+                    // Too big to keep: read past, and refused.
+                    Err(e) if let Some(bytes) = dropped(&e) => {
+                        break Err(internal(
+                            "the kernel's reply is too big",
+                            &format!("{bytes} bytes"),
+                        ));
+                    }
+                    // Read whole but not the JSON of its type: the wire is
+                    // still in step, only this reply is refused.
+                    Err(e @ WireError::Json { .. }) => {
+                        break Err(internal("the kernel's reply is unreadable", &e));
+                    }
+                    Err(e) => {
+                        let error = internal("the kernel's wire broke", &e);
+                        self.broke(e);
+                        break Err(error);
+                    }
+                }
+            }
+        })
+        .await
+        .map_err(|_| internal("the kernel did not answer", &"timed out"))??;
+        if reply.header.msg_type != reply_type {
+            return Err(internal(
+                "the kernel answered with another message",
+                &reply.header.msg_type,
+            ));
+        }
+        reply_object(&reply.content)
     }
 
     /// The error a run ends with: a broken wire's, else its stop's (time,
@@ -482,6 +551,7 @@ fn cell_message(content: JupyterMessageContent, stopped: bool) -> CellMessage {
                 data,
                 main: true,
                 metadata: result.metadata,
+                display_id: result.transient.and_then(|t| t.display_id),
                 ts_ms,
             })
         }
@@ -490,9 +560,25 @@ fn cell_message(content: JupyterMessageContent, stopped: bool) -> CellMessage {
                 data,
                 main: false,
                 metadata: display.metadata,
+                display_id: display.transient.and_then(|t| t.display_id),
                 ts_ms,
             })
         }
+        JupyterMessageContent::UpdateDisplayData(update) => {
+            match (bundle(&update.data), update.transient.display_id) {
+                (Some(data), Some(display_id)) => Some(RunEvent::Update {
+                    display_id,
+                    data,
+                    metadata: update.metadata,
+                    ts_ms,
+                }),
+                _ => None,
+            }
+        }
+        JupyterMessageContent::ClearOutput(clear) => Some(RunEvent::Clear {
+            wait: clear.wait,
+            ts_ms,
+        }),
         JupyterMessageContent::ErrorOutput(error) if !stopped => {
             let error = ExecError {
                 name: error.ename,
@@ -506,6 +592,85 @@ fn cell_message(content: JupyterMessageContent, stopped: bool) -> CellMessage {
         }
         _ => None,
     })
+}
+
+/// The pager payloads of an `execute_reply` (at most [`MAX_PAGES`]), as
+/// MIME bundles.
+fn pages(content: JupyterMessageContent) -> Vec<serde_json::Map<String, serde_json::Value>> {
+    let JupyterMessageContent::ExecuteReply(reply) = content else {
+        return Vec::new();
+    };
+    reply
+        .payload
+        .into_iter()
+        .filter_map(|payload| match payload {
+            Payload::Page { data, .. } => bundle(&data),
+            _ => None,
+        })
+        .take(MAX_PAGES)
+        .collect()
+}
+
+/// The message a [`KernelRequest`] is sent as.
+fn request_content(request: KernelRequest) -> JupyterMessageContent {
+    match request {
+        KernelRequest::Complete { code, cursor_pos } => CompleteRequest { code, cursor_pos }.into(),
+        KernelRequest::Inspect {
+            code,
+            cursor_pos,
+            detail_level,
+        } => InspectRequest {
+            code,
+            cursor_pos,
+            detail_level: Some(detail_level.min(1).into()),
+        }
+        .into(),
+        KernelRequest::IsComplete { code } => IsCompleteRequest { code }.into(),
+        KernelRequest::History(query) => {
+            let (output, raw) = (query.output, query.raw);
+            match query.access {
+                HistoryAccess::Tail { n } => HistoryRequest::Tail { n, output, raw },
+                HistoryAccess::Range {
+                    session,
+                    start,
+                    stop,
+                } => HistoryRequest::Range {
+                    session,
+                    start,
+                    stop,
+                    output,
+                    raw,
+                },
+                HistoryAccess::Search { pattern, unique, n } => HistoryRequest::Search {
+                    pattern,
+                    unique,
+                    output,
+                    raw,
+                    n,
+                },
+            }
+            .into()
+        }
+    }
+}
+
+/// A reply's content as the JSON object passed on, within
+/// [`MAX_KERNEL_REPLY_BYTES`].
+fn reply_object(
+    content: &JupyterMessageContent,
+) -> Result<serde_json::Map<String, serde_json::Value>, SandboxError> {
+    let bytes = crate::serialized_len(content);
+    if bytes > MAX_KERNEL_REPLY_BYTES {
+        return Err(internal(
+            "the kernel's reply is too big",
+            &format!("{bytes} bytes, more than {MAX_KERNEL_REPLY_BYTES}"),
+        ));
+    }
+    match serde_json::to_value(content) {
+        Ok(serde_json::Value::Object(object)) => Ok(object),
+        Ok(_) => Err(internal("the kernel's reply", &"not a JSON object")),
+        Err(e) => Err(internal("the kernel's reply", &e)),
+    }
 }
 
 /// The connection file's content for a kernel of `kind` whose sockets are

@@ -77,7 +77,10 @@ fn output(event: RunEvent) -> Option<ProcessEvent> {
         // refusal).
         RunEvent::Result { data: bundle, .. } => PackageNote::from_bundle(&bundle)
             .map(|note| data("stderr", &format!("{}\n", note.text()))),
-        RunEvent::Error { .. } => None,
+        RunEvent::Clear { .. }
+        | RunEvent::Update { .. }
+        | RunEvent::Page { .. }
+        | RunEvent::Error { .. } => None,
     }
 }
 

@@ -39,7 +39,12 @@ fn line(event: RunEvent) -> Option<Line> {
         RunEvent::Result { data, main, .. } => {
             Some(Line::Result(ResultLine::from_bundle(&data, main)))
         }
-        RunEvent::Error { .. } => None,
+        // The pager's help (`zip?`), shown as a display.
+        RunEvent::Page { data, .. } => Some(Line::Result(ResultLine::from_bundle(&data, false))),
+        // E2B's stream has no clear and no update: what was sent stays
+        // sent (the execution's results, kept by the outcome, drop what a
+        // clear cleared).
+        RunEvent::Clear { .. } | RunEvent::Update { .. } | RunEvent::Error { .. } => None,
     }
 }
 

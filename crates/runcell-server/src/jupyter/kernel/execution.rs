@@ -85,13 +85,22 @@ impl JupyterKernel {
                 json!({"code": code, "execution_count": count}),
             ));
         }
+        let mut pages = Vec::new();
         let outcome = if let Some(why) = dead {
             Err(ExecError::new("KernelDead", why))
         } else if code.trim().is_empty() {
             Ok(RunOutcome::default())
         } else {
-            self.run(code_api, &session_id, code, parent, count, silent)
-                .await
+            self.run(
+                code_api,
+                &session_id,
+                code,
+                parent,
+                count,
+                silent,
+                &mut pages,
+            )
+            .await
         };
         let error = match outcome {
             Ok(outcome) => outcome.error,
@@ -102,7 +111,7 @@ impl JupyterKernel {
                 "status": "ok",
                 "execution_count": count,
                 "user_expressions": {},
-                "payload": [],
+                "payload": pages,
             }),
             Some(error) => {
                 let error = jupyter_error(error);
@@ -128,7 +137,12 @@ impl JupyterKernel {
     }
 
     /// Runs `code` in the kernel's session under its key's limits,
-    /// publishing what it prints as it happens.
+    /// publishing what it prints as it happens; the pager's payloads go to
+    /// `pages`, for the reply.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "a cell's run: its code, its parent and count, where its pages go"
+    )]
     async fn run(
         &self,
         code_api: &CodeApi,
@@ -137,6 +151,7 @@ impl JupyterKernel {
         parent: Option<&Parent>,
         count: u64,
         silent: bool,
+        pages: &mut Vec<Value>,
     ) -> Result<RunOutcome, ExecError> {
         let request = RunRequest {
             code,
@@ -160,13 +175,13 @@ impl JupyterKernel {
             tokio::select! {
                 biased;
                 event = received.recv(), if open => match event {
-                    Some(event) => self.publish_event(event, parent, count, silent),
+                    Some(event) => self.publish_event(event, parent, count, silent, pages),
                     None => open = false,
                 },
                 outcome = &mut run => {
                     // The run's task has ended: its events are all in.
                     while let Ok(event) = received.try_recv() {
-                        self.publish_event(event, parent, count, silent);
+                        self.publish_event(event, parent, count, silent, pages);
                     }
                     break outcome;
                 }
@@ -177,13 +192,23 @@ impl JupyterKernel {
         outcome.map_err(|e| refused(&e))
     }
 
-    fn publish_event(&self, event: RunEvent, parent: Option<&Parent>, count: u64, silent: bool) {
+    /// Publishes a run's event as its Jupyter message on iopub; a pager
+    /// payload is kept in `pages` for the reply instead.
+    fn publish_event(
+        &self,
+        event: RunEvent,
+        parent: Option<&Parent>,
+        count: u64,
+        silent: bool,
+        pages: &mut Vec<Value>,
+    ) {
         let event = match event {
             // runcell's own table data is for its notebook only.
             RunEvent::Result {
                 mut data,
                 main,
                 metadata,
+                display_id,
                 ts_ms,
             } => {
                 data.remove(runcell_sandbox::TABLE_DATA_MIME);
@@ -191,6 +216,7 @@ impl JupyterKernel {
                     data,
                     main,
                     metadata,
+                    display_id,
                     ts_ms,
                 }
             }
@@ -213,24 +239,54 @@ impl JupyterKernel {
                 data,
                 main: true,
                 metadata,
+                display_id,
                 ..
-            } if !silent => self.out.frame(
-                JupyterChannel::Iopub,
-                "execute_result",
-                parent,
-                json!({"data": data, "metadata": metadata, "execution_count": count}),
-            ),
+            } if !silent => {
+                let mut content =
+                    json!({"data": data, "metadata": metadata, "execution_count": count});
+                if let Some(id) = display_id {
+                    content["transient"] = json!({"display_id": id});
+                }
+                self.out
+                    .frame(JupyterChannel::Iopub, "execute_result", parent, content)
+            }
             RunEvent::Result {
                 data,
                 main: false,
                 metadata,
+                display_id,
                 ..
             } => self.out.frame(
                 JupyterChannel::Iopub,
                 "display_data",
                 parent,
-                json!({"data": data, "metadata": metadata, "transient": {}}),
+                json!({"data": data, "metadata": metadata, "transient": transient(display_id)}),
             ),
+            RunEvent::Update {
+                display_id,
+                mut data,
+                metadata,
+                ..
+            } => {
+                data.remove(runcell_sandbox::TABLE_DATA_MIME);
+                self.out.frame(
+                    JupyterChannel::Iopub,
+                    "update_display_data",
+                    parent,
+                    json!({"data": data, "metadata": metadata,
+                        "transient": transient(Some(display_id))}),
+                )
+            }
+            RunEvent::Clear { wait, .. } => self.out.frame(
+                JupyterChannel::Iopub,
+                "clear_output",
+                parent,
+                json!({ "wait": wait }),
+            ),
+            RunEvent::Page { data, .. } => {
+                pages.push(json!({"source": "page", "data": data, "start": 0}));
+                return;
+            }
             // The outcome's error is published once, at the end.
             RunEvent::Result { .. } | RunEvent::Error { .. } => return,
         };
@@ -293,6 +349,14 @@ impl JupyterKernel {
         if let Err(e) = code_api.delete_session(&self.owner, &session).await {
             tracing::debug!(%e, "the session of a kernel shut down was gone");
         }
+    }
+}
+
+/// A display's `transient`: its display id, if it has one.
+fn transient(display_id: Option<String>) -> Value {
+    match display_id {
+        Some(id) => json!({ "display_id": id }),
+        None => json!({}),
     }
 }
 

@@ -8,6 +8,8 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use serde_json::{Value, json};
@@ -21,8 +23,9 @@ use super::restarts::{Begin, Restarts, Ticket};
 mod execution;
 
 use crate::auth::Caller;
+use crate::code_api::CodeApi;
 use execution::error_content;
-use runcell_sandbox::{Language, Limits};
+use runcell_sandbox::{HistoryAccess, HistoryQuery, KernelRequest, Language, Limits};
 
 /// What a client asked of the kernel that the gateway does.
 #[derive(Debug)]
@@ -30,6 +33,52 @@ pub enum Asked {
     /// A restart this client leads (others asked for meanwhile join it).
     Restart(Ticket),
     Shutdown,
+    /// A question for the session's kernel, answered in the background
+    /// ([`JupyterKernel::answer`]).
+    Question(Box<Question>),
+}
+
+/// A request the session's kernel answers (completion, inspection, whether
+/// code is complete, history), with what the gateway answers if it cannot.
+#[derive(Debug)]
+pub struct Question {
+    request: KernelRequest,
+    parent: Parent,
+    reply: ReplyTo,
+    /// The gateway's own answer: when the kernel does not answer within
+    /// [`ANSWER_WAIT`], or cannot be asked.
+    fallback: Value,
+    /// Counted among the kernel's questions until answered.
+    _pending: Pending,
+}
+
+/// How long a client's question waits for the kernel (which answers after
+/// a cell it is running, and may have to start first) before the gateway
+/// answers it itself.
+const ANSWER_WAIT: Duration = Duration::from_secs(10);
+/// Questions a kernel may have waiting for its answer; more are answered
+/// by the gateway at once.
+const MAX_QUESTIONS: usize = 8;
+
+/// One of a kernel's questions waiting for its answer.
+#[derive(Debug)]
+struct Pending(Arc<AtomicUsize>);
+
+impl Pending {
+    fn take(count: &Arc<AtomicUsize>) -> Option<Self> {
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_QUESTIONS).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Self(Arc::clone(count)))
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// What bounds a kernel and its connections (from `[jupyter]`).
@@ -97,6 +146,8 @@ pub struct JupyterKernel {
     pub closed: CancellationToken,
     python_version: String,
     limits: Limits,
+    /// Questions waiting for the session's kernel.
+    questions: Arc<AtomicUsize>,
 }
 
 impl std::fmt::Debug for JupyterKernel {
@@ -154,6 +205,7 @@ impl JupyterKernel {
             closed: CancellationToken::new(),
             python_version,
             limits,
+            questions: Arc::new(AtomicUsize::new(0)),
         })
     }
 
@@ -180,9 +232,7 @@ impl JupyterKernel {
     /// Counts a connection among the kernel's, its frames queued on
     /// `outbound`, until it is [detached](Self::detach); its id.
     pub(super) fn attach(&self, outbound: Arc<Outbound>) -> ReplyTo {
-        let id = self
-            .next_connection
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = self.next_connection.fetch_add(1, Ordering::Relaxed);
         self.connections.lock().insert(id, outbound);
         id
     }
@@ -298,17 +348,27 @@ impl JupyterKernel {
             }
             (JupyterChannel::Shell, other) => {
                 let content = match other {
-                    "complete_request" => {
-                        let cursor = message.content.cursor_pos.unwrap_or(0);
-                        json!({"status": "ok", "matches": [], "cursor_start": cursor,
-                            "cursor_end": cursor, "metadata": {}})
+                    "complete_request"
+                    | "inspect_request"
+                    | "is_complete_request"
+                    | "history_request" => {
+                        let fallback = fallback_answer(&message);
+                        let asked = kernel_request(&message);
+                        let pending = Pending::take(&self.questions);
+                        match (asked, pending) {
+                            (Some(request), Some(pending)) => {
+                                return Some(Asked::Question(Box::new(Question {
+                                    request,
+                                    parent: message.parent,
+                                    reply,
+                                    fallback,
+                                    _pending: pending,
+                                })));
+                            }
+                            _ => fallback,
+                        }
                     }
-                    "inspect_request" => {
-                        json!({"status": "ok", "found": false, "data": {}, "metadata": {}})
-                    }
-                    "is_complete_request" => json!({"status": "complete"}),
                     "comm_info_request" => json!({"status": "ok", "comms": {}}),
-                    "history_request" => json!({"status": "ok", "history": []}),
                     _ => {
                         tracing::debug!(msg_type = other, "an unknown shell message is ignored");
                         return None;
@@ -334,6 +394,44 @@ impl JupyterKernel {
 }
 
 impl JupyterKernel {
+    /// Asks the session's kernel a client's question and sends its reply
+    /// to the client, the kernel's content as it gave it; the gateway's
+    /// own answer if the kernel does not answer within [`ANSWER_WAIT`] or
+    /// cannot be asked (a backend without kernels to ask, a restart).
+    pub async fn answer(&self, code_api: &CodeApi, question: Box<Question>) {
+        let Question {
+            request,
+            parent,
+            reply,
+            fallback,
+            _pending,
+        } = *question;
+        let reply_type = request.msg_type().replace("_request", "_reply");
+        let session = self.session_id();
+        let asked = code_api.kernel_request(&self.owner, &session, self.language, request);
+        let content = match tokio::time::timeout(ANSWER_WAIT, asked).await {
+            Ok(Ok(content)) => Value::Object(content),
+            Ok(Err(e)) => {
+                tracing::debug!(kernel = %self.id, %e, "the kernel could not answer; the gateway does");
+                fallback
+            }
+            Err(_) => {
+                tracing::debug!(kernel = %self.id, "the kernel did not answer in time; the gateway does");
+                fallback
+            }
+        };
+        let parent = Some(&parent);
+        let frame = self
+            .out
+            .frame(JupyterChannel::Shell, &reply_type, parent, content);
+        // While a cell runs the kernel is busy: an idle now would be a lie.
+        if self.state.lock().execution_state == "busy" {
+            self.send_to(reply, frame);
+        } else {
+            self.reply_between_statuses(parent, reply, frame);
+        }
+    }
+
     /// Queues a cell, its code charged to the sender's budget; one past the
     /// budget or `jupyter.max_queued_cells` is refused (`ResourceExhausted`)
     /// rather than held.
@@ -410,5 +508,227 @@ impl JupyterKernel {
         self.publish(self.out.status(parent, "busy"));
         self.send_to(to, frame);
         self.publish(self.out.status(parent, "idle"));
+    }
+}
+
+/// The request a client's question is for the session's kernel; `None`
+/// for a question the kernel is not asked (a history access type that
+/// Jupyter does not have).
+fn kernel_request(message: &Incoming) -> Option<KernelRequest> {
+    let content = &message.content;
+    let code = content.code.clone();
+    // Jupyter's default cursor is the end of the code, in characters.
+    let cursor_pos = content
+        .cursor_pos
+        .and_then(|c| usize::try_from(c).ok())
+        .unwrap_or_else(|| code.chars().count());
+    Some(match message.msg_type.as_str() {
+        "complete_request" => KernelRequest::Complete { code, cursor_pos },
+        "inspect_request" => KernelRequest::Inspect {
+            code,
+            cursor_pos,
+            detail_level: u8::from(content.detail_level.unwrap_or(0) > 0),
+        },
+        "is_complete_request" => KernelRequest::IsComplete { code },
+        "history_request" => {
+            let history = &content.history;
+            let small = |n: Option<i64>, default: i32| {
+                n.map_or(default, |n| {
+                    i32::try_from(n.clamp(-MAX_HISTORY, MAX_HISTORY)).unwrap_or(default)
+                })
+            };
+            let access = match history.access.as_deref() {
+                Some("tail") => HistoryAccess::Tail {
+                    n: small(history.n, 10).clamp(0, 1000),
+                },
+                Some("range") => HistoryAccess::Range {
+                    session: history.session.map(|s| small(Some(s), 0)),
+                    start: small(history.start, 0),
+                    stop: small(history.stop, 0),
+                },
+                Some("search") => HistoryAccess::Search {
+                    pattern: history.pattern.clone().unwrap_or_else(|| "*".into()),
+                    unique: history.unique.unwrap_or(false),
+                    n: small(history.n, 10).clamp(0, 1000),
+                },
+                _ => return None,
+            };
+            KernelRequest::History(HistoryQuery {
+                output: history.output.unwrap_or(false),
+                raw: history.raw.unwrap_or(false),
+                access,
+            })
+        }
+        _ => return None,
+    })
+}
+
+/// The largest line number or count a history request may name.
+const MAX_HISTORY: i64 = 1_000_000;
+
+/// What the gateway answers a question itself: nothing to complete, nothing
+/// found, code complete, no history (what it answered before kernels were
+/// asked).
+fn fallback_answer(message: &Incoming) -> Value {
+    match message.msg_type.as_str() {
+        "complete_request" => {
+            let cursor = message.content.cursor_pos.unwrap_or(0);
+            json!({"status": "ok", "matches": [], "cursor_start": cursor,
+                "cursor_end": cursor, "metadata": {}})
+        }
+        "inspect_request" => json!({"status": "ok", "found": false, "data": {}, "metadata": {}}),
+        "is_complete_request" => json!({"status": "complete"}),
+        _ => json!({"status": "ok", "history": []}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn incoming(msg_type: &str, content: Value) -> Incoming {
+        let frame = json!({
+            "header": {"msg_id": "m", "msg_type": msg_type, "session": "s"},
+            "content": content,
+            "channel": "shell",
+        });
+        Incoming::parse(&frame.to_string()).expect("a message")
+    }
+
+    /// A client's question → what the kernel is asked.
+    #[test]
+    fn a_clients_question_becomes_the_kernels_request() {
+        let cases = [
+            (
+                "complete_request",
+                json!({"code": "os.pa", "cursor_pos": 3}),
+                Some(KernelRequest::Complete {
+                    code: "os.pa".into(),
+                    cursor_pos: 3,
+                }),
+            ),
+            // No cursor: the end of the code, in characters.
+            (
+                "complete_request",
+                json!({"code": "é.pa"}),
+                Some(KernelRequest::Complete {
+                    code: "é.pa".into(),
+                    cursor_pos: 4,
+                }),
+            ),
+            (
+                "inspect_request",
+                json!({"code": "zip", "cursor_pos": 3, "detail_level": 1}),
+                Some(KernelRequest::Inspect {
+                    code: "zip".into(),
+                    cursor_pos: 3,
+                    detail_level: 1,
+                }),
+            ),
+            (
+                "inspect_request",
+                json!({"code": "zip", "cursor_pos": 3, "detail_level": 9}),
+                Some(KernelRequest::Inspect {
+                    code: "zip".into(),
+                    cursor_pos: 3,
+                    detail_level: 1,
+                }),
+            ),
+            (
+                "is_complete_request",
+                json!({"code": "for i in x:"}),
+                Some(KernelRequest::IsComplete {
+                    code: "for i in x:".into(),
+                }),
+            ),
+            (
+                "history_request",
+                json!({"hist_access_type": "tail", "n": 5000, "output": true, "raw": true}),
+                Some(KernelRequest::History(HistoryQuery {
+                    output: true,
+                    raw: true,
+                    access: HistoryAccess::Tail { n: 1000 },
+                })),
+            ),
+            (
+                "history_request",
+                json!({"hist_access_type": "range", "session": -1, "start": 1, "stop": 99999999999_i64}),
+                Some(KernelRequest::History(HistoryQuery {
+                    output: false,
+                    raw: false,
+                    access: HistoryAccess::Range {
+                        session: Some(-1),
+                        start: 1,
+                        stop: 1_000_000,
+                    },
+                })),
+            ),
+            (
+                "history_request",
+                json!({"hist_access_type": "search", "pattern": "a*", "unique": true}),
+                Some(KernelRequest::History(HistoryQuery {
+                    output: false,
+                    raw: false,
+                    access: HistoryAccess::Search {
+                        pattern: "a*".into(),
+                        unique: true,
+                        n: 10,
+                    },
+                })),
+            ),
+            ("history_request", json!({"hist_access_type": "all"}), None),
+            ("comm_info_request", json!({}), None),
+        ];
+        for (msg_type, content, want) in cases {
+            let message = incoming(msg_type, content.clone());
+            assert_eq!(kernel_request(&message), want, "{msg_type} {content}");
+        }
+    }
+
+    #[test]
+    fn the_gateways_own_answers_are_empty_but_well_formed() {
+        let cases = [
+            (
+                "complete_request",
+                json!({"code": "ab", "cursor_pos": 2}),
+                json!({"status": "ok", "matches": [], "cursor_start": 2, "cursor_end": 2, "metadata": {}}),
+            ),
+            (
+                "inspect_request",
+                json!({"code": "ab"}),
+                json!({"status": "ok", "found": false, "data": {}, "metadata": {}}),
+            ),
+            (
+                "is_complete_request",
+                json!({"code": "ab"}),
+                json!({"status": "complete"}),
+            ),
+            (
+                "history_request",
+                json!({"hist_access_type": "tail"}),
+                json!({"status": "ok", "history": []}),
+            ),
+        ];
+        for (msg_type, content, want) in cases {
+            assert_eq!(
+                fallback_answer(&incoming(msg_type, content)),
+                want,
+                "{msg_type}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_kernel_has_at_most_its_share_of_questions_waiting() {
+        let count = Arc::new(AtomicUsize::new(0));
+        let mut held: Vec<Pending> = (0..MAX_QUESTIONS)
+            .map(|_| Pending::take(&count).expect("room"))
+            .collect();
+        assert!(Pending::take(&count).is_none());
+        held.pop();
+        assert_eq!(count.load(Ordering::Acquire), MAX_QUESTIONS - 1);
+        assert!(Pending::take(&count).is_some());
+        drop(held);
+        assert_eq!(count.load(Ordering::Acquire), 0);
     }
 }
