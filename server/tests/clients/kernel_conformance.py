@@ -10,6 +10,7 @@ Exits non-zero if any test fails.
 
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -20,11 +21,11 @@ NODE_KERNEL = os.environ["RUNCELL_NODE_KERNEL"]
 SPECS = tempfile.mkdtemp(prefix="runcell-kernelspecs-")
 
 
-def spec(name, argv, language):
+def spec(name, argv, language, env=None):
     directory = os.path.join(SPECS, "kernels", name)
     os.makedirs(directory)
     with open(os.path.join(directory, "kernel.json"), "w") as f:
-        json.dump({"argv": argv, "display_name": name, "language": language}, f)
+        json.dump({"argv": argv, "display_name": name, "language": language, "env": env or {}}, f)
 
 
 spec("runcell-javascript", ["node", NODE_KERNEL, "-f", "{connection_file}"], "javascript")
@@ -34,7 +35,13 @@ spec("runcell-typescript", ["node", NODE_KERNEL, "-f", "{connection_file}", "--t
 # JShell engine as a source file (the server compiles it; this run does not).
 JAVA_KERNEL = os.path.join(os.path.dirname(NODE_KERNEL), "java_kernel", "java_kernel.py")
 SANDBOX_PYTHON = os.environ.get("RUNCELL_SANDBOX_PYTHON", "/opt/runcell/python/bin/python3")
-spec("runcell-java", [SANDBOX_PYTHON, "-I", JAVA_KERNEL, "-f", "{connection_file}"], "java")
+# The engine compiled as the server compiles it (its display API needs its
+# classes on the class path).
+JSHELL_CLASSES = tempfile.mkdtemp(prefix="runcell-jshell-")
+subprocess.run(["javac", "-d", JSHELL_CLASSES,
+                os.path.join(os.path.dirname(JAVA_KERNEL), "JShellKernel.java")], check=True)
+spec("runcell-java", [SANDBOX_PYTHON, "-I", JAVA_KERNEL, "-f", "{connection_file}"], "java",
+     env={"RUNCELL_JSHELL_CLASSES": JSHELL_CLASSES})
 spec("runcell-r", ["R", "--slave", "--no-save", "--no-restore", "-e", "IRkernel::main()",
                    "--args", "{connection_file}"], "R")
 os.environ["JUPYTER_PATH"] = SPECS
@@ -177,6 +184,12 @@ class Java(jkt.KernelTests):
     code_inspect_sample = "Math.max"
     supported_history_operations = ("tail", "range", "search")
     code_history_pattern = "6 ? 7"
+    # IJava's names, as E2B's Java kernel has them.
+    code_display_data = [
+        {"code": 'display("<b>bold</b>", "text/html")', "mime": "text/html"},
+        {"code": 'display("plain")', "mime": "text/plain"},
+    ]
+    code_clear_output = "clearOutput()"
 
 
 if __name__ == "__main__":

@@ -454,6 +454,39 @@ async fn java_keeps_state_and_shows_the_last_value() {
 }
 
 #[tokio::test]
+async fn java_displays_update_and_clear_as_ijava_names_them() {
+    let session = session().await;
+    let outcome = java(
+        &session,
+        "String id = display(\"v1\");\nSystem.out.println(\"between\");\nupdateDisplay(id, \"<b>v2</b>\", \"text/html\");\ndisplay(\"shown\")",
+    )
+    .await;
+    assert_eq!(outcome.error, None, "{outcome:?}");
+    assert_eq!(outcome.stdout, "between\n");
+    // The updated display in its place, and the last display (not its id).
+    assert_eq!(
+        outcome.results,
+        [
+            serde_json::json!({"text/html": "<b>v2</b>"})
+                .as_object()
+                .unwrap()
+                .clone(),
+            serde_json::json!({"text/plain": "shown"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        ]
+    );
+    let outcome = java(
+        &session,
+        "System.out.println(\"a\");\nclearOutput();\nSystem.out.println(\"b\");",
+    )
+    .await;
+    assert_eq!(outcome.stdout, "b\n", "{outcome:?}");
+    session.close().await;
+}
+
+#[tokio::test]
 async fn a_java_loop_is_stopped_at_its_time_limit_and_the_kernel_kept() {
     let session = session().await;
     assert!(java(&session, "int kept = 7;").await.error.is_none());

@@ -17,6 +17,8 @@
 //        | error NAME\0VALUE\0TRACEBACK | done (an exec ended)
 //        | matches START\0END\0M1\0M2... | found TEXT | complete STATUS\0INDENT
 //        | ready (once, when JShell is up)
+//        | display ID\0MIME\0DATA | update ID\0MIME\0DATA | clear WAIT
+//          (what a cell's display(), updateDisplay() and clearOutput() ask)
 //
 // Usage: java JShellKernel.java (run by java_kernel.py in a session's jail)
 
@@ -87,6 +89,9 @@ public class JShellKernel {
         }
         // The first snippet loads javac: done here, before the first cell.
         shell.eval("Math.abs(0)");
+        for (String snippet : DISPLAY_API) {
+            shell.eval(snippet);
+        }
         LinkedBlockingQueue<String[]> work = new LinkedBlockingQueue<>();
         Thread worker = new Thread(() -> serve(shell, work), "runcell-jshell");
         worker.setDaemon(true);
@@ -150,6 +155,61 @@ public class JShellKernel {
             }
             System.out.flush();
             System.err.flush();
+        }
+    }
+
+    /**
+     * What cells may call to show things, as E2B's Java kernel (IJava) names
+     * them: `display(value)` or `display(value, mime)` returns the display's
+     * id, `updateDisplay(id, value[, mime])` replaces what that display
+     * shows, `clearOutput()` (or `clearOutput(true)`: at the next output)
+     * clears the cell's output. They reach this class by name, through the
+     * class path (the engine's compiled classes; when the JVM compiled the
+     * source itself, the class is out of their reach and they say so):
+     * JShell compiles snippets apart from it. A cell may define its own methods of these names.
+     * Each overload calls the bridge itself: in Java a method named like
+     * the one it is in hides the other overloads from its body.
+     */
+    static final String[] DISPLAY_API = {
+        "Object $runcell(String what, Object... args) { try { return Class.forName(\"JShellKernel\").getMethod(\"bridge\", String.class, Object[].class).invoke(null, what, args); } catch (java.lang.reflect.InvocationTargetException e) { throw e.getCause() instanceof RuntimeException r ? r : new IllegalStateException(e.getCause()); } catch (ReflectiveOperationException e) { throw new IllegalStateException(\"display is not available in this kernel\", e); } }",
+        "String display(Object value, String mime) { return (String) $runcell(\"display\", value, mime); }",
+        "String display(Object value) { return (String) $runcell(\"display\", value, \"text/plain\"); }",
+        "void updateDisplay(String id, Object value, String mime) { $runcell(\"update\", id, value, mime); }",
+        "void updateDisplay(String id, Object value) { $runcell(\"update\", id, value, \"text/plain\"); }",
+        "void clearOutput(boolean wait) { $runcell(\"clear\", wait); }",
+        "void clearOutput() { $runcell(\"clear\", false); }",
+    };
+
+    /** The most bytes one display may carry (the server bounds outputs too). */
+    static final int MAX_DISPLAY = 8 << 20;
+
+    /** Called by the display API's snippets (see {@link #DISPLAY_API}). */
+    public static Object bridge(String what, Object[] args) {
+        System.out.flush();
+        System.err.flush();
+        switch (what) {
+            case "display", "update" -> {
+                String id = what.equals("display") ? java.util.UUID.randomUUID().toString() : String.valueOf(args[0]);
+                int at = what.equals("display") ? 0 : 1;
+                Object value = args[at];
+                String mime = args[at + 1] == null ? "text/plain" : String.valueOf(args[at + 1]);
+                if (mime.isEmpty() || mime.length() > 100 || mime.indexOf('\0') >= 0) {
+                    throw new IllegalArgumentException("not a MIME type: " + mime);
+                }
+                String data = value instanceof byte[] bytes
+                        ? java.util.Base64.getEncoder().encodeToString(bytes)
+                        : String.valueOf(value);
+                if (data.length() > MAX_DISPLAY) {
+                    throw new IllegalArgumentException("a display of " + data.length() + " characters (at most " + MAX_DISPLAY + ")");
+                }
+                send(what, id + "\0" + mime + "\0" + data);
+                return id;
+            }
+            case "clear" -> {
+                send("clear", Boolean.TRUE.equals(args[0]) ? "wait" : "");
+                return null;
+            }
+            default -> throw new IllegalArgumentException(what);
         }
     }
 
@@ -226,6 +286,10 @@ public class JShellKernel {
         Snippet snippet = event.snippet();
         String value = event.value();
         if (value == null) {
+            return null;
+        }
+        // A cell ending in `display(x)` shows x, not the display's id.
+        if (snippet.source().strip().startsWith("display(")) {
             return null;
         }
         return switch (snippet.subKind()) {
@@ -347,11 +411,17 @@ public class JShellKernel {
             // the snippet's first line in the cell it came from.
             if (file != null && file.startsWith("#") && frame.getLineNumber() > 0) {
                 String id = file.substring(1);
-                int line = FIRST_LINES.getOrDefault(id, 1) + frame.getLineNumber() - 1;
+                if (!FIRST_LINES.containsKey(id)) {
+                    continue; // the kernel's own snippets (the display API)
+                }
+                int line = FIRST_LINES.get(id) + frame.getLineNumber() - 1;
                 String method = frame.getMethodName().isEmpty() ? "" : frame.getMethodName() + ", ";
                 traceback.append("\tat ").append(method).append("line ").append(line)
                         .append(THIS_CELL.contains(id) ? "" : " of an earlier cell").append('\n');
-            } else if (!frame.getClassName().startsWith("jdk.jshell.") && !frame.getClassName().startsWith("REPL.")) {
+            } else if (!frame.getClassName().startsWith("jdk.jshell.") && !frame.getClassName().startsWith("REPL.")
+                    && !frame.getClassName().startsWith("jdk.internal.reflect.")
+                    && !frame.getClassName().equals("java.lang.reflect.Method")
+                    && !frame.getClassName().startsWith("JShellKernel")) {
                 traceback.append("\tat ").append(frame).append('\n');
             }
         }

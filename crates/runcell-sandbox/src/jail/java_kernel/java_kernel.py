@@ -26,7 +26,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ENGINE = os.path.join(HERE, "JShellKernel.java")
 # The engine compiled by the server, when it could: a JVM given the source
 # compiles it first (1.3 s more on one core).
-CLASSES = os.path.join(HERE, "java")
+# RUNCELL_JSHELL_CLASSES names them elsewhere (a test that runs this kernel
+# outside a jail, from the source tree); the server never sets it.
+CLASSES = os.environ.get("RUNCELL_JSHELL_CLASSES") or os.path.join(HERE, "java")
 JAVA = os.environ.get("RUNCELL_JAVA", "/usr/bin/java")
 # The most bytes of one frame from the JVM (its own frames are smaller: an
 # output chunk is at most 8 KiB, an answer bounded where it is made).
@@ -175,6 +177,24 @@ class JavaKernel(Kernel):
                                 "data": {"text/plain": body},
                                 "metadata": {},
                             },
+                        )
+                elif name in ("display", "update"):
+                    if not silent:
+                        display_id, _, rest = body.partition("\0")
+                        mime, _, data = rest.partition("\0")
+                        self.send_response(
+                            self.iopub_socket,
+                            "display_data" if name == "display" else "update_display_data",
+                            {
+                                "data": {mime: data},
+                                "metadata": {},
+                                "transient": {"display_id": display_id},
+                            },
+                        )
+                elif name == "clear":
+                    if not silent:
+                        self.send_response(
+                            self.iopub_socket, "clear_output", {"wait": body == "wait"}
                         )
                 elif name == "error":
                     ename, _, rest = body.partition("\0")
