@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the venv of Python API clients the tests use (schemathesis, the MCP
-# and E2B SDKs, the older E2B pair in a venv of its own) and installs E2B's
-# JavaScript SDKs, outside the checkout. Idempotent: rebuilt only when
-# scripts/api-test-requirements.txt changes.
+# and E2B SDKs, Jupyter's clients and JupyterLab, the older E2B pair in a
+# venv of its own) and installs E2B's JavaScript SDKs, outside the checkout.
+# Idempotent: rebuilt only when scripts/api-test-requirements.txt changes.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -43,6 +43,6 @@ echo "==> building the API test clients' venv in $venv"
 rm -rf "$venv"
 python3 -m venv "$venv"
 "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req"
-"$venv/bin/python" -c "import schemathesis, mcp, e2b, e2b_code_interpreter, jupyter_server, nbclient, nbformat, websocket, jupyter_kernel_test"
+"$venv/bin/python" -c "import schemathesis, mcp, e2b, e2b_code_interpreter, jupyter_server, jupyterlab, nbclient, nbformat, websocket, jupyter_kernel_test"
 cp "$req" "$venv/runcell-requirements.txt"
 echo "==> API test clients ready in $venv"
