@@ -110,8 +110,41 @@ pub fn encode(message: &JupyterMessage, signer: &Signer) -> Result<Vec<Vec<u8>>,
     Ok(frames)
 }
 
-/// Frames as a message, once their signature is verified.
-pub fn decode(mut frames: Vec<Bytes>, signer: &Signer) -> Result<JupyterMessage, WireError> {
+/// A message whose content is kept as the JSON the kernel sent, not read
+/// into its type: a reply passed on as the kernel gave it.
+#[derive(Debug)]
+pub struct RawMessage {
+    pub header: Header,
+    pub parent_header: Option<Header>,
+    pub content: serde_json::Value,
+    /// The content's size as it came, in bytes.
+    pub content_bytes: usize,
+}
+
+/// Frames as a message with its content's JSON as it is, once their
+/// signature is verified.
+pub fn decode_raw(frames: Vec<Bytes>, signer: &Signer) -> Result<RawMessage, WireError> {
+    let parts = verified(frames, signer)?;
+    let json = |part: &'static str| move |source| WireError::Json { part, source };
+    Ok(RawMessage {
+        header: serde_json::from_slice(&parts.header).map_err(json("header"))?,
+        parent_header: parent_header(&parts.parent)?,
+        content: serde_json::from_slice(&parts.content).map_err(json("content"))?,
+        content_bytes: parts.content.len(),
+    })
+}
+
+/// A message's parts after the delimiter, its signature verified.
+struct Parts {
+    identities: Vec<Bytes>,
+    header: Bytes,
+    parent: Bytes,
+    metadata: Bytes,
+    content: Bytes,
+    buffers: Vec<Bytes>,
+}
+
+fn verified(mut frames: Vec<Bytes>, signer: &Signer) -> Result<Parts, WireError> {
     let delimiter = frames
         .iter()
         .position(|f| &f[..] == DELIMITER)
@@ -126,15 +159,40 @@ pub fn decode(mut frames: Vec<Bytes>, signer: &Signer) -> Result<JupyterMessage,
     let [_, signature, header, parent, metadata, content] = <[Bytes; 6]>::try_from(rest)
         .map_err(|rest| WireError::MissingParts(rest.len().saturating_sub(1)))?;
     signer.verify(&[&header, &parent, &metadata, &content], &signature)?;
+    Ok(Parts {
+        identities,
+        header,
+        parent,
+        metadata,
+        content,
+        buffers,
+    })
+}
+
+fn parent_header(parent: &[u8]) -> Result<Option<Header>, WireError> {
     let json = |part: &'static str| move |source| WireError::Json { part, source };
-    let header: Header = serde_json::from_slice(&header).map_err(json("header"))?;
     let parent: serde_json::Value =
-        serde_json::from_slice(&parent).map_err(json("parent header"))?;
-    let parent_header = match parent {
+        serde_json::from_slice(parent).map_err(json("parent header"))?;
+    Ok(match parent {
         serde_json::Value::Object(map) if map.is_empty() => None,
         serde_json::Value::Null => None,
         other => Some(serde_json::from_value::<Header>(other).map_err(json("parent header"))?),
-    };
+    })
+}
+
+/// Frames as a message, once their signature is verified.
+pub fn decode(frames: Vec<Bytes>, signer: &Signer) -> Result<JupyterMessage, WireError> {
+    let Parts {
+        identities,
+        header,
+        parent,
+        metadata,
+        content,
+        buffers,
+    } = verified(frames, signer)?;
+    let json = |part: &'static str| move |source| WireError::Json { part, source };
+    let header: Header = serde_json::from_slice(&header).map_err(json("header"))?;
+    let parent_header = parent_header(&parent)?;
     let metadata = serde_json::from_slice(&metadata).map_err(json("metadata"))?;
     let content: serde_json::Value = serde_json::from_slice(&content).map_err(json("content"))?;
     let content = JupyterMessageContent::from_type_and_content(&header.msg_type, content)
@@ -183,6 +241,13 @@ impl SocketChannel {
     pub async fn read(&mut self) -> Result<JupyterMessage, WireError> {
         let frames = self.connection.recv().await?;
         decode(frames, &self.signer)
+    }
+
+    /// The next message, verified, its content's JSON as it came.
+    /// Cancel-safe.
+    pub async fn read_raw(&mut self) -> Result<RawMessage, WireError> {
+        let frames = self.connection.recv().await?;
+        decode_raw(frames, &self.signer)
     }
 }
 

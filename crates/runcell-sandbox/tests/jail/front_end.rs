@@ -225,6 +225,34 @@ async fn python_answers_history_of_what_ran() {
         .map(|entry| &entry[2])
         .collect();
     assert_eq!(inputs, [&json!("a = 40"), &json!("a + 2")]);
+    let (number, line) = (&reply["history"][0][0], &reply["history"][0][1]);
+    // With outputs, an entry's third part is [input, output] (IPython logs
+    // no outputs: null), passed on as the kernel gave it.
+    let history = |output, access| {
+        KernelRequest::History(HistoryQuery {
+            output,
+            raw: true,
+            access,
+        })
+    };
+    let reply = ask(
+        &session,
+        Language::Python,
+        history(true, HistoryAccess::Tail { n: 1 }),
+    )
+    .await;
+    assert_eq!(reply["history"][0][2], json!(["a + 2", null]), "{reply}");
+    let range = HistoryAccess::Range {
+        session: number.as_i64().and_then(|n| i32::try_from(n).ok()),
+        start: line.as_i64().and_then(|n| i32::try_from(n).ok()).unwrap(),
+        stop: line
+            .as_i64()
+            .and_then(|n| i32::try_from(n + 1).ok())
+            .unwrap(),
+    };
+    let reply = ask(&session, Language::Python, history(false, range)).await;
+    // IPython numbers the current session 0 in a range's entries.
+    assert_eq!(reply["history"], json!([[0, line, "a = 40"]]), "{reply}");
     session.close().await;
 }
 

@@ -366,8 +366,10 @@ impl JailKernel {
             .map_err(|e| internal("cannot reach the kernel", &e))?;
         let reply = tokio::time::timeout(REQUEST_TIMEOUT, async {
             loop {
-                match self.shell.read().await {
-                    Ok(reply) if answers(&reply, &id) => break Ok(reply),
+                match self.shell.read_raw().await {
+                    Ok(reply) if reply.parent_header.as_ref().is_some_and(|h| h.msg_id == id) => {
+                        break Ok(reply);
+                    }
                     Ok(_) => {}
                     // Too big to keep: read past, and refused.
                     Err(e) if let Some(bytes) = dropped(&e) => {
@@ -397,7 +399,7 @@ impl JailKernel {
                 &reply.header.msg_type,
             ));
         }
-        reply_object(&reply.content)
+        reply_object(reply.content, reply.content_bytes)
     }
 
     /// The error a run ends with: a broken wire's, else its stop's (time,
@@ -654,22 +656,21 @@ fn request_content(request: KernelRequest) -> JupyterMessageContent {
     }
 }
 
-/// A reply's content as the JSON object passed on, within
-/// [`MAX_KERNEL_REPLY_BYTES`].
+/// A reply's content, `bytes` long as it came, as the JSON object passed
+/// on, within [`MAX_KERNEL_REPLY_BYTES`].
 fn reply_object(
-    content: &JupyterMessageContent,
+    content: serde_json::Value,
+    bytes: usize,
 ) -> Result<serde_json::Map<String, serde_json::Value>, SandboxError> {
-    let bytes = crate::serialized_len(content);
     if bytes > MAX_KERNEL_REPLY_BYTES {
         return Err(internal(
             "the kernel's reply is too big",
             &format!("{bytes} bytes, more than {MAX_KERNEL_REPLY_BYTES}"),
         ));
     }
-    match serde_json::to_value(content) {
-        Ok(serde_json::Value::Object(object)) => Ok(object),
-        Ok(_) => Err(internal("the kernel's reply", &"not a JSON object")),
-        Err(e) => Err(internal("the kernel's reply", &e)),
+    match content {
+        serde_json::Value::Object(object) => Ok(object),
+        _ => Err(internal("the kernel's reply", &"not a JSON object")),
     }
 }
 
@@ -822,5 +823,36 @@ fn drain_logs(child: &mut tokio::process::Child) {
                 tracing::debug!(log = %String::from_utf8_lossy(&buf[..n]), "kernel");
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reply_is_passed_on_only_as_a_bounded_object() {
+        let object = serde_json::json!({"status": "ok", "history": [[1, 2, ["a", null]]]});
+        assert_eq!(
+            reply_object(object.clone(), 40).map(serde_json::Value::Object),
+            Ok(object.clone())
+        );
+        assert_eq!(
+            reply_object(object, MAX_KERNEL_REPLY_BYTES + 1).map_err(|e| e.to_string()),
+            Err(format!(
+                "the sandbox failed: the kernel's reply is too big: {} bytes, more than {MAX_KERNEL_REPLY_BYTES}",
+                MAX_KERNEL_REPLY_BYTES + 1
+            ))
+        );
+        for not_object in [
+            serde_json::json!([1]),
+            serde_json::json!("ok"),
+            serde_json::Value::Null,
+        ] {
+            assert_eq!(
+                reply_object(not_object, 4).map_err(|e| e.to_string()),
+                Err("the sandbox failed: the kernel's reply: not a JSON object".to_string())
+            );
+        }
     }
 }
