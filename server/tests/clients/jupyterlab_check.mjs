@@ -21,7 +21,7 @@
 // server's log are kept in a temporary directory it names.
 
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -106,7 +106,7 @@ async function startLab(port, token) {
   mkdirSync(notification, { recursive: true });
   writeFileSync(join(notification, 'notification.jupyterlab-settings'), '{"fetchNews": "false"}');
   const logPath = join(work, 'jupyterlab.log');
-  const log = [];
+  const log = createWriteStream(logPath);
   const env = {
     ...process.env,
     JUPYTER_CONFIG_DIR: join(work, 'config'),
@@ -132,44 +132,41 @@ async function startLab(port, token) {
     ],
     { env, stdio: ['ignore', 'pipe', 'pipe'] },
   );
-  const keep = (chunk) => {
-    log.push(chunk.toString());
-    writeFileSync(logPath, log.join(''));
+  lab.stdout.pipe(log, { end: false });
+  lab.stderr.pipe(log, { end: false });
+  const closeLog = () => new Promise((resolve) => log.end(resolve));
+  const failed = async (why) => {
+    await stop(lab);
+    await closeLog();
+    return new Error(`${why}; the lab's log:\n${readFileSync(logPath, 'utf8')}`);
   };
-  lab.stdout.on('data', keep);
-  lab.stderr.on('data', keep);
-  let exited = null;
-  lab.on('exit', (code) => {
-    exited = code;
-  });
   const deadline = Date.now() + LOAD_MS;
   while (Date.now() < deadline) {
-    if (exited !== null) {
-      throw new Error(`JupyterLab stopped (${exited}):\n${log.join('')}`);
-    }
+    if (!running(lab)) throw await failed(`JupyterLab stopped (${lab.exitCode ?? lab.signalCode})`);
+    let answer = null;
     try {
-      const answer = await fetch(`http://127.0.0.1:${port}/api/kernelspecs`, {
+      answer = await fetch(`http://127.0.0.1:${port}/api/kernelspecs`, {
         headers: { Authorization: `token ${token}` },
       });
-      if (answer.ok) {
-        const specs = await answer.json();
-        if (!specs.kernelspecs?.python3) {
-          throw new Error(`no python3 kernelspec through the gateway: ${JSON.stringify(specs)}`);
-        }
-        return { lab, logPath };
-      }
-    } catch (error) {
-      if (!(error instanceof TypeError)) throw error; // TypeError: not listening yet
+    } catch {
+      // not listening yet
+    }
+    if (answer) {
+      // The lab asks the gateway for its kernel specs.
+      const specs = await answer.text();
+      if (answer.ok && JSON.parse(specs).kernelspecs?.python3) return { lab, logPath, closeLog };
+      throw await failed(`no python3 kernelspec through the gateway: ${answer.status} ${specs}`);
     }
     await new Promise((resolve) => setTimeout(resolve, 300));
   }
-  await stop(lab);
-  throw new Error(`JupyterLab did not answer within ${LOAD_MS} ms:\n${log.join('')}`);
+  throw await failed(`JupyterLab did not answer within ${LOAD_MS} ms`);
 }
+
+const running = (child) => child.exitCode === null && child.signalCode === null;
 
 /** Stops the lab server (it shuts its kernels down on the gateway). */
 async function stop(lab) {
-  if (lab.exitCode !== null) return;
+  if (!running(lab)) return;
   const exited = new Promise((resolve) => lab.once('exit', resolve));
   lab.kill('SIGTERM');
   const late = setTimeout(() => lab.kill('SIGKILL'), 15_000);
@@ -227,7 +224,7 @@ async function check(page, what, name, body) {
 const started = Date.now();
 const token = randomBytes(16).toString('hex');
 const port = await freePort();
-const { lab, logPath } = await startLab(port, token);
+const { lab, logPath, closeLog } = await startLab(port, token);
 let browser;
 let page;
 try {
@@ -265,7 +262,10 @@ try {
     return until(page, 30_000, async () => {
       const text = (await editor.innerText()).trim();
       if (text === 'x_unique_name') return [true, 'inserted'];
-      if (await listed.count()) return [true, 'listed'];
+      if (await listed.count()) {
+        const names = await page.locator('.jp-Completer .jp-Completer-match').allInnerTexts();
+        return [true, `listed: ${names.join(', ')}`];
+      }
       return [false, { editor: text }];
     });
   });
@@ -294,6 +294,7 @@ try {
 } finally {
   await browser?.close().catch(() => {});
   await stop(lab);
+  await closeLog();
 }
 console.log(`took ${Date.now() - started} ms`);
 if (failures.length) {
