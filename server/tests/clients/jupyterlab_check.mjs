@@ -257,16 +257,18 @@ try {
     await editor.click();
     await page.keyboard.type('x_unique_n');
     await page.keyboard.press('Tab');
-    // A single match is inserted; several are listed in the completer.
+    // The match is inserted at once, or listed in the completer and taken
+    // from it with a click (as a person would).
     const listed = page.locator('.jp-Completer .jp-Completer-item', { hasText: 'x_unique_name' });
+    let names = null;
     return until(page, 30_000, async () => {
       const text = (await editor.innerText()).trim();
-      if (text === 'x_unique_name') return [true, 'inserted'];
-      if (await listed.count()) {
-        const names = await page.locator('.jp-Completer .jp-Completer-match').allInnerTexts();
-        return [true, `listed: ${names.join(', ')}`];
+      if (text === 'x_unique_name') return [true, names ? `listed: ${names}; taken` : 'inserted'];
+      if (!names && (await listed.count())) {
+        names = (await page.locator('.jp-Completer .jp-Completer-match').allInnerTexts()).join(', ');
+        await listed.first().click();
       }
-      return [false, { editor: text }];
+      return [false, { editor: text, listed: names }];
     });
   });
 
