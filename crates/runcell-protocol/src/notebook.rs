@@ -37,6 +37,9 @@ pub struct Cell {
     /// Its turn is on a branch that is not on show.
     #[serde(default, skip)]
     pub off_branch: bool,
+    /// A `clear_output(wait=True)` clears the outputs when the next comes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub clear_pending: bool,
 }
 
 impl Cell {
@@ -57,6 +60,7 @@ impl Cell {
             elapsed_ms: None,
             error: None,
             off_branch: false,
+            clear_pending: false,
         }
     }
 
@@ -553,7 +557,25 @@ impl Notebook {
             }
             EventBody::CellOutput { cell_id, output } => {
                 if let Some(cell) = self.cell_mut(*cell_id) {
+                    if std::mem::take(&mut cell.clear_pending) {
+                        cell.outputs.clear();
+                    }
                     push_output(&mut cell.outputs, output);
+                }
+            }
+            EventBody::CellCleared { cell_id, wait } => {
+                if let Some(cell) = self.cell_mut(*cell_id) {
+                    if *wait {
+                        cell.clear_pending = true;
+                    } else {
+                        cell.outputs.clear();
+                        cell.clear_pending = false;
+                    }
+                }
+            }
+            EventBody::DisplayUpdated { display_id, output } => {
+                for cell in &mut self.cells {
+                    update_display(&mut cell.outputs, display_id, output);
                 }
             }
             EventBody::CellFinished {
@@ -629,6 +651,32 @@ impl Notebook {
 
     fn cell_mut(&mut self, id: CellId) -> Option<&mut Cell> {
         self.cells.iter_mut().rev().find(|c| c.id == id)
+    }
+}
+
+/// Shows `output` in the place of every output of `outputs` shown with
+/// `display_id`, which it keeps (a later update finds it again), as
+/// Jupyter's front ends do with `update_display_data`.
+pub fn update_display(outputs: &mut [Output], display_id: &str, output: &Output) {
+    for shown in outputs.iter_mut() {
+        if matches!(shown, Output::Rich { display_id: Some(id), .. } if id == display_id) {
+            *shown = match output.clone() {
+                Output::Rich {
+                    data,
+                    main,
+                    metadata,
+                    ..
+                } => Output::Rich {
+                    data,
+                    main,
+                    metadata,
+                    display_id: Some(display_id.to_string()),
+                },
+                // Only a rich output carries its id: what is not one
+                // stands in its place for good.
+                other => other,
+            };
+        }
     }
 }
 
@@ -780,6 +828,7 @@ mod tests {
                         data: [("text/plain".to_string(), "3".to_string())].into(),
                         main: false,
                         metadata: String::new(),
+                        display_id: None,
                     },
                 },
             ),
@@ -790,6 +839,78 @@ mod tests {
         assert_eq!(result.outputs.len(), 3, "{:?}", result.outputs);
         assert_eq!(result.printed(), "a\nb\nc\n");
         assert_eq!(result.source, Some(CellId(0)));
+    }
+
+    #[test]
+    fn clear_output_and_display_updates_fold_as_jupyter_shows_them() {
+        let (first, second) = (CellId(1), CellId(2));
+        let started = |cell_id| EventBody::CellStarted {
+            cell_id,
+            cell_kind: CellKind::Result,
+            language: None,
+            attempt: Some(1),
+            source: None,
+        };
+        let out = |cell_id, t: &str| EventBody::CellOutput {
+            cell_id,
+            output: Output::Stdout { text: t.into() },
+        };
+        let rich = |text: &str, display_id: Option<&str>| Output::Rich {
+            data: [("text/plain".to_string(), text.to_string())].into(),
+            main: false,
+            metadata: String::new(),
+            display_id: display_id.map(str::to_string),
+        };
+        let shown = |cell_id, text, id| EventBody::CellOutput {
+            cell_id,
+            output: rich(text, id),
+        };
+        let cleared = |cell_id, wait| EventBody::CellCleared { cell_id, wait };
+        let updated = |id: &str, text| EventBody::DisplayUpdated {
+            display_id: id.into(),
+            output: rich(text, None),
+        };
+        let events = SessionEvent::numbered(
+            [
+                started(first),
+                out(first, "a\n"),
+                cleared(first, false),
+                out(first, "b\n"),
+                shown(first, "v1", Some("d")),
+                shown(first, "other", Some("e")),
+                started(second),
+                out(second, "x\n"),
+                cleared(second, true),
+                // With wait, the outputs stay until the next one.
+                shown(second, "v1 too", Some("d")),
+                updated("d", "v2"),
+            ],
+            1,
+        );
+        let mut notebook = Notebook::from_events(&events[..9]);
+        assert_eq!(
+            notebook.all_cells()[1].outputs,
+            vec![Output::Stdout { text: "x\n".into() }]
+        );
+        for event in &events[9..] {
+            assert_eq!(notebook.apply(event), Applied::Applied);
+        }
+        let cells = notebook.all_cells();
+        // Every display of the id shows the update, in every cell, and
+        // keeps the id for the next one.
+        assert_eq!(
+            cells[0].outputs,
+            vec![
+                Output::Stdout { text: "b\n".into() },
+                rich("v2", Some("d")),
+                rich("other", Some("e")),
+            ]
+        );
+        assert_eq!(cells[1].outputs, vec![rich("v2", Some("d"))]);
+        assert!(!cells[1].clear_pending);
+        let again = SessionEvent::numbered([updated("d", "v3")], 12);
+        notebook.apply(&again[0]);
+        assert_eq!(notebook.all_cells()[1].outputs, vec![rich("v3", Some("d"))]);
     }
 
     #[test]

@@ -176,6 +176,17 @@ pub fn event_body(v: &Value) -> Read<EventBody> {
             cell_id: cell_id(v, "cell_id")?,
             output: output(required(v, "output")?)?,
         },
+        EventKind::CellCleared => EventBody::CellCleared {
+            cell_id: cell_id(v, "cell_id")?,
+            wait: optional(v, "wait")
+                .map(|w| w.as_bool().ok_or(Unreadable("wait")))
+                .transpose()?
+                .unwrap_or(false),
+        },
+        EventKind::DisplayUpdated => EventBody::DisplayUpdated {
+            display_id: text(v, "display_id")?,
+            output: output(required(v, "output")?)?,
+        },
         EventKind::CellFinished => EventBody::CellFinished {
             cell_id: cell_id(v, "cell_id")?,
             status: named(v, "status")?,
@@ -209,6 +220,9 @@ pub fn output(v: &Value) -> Read<Output> {
             data: string_map(v, "data")?,
             main: main_of(v),
             metadata: String::new(),
+            display_id: optional(v, "display_id")
+                .map(|_| text(v, "display_id"))
+                .transpose()?,
         },
         OutputKind::Table => {
             let t = required(v, "table")?;

@@ -16,10 +16,10 @@ pub use names::{EventKind, Named, OutputKind, ServerMessageKind};
 pub(crate) use names::{kinds, named};
 
 /// Bumped on any incompatible change to the frames below.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// The WebSocket sub-protocol name that carries [`PROTOCOL_VERSION`].
-pub const SUBPROTOCOL: &str = "runcell.v2";
+pub const SUBPROTOCOL: &str = "runcell.v3";
 
 /// The largest WebSocket frame either side accepts; a bigger one closes the
 /// connection (messages are far smaller).
@@ -301,6 +301,10 @@ pub enum Output {
         /// session; pages do not use it.
         #[serde(default, skip_serializing_if = "String::is_empty")]
         metadata: String,
+        /// Jupyter's `transient.display_id`: a later `display_updated` of
+        /// the same id replaces this output, wherever it is shown.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        display_id: Option<String>,
     },
     /// A data frame the kernel showed as a plain HTML table, read into rows
     /// on the server (`agent::tables`), so that the page can show it as a
@@ -471,6 +475,16 @@ pub enum EventBody {
     CellReset { cell_id: CellId },
     /// More output for a result cell.
     CellOutput { cell_id: CellId, output: Output },
+    /// The result cell's output so far is cleared (Jupyter's
+    /// `clear_output`); with `wait`, only once its next output comes.
+    CellCleared {
+        cell_id: CellId,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        wait: bool,
+    },
+    /// Every output shown with `display_id` (in any cell) now shows `output`
+    /// (Jupyter's `update_display_data`).
+    DisplayUpdated { display_id: String, output: Output },
     /// runcell's own word on a code cell of an ask, shown with it: why
     /// the attempt was sent back to the model ("Sent back: the output does
     /// not show `@mean_fare[…]` in the question's form"), or what runcell
@@ -727,7 +741,7 @@ mod tests {
         };
         assert_eq!(
             wire(&welcome),
-            r#"{"type":"welcome","protocol":2,"session_id":"s","last_seq":0}"#
+            r#"{"type":"welcome","protocol":3,"session_id":"s","last_seq":0}"#
         );
         let error = ServerMessage::Error {
             code: ErrorCode::BadFrame,
@@ -782,6 +796,7 @@ mod tests {
                         data: [("image/png".to_string(), "iVBOR".to_string())].into(),
                         main: false,
                         metadata: String::new(),
+                        display_id: None,
                     },
                 },
             }),

@@ -67,6 +67,7 @@ fn turn(first_seq: u64, turn: u64, question: &str) -> Vec<SessionEvent> {
                 data: BTreeMap::from([("image/png".to_string(), png)]),
                 main: false,
                 metadata: String::new(),
+                display_id: None,
             },
         },
     ];

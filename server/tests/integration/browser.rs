@@ -264,6 +264,7 @@ async fn the_page_runs_the_programs_and_keeps_their_state() {
         data: [("text/plain".to_string(), "42".to_string())].into(),
         main: true,
         metadata: String::new(),
+        display_id: None,
     };
     answer(&mut page, run, vec![value.clone()], "k1").await;
     let events = rest_of_turn(&mut page).await;

@@ -396,6 +396,7 @@ impl PagePython {
                     data,
                     main: false,
                     metadata: String::new(),
+                    display_id: None,
                 },
             ),
             FromWorker::Error {

@@ -480,6 +480,7 @@ mod tests {
                         .into(),
                         main: false,
                         metadata: String::new(),
+                        display_id: None,
                     }
                     index=0
                     name="c1".to_string()

@@ -72,6 +72,7 @@ pub async fn run_into_cell(
         session,
         cell_id: session.next_cell_id(),
         outputs: Vec::new(),
+        clear_pending: false,
     };
     session.publish(EventBody::CellStarted {
         cell_id: cell.cell_id,
@@ -153,12 +154,64 @@ struct ResultCell<'a> {
     session: &'a SessionLog,
     cell_id: CellId,
     outputs: Vec<Output>,
+    /// A `clear_output(wait=True)` clears the report at the next output.
+    clear_pending: bool,
 }
 
 impl ResultCell<'_> {
     fn show(&mut self, output: Output) {
         self.publish(&output);
+        if std::mem::take(&mut self.clear_pending) {
+            self.outputs.clear();
+        }
         self.outputs.push(output);
+    }
+
+    /// A run's event: an output shown, or what a clear or a display's
+    /// update does to the cell (and to the report, as the page shows it).
+    fn take(&mut self, event: RunEvent) {
+        match event {
+            RunEvent::Clear { wait, .. } => {
+                self.session.publish(EventBody::CellCleared {
+                    cell_id: self.cell_id,
+                    wait,
+                });
+                if wait {
+                    self.clear_pending = true;
+                } else {
+                    self.outputs.clear();
+                    self.clear_pending = false;
+                }
+            }
+            RunEvent::Update {
+                display_id,
+                data,
+                metadata,
+                ts_ms,
+            } => {
+                let shown = output_of(RunEvent::Result {
+                    data,
+                    main: false,
+                    metadata,
+                    display_id: None,
+                    ts_ms,
+                });
+                if let Some(output) = shown {
+                    runcell_protocol::notebook::update_display(
+                        &mut self.outputs,
+                        &display_id,
+                        &output,
+                    );
+                    self.session
+                        .publish(EventBody::DisplayUpdated { display_id, output });
+                }
+            }
+            event => {
+                if let Some(output) = output_of(event) {
+                    self.show(output);
+                }
+            }
+        }
     }
 
     /// Shows `output`, and puts it first in the report.
@@ -185,11 +238,7 @@ async fn run_streaming(
 ) -> Result<KernelRun, SandboxSessionError> {
     let session = cell.session;
     let (tx, mut rx) = mpsc::channel::<RunEvent>(256);
-    let mut publish = |event: RunEvent| {
-        if let Some(output) = output_of(event) {
-            cell.show(output);
-        }
-    };
+    let mut publish = |event: RunEvent| cell.take(event);
     let result = {
         let run = kernels.run(session.id(), session.owner(), request, &tx, cancel);
         tokio::pin!(run);
@@ -309,6 +358,7 @@ fn output_of(event: RunEvent) -> Option<Output> {
             mut data,
             main,
             metadata,
+            display_id,
             ..
         } => {
             // What runcell's package index served or refused (the kernel
@@ -371,6 +421,7 @@ fn output_of(event: RunEvent) -> Option<Output> {
                     } else {
                         serde_json::Value::Object(metadata).to_string()
                     },
+                    display_id,
                 },
             }
         }
@@ -391,6 +442,135 @@ fn output_of(event: RunEvent) -> Option<Output> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn bundle(text: &str) -> serde_json::Map<String, serde_json::Value> {
+        [("text/plain".to_string(), serde_json::Value::from(text))]
+            .into_iter()
+            .collect()
+    }
+
+    fn rich(text: &str, display_id: Option<&str>) -> Output {
+        Output::Rich {
+            data: [("text/plain".to_string(), text.to_string())].into(),
+            main: false,
+            metadata: String::new(),
+            display_id: display_id.map(str::to_string),
+        }
+    }
+
+    /// A run's clear and display update reach the page as events of their
+    /// own, and the model's report shows what the page shows.
+    #[tokio::test]
+    async fn a_clear_and_an_update_are_published_and_kept_as_shown() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let store = runcell_store::SqliteStore::open_in(dir.path())
+            .await
+            .expect("a store");
+        let hub = crate::session::SessionHub::new(std::sync::Arc::new(store));
+        let channel = hub
+            .create(runcell_protocol::OwnerId::random())
+            .await
+            .expect("a session");
+        let mut cell = ResultCell {
+            session: channel.log(),
+            cell_id: CellId(7),
+            outputs: Vec::new(),
+            clear_pending: false,
+        };
+        let shown = |text: &str, id: Option<&str>| RunEvent::Result {
+            data: bundle(text),
+            main: false,
+            metadata: serde_json::Map::new(),
+            display_id: id.map(str::to_string),
+            ts_ms: 1,
+        };
+        for event in [
+            out("a\n"),
+            RunEvent::Clear {
+                wait: false,
+                ts_ms: 1,
+            },
+            shown("v1", Some("d")),
+            out("b\n"),
+            RunEvent::Update {
+                display_id: "d".into(),
+                data: bundle("v2"),
+                metadata: serde_json::Map::new(),
+                ts_ms: 1,
+            },
+            RunEvent::Clear {
+                wait: true,
+                ts_ms: 1,
+            },
+        ] {
+            cell.take(event);
+        }
+        assert_eq!(
+            cell.outputs,
+            vec![rich("v2", Some("d")), Output::Stdout { text: "b\n".into() }]
+        );
+        cell.take(out("c\n"));
+        assert_eq!(cell.outputs, vec![Output::Stdout { text: "c\n".into() }]);
+        let published: Vec<EventBody> = channel
+            .log()
+            .events_after(0)
+            .into_iter()
+            .map(|e| e.event)
+            .collect();
+        let cell_id = CellId(7);
+        assert_eq!(
+            published,
+            vec![
+                EventBody::CellOutput {
+                    cell_id,
+                    output: Output::Stdout { text: "a\n".into() }
+                },
+                EventBody::CellCleared {
+                    cell_id,
+                    wait: false
+                },
+                EventBody::CellOutput {
+                    cell_id,
+                    output: rich("v1", Some("d"))
+                },
+                EventBody::CellOutput {
+                    cell_id,
+                    output: Output::Stdout { text: "b\n".into() }
+                },
+                EventBody::DisplayUpdated {
+                    display_id: "d".into(),
+                    output: rich("v2", None)
+                },
+                EventBody::CellCleared {
+                    cell_id,
+                    wait: true
+                },
+                EventBody::CellOutput {
+                    cell_id,
+                    output: Output::Stdout { text: "c\n".into() }
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn the_pagers_help_is_shown_as_its_text() {
+        let page = RunEvent::Page {
+            data: bundle("Init signature: zip(*iterables)"),
+            ts_ms: 1,
+        };
+        assert_eq!(
+            output_of(page),
+            Some(Output::Stdout {
+                text: "Init signature: zip(*iterables)".into()
+            })
+        );
+        let no_text = RunEvent::Page {
+            data: serde_json::Map::new(),
+            ts_ms: 1,
+        };
+        assert_eq!(output_of(no_text), None);
+    }
 
     fn out(text: &str) -> RunEvent {
         RunEvent::Stdout {

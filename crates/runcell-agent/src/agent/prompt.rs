@@ -752,6 +752,7 @@ mod tests {
                 data: [("image/png".to_string(), "iVBOR".to_string())].into(),
                 main: false,
                 metadata: String::new(),
+                display_id: None,
             },
             Output::Error {
                 name: "ValueError".into(),

@@ -110,6 +110,7 @@ mod tests {
                         .collect(),
                     main: false,
                     metadata: String::new(),
+                    display_id: None,
                 },
             },
         }

@@ -113,10 +113,13 @@ fn outputs_of(result: &Cell, count: u64) -> Vec<Value> {
         match output {
             Output::Stdout { text } => push_stream(&mut outputs, "stdout", text),
             Output::Stderr { text } => push_stream(&mut outputs, "stderr", text),
+            // A display's id is the kernel's, for its updates: nbformat
+            // keeps none.
             Output::Rich {
                 data,
                 main,
                 metadata,
+                display_id: _,
             } => {
                 if let Some(data) = mime_bundle(data) {
                     let mut output = rich(data, main.then_some(count));
@@ -504,6 +507,7 @@ fn output_of(output: &Value) -> Option<Output> {
                 data: bundle,
                 main: kind == "execute_result",
                 metadata,
+                display_id: None,
             })
         }
         "error" => Some(Output::Error {

@@ -258,6 +258,7 @@ mod tests {
             elapsed_ms: None,
             error: None,
             off_branch: false,
+            clear_pending: false,
         }
     }
 
@@ -411,6 +412,7 @@ mod tests {
             data: [("image/png".to_string(), "iVBOR".to_string())].into(),
             main: false,
             metadata: String::new(),
+            display_id: None,
         }]);
         assert!(is_right(&Expect::Image, &png, ""));
         assert!(!is_right(&Expect::Image, &stdout("plotted"), "plotted"));

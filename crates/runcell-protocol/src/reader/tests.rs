@@ -132,6 +132,31 @@ fn events_of(kind: EventKind) -> Vec<EventBody> {
                 output,
             })
             .collect(),
+        EventKind::CellCleared => vec![
+            EventBody::CellCleared {
+                cell_id: CellId(3),
+                wait: false,
+            },
+            EventBody::CellCleared {
+                cell_id: CellId(3),
+                wait: true,
+            },
+        ],
+        EventKind::DisplayUpdated => vec![
+            EventBody::DisplayUpdated {
+                display_id: "d1".into(),
+                output: Output::Rich {
+                    data: [("text/plain".to_string(), "'v2'".to_string())].into(),
+                    main: false,
+                    metadata: String::new(),
+                    display_id: Some("d1".into()),
+                },
+            },
+            EventBody::DisplayUpdated {
+                display_id: String::new(),
+                output: Output::Stdout { text: "x".into() },
+            },
+        ],
         EventKind::CellNote => vec![EventBody::CellNote {
             cell_id: CellId(2),
             note: "Sent back: the program printed nothing.".into(),
@@ -189,11 +214,13 @@ fn outputs_of(kind: OutputKind) -> Vec<Output> {
                 data: [("text/plain".to_string(), "3".to_string())].into(),
                 main: true,
                 metadata: String::new(),
+                display_id: None,
             },
             Output::Rich {
                 data: BTreeMap::new(),
                 main: false,
                 metadata: String::new(),
+                display_id: Some("9f2c".into()),
             },
         ],
         OutputKind::Table => vec![
@@ -460,6 +487,7 @@ fn a_rich_outputs_metadata_is_not_kept() {
             data: [("text/html".to_string(), "<b>".to_string())].into(),
             main: false,
             metadata: String::new(),
+            display_id: None,
         })
     );
 }
@@ -646,6 +674,15 @@ fn hostile_frames_are_refused_not_panicked_on() {
         event(json!({"kind": "turn_finished", "turn": 1, "status": "streaming", "elapsed_ms": 1})),
         event(json!({"kind": "kernel_lost", "reason": "fire"})),
         event(json!({"kind": "cell_output", "cell_id": 1})),
+        event(json!({"kind": "cell_cleared"})),
+        event(json!({"kind": "cell_cleared", "cell_id": 1, "wait": "yes"})),
+        event(json!({"kind": "display_updated", "display_id": "d"})),
+        event(
+            json!({"kind": "display_updated", "display_id": 3, "output": {"type": "stdout", "text": ""}}),
+        ),
+        event(
+            json!({"kind": "display_updated", "display_id": "d", "output": {"type": "rich", "data": {}, "display_id": 5}}),
+        ),
         event(
             json!({"kind": "cell_output", "cell_id": 1, "output": {"type": "shell", "text": ""}}),
         ),
@@ -762,6 +799,8 @@ fn frame_like() -> impl Strategy<Value = Value> {
         "html",
         "upto",
         "output",
+        "wait",
+        "display_id",
         "note",
         "data",
         "main",

@@ -91,6 +91,8 @@ kinds! {
         CellDelta => "cell_delta",
         CellReset => "cell_reset",
         CellOutput => "cell_output",
+        CellCleared => "cell_cleared",
+        DisplayUpdated => "display_updated",
         CellNote => "cell_note",
         CellFinished => "cell_finished",
         TurnFinished => "turn_finished",

@@ -192,6 +192,7 @@ async fn a_run_goes_to_the_attached_page_and_its_replies_come_back() {
                 data: value,
                 main: false,
                 metadata: String::new(),
+                display_id: None,
             },
         )
         .await;
@@ -459,6 +460,7 @@ fn rich(bytes: usize) -> Output {
         data: [("text/html".to_string(), "x".repeat(bytes))].into(),
         main: false,
         metadata: String::new(),
+        display_id: None,
     }
 }
 

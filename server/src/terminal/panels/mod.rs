@@ -18,7 +18,8 @@ use std::path::PathBuf;
 
 use anstyle::{AnsiColor, Style};
 use app::protocol::{
-    CellError, CellKind, CellStatus, EventBody, KernelLoss, SessionEvent, TurnStatus, UNGROUNDED,
+    CellError, CellKind, CellStatus, EventBody, KernelLoss, Output, SessionEvent, TurnStatus,
+    UNGROUNDED,
 };
 
 use super::look::{Look, clean, columns};
@@ -200,6 +201,27 @@ impl<'h, W: Write> Panels<'h, W> {
             EventBody::CellOutput { cell_id, output } => {
                 self.waiting = None;
                 self.output(cell_id.0, output)?;
+            }
+            // A terminal cannot take back what it printed: a clear is said
+            // (a clear that waits, an animation's frame, is not), and an
+            // updated display is printed again where the output is.
+            EventBody::CellCleared { cell_id, wait } => {
+                if !wait {
+                    let cleared = Output::Stdout {
+                        text: "── output cleared ──\n".into(),
+                    };
+                    self.output(cell_id.0, &cleared)?;
+                }
+            }
+            EventBody::DisplayUpdated { output, .. } => {
+                let result = self
+                    .open
+                    .as_ref()
+                    .filter(|p| matches!(p.body, Body::Result { .. }))
+                    .map(|p| p.cell);
+                if let Some(cell) = result {
+                    self.output(cell, output)?;
+                }
             }
             EventBody::CellFinished {
                 cell_id,

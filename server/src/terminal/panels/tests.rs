@@ -238,6 +238,7 @@ fn images_are_saved_and_their_path_printed() {
                         data: data.clone(),
                         main: false,
                         metadata: String::new(),
+                        display_id: None,
                     },
                 ),
                 output(
@@ -246,6 +247,7 @@ fn images_are_saved_and_their_path_printed() {
                         data,
                         main: false,
                         metadata: String::new(),
+                        display_id: None,
                     },
                 ),
                 finished(3, CellStatus::Ok),
