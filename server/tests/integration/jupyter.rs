@@ -824,3 +824,105 @@ async fn a_revoked_keys_socket_and_kernel_are_closed_within_seconds() {
     .await;
     assert_eq!(model.status(), 200);
 }
+
+/// What a notebook front end relies on beyond cells: `clear_output`,
+/// display ids and their updates and the pager's payload are forwarded as
+/// Jupyter messages; completion, inspection, is_complete and history are
+/// answered by the session's real kernel (ipykernel), not by the gateway.
+#[tokio::test]
+async fn front_end_messages_are_forwarded_and_the_kernel_answers_its_questions() {
+    let server = TestServer::start().await;
+    let key = server.api_key("front-end").await;
+    let kernel = start_kernel(&server, &key).await;
+    let id = kernel["id"].as_str().unwrap();
+    let mut socket = open(&server, id, &key).await;
+    let kinds = |iopub: &[Value]| -> Vec<String> {
+        iopub
+            .iter()
+            .map(|m| m["msg_type"].as_str().unwrap().to_string())
+            .filter(|t| t != "status" && t != "execute_input")
+            .collect()
+    };
+
+    let (reply, iopub) = ask(
+        &mut socket,
+        "execute_request",
+        cell("from IPython.display import clear_output\nprint('a')\nclear_output(wait=True)\nprint('b')"),
+    )
+    .await;
+    assert_eq!(reply["content"]["status"], "ok");
+    assert_eq!(kinds(&iopub), ["stream", "clear_output", "stream"]);
+    assert_eq!(iopub[3]["content"], json!({"wait": true}));
+
+    let (_, iopub) = ask(
+        &mut socket,
+        "execute_request",
+        cell("h = display('v1', display_id=True)\nh.update('v2')"),
+    )
+    .await;
+    assert_eq!(kinds(&iopub), ["display_data", "update_display_data"]);
+    let (shown, updated) = (&iopub[2]["content"], &iopub[3]["content"]);
+    let display_id = shown["transient"]["display_id"].as_str().unwrap();
+    assert!(!display_id.is_empty());
+    assert_eq!(updated["transient"], json!({"display_id": display_id}));
+    assert_eq!(updated["data"], json!({"text/plain": "'v2'"}));
+
+    let (reply, _) = ask(&mut socket, "execute_request", cell("zip?")).await;
+    let payload = &reply["content"]["payload"];
+    assert_eq!(payload.as_array().map(Vec::len), Some(1), "{reply}");
+    assert_eq!(payload[0]["source"], "page");
+    assert_eq!(payload[0]["start"], 0);
+    assert!(
+        payload[0]["data"]["text/plain"]
+            .as_str()
+            .unwrap()
+            .contains("zip(*iterables"),
+        "{payload}"
+    );
+
+    // The kernel's own answers: a name the session holds completes.
+    ask(&mut socket, "execute_request", cell("x_unique_name = 1")).await;
+    let (reply, iopub) = ask(
+        &mut socket,
+        "complete_request",
+        json!({"code": "x_unique_n", "cursor_pos": 10}),
+    )
+    .await;
+    assert_eq!(reply["msg_type"], "complete_reply");
+    assert_eq!(
+        (
+            &reply["content"]["matches"],
+            &reply["content"]["cursor_start"]
+        ),
+        (&json!(["x_unique_name"]), &json!(0)),
+        "{reply}"
+    );
+    assert_eq!(iopub.len(), 2, "busy and idle around it");
+    let (reply, _) = ask(
+        &mut socket,
+        "inspect_request",
+        json!({"code": "zip", "cursor_pos": 3, "detail_level": 0}),
+    )
+    .await;
+    assert_eq!(reply["content"]["found"], true, "{reply}");
+    let (reply, _) = ask(
+        &mut socket,
+        "is_complete_request",
+        json!({"code": "for i in range(3):"}),
+    )
+    .await;
+    assert_eq!(
+        reply["content"],
+        json!({"status": "incomplete", "indent": "    "})
+    );
+    let (reply, _) = ask(
+        &mut socket,
+        "history_request",
+        json!({"hist_access_type": "tail", "n": 1, "output": false, "raw": true}),
+    )
+    .await;
+    assert_eq!(
+        reply["content"]["history"][0][2], "x_unique_name = 1",
+        "{reply}"
+    );
+}
