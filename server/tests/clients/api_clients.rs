@@ -348,3 +348,47 @@ async fn the_kernels_pass_jupyter_kernel_test() {
     assert!(ok, "the kernel conformance run failed:\n{output}");
     assert!(output.contains("ok: kernel conformance"), "{output}");
 }
+
+/// jupyter_kernel_test through the gateway: a kernel spec per language
+/// whose argv is `gateway_bridge.py`, which relays ZeroMQ to the gateway's
+/// kernel WebSocket, so the suite checks what a front end gets (cells,
+/// displays and their updates, clear_output, the pager, and completion,
+/// inspection, is_complete and history answered by the real kernels).
+#[tokio::test]
+async fn the_gateways_kernels_pass_jupyter_kernel_test() {
+    let Some(venv) = venv() else {
+        return missing("the API clients' venv (jupyter_kernel_test)", HOW);
+    };
+    let server = TestServer::start().await;
+    let key = server.api_key("kernel-test").await;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/clients/gateway_kernel_test.py"
+    );
+    let mut command = Command::new(venv.join("bin/python"));
+    command
+        .current_dir(std::env::temp_dir())
+        .args([script, &server.url("/jupyter"), &key]);
+    let (ok, output) = run(command).await;
+    assert!(ok, "jupyter_kernel_test failed through the gateway:\n{output}");
+    assert!(
+        output.contains("ok: jupyter_kernel_test through the gateway"),
+        "{output}"
+    );
+    for (test, class) in [
+        ("test_completion", "Python"),
+        ("test_inspect", "Python"),
+        ("test_is_complete", "Python"),
+        ("test_pager", "Python"),
+        ("test_clear_output", "Python"),
+        ("test_update_display_data", "Python"),
+        ("test_completion", "R"),
+        ("test_clear_output", "R"),
+        ("test_inspect", "R"),
+        ("test_completion", "JavaScript"),
+        ("test_is_complete", "TypeScript"),
+    ] {
+        let line = format!("{test} (__main__.{class}.{test}) ... ok");
+        assert!(output.contains(&line), "{line} is missing:\n{output}");
+    }
+}
