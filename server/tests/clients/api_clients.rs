@@ -210,6 +210,52 @@ async fn jupyters_own_clients_run_cells_through_the_gateway() {
     }
 }
 
+/// JupyterLab itself (the venv's, in gateway mode) in Debian's Chromium,
+/// driven by playwright-core from `end2end/node_modules`: a notebook on the
+/// gateway's `python3` kernel where Tab completes a name, an updated display
+/// shows its new value and `clear_output` clears.
+#[tokio::test]
+async fn jupyterlab_in_chromium_completes_updates_and_clears_through_the_gateway() {
+    let Some(venv) = venv().filter(|venv| venv.join("bin/jupyter-lab").is_file()) else {
+        return missing("the API clients' venv (jupyterlab)", HOW);
+    };
+    let playwright = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../end2end/node_modules/playwright-core"
+    ));
+    if !playwright.is_dir() || !std::path::Path::new("/usr/bin/chromium").is_file() {
+        return missing(
+            "playwright-core in end2end/node_modules or /usr/bin/chromium",
+            "run scripts/setup.sh test",
+        );
+    }
+    let server = TestServer::start().await;
+    let key = server.api_key("jupyterlab").await;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/clients/jupyterlab_check.mjs"
+    );
+    let mut command = Command::new("node");
+    command
+        .current_dir(std::env::temp_dir())
+        .env("PLAYWRIGHT_CORE", &playwright)
+        .arg(script)
+        .arg(server.url("/jupyter"))
+        .arg(&key)
+        .arg(venv.join("bin/python"));
+    let (ok, output) = run(command).await;
+    assert!(ok, "JupyterLab failed through the gateway:\n{output}");
+    for step in [
+        "ok: the notebook opened on the gateway's python3 kernel",
+        "ok: Tab completes x_unique_n to x_unique_name",
+        "ok: an updated display shows v2, not v1",
+        "ok: clear_output leaves only b",
+        "ok: JupyterLab in Chromium through the gateway",
+    ] {
+        assert!(output.contains(step), "{step} is missing:\n{output}");
+    }
+}
+
 #[tokio::test]
 async fn a_session_downloads_as_a_notebook_that_nbformat_validates() {
     let Some(venv) = venv() else {
