@@ -416,7 +416,10 @@ async fn the_gateways_kernels_pass_jupyter_kernel_test() {
         .current_dir(std::env::temp_dir())
         .args([script, &server.url("/jupyter"), &key]);
     let (ok, output) = run(command).await;
-    assert!(ok, "jupyter_kernel_test failed through the gateway:\n{output}");
+    assert!(
+        ok,
+        "jupyter_kernel_test failed through the gateway:\n{output}"
+    );
     assert!(
         output.contains("ok: jupyter_kernel_test through the gateway"),
         "{output}"
