@@ -586,7 +586,7 @@ fn fallback_answer(message: &Incoming) -> Value {
 mod tests {
     use super::*;
 
-    fn incoming(msg_type: &str, content: Value) -> Incoming {
+    fn incoming(msg_type: &str, content: &Value) -> Incoming {
         let frame = json!({
             "header": {"msg_id": "m", "msg_type": msg_type, "session": "s"},
             "content": content,
@@ -680,7 +680,7 @@ mod tests {
             ("comm_info_request", json!({}), None),
         ];
         for (msg_type, content, want) in cases {
-            let message = incoming(msg_type, content.clone());
+            let message = incoming(msg_type, &content);
             assert_eq!(kernel_request(&message), want, "{msg_type} {content}");
         }
     }
@@ -711,7 +711,7 @@ mod tests {
         ];
         for (msg_type, content, want) in cases {
             assert_eq!(
-                fallback_answer(&incoming(msg_type, content)),
+                fallback_answer(&incoming(msg_type, &content)),
                 want,
                 "{msg_type}"
             );
