@@ -483,3 +483,52 @@ fn an_explanation_that_starts_over_shows_only_its_new_text() {
     );
     assert!(text.contains("Kept."), "{text}");
 }
+
+#[test]
+fn a_clear_is_said_and_an_updated_display_printed_again() {
+    let rich = |text: &str, display_id: Option<&str>| Output::Rich {
+        data: [("text/plain".to_string(), text.to_string())].into(),
+        main: false,
+        metadata: String::new(),
+        display_id: display_id.map(str::to_string),
+    };
+    let (text, _) = draw(
+        Look::PLAIN,
+        None,
+        turn(
+            vec![
+                started(3, CellKind::Result, Some(1), None),
+                output(3, stdout("a\n")),
+                EventBody::CellCleared {
+                    cell_id: CellId(3),
+                    wait: false,
+                },
+                output(3, stdout("b\n")),
+                // A clear that waits (an animation's frame) says nothing.
+                EventBody::CellCleared {
+                    cell_id: CellId(3),
+                    wait: true,
+                },
+                output(3, rich("v1", Some("d"))),
+                EventBody::DisplayUpdated {
+                    display_id: "d".into(),
+                    output: rich("v2", None),
+                },
+                finished(3, CellStatus::Ok),
+            ],
+            TurnStatus::Ok,
+        ),
+    );
+    let rule = format!("── result {}", "─".repeat(80 - 4 - "result".len()));
+    let expected = [
+        rule.as_str(),
+        "a",
+        "── output cleared ──",
+        "b",
+        "v1",
+        "v2",
+        "✓ done in 2.3 s",
+    ]
+    .join("\n");
+    assert_eq!(text.trim_end(), expected);
+}
