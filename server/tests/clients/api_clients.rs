@@ -385,6 +385,19 @@ async fn the_kernels_pass_jupyter_kernel_test() {
     let kernel_dir = tempfile::tempdir().expect("a temporary directory");
     let kernel = kernel_dir.path().join("node_kernel.js");
     std::fs::write(&kernel, runcell_sandbox::jail::NODE_KERNEL).expect("the kernel written");
+    // The Java kernel beside it, as kernel_conformance.py looks for it.
+    let java = kernel_dir.path().join("java_kernel");
+    std::fs::create_dir(&java).expect("the Java kernel's directory");
+    std::fs::write(
+        java.join("java_kernel.py"),
+        runcell_sandbox::jail::JAVA_KERNEL,
+    )
+    .expect("the Java kernel written");
+    std::fs::write(
+        java.join("JShellKernel.java"),
+        runcell_sandbox::jail::JSHELL_ENGINE,
+    )
+    .expect("the Java kernel's engine written");
     let mut command = Command::new(venv.join("bin/python"));
     command
         .current_dir(std::env::temp_dir())
@@ -436,6 +449,11 @@ async fn the_gateways_kernels_pass_jupyter_kernel_test() {
         ("test_inspect", "R"),
         ("test_completion", "JavaScript"),
         ("test_is_complete", "TypeScript"),
+        ("test_completion", "Java"),
+        ("test_inspect", "Java"),
+        ("test_is_complete", "Java"),
+        ("test_clear_output", "Java"),
+        ("test_update_display_data", "Java"),
     ] {
         let line = format!("{test} (__main__.{class}.{test}) ... ok");
         assert!(output.contains(&line), "{line} is missing:\n{output}");

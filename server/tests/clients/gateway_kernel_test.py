@@ -158,6 +158,30 @@ class TypeScript(JavaScript):
     incomplete_code_samples = JavaScript.incomplete_code_samples + ["interface P {"]
 
 
+class Java(Gateway):
+    gateway_kernel = "java"
+    language_name = "java"
+    file_extension = ".jshell"
+    code_hello_world = 'System.out.print("hello, world")'
+    code_stderr = 'System.err.println("oops")'
+    code_generate_error = 'throw new IllegalStateException("boom")'
+    code_execute_result = [{"code": "6 * 7", "result": "42"}, {"code": '"a" + "b"', "result": "ab"}]
+    # IJava's names, as E2B's Java kernel has them.
+    code_display_data = [{"code": 'display("<b>bold</b>", "text/html")', "mime": "text/html"}]
+    completion_samples = [
+        {"text": "Math.ma", "matches": {"max("}},
+        {"text": "String.valueO", "matches": {"valueOf("}},
+    ]
+    complete_code_samples = ["1 + 1", "int a = 1;", "void f() { }"]
+    incomplete_code_samples = ["void f() {", "int[] a = {1,"]
+    invalid_code_samples = [")", "}"]
+    code_inspect_sample = "Math.max"
+    code_clear_output = 'System.out.print("a");\nclearOutput();'
+    code_update_display = 'String id = display("v1");\nupdateDisplay(id, "v2");'
+    supported_history_operations = ("tail", "range", "search")
+    code_history_pattern = "6 ? 7"
+
+
 def languages(base=Gateway):
     """Every language's class, however deep."""
     for case in base.__subclasses__():

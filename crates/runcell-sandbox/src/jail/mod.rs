@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 pub(crate) use cgroup::RunGroup;
 pub use cgroup::{CgroupMode, ParentCaps, TotalCaps};
-pub use etc::{NODE_KERNEL, NODE_KERNEL_PATH};
+pub use etc::{JAVA_KERNEL, JSHELL_ENGINE, NODE_KERNEL, NODE_KERNEL_PATH};
 pub use identity::{HostId, JAIL_UID};
 use identity::{Lease, UidPool};
 use launch::BWRAP;
