@@ -896,7 +896,15 @@ mod tests {
         let languages: Vec<_> = Language::ALL.iter().map(|l| l.name()).collect();
         assert_eq!(
             languages,
-            ["python", "javascript", "typescript", "r", "bash", "c"]
+            [
+                "python",
+                "javascript",
+                "typescript",
+                "r",
+                "java",
+                "bash",
+                "c"
+            ]
         );
         for language in Language::ALL {
             assert_eq!(
