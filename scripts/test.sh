@@ -51,6 +51,12 @@ step "release build"
 step "sandbox doctor"
 "$ROOT/target/release/runcell" doctor
 
+step "E2B's own SDK suites (Python with both SDK pairs, JavaScript) against the release build"
+# Other people's tests of the E2B protocol, read from ../shared/peers
+# (RUNCELL_PEERS_DIR) and copied to /tmp; skipped when they are absent. The
+# systemd tests (they restart E2B's own in-sandbox servers) are left out.
+"$ROOT/scripts/peers-e2b.sh"
+
 step "abuse: the review's attacks at once while a key and a signed-in page are served"
 # Fails on any good request answered wrong or 5xx, on the server dying, or on
 # its RSS growing over the budget (numbers in docs/benchmarks.md).
