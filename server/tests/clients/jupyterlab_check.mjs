@@ -240,11 +240,14 @@ try {
   await page.goto(`http://127.0.0.1:${port}/lab/tree/check.ipynb?token=${token}`, {
     timeout: LOAD_MS,
   });
-  // The notebook is open and its kernel (runcell's python3) is idle.
+  // The notebook is open and its kernel (runcell's python3) connected and
+  // idle, as the status bar says. The toolbar's execution indicator says
+  // idle before the kernel's socket is up, and a cell run then was left
+  // unrun (`[ ]:` again) in 2 of 3 runs against a kernel that
+  // starts cold.
   await page.locator('.jp-Notebook .jp-Cell').nth(CELLS.length - 1).waitFor({ timeout: LOAD_MS });
   await page
-    .locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]')
-    .first()
+    .locator('#jp-main-statusbar', { hasText: /\(runcell\) \| Idle/ })
     .waitFor({ timeout: LOAD_MS });
   const kernel = page.locator('.jp-Toolbar-kernelName', { hasText: '(runcell)' }).first();
   await kernel.waitFor({ timeout: LOAD_MS });
