@@ -247,7 +247,7 @@ mod tests {
         );
         assert!(
             lark.contains(
-                "lang: \"python\" | \"javascript\" | \"typescript\" | \"r\" | \"bash\" | \"c\"\n"
+                "lang: \"python\" | \"javascript\" | \"typescript\" | \"r\" | \"java\" | \"bash\" | \"c\"\n"
             ),
             "{lark}"
         );
