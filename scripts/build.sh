@@ -47,7 +47,8 @@ wasm-bindgen --target web --no-typescript --out-dir "$stage/pkg" --out-name runc
   --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
   --enable-mutable-globals --enable-reference-types --enable-multivalue \
   -o "$stage/pkg/runcell_bg.wasm" "$stage/pkg/runcell_bg.wasm"
-cp "$ROOT/style/main.css" "$stage/pkg/runcell.css"
+# One stylesheet: main.css first, then each part's own file in name order.
+cat "$ROOT/style/main.css" $(find "$ROOT/style" -maxdepth 1 -name '*.css' ! -name main.css | sort) >"$stage/pkg/runcell.css"
 cp -R "$ROOT/public/." "$stage/"
 # The Browser sandbox: Pyodide's runtime and the vendored wheels, under a
 # directory named by their content (served as immutable).
