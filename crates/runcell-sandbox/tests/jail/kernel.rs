@@ -736,3 +736,151 @@ async fn a_java_kernel_runs_nothing_the_session_planted() {
     assert_eq!(planted_that_ran(&session).await, "");
     session.close().await;
 }
+
+/// The table data of each result that has it, as JSON text, and its text.
+fn tables_of(outcome: &RunOutcome) -> Vec<(String, String)> {
+    outcome
+        .results
+        .iter()
+        .filter_map(|r| {
+            let data = r.get(runcell_sandbox::TABLE_DATA_MIME)?;
+            let text = r.get("text/plain")?.as_str()?;
+            Some((data.to_string(), text.to_string()))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_frame_printed_alone_is_shown_as_a_table_with_its_printed_text() {
+    let session = session().await;
+    let setup = "import sys\nimport pandas as pd\n\
+                 df = pd.DataFrame({'region': ['north', 'south'], 'units': [3, 5]})";
+    assert!(py(&session, setup).await.error.is_none());
+    let outcome = py(&session, "print(df)").await;
+    assert_eq!(outcome.stdout, "", "{outcome:?}");
+    assert_eq!(
+        tables_of(&outcome),
+        [(
+            r#"{"columns":["","region","units"],"index_columns":1,"rows":[["0","north","3"],["1","south","5"]],"total_rows":2}"#.to_string(),
+            "  region  units\n0  north      3\n1  south      5".to_string()
+        )]
+    );
+    assert!(outcome.results[0].contains_key("text/html"), "{outcome:?}");
+    // A series: its own text, a table of one column named as it is.
+    let outcome = py(&session, "print(df.set_index('region')['units'])").await;
+    assert_eq!(
+        tables_of(&outcome),
+        [(
+            r#"{"columns":["region","units"],"index_columns":1,"rows":[["north","3"],["south","5"]],"total_rows":2}"#.to_string(),
+            "region\nnorth    3\nsouth    5\nName: units, dtype: int64".to_string()
+        )]
+    );
+    // A label printed first stays before the table.
+    let outcome = py(&session, "print('Units:')\nprint(df.head(1))").await;
+    assert_eq!(outcome.stdout, "Units:\n");
+    assert_eq!(tables_of(&outcome).len(), 1);
+    // Any other print is print.
+    for (code, stdout, stderr) in [
+        (
+            "print('units', df)",
+            "units   region  units\n0  north      3\n1  south      5\n",
+            "",
+        ),
+        (
+            "print(df, file=sys.stderr)",
+            "",
+            "  region  units\n0  north      3\n1  south      5\n",
+        ),
+        (
+            "print(df, end='')",
+            "  region  units\n0  north      3\n1  south      5",
+            "",
+        ),
+        (
+            "print(df.iloc[0:0])",
+            "Empty DataFrame\nColumns: [region, units]\nIndex: []\n",
+            "",
+        ),
+        ("print(len(df))", "2\n", ""),
+        (
+            "import io, contextlib\nwith contextlib.redirect_stdout(io.StringIO()) as f:\n    print(df)\nprint(len(f.getvalue()))",
+            "48\n",
+            "",
+        ),
+    ] {
+        let outcome = py(&session, code).await;
+        assert_eq!(
+            (outcome.stdout.as_str(), outcome.stderr.as_str()),
+            (stdout, stderr),
+            "{code}"
+        );
+        assert!(outcome.results.is_empty(), "{code}: {outcome:?}");
+    }
+    session.close().await;
+}
+
+#[tokio::test]
+async fn a_figure_with_nothing_drawn_is_left_out_and_a_plot_is_not() {
+    let session = session().await;
+    let left_out = "runcell: a figure with nothing drawn on it was left out\n";
+    for blank in [
+        "import matplotlib.pyplot as plt\nplt.figure()\nplt.show()",
+        "import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\nax.set_title('sales');",
+        "import matplotlib.pyplot as plt\nfig, axes = plt.subplots(1, 2)",
+    ] {
+        let outcome = py(&session, blank).await;
+        assert!(outcome.error.is_none(), "{outcome:?}");
+        assert!(outcome.results.is_empty(), "{blank}: {outcome:?}");
+        assert_eq!(outcome.stderr, left_out, "{blank}");
+    }
+    for drawn in [
+        "import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\nax.plot([1, 2, 3], [1, 4, 9])",
+        "import matplotlib.pyplot as plt\nfig, axes = plt.subplots(1, 2)\naxes[1].bar(['a', 'b'], [1, 2])",
+        "import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\nax.text(0.5, 0.5, 'no data')",
+    ] {
+        let outcome = py(&session, drawn).await;
+        assert_eq!(outcome.stderr, "", "{drawn}");
+        let pngs = outcome
+            .results
+            .iter()
+            .filter(|r| r.get("image/png").is_some())
+            .count();
+        assert_eq!(pngs, 1, "{drawn}: {outcome:?}");
+    }
+    session.close().await;
+}
+
+/// A kernel E2B's formatters were registered in (an E2B sandbox runcell
+/// serves) keeps E2B's behaviour: print is stdout, every figure is shown.
+#[tokio::test]
+async fn a_kernel_with_e2bs_formatters_prints_frames_and_shows_blank_figures() {
+    let session = session().await;
+    let e2b = "from IPython import get_ipython\n\
+               from IPython.core.formatters import BaseFormatter\n\
+               shown = get_ipython().display_formatter\n\
+               shown.formatters['e2b/data'] = BaseFormatter(parent=shown)";
+    assert!(py(&session, e2b).await.error.is_none());
+    let outcome = py(
+        &session,
+        "import pandas as pd\nprint(pd.DataFrame({'a': [1]}))",
+    )
+    .await;
+    assert_eq!(outcome.stdout, "   a\n0  1\n");
+    assert!(outcome.results.is_empty(), "{outcome:?}");
+    let outcome = py(
+        &session,
+        "import matplotlib.pyplot as plt\nfig, ax = plt.subplots()",
+    )
+    .await;
+    assert_eq!(outcome.stderr, "");
+    assert_eq!(
+        outcome
+            .results
+            .iter()
+            .filter(|r| r.get("image/png").is_some())
+            .count(),
+        1,
+        "{outcome:?}"
+    );
+    session.close().await;
+}

@@ -82,7 +82,7 @@ impl KernelKind {
                 "--IPCompleter.use_jedi=False".into(),
                 "--IPKernelApp.log_level=ERROR".into(),
                 format!(
-                    "--IPKernelApp.exec_lines={HOME_ON_PATH}; {}{LEFT_OUT_BACK}; exec({TABLE_DATA:?})",
+                    "--IPKernelApp.exec_lines={HOME_ON_PATH}; {}{LEFT_OUT_BACK}; exec({TABLE_DATA:?}); exec({NOTEBOOK_HOOKS:?})",
                     site.map(site_on_path).unwrap_or_default()
                 ),
             ],
@@ -248,6 +248,13 @@ const TABLE_DATA: &str = r#"def _runcell_table_data():
         formatter.for_type_by_name(module, 'DataFrame', frame)
 _runcell_table_data()
 del _runcell_table_data"#;
+
+/// Run by the kernel once it is up, after [`TABLE_DATA`]: a frame printed
+/// alone is shown as a displayed one is (the page's table, its text kept),
+/// and a figure with nothing drawn on it is left out, said on stderr; both
+/// off in a kernel E2B's formatters were registered in, whose clients see
+/// what E2B's own kernels give.
+const NOTEBOOK_HOOKS: &str = include_str!("notebook_hooks.py");
 
 /// Run by the kernel once it is up, when the session can install packages:
 /// their directory made (so that what pip puts there later is found) and
