@@ -1,6 +1,7 @@
 //! Ran but did not answer, told from what ran and never from how the
 //! question is phrased: a program that exited cleanly yet printed nothing,
-//! printed only an empty value (`None`, `NaN`, an empty frame), or left the
+//! printed only an empty value (`None`, `NaN`, an empty frame), showed
+//! only figures with nothing drawn on them, or left the
 //! question's own answer template (`@mean[value]`) unfilled, filled with
 //! NaN or not interpolated. Such a program goes back to the model, with the
 //! reason shown to the person on the attempt sent back. A program that ran
@@ -17,6 +18,11 @@ pub const CHART_SHOWN: &str = "[an interactive chart was shown]";
 /// What a program's report says for an HTML table shown without a plain form.
 pub const HTML_TABLE_SHOWN: &str = "[an HTML table was shown]";
 
+/// What the jail's Python kernel writes on stderr for a figure it left out
+/// because nothing was drawn on it (`plt.subplots()` and no plot): the
+/// line its hooks (`jail/kernel/notebook_hooks.py`) write, exactly.
+pub const BLANK_FIGURE_LEFT_OUT: &str = "runcell: a figure with nothing drawn on it was left out";
+
 /// What is wrong with a program that ran, told from the outside.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Doubt {
@@ -24,6 +30,9 @@ pub enum Doubt {
     Nothing,
     /// It printed only `None`, `NaN`, an empty frame and the like.
     Empty,
+    /// Its only figures had nothing drawn on them (empty axes), and it
+    /// printed nothing else but empty values.
+    BlankFigure,
     /// The question gives a template for its answers (`@mean[value]`) and
     /// the output fills in not every one of them.
     NoAnswerForm,
@@ -41,6 +50,7 @@ impl Doubt {
         match self {
             Doubt::Nothing => NOTHING,
             Doubt::Empty => EMPTY,
+            Doubt::BlankFigure => BLANK_FIGURE,
             Doubt::NoAnswerForm => NO_ANSWER_FORM,
             Doubt::NanAnswer => NAN_ANSWER,
             Doubt::NotInterpolated => NOT_INTERPOLATED,
@@ -52,6 +62,7 @@ impl Doubt {
         match self {
             Doubt::Nothing => "printed_nothing",
             Doubt::Empty => "empty_value",
+            Doubt::BlankFigure => "blank_figure",
             Doubt::NoAnswerForm => "no_answer_form",
             Doubt::NanAnswer => "nan_answer",
             Doubt::NotInterpolated => "not_interpolated",
@@ -75,6 +86,9 @@ impl Doubt {
             Doubt::Empty => "Sent back: the program printed only an empty value (None, NaN or \
                              an empty table)."
                 .into(),
+            Doubt::BlankFigure => {
+                "Sent back: the program's figures had nothing drawn on them.".into()
+            }
             Doubt::NoAnswerForm => format!(
                 "Sent back: the output does not show {} in the question's form.",
                 named(&|name| !report.contains(&format!("@{name}[")))
@@ -96,6 +110,9 @@ impl Doubt {
 pub fn doubt(question: &str, code: &str, report: &str) -> Option<Doubt> {
     if printed_nothing(report) {
         return Some(Doubt::Nothing);
+    }
+    if only_blank_figures(report) {
+        return Some(Doubt::BlankFigure);
     }
     if only_empty_values(report) {
         return Some(Doubt::Empty);
@@ -193,6 +210,24 @@ const EMPTY: &str = "The program ran but printed only an empty value (None, NaN 
 empty table), which does not answer the question. Find why the value is empty (a wrong \
 column name, a filter that matches nothing, a function that returns nothing) and write the \
 complete corrected program.";
+
+const BLANK_FIGURE: &str = "The program ran but its figures had nothing drawn on them (empty \
+axes), so it did not answer the question. Draw the data on the axes the program makes (such as \
+`ax.plot(...)`, `ax.bar(...)` or `df.plot(ax=ax)`, not on a new figure) and write the complete \
+program again.";
+
+/// At least one figure was left out as blank, and every other line printed
+/// is an empty value.
+fn only_blank_figures(report: &str) -> bool {
+    let lines: Vec<&str> = report
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let (blank, rest): (Vec<&str>, Vec<&str>) =
+        lines.into_iter().partition(|l| *l == BLANK_FIGURE_LEFT_OUT);
+    !blank.is_empty() && (rest.is_empty() || only_empty_values(&rest.join("\n")))
+}
 
 fn printed_nothing(report: &str) -> bool {
     let report = report.trim();
@@ -347,6 +382,50 @@ mod tests {
         assert_eq!(
             Doubt::NotInterpolated.shown(q, report),
             "Sent back: the output shows `@mean_fare[…]` as the program wrote it, not its value."
+        );
+    }
+
+    #[test]
+    fn a_program_whose_only_figures_were_blank_did_not_answer() {
+        let blank = format!("{BLANK_FIGURE_LEFT_OUT}\n");
+        let code = "import matplotlib.pyplot as plt\nfig, ax = plt.subplots()";
+        assert_eq!(
+            doubt("Plot revenue per month", code, &blank),
+            Some(Doubt::BlankFigure)
+        );
+        assert_eq!(
+            doubt("q", code, &format!("{blank}{blank}")),
+            Some(Doubt::BlankFigure),
+            "two blank figures"
+        );
+        assert_eq!(
+            doubt("q", code, &format!("Revenue: nan\n{blank}")),
+            Some(Doubt::BlankFigure),
+            "beside an empty value"
+        );
+        // A drawn figure or a printed value beside a blank one answers.
+        assert_eq!(doubt("q", code, &format!("{blank}{FIGURE_SHOWN}\n")), None);
+        assert_eq!(doubt("q", code, &format!("Total: 42\n{blank}")), None);
+        // The kernel's line is matched whole, not as part of another.
+        assert_eq!(
+            doubt("q", code, &format!("echo: {BLANK_FIGURE_LEFT_OUT}\n")),
+            None
+        );
+        assert_eq!(Doubt::BlankFigure.reason(), "blank_figure");
+        assert_eq!(
+            Doubt::BlankFigure.shown("q", &blank),
+            "Sent back: the program's figures had nothing drawn on them."
+        );
+        assert!(Doubt::BlankFigure.note().contains("`ax.plot(...)`"));
+    }
+
+    /// The line the agent reads is the line the jail's kernel writes.
+    #[test]
+    fn the_blank_figure_line_is_the_kernels() {
+        let hooks = include_str!("../../../runcell-sandbox/src/jail/kernel/notebook_hooks.py");
+        assert!(
+            hooks.contains(&format!("'{BLANK_FIGURE_LEFT_OUT}\\n'")),
+            "notebook_hooks.py writes another line"
         );
     }
 
