@@ -65,9 +65,14 @@ pub fn follow_bottom(state: SessionState) {
 
     // Whatever makes the conversation taller while the reader follows
     // (cells, images loading, charts drawing) brings its end into view.
+    // A reader who sees the end of the conversation (it grew into view, or
+    // a version switch made it shorter) has nothing new below.
     let on_resize = Closure::<dyn FnMut()>::new(move || {
         if following.get_untracked() {
             scroll_to_bottom();
+        } else if at_bottom() {
+            following.set(true);
+            unseen.set(0);
         }
     });
     let on_resize = StoredValue::new_local(Some(on_resize));
@@ -86,17 +91,30 @@ pub fn follow_bottom(state: SessionState) {
         on_resize.forget();
     });
 
-    // New cells: followed, or counted for "Jump to latest".
-    let seen_cells = Cell::new(state.notebook.with_untracked(|n| n.cells().count()));
+    // New cells: followed, or counted for "Jump to latest". Only cells that
+    // arrived count (ids above the newest seen): a version switch shows
+    // other cells, not new ones.
+    let newest = Cell::new(state.notebook.with_untracked(|n| n.max_cell_id()));
     Effect::new(move |_| {
-        let cells = state.notebook.with(|n| n.cells().count());
-        let new = cells.saturating_sub(seen_cells.replace(cells));
+        let new = state
+            .notebook
+            .with(|n| arrived(n.cells().map(|c| c.id.0), newest.get()));
+        newest.set(
+            newest
+                .get()
+                .max(state.notebook.with_untracked(|n| n.max_cell_id())),
+        );
         if following.get_untracked() {
             scroll_to_bottom();
         } else if new > 0 {
             unseen.update(|u| *u += new);
         }
     });
+}
+
+/// How many of the cells on show arrived after the newest one seen.
+fn arrived(shown: impl Iterator<Item = u64>, newest_seen: u64) -> usize {
+    shown.filter(|&id| id > newest_seen).count()
 }
 
 /// Brings the end of the conversation into view and follows from there on
@@ -127,4 +145,18 @@ fn scroll_to_bottom() {
         return;
     };
     window.scroll_to_with_x_and_y(0.0, f64::from(body.scroll_height()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::arrived;
+
+    #[test]
+    fn only_cells_that_arrived_are_new() {
+        // A version switch: other cells on show, none newer than seen.
+        assert_eq!(arrived([3, 4, 9].into_iter(), 12), 0);
+        // Two cells streamed in below.
+        assert_eq!(arrived([3, 4, 13, 14].into_iter(), 12), 2);
+        assert_eq!(arrived(std::iter::empty(), 0), 0);
+    }
 }

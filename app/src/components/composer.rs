@@ -2,6 +2,7 @@
 
 use leptos::prelude::*;
 
+use crate::contexts::session::MESSAGE_ID;
 use crate::contexts::{ConnState, use_session};
 use crate::notebook::Notebook;
 use crate::protocol::{ClientMessage, validate_ask};
@@ -52,6 +53,18 @@ pub fn Prompt() -> impl IntoView {
             let _ = message.focus();
         }
     };
+
+    // The keyboard starts in the message box: a session opened from the
+    // home page (its first turn running or not) and one opened from a link
+    // alike; Stop is the next Tab stop from there, and Escape in the box
+    // stops too. Only when nothing else has the focus, and not on a touch
+    // screen (focus there opens the on-screen keyboard over the page).
+    Effect::new(move |_| {
+        #[cfg(feature = "hydrate")]
+        if let Some(message) = message.get() {
+            focus_first(&message);
+        }
+    });
 
     // When a turn ends (and the page is connected), the first message
     // queued leaves; if it cannot, it stays first.
@@ -126,19 +139,19 @@ pub fn Prompt() -> impl IntoView {
                 submit();
             }
         >
-            // Shown while the reader looks above the latest output.
+            // Shown while cells that came since the reader scrolled up wait
+            // below (never for nothing).
             <button
                 type="button"
                 class="jump-latest js-only"
-                hidden=move || state.following.get()
+                hidden=move || state.following.get() || state.unseen.get() == 0
                 on:click=move |_| {
                     #[cfg(feature = "hydrate")]
                     crate::browser::scroll::jump_to_latest(state);
                 }
             >
                 {move || match state.unseen.get() {
-                    0 => "↓ Jump to latest".to_string(),
-                    1 => "↓ Jump to latest (1 new cell)".to_string(),
+                    0 | 1 => "↓ Jump to latest (1 new cell)".to_string(),
                     n => format!("↓ Jump to latest ({n} new cells)"),
                 }}
             </button>
@@ -163,8 +176,10 @@ pub fn Prompt() -> impl IntoView {
             <div class="prompt-row">
                 <textarea
                     name="message"
+                    id=MESSAGE_ID
                     node_ref=message
                     aria-label="Message"
+                    aria-keyshortcuts="Enter Escape"
                     placeholder="Ask in plain language, e.g. plot the primes below 1000"
                     rows="2"
                     prop:value=move || draft.get()
@@ -183,12 +198,17 @@ pub fn Prompt() -> impl IntoView {
                         if ev.key() == "Enter" && !ev.shift_key() && !ev.is_composing() {
                             ev.prevent_default();
                             submit();
+                        } else if ev.key() == "Escape" && busy() {
+                            ev.prevent_default();
+                            stop();
                         }
                     }
                 ></textarea>
                 <button
                     type="button"
                     class="stop js-only"
+                    title="Stop this turn (Escape in the message box)"
+                    aria-keyshortcuts="Escape"
                     hidden=move || !busy()
                     disabled=move || !connected()
                     on:click=move |_| stop()
@@ -225,4 +245,17 @@ fn typed_before_hydration() -> String {
     }
     #[cfg(not(feature = "hydrate"))]
     String::new()
+}
+
+/// Focuses the message box once the page is live, unless something else
+/// has the focus already or the screen is a touch screen.
+#[cfg(feature = "hydrate")]
+fn focus_first(message: &web_sys::HtmlTextAreaElement) {
+    let elsewhere = document()
+        .active_element()
+        .is_some_and(|active| active.tag_name() != "BODY");
+    let touch = window().navigator().max_touch_points() > 0;
+    if !elsewhere && !touch {
+        let _ = message.focus();
+    }
 }

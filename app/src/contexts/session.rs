@@ -5,6 +5,9 @@ use leptos::prelude::*;
 use crate::notebook::Notebook;
 use crate::protocol::{ClientMessage, SandboxKind, SessionEvent};
 
+/// The message box's element id: the session page's skip link leads there.
+pub const MESSAGE_ID: &str = "message";
+
 /// Sends a frame to the server; false when it could not be sent.
 pub type Sender = std::sync::Arc<dyn Fn(ClientMessage) -> bool + Send + Sync>;
 

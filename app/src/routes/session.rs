@@ -8,6 +8,7 @@ use crate::components::{
     BackendPicker, Cells, ConnectionIndicator, FilesPanel, Header, KernelNotice, LoadProblem,
     ModelPicker, PageTitle, Prompt, PythonIndicator, ShareControls, Sidebar, TurnAnnouncer,
 };
+use crate::contexts::session::MESSAGE_ID;
 use crate::contexts::{SessionState, provide_files, provide_session};
 use crate::notebook::Notebook;
 
@@ -76,6 +77,7 @@ pub fn SessionView(log: SessionPageData) -> impl IntoView {
             }
         })
     };
+    let notebook_href = StoredValue::new(format!("/api/sessions/{session_id}/notebook.ipynb"));
     view! {
         <PageTitle text=Signal::derive(move || format!("{} · runcell", heading()))/>
         // Files dropped anywhere on the page are uploaded (never opened
@@ -96,6 +98,11 @@ pub fn SessionView(log: SessionPageData) -> impl IntoView {
                 let _ = ev;
             }
         >
+            // The page's first Tab stop: where the next action is (the
+            // header's own skip link, to the conversation, follows).
+            <a class="skip-link" href=format!("#{MESSAGE_ID}") on:click=|_| focus_message()>
+                "Skip to the message box"
+            </a>
             <Header>
                 <ModelPicker models/>
                 <BackendPicker backends/>
@@ -113,15 +120,18 @@ pub fn SessionView(log: SessionPageData) -> impl IntoView {
                         // Shown once there is something to share, also when the
                         // first question was asked on this page.
                         <Show when=move || state.notebook.with(|n| n.last_seq() > 0)>
-                            <a
-                                class="button download-notebook"
-                                href=format!("/api/sessions/{}/notebook.ipynb", session_id)
-                                download=""
-                                rel="external"
-                                title="Download this session as a Jupyter notebook"
-                            >
-                                "Download .ipynb"
-                            </a>
+                            // A notebook of no cells is not worth a file.
+                            <Show when=move || state.notebook.with(|n| n.cells().next().is_some())>
+                                <a
+                                    class="button download-notebook"
+                                    href=notebook_href.get_value()
+                                    download=""
+                                    rel="external"
+                                    title="Download this session as a Jupyter notebook"
+                                >
+                                    "Download .ipynb"
+                                </a>
+                            </Show>
                             <ShareControls
                                 session_id=session_id.clone()
                                 share_path=share_path.clone()
@@ -146,5 +156,16 @@ pub fn SessionView(log: SessionPageData) -> impl IntoView {
                 <Prompt/>
             </div>
         </div>
+    }
+}
+
+/// Gives the keyboard to the message box (a link to it only scrolls).
+fn focus_message() {
+    #[cfg(feature = "hydrate")]
+    if let Some(message) = document().get_element_by_id(MESSAGE_ID) {
+        use wasm_bindgen::JsCast;
+        if let Ok(message) = message.dyn_into::<web_sys::HtmlElement>() {
+            let _ = message.focus();
+        }
     }
 }

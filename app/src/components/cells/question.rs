@@ -33,13 +33,26 @@ pub fn QuestionTools(cell: Memo<Option<Cell>>) -> impl IntoView {
     let editing = RwSignal::new(false);
     let draft = RwSignal::new(String::new());
     let editor = NodeRef::<leptos::html::Textarea>::new();
+    // Focus follows the edit: into the editor when it opens, back to Edit
+    // when it is closed without sending (Escape, Cancel).
+    let edit_button = NodeRef::<leptos::html::Button>::new();
+    let give_back_focus = RwSignal::new(false);
     Effect::new(move |_| {
-        if editing.get()
-            && let Some(editor) = editor.get()
+        if editing.get() {
+            if let Some(editor) = editor.get() {
+                let _ = editor.focus();
+            }
+        } else if give_back_focus.get()
+            && let Some(button) = edit_button.get()
         {
-            let _ = editor.focus();
+            let _ = button.focus();
+            give_back_focus.set(false);
         }
     });
+    let close = move || {
+        give_back_focus.set(true);
+        editing.set(false);
+    };
     let text = move || super::text_of(cell);
     let ask_again = move |text: String| {
         if text.trim().is_empty() {
@@ -86,7 +99,7 @@ pub fn QuestionTools(cell: Memo<Option<Cell>>) -> impl IntoView {
                         ask_again(draft.get_untracked());
                     } else if ev.key() == "Escape" {
                         ev.prevent_default();
-                        editing.set(false);
+                        close();
                     }
                 }
             ></textarea>
@@ -129,6 +142,7 @@ pub fn QuestionTools(cell: Memo<Option<Cell>>) -> impl IntoView {
                     view! {
                         <button
                             type="button"
+                            node_ref=edit_button
                             disabled=move || !finished_question() || busy()
                             on:click=move |_| {
                                 draft.set(text());
@@ -155,7 +169,7 @@ pub fn QuestionTools(cell: Memo<Option<Cell>>) -> impl IntoView {
                 >
                     "Send"
                 </button>
-                <button type="button" on:click=move |_| editing.set(false)>
+                <button type="button" on:click=move |_| close()>
                     "Cancel"
                 </button>
             </Show>
