@@ -4,6 +4,7 @@
 //! browser, so a page without JavaScript shows the whole session.
 
 mod chart;
+mod install;
 mod outputs;
 mod question;
 mod table;
@@ -88,7 +89,10 @@ pub fn CellView(id: CellId) -> impl IntoView {
                 badges.push("final".into());
             }
             if c.source.is_some() && c.kind == CellKind::Code {
-                badges.push("edited".into());
+                badges.push(match notebook.with(|n| install::rerun_after(n, c)) {
+                    Some(project) => format!("re-run after installing {project}"),
+                    None => "edited".into(),
+                });
             }
             Some(badges.join(" · "))
         })
@@ -141,8 +145,18 @@ pub fn CellView(id: CellId) -> impl IntoView {
                 // saying what became of it.
                 CellKind::Code | CellKind::Result => {
                     let folded = Memo::new(move |_| notebook.with(|n| fold_summary(n, id)));
-                    let body = move || match kind {
-                        CellKind::Code => view! { <CodeBody id cell/> }.into_any(),
+                    // An install's result reads as runcell's line, pip's log folded.
+                    let installing = notebook.with_untracked(|n| {
+                        n.cell(id)
+                            .filter(|c| install::is_install_result(n, c))
+                            .and_then(|c| c.source)
+                            .and_then(|s| n.cell(s))
+                            .and_then(install::installs)
+                            .map(str::to_string)
+                    });
+                    let body = move || match (kind, installing.clone()) {
+                        (CellKind::Code, _) => view! { <CodeBody id cell/> }.into_any(),
+                        (_, Some(project)) => view! { <install::InstallBody cell project/> }.into_any(),
                         _ => view! { <ResultBody cell/> }.into_any(),
                     };
                     (move || match folded.get() {
@@ -215,13 +229,23 @@ fn fold_summary(notebook: &Notebook, id: CellId) -> Option<String> {
     if code.attempt.is_none() && code.text.starts_with(crate::protocol::LOOK_COMMENT) {
         return look_summary(notebook, code, cell.kind);
     }
-    let (turn, attempt) = (code.turn?, code.attempt?);
+    let turn = code.turn?;
+    // runcell's re-run after an install counts as its program's attempt.
+    let attempt = code.attempt.or_else(|| {
+        let rerun_of = notebook.cell(code.source?)?;
+        install::rerun_after(notebook, code)?;
+        rerun_of.attempt
+    })?;
+    let rerun = install::rerun_of(notebook, turn, code.id);
     let next = notebook
         .cells_of(turn)
         .filter(|c| c.kind == CellKind::Code)
         .filter_map(|c| c.attempt)
         .filter(|&a| a > attempt)
-        .min()?;
+        .min();
+    if next.is_none() && rerun.is_none() {
+        return None;
+    }
     let failure = notebook
         .result_of(turn, code.id)
         .and_then(|r| {
@@ -248,9 +272,11 @@ fn fold_summary(notebook: &Notebook, id: CellId) -> Option<String> {
                 .is_some_and(|r| r.status == CellStatus::Ok && !has_error(r))
         })
         .and_then(|c| c.attempt);
-    let next = match fixed_by {
-        Some(fixed) if fixed > attempt => format!(" — fixed in attempt {fixed}"),
-        _ => format!(" — attempt {next} followed"),
+    let next = match (rerun, fixed_by, next) {
+        (Some((_, project)), _, _) => format!(" — re-run after installing {project}"),
+        (None, Some(fixed), _) if fixed > attempt => format!(" — fixed in attempt {fixed}"),
+        (None, _, Some(next)) => format!(" — attempt {next} followed"),
+        (None, _, None) => String::new(),
     };
     let whose = if cell.kind == CellKind::Result {
         "its output: "
@@ -633,5 +659,87 @@ mod tests {
         // While the turn runs, the look stays open.
         let running = look_then(&[true], false);
         assert_eq!(fold_summary(&running, CellId(1)), None);
+    }
+
+    #[test]
+    fn a_program_run_again_after_an_install_is_a_rerun_and_folds_the_failure() {
+        let code = |id: u64, attempt: Option<u32>, source: Option<u64>, text: &str| {
+            vec![
+                EventBody::CellStarted {
+                    cell_id: CellId(id),
+                    cell_kind: CellKind::Code,
+                    language: Some("python".into()),
+                    attempt,
+                    source: source.map(CellId),
+                },
+                EventBody::CellDelta {
+                    cell_id: CellId(id),
+                    text: text.into(),
+                    highlight: None,
+                },
+            ]
+        };
+        let result = |id: u64, of: u64, error: Option<&str>| {
+            let mut bodies = vec![EventBody::CellStarted {
+                cell_id: CellId(id),
+                cell_kind: CellKind::Result,
+                language: None,
+                attempt: Some(1),
+                source: Some(CellId(of)),
+            }];
+            if let Some(name) = error {
+                bodies.push(EventBody::CellOutput {
+                    cell_id: CellId(id),
+                    output: Output::Error {
+                        name: name.into(),
+                        value: "No module named 'humanize'".into(),
+                        traceback: Vec::new(),
+                    },
+                });
+            }
+            bodies.push(EventBody::CellFinished {
+                cell_id: CellId(id),
+                status: if error.is_some() {
+                    CellStatus::Error
+                } else {
+                    CellStatus::Ok
+                },
+                elapsed_ms: 0,
+                error: None,
+            });
+            bodies
+        };
+        let mut bodies = vec![EventBody::TurnStarted {
+            turn: TurnId(1),
+            turn_kind: TurnKind::Ask,
+            alternative_to: None,
+        }];
+        bodies.extend(code(10, Some(1), None, "import humanize"));
+        bodies.extend(result(11, 10, Some("ModuleNotFoundError")));
+        bodies.extend(code(12, None, None, "%pip install humanize"));
+        bodies.extend(result(13, 12, None));
+        bodies.extend(code(14, None, Some(10), "import humanize"));
+        bodies.extend(result(15, 14, None));
+        bodies.push(EventBody::TurnFinished {
+            turn: TurnId(1),
+            status: TurnStatus::Ok,
+            elapsed_ms: 0,
+            final_cell: Some(CellId(14)),
+        });
+        let notebook = Notebook::from_events(&SessionEvent::numbered(bodies, 1));
+        assert_eq!(
+            fold_summary(&notebook, CellId(10)).as_deref(),
+            Some("attempt 1 failed: ModuleNotFoundError — re-run after installing humanize")
+        );
+        assert_eq!(fold_summary(&notebook, CellId(14)), None);
+        let rerun = notebook.cell(CellId(14)).cloned();
+        assert_eq!(
+            rerun
+                .and_then(|c| install::rerun_after(&notebook, &c))
+                .as_deref(),
+            Some("humanize")
+        );
+        let install_result = notebook.cell(CellId(13)).cloned();
+        assert!(install_result.is_some_and(|c| install::is_install_result(&notebook, &c)));
     }
 }

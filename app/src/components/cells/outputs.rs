@@ -363,17 +363,18 @@ fn OutputView(
 }
 
 /// What a result cell says of a package file runcell's index handed to
-/// the program: `Installed numpy 2.1.0 (16.1 MB, from runcell's cache)`.
-fn package_line(project: &str, version: &str, size: u64, cached: bool) -> String {
+/// the program: `Installed numpy 2.1.0 (16.1 MB, from runcell's package
+/// index, cached)`.
+pub(super) fn package_line(project: &str, version: &str, size: u64, cached: bool) -> String {
     let name = if version.is_empty() {
         project.to_string()
     } else {
         format!("{project} {version}")
     };
     let origin = if cached {
-        "from runcell's cache"
+        "from runcell's package index, cached"
     } else {
-        "downloaded through runcell's index"
+        "from runcell's package index"
     };
     if size == 0 {
         format!("Installed {name} ({origin})")
@@ -384,7 +385,7 @@ fn package_line(project: &str, version: &str, size: u64, cached: bool) -> String
 
 /// What a result cell says of a package file runcell's index would not
 /// serve: `Not installed: torch. Larger than the index's 200 MiB limit.`
-fn package_refused_line(project: &str, why: &str) -> String {
+pub(super) fn package_refused_line(project: &str, why: &str) -> String {
     let why = why.trim();
     if why.is_empty() {
         format!("Not installed: {project}.")
@@ -533,16 +534,16 @@ mod tests {
     fn a_package_says_what_was_installed_and_from_where() {
         assert_eq!(
             package_line("numpy", "2.1.0", 16_100_000, true),
-            "Installed numpy 2.1.0 (16.1 MB, from runcell's cache)"
+            "Installed numpy 2.1.0 (16.1 MB, from runcell's package index, cached)"
         );
         assert_eq!(
             package_line("six", "1.16.0", 11_053, false),
-            "Installed six 1.16.0 (11.1 KB, downloaded through runcell's index)"
+            "Installed six 1.16.0 (11.1 KB, from runcell's package index)"
         );
         // Only what is known.
         assert_eq!(
             package_line("six", "", 0, false),
-            "Installed six (downloaded through runcell's index)"
+            "Installed six (from runcell's package index)"
         );
         assert_eq!(
             package_refused_line("torch", "Larger than the index's limit."),
@@ -572,7 +573,9 @@ mod tests {
         );
         assert!(
             installed.contains("Installed numpy 2.1.0 (16.1 MB, from runcell&#39;s cache)")
-                || installed.contains("Installed numpy 2.1.0 (16.1 MB, from runcell's cache)"),
+                || installed.contains(
+                    "Installed numpy 2.1.0 (16.1 MB, from runcell's package index, cached)"
+                ),
             "{installed}"
         );
         assert!(!installed.contains("role="), "{installed}");
