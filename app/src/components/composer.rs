@@ -54,14 +54,20 @@ pub fn Prompt() -> impl IntoView {
         }
     };
 
-    // The keyboard starts in the message box: a session opened from the
-    // home page (its first turn running or not) and one opened from a link
-    // alike; Stop is the next Tab stop from there, and Escape in the box
-    // stops too. Only when nothing else has the focus, and not on a touch
-    // screen (focus there opens the on-screen keyboard over the page).
+    // A session with a question (one opened from the home page's form, its
+    // first turn running, or one with answers) starts with the keyboard in
+    // the message box: Stop is the next Tab stop while a turn runs, and
+    // Escape in the box stops too. An empty session starts at the top (its
+    // first Tab stop is the skip link). Only when nothing else has the
+    // focus, and not on a touch screen (focus there opens the on-screen
+    // keyboard over the answer).
     Effect::new(move |_| {
         #[cfg(feature = "hydrate")]
-        if let Some(message) = message.get() {
+        if let Some(message) = message.get()
+            && state
+                .notebook
+                .with_untracked(|n| n.first_question().is_some())
+        {
             focus_first(&message);
         }
     });
@@ -139,19 +145,20 @@ pub fn Prompt() -> impl IntoView {
                 submit();
             }
         >
-            // Shown while cells that came since the reader scrolled up wait
-            // below (never for nothing).
+            // Shown while the reader looks above the latest output; it
+            // counts only cells that arrived since.
             <button
                 type="button"
                 class="jump-latest js-only"
-                hidden=move || state.following.get() || state.unseen.get() == 0
+                hidden=move || state.following.get()
                 on:click=move |_| {
                     #[cfg(feature = "hydrate")]
                     crate::browser::scroll::jump_to_latest(state);
                 }
             >
                 {move || match state.unseen.get() {
-                    0 | 1 => "↓ Jump to latest (1 new cell)".to_string(),
+                    0 => "↓ Jump to latest".to_string(),
+                    1 => "↓ Jump to latest (1 new cell)".to_string(),
                     n => format!("↓ Jump to latest ({n} new cells)"),
                 }}
             </button>
@@ -247,8 +254,8 @@ fn typed_before_hydration() -> String {
     String::new()
 }
 
-/// Focuses the message box once the page is live, unless something else
-/// has the focus already or the screen is a touch screen.
+/// Focuses the message box, unless something else has the focus already
+/// or the screen is a touch screen.
 #[cfg(feature = "hydrate")]
 fn focus_first(message: &web_sys::HtmlTextAreaElement) {
     let elsewhere = document()

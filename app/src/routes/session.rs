@@ -8,7 +8,6 @@ use crate::components::{
     BackendPicker, Cells, ConnectionIndicator, FilesPanel, Header, KernelNotice, LoadProblem,
     ModelPicker, PageTitle, Prompt, PythonIndicator, ShareControls, Sidebar, TurnAnnouncer,
 };
-use crate::contexts::session::MESSAGE_ID;
 use crate::contexts::{SessionState, provide_files, provide_session};
 use crate::notebook::Notebook;
 
@@ -98,11 +97,6 @@ pub fn SessionView(log: SessionPageData) -> impl IntoView {
                 let _ = ev;
             }
         >
-            // The page's first Tab stop: where the next action is (the
-            // header's own skip link, to the conversation, follows).
-            <a class="skip-link" href=format!("#{MESSAGE_ID}") on:click=|_| focus_message()>
-                "Skip to the message box"
-            </a>
             <Header>
                 <ModelPicker models/>
                 <BackendPicker backends/>
@@ -156,16 +150,5 @@ pub fn SessionView(log: SessionPageData) -> impl IntoView {
                 <Prompt/>
             </div>
         </div>
-    }
-}
-
-/// Gives the keyboard to the message box (a link to it only scrolls).
-fn focus_message() {
-    #[cfg(feature = "hydrate")]
-    if let Some(message) = document().get_element_by_id(MESSAGE_ID) {
-        use wasm_bindgen::JsCast;
-        if let Ok(message) = message.dyn_into::<web_sys::HtmlElement>() {
-            let _ = message.focus();
-        }
     }
 }
