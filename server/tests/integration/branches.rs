@@ -123,3 +123,62 @@ async fn versions_of_unknown_or_unfinished_turns_are_refused() {
             .all(|e| !matches!(e.event, EventBody::BranchSelected { .. }))
     );
 }
+
+/// The session's title in its owner's list.
+async fn listed_title(server: &TestServer, id: &str) -> String {
+    let listed: serde_json::Value = http()
+        .get(server.url("/api/sessions"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == id)
+        .and_then(|s| s["title"].as_str())
+        .unwrap_or_else(|| panic!("{id} listed: {listed}"))
+        .to_string()
+}
+
+#[tokio::test]
+async fn an_edited_first_question_names_the_session_unless_the_person_did() {
+    let server = TestServer::start().await;
+    let id = server.new_session().await;
+    ask(&server, &id, &fenced("a = 1")).await;
+    ask(&server, &id, &fenced("b = 2")).await;
+    assert_eq!(listed_title(&server, &id).await, "a = 1");
+
+    // An edit of a later question leaves the name.
+    ask_instead(&server, &id, &fenced("b = 3"), 2).await;
+    assert_eq!(listed_title(&server, &id).await, "a = 1");
+    // An edit of the first names it anew (turn 4), and so does an edit of
+    // that edit (turn 5).
+    ndjson_events(ask_instead(&server, &id, &fenced("a = 10"), 1).await).await;
+    assert_eq!(listed_title(&server, &id).await, "a = 10");
+    ndjson_events(ask_instead(&server, &id, &fenced("a = 100"), 4).await).await;
+    assert_eq!(listed_title(&server, &id).await, "a = 100");
+    let html = http()
+        .get(server.url(&format!("/sessions/{id}")))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(html.contains("<title>a = 100 · runcell</title>"), "{html}");
+
+    // A name the person chose stays whatever they edit.
+    let renamed = http()
+        .patch(server.url(&format!("/api/sessions/{id}")))
+        .json(&serde_json::json!({ "title": "My numbers" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(renamed.status(), 200);
+    ndjson_events(ask_instead(&server, &id, &fenced("a = 7"), 5).await).await;
+    assert_eq!(listed_title(&server, &id).await, "My numbers");
+}

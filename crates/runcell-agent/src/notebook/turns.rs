@@ -71,7 +71,35 @@ impl Notebooks {
         if channel.is_retired() {
             return Err(moved());
         }
-        self.holder(channel).start(turn).await
+        let renames = naming_question(channel, &turn);
+        let started = self.holder(channel).start(turn).await?;
+        if let Some((before, after)) = renames {
+            self.retitle(channel, &before, &after).await;
+        }
+        Ok(started)
+    }
+
+    /// Names the session after `after`, an edit of its first question
+    /// `before`, if the session's title is still the one `before` gave it
+    /// (or none yet): a title the person chose stays.
+    async fn retitle(&self, channel: &SessionChannel, before: &str, after: &str) {
+        let id = channel.id();
+        let title = match self.store().session(id).await {
+            Ok(Some(record)) => record.title,
+            Ok(None) => return,
+            Err(err) => {
+                tracing::warn!(session = %id, error = %err, "the session's title was not read");
+                return;
+            }
+        };
+        let named_by_question = title.is_empty() || title == runcell_store::title_from(before);
+        let renamed = runcell_store::title_from(after);
+        if !named_by_question || renamed.is_empty() || renamed == title {
+            return;
+        }
+        if let Err(err) = self.store().rename_session(id, &renamed).await {
+            tracing::warn!(session = %id, error = %err, "the edited question did not rename the session");
+        }
     }
 
     /// Starts `turn` and follows it: the events of that turn alone, as they
@@ -177,6 +205,26 @@ impl Notebooks {
             AskedTurn::RerunAll => Ok(TurnRequest::RerunAll),
         }
     }
+}
+
+/// The question `turn` replaces and its new text, when `turn` is an edit
+/// of the session's first question on show (the one that named it).
+fn naming_question(channel: &SessionChannel, turn: &AskedTurn) -> Option<(String, String)> {
+    let AskedTurn::Ask {
+        text,
+        alternative_to: Some(replaced),
+        ..
+    } = turn
+    else {
+        return None;
+    };
+    let history = Notebook::from_events(&channel.log().events_after(0));
+    let first = history.turns().find(|t| t.kind == TurnKind::Ask)?;
+    if first.id != *replaced {
+        return None;
+    }
+    let before = history.question(first.id)?;
+    (before != text).then(|| (before.to_string(), text.clone()))
 }
 
 /// Why a turn is not started in a session this node lost to another.
