@@ -1235,3 +1235,75 @@ async fn a_long_sessions_share_page_shows_its_first_part_and_offers_the_rest() {
     let whole: serde_json::Value = ipynb.json().await.unwrap();
     assert!(whole["cells"].as_array().map_or(0, Vec::len) >= 70);
 }
+
+/// Each cell's `metadata.runcell.role` of a notebook, in order.
+fn roles(notebook: &serde_json::Value) -> Vec<String> {
+    notebook["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            c["metadata"]["runcell"]["role"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
+async fn downloaded(server: &TestServer, id: &str) -> serde_json::Value {
+    let response = http()
+        .get(server.url(&format!("/api/sessions/{id}/notebook.ipynb")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response.json().await.unwrap()
+}
+
+#[tokio::test]
+async fn a_downloaded_notebook_imports_back_with_its_questions_answers_and_title() {
+    let server = TestServer::start().await;
+    let id = server.new_session().await;
+    let question = "```python\nprint(6 * 7)\n```";
+    ask(&server, &id, question).await;
+    let renamed = http()
+        .patch(server.url(&format!("/api/sessions/{id}")))
+        .json(&serde_json::json!({ "title": "Forty-two, kept" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(renamed.status(), 200);
+
+    let exported = downloaded(&server, &id).await;
+    assert_eq!(exported["metadata"]["runcell"]["title"], "Forty-two, kept");
+    assert_eq!(exported["cells"][0]["source"], "# Forty-two, kept");
+    assert_eq!(
+        exported["cells"][1]["source"],
+        "> ```python\n> print(6 * 7)\n> ```"
+    );
+    assert_eq!(exported["cells"][2]["source"], "print(6 * 7)");
+    assert_eq!(exported["cells"][2]["outputs"][0]["text"], "42\n");
+    let exported_roles = roles(&exported);
+    assert_eq!(exported_roles[..3], ["title", "question", "code"]);
+
+    let imported = http()
+        .post(server.url("/api/sessions/import"))
+        .body(exported.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(imported.status(), 201);
+    let created: serde_json::Value = imported.json().await.unwrap();
+    let copy = created["id"].as_str().unwrap().to_string();
+    // The question is the person's again, not an explanation.
+    let notebook = Notebook::from_events(&history(&server, &copy).await);
+    assert_eq!(notebook.first_question(), Some(question));
+    let (_, html) = page(&http(), &server, &format!("/sessions/{copy}")).await;
+    assert!(
+        html.contains("<title>Forty-two, kept · runcell</title>"),
+        "{html}"
+    );
+    // Downloaded again, it is the same notebook.
+    assert_eq!(downloaded(&server, &copy).await, exported);
+}
