@@ -17,6 +17,7 @@ use super::people::{Person, duration, maybe_when, page, when};
 use crate::accounts::{AccountError, Accounts};
 use crate::auth::{Auth, AuthError};
 use crate::http::state::AppState;
+use runcell_store::UserRecord;
 
 /// What the account page uses.
 #[derive(Clone)]
@@ -53,11 +54,27 @@ const REVOKED_SHOWN: usize = 20;
 
 /// `GET /account`.
 pub async fn overview(State(state): State<AccountState>, Person(me): Person) -> Response {
+    account_page(&state, &me, None).await
+}
+
+/// A name the form sent that was refused, and why: shown at the form.
+struct Refused<'a> {
+    name: &'a str,
+    why: String,
+}
+
+/// The account page; with the form's refused name and the reason beside
+/// the field when `refused` (status 400).
+async fn account_page(
+    state: &AccountState,
+    me: &UserRecord,
+    refused: Option<Refused<'_>>,
+) -> Response {
     let keys = match state.auth.keys_of(&me.id).await {
         Ok(keys) => keys,
         Err(err) => return failed(err),
     };
-    let limits = state.accounts.limits_of(&me);
+    let limits = state.accounts.limits_of(me);
     // Live keys all (a few: `auth.keys_per_person`), revoked ones only the
     // latest: the page stays small however many keys were ever made.
     let revoked = keys.iter().filter(|key| !key.is_live()).count();
@@ -107,8 +124,6 @@ pub async fn overview(State(state): State<AccountState>, Person(me): Person) -> 
             }
         )
     };
-    // Browsers read `pattern` with the `v` flag, where a `-` in a class must
-    // be escaped: unescaped, the pattern is an error and checks nothing.
     let body = format!(
         r#"<dl class="people-facts">
 <dt>Name</dt><dd>{name}</dd>
@@ -123,12 +138,7 @@ pub async fn overview(State(state): State<AccountState>, Person(me): Person) -> 
 <h2 id="keys-heading">API keys</h2>
 <p>A key lets a program use runcell as you: the <code>/v1</code> API, MCP, Jupyter, E2B's SDK, or <code>runcell chat --url … --key …</code>. It stops working when you revoke it, or if your account is disabled.</p>
 {table}
-<form method="post" action="/account/keys" class="people-form">
-<p><label for="key-name">Name of a new key</label>
-<input id="key-name" name="name" required maxlength="64" pattern="[A-Za-z0-9._\-]+" aria-describedby="key-name-hint">
-<span id="key-name-hint" class="people-hint">letters, digits, <code>.</code>, <code>_</code> and <code>-</code>, e.g. laptop</span></p>
-<button type="submit">Make a key</button>
-</form>
+{form}
 </section>"#,
         name = escape(me.display_name()),
         email = escape(&me.email),
@@ -138,8 +148,49 @@ pub async fn overview(State(state): State<AccountState>, Person(me): Person) -> 
         turns = limits.runs_per_minute,
         kernels = limits.live_kernels,
         sessions = limits.sessions,
+        form = key_form(refused.as_ref()),
     );
-    page("Your account", &body, StatusCode::OK)
+    let status = if refused.is_some() {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::OK
+    };
+    page("Your account", &body, status)
+}
+
+/// What a key's name may hold, as the form says it: the browser shows it
+/// under its own "match the requested format", the hint beside the field.
+const NAME_RULE: &str = "letters, digits, . _ and - only (no spaces), up to 64";
+
+/// The form that makes a key; a refused name is kept in the field, which
+/// is marked invalid and described by the reason.
+fn key_form(refused: Option<&Refused<'_>>) -> String {
+    let (value, invalid, error) = match refused {
+        Some(refused) => (
+            format!(" value=\"{}\"", escape(refused.name)),
+            " aria-invalid=\"true\"",
+            format!(
+                "\n<span id=\"key-name-error\" class=\"account-error\" role=\"alert\">Not made: {}</span>",
+                escape(&refused.why)
+            ),
+        ),
+        None => (String::new(), "", String::new()),
+    };
+    let described = if refused.is_some() {
+        "key-name-error key-name-hint"
+    } else {
+        "key-name-hint"
+    };
+    // Browsers read `pattern` with the `v` flag, where a `-` in a class must
+    // be escaped: unescaped, the pattern is an error and checks nothing.
+    format!(
+        r#"<form method="post" action="/account/keys" class="people-form">
+<p><label for="key-name">Name of a new key</label>
+<input id="key-name" name="name" required maxlength="64" pattern="[A-Za-z0-9._\-]+" title="{NAME_RULE}" aria-describedby="{described}"{invalid}{value}>{error}
+<span id="key-name-hint" class="people-hint">{NAME_RULE}; e.g. <code>work-laptop</code></span></p>
+<button type="submit">Make a key</button>
+</form>"#
+    )
 }
 
 #[derive(Debug, Deserialize)]
@@ -155,16 +206,9 @@ pub async fn create(
 ) -> Response {
     let name = form.name.trim();
     match state.accounts.make_key(&me, name).await {
-        Ok((key, record)) => {
-            let body = format!(
-                r#"<p>Your new key <strong>{name}</strong>:</p>
-<pre class="people-key"><code>{key}</code></pre>
-<p role="status">Copy it now: it is shown this once and never again (runcell keeps only its digest).</p>
-<p><a href="/account">Back to your account</a></p>"#,
-                name = escape(&record.name),
-                key = escape(key.as_str()),
-            );
-            page("New API key", &body, StatusCode::OK)
+        Ok((key, record)) => new_key_page(&record.name, key.as_str()),
+        Err(AccountError::Key(AuthError::BadName(why))) => {
+            account_page(&state, &me, Some(Refused { name, why })).await
         }
         Err(AccountError::KeyRefused(refusal)) => {
             let mut response = page(
@@ -193,6 +237,36 @@ pub async fn create(
             StatusCode::BAD_REQUEST,
         ),
     }
+}
+
+/// The script of the new key's Copy button (`public/account-key.js`).
+const COPY_SCRIPT: &str = "/account-key.js";
+
+/// The new key's page, its one script allowed by its own policy: the
+/// default's, with scripts of this site (none inline).
+const NEW_KEY_POLICY: &str = "script-src 'self'; frame-ancestors 'none'; base-uri 'self'; \
+     object-src 'none'; form-action 'self'";
+
+/// The page that shows a new key `key` named `name`, once: the key as text
+/// to select, and a Copy button (shown by its script) that says what it
+/// did at the start of the page's live region.
+fn new_key_page(name: &str, key: &str) -> Response {
+    let body = format!(
+        r#"<p>Your new key <strong>{name}</strong>:</p>
+<pre class="people-key" id="new-key"><code>{key}</code></pre>
+<p><button type="button" data-copies="new-key" data-says="copy-said" hidden>Copy the key</button></p>
+<p role="status"><strong id="copy-said"></strong>Copy it now: it is shown this once and never again (runcell keeps only its digest).</p>
+<p><a href="/account">Back to your account</a></p>
+<script src="{COPY_SCRIPT}" defer></script>"#,
+        name = escape(name),
+        key = escape(key),
+    );
+    let mut response = page("New API key", &body, StatusCode::OK);
+    response.headers_mut().insert(
+        axum::http::header::CONTENT_SECURITY_POLICY,
+        axum::http::HeaderValue::from_static(NEW_KEY_POLICY),
+    );
+    response
 }
 
 /// `POST /account/keys/{id}/revoke`.
