@@ -511,7 +511,11 @@ impl EmbeddedModel {
             },
             prompt: ids,
             temperature: request.temperature.map(f64::from),
-            seed: self.inner.seed.fetch_add(1, Ordering::Relaxed),
+            // The request's seed when it names one (a regenerate's version),
+            // else the next of the model's own.
+            seed: request
+                .seed
+                .unwrap_or_else(|| self.inner.seed.fetch_add(1, Ordering::Relaxed)),
             mode,
             reuse_cache: self.inner.prefix_cache.load(Ordering::Relaxed),
             scope,

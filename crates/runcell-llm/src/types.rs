@@ -106,6 +106,12 @@ pub struct ChatRequest {
     pub max_tokens: Option<u32>,
     /// `None`: the backend's default. `Some(0.0)`: greedy.
     pub temperature: Option<f32>,
+    /// The seed a sampled reply (temperature above 0) is drawn with, so
+    /// that one request draws the same reply again and another seed
+    /// another; `None`: the backend's own. Sent to OpenAI-compatible
+    /// servers as `seed`, which some honour.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
     /// Whose request it is, so that a model shared by everyone (the
     /// embedded one) can be fair between them; never sent anywhere.
     #[serde(skip)]

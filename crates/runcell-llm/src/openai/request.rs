@@ -89,6 +89,9 @@ pub(super) fn request_body(
     if let Some(t) = request.temperature {
         body["temperature"] = json!(t);
     }
+    if let Some(seed) = request.seed {
+        body["seed"] = json!(seed);
+    }
     if let Some(n) = request.max_tokens {
         body["max_tokens"] = json!(n);
     }

@@ -765,6 +765,7 @@ fn requests_map_to_the_openai_shape() {
         response_schema: None,
         max_tokens: Some(64),
         temperature: Some(0.0),
+        seed: Some(7),
         // Whose request it is stays in runcell: the body below has no trace.
         requester: crate::Requester::Known("0123456789abcdef".into()),
         shared_messages: 1,
@@ -787,6 +788,7 @@ fn requests_map_to_the_openai_shape() {
             "tool_choice": {"type": "function", "function": {"name": "execute_code"}},
             "max_tokens": 64,
             "temperature": 0.0,
+            "seed": 7,
         })
     );
     let choices = [
