@@ -19,6 +19,9 @@ use runcell_llm::tools::{ExecuteCode, execute_code_spec, result_message};
 use runcell_llm::{Message, Role};
 use runcell_sandbox::{Language, validate_code};
 
+mod again;
+use again::Regenerated;
+
 /// Programs written again as they were, refused, that a turn asks for
 /// once more without using one of its attempts.
 const MAX_REPEATS: u32 = 2;
@@ -59,6 +62,10 @@ struct Asked<'a> {
     /// The branch's turns, this one last: what the conversation the turn
     /// sends is kept for.
     turns: Vec<runcell_protocol::TurnId>,
+    /// The packages of the Browser sandbox, when the programs run there.
+    browser: Option<Vec<String>>,
+    /// When the question is regenerated: the versions before it.
+    again: Option<Regenerated>,
     cancel: &'a CancellationToken,
 }
 
@@ -154,7 +161,13 @@ impl Agent {
         model: Option<String>,
         cancel: &CancellationToken,
     ) -> Ended {
-        let messages = self.opening(session, history, &text).await;
+        let mut messages = self.opening(session, history, &text).await;
+        let again = Regenerated::of(history, &text);
+        if let Some(again) = &again
+            && let Some(question) = messages.last_mut().filter(|m| m.role == Role::User)
+        {
+            question.content = format!("{}\n\n{}", question.content, again.request());
+        }
         let mut turns = finished_turns(history);
         turns.extend(
             history
@@ -170,6 +183,11 @@ impl Agent {
             channel: self.code_channel(),
             columns: self.kernels.table_columns(session.id()),
             turns,
+            browser: self
+                .kernels
+                .environment_note(session.id())
+                .and_then(|note| prompt::browser_imports(&note)),
+            again,
             cancel,
         };
         let mut turn = Attempts::new(messages, 1 + self.settings.max_fixes);
@@ -182,7 +200,12 @@ impl Agent {
             turn.attempt += 1;
             // A repeat is asked for again a little less greedily: at
             // temperature 0 the same conversation gives the same program.
-            let temperature = if turn.repeats > 0 { 0.5 } else { 0.0 };
+            // A regenerate is sampled throughout, with its version's seed.
+            let (temperature, seed) = match &asked.again {
+                Some(again) => (again::TEMPERATURE, Some(again.seed())),
+                None if turn.repeats > 0 => (0.5, None),
+                None => (0.0, None),
+            };
             let shown = turn.tried.len() as u32 + 1;
             let reply = self
                 .write_code(
@@ -190,13 +213,16 @@ impl Agent {
                     &turn.messages,
                     asked.model.clone(),
                     shown,
-                    temperature,
+                    (temperature, seed),
                     asked.channel,
                     cancel,
                 )
                 .await;
             let step = match reply {
                 Reply::Program { program, cell } => {
+                    if let Some(again) = asked.again.as_ref().filter(|_| shown == 1) {
+                        publish_note(session, cell, &again.note());
+                    }
                     self.try_program(&asked, &mut turn, program, cell, shown)
                         .await
                 }
@@ -259,9 +285,13 @@ impl Agent {
             return Step::Next;
         }
         let statement = match &turn.last {
-            Some((program, ran, _)) => {
-                prompt::no_answer(turn.tried.len(), &ran.report, &program.code, &asked.columns)
-            }
+            Some((program, ran, _)) => prompt::no_answer_in(
+                turn.tried.len(),
+                &ran.report,
+                &program.code,
+                &asked.columns,
+                asked.browser.as_deref(),
+            ),
             None => prompt::UNCOMPUTED.to_string(),
         };
         publish_text(asked.session, CellKind::Explanation, &statement);
@@ -281,7 +311,12 @@ impl Agent {
         if let Some(step) = Self::refuse_repeat(asked, turn, &program, cell, shown) {
             return step;
         }
-        let mut ran = self.run_attempt(asked, &program, cell, shown).await;
+        let (program, cell, shown, refused) =
+            self.without_installs(asked, turn, program, cell, shown);
+        let mut ran = match refused {
+            Some(ran) => ran,
+            None => self.run_attempt(asked, &program, cell, shown).await,
+        };
         let mut cell = cell;
         if ran.end == RunEnd::Failed
             && self.settings.install_missing
@@ -331,6 +366,57 @@ impl Agent {
             });
         }
         Self::judge(asked, turn, program, ran, cell, shown)
+    }
+
+    /// A program that installs packages where nothing installs them (the
+    /// Browser sandbox, where `%pip` is a `SyntaxError` that stops the
+    /// whole program): not run as written. Its install lines are dropped
+    /// and the rest runs in a cell of its own, with a note saying what was
+    /// dropped and why; a program that did nothing else is refused, with
+    /// that reason. The program refused stays in the turn's tries.
+    fn without_installs(
+        &self,
+        asked: &Asked<'_>,
+        turn: &mut Attempts,
+        program: ExecuteCode,
+        cell: CellId,
+        shown: u32,
+    ) -> (ExecuteCode, CellId, u32, Option<Ran>) {
+        let Some(imports) = asked.browser.as_deref() else {
+            return (program, cell, shown, None);
+        };
+        let why = prompt::pip_refusal(imports);
+        let Some(fix) = (program.language == Language::Python.name())
+            .then(|| repair::without_installs(&program.code, &why))
+            .flatten()
+        else {
+            return (program, cell, shown, None);
+        };
+        runcell_core::metrics::fix_hint("dropped_install");
+        if !repair::has_statements(&fix.code) {
+            publish_refusal(asked.session, cell, shown, "pip_in_browser", &why);
+            let ran = Ran {
+                report: format!("InvalidCode: {why}"),
+                end: RunEnd::Failed,
+            };
+            return (program, cell, shown, Some(ran));
+        }
+        publish_refusal(asked.session, cell, shown, "pip_in_browser", &why);
+        turn.tried.push(Tried {
+            code: normalized(&program.code),
+            shown,
+            verdict: why.clone(),
+            hit: why,
+            failed: true,
+        });
+        let shown = shown + 1;
+        let edited = ExecuteCode {
+            language: program.language,
+            code: fix.code,
+        };
+        let cell = CodeCell::new(asked.session, &self.highlighter, shown).complete(&edited);
+        publish_note(asked.session, cell, &fix.note);
+        (edited, cell, shown, None)
     }
 
     /// A failed program whose remedy is certain (a column written as the
@@ -516,7 +602,12 @@ impl Agent {
             runcell_core::metrics::fix_hint(hint);
         }
         let instruction = match (ran.failed(), doubt) {
-            (true, _) if retry => prompt::fix_request(&ran.report, &program.code, columns),
+            (true, _) if retry => prompt::fix_request(
+                &ran.report,
+                &program.code,
+                columns,
+                asked.browser.as_deref(),
+            ),
             (false, Some(doubt)) if retry => doubt.note().to_string(),
             _ => prompt::EXPLAIN_REQUEST.to_string(),
         };
@@ -561,8 +652,13 @@ impl Agent {
         // the p-value is less than 0.05" after three failed programs).
         if ran.failed() {
             runcell_core::metrics::explained("unanswered");
-            let statement =
-                prompt::no_answer(turn.tried.len(), &ran.report, &program.code, &asked.columns);
+            let statement = prompt::no_answer_in(
+                turn.tried.len(),
+                &ran.report,
+                &program.code,
+                &asked.columns,
+                asked.browser.as_deref(),
+            );
             publish_text(asked.session, CellKind::Explanation, &statement);
             return Ended {
                 status: if asked.cancel.is_cancelled() {

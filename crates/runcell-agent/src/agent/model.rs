@@ -76,6 +76,7 @@ impl Agent {
             }),
             max_tokens: Some(self.settings.max_tokens),
             temperature: Some(0.0),
+            seed: None,
             requester: Requester::Unnamed,
             shared_messages: super::prompt::shared_messages(messages),
             conversation: None,
@@ -103,7 +104,7 @@ impl Agent {
         messages: &[Message],
         model: Option<String>,
         attempt: u32,
-        temperature: f32,
+        (temperature, seed): (f32, Option<u64>),
         channel: CodeDelivery,
         cancel: &CancellationToken,
     ) -> Reply {
@@ -111,6 +112,7 @@ impl Agent {
             requester: self.requester(session),
             conversation: Some(session.id().to_string()),
             temperature: Some(temperature),
+            seed,
             ..self.code_request(messages, model, channel)
         };
         let mut cell = CodeCell::new(session, &self.highlighter, attempt);

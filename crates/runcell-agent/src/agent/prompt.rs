@@ -7,6 +7,9 @@ use runcell_protocol::{CellKind, Language, Output, TurnKind};
 use runcell_llm::tools::result_message;
 use runcell_llm::{Message, Role};
 
+mod browser;
+pub use browser::{browser_imports, browser_note, browser_remedy, pip_refusal};
+
 /// The messages of one answered turn, laid out exactly as the live
 /// conversation had them when the explanation was written: the question,
 /// the program as a fenced block, its result with the request for an
@@ -116,32 +119,6 @@ pub fn question_message(text: &str, kernel_lost: bool, notes: &[&str]) -> Messag
     Message::user(question)
 }
 
-/// Added to the system prompt when the programs run in the person's page
-/// (the Browser sandbox), where most of the jail's packages are missing.
-/// The worker's policy lets a program reach this site alone, and nothing
-/// installs packages: said so, not that there is no network at all.
-pub fn browser_note(imports: &[String]) -> String {
-    let extra = if imports.is_empty() {
-        String::new()
-    } else {
-        format!(" and {}", imports.join(", "))
-    };
-    let missing: Vec<&str> = ["numpy", "pandas", "matplotlib"]
-        .into_iter()
-        .filter(|name| !imports.iter().any(|i| i == name))
-        .collect();
-    let missing = match missing.as_slice() {
-        [] => String::new(),
-        [one] => format!(" there is no {one};"),
-        [rest @ .., last] => format!(" there is no {} or {last};", rest.join(", ")),
-    };
-    format!(
-        "The programs run in the person's web browser (Pyodide): only Python's standard \
-         library{extra} can be imported;{missing} no other package can be installed, and \
-         no other web site can be reached."
-    )
-}
-
 /// The most of the files note the model is shown, in bytes.
 const MAX_FILES_NOTE_BYTES: usize = 3000;
 
@@ -212,16 +189,38 @@ pub fn failure_summary(report: &str, code: &str, columns: &[String]) -> String {
     }
 }
 
-/// A failed program's verdict: its report's last line (the traceback's
-/// last word), bounded.
+/// A failed program's verdict: its report's error line (the last line
+/// that names an error, `ValueError: ...`; else the last line), bounded,
+/// with backticks made plain quotes so that it reads whole inside the
+/// backticks it is quoted in. Pyodide's errors end with a "See https://...
+/// for more details." line, which is no verdict.
 pub fn verdict(report: &str) -> String {
-    let last = report
-        .lines()
-        .rev()
-        .map(str::trim)
-        .find(|line| !line.is_empty())
+    let lines = || {
+        report
+            .lines()
+            .rev()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+    };
+    let last = lines()
+        .find(|line| names_an_error(line))
+        .or_else(|| lines().next())
         .unwrap_or("it failed");
-    cut(last, 300)
+    cut(&last.replace('`', "'"), 300)
+}
+
+/// Whether `line` opens with an exception's name: `KeyError: 'x'`,
+/// `numpy.linalg.LinAlgError: ...`, `SyntaxError: invalid syntax`.
+fn names_an_error(line: &str) -> bool {
+    let Some((name, _)) = line.split_once(':') else {
+        return false;
+    };
+    let name = name.rsplit('.').next().unwrap_or(name);
+    !name.is_empty()
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && ["Error", "Exception", "Interrupt", "Exit"]
+            .iter()
+            .any(|end| name.ends_with(end))
 }
 
 /// Why a program is refused before it runs: it is attempt `earlier`'s
@@ -245,6 +244,19 @@ pub fn is_no_answer_statement(text: &str) -> bool {
 /// and what the last one hit, with no conclusion about the question (the
 /// model, asked to explain a failure, concluded anyway).
 pub fn no_answer(programs: usize, report: &str, code: &str, columns: &[String]) -> String {
+    no_answer_in(programs, report, code, columns, None)
+}
+
+/// [`no_answer`], for programs that ran in the Browser sandbox when
+/// `browser` (the packages it has) is given: a missing package is met with
+/// what that sandbox has and how to choose another.
+pub fn no_answer_in(
+    programs: usize,
+    report: &str,
+    code: &str,
+    columns: &[String],
+    browser: Option<&[String]>,
+) -> String {
     let hit = if report.trim().is_empty() || report.contains(NOTHING_PRINTED) {
         "printed nothing".to_string()
     } else {
@@ -254,6 +266,9 @@ pub fn no_answer(programs: usize, report: &str, code: &str, columns: &[String]) 
         0 | 1 => format!("the program did not answer the question (it {hit})"),
         n => format!("none of the {n} programs tried answered the question (the last {hit})"),
     };
+    if let Some(remedy) = browser.and_then(|imports| browser_remedy(report, imports)) {
+        return format!("{NO_ANSWER_OPENING} {tried}, so there is no result to report. {remedy}");
+    }
     let hint = super::fix_hints::hint(report, code, columns)
         .map(|h| format!(" What may help: {h}"))
         .unwrap_or_default();
@@ -283,8 +298,23 @@ pub fn repaired_request(note: &str) -> String {
 pub const FIX_REQUEST: &str = "The program failed. Write the complete corrected program.";
 
 /// The fix request for a failed program `code` whose result is `report`:
-/// with the remedy for a known error when there is one.
-pub fn fix_request(report: &str, code: &str, columns: &[String]) -> String {
+/// with the remedy for a known error when there is one. In the Browser
+/// sandbox (`browser`: its packages) a missing package's remedy is the
+/// packages it has, not the jail's.
+pub fn fix_request(
+    report: &str,
+    code: &str,
+    columns: &[String],
+    browser: Option<&[String]>,
+) -> String {
+    if let Some(imports) = browser
+        && browser_remedy(report, imports).is_some()
+    {
+        return format!(
+            "{FIX_REQUEST} Hint: {}. Use only those, or compute it without the package.",
+            pip_refusal(imports)
+        );
+    }
     match super::fix_hints::hint(report, code, columns) {
         Some(hint) => format!("{FIX_REQUEST} Hint: {hint}"),
         None => FIX_REQUEST.to_string(),
@@ -601,22 +631,45 @@ mod tests {
     }
 
     #[test]
-    fn the_browser_note_names_what_can_be_imported() {
-        let note = browser_note(&["six".into(), "sympy".into()]);
-        assert!(note.contains("standard library and six, sympy"), "{note}");
-        assert!(
-            note.contains("there is no numpy, pandas or matplotlib;"),
-            "{note}"
+    fn the_verdict_is_the_error_line_without_backticks() {
+        let pyodide = "Traceback (most recent call last):\n  File \"<exec>\", line 1\n\
+                       ModuleNotFoundError: The module 'numpy' is included in the Pyodide \
+                       distribution, but it is not installed.\nYou can install it by calling:\n  \
+                       await micropip.install(\"numpy\") in Python, or\nSee \
+                       https://pyodide.org/en/stable/usage/loading-packages.html for more details.\n";
+        assert_eq!(
+            verdict(pyodide),
+            "ModuleNotFoundError: The module 'numpy' is included in the Pyodide distribution, \
+             but it is not installed."
         );
-        assert!(note.contains("no other package can be installed"), "{note}");
-        // Programs reach the site itself (the worker's connect-src is
-        // 'self'): the note must not claim there is no network.
-        assert!(!note.contains("no network"), "{note}");
-        assert!(browser_note(&[]).contains("standard library can be imported"));
-        // A vendored package is never said to be missing.
-        let note = browser_note(&["numpy".into(), "pandas".into()]);
-        assert!(note.contains("there is no matplotlib;"), "{note}");
-        assert!(!note.contains("no numpy"), "{note}");
+        assert_eq!(verdict("x\nValueError: bad `x`\n"), "ValueError: bad 'x'");
+        assert_eq!(verdict("just words\n"), "just words");
+    }
+
+    #[test]
+    fn no_answer_in_the_browser_offers_the_local_sandbox() {
+        let report = "  File \"<exec>\", line 1\n    %pip install numpy\n    ^\n\
+                      SyntaxError: invalid syntax\nModuleNotFoundError: No module named 'numpy'\n";
+        let imports = ["six".to_string(), "sympy".to_string()];
+        assert_eq!(
+            no_answer_in(2, report, "import numpy", &[], Some(&imports)),
+            "No answer was computed: none of the 2 programs tried answered the question (the \
+             last ended with `ModuleNotFoundError: No module named 'numpy'`), so there is no \
+             result to report. The Browser sandbox runs Python in this page and has Python's \
+             standard library and six, sympy; it cannot install packages. For `numpy`, choose \
+             the local sandbox in the Sandbox picker and ask again."
+        );
+        // Elsewhere the jail's remedy stands.
+        assert!(
+            no_answer_in(1, report, "import numpy", &[], None)
+                .contains("What may help: No package")
+        );
+        assert_eq!(
+            fix_request(report, "import numpy", &[], Some(&imports)),
+            "The program failed. Write the complete corrected program. Hint: the Browser \
+             sandbox cannot install packages (there is no pip); it has Python's standard library \
+             and six, sympy. Use only those, or compute it without the package."
+        );
     }
 
     /// A notebook of `n` ask turns, each printing a long output.

@@ -88,6 +88,70 @@ fn certain_column<'a>(key: &str, columns: &'a [String]) -> Option<&'a str> {
     certain.then_some(column.as_str())
 }
 
+/// A program's lines that install packages, which cannot run where
+/// nothing installs them (the Browser sandbox): IPython's `%pip`/`!pip`
+/// (and conda's), and a bare `pip install` line. In Pyodide each is a
+/// `SyntaxError` that stops the whole program, imports and all.
+fn installs(line: &str) -> bool {
+    let line = line.trim_start();
+    let shell = line
+        .strip_prefix('%')
+        .or_else(|| line.strip_prefix('!'))
+        .map(str::trim_start);
+    match shell {
+        Some(rest) => [
+            "pip",
+            "pip3",
+            "conda",
+            "mamba",
+            "python -m pip",
+            "python3 -m pip",
+        ]
+        .iter()
+        .any(|tool| rest == *tool || rest.starts_with(&format!("{tool} "))),
+        None => ["pip install ", "pip3 install "]
+            .iter()
+            .any(|bare| line.starts_with(bare)),
+    }
+}
+
+/// The program without its lines that install packages, for a sandbox
+/// where nothing installs them (`why`: what the person is told); its
+/// imports stay, so a package the sandbox has still loads. A dropped line
+/// inside a block becomes `pass` at its indent, so the block still parses.
+/// `None` when no line installs anything.
+pub(super) fn without_installs(code: &str, why: &str) -> Option<Repair> {
+    let mut dropped = Vec::new();
+    let mut kept = Vec::new();
+    for line in code.lines() {
+        if installs(line) {
+            dropped.push(format!("`{}`", line.trim().replace('`', "'")));
+            let indent = &line[..line.len() - line.trim_start().len()];
+            if !indent.is_empty() {
+                kept.push(format!("{indent}pass"));
+            }
+        } else {
+            kept.push(line.to_string());
+        }
+    }
+    if dropped.is_empty() {
+        return None;
+    }
+    Some(Repair {
+        code: kept.join("\n"),
+        note: format!("Edited by runcell: dropped {}: {why}.", dropped.join(", ")),
+    })
+}
+
+/// Whether a program does anything: a line that is not blank or a
+/// comment.
+pub(super) fn has_statements(code: &str) -> bool {
+    code.lines().any(|line| {
+        let line = line.trim();
+        !line.is_empty() && !line.starts_with('#')
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,5 +220,43 @@ mod tests {
             repair(report, code, &columns(&["prce", "region"])).map(|r| r.code),
             Some("print(df['prce'])".into())
         );
+    }
+
+    #[test]
+    fn installs_are_dropped_and_imports_kept() {
+        let why = "there is no pip";
+        let fixed =
+            without_installs("%pip install numpy\nimport numpy as np\nprint(np.pi)", why).unwrap();
+        assert_eq!(fixed.code, "import numpy as np\nprint(np.pi)");
+        assert_eq!(
+            fixed.note,
+            "Edited by runcell: dropped `%pip install numpy`: there is no pip."
+        );
+        let fixed = without_installs(
+            "!pip install -q pandas\ntry:\n    %pip install sympy\nexcept Exception:\n    pass\npip install six\nimport sympy",
+            why,
+        )
+        .unwrap();
+        assert_eq!(
+            fixed.code,
+            "try:\n    pass\nexcept Exception:\n    pass\nimport sympy"
+        );
+        assert_eq!(
+            fixed.note,
+            "Edited by runcell: dropped `!pip install -q pandas`, `%pip install sympy`, \
+             `pip install six`: there is no pip."
+        );
+        // Only an install is an install: names that start alike, a string.
+        for code in [
+            "pipeline = 3\nprint(pipeline)",
+            "%pipeline",
+            "print('pip install x')",
+            "%time x = 1",
+        ] {
+            assert_eq!(without_installs(code, why), None, "{code}");
+        }
+        let only = without_installs("%pip install numpy\n", why).unwrap();
+        assert!(!has_statements(&only.code));
+        assert!(has_statements("# a comment\nx = 1"));
     }
 }
