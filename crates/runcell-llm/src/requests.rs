@@ -11,10 +11,12 @@
 /// state for a prefix reads only the result; the rules of a good
 /// explanation therefore travel here, not in a system prompt of their own.
 pub const EXPLAIN_REQUEST: &str = "Now answer my question in words, in at most three short \
-sentences: first the answer itself, with the exact numbers and words of the output above \
-(in the form my question asked for, if it asked for one; never a number the output does not \
-show, never recount or recompute it yourself), then how the program got it. Do not write \
-code.";
+sentences: first the answer itself, with the numbers and words of the output above, each \
+number with the name or label the output prints beside it, as a person writes them: long \
+decimals rounded to two places with thousands separators (13,406.38 for 13406.384516), small \
+values such as 0.000123 and years as printed (in the form my question asked for, if it asked \
+for one; never a number the output does not show, never recount or recompute it yourself), \
+then how the program got it. Do not write code.";
 
 /// How a request to explain again without invented figures starts.
 pub const REGROUNDING_OPEN: &str = "Your answer names ";

@@ -75,7 +75,7 @@ impl Agent {
                         highlight: None,
                     });
                 }
-                publish_rendered(session, cell_id, &text);
+                publish_rendered(session, cell_id, &grounding::plain_figures(&text));
                 self.finish_explanation(session, cell_id, started, CellStatus::Ok, None);
                 runcell_core::metrics::explained(if round == 0 {
                     "grounded"
@@ -121,6 +121,7 @@ impl Agent {
             response_schema: None,
             max_tokens: Some(self.settings.max_tokens.min(400)),
             temperature: Some(0.0),
+            seed: None,
             requester: self.requester(session),
             shared_messages: 0,
             conversation: Some(session.id().to_string()),

@@ -5,6 +5,9 @@
 //! up by the model, and an explanation that invents figures turns a wrong
 //! answer into a believable one.
 
+mod plain;
+pub use plain::plain_figures;
+
 /// A number as written: its value and how many decimals it was given with.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Figure {
@@ -282,7 +285,8 @@ impl<'a> Gate<'a> {
         }
     }
 
-    /// Takes the next piece of the reply; returns what may be shown now.
+    /// Takes the next piece of the reply; returns what may be shown now,
+    /// its long decimals rounded as a person reads them ([`plain_figures`]).
     pub fn push(&mut self, delta: &str) -> Option<String> {
         self.text.push_str(delta);
         if self.held {
@@ -297,13 +301,13 @@ impl<'a> Gate<'a> {
             }
             self.shown = end;
         }
-        (self.shown > from).then(|| self.text[from..self.shown].to_string())
+        (self.shown > from).then(|| plain_figures(&self.text[from..self.shown]))
     }
 
     /// The rest of the reply, once the whole was found grounded.
     pub fn finish(&mut self) -> Option<String> {
         let rest = self.text.get(self.shown..).filter(|r| !r.is_empty())?;
-        let rest = rest.to_string();
+        let rest = plain_figures(rest);
         self.shown = self.text.len();
         Some(rest)
     }
