@@ -1,6 +1,8 @@
 //! Figures as a person reads them: a long decimal the model copied from the
-//! output (`13406.384516`) is shown rounded to two decimals, with thousands
-//! separators (`13,406.38`). Rounding only: the figure still names the
+//! output (`13406.384516`, five decimals or more: what a float prints when
+//! nobody rounded it) is shown rounded to two decimals, with thousands
+//! separators (`13,406.38`). A figure the program rounded itself
+//! (`3.1416`) is left as it was asked for. Rounding only: the figure still names the
 //! output's (the gate compares a mention at its own precision), no digit
 //! is made up, and nothing else is touched: integers (years, counts, ids),
 //! values below 1 (`0.000123`, a p-value), figures inside names, versions,
@@ -9,7 +11,11 @@
 /// Decimals a rewritten figure keeps.
 const KEPT_DECIMALS: usize = 2;
 
-/// `text` with each long decimal figure of 1 or more rounded to
+/// Decimals from which a figure reads as unrounded.
+const LONG_DECIMALS: usize = 5;
+
+/// `text` with each long decimal figure (at least [`LONG_DECIMALS`]) of 1
+/// or more rounded to
 /// [`KEPT_DECIMALS`] and given thousands separators.
 pub fn plain_figures(text: &str) -> String {
     let bytes = text.as_bytes();
@@ -54,7 +60,7 @@ pub fn plain_figures(text: &str) -> String {
             .is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_')
             || (bytes.get(end) == Some(&b'.')
                 && bytes.get(end + 1).is_some_and(u8::is_ascii_digit));
-        if decimals <= KEPT_DECIMALS || glued_before || glued_after {
+        if decimals < LONG_DECIMALS || glued_before || glued_after {
             continue;
         }
         let digits: String = text[start..end].chars().filter(|c| *c != ',').collect();
@@ -125,9 +131,11 @@ mod tests {
                 "The mean is 3.14159, per year.",
                 "The mean is 3.14, per year.",
             ),
-            ("It fell by -1234.5678.", "It fell by -1,234.57."),
-            ("1,234.5678 in all", "1,234.57 in all"),
-            ("a share of 12.3456%", "a share of 12.35%"),
+            ("It fell by -1234.56789.", "It fell by -1,234.57."),
+            ("1,234.56789 in all", "1,234.57 in all"),
+            ("a share of 12.34567%", "a share of 12.35%"),
+            // A figure the program rounded itself stays as it was asked for.
+            ("pi is 3.1416", "pi is 3.1416"),
             // Kept: small values, short decimals, integers and years.
             ("p = 0.000123, r = 0.98765", "p = 0.000123, r = 0.98765"),
             (
@@ -144,7 +152,7 @@ mod tests {
                 "Q4 2024 in `x = 13406.384516`",
             ),
             ("about 1.234567e+05 rows", "about 1.234567e+05 rows"),
-            ("999.999 rounds up", "1,000.00 rounds up"),
+            ("999.999999 rounds up", "1,000.00 rounds up"),
         ];
         for (text, expect) in cases {
             assert_eq!(plain_figures(text), expect, "{text}");
