@@ -8,6 +8,7 @@ pub mod clipboard;
 pub mod download;
 pub mod files;
 pub mod import;
+pub mod kernels;
 mod keys;
 mod page_python;
 pub mod scroll;

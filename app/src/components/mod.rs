@@ -10,6 +10,7 @@ mod header;
 mod import;
 mod indicators;
 mod kernel_notice;
+mod kernels;
 mod page_title;
 mod pickers;
 mod problem;

@@ -91,6 +91,7 @@ pub fn Sidebar(
                     <p class="empty-list">"Sessions you ask something in are listed here."</p>
                 </Show>
             </nav>
+            <super::kernels::KernelsInUse current=current.get_value()/>
             // A code for `runcell chat --join`: the terminal becomes this
             // browser's owner, so both list the same sessions.
             <form method="post" action="/terminal" target="_blank" class="to-terminal">

@@ -62,6 +62,31 @@ pub struct SessionSummary {
     pub updated_ms: u64,
 }
 
+/// A kernel one of the viewer's notebooks holds, as `GET /api/kernels`
+/// lists it ("Kernels in use" in the sessions list).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelInUse {
+    pub session_id: String,
+    /// The notebook's title (empty before its first question).
+    pub title: String,
+    pub url: String,
+    pub backend: SandboxKind,
+    /// What the sandbox picker calls the backend.
+    pub backend_label: String,
+    /// A program runs in it now.
+    pub running: bool,
+    /// Since its last run ended (0 while one runs).
+    pub idle_ms: u64,
+}
+
+/// `GET /api/kernels`: the kernels, the running and most recently used
+/// first, and how many the viewer's notebooks may hold.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelsInUse {
+    pub kernels: Vec<KernelInUse>,
+    pub cap: usize,
+}
+
 /// One of the viewer's sessions, as its page needs it (the server's answer
 /// to a page's request; [`SessionPageData`] adds what the page asks besides).
 #[derive(Clone, Debug, PartialEq, Eq)]

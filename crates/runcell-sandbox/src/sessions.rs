@@ -66,7 +66,9 @@ pub enum SandboxSessionError {
     #[error("{}", SlotError::ClientFull(*.0))]
     ClientFull(usize),
     /// One owner's notebooks hold as many kernels as they may, all running.
-    #[error("your sessions hold {0} kernels, all running; try again when one ends, or stop one")]
+    #[error(
+        "your sessions hold {0} kernels, all running; stop one or wait for one to end (“Kernels in use” in the sessions list shows them)"
+    )]
     OwnerFull(usize),
     #[error(transparent)]
     Sandbox(#[from] SandboxError),

@@ -64,7 +64,7 @@ pub enum SlotError {
     )]
     AnonymousFull(usize),
     #[error(
-        "pages from your address hold {0} sandbox sessions, the most anonymous pages may; sign in or use an API key, or try again when one closes"
+        "pages from your address hold {0} sandbox sessions, the most anonymous pages may, and none of yours is idle; close one under “Kernels in use” in the sessions list, sign in or use an API key, or try again when one closes"
     )]
     ClientFull(usize),
 }

@@ -18,6 +18,7 @@ mod cluster;
 mod e2b;
 mod files;
 mod jupyter;
+mod kernels;
 mod listener;
 mod llm;
 mod notebook_api;

@@ -114,6 +114,9 @@ impl TestServer {
             },
             notebook: runcell_server::config::NotebookConfig {
                 anonymous_sessions_per_minute: LOOPBACK_NEW_SESSIONS,
+                // The tests' pages stand for many people on one address, as
+                // behind a proxy: not a single-person install.
+                single_person: Some(false),
                 ..Default::default()
             },
             llm: scripted(),

@@ -36,7 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::code::publish_complete;
 use self::execute::{Program, Ran, RunEnd, run_into_cell};
-pub use self::kernels::{BrowserOffer, FilesError, Kernels};
+pub use self::kernels::{BrowserOffer, FilesError, HeldKernelInfo, KernelClose, Kernels};
 pub use self::prompt::SYSTEM_PROMPT;
 pub use self::runner::{TurnRefusal, TurnRunner, parse_language};
 use crate::highlight::Highlighter;

@@ -16,6 +16,7 @@ mod files;
 mod handover;
 mod here;
 mod history_import;
+mod kernels;
 pub mod ipynb;
 mod pages;
 pub mod remote;
@@ -46,6 +47,7 @@ use tokio_util::sync::CancellationToken;
 pub use error::NotebookError;
 pub use figures::parse_figure_name;
 pub use handover::{CODE_TTL_MS as HANDOVER_TTL_MS, Joined};
+pub use kernels::{HeldKernel, HeldKernels};
 pub use remote::serve_calls;
 pub use turns::{AskedTurn, TurnEvents};
 

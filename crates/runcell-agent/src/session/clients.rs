@@ -24,6 +24,8 @@ const FORGET_AFTER: Duration = Duration::from_secs(30 * 60);
 #[derive(Clone, Copy, Debug)]
 struct Seen {
     client: Option<IpAddr>,
+    /// The address was one of this machine's own (before it became a key).
+    loopback: bool,
     signed_in: bool,
     at: Instant,
 }
@@ -31,9 +33,21 @@ struct Seen {
 #[derive(Debug, Default)]
 pub struct Clients {
     seen: Mutex<HashMap<OwnerId, Seen>>,
+    /// A single-person install: anonymous pages from this machine's own
+    /// addresses (loopback) count as known, so only their owner's kernel cap
+    /// (which closes the longest-idle kernel) holds them.
+    loopback_known: bool,
 }
 
 impl Clients {
+    /// Owners seen from loopback count as known when `single_person`.
+    pub fn new(single_person: bool) -> Self {
+        Self {
+            seen: Mutex::default(),
+            loopback_known: single_person,
+        }
+    }
+
     /// `owner` made a request from `client` (`None`: unknown), signed in
     /// or not.
     pub fn note(&self, owner: OwnerId, client: Option<IpAddr>, signed_in: bool) {
@@ -54,6 +68,7 @@ impl Clients {
             owner,
             Seen {
                 client: client.map(runcell_core::address_key),
+                loopback: client.is_some_and(|ip| ip.to_canonical().is_loopback()),
                 signed_in,
                 at: now,
             },
@@ -64,6 +79,7 @@ impl Clients {
     pub fn claim_of(&self, owner: OwnerId) -> Claim {
         match self.seen.lock().get(&owner) {
             Some(seen) if seen.signed_in => Claim::Known,
+            Some(seen) if self.loopback_known && seen.loopback => Claim::Known,
             Some(seen) => Claim::Anonymous {
                 client: seen.client,
             },
@@ -102,6 +118,35 @@ mod tests {
             clients.claim_of(c),
             Claim::Anonymous {
                 client: Some("2001:db8:1:2::".parse().unwrap())
+            }
+        );
+    }
+
+    #[test]
+    fn a_single_person_install_counts_its_own_machines_pages_as_known() {
+        let single = Clients::new(true);
+        let shared = Clients::new(false);
+        let (a, b, c) = (OwnerId::random(), OwnerId::random(), OwnerId::random());
+        let v4 = IpAddr::from([127, 0, 0, 1]);
+        let elsewhere = IpAddr::from([198, 51, 100, 7]);
+        for clients in [&single, &shared] {
+            clients.note(a, Some(v4), false);
+            clients.note(b, Some("::1".parse().unwrap()), false);
+            clients.note(c, Some(elsewhere), false);
+        }
+        assert_eq!(single.claim_of(a), Claim::Known);
+        assert_eq!(single.claim_of(b), Claim::Known);
+        assert_eq!(
+            single.claim_of(c),
+            Claim::Anonymous {
+                client: Some(elsewhere)
+            }
+        );
+        assert_eq!(shared.claim_of(a), Claim::Anonymous { client: Some(v4) });
+        assert_eq!(
+            shared.claim_of(b),
+            Claim::Anonymous {
+                client: Some("::".parse().unwrap())
             }
         );
     }

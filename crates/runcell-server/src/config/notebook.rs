@@ -30,6 +30,15 @@ pub struct NotebookConfig {
     /// Kernels one owner's sessions may hold at once; a new one closes the
     /// owner's longest-idle kernel, or is refused while all of them run.
     pub max_kernels_per_owner: u32,
+    /// A single-person install: anonymous pages from this machine itself
+    /// (loopback) count as known, so the per-address and anonymous-share
+    /// caps of the sandbox slots do not hold them, only
+    /// `max_kernels_per_owner` (which closes their longest-idle kernel).
+    /// Unset: on when the server listens on a loopback address only. Turn
+    /// it off when a reverse proxy on the same machine forwards other
+    /// people's requests without `http.trust_forwarded`, since they all
+    /// arrive from loopback.
+    pub single_person: Option<bool>,
     /// MiB of `.ipynb` one import may send; a bigger one is refused as it
     /// streams in.
     pub import_mib: u64,
@@ -49,6 +58,7 @@ impl Default for NotebookConfig {
             session_burst: 30,
             anonymous_sessions_per_minute: 30,
             max_kernels_per_owner: 4,
+            single_person: None,
             import_mib: 8,
             imports_in_flight: 2,
             max_sockets_per_session: 8,

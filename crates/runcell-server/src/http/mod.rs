@@ -15,6 +15,7 @@ pub mod host;
 mod hygiene;
 mod ipynb;
 mod jupyter;
+mod kernels;
 mod listener;
 mod mcp;
 pub mod mcp_sessions;
@@ -194,6 +195,11 @@ fn pages(state: &AppState, context: impl Fn() + Clone + Send + Sync + 'static) -
         .route(
             "/api/sessions/{id}",
             axum::routing::patch(sessions::rename).delete(sessions::delete),
+        )
+        .route("/api/kernels", get(kernels::list))
+        .route(
+            "/api/sessions/{id}/kernel",
+            axum::routing::delete(kernels::close),
         )
         .route("/api/sessions/{id}/ask", post(turns::ask))
         .route("/api/sessions/{id}/run", post(turns::run))

@@ -207,7 +207,12 @@ impl AppState {
                 "no Pyodide in the site: the browser sandbox is not offered"
             );
         }
-        let clients = Arc::new(Clients::default());
+        let clients = Arc::new(Clients::new(
+            config
+                .notebook
+                .single_person
+                .unwrap_or_else(|| config.addr.ip().is_loopback()),
+        ));
         let llm = runcell_llm::from_settings(
             &config.llm,
             &config.data_dir,

@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use files::FilesError;
 use owners::HeldKernels;
+pub use owners::{HeldKernelInfo, KernelClose};
 
 use super::profile::ProfileCache;
 use crate::session::clients::Clients;
@@ -427,9 +428,28 @@ impl Kernels {
             return Ok(NotebookKernel::Browser(Arc::from(kernel)));
         }
         let sessions = self.backends.get(Some(backend))?;
-        let info = sessions
-            .create_for_notebook(Language::Python, self.claim_of(owner))
-            .await?;
+        // A cap of the slots (the address's, the anonymous pages', all of
+        // them) gives way to the owner's own longest-idle kernels first: a
+        // person's notebooks take each other's room before they are refused.
+        let info = loop {
+            match sessions
+                .create_for_notebook(Language::Python, self.claim_of(owner))
+                .await
+            {
+                Err(
+                    refused @ (SandboxSessionError::ClientFull(_)
+                    | SandboxSessionError::AnonymousFull(_)
+                    | SandboxSessionError::TooMany(_)),
+                ) => match self.longest_idle_of(owner, session) {
+                    Some(idle) => {
+                        tracing::info!(%refused, "closing an owner's longest-idle kernel to make room");
+                        self.close(&idle).await;
+                    }
+                    None => return Err(refused),
+                },
+                other => break other?,
+            }
+        };
         // The session's kept files come back into every new kernel.
         if let Some(kernel) = sessions.session(&info.session_id)
             && let Some(files) = kernel.files()

@@ -7,6 +7,7 @@ use parking_lot::Mutex;
 
 use super::{Kernels, NotebookKernel};
 use runcell_protocol::{OwnerId, SessionId};
+use runcell_sandbox::SandboxKind;
 use runcell_sandbox::sessions::SandboxSessionError;
 
 #[derive(Default)]
@@ -58,7 +59,79 @@ impl Drop for Opening<'_> {
     }
 }
 
+/// A kernel one of an owner's notebooks holds on a shared backend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeldKernelInfo {
+    pub session: SessionId,
+    pub backend: SandboxKind,
+    /// A run is under way in it.
+    pub running: bool,
+    /// Since its last run ended (0 while one runs).
+    pub idle_ms: u64,
+}
+
+/// What closing a notebook's kernel did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelClose {
+    Closed,
+    /// It had no live kernel.
+    NoKernel,
+    /// A program is running in it: stop it first.
+    Running,
+}
+
 impl Kernels {
+    /// The live kernels `owner`'s notebooks hold on the shared backends,
+    /// the most recently used first.
+    pub fn held_of(&self, owner: OwnerId) -> Vec<HeldKernelInfo> {
+        let sessions = self.sessions.lock();
+        let holders = self.holders.lock();
+        let mut held: Vec<HeldKernelInfo> = sessions
+            .iter()
+            .filter_map(|(id, s)| Some((id, holders.by_session.get(id)?, s.kernel.as_ref()?)))
+            .filter(|(_, holder, kernel)| holder.owner == owner && self.is_live(kernel))
+            .map(|(id, holder, kernel)| HeldKernelInfo {
+                session: *id,
+                backend: kernel.backend(),
+                running: holder.running > 0,
+                idle_ms: if holder.running > 0 {
+                    0
+                } else {
+                    runcell_core::clock::millis(holder.last_used.elapsed())
+                },
+            })
+            .collect();
+        held.sort_by_key(|k| (!k.running, k.idle_ms));
+        held
+    }
+
+    /// The most kernels `owner`'s notebooks may hold at once.
+    pub fn cap_for(&self, owner: OwnerId) -> usize {
+        self.cap_of(owner)
+    }
+
+    /// Closes the session's kernel if it is live and no run is under way in
+    /// it (its variables are gone; its kept files come back into the next
+    /// one, whose run says so).
+    pub async fn close_idle(&self, session: SessionId) -> KernelClose {
+        let running = self
+            .holders
+            .lock()
+            .by_session
+            .get(&session)
+            .is_some_and(|holder| holder.running > 0);
+        if running {
+            return KernelClose::Running;
+        }
+        match self.kernel_of(session) {
+            Some(kernel) if self.is_live(&kernel) => {
+                self.close(&kernel).await;
+                KernelClose::Closed
+            }
+            _ => KernelClose::NoKernel,
+        }
+    }
+
     /// Forgets whose the session's kernel was (the session was deleted).
     pub(super) fn forget_holder(&self, session: SessionId) {
         self.holders.lock().by_session.remove(&session);
@@ -81,6 +154,26 @@ impl Kernels {
             })
             .count();
         live + holders.opening.get(&owner).copied().unwrap_or(0)
+    }
+
+    /// `owner`'s live kernel that has been idle longest, not `session`'s
+    /// and not running.
+    pub(super) fn longest_idle_of(
+        &self,
+        owner: OwnerId,
+        session: SessionId,
+    ) -> Option<NotebookKernel> {
+        let sessions = self.sessions.lock();
+        let holders = self.holders.lock();
+        sessions
+            .iter()
+            .filter(|(id, _)| **id != session)
+            .filter_map(|(id, s)| Some((holders.by_session.get(id)?, s.kernel.as_ref()?)))
+            .filter(|(holder, kernel)| {
+                holder.owner == owner && holder.running == 0 && self.is_live(kernel)
+            })
+            .min_by_key(|(holder, _)| holder.last_used)
+            .map(|(_, kernel)| kernel.clone())
     }
 
     /// Counts a run of `owner`'s in `session`'s kernel until it is dropped.

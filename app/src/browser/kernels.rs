@@ -1,0 +1,35 @@
+//! The page's "Kernels in use": asking which kernels the viewer's
+//! notebooks hold, and closing one.
+
+use super::xhr::{message_of, send};
+use crate::api::KernelsInUse as HeldKernels;
+
+/// Asks for the viewer's kernels; `done` gets them or why not.
+pub fn list(done: impl FnOnce(Result<HeldKernels, String>) + 'static) -> bool {
+    send("GET", "/api/kernels", None, move |xhr| {
+        if xhr.status().unwrap_or(0) != 200 {
+            return done(Err(message_of(xhr)));
+        }
+        let body = xhr.response_text().ok().flatten().unwrap_or_default();
+        done(
+            serde_json::from_str(&body)
+                .map_err(|_| "the server's answer was not a list of kernels".to_string()),
+        );
+    })
+}
+
+/// Closes the kernel of session `id`; `done` gets why not, if it failed.
+pub fn close(id: &str, done: impl FnOnce(Result<(), String>) + 'static) -> bool {
+    send(
+        "DELETE",
+        &format!("/api/sessions/{id}/kernel"),
+        None,
+        move |xhr| {
+            if xhr.status().unwrap_or(0) == 204 {
+                done(Ok(()))
+            } else {
+                done(Err(message_of(xhr)))
+            }
+        },
+    )
+}
