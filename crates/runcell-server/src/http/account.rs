@@ -143,7 +143,7 @@ async fn account_page(
         name = escape(me.display_name()),
         email = escape(&me.email),
         role = me.role,
-        today = duration(state.accounts.model_ms_today(&me)),
+        today = duration(state.accounts.model_ms_today(me)),
         allowed = duration(u64::from(limits.model_seconds_per_day) * 1000),
         turns = limits.runs_per_minute,
         kernels = limits.live_kernels,
