@@ -183,10 +183,7 @@ impl Agent {
             channel: self.code_channel(),
             columns: self.kernels.table_columns(session.id()),
             turns,
-            browser: self
-                .kernels
-                .environment_note(session.id())
-                .and_then(|note| prompt::browser_imports(&note)),
+            browser: self.kernels.browser_imports(session.id()),
             again,
             cancel,
         };

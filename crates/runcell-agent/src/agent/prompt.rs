@@ -8,7 +8,7 @@ use runcell_llm::tools::result_message;
 use runcell_llm::{Message, Role};
 
 mod browser;
-pub use browser::{browser_imports, browser_note, browser_remedy, pip_refusal};
+pub use browser::{browser_note, browser_remedy, pip_refusal};
 
 /// The messages of one answered turn, laid out exactly as the live
 /// conversation had them when the explanation was written: the question,

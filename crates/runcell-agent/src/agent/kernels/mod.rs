@@ -264,6 +264,13 @@ impl Kernels {
             .then(|| super::prompt::browser_note(&offer.imports))
     }
 
+    /// What a program may import in the Browser sandbox, when that is where
+    /// the session's programs run; `None` elsewhere.
+    pub fn browser_imports(&self, session: SessionId) -> Option<Vec<String>> {
+        let offer = self.browser.as_ref()?;
+        (self.chosen(session) == SandboxKind::Browser).then(|| offer.imports.clone())
+    }
+
     /// The backend the session's next program runs on.
     pub fn chosen(&self, session: SessionId) -> SandboxKind {
         self.sessions
