@@ -1,4 +1,8 @@
-//! The bar at the top of every page.
+//! The bar at the top of every page: one row at any width. What does not
+//! fit the row is behind "More" (a disclosure button): opened, those
+//! controls take the lines under the row, and Escape closes them again.
+//! Which controls wait behind it at which width is the stylesheet's
+//! choice (`style/main.css`, "The header"); without scripts nothing does.
 
 use leptos::prelude::*;
 
@@ -14,23 +18,79 @@ fn focus_main() {
     }
 }
 
+/// The id of the controls "More" shows.
+const MORE_ID: &str = "header-more";
+
 /// The brand, "New session", and whatever the page adds (pickers, status).
 #[component]
 pub fn Header(#[prop(optional)] children: Option<Children>) -> impl IntoView {
+    let open = RwSignal::new(false);
+    let toggle = NodeRef::<leptos::html::Button>::new();
+    let with_controls = children.is_some();
+    let on_keydown = move |ev: leptos::ev::KeyboardEvent| {
+        if ev.key() == "Escape" && open.get_untracked() {
+            ev.prevent_default();
+            open.set(false);
+            if let Some(button) = toggle.get_untracked() {
+                let _ = button.focus();
+            }
+        }
+    };
+    // The keyboard moved on past the header's last control: it closes.
+    let on_focusout = move |ev: leptos::ev::FocusEvent| {
+        #[cfg(feature = "hydrate")]
+        {
+            use wasm_bindgen::JsCast;
+            let inside = ev
+                .related_target()
+                .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
+                .map(|e| e.closest(".topbar").ok().flatten().is_some());
+            if inside == Some(false) {
+                open.set(false);
+            }
+        }
+        #[cfg(not(feature = "hydrate"))]
+        let _ = ev;
+    };
     view! {
         <a class="skip-link" href="#main" on:click=|_| focus_main()>
             "Skip to the conversation"
         </a>
-        <header class="topbar">
+        <header
+            class="topbar"
+            class:with-controls=with_controls
+            class:menu-open=move || open.get()
+            on:keydown=on_keydown
+            on:focusout=on_focusout
+        >
             <a class="brand" href="/" rel="external">"runcell"</a>
             <nav class="actions">
                 // A post: opening a page never makes a session.
                 <form method="post" action="/sessions" class="new-session-form">
                     <button type="submit" class="new-session">"New session"</button>
                 </form>
-                <super::import::ImportNotebook/>
-                {children.map(|c| c())}
-                <super::theme::ThemeSwitch/>
+                <button
+                    type="button"
+                    class="menu-toggle js-only"
+                    aria-expanded=move || if open.get() { "true" } else { "false" }
+                    aria-controls=MORE_ID
+                    node_ref=toggle
+                    on:click=move |_| open.update(|o| *o = !*o)
+                >
+                    "More"
+                    <span class="menu-arrow" aria-hidden="true">
+                        {move || if open.get() { "▴" } else { "▾" }}
+                    </span>
+                </button>
+                // Always in the page (a row's part on wide screens): the
+                // stylesheet hides what the row has no room for until
+                // "More" is pressed.
+                <div class="header-more" id=MORE_ID>
+                    <span class="menu-break" aria-hidden="true"></span>
+                    <super::import::ImportNotebook/>
+                    {children.map(|c| c())}
+                    <super::theme::ThemeSwitch/>
+                </div>
             </nav>
         </header>
     }

@@ -31,6 +31,8 @@ pub fn PythonIndicator() -> impl IntoView {
             role="status"
             aria-label="Python in this page"
             data-state=kind
+            // A narrow row cuts a long stage short: the whole of it.
+            title=text
             // What the page's Python says matters only while programs run
             // there: another sandbox picked, it is not shown.
             hidden=move || python.get() == PyStatus::Off || !state.runs_in_page()

@@ -15,10 +15,21 @@ pub fn BackendPicker(backends: Vec<SandboxKind>) -> impl IntoView {
         let picked = state.backend.get_untracked();
         // Said after a change (never on load): what the change means.
         let changed = RwSignal::new(None::<SandboxKind>);
+        let select = NodeRef::<leptos::html::Select>::new();
+        // The note sits over the page, under the header (never a row of
+        // its own): read, it is put away, and the keyboard goes back to
+        // the picker.
+        let dismiss = move |_| {
+            changed.set(None);
+            if let Some(select) = select.get_untracked() {
+                let _ = select.focus();
+            }
+        };
         view! {
             <label class="model-picker backend-picker" title="Where the code runs; a change starts a fresh kernel">
                 <span class="model-backend">"sandbox"</span>
                 <select
+                    node_ref=select
                     aria-label="Sandbox"
                     aria-describedby="backend-note"
                     on:change=move |ev| {
@@ -37,9 +48,20 @@ pub fn BackendPicker(backends: Vec<SandboxKind>) -> impl IntoView {
                         .collect_view()}
                 </select>
             </label>
-            <p class="backend-note" id="backend-note" role="status">
-                {move || changed.get().map(change_note)}
-            </p>
+            <div class="backend-note-box">
+                <p class="backend-note" id="backend-note" role="status">
+                    {move || changed.get().map(change_note)}
+                </p>
+                <button
+                    type="button"
+                    class="backend-note-close"
+                    aria-label="Dismiss the note"
+                    hidden=move || changed.get().is_none()
+                    on:click=dismiss
+                >
+                    "×"
+                </button>
+            </div>
         }
     })
 }
@@ -68,9 +90,10 @@ pub fn ModelPicker(models: ModelChoices) -> impl IntoView {
     } = models;
     let others: Vec<String> = models.into_iter().filter(|m| *m != default_model).collect();
     let default_short = short_name(&default_model);
-    let title = problem
-        .clone()
-        .unwrap_or_else(|| format!("Answers come from the {backend} backend"));
+    // The whole name, also where the picker's width cuts it.
+    let title = problem.clone().unwrap_or_else(|| {
+        format!("Answers come from the {backend} backend; by default, {default_model}")
+    });
     view! {
         <label class="model-picker" title=title data-backend=backend>
             <span class="model-backend">"model"</span>
