@@ -32,6 +32,36 @@ fn modified_label(ms: Option<u64>) -> String {
     }
 }
 
+/// A file's name in pieces that each end at a separator (`_`, `-`, `.`,
+/// `/`, a space): a narrow row breaks the name there, never inside
+/// "sales" or "2024", and keeps it whole where it fits.
+fn name_pieces(name: &str) -> Vec<&str> {
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    for (at, c) in name.char_indices() {
+        let end = at + c.len_utf8();
+        if matches!(c, '_' | '-' | '.' | '/' | ' ') && end < name.len() && at > start {
+            pieces.push(&name[start..end]);
+            start = end;
+        }
+    }
+    if start < name.len() {
+        pieces.push(&name[start..]);
+    }
+    pieces
+}
+
+/// A file's name, with the places it may break at.
+fn breakable_name(name: &str) -> impl IntoView + use<> {
+    name_pieces(name)
+        .into_iter()
+        .map(|piece| {
+            let piece = piece.to_string();
+            view! { {piece}<wbr/> }
+        })
+        .collect_view()
+}
+
 /// The panel.
 #[component]
 pub fn FilesPanel() -> impl IntoView {
@@ -110,7 +140,7 @@ fn FileRow(file: FileItem, session: String) -> impl IntoView {
     view! {
         <li class="file-row">
             <a class="file-name" href=href download=file.name.clone() title=format!("Download {shown}")>
-                {shown.clone()}
+                {breakable_name(&shown)}
             </a>
             <span class="file-size">{human_size(file.size)}</span>
             <span class="file-modified">{modified_label(file.modified_ms)}</span>
@@ -151,7 +181,7 @@ fn UploadRow(upload: UploadItem) -> impl IntoView {
     let dismiss = move |_| files.uploads.update(|u| u.retain(|x| x.id != id));
     view! {
         <li class="upload-row" class:failed=failed>
-            <span class="file-name">{name.clone()}</span>
+            <span class="file-name">{breakable_name(&name)}</span>
             {match error {
                 None => view! {
                     <progress
@@ -193,7 +223,7 @@ pub fn ShareLinkFiles(files: Vec<FileItem>) -> impl IntoView {
             view! {
                 <li class="file-row">
                     <a class="file-name" href=href download=file.name.clone() title=format!("Download {shown}")>
-                        {shown.clone()}
+                        {breakable_name(&shown)}
                     </a>
                     <span class="file-size">{human_size(file.size)}</span>
                 </li>
@@ -208,5 +238,26 @@ pub fn ShareLinkFiles(files: Vec<FileItem>) -> impl IntoView {
             </div>
             <ul class="file-list">{rows}</ul>
         </section>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::name_pieces;
+
+    #[test]
+    fn a_name_breaks_only_after_its_separators() {
+        let cases: [(&str, &[&str]); 7] = [
+            ("sales_2024.csv", &["sales_", "2024.", "csv"]),
+            ("data/raw-v2.parquet", &["data/", "raw-", "v2.", "parquet"]),
+            ("README", &["README"]),
+            (".hidden", &[".hidden"]),
+            ("a__b", &["a_", "_b"]),
+            ("ends_", &["ends_"]),
+            ("", &[]),
+        ];
+        for (name, expected) in cases {
+            assert_eq!(name_pieces(name), expected, "{name}");
+        }
     }
 }
