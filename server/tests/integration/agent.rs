@@ -1436,3 +1436,66 @@ async fn a_missing_column_is_repaired_by_runcell_and_the_answer_explained() {
     assert_eq!(asked.len(), 2);
     assert_eq!(asked[1].tool_choice, ToolChoice::None);
 }
+
+/// Regenerate asks for a second opinion: the same question again is
+/// sampled (temperature above zero, a seed per version), the model is told
+/// the previous version's program, and the page says so on the new code.
+#[tokio::test]
+async fn regenerate_samples_a_different_program_and_says_so() {
+    let model = Recording::new();
+    let h = harness_with(model.clone(), 0).await;
+    let question = fenced("print(6 * 7)");
+    let first = h.ask(&question).await;
+    assert_eq!(first.status, TurnStatus::Ok);
+    let asked_first = model.asked.lock().unwrap()[0].clone();
+    assert_eq!(asked_first.seed, None);
+    assert!(
+        asked_first.temperature.unwrap_or(0.0) == 0.0,
+        "{:?}",
+        asked_first.temperature
+    );
+    let last = h
+        .channel
+        .log()
+        .events_after(0)
+        .iter()
+        .rev()
+        .find_map(|e| match e.event {
+            EventBody::TurnFinished { turn, .. } => Some(turn),
+            _ => None,
+        });
+    for version in [2_u64, 3] {
+        let before = model.asked.lock().unwrap().len();
+        let again = h
+            .turn(
+                TurnRequest::Ask {
+                    alternative_to: last,
+                    text: question.clone(),
+                    model: None,
+                },
+                |_| false,
+            )
+            .await;
+        assert_eq!(again.status, TurnStatus::Ok);
+        let request = model.asked.lock().unwrap()[before].clone();
+        assert_eq!(request.temperature, Some(0.7));
+        assert_eq!(request.seed, Some(version));
+        let asked = &request.messages[request.messages.len() - 1].content;
+        assert!(asked.contains("previous version's program"), "{asked}");
+        assert!(asked.contains("print(6 * 7)"), "{asked}");
+        let notes: Vec<String> = again
+            .events
+            .iter()
+            .filter_map(|e| match &e.event {
+                EventBody::CellNote { note, .. } => Some(note.clone()),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            notes.iter().any(|n| n.starts_with(&format!(
+                "Regenerated: version {version} of this question, sampled differently"
+            ))),
+            "{notes:?}"
+        );
+    }
+}
