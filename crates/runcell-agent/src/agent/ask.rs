@@ -670,7 +670,7 @@ impl Agent {
         // `x = 5`): what it printed is quoted, and nothing concluded.
         if matches!(
             answered::doubt(asked.text, &program.code, &ran.report),
-            Some(answered::Doubt::Nothing | answered::Doubt::Empty)
+            Some(answered::Doubt::Nothing | answered::Doubt::Empty | answered::Doubt::BlankFigure)
         ) {
             runcell_core::metrics::explained("unanswered");
             publish_text(

@@ -463,6 +463,16 @@ impl Served {
         let _starting = self.code_api.admit_kernel_start(&sandbox.caller())?;
         session.restart_context(id).await?;
         sandbox.executions.lock().remove(id);
+        // The restarted kernel is made ready as a new context is (E2B's
+        // formatters, the sandbox's variables).
+        let lang = language_of(&context.language)?;
+        let code = setup_code(lang, &sandbox.env_vars);
+        if !code.is_empty() {
+            let request = self.request(code, lang, None);
+            session
+                .run_in_context(id, &request, None, &CancellationToken::new())
+                .await?;
+        }
         Ok(())
     }
 
