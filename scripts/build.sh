@@ -33,7 +33,10 @@ fi
 grep -v '^ *Compiling ' "$wasm_log" >&2 || true
 if [ "$TARGET_DIR/release/runcell" -ef "$ROOT/target/release/runcell" ]; then :; else
   mkdir -p "$ROOT/target/release"
-  cp "$TARGET_DIR/release/runcell" "$ROOT/target/release/runcell"
+  # Copied beside it, then renamed over it: a server still running the old
+  # binary keeps its file ("Text file busy" for a copy onto it).
+  cp "$TARGET_DIR/release/runcell" "$ROOT/target/release/runcell.new"
+  mv -f "$ROOT/target/release/runcell.new" "$ROOT/target/release/runcell"
 fi
 
 step "assembling the site"
