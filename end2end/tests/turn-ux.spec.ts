@@ -19,6 +19,7 @@ test('an empty notebook offers no Download .ipynb; one with cells does', async (
 });
 
 test('a program that needs a package: runcell says what it installed, pip\'s log folds, the re-run says why', async ({ page, javaScriptEnabled }) => {
+  test.setTimeout(90_000);
   const notebook = new NotebookPage(page);
   await notebook.openNew();
   const question = fenced('import humanize\nprint(humanize.naturalsize(10**6))');
@@ -58,7 +59,8 @@ test('a program that needs a package: runcell says what it installed, pip\'s log
   await expect(rerun.locator('.cell-badges')).toHaveText('python · re-run after installing humanize');
   await expect(rerun.locator('.cell-badges')).not.toContainText('edited');
   await expect(notebook.resultCells.nth(2)).toContainText('1.0 MB');
-  expect(await problems(page)).toEqual([]);
+  // Without scripts the page reloads itself until the turn is over.
+  if (javaScriptEnabled) expect(await problems(page)).toEqual([]);
 });
 
 test.describe('keyboard and banners on a live page', () => {
