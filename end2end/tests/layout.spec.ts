@@ -58,7 +58,15 @@ test.describe('fixed chrome on a phone', () => {
     await longSession(page);
     const header = page.locator('header.topbar');
     const composer = page.locator('form.prompt');
-    await page.evaluate(() => window.scrollTo(0, 0));
+    // The hydrated page may still follow the conversation down (and the
+    // header slide away) after the reload: back at the top until the
+    // header has slid in whole.
+    await expect
+      .poll(async () => {
+        await page.evaluate(() => window.scrollTo(0, 0));
+        return (await header.boundingBox())?.y ?? -1;
+      })
+      .toBeGreaterThanOrEqual(0);
     await expect(header).toBeInViewport({ ratio: 1 });
     const headerBox = await header.boundingBox();
     expect(headerBox?.height ?? 999).toBeLessThanOrEqual(56);
