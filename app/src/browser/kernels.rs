@@ -26,9 +26,9 @@ pub fn close(id: &str, done: impl FnOnce(Result<(), String>) + 'static) -> bool 
         None,
         move |xhr| {
             if xhr.status().unwrap_or(0) == 204 {
-                done(Ok(()))
+                done(Ok(()));
             } else {
-                done(Err(message_of(xhr)))
+                done(Err(message_of(xhr)));
             }
         },
     )

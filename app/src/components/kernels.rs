@@ -39,10 +39,12 @@ pub fn KernelsInUse(current: String) -> impl IntoView {
     let current = StoredValue::new(current);
     let refresh = move || {
         #[cfg(feature = "hydrate")]
-        crate::browser::kernels::list(move |answer| match answer {
-            Ok(list) => held.set(list),
-            // Left as it was: the list is a convenience, the runs say the rest.
-            Err(_) => {}
+        // A failure leaves the list as it was: it is a convenience, the
+        // runs say the rest.
+        crate::browser::kernels::list(move |answer| {
+            if let Ok(list) = answer {
+                held.set(list);
+            }
         });
     };
     // Asked for when the page is live, and again whenever a turn starts or
