@@ -120,17 +120,17 @@ test.describe('on a touch screen', () => {
 test.describe('with the keyboard', () => {
   test.skip(({ javaScriptEnabled }) => !javaScriptEnabled, 'needs the hydrated page');
 
-  test('the skip link is the first stop and leads to the conversation', async ({ page }) => {
+  test('the skip link is the first stop and leads to the message box', async ({ page }) => {
     const notebook = new NotebookPage(page);
     await notebook.openNew();
     await notebook.waitConnected();
     await page.keyboard.press('Tab');
-    const skip = page.getByRole('link', { name: 'Skip to the conversation' });
+    const skip = page.getByRole('link', { name: 'Skip to the message box' });
     await expect(skip).toBeFocused();
     await expect(skip).toBeInViewport();
     await page.keyboard.press('Enter');
-    await expect(page).toHaveURL(/#main$/);
-    await expect(page.locator('#main')).toBeFocused();
+    await expect(page).toHaveURL(/#message$/);
+    await expect(page.getByRole('textbox', { name: 'Message' })).toBeFocused();
   });
 
   test('Edit & run: the editor takes focus, Escape gives it back, Ctrl+Enter runs', async ({ page }) => {

@@ -6,24 +6,39 @@
 
 use leptos::prelude::*;
 
-/// Gives the keyboard to the page's main part (a browser only scrolls to
-/// it), so that the next Tab goes on from there.
-fn focus_main() {
+/// Gives the keyboard to the element `id` (a browser only scrolls to a
+/// link's target), so that the next Tab goes on from there.
+fn focus_on(id: &str) {
     #[cfg(feature = "hydrate")]
-    if let Some(main) = document().get_element_by_id("main") {
+    if let Some(main) = document().get_element_by_id(id) {
         use wasm_bindgen::JsCast;
         if let Ok(main) = main.dyn_into::<web_sys::HtmlElement>() {
             let _ = main.focus();
         }
     }
+    #[cfg(not(feature = "hydrate"))]
+    let _ = id;
 }
 
 /// The id of the controls "More" shows.
 const MORE_ID: &str = "header-more";
 
 /// The brand, "New session", and whatever the page adds (pickers, status).
+/// `skip_to_message`: the skip link leads to the page's message box (a
+/// session's next action) rather than its main part.
 #[component]
-pub fn Header(#[prop(optional)] children: Option<Children>) -> impl IntoView {
+pub fn Header(
+    #[prop(optional)] children: Option<Children>,
+    #[prop(optional)] skip_to_message: bool,
+) -> impl IntoView {
+    let (skip_id, skip_label) = if skip_to_message {
+        (
+            crate::contexts::session::MESSAGE_ID,
+            "Skip to the message box",
+        )
+    } else {
+        ("main", "Skip to the conversation")
+    };
     let open = RwSignal::new(false);
     let toggle = NodeRef::<leptos::html::Button>::new();
     let with_controls = children.is_some();
@@ -53,8 +68,8 @@ pub fn Header(#[prop(optional)] children: Option<Children>) -> impl IntoView {
         let _ = ev;
     };
     view! {
-        <a class="skip-link" href="#main" on:click=|_| focus_main()>
-            "Skip to the conversation"
+        <a class="skip-link" href=format!("#{skip_id}") on:click=move |_| focus_on(skip_id)>
+            {skip_label}
         </a>
         <header
             class="topbar"

@@ -97,7 +97,7 @@ pub fn SessionView(log: SessionPageData) -> impl IntoView {
                 let _ = ev;
             }
         >
-            <Header>
+            <Header skip_to_message=true>
                 <ModelPicker models/>
                 <BackendPicker backends/>
                 <PythonIndicator/>
