@@ -287,7 +287,7 @@ async fn a_session_downloads_as_a_notebook_that_nbformat_validates() {
         owned.headers()["content-disposition"]
             .to_str()
             .unwrap()
-            .starts_with("attachment; filename=\"python-import-matplotlib")
+            .starts_with("attachment; filename=\"import-matplotlib-pyplot-as-plt")
     );
     let owned = owned.text().await.unwrap();
     let notebook: serde_json::Value = serde_json::from_str(&owned).unwrap();
