@@ -44,4 +44,19 @@ for (const [name, viewport, mobile] of [['phone', { width: 390, height: 844 }, t
     await context.close();
   }
 }
+// "Kernels in use": two more notebooks that ran code, seen from the first.
+for (const n of [1, 2]) {
+  const other = await newSession(setup);
+  const ran = await setup.request.post(`${base}/api/sessions/${other}/ask`, {
+    data: { text: '```python\nkept = ' + n + '\nprint("notebook ' + n + '")\n```' },
+  });
+  await ran.text();
+}
+const desktop = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+await desktop.addCookies(cookies);
+const page = await desktop.newPage();
+await page.goto(`${base}/sessions/${id}`);
+const kernels = page.getByRole('region', { name: /Kernels in use/ });
+await kernels.waitFor();
+await kernels.screenshot({ path: `${dir}/kernels-in-use.png` });
 await browser.close();
