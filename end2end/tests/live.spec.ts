@@ -41,7 +41,11 @@ test.describe('without a reload', () => {
     // A page that reloads loses this.
     await page.evaluate(() => ((window as unknown as { stayed: boolean }).stayed = true));
     const sidebar = page.locator('details.sidebar');
-    const entry = sidebar.getByRole('listitem').filter({ has: page.locator(`a[href="/sessions/${id}"]`) });
+    // The sessions list's entry (the list of kernels in use may name it too).
+    const entry = sidebar
+      .getByRole('navigation', { name: 'Sessions' })
+      .getByRole('listitem')
+      .filter({ has: page.locator(`a[href="/sessions/${id}"]`) });
     await expect(entry).toHaveCount(0);
     const count = sidebar.locator('summary .count');
     const before = Number((await count.textContent())?.replace(/\D/g, ''));
