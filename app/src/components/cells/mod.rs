@@ -358,14 +358,16 @@ fn status_label(cell: &Cell) -> String {
     }
 }
 
-#[component]
-fn CodeBody(id: CellId, cell: Memo<Option<Cell>>) -> impl IntoView {
-    let state = use_session();
-    let editing = RwSignal::new(false);
-    let draft = RwSignal::new(String::new());
-    let copied = RwSignal::new(false);
-    // Focus follows the edit: into the editor when it opens, back to
-    // "Edit & run" when it closes (never on the page's first render).
+/// An in-place editor's focus: into `editor` when `editing` turns on, back
+/// to the button that opened it (`edit_button`) when `close` closes it
+/// without sending (never on the page's first render).
+struct EditFocus<F: Fn() + Copy> {
+    editor: NodeRef<leptos::html::Textarea>,
+    edit_button: NodeRef<leptos::html::Button>,
+    close: F,
+}
+
+fn edit_focus(editing: RwSignal<bool>) -> EditFocus<impl Fn() + Copy> {
     let editor = NodeRef::<leptos::html::Textarea>::new();
     let edit_button = NodeRef::<leptos::html::Button>::new();
     let give_back_focus = RwSignal::new(false);
@@ -381,10 +383,27 @@ fn CodeBody(id: CellId, cell: Memo<Option<Cell>>) -> impl IntoView {
             give_back_focus.set(false);
         }
     });
-    let close = move || {
-        give_back_focus.set(true);
-        editing.set(false);
-    };
+    EditFocus {
+        editor,
+        edit_button,
+        close: move || {
+            give_back_focus.set(true);
+            editing.set(false);
+        },
+    }
+}
+
+#[component]
+fn CodeBody(id: CellId, cell: Memo<Option<Cell>>) -> impl IntoView {
+    let state = use_session();
+    let editing = RwSignal::new(false);
+    let draft = RwSignal::new(String::new());
+    let copied = RwSignal::new(false);
+    let EditFocus {
+        editor,
+        edit_button,
+        close,
+    } = edit_focus(editing);
     let html = move || {
         cell.with(|c| {
             c.as_ref()

@@ -32,27 +32,11 @@ pub fn QuestionTools(cell: Memo<Option<Cell>>) -> impl IntoView {
     let busy = move || notebook.with(Notebook::is_busy);
     let editing = RwSignal::new(false);
     let draft = RwSignal::new(String::new());
-    let editor = NodeRef::<leptos::html::Textarea>::new();
-    // Focus follows the edit: into the editor when it opens, back to Edit
-    // when it is closed without sending (Escape, Cancel).
-    let edit_button = NodeRef::<leptos::html::Button>::new();
-    let give_back_focus = RwSignal::new(false);
-    Effect::new(move |_| {
-        if editing.get() {
-            if let Some(editor) = editor.get() {
-                let _ = editor.focus();
-            }
-        } else if give_back_focus.get()
-            && let Some(button) = edit_button.get()
-        {
-            let _ = button.focus();
-            give_back_focus.set(false);
-        }
-    });
-    let close = move || {
-        give_back_focus.set(true);
-        editing.set(false);
-    };
+    let super::EditFocus {
+        editor,
+        edit_button,
+        close,
+    } = super::edit_focus(editing);
     let text = move || super::text_of(cell);
     let ask_again = move |text: String| {
         if text.trim().is_empty() {
