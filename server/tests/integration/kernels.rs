@@ -31,6 +31,18 @@ async fn run_as(server: &TestServer, owner: &str, id: &str, code: &str) -> (Stri
     (printed, serde_json::to_string(&events).unwrap())
 }
 
+/// What `GET /api/kernels` answers `owner`.
+async fn kernels_of(server: &TestServer, owner: &str) -> serde_json::Value {
+    http_as(Some(owner))
+        .get(server.url("/api/kernels"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 /// The sandbox settings as shipped, but for the warm pool.
 fn shipped(config: &mut runcell_server::config::Config) {
     config.sandbox.anonymous_sessions_per_client =
@@ -92,25 +104,11 @@ async fn an_address_cap_gives_way_to_the_same_persons_longest_idle_kernel() {
 async fn a_person_lists_their_kernels_and_closes_one() {
     let server = TestServer::start().await;
     let owner = "e3e3e3e3e3e3e3e3e3e3e3e3e3e3e3e3";
-    let none: serde_json::Value = http_as(Some(owner))
-        .get(server.url("/api/kernels"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let none = kernels_of(&server, owner).await;
     assert_eq!(none, serde_json::json!({ "kernels": [], "cap": 4 }));
     let id = server.new_session_of(owner).await;
     run_as(&server, owner, &id, "x = 1").await;
-    let listed: serde_json::Value = http_as(Some(owner))
-        .get(server.url("/api/kernels"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = kernels_of(&server, owner).await;
     let kernels = listed["kernels"].as_array().unwrap();
     assert_eq!(kernels.len(), 1, "{listed}");
     assert_eq!(kernels[0]["session_id"], id.as_str());
@@ -119,14 +117,7 @@ async fn a_person_lists_their_kernels_and_closes_one() {
     assert_eq!(kernels[0]["running"], false);
     // Someone else neither sees it nor closes it.
     let stranger = "f4f4f4f4f4f4f4f4f4f4f4f4f4f4f4f4";
-    let theirs: serde_json::Value = http_as(Some(stranger))
-        .get(server.url("/api/kernels"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let theirs = kernels_of(&server, stranger).await;
     assert_eq!(theirs["kernels"], serde_json::json!([]));
     let refused = http_as(Some(stranger))
         .delete(server.url(&format!("/api/sessions/{id}/kernel")))
