@@ -134,6 +134,19 @@ impl Harness {
         .await
     }
 
+    /// The turn that finished last, if any.
+    fn last_finished_turn(&self) -> Option<app::protocol::TurnId> {
+        self.channel
+            .log()
+            .events_after(0)
+            .iter()
+            .rev()
+            .find_map(|e| match e.event {
+                EventBody::TurnFinished { turn, .. } => Some(turn),
+                _ => None,
+            })
+    }
+
     /// Runs a turn; the first event that `stop_at` picks cancels it.
     async fn turn(&self, request: TurnRequest, stop_at: impl Fn(&SessionEvent) -> bool) -> Turn {
         let (from, mut live) = self.channel.log().follow();
@@ -1322,16 +1335,7 @@ async fn each_request_extends_the_one_before_within_a_turn_and_across_turns() {
     // A regenerate is another branch: its memory is rebuilt, without the
     // turn it replaces, and still opens with the same rules.
     let before = model.asked.lock().unwrap().len();
-    let last = h
-        .channel
-        .log()
-        .events_after(0)
-        .iter()
-        .rev()
-        .find_map(|e| match e.event {
-            EventBody::TurnFinished { turn, .. } => Some(turn),
-            _ => None,
-        });
+    let last = h.last_finished_turn();
     h.turn(
         TurnRequest::Ask {
             alternative_to: last,
@@ -1454,16 +1458,7 @@ async fn regenerate_samples_a_different_program_and_says_so() {
         "{:?}",
         asked_first.temperature
     );
-    let last = h
-        .channel
-        .log()
-        .events_after(0)
-        .iter()
-        .rev()
-        .find_map(|e| match e.event {
-            EventBody::TurnFinished { turn, .. } => Some(turn),
-            _ => None,
-        });
+    let last = h.last_finished_turn();
     for version in [2_u64, 3] {
         let before = model.asked.lock().unwrap().len();
         let again = h
