@@ -49,11 +49,15 @@ pub fn KernelsInUse(current: String) -> impl IntoView {
     };
     // Asked for when the page is live, and again whenever a turn starts or
     // ends here (this notebook's kernel comes and goes with its runs).
+    // A memo, so that the streamed events in between ask nothing.
     #[cfg(feature = "hydrate")]
-    Effect::new(move |_| {
-        state.notebook.with(|n| n.is_busy());
-        refresh();
-    });
+    {
+        let busy = Memo::new(move |_| state.notebook.with(|n| n.is_busy()));
+        Effect::new(move |_| {
+            busy.track();
+            refresh();
+        });
+    }
     #[cfg(not(feature = "hydrate"))]
     let _ = (state, refresh);
     let close = move |id: String, name: String| {
