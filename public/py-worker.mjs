@@ -14,6 +14,8 @@
 // ms, packages}, {t:"failed", message}, and for a run {t:"out", run, stream,
 // text}, {t:"result", run, data}, {t:"error", run, name, value, traceback},
 // then {t:"done", run}. Runs happen one at a time, in the order posted.
+// A pandas frame or series printed alone is a {t:"result"} too, posted
+// where it was printed (see the print hook in RUNNER).
 //
 // The page forwards a run's messages as socket frames, and the server closes
 // the socket on a frame over 256 KiB: so every message about a run is kept
@@ -36,6 +38,10 @@ let current = 0;
 // Sizes, in bytes of JSON-escaped UTF-8.
 const PIECE = 16 * 1024; // one piece of output
 const TEXT_MAX = 64 * 1024; // a result's text, an error's value
+// A frame's data (the Python side keeps its rows within this); with a
+// result's text and HTML, a message stays under the socket's 256 KiB.
+const TABLE_MAX = 96 * 1024;
+const TABLE_MIME = 'application/vnd.runcell.table+json';
 const LINE_MAX = 4 * 1024; // one traceback line
 const TRACE_MAX = 64 * 1024; // all of a traceback's lines
 const NAME_MAX = 200; // an error's name
@@ -55,8 +61,15 @@ const EXTRA_IMPORTS = [[/\bzoneinfo\b|\bZoneInfo\b/, 'tzdata']];
 // a MIME bundle, errors with the runner's own frames removed, and a clear
 // word when an import is not available offline. Each cell's code is in
 // linecache under a name of its own, so that tracebacks show its lines.
+//
+// It also shows data frames as the jail's kernel does (jail/kernel/kind.rs
+// TABLE_DATA and notebook_hooks.py, the same rules): a DataFrame in a
+// bundle comes with its data (runcell's table MIME type, a JSON text here:
+// every value of a bundle is text), and a frame or series printed alone is
+// shown as a bundle (its text exactly as print writes it, its HTML, its
+// data) where it was printed, through _show; any other print is print.
 const RUNNER = `
-import sys, asyncio, linecache, traceback
+import builtins, json, sys, asyncio, linecache, traceback
 from pyodide.code import eval_code_async
 
 _offline = set()
@@ -69,6 +82,18 @@ _stopped = False
 # the worker cuts them again by their size in bytes, and marks the cut.
 _CLIP = 100_000
 _LINES = 100
+# Set by the worker: posts a bundle (JSON text) where the program is; True
+# when it did.
+_show = None
+_stdout = sys.stdout
+_TABLE_TYPE = "application/vnd.runcell.table+json"
+# A frame's data: its first 10,000 rows or 2 MB of values, as in the jail,
+# and no more rows than fit in one message about a run: the JSON of the
+# data, escaped once more as a text of the message, within TABLE_MAX of the
+# worker (less room for the columns).
+_TABLE_ROWS = 10_000
+_TABLE_CHARS = 2_000_000
+_TABLE_BYTES = 96 * 1024 - 8 * 1024
 
 
 def _clip(text):
@@ -97,6 +122,50 @@ def _error(e, filename):
     }
 
 
+def _escaped_size(text):
+    """The bytes of an ASCII JSON text once it is a text in another JSON."""
+    return len(text) + text.count('"') + text.count("\\\\")
+
+
+def _table_data(df):
+    """The frame's data as the jail's kernel gives it (kind.rs TABLE_DATA),
+    as JSON text; None for headers over several columns."""
+    try:
+        from pandas.io.formats.format import format_array
+    except Exception:
+        format_array = None
+
+    def texts(values):
+        if format_array is not None:
+            try:
+                return [v.strip() for v in format_array(values, None)]
+            except Exception:
+                pass
+        return [str(v) for v in values]
+
+    def name(n):
+        return " ".join(map(str, n)) if isinstance(n, tuple) else ("" if n is None else str(n))
+
+    if df.columns.nlevels > 1:
+        return None
+    head = df.head(_TABLE_ROWS)
+    values = [texts(head.index.get_level_values(i)._values) for i in range(head.index.nlevels)]
+    values += [texts(head.iloc[:, j]._values) for j in range(head.shape[1])]
+    index = [name(n) for n in df.index.names]
+    columns = index + [name(c) for c in df.columns]
+    rows, chars, size = [], 0, _escaped_size(json.dumps(columns))
+    for i in range(len(head)):
+        row = [column[i] for column in values]
+        chars += sum(map(len, row))
+        size += _escaped_size(json.dumps(row)) + 2
+        if chars > _TABLE_CHARS or size > _TABLE_BYTES:
+            break
+        rows.append(row)
+    return json.dumps(
+        {"columns": columns, "index_columns": len(index), "rows": rows, "total_rows": len(df)}
+    )
+
+
 def _bundle(value):
     data = {"text/plain": _clip(repr(value))}
     html = getattr(value, "_repr_html_", None)
@@ -107,7 +176,64 @@ def _bundle(value):
                 data["text/html"] = h
         except Exception:
             pass
+    pandas = sys.modules.get("pandas")
+    if pandas is not None and isinstance(value, pandas.DataFrame):
+        try:
+            table = _table_data(value)
+        except Exception:
+            table = None
+        if table is not None:
+            data[_TABLE_TYPE] = table
     return data
+
+
+def _printed_table(value):
+    """The bundle a frame or series printed alone is shown as, or None
+    (notebook_hooks.py's printed_table)."""
+    pandas = sys.modules.get("pandas")
+    if pandas is None:
+        return None
+    if isinstance(value, pandas.Series):
+        name = "" if value.name is None else value.name
+        frame = value.to_frame(name=name)
+    elif isinstance(value, pandas.DataFrame):
+        frame = value
+    else:
+        return None
+    if frame.shape[0] == 0 or frame.shape[1] == 0 or frame.columns.nlevels > 1:
+        return None
+    data = _bundle(frame)
+    if _TABLE_TYPE not in data:
+        return None
+    data["text/plain"] = _clip(str(value))
+    return data
+
+
+_plain_print = builtins.print
+
+
+def _print(*values, sep=" ", end="\\n", file=None, flush=False):
+    to_stdout = file is None or file is _stdout
+    if len(values) == 1 and end in ("\\n", None) and to_stdout and sys.stdout is _stdout:
+        try:
+            table = None if _show is None else _printed_table(values[0])
+            text = None if table is None else json.dumps(table)
+        except Exception:
+            text = None
+        if text is not None:
+            # What was printed before comes first.
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:
+                    pass
+            if _show(text):
+                return
+    _plain_print(*values, sep=sep, end=end, file=file, flush=flush)
+
+
+_print.__doc__ = _plain_print.__doc__
+builtins.print = _print
 
 
 async def run_cell(code, fresh):
@@ -265,12 +391,29 @@ function fitLines(lines, lineMax, total) {
 function postResult(run, data) {
   const fitted = {};
   for (const [mime, text] of Object.entries(data)) {
+    if (typeof text !== 'string') continue;
     if (mime === 'text/plain') fitted[mime] = cut(text, TEXT_MAX);
-    // Cut HTML would be broken markup: too big, it is left out (the plain
-    // text stays).
-    else if (sizeOf(wellFormed(text)) <= TEXT_MAX) fitted[mime] = wellFormed(text);
+    // Cut HTML (or data) would be broken: too big, it is left out (the
+    // plain text stays).
+    else if (sizeOf(wellFormed(text)) <= (mime === TABLE_MIME ? TABLE_MAX : TEXT_MAX)) fitted[mime] = wellFormed(text);
   }
+  if (!('text/plain' in fitted)) return false;
   post({ t: 'result', run, data: fitted });
+  return true;
+}
+
+// Called by Python (its `_show`) with a bundle's JSON for a frame printed
+// alone: posted where the program is, after the output before it. False
+// (the program prints it as text) when it cannot be.
+function show(text) {
+  try {
+    const data = JSON.parse(String(text));
+    if (!current || data === null || typeof data !== 'object' || Array.isArray(data)) return false;
+    flushOut();
+    return postResult(current, data);
+  } catch {
+    return false;
+  }
 }
 
 function postError(run, name, value, traceback = []) {
@@ -391,6 +534,7 @@ async function init(indexURL) {
     pyodide.setStderr(writer('stderr'));
     pyodide.setInterruptBuffer(signals);
     runCell = pyodide.runPython(RUNNER);
+    pyodide.globals.set('_show', show);
     cancelCell = pyodide.globals.get('_cancel');
     preimport = pyodide.globals.get('_preimport');
     const lock = await (await fetch(indexURL + 'pyodide-lock.json')).json();

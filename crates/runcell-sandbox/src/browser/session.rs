@@ -93,18 +93,15 @@ impl Collected {
             Output::Stdout { text } => RunEvent::Stdout { text, ts_ms },
             Output::Stderr { text } => RunEvent::Stderr { text, ts_ms },
             // Files are the server's to offer, never a page's; tables are
-            // read by the server from a result's HTML, images by address
-            // are the server's pages' alone, and packages are what the
-            // server's own index served (a page's Python has none).
+            // read by the server from a result's data or HTML, images by
+            // address are the server's pages' alone, and packages are what
+            // the server's own index served (a page's Python has none).
             Output::File { .. }
             | Output::Table { .. }
             | Output::Image { .. }
             | Output::Package { .. } => return true,
             Output::Rich { data, .. } => RunEvent::Result {
-                data: data
-                    .into_iter()
-                    .map(|(k, v)| (k, serde_json::Value::String(v)))
-                    .collect(),
+                data: result_data(data),
                 main: true,
                 metadata: serde_json::Map::new(),
                 display_id: None,
@@ -130,6 +127,27 @@ impl Collected {
         }
         !self.budget.overflowed()
     }
+}
+
+/// A page's result as a kernel's: every value text, but a data frame's data
+/// ([`crate::TABLE_DATA_MIME`]), which the page's Python sends as JSON text
+/// and a kernel as JSON. Data that is not a JSON object is left out (the
+/// frame is then read from its HTML); what the object holds is checked
+/// where it is read, as any kernel's.
+pub(super) fn result_data(
+    data: std::collections::BTreeMap<String, String>,
+) -> serde_json::Map<String, serde_json::Value> {
+    data.into_iter()
+        .filter_map(|(mime, text)| {
+            if mime != crate::TABLE_DATA_MIME {
+                return Some((mime, serde_json::Value::String(text)));
+            }
+            match serde_json::from_str::<serde_json::Value>(&text) {
+                Ok(value @ serde_json::Value::Object(_)) => Some((mime, value)),
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 /// Streams an event; a closed receiver is not an error.

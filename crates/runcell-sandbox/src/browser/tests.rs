@@ -808,3 +808,34 @@ fn the_runtime_is_found_in_the_site() {
     let runtime = find_runtime(site.path()).unwrap();
     assert_eq!(runtime.imports, ["isympy", "six", "sympy"]);
 }
+
+/// A page's result: a frame's data comes as JSON text and is passed on as
+/// JSON, as a kernel's; data that is not a JSON object is left out, and
+/// every other value stays text (JSON or not).
+#[test]
+fn a_frames_data_from_the_page_is_json_and_anything_else_stays_text() {
+    use serde_json::json;
+    let table = crate::TABLE_DATA_MIME;
+    let cases = [
+        (
+            r#"{"columns":["","a"],"index_columns":1,"rows":[["0","1"]],"total_rows":1}"#,
+            Some(
+                json!({"columns": ["", "a"], "index_columns": 1, "rows": [["0", "1"]], "total_rows": 1}),
+            ),
+        ),
+        (r#"["not", "an", "object"]"#, None),
+        ("{not json", None),
+        ("", None),
+        ("\"text\"", None),
+    ];
+    for (text, expected) in cases {
+        let data = [
+            (table.to_string(), text.to_string()),
+            ("text/plain".to_string(), "{\"a\": 1}".to_string()),
+        ]
+        .into();
+        let read = session::result_data(data);
+        assert_eq!(read.get(table), expected.as_ref(), "{text}");
+        assert_eq!(read.get("text/plain"), Some(&json!("{\"a\": 1}")), "{text}");
+    }
+}
