@@ -7,8 +7,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    CellError, CellId, CellKind, CellStatus, EventBody, KernelLoss, Language, Output, SessionEvent,
-    TurnId, TurnKind, TurnStatus,
+    CellError, CellId, CellKind, CellStatus, EventBody, KernelCap, KernelLoss, Language, Output,
+    SessionEvent, TurnId, TurnKind, TurnStatus,
 };
 
 /// One cell as the page shows it.
@@ -104,6 +104,18 @@ pub struct Turn {
     pub on_branch: bool,
     /// Its kernel was rebuilt for its branch before it ran.
     pub restored: Option<Restored>,
+    /// Its program did not run: no kernel was free.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<Refused>,
+}
+
+/// A run refused for want of a kernel: the code cell that did not run, and
+/// the limit every kernel of which is held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refused {
+    pub cell_id: CellId,
+    pub cap: KernelCap,
+    pub held: u32,
 }
 
 /// A kernel rebuilt for a branch: how many programs re-ran, and what
@@ -478,6 +490,7 @@ impl Notebook {
                     parent,
                     on_branch: true,
                     restored: None,
+                    refused: None,
                 });
                 self.leaf = Some(*turn);
                 if !follows_leaf {
@@ -611,6 +624,15 @@ impl Notebook {
                 self.kernel_lost = Some(*reason);
                 self.kernel_used = false;
                 self.kernel_ran.clear();
+            }
+            EventBody::KernelRefused { cell_id, cap, held } => {
+                if let Some(t) = self.turns.last_mut().filter(|t| t.status.is_none()) {
+                    t.refused = Some(Refused {
+                        cell_id: *cell_id,
+                        cap: *cap,
+                        held: *held,
+                    });
+                }
             }
         }
         Applied::Applied
@@ -1098,6 +1120,70 @@ mod tests {
             },
         ];
         SessionEvent::numbered(bodies, first_seq)
+    }
+
+    /// A refused run is the open turn's, and only that turn's: its code
+    /// cell stands, complete, with no result cell.
+    #[test]
+    fn a_refused_run_is_kept_on_its_turn() {
+        let events = SessionEvent::numbered(
+            [
+                EventBody::TurnStarted {
+                    turn: TurnId(1),
+                    turn_kind: TurnKind::Run,
+                    alternative_to: None,
+                },
+                EventBody::CellStarted {
+                    cell_id: CellId(1),
+                    cell_kind: CellKind::Code,
+                    language: Some("python".into()),
+                    attempt: None,
+                    source: None,
+                },
+                EventBody::CellDelta {
+                    cell_id: CellId(1),
+                    text: "print(1)".into(),
+                    highlight: None,
+                },
+                EventBody::CellFinished {
+                    cell_id: CellId(1),
+                    status: CellStatus::Ok,
+                    elapsed_ms: 0,
+                    error: None,
+                },
+                EventBody::KernelRefused {
+                    cell_id: CellId(1),
+                    cap: KernelCap::Owner,
+                    held: 2,
+                },
+                EventBody::TurnFinished {
+                    turn: TurnId(1),
+                    status: TurnStatus::Error,
+                    elapsed_ms: 3,
+                    final_cell: Some(CellId(1)),
+                },
+                // Outside a turn it belongs to none.
+                EventBody::KernelRefused {
+                    cell_id: CellId(1),
+                    cap: KernelCap::Server,
+                    held: 9,
+                },
+            ],
+            1,
+        );
+        let notebook = Notebook::from_events(&events);
+        let refused: Vec<_> = notebook.turns().map(|t| t.refused).collect();
+        assert_eq!(
+            refused,
+            vec![Some(Refused {
+                cell_id: CellId(1),
+                cap: KernelCap::Owner,
+                held: 2,
+            })]
+        );
+        let cells: Vec<_> = notebook.cells().map(|c| (c.kind, c.status)).collect();
+        assert_eq!(cells, vec![(CellKind::Code, CellStatus::Ok)]);
+        assert!(!notebook.kernel_used());
     }
 
     #[test]

@@ -204,6 +204,11 @@ pub fn event_body(v: &Value) -> Read<EventBody> {
         EventKind::KernelLost => EventBody::KernelLost {
             reason: named(v, "reason")?,
         },
+        EventKind::KernelRefused => EventBody::KernelRefused {
+            cell_id: cell_id(v, "cell_id")?,
+            cap: named(v, "cap")?,
+            held: u32_of(v, "held")?,
+        },
     })
 }
 

@@ -240,6 +240,21 @@ pub enum KernelLoss {
     Import,
 }
 
+/// Which limit on kernels refused a run: every kernel it allows is held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KernelCap {
+    /// The person's own notebooks hold as many kernels as one person may,
+    /// all of them running.
+    Owner,
+    /// The server holds as many kernels as it runs at once.
+    Server,
+    /// Pages without an account hold their whole share of the kernels.
+    Anonymous,
+    /// Pages without an account from this address hold as many as they may.
+    Client,
+}
+
 /// How a turn ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -512,6 +527,15 @@ pub enum EventBody {
     /// The kernel that ran the cells so far is gone, and their variables with
     /// it; "Re-run all" rebuilds them.
     KernelLost { reason: KernelLoss },
+    /// The program of code cell `cell_id` did not run: no kernel could be
+    /// had, as `cap` allows `held` and all of them are held. No result
+    /// cell follows; the code cell stays, to be run again once a kernel is
+    /// free, and the turn ends.
+    KernelRefused {
+        cell_id: CellId,
+        cap: KernelCap,
+        held: u32,
+    },
 }
 
 /// A sequenced event: part of the session's history, replayed on reconnect.

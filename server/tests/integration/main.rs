@@ -25,6 +25,7 @@ mod notebook_api;
 mod oidc_provider;
 mod packages;
 mod peer;
+mod refusal;
 mod sessions;
 mod support;
 mod terminal;

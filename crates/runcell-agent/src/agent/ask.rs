@@ -354,9 +354,10 @@ impl Agent {
                 final_cell: Some(cell),
             });
         }
-        if ran.end == RunEnd::Unavailable {
-            // The program never ran: the result cell says why, and
-            // neither a fix nor an explanation would help.
+        if matches!(ran.end, RunEnd::Unavailable | RunEnd::Refused) {
+            // The program never ran: the result cell (or, with no kernel
+            // free, the refusal) says why, and neither a fix nor an
+            // explanation would help.
             return Step::Done(Ended {
                 status: TurnStatus::Error,
                 final_cell: Some(cell),

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use runcell_protocol::{CellError, CellId, CellKind, CellStatus, EventBody, Output};
+use runcell_protocol::{CellError, CellId, CellKind, CellStatus, EventBody, KernelCap, Output};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -29,6 +29,9 @@ pub enum RunEnd {
     /// The sandbox could not run the program at all (it is unavailable,
     /// its page went away): no change to the program can help.
     Unavailable,
+    /// No kernel was free: every one a limit allows is held. The program
+    /// did not run and no result cell shows it; the page says what to do.
+    Refused,
 }
 
 /// What a run left for the next step.
@@ -41,7 +44,10 @@ pub struct Ran {
 impl Ran {
     /// It ended in an error of the program's or of the sandbox's.
     pub fn failed(&self) -> bool {
-        matches!(self.end, RunEnd::Failed | RunEnd::Unavailable)
+        matches!(
+            self.end,
+            RunEnd::Failed | RunEnd::Unavailable | RunEnd::Refused
+        )
     }
 }
 
@@ -53,7 +59,9 @@ pub struct Program<'a> {
     pub code: &'a str,
 }
 
-/// Runs the program and streams its outputs into a new result cell.
+/// Runs the program and streams its outputs into a new result cell; when
+/// no kernel is free for it, says so in a `kernel_refused` event instead,
+/// and no result cell is made.
 pub async fn run_into_cell(
     kernels: &Kernels,
     session: &SessionLog,
@@ -68,6 +76,21 @@ pub async fn run_into_cell(
         code,
     } = program;
     let started = Instant::now();
+    let ready = kernels.ready(session.id(), session.owner()).await;
+    if let Err(error) = &ready
+        && let Some((cap, held)) = refusal(error)
+    {
+        tracing::info!(%error, "no kernel free for the program");
+        session.publish(EventBody::KernelRefused {
+            cell_id: code_cell,
+            cap,
+            held,
+        });
+        return Ran {
+            report: format!("(The program did not run: {error}.)\n"),
+            end: RunEnd::Refused,
+        };
+    }
     let mut cell = ResultCell {
         session,
         cell_id: session.next_cell_id(),
@@ -89,7 +112,10 @@ pub async fn run_into_cell(
         cwd: None,
     };
     let started_ms = runcell_core::clock::now_ms();
-    let result = run_streaming(kernels, &request, cancel, &mut cell).await;
+    let result = match ready {
+        Ok(()) => run_streaming(kernels, &request, cancel, &mut cell).await,
+        Err(error) => Err(error),
+    };
     // Images and tables the program wrote are offered from the cell.
     if result.is_ok() {
         for entry in kernels.written_since(session.id(), started_ms).await {
@@ -329,6 +355,19 @@ fn join(event: &mut RunEvent, next: RunEvent) -> Option<RunEvent> {
         }
         (_, next) => Some(next),
     }
+}
+
+/// The limit that refused a run for want of room, and how many kernels it
+/// allows (all held); `None` for every other failure.
+fn refusal(error: &SandboxSessionError) -> Option<(KernelCap, u32)> {
+    let (cap, held) = match error {
+        SandboxSessionError::OwnerFull(held) => (KernelCap::Owner, held),
+        SandboxSessionError::TooMany(held) => (KernelCap::Server, held),
+        SandboxSessionError::AnonymousFull(held) => (KernelCap::Anonymous, held),
+        SandboxSessionError::ClientFull(held) => (KernelCap::Client, held),
+        _ => return None,
+    };
+    Some((cap, u32::try_from(*held).unwrap_or(u32::MAX)))
 }
 
 /// Whether the sandbox itself failed, whatever the program: it is missing

@@ -364,7 +364,7 @@ pub use runcell_protocol::UNGROUNDED;
 fn status_of(ran: &Ran) -> TurnStatus {
     match ran.end {
         RunEnd::Ok => TurnStatus::Ok,
-        RunEnd::Failed | RunEnd::Unavailable => TurnStatus::Error,
+        RunEnd::Failed | RunEnd::Unavailable | RunEnd::Refused => TurnStatus::Error,
         RunEnd::Cancelled => TurnStatus::Cancelled,
     }
 }

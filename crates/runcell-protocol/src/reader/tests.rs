@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::*;
 use crate::page::SessionPageData;
-use crate::{CellKind, CellStatus, ErrorCode, KernelLoss, TurnKind, TurnStatus};
+use crate::{CellKind, CellStatus, ErrorCode, KernelCap, KernelLoss, TurnKind, TurnStatus};
 
 // The witnesses: samples of every kind of frame, event, output and message
 // of the page's Python, each made by a `match` on the kinds with no `_`
@@ -197,6 +197,15 @@ fn events_of(kind: EventKind) -> Vec<EventBody> {
         EventKind::KernelLost => KernelLoss::ALL
             .iter()
             .map(|&reason| EventBody::KernelLost { reason })
+            .collect(),
+        EventKind::KernelRefused => KernelCap::ALL
+            .iter()
+            .zip(1..)
+            .map(|(&cap, held)| EventBody::KernelRefused {
+                cell_id: CellId(held.into()),
+                cap,
+                held,
+            })
             .collect(),
     }
 }
@@ -407,6 +416,7 @@ fn the_names_are_serdes() {
     assert_eq!(serde_names::<CellKind>(json!("?")), names::<CellKind>());
     assert_eq!(serde_names::<TurnKind>(json!("?")), names::<TurnKind>());
     assert_eq!(serde_names::<KernelLoss>(json!("?")), names::<KernelLoss>());
+    assert_eq!(serde_names::<KernelCap>(json!("?")), names::<KernelCap>());
     assert_eq!(serde_names::<TurnStatus>(json!("?")), names::<TurnStatus>());
     assert_eq!(serde_names::<CellStatus>(json!("?")), names::<CellStatus>());
     assert_eq!(serde_names::<ErrorCode>(json!("?")), names::<ErrorCode>());
@@ -419,6 +429,7 @@ fn the_names_are_serdes() {
     written::<CellKind>();
     written::<TurnKind>();
     written::<KernelLoss>();
+    written::<KernelCap>();
     written::<TurnStatus>();
     written::<CellStatus>();
     written::<ErrorCode>();
@@ -889,5 +900,38 @@ proptest! {
     fn any_text_is_read_or_refused(text in ".*") {
         let _ = server_message_text(&text);
         let _ = from_worker_text(&text);
+    }
+}
+
+/// A refused run's event, as the server writes it and the page reads it.
+#[test]
+fn a_kernel_refusal_round_trips() {
+    let event = EventBody::KernelRefused {
+        cell_id: CellId(5),
+        cap: KernelCap::Owner,
+        held: 3,
+    };
+    let written = to_value(&event);
+    assert_eq!(
+        written,
+        json!({"kind": "kernel_refused", "cell_id": 5, "cap": "owner", "held": 3})
+    );
+    assert_eq!(event_body(&written), Ok(event));
+    for (bad, field) in [
+        (
+            json!({"kind": "kernel_refused", "cell_id": 5, "cap": "owner"}),
+            "held",
+        ),
+        (
+            json!({"kind": "kernel_refused", "cell_id": 5, "cap": "everyone", "held": 3}),
+            "cap",
+        ),
+        (
+            json!({"kind": "kernel_refused", "cell_id": 5, "cap": "owner", "held": 4_294_967_296_u64}),
+            "held",
+        ),
+    ] {
+        assert_eq!(event_body(&bad), Err(Unreadable(field)), "{bad}");
+        assert!(serde_json::from_value::<EventBody>(bad).is_err());
     }
 }

@@ -17,8 +17,8 @@
 //! derived `Deserialize` expects, in order) and have samples of every kind.
 
 use super::{
-    CellKind, CellStatus, ErrorCode, EventBody, KernelLoss, Output, ServerMessage, TurnKind,
-    TurnStatus,
+    CellKind, CellStatus, ErrorCode, EventBody, KernelCap, KernelLoss, Output, ServerMessage,
+    TurnKind, TurnStatus,
 };
 
 /// An enum the wire writes as names: its variants, and what each is called.
@@ -97,6 +97,7 @@ kinds! {
         CellFinished => "cell_finished",
         TurnFinished => "turn_finished",
         KernelLost => "kernel_lost",
+        KernelRefused => "kernel_refused",
     }
 }
 
@@ -143,6 +144,13 @@ named!(KernelLoss {
     Fork => "fork",
     ForkWithoutFiles => "fork_without_files",
     Import => "import",
+});
+
+named!(KernelCap {
+    Owner => "owner",
+    Server => "server",
+    Anonymous => "anonymous",
+    Client => "client",
 });
 
 named!(TurnStatus {

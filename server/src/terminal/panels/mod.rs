@@ -18,8 +18,8 @@ use std::path::PathBuf;
 
 use anstyle::{AnsiColor, Style};
 use app::protocol::{
-    CellError, CellKind, CellStatus, EventBody, KernelLoss, Output, SessionEvent, TurnStatus,
-    UNGROUNDED,
+    CellError, CellKind, CellStatus, EventBody, KernelCap, KernelLoss, Output, SessionEvent,
+    TurnStatus, UNGROUNDED,
 };
 
 use super::look::{Look, clean, columns};
@@ -272,6 +272,20 @@ impl<'h, W: Write> Panels<'h, W> {
                 };
                 let line = format!(
                     "The kernel is gone ({why}): variables from before are lost; /rerun runs the code again."
+                );
+                let line = self.look.paint(fg(AnsiColor::Yellow), &line);
+                writeln!(self.out, "{line}")?;
+            }
+            EventBody::KernelRefused { cap, held, .. } => {
+                self.close(None)?;
+                self.waiting = None;
+                let whose = match cap {
+                    KernelCap::Owner => "your sessions hold",
+                    KernelCap::Server => "the server holds",
+                    KernelCap::Anonymous | KernelCap::Client => "pages without an account hold",
+                };
+                let line = format!(
+                    "Not run: {whose} all {held} kernels they may, all in use; stop one (or wait for one to end), then ask again."
                 );
                 let line = self.look.paint(fg(AnsiColor::Yellow), &line);
                 writeln!(self.out, "{line}")?;

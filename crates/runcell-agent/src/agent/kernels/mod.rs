@@ -343,6 +343,18 @@ impl Kernels {
         })
     }
 
+    /// Makes sure the session has a kernel for its next run, opening one
+    /// (and making room for it) when it has none: a run refused for want
+    /// of room is refused here, before any cell shows it as running.
+    pub(crate) async fn ready(
+        &self,
+        session: SessionId,
+        owner: OwnerId,
+    ) -> Result<(), SandboxSessionError> {
+        let _running = self.running(session, owner);
+        self.attach(session, owner).await.map(|_| ())
+    }
+
     /// Opens the session's kernel on `wanted`, making room for it among
     /// the owner's, and makes it the session's.
     async fn start(
