@@ -135,6 +135,12 @@ test.describe('a phone', () => {
       await expect(more).toHaveAttribute('aria-expanded', 'false');
       await expect(more).toBeFocused();
       await expect(picker).toBeHidden();
+      // A press outside the header closes it too.
+      await more.click();
+      await expect(more).toHaveAttribute('aria-expanded', 'true');
+      await page.mouse.click(PHONE.width / 2, PHONE.height / 2);
+      await expect(more).toHaveAttribute('aria-expanded', 'false');
+      await expect(picker).toBeHidden();
       await more.click();
     }
     const controls = await headerControls(page);

@@ -1,6 +1,7 @@
 //! The bar at the top of every page: one row at any width. What does not
 //! fit the row is behind "More" (a disclosure button): opened, those
-//! controls take the lines under the row, and Escape closes them again.
+//! controls take the lines under the row, and Escape or a press outside
+//! the header closes them again.
 //! Which controls wait behind it at which width is the stylesheet's
 //! choice (`style/main.css`, "The header"); without scripts nothing does.
 
@@ -67,6 +68,25 @@ pub fn Header(
         #[cfg(not(feature = "hydrate"))]
         let _ = ev;
     };
+    // A press anywhere outside the header closes "More" (a pointer's
+    // counterpart of Escape): the menu never stays over the page.
+    #[cfg(feature = "hydrate")]
+    {
+        let handle = window_event_listener(leptos::ev::pointerdown, move |ev| {
+            if !open.get_untracked() {
+                return;
+            }
+            use wasm_bindgen::JsCast;
+            let outside = ev
+                .target()
+                .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
+                .is_none_or(|e| e.closest(".topbar").ok().flatten().is_none());
+            if outside {
+                open.set(false);
+            }
+        });
+        on_cleanup(move || handle.remove());
+    }
     view! {
         <a class="skip-link" href=format!("#{skip_id}") on:click=move |_| focus_on(skip_id)>
             {skip_label}
