@@ -113,6 +113,29 @@ test.describe('keyboard and banners on a live page', () => {
     await expect(edit).toBeFocused();
   });
 
+  test('an edited first question renames the open page, and an older version renames nothing', async ({ page }) => {
+    const notebook = new NotebookPage(page);
+    await notebook.openNew();
+    await notebook.waitConnected();
+    await notebook.ask(fenced("print('first try')"));
+    await notebook.waitTurnEnd();
+    const heading = page.getByRole('heading', { level: 1 });
+    await expect(heading).toHaveText("print('first try')");
+    await notebook.userCells.first().getByRole('button', { name: 'Edit', exact: true }).click();
+    const editor = page.getByRole('textbox', { name: 'Edit the question' });
+    await editor.fill(fenced("print('second try')"));
+    await editor.press('Enter');
+    await notebook.waitTurnEnd();
+    await expect(heading).toHaveText("print('second try')");
+    await expect(page).toHaveTitle("print('second try') · runcell");
+    const versions = page.getByRole('navigation', { name: 'Versions of this question' });
+    await versions.getByRole('button', { name: 'Previous version' }).click();
+    await expect(versions).toContainText('1 / 2');
+    await expect(heading).toHaveText("print('second try')");
+    await page.reload();
+    await expect(heading).toHaveText("print('second try')");
+  });
+
   test('"Jump to latest" counts only cells that arrived: none after a version switch', async ({ page }) => {
     const notebook = new NotebookPage(page);
     await notebook.openNew();

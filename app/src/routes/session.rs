@@ -3,13 +3,14 @@
 use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
-use crate::api::{SessionPageData, display_title, load_session, title_from};
+use crate::api::{SessionPageData, display_title, load_session, title_after_edit, title_from};
 use crate::components::{
     BackendPicker, Cells, ConnectionIndicator, FilesPanel, Header, KernelNotice, LoadProblem,
     ModelPicker, PageTitle, Prompt, PythonIndicator, ShareControls, Sidebar, TurnAnnouncer,
 };
 use crate::contexts::{SessionState, provide_files, provide_session};
 use crate::notebook::Notebook;
+use runcell_protocol::{CellKind, TurnId};
 
 /// `/sessions/{id}`: one conversation.
 #[component]
@@ -63,6 +64,26 @@ pub fn SessionView(log: SessionPageData) -> impl IntoView {
     // The stored title (a rename in the sidebar changes it); until then a
     // new session is named by its first question as soon as it is asked.
     let title = RwSignal::new(title);
+    // An edited first question (a newer turn asking it) renames the session
+    // by the server's rule, so the heading follows it without a reload;
+    // showing an older version of the question renames nothing.
+    let first = Memo::new(move |_| {
+        state.notebook.with(|n| {
+            n.cells()
+                .find(|c| c.kind == CellKind::User)
+                .map(|c| (c.turn, c.text.clone()))
+        })
+    });
+    Effect::new(move |before: Option<Option<(Option<TurnId>, String)>>| {
+        let now = first.get();
+        if let (Some(Some((asked, question))), Some((edited, edit))) = (&before, &now)
+            && edited > asked
+            && let Some(renamed) = title_after_edit(&title.get_untracked(), question, edit)
+        {
+            title.set(renamed);
+        }
+        now
+    });
     let heading = move || {
         state.notebook.with(|n| {
             let stored = title.get();

@@ -181,6 +181,16 @@ pub fn title_from(text: &str) -> String {
     title
 }
 
+/// The title a session takes when its first question `before` is edited
+/// into `after`: `after`'s, if `title` is still the one `before` gave it (or
+/// none yet); `None` when it stays (a title the person chose, or nothing
+/// new). The server stores it and an open page shows it by the same rule.
+pub fn title_after_edit(title: &str, before: &str, after: &str) -> Option<String> {
+    let named_by_question = title.is_empty() || title == title_from(before);
+    let renamed = title_from(after);
+    (named_by_question && !renamed.is_empty() && renamed != title).then_some(renamed)
+}
+
 /// A title to show: the stored one, or a stand-in for a session that has none.
 pub fn display_title(title: &str) -> &str {
     if title.trim().is_empty() {
@@ -193,6 +203,23 @@ pub fn display_title(title: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_edited_first_question_renames_only_a_title_it_gave() {
+        let before = "plot the primes below 1000";
+        let after = "  plot the primes below 2000\nas a chart";
+        assert_eq!(
+            title_after_edit(before, before, after).as_deref(),
+            Some("plot the primes below 2000")
+        );
+        assert_eq!(
+            title_after_edit("", before, after).as_deref(),
+            Some("plot the primes below 2000")
+        );
+        assert_eq!(title_after_edit("My primes", before, after), None);
+        assert_eq!(title_after_edit(before, before, before), None);
+        assert_eq!(title_after_edit(before, before, "```\n```"), None);
+    }
 
     #[test]
     fn query_values() {

@@ -92,11 +92,9 @@ impl Notebooks {
                 return;
             }
         };
-        let named_by_question = title.is_empty() || title == runcell_store::title_from(before);
-        let renamed = runcell_store::title_from(after);
-        if !named_by_question || renamed.is_empty() || renamed == title {
+        let Some(renamed) = runcell_protocol::page::title_after_edit(&title, before, after) else {
             return;
-        }
+        };
         if let Err(err) = self.store().rename_session(id, &renamed).await {
             tracing::warn!(session = %id, error = %err, "the edited question did not rename the session");
         }
