@@ -60,18 +60,22 @@ impl ApiKey {
     }
 }
 
-/// A key's name: 1 to 64 letters, digits, `.`, `_` or `-`.
+/// A key's name: 1 to 64 letters, digits, spaces, `.`, `_` or `-`, not
+/// starting or ending with a space ("work laptop" is a name people give).
+/// ASCII only: a name is read in logs and the admin's audit, where look-alike
+/// letters would mislead.
 pub fn check_name(name: &str) -> Result<(), String> {
     let ok = !name.is_empty()
         && name.chars().count() <= MAX_NAME_CHARS
+        && name.trim() == name
         && name
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, ' ' | '.' | '_' | '-'));
     if ok {
         Ok(())
     } else {
         Err(format!(
-            "a key name is 1 to {MAX_NAME_CHARS} letters, digits, '.', '_' or '-' (got {name:?})"
+            "a key name is 1 to {MAX_NAME_CHARS} letters, digits, spaces, '.', '_' or '-', not starting or ending with a space (got {name:?})"
         ))
     }
 }
@@ -100,7 +104,16 @@ mod tests {
     #[test]
     fn names_are_checked() {
         assert!(check_name("ci-bot.v2").is_ok());
-        for bad in ["", "with space", "ünïcode", &"x".repeat(65), "a/b"] {
+        assert!(check_name("work laptop").is_ok());
+        for bad in [
+            "",
+            " leading",
+            "trailing ",
+            "tab\there",
+            "ünïcode",
+            &"x".repeat(65),
+            "a/b",
+        ] {
             assert!(check_name(bad).is_err(), "{bad:?}");
         }
     }

@@ -160,7 +160,7 @@ async fn account_page(
 
 /// What a key's name may hold, as the form says it: the browser shows it
 /// under its own "match the requested format", the hint beside the field.
-const NAME_RULE: &str = "letters, digits, . _ and - only (no spaces), up to 64";
+const NAME_RULE: &str = "letters, digits, spaces, . _ and - only, up to 64";
 
 /// The form that makes a key; a refused name is kept in the field, which
 /// is marked invalid and described by the reason.
@@ -186,8 +186,8 @@ fn key_form(refused: Option<&Refused<'_>>) -> String {
     format!(
         r#"<form method="post" action="/account/keys" class="people-form">
 <p><label for="key-name">Name of a new key</label>
-<input id="key-name" name="name" required maxlength="64" pattern="[A-Za-z0-9._\-]+" title="{NAME_RULE}" aria-describedby="{described}"{invalid}{value}>{error}
-<span id="key-name-hint" class="people-hint">{NAME_RULE}; e.g. <code>work-laptop</code></span></p>
+<input id="key-name" name="name" required maxlength="64" pattern="[A-Za-z0-9._\- ]+" title="{NAME_RULE}" aria-describedby="{described}"{invalid}{value}>{error}
+<span id="key-name-hint" class="people-hint">{NAME_RULE}; e.g. <code>work laptop</code></span></p>
 <button type="submit">Make a key</button>
 </form>"#
     )
