@@ -2,8 +2,8 @@
 //! and in the browser. The text is untrusted: raw HTML is shown as text,
 //! images are reduced to their alt text (no requests to other sites), and
 //! links keep only safe schemes. `$…$` and `$$…$$` are math, rendered as
-//! MathML here (so it shows with scripts off too), and a code block can be
-//! reached by the keyboard to scroll it.
+//! MathML here (so it shows with scripts off too), and a code block or a
+//! table can be reached by the keyboard to scroll it.
 
 use pulldown_cmark::{CowStr, Event, Options, Parser, Tag, TagEnd, html};
 
@@ -17,6 +17,10 @@ pub fn to_html(text: &str) -> String {
 pub fn question_html(text: &str) -> String {
     render(text, true)
 }
+
+/// What a table is wrapped in: a focusable, labelled box it scrolls in.
+const TABLE_BOX: &str =
+    "<div class=\"md-table\" tabindex=\"0\" role=\"region\" aria-label=\"Table\">";
 
 fn render(text: &str, keep_lines: bool) -> String {
     let options = Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_MATH;
@@ -69,7 +73,15 @@ fn render(text: &str, keep_lines: bool) -> String {
                 id,
             })),
             other => Some(other),
-        });
+        })
+        // A table scrolls sideways in a box of its own that the keyboard
+        // can reach (the same as a code block), named for screen readers.
+        .flat_map(|event| match event {
+            Event::Start(Tag::Table(_)) => [Some(Event::Html(TABLE_BOX.into())), Some(event)],
+            Event::End(TagEnd::Table) => [Some(event), Some(Event::Html("</div>\n".into()))],
+            event => [Some(event), None],
+        })
+        .flatten();
     let mut out = String::with_capacity(text.len() * 3 / 2);
     html::push_html(&mut out, events);
     out
@@ -171,6 +183,17 @@ mod tests {
             "<p>The answer is <strong>3</strong>.</p>\n<ul>\n<li>a</li>\n<li>b</li>\n</ul>\n"
         );
         assert!(to_html("`x = 1`").contains("<code>x = 1</code>"));
+    }
+
+    #[test]
+    fn a_table_scrolls_in_a_box_the_keyboard_reaches() {
+        assert_eq!(
+            to_html("| region | sales |\n|---|--:|\n| North | 13,406.38 |"),
+            "<div class=\"md-table\" tabindex=\"0\" role=\"region\" aria-label=\"Table\">\
+             <table><thead><tr><th>region</th><th style=\"text-align: right\">sales</th></tr></thead><tbody>\n\
+             <tr><td>North</td><td style=\"text-align: right\">13,406.38</td></tr>\n\
+             </tbody></table>\n</div>\n"
+        );
     }
 
     #[test]
