@@ -839,3 +839,122 @@ fn a_frames_data_from_the_page_is_json_and_anything_else_stays_text() {
         assert_eq!(read.get("text/plain"), Some(&json!("{\"a\": 1}")), "{text}");
     }
 }
+
+/// The worker's Python (public/py-worker.mjs) with real pandas, the
+/// sandbox's Python's (Pyodide's own builds are not reachable here): a
+/// frame or series printed alone is shown as a bundle with its data, after
+/// what was printed before it, its text exactly as print writes it; any
+/// other print is print; a frame's bundle has its data.
+#[test]
+fn the_workers_python_shows_a_frame_printed_alone_as_the_jail_does() {
+    use serde_json::{Value, json};
+    let python = format!("{}/bin/python3", crate::jail::PYTHON_ENV);
+    let has_pandas = std::process::Command::new(&python)
+        .args(["-I", "-c", "import pandas"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !has_pandas {
+        eprintln!("skipped: no {python} with pandas (scripts/setup.sh makes it)");
+        return;
+    }
+    let frame = "import pandas as pd, sys\n\
+        df = pd.DataFrame({'region': ['north', 'south', 'east'], 'units': [10, 30, 20], 'share': [0.1, 0.25, 1/3]})\n";
+    let printed = "  region  units     share\n0  north     10  0.100000\n1  south     30  0.250000\n2   east     20  0.333333";
+    let table = |rows: Value| json!({"columns": ["", "region", "units", "share"], "index_columns": 1, "rows": rows, "total_rows": 3});
+    // (program after `frame`, what it shows)
+    let cases: [(&str, Value); 8] = [
+        (
+            "print('Top regions:')\nprint(df.sort_values('units', ascending=False))",
+            json!([
+                ["out", "Top regions:\n"],
+                [
+                    "shown",
+                    "  region  units     share\n1  south     30  0.250000\n2   east     20  0.333333\n0  north     10  0.100000",
+                    table(json!([
+                        ["1", "south", "30", "0.250000"],
+                        ["2", "east", "20", "0.333333"],
+                        ["0", "north", "10", "0.100000"],
+                    ]))
+                ]
+            ]),
+        ),
+        (
+            "print(df['units'].rename('u'))",
+            json!([["shown", "0    10\n1    30\n2    20\nName: u, dtype: int64", {"columns": ["", "u"], "index_columns": 1, "rows": [["0", "10"], ["1", "30"], ["2", "20"]], "total_rows": 3}]]),
+        ),
+        (
+            "print('rows:', df)",
+            json!([["out", format!("rows: {printed}\n")]]),
+        ),
+        ("print(df, end='')", json!([["out", printed]])),
+        (
+            "print(df, file=sys.stderr)",
+            json!([["err", format!("{printed}\n")]]),
+        ),
+        (
+            "print(df.head(0))",
+            json!([[
+                "out",
+                "Empty DataFrame\nColumns: [region, units, share]\nIndex: []\n"
+            ]]),
+        ),
+        (
+            "df.columns = pd.MultiIndex.from_tuples([('a', 'r'), ('a', 'u'), ('b', 's')])\nprint(df[[('a', 'u')]])",
+            json!([["out", "    a\n    u\n0  10\n1  30\n2  20\n"]]),
+        ),
+        (
+            "_ = df",
+            json!([[
+                "bundle",
+                [
+                    "application/vnd.runcell.table+json",
+                    "text/html",
+                    "text/plain"
+                ]
+            ]]),
+        ),
+    ];
+    let programs: Vec<String> = cases
+        .iter()
+        .map(|(program, _)| format!("{frame}{program}"))
+        .collect();
+    let mut child = std::process::Command::new(&python)
+        .args(["-I", "-c", include_str!("worker_tables.py")])
+        .arg(serde_json::to_string(&programs).unwrap())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(include_bytes!("../../../../public/py-worker.mjs"))
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let lines: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), cases.len());
+    for ((program, expected), mut got) in cases.into_iter().zip(lines) {
+        // A shown bundle: its text (exactly as print writes it) and its
+        // data, beside pandas' HTML.
+        for event in got.as_array_mut().unwrap() {
+            if event[0] == "shown" {
+                let mut bundle = event[1].as_object().unwrap().clone();
+                assert!(bundle["text/html"].as_str().unwrap().contains("<table"));
+                *event = json!([
+                    "shown",
+                    bundle.remove("text/plain").unwrap(),
+                    bundle.remove(crate::TABLE_DATA_MIME).unwrap(),
+                ]);
+            }
+        }
+        assert_eq!(got, expected, "{program}");
+    }
+}
