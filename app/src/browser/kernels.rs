@@ -33,3 +33,21 @@ pub fn close(id: &str, done: impl FnOnce(Result<(), String>) + 'static) -> bool 
         },
     )
 }
+
+/// Opens the sessions list (a drawer on narrow screens) and moves the focus
+/// to its "Kernels in use"; `false` when the page shows no such list.
+pub fn show_list() -> bool {
+    use wasm_bindgen::JsCast;
+    let document = leptos::prelude::document();
+    if let Ok(Some(sidebar)) = document.query_selector("details.sidebar") {
+        let _ = sidebar.set_attribute("open", "");
+    }
+    let Some(heading) = document
+        .get_element_by_id("kernels-heading")
+        .and_then(|h| h.dyn_into::<web_sys::HtmlElement>().ok())
+    else {
+        return false;
+    };
+    heading.scroll_into_view();
+    heading.focus().is_ok()
+}

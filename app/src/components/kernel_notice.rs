@@ -1,4 +1,5 @@
-//! The notice shown when the kernel that ran the cells is gone.
+//! The notices about the notebook's kernel, in the composer's band: the
+//! kernel that ran the cells is gone, or a run found no kernel free.
 
 use leptos::prelude::*;
 
@@ -24,6 +25,8 @@ pub fn KernelNotice() -> impl IntoView {
         }
     };
     view! {
+        // A run refused for want of a kernel says so in the same band.
+        <super::refusal::RefusalNotice/>
         <Show when=move || lost().is_some()>
             <div class="kernel-lost" role="status">
                 <p>

@@ -76,7 +76,8 @@ pub fn KernelsInUse(current: String) -> impl IntoView {
     };
     view! {
         <section class="kernels-in-use" aria-labelledby="kernels-heading" hidden=move || held.with(|h| h.kernels.is_empty()) && said.with(Option::is_none)>
-            <h2 id="kernels-heading">
+            // Focusable from script: a refused run's notice leads here.
+            <h2 id="kernels-heading" tabindex="-1">
                 "Kernels in use "
                 <span class="count">{move || held.with(|h| format!("({} of {})", h.kernels.len(), h.cap))}</span>
             </h2>

@@ -14,6 +14,7 @@ mod kernels;
 mod page_title;
 mod pickers;
 mod problem;
+mod refusal;
 mod share;
 mod sidebar;
 mod theme;
