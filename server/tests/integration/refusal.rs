@@ -143,6 +143,32 @@ async fn a_run_with_every_kernel_running_is_refused_by_name_and_not_a_failed_cel
         Some((code_cell, KernelCap::Owner, 1))
     );
 
+    // A question's program is refused alike: the model's code stays, with
+    // no result cell and no explanation.
+    let asked = server.new_session_of(OWNER_ID).await;
+    let response = http_as(Some(OWNER_ID))
+        .post(server.url(&format!("/api/sessions/{asked}/ask")))
+        .json(&serde_json::json!({ "text": "```python\nprint(7 * 6)\n```" }))
+        .send()
+        .await
+        .unwrap();
+    ndjson_events(response).await;
+    let notebook = Notebook::from_events(&events_of(&server, &asked).await);
+    let kinds: Vec<(CellKind, CellStatus)> = notebook.cells().map(|c| (c.kind, c.status)).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (CellKind::User, CellStatus::Ok),
+            (CellKind::Code, CellStatus::Ok)
+        ]
+    );
+    let turn = notebook.turns().next_back().expect("a turn");
+    assert_eq!(turn.status, Some(TurnStatus::Error));
+    assert_eq!(
+        turn.refused.map(|r| (r.cap, r.held)),
+        Some((KernelCap::Owner, 1))
+    );
+
     // Once the other program stops, the same code runs.
     let stopped = http_as(Some(OWNER_ID))
         .post(server.url(&format!("/api/sessions/{busy}/stop")))
