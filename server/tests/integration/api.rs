@@ -1009,7 +1009,8 @@ async fn one_client_address_holds_a_few_of_the_anonymous_kernels() {
     // A third owner from the same address, however many cookies it drops.
     let answer = anonymous_run(&server, 2, "203.0.113.7").await;
     assert!(
-        answer.contains("pages from your address hold 2 sandbox sessions"),
+        answer.contains(r#""kind":"kernel_refused","#)
+            && answer.contains(r#""cap":"client","held":2}"#),
         "{answer}"
     );
     assert!(!answer.contains("ran 1002"), "{answer}");

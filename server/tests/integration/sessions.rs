@@ -954,8 +954,11 @@ async fn kernels_an_owner_starts_at_once_cannot_pass_the_cap_together() {
         .count();
     assert_eq!(ran, CAP, "{outcomes:?}");
     for (_, events) in outcomes.iter().filter(|(printed, _)| printed != "ran\n") {
+        // Refused by name, not as a failed cell.
         assert!(
-            events.contains("your sessions hold 2 kernels, all running"),
+            events.contains(r#""kind":"kernel_refused","#)
+                && events.contains(r#""cap":"owner","held":2}"#)
+                && !events.contains("SandboxError"),
             "{events}"
         );
     }
@@ -1006,7 +1009,9 @@ async fn kernels_anonymous_pages_of_one_address_start_at_once_cannot_pass_its_ca
     assert_eq!(ran, PER_ADDRESS, "{outcomes:?}");
     for (_, events) in outcomes.iter().filter(|(printed, _)| printed != "ran\n") {
         assert!(
-            events.contains("pages from your address hold 2 sandbox sessions"),
+            events.contains(r#""kind":"kernel_refused","#)
+                && events.contains(r#""cap":"client","held":2}"#)
+                && !events.contains("SandboxError"),
             "{events}"
         );
     }
