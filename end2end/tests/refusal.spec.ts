@@ -102,6 +102,8 @@ async function refusedThenRunAgain(page: Page, javaScriptEnabled: boolean | unde
     // The link opens the sessions list at its kernels.
     await notice(page).getByRole('link', { name: 'See Kernels in use' }).click();
     await expect(page.getByRole('heading', { name: /^Kernels in use/ })).toBeFocused();
+    // Escape closes the list again (a drawer over the notice on a phone).
+    await page.keyboard.press('Escape');
 
     // One sleeper stops: its kernel is idle, and the notice offers it.
     expect((await page.request.post(`/api/sessions/${filled.ids[0]}/stop`)).status()).toBe(204);
