@@ -74,15 +74,18 @@ pub fn SessionView(log: SessionPageData) -> impl IntoView {
                 .map(|c| (c.turn, c.text.clone()))
         })
     });
-    Effect::new(move |before: Option<Option<(Option<TurnId>, String)>>| {
+    // The first question seen last is kept while none shows: an edit's new
+    // branch is on show a moment before its question arrives.
+    Effect::new(move |seen: Option<Option<(Option<TurnId>, String)>>| {
+        let seen = seen.flatten();
         let now = first.get();
-        if let (Some(Some((asked, question))), Some((edited, edit))) = (&before, &now)
+        if let (Some((asked, question)), Some((edited, edit))) = (&seen, &now)
             && edited > asked
             && let Some(renamed) = title_after_edit(&title.get_untracked(), question, edit)
         {
             title.set(renamed);
         }
-        now
+        now.or(seen)
     });
     let heading = move || {
         state.notebook.with(|n| {
