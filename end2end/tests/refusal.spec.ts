@@ -96,8 +96,9 @@ async function refusedThenRunAgain(page: Page, javaScriptEnabled: boolean | unde
     await expect(closeAndRun(page)).toHaveCount(0);
     const box = await notice(page).boundingBox();
     expect((box?.x ?? 0) + (box?.width ?? 0)).toBeLessThanOrEqual(width);
-    expect(await problems(page)).toEqual([]);
+    // axe runs on timers, which a page without scripts never fires.
     if (!javaScriptEnabled) return;
+    expect(await problems(page)).toEqual([]);
 
     // The link opens the sessions list at its kernels.
     await notice(page).getByRole('link', { name: 'See Kernels in use' }).click();
