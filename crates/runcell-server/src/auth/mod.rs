@@ -357,7 +357,7 @@ mod tests {
             Err(AuthError::UnknownKey)
         ));
         assert!(matches!(
-            create_key(store.as_ref(), "bad name").await,
+            create_key(store.as_ref(), "bad/name").await,
             Err(AuthError::BadName(_))
         ));
     }
