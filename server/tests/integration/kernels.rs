@@ -32,7 +32,7 @@ async fn run_as(server: &TestServer, owner: &str, id: &str, code: &str) -> (Stri
 }
 
 /// What `GET /api/kernels` answers `owner`.
-async fn kernels_of(server: &TestServer, owner: &str) -> serde_json::Value {
+pub(crate) async fn kernels_of(server: &TestServer, owner: &str) -> serde_json::Value {
     http_as(Some(owner))
         .get(server.url("/api/kernels"))
         .send()

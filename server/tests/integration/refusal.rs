@@ -36,14 +36,7 @@ async fn events_of(server: &TestServer, id: &str) -> Vec<app::protocol::SessionE
 async fn until_running(server: &TestServer, id: &str) {
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
-        let listed: serde_json::Value = http_as(Some(OWNER_ID))
-            .get(server.url("/api/kernels"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let listed = crate::kernels::kernels_of(server, OWNER_ID).await;
         let running = listed["kernels"].as_array().is_some_and(|kernels| {
             kernels
                 .iter()
