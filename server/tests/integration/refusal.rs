@@ -177,3 +177,85 @@ async fn a_run_with_every_kernel_running_is_refused_by_name_and_not_a_failed_cel
         .map(|c| (c.kind, c.printed()));
     assert_eq!(printed, Some((CellKind::Result, "42\n".to_string())));
 }
+
+/// `POST /api/sessions/{id}/ask` as [`OWNER_ID`], to its end.
+async fn ask_as_owner(
+    server: &TestServer,
+    id: &str,
+    text: &str,
+) -> Vec<app::protocol::SessionEvent> {
+    let response = http_as(Some(OWNER_ID))
+        .post(server.url(&format!("/api/sessions/{id}/ask")))
+        .json(&serde_json::json!({ "text": text }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    ndjson_events(response).await
+}
+
+#[tokio::test]
+async fn a_look_at_the_data_refused_a_kernel_ends_the_turn_with_one_refusal() {
+    let server = TestServer::start_configured(|config| {
+        config.notebook.max_kernels_per_owner = 1;
+        config.sandbox.pool_size = 0;
+    })
+    .await;
+    // A notebook with a table, profiled by a first question in its kernel.
+    let data = server.new_session_of(OWNER_ID).await;
+    let put = http_as(Some(OWNER_ID))
+        .put(server.url(&format!("/api/sessions/{data}/files?path=news.csv")))
+        .body("author,source,neg\nA,abc-news,0.1\nB,reuters,0.2\nC,abc-news,0.3\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), 201);
+    ask_as_owner(&server, &data, "```python\nprint(1)\n```").await;
+
+    // Another notebook's program takes the owner's one kernel, and runs.
+    let busy = server.new_session_of(OWNER_ID).await;
+    let sleeping = start_run(&server, &busy, "import time\ntime.sleep(60)").await;
+    until_running(&server, &busy).await;
+
+    // "ABC News" is a value of `source` written another way: a look would
+    // run first, and finds no kernel. The turn ends there, once refused,
+    // with no program of the model's.
+    let events = ask_as_owner(
+        &server,
+        &data,
+        "```python\nprint(2)\n```\nWhat is the mean neg of ABC News articles?",
+    )
+    .await;
+    let refusals: Vec<_> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            EventBody::KernelRefused { cell_id, cap, held } => Some((*cell_id, *cap, *held)),
+            _ => None,
+        })
+        .collect();
+    let notebook = Notebook::from_events(&events_of(&server, &data).await);
+    let turn = notebook.turns().next_back().expect("a turn");
+    let code: Vec<(app::protocol::CellId, String)> = notebook
+        .cells_of(turn.id)
+        .filter(|c| c.kind == CellKind::Code)
+        .map(|c| (c.id, c.text.lines().next().unwrap_or("").to_string()))
+        .collect();
+    assert_eq!(code.len(), 1, "only the look's code: {code:?}");
+    assert!(
+        code[0]
+            .1
+            .starts_with("# Looking at the data: the values of 'source' in news.csv"),
+        "{code:?}"
+    );
+    assert_eq!(refusals, vec![(code[0].0, KernelCap::Owner, 1)]);
+    assert_eq!(turn.status, Some(TurnStatus::Error));
+    assert_eq!(turn.final_cell, Some(code[0].0));
+
+    let stopped = http_as(Some(OWNER_ID))
+        .post(server.url(&format!("/api/sessions/{busy}/stop")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stopped.status(), 204);
+    ndjson_events(sleeping).await;
+}

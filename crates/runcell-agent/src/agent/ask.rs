@@ -11,6 +11,7 @@ use super::code::{CodeCell, CodeDelivery};
 use super::conversation::{finished_turns, first_explanation};
 use super::execute::{Program, Ran, RunEnd, run_into_cell};
 use super::install::{self, Installed};
+use super::look::Look;
 use super::model::Reply;
 use super::publish::{publish_note, publish_refusal, publish_text};
 use super::{Agent, Ended, answered, fix_hints, grounding, prompt, repair};
@@ -190,8 +191,17 @@ impl Agent {
         let mut turn = Attempts::new(messages, 1 + self.settings.max_fixes);
         // What the question needs read right, looked at first when the data
         // calls for it (its output goes to the model before any program).
-        if let Some(looked) = self.look(session, &text, cancel).await {
-            turn.messages.extend(looked.messages());
+        // A look refused for want of a kernel ends the turn: the model's
+        // program would be refused alike, after a wait for its tokens.
+        match self.look(session, &text, cancel).await {
+            Look::Looked(looked) => turn.messages.extend(looked.messages()),
+            Look::Skipped => {}
+            Look::Refused(cell) => {
+                return Ended {
+                    status: TurnStatus::Error,
+                    final_cell: Some(cell),
+                };
+            }
         }
         while turn.attempt < turn.attempts {
             turn.attempt += 1;

@@ -23,15 +23,19 @@
 //! the session's kernel as a code cell (no attempt number, first line
 //! `# Looking at the data: …`) and its result cell, the person sees both,
 //! and it leaves no name behind (everything is inside a function it deletes).
-//! A look that cannot run, fails or is stopped is logged and left out: the
-//! turn goes on as if none was needed.
+//! A look that fails or is stopped is logged and left out: the turn goes on
+//! as if none was needed. A look refused for want of a free kernel ends the
+//! turn there, as the model's program would be refused alike: one refusal,
+//! and no model tokens spent on a program that cannot run.
 //!
 //! `Agent::ask` calls it once the opening messages are built, before the
 //! model writes code, and appends [`Looked::messages`] after the question:
 //!
 //! ```ignore
-//! if let Some(looked) = self.look(session, &text, cancel).await {
-//!     turn.messages.extend(looked.messages());
+//! match self.look(session, &text, cancel).await {
+//!     Look::Looked(looked) => turn.messages.extend(looked.messages()),
+//!     Look::Skipped => {}
+//!     Look::Refused(cell) => return refused(cell),
 //! }
 //! ```
 
@@ -48,6 +52,7 @@ use super::prompt;
 use crate::session::SessionLog;
 use runcell_llm::Message;
 use runcell_llm::tools::result_message;
+use runcell_protocol::CellId;
 use runcell_sandbox::{Language, Limits};
 
 /// What the look program's first line starts with.
@@ -111,6 +116,29 @@ impl Sight {
             Self::Value { path, .. } | Self::Column { path, .. } | Self::Header { path, .. } => {
                 path
             }
+        }
+    }
+}
+
+/// What came of a look at the data.
+pub(super) enum Look {
+    /// None was needed, or it failed or was stopped: the turn goes on
+    /// without it.
+    Skipped,
+    /// It ran: what it printed goes to the model.
+    Looked(Looked),
+    /// No kernel was free for it (the `kernel_refused` event names its code
+    /// cell): the turn ends with that cell.
+    Refused(CellId),
+}
+
+#[cfg(test)]
+impl Look {
+    /// The look that ran, if one did.
+    fn looked(self) -> Option<Looked> {
+        match self {
+            Look::Looked(looked) => Some(looked),
+            Look::Skipped | Look::Refused(_) => None,
         }
     }
 }
@@ -382,20 +410,22 @@ impl Agent {
     /// Looks at the session's tables before `question` is answered, when
     /// the data calls for it (see the module's documentation): the look
     /// program runs in the session's kernel as a code cell and its result;
-    /// `None` when no look is needed, or it could not run, failed or was
-    /// stopped (logged: the turn goes on without it).
+    /// [`Look::Skipped`] when no look is needed, or it failed or was stopped
+    /// (logged: the turn goes on without it).
     pub(super) async fn look(
         &self,
         session: &SessionLog,
         question: &str,
         cancel: &CancellationToken,
-    ) -> Option<Looked> {
+    ) -> Look {
         let tables = self.kernels.table_profiles(session.id());
         let sights = sights(question, &tables);
         if sights.is_empty() || cancel.is_cancelled() {
-            return None;
+            return Look::Skipped;
         }
-        let code = program(&sights, &tables)?;
+        let Some(code) = program(&sights, &tables) else {
+            return Look::Skipped;
+        };
         let classes: Vec<&str> = sights.iter().map(Sight::class).collect();
         let cell = publish_complete(
             session,
@@ -416,12 +446,19 @@ impl Agent {
             code: &code,
         };
         let ran = run_into_cell(&self.kernels, session, program, &limits, cancel).await;
-        if ran.end != RunEnd::Ok {
-            tracing::info!(sights = ?classes, end = ?ran.end, "the look at the data did not run; going on without it");
-            return None;
+        match ran.end {
+            RunEnd::Ok => {}
+            RunEnd::Refused => {
+                tracing::info!(sights = ?classes, "no kernel free for the look at the data; the turn ends");
+                return Look::Refused(cell);
+            }
+            end => {
+                tracing::info!(sights = ?classes, ?end, "the look at the data did not run; going on without it");
+                return Look::Skipped;
+            }
         }
         tracing::info!(sights = ?classes, "looked at the data");
-        Some(Looked {
+        Look::Looked(Looked {
             code,
             report: ran.report,
             sights,
@@ -756,7 +793,7 @@ del _runcell_look
             if name == "news.csv" {
                 // Nothing in the data calls for a look: no cell.
                 let looked = agent.look(session, "How many rows in all?", &cancel).await;
-                assert_eq!(looked.map(|l| l.sights), None);
+                assert_eq!(looked.looked().map(|l| l.sights), None);
             } else {
                 assert!(
                     note.contains("- /home/user/logan.csv (82 bytes): a table of 3 rows and 4 columns\n    the header is on line 2 (lines above it are not the table's): read it with `skiprows=1`\n    columns, as Python writes them: 'Wins' (int64), 'Name' (str), 'Code' (str), 'School' (str)"),
@@ -772,6 +809,7 @@ del _runcell_look
                 &cancel,
             )
             .await
+            .looked()
             .unwrap();
         assert_eq!(
             looked.sights.iter().map(Sight::class).collect::<Vec<_>>(),
@@ -835,6 +873,7 @@ del _runcell_look
                     &cancel
                 )
                 .await
+                .looked()
                 .map(|l| l.report),
             None
         );
