@@ -158,3 +158,38 @@ test('the refusal notice can be dismissed', async ({ page, javaScriptEnabled }) 
     await wake(page, filled);
   }
 });
+
+test('a refused question is asked again as a new version, and this time explained', async ({ page, javaScriptEnabled }) => {
+  test.skip(!javaScriptEnabled, 'asking again is a button of the live page');
+  test.setTimeout(180_000);
+  const filled = await fillKernels(page);
+  try {
+    const made = await page.request.post('/api/sessions');
+    expect(made.status()).toBe(201);
+    const id = (await made.json()).id as string;
+    // The scripted model writes the program its question holds.
+    const asked = await page.request.post(`/api/sessions/${id}/ask`, { data: { text: '```python\nprint(6 * 7)\n```' } });
+    expect(asked.status()).toBe(200);
+    const notebook = new NotebookPage(page);
+    await page.goto(`/sessions/${id}`);
+    await expect(page.locator('html')).toHaveAttribute('data-hydrated', 'true');
+    await expect(notice(page)).toContainText('Your question is kept above, to ask again.');
+    await expect(notice(page)).toContainText('Stop a program that runs, or wait for one to end, then ask again.');
+    await expect(notebook.explanationCells).toHaveCount(0);
+
+    expect((await page.request.post(`/api/sessions/${filled.ids[0]}/stop`)).status()).toBe(204);
+    await filled.runs[0];
+    const button = page.getByRole('button', { name: 'Close the longest-idle kernel and ask again' });
+    await expect(button).toBeVisible({ timeout: 15_000 });
+    await button.click();
+    // A second version of the question: its program ran and is explained;
+    // the refused one stays reachable as the first.
+    await expect(notebook.resultCells.last()).toContainText('42', { timeout: 30_000 });
+    await expect(notebook.explanationCells).toHaveCount(1, { timeout: 30_000 });
+    await expect(notice(page)).toHaveCount(0);
+    const versions = notebook.userCells.first().getByRole('navigation', { name: 'Versions of this question' });
+    await expect(versions).toContainText('2 / 2');
+  } finally {
+    await wake(page, filled);
+  }
+});

@@ -1,14 +1,15 @@
 //! The notice shown when a run found no kernel free: not a failed cell,
 //! but what happened and what to do, in the composer's band. The code that
 //! did not run stays in its cell; the notice offers to close the person's
-//! longest-idle kernel and run it again, and leads to "Kernels in use".
+//! longest-idle kernel and run it again (a refused question is asked again,
+//! as a new version of it), and leads to "Kernels in use".
 
 use leptos::prelude::*;
 
 use crate::api::{KernelInUse as ListedKernel, KernelsInUse as HeldKernels};
 use crate::contexts::{ConnState, use_session};
 use crate::notebook::{Notebook, Refused};
-use crate::protocol::{ClientMessage, KernelCap, TurnId};
+use crate::protocol::{ClientMessage, KernelCap, TurnId, TurnKind};
 
 /// How often the notice asks again which kernels are held, while it shows
 /// and none of them is idle (a program elsewhere may end at any moment).
@@ -19,6 +20,13 @@ const ASK_AGAIN: std::time::Duration = std::time::Duration::from_secs(3);
 pub fn RefusalNotice() -> impl IntoView {
     let state = use_session();
     let refused = Memo::new(move |_| state.notebook.with(shown_refusal));
+    // A refused question (its look at the data or its program found no
+    // kernel) is asked again; refused code is run again.
+    let asked = Memo::new(move |_| {
+        refused
+            .get()
+            .is_some_and(|(turn, _)| state.notebook.with(|n| question_of(n, turn).is_some()))
+    });
     let dismissed = RwSignal::new(None::<TurnId>);
     let held = RwSignal::new(None::<HeldKernels>);
     let said = RwSignal::new(None::<String>);
@@ -71,13 +79,21 @@ pub fn RefusalNotice() -> impl IntoView {
         });
     }
     let close_and_run = move |_| {
-        let Some((_, refusal)) = refused.get_untracked() else {
+        let Some((turn, refusal)) = refused.get_untracked() else {
             return;
         };
         let Some(kernel) = idle() else {
             return;
         };
         let Some(run) = state.notebook.with_untracked(|n| {
+            if let Some(question) = question_of(n, turn) {
+                return Some(ClientMessage::Ask {
+                    text: question.to_string(),
+                    model: state.picked_model(),
+                    backend: state.picked_backend(),
+                    alternative_to: Some(turn),
+                });
+            }
             let cell = n.cell(refusal.cell_id)?;
             Some(ClientMessage::Run {
                 code: cell.text.clone(),
@@ -115,7 +131,7 @@ pub fn RefusalNotice() -> impl IntoView {
         <Show when=move || shown().is_some()>
             <div class="kernel-refused" role="alert">
                 <p class="refused-what">
-                    {move || shown().map(|(_, r)| what_happened(r)).unwrap_or_default()}
+                    {move || shown().map(|(_, r)| what_happened(r, asked.get())).unwrap_or_default()}
                 </p>
                 <p class="refused-idle">
                     {move || match idle() {
@@ -124,6 +140,7 @@ pub fn RefusalNotice() -> impl IntoView {
                             name_of(&kernel),
                             super::kernels::state_of(&kernel)
                         ),
+                        None if asked.get() => "Stop a program that runs, or wait for one to end, then ask again.".into(),
                         None => "Stop a program that runs, or wait for one to end, then run this code again.".into(),
                     }}
                 </p>
@@ -135,7 +152,11 @@ pub fn RefusalNotice() -> impl IntoView {
                             disabled=move || busy() || !connected()
                             on:click=close_and_run
                         >
-                            "Close the longest-idle kernel and run again"
+                            {move || if asked.get() {
+                                "Close the longest-idle kernel and ask again"
+                            } else {
+                                "Close the longest-idle kernel and run again"
+                            }}
                         </button>
                     </Show>
                     <a href="#kernels-heading" class="refused-list" on:click=to_list>
@@ -175,8 +196,18 @@ fn shown_refusal(notebook: &Notebook) -> Option<(TurnId, Refused)> {
     Some((turn.id, turn.refused?))
 }
 
-/// What happened, in plain words.
-fn what_happened(refused: Refused) -> String {
+/// The refused turn's question, when it was one (a turn of code run as
+/// written has none).
+fn question_of(notebook: &Notebook, turn: TurnId) -> Option<&str> {
+    notebook
+        .all_turns()
+        .iter()
+        .find(|t| t.id == turn && t.kind == TurnKind::Ask)
+        .and_then(|t| notebook.question(t.id))
+}
+
+/// What happened, in plain words; `asked`: the turn was a question.
+fn what_happened(refused: Refused, asked: bool) -> String {
     let held = refused.held;
     let whose = match refused.cap {
         KernelCap::Owner => {
@@ -192,7 +223,12 @@ fn what_happened(refused: Refused) -> String {
             format!("pages from your address hold all {held} kernels they may")
         }
     };
-    format!("Not run: all kernels are in use ({whose}). Your code is kept above, to run again.")
+    let kept = if asked {
+        "Your question is kept above, to ask again."
+    } else {
+        "Your code is kept above, to run again."
+    };
+    format!("Not run: all kernels are in use ({whose}). {kept}")
 }
 
 /// The viewer's idle kernel that has been idle longest, but this
@@ -216,7 +252,7 @@ fn name_of(kernel: &ListedKernel) -> String {
 mod tests {
     use super::*;
     use crate::protocol::{
-        CellId, CellKind, CellStatus, EventBody, SandboxKind, SessionEvent, TurnKind, TurnStatus,
+        CellId, CellKind, CellStatus, EventBody, SandboxKind, SessionEvent, TurnStatus,
     };
 
     fn kernel(id: &str, running: bool, idle_ms: u64) -> ListedKernel {
@@ -306,8 +342,34 @@ mod tests {
         ran_since.extend(turn(2, false, false));
         assert_eq!(shown_refusal(&notebook(ran_since)), None);
         assert_eq!(
-            what_happened(refusal),
+            what_happened(refusal, false),
             "Not run: all kernels are in use (your notebooks hold all 4 kernels they may, and each is running a program). Your code is kept above, to run again."
         );
+        assert_eq!(
+            what_happened(refusal, true),
+            "Not run: all kernels are in use (your notebooks hold all 4 kernels they may, and each is running a program). Your question is kept above, to ask again."
+        );
+    }
+
+    #[test]
+    fn a_refused_question_is_asked_again_and_refused_code_run_again() {
+        let run = notebook(turn(1, true, true));
+        assert_eq!(question_of(&run, TurnId(1)), None);
+        let mut bodies = turn(2, true, true);
+        bodies[0] = EventBody::TurnStarted {
+            turn: TurnId(2),
+            turn_kind: TurnKind::Ask,
+            alternative_to: None,
+        };
+        bodies.insert(
+            1,
+            EventBody::UserMessage {
+                cell_id: CellId(19),
+                text: "mean neg of ABC News".into(),
+            },
+        );
+        let asked = notebook(bodies);
+        assert_eq!(question_of(&asked, TurnId(2)), Some("mean neg of ABC News"));
+        assert_eq!(question_of(&asked, TurnId(3)), None);
     }
 }

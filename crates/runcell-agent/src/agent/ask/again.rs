@@ -26,7 +26,9 @@ pub(super) struct Regenerated {
 impl Regenerated {
     /// The running turn's place among the versions of `question`: `None`
     /// unless an earlier version beside it asked the very same question
-    /// (an edited question is a new question, asked greedily).
+    /// (an edited question is a new question, asked greedily). A version
+    /// whose program was refused a kernel is no answer to differ from: it
+    /// never ran (asking again after a refusal is asked greedily).
     pub(super) fn of(history: &Notebook, question: &str) -> Option<Self> {
         let running = history
             .all_turns()
@@ -41,6 +43,7 @@ impl Regenerated {
                     && t.id < running.id
                     && t.kind == TurnKind::Ask
                     && t.parent == running.parent
+                    && t.refused.is_none()
                     && history.question(t.id) == Some(question)
             })
             .collect();
@@ -97,7 +100,9 @@ impl Regenerated {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use runcell_protocol::{CellId, CellStatus, EventBody, SessionEvent, TurnId, TurnStatus};
+    use runcell_protocol::{
+        CellId, CellStatus, EventBody, KernelCap, SessionEvent, TurnId, TurnStatus,
+    };
 
     /// A turn asking `question` whose program is `code`, as a version of
     /// `alternative_to` when given; finished unless `running`.
@@ -212,5 +217,42 @@ mod tests {
             turn(2, None, "a", "", true),
         ]);
         assert_eq!(Regenerated::of(&follow, "a"), None);
+    }
+
+    #[test]
+    fn asking_again_after_a_refused_version_is_no_regenerate() {
+        let q = "sales by region";
+        // Version 1 wrote its program, and no kernel was free to run it.
+        let mut refused = turn(1, None, q, "print(1)", false);
+        let Some(EventBody::TurnFinished {
+            status,
+            final_cell: Some(program),
+            ..
+        }) = refused.last_mut()
+        else {
+            panic!("a finished turn");
+        };
+        *status = TurnStatus::Error;
+        let program = *program;
+        let at = refused.len() - 1;
+        refused.insert(
+            at,
+            EventBody::KernelRefused {
+                cell_id: program,
+                cap: KernelCap::Client,
+                held: 4,
+            },
+        );
+        let asked_again = notebook(vec![refused.clone(), turn(2, Some(1), q, "", true)]);
+        assert_eq!(Regenerated::of(&asked_again, q), None);
+        // A version that ran still counts: the third is told of the second.
+        let third = notebook(vec![
+            refused,
+            turn(2, Some(1), q, "print(2)", false),
+            turn(3, Some(2), q, "", true),
+        ]);
+        let again = Regenerated::of(&third, q).unwrap();
+        assert_eq!(again.version, 2);
+        assert_eq!(again.previous, Some(("python".into(), "print(2)".into())));
     }
 }
