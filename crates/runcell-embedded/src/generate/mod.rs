@@ -24,7 +24,7 @@ use tokio::sync::mpsc::Sender;
 
 use self::output::Output;
 use self::sample::{Sampler, argmax};
-use self::slots::{Scope, Slots, reusable};
+use self::slots::{Kept, Scope, Slots, reusable};
 use super::constrain::{Constrainer, Constraint, mask_logits};
 use super::model::Weights;
 use super::tokenizer::GgufTokenizer;
@@ -241,34 +241,27 @@ impl Worker {
             scope,
             &job.prompt,
         );
-        let stored = self
-            .slots
-            .best(scope, &job.prompt)
-            .filter(|&(_, n)| n >= here + SWITCH_GAIN);
-        // Another conversation's reading, about to be cut or replaced: kept.
+        // Another conversation's reading, about to be cut or replaced: kept
+        // (before a slot is picked: keeping it may replace or evict slots).
         let leaving = self.cached_scope.is_some()
             && self.cached_scope.as_ref() != scope
             && self.cached.len() > here.max(self.cached_shared);
-        if leaving {
-            self.keep_cached_in_a_slot();
-        }
+        let kept = if leaving { self.cached_reading() } else { None };
+        let stored = self
+            .slots
+            .switch(kept, scope, &job.prompt, here + SWITCH_GAIN);
         let result = match stored {
-            Some((index, n)) => {
-                let restored = self.slots.take_for_use(index).map(|slot| {
-                    let tokens = slot.tokens[..n].to_vec();
-                    let shared = slot.shared.min(n);
-                    (self.weights.restore(&slot.snapshot, n), tokens, shared)
-                });
-                match restored {
-                    Some((Ok(()), tokens, shared)) => {
+            Some((slot, n)) => match slot.tokens.get(..n) {
+                Some(tokens) => {
+                    let (tokens, shared) = (tokens.to_vec(), slot.shared.min(n));
+                    self.weights.restore(&slot.snapshot, n).map(|()| {
                         self.cached = tokens;
                         self.cached_shared = shared;
-                        Ok((n, n))
-                    }
-                    Some((Err(e), _, _)) => Err(e),
-                    None => Ok((0, 0)),
+                        (n, n)
+                    })
                 }
-            }
+                None => Ok((0, 0)),
+            },
             None => self.weights.keep_kv_cache(here).map(|kept| {
                 self.cached.truncate(kept);
                 self.cached_shared = self.cached_shared.min(kept);
@@ -284,17 +277,20 @@ impl Worker {
         }
     }
 
-    /// Copies what the cache holds into its conversation's slot.
-    fn keep_cached_in_a_slot(&mut self) {
-        let Some(scope) = self.cached_scope.clone() else {
-            return;
-        };
+    /// A copy of what the cache holds, to keep in its conversation's slot.
+    fn cached_reading(&self) -> Option<Kept> {
+        let scope = self.cached_scope.clone()?;
         match self.weights.snapshot(self.cached.len()) {
-            Ok(snapshot) => {
-                self.slots
-                    .store(scope, self.cached.clone(), self.cached_shared, snapshot);
+            Ok(snapshot) => Some(Kept {
+                scope,
+                tokens: self.cached.clone(),
+                shared: self.cached_shared,
+                snapshot,
+            }),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not copy a conversation out of the cache");
+                None
             }
-            Err(e) => tracing::warn!(error = %e, "could not copy a conversation out of the cache"),
         }
     }
 

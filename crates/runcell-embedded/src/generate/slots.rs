@@ -52,6 +52,15 @@ pub(crate) fn reusable(
     allowed.min(prompt.len().saturating_sub(1))
 }
 
+/// A reading to keep in a slot: whose, its tokens, how many of them are
+/// the server's own, and what the KV cache held for them.
+pub(crate) struct Kept {
+    pub(crate) scope: Scope,
+    pub(crate) tokens: Vec<u32>,
+    pub(crate) shared: usize,
+    pub(crate) snapshot: KvSnapshot,
+}
+
 /// The slots, within a memory budget.
 pub(crate) struct Slots {
     slots: Vec<Slot>,
@@ -79,7 +88,7 @@ impl Slots {
 
     /// The slot a requester of `scope` may reuse most of for `prompt`, and
     /// how many tokens that is.
-    pub(crate) fn best(&self, scope: Option<&Scope>, prompt: &[u32]) -> Option<(usize, usize)> {
+    fn best(&self, scope: Option<&Scope>, prompt: &[u32]) -> Option<(usize, usize)> {
         self.slots
             .iter()
             .enumerate()
@@ -93,12 +102,30 @@ impl Slots {
             .max_by_key(|&(i, n)| (n, self.slots[i].used))
     }
 
-    /// The slot at `index`, marked as just used.
-    pub(crate) fn take_for_use(&mut self, index: usize) -> Option<&Slot> {
+    /// A switch of the KV cache to a request of `scope` for `prompt`:
+    /// keeps `leaving` first (the reading the cache held, another
+    /// conversation's, about to be cut), then picks the slot the request
+    /// may reuse most of, if that is at least `at_least` tokens, marked as
+    /// just used; with how many tokens that is (never more than the slot
+    /// holds, and all of them `prompt`'s own).
+    ///
+    /// One step, in this order: keeping a reading may replace or evict
+    /// slots, so a slot picked before it could be another's by then.
+    pub(crate) fn switch(
+        &mut self,
+        leaving: Option<Kept>,
+        scope: Option<&Scope>,
+        prompt: &[u32],
+        at_least: usize,
+    ) -> Option<(&Slot, usize)> {
+        if let Some(kept) = leaving {
+            self.store(kept.scope, kept.tokens, kept.shared, kept.snapshot);
+        }
+        let (index, n) = self.best(scope, prompt).filter(|&(_, n)| n >= at_least)?;
         self.clock += 1;
         let slot = self.slots.get_mut(index)?;
         slot.used = self.clock;
-        Some(slot)
+        Some((slot, n))
     }
 
     /// Whether a slot of the server's own holds exactly `tokens`.
@@ -204,9 +231,10 @@ mod tests {
         slots.store(private("b"), vec![1, 2, 5], 2, KvSnapshot::zeros(10, 8));
         assert_eq!(slots.bytes(), 1920);
         // "a" is used again: "b" is now the least recent.
-        let (a, n) = slots.best(Some(&private("a")), &[1, 2, 4, 9]).unwrap();
-        assert_eq!(n, 3);
-        slots.take_for_use(a);
+        let (a, n) = slots
+            .switch(None, Some(&private("a")), &[1, 2, 4, 9], 1)
+            .unwrap();
+        assert_eq!((&a.scope, n), (&private("a"), 3));
         slots.store(private("c"), vec![1, 2, 6], 2, KvSnapshot::zeros(10, 8));
         assert_eq!(slots.len(), 3);
         assert!(
@@ -229,5 +257,82 @@ mod tests {
         slots.store(private("f"), vec![9, 9], 0, KvSnapshot::zeros(100, 8));
         assert_eq!(slots.len(), 3);
         assert!(slots.best(Some(&private("f")), &[9, 9, 9]).is_none());
+    }
+
+    fn kept(scope: Scope, tokens: Vec<u32>) -> Kept {
+        Kept {
+            scope,
+            tokens,
+            shared: 2,
+            snapshot: KvSnapshot::zeros(10, 8),
+        }
+    }
+
+    #[test]
+    fn a_switch_never_hands_one_conversation_anothers_reading() {
+        // Room for three slots of 640 bytes: the server's and two others.
+        let mut slots = Slots::new(2000);
+        slots.store(Scope::Server, vec![1, 2], 2, KvSnapshot::zeros(10, 8));
+        slots.store(
+            private("alice"),
+            vec![1, 2, 3, 3, 3],
+            2,
+            KvSnapshot::zeros(10, 8),
+        );
+        slots.store(
+            private("bob"),
+            vec![1, 2, 4, 4, 4],
+            2,
+            KvSnapshot::zeros(10, 8),
+        );
+        // The cache holds Carol's longer reading; Alice follows up. Keeping
+        // Carol's evicts Alice's, the least recent (once, the slot picked
+        // for Alice before Carol's was kept was Carol's by then: Alice's
+        // answer read Carol's conversation).
+        let carol = vec![1, 2, 5, 5, 5, 5, 5, 5];
+        let (slot, n) = slots
+            .switch(
+                Some(kept(private("carol"), carol.clone())),
+                Some(&private("alice")),
+                &[1, 2, 3, 3, 3, 9],
+                1,
+            )
+            .unwrap();
+        // Only the server's part of a reading is Alice's to reuse now.
+        assert_eq!((&slot.tokens[..n], n <= slot.shared), (&[1, 2][..], true));
+        // Still there, Bob's own is his, whole; Carol's is hers.
+        let (slot, n) = slots
+            .switch(None, Some(&private("bob")), &[1, 2, 4, 4, 4, 9], 1)
+            .unwrap();
+        assert_eq!((&slot.scope, n), (&private("bob"), 5));
+        let (slot, n) = slots
+            .switch(
+                None,
+                Some(&private("carol")),
+                &[1, 2, 5, 5, 5, 5, 5, 5, 9],
+                1,
+            )
+            .unwrap();
+        assert_eq!(
+            (&slot.scope, &slot.tokens, n),
+            (&private("carol"), &carol, 8)
+        );
+        // A newer reading of the same conversation replaces its slot; what
+        // it hands back is the newer one.
+        let (slot, n) = slots
+            .switch(
+                Some(kept(private("bob"), vec![1, 2, 4, 4, 4, 6])),
+                Some(&private("bob")),
+                &[1, 2, 4, 4, 4, 6, 9],
+                1,
+            )
+            .unwrap();
+        assert_eq!((&slot.tokens, n), (&vec![1, 2, 4, 4, 4, 6], 6));
+        // Too little to gain: none.
+        assert!(
+            slots
+                .switch(None, Some(&private("bob")), &[1, 2, 4, 4, 4, 6, 9], 7)
+                .is_none()
+        );
     }
 }
