@@ -83,4 +83,7 @@ test('on a phone the kernels list is in the sessions drawer, its buttons large e
   expect(box?.height ?? 0).toBeGreaterThanOrEqual(44);
   expect((box?.x ?? 0) + (box?.width ?? 0)).toBeLessThanOrEqual(390);
   expect(await problems(page)).toEqual([]);
+  // In the drawer, above its backdrop: a tap reaches the button.
+  await close.click();
+  await expect(kernels.getByRole('status')).toContainText('Closed the kernel of');
 });

@@ -66,38 +66,42 @@ pub fn Sidebar(
         // anyway (CSS); on narrow ones the summary opens it as a drawer.
         <details class="sidebar">
             <summary>"Sessions " <span class="count">{move || format!("({})", count())}</span></summary>
-            <nav aria-label="Sessions">
-                <input
-                    type="search"
-                    class="session-search js-only"
-                    aria-label="Search sessions"
-                    placeholder="Search sessions"
-                    prop:value=move || query.get()
-                    on:input=move |ev| query.set(event_target_value(&ev))
-                />
-                <ul class="session-list">
-                    <For each=shown key=|s| s.id.clone() let:session>
-                        <SessionEntry
-                            is_current=session.id == current.get_value()
-                            updated_ms=session.updated_ms
-                            id=session.id
-                            listed
-                            title
-                            heading
-                        />
-                    </For>
-                </ul>
-                <Show when=move || count() == 0>
-                    <p class="empty-list">"Sessions you ask something in are listed here."</p>
-                </Show>
-            </nav>
-            <super::kernels::KernelsInUse current=current.get_value()/>
-            // A code for `runcell chat --join`: the terminal becomes this
-            // browser's owner, so both list the same sessions.
-            <form method="post" action="/terminal" target="_blank" class="to-terminal">
-                <button type="submit">"Use in a terminal"</button>
-            </form>
-            <Account menu=account back=format!("/sessions/{}", current.get_value())/>
+            // On a narrow screen all of it is the drawer, above its backdrop:
+            // the kernels' buttons and the account's too, not the list alone.
+            <div class="sidebar-drawer">
+                <nav aria-label="Sessions">
+                    <input
+                        type="search"
+                        class="session-search js-only"
+                        aria-label="Search sessions"
+                        placeholder="Search sessions"
+                        prop:value=move || query.get()
+                        on:input=move |ev| query.set(event_target_value(&ev))
+                    />
+                    <ul class="session-list">
+                        <For each=shown key=|s| s.id.clone() let:session>
+                            <SessionEntry
+                                is_current=session.id == current.get_value()
+                                updated_ms=session.updated_ms
+                                id=session.id
+                                listed
+                                title
+                                heading
+                            />
+                        </For>
+                    </ul>
+                    <Show when=move || count() == 0>
+                        <p class="empty-list">"Sessions you ask something in are listed here."</p>
+                    </Show>
+                </nav>
+                <super::kernels::KernelsInUse current=current.get_value()/>
+                // A code for `runcell chat --join`: the terminal becomes this
+                // browser's owner, so both list the same sessions.
+                <form method="post" action="/terminal" target="_blank" class="to-terminal">
+                    <button type="submit">"Use in a terminal"</button>
+                </form>
+                <Account menu=account back=format!("/sessions/{}", current.get_value())/>
+            </div>
         </details>
     }
 }
