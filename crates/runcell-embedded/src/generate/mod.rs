@@ -260,7 +260,12 @@ impl Worker {
                         (n, n)
                     })
                 }
-                None => Ok((0, 0)),
+                // Cannot be (a slot's match is never longer than it), but
+                // if it were, the cache would still hold another's reading:
+                // emptied, never relabelled as this request's.
+                None => Err(candle_core::Error::Msg(
+                    "a stored reading is shorter than its match".into(),
+                )),
             },
             None => self.weights.keep_kv_cache(here).map(|kept| {
                 self.cached.truncate(kept);
