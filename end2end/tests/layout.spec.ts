@@ -36,7 +36,8 @@ test.describe('on a phone', () => {
     const drawer = page.locator('details.sidebar > summary');
     await drawer.click();
     await expect(sessions).toBeVisible();
-    const box = await sessions.boundingBox();
+    // The drawer: the list, Kernels in use and the account, from the left edge.
+    const box = await page.locator('.sidebar-drawer').boundingBox();
     expect(box?.x).toBe(0);
     expect(box?.width ?? 0).toBeLessThanOrEqual(PHONE.width);
     // The backdrop beside it closes it.
