@@ -172,6 +172,19 @@ test.describe('with the keyboard', () => {
     await expect(said).toHaveText('The answer is ready.', { timeout: 25_000 });
   });
 
+  test('a turn that ends while Stop has the keyboard leaves it in the message box', async ({ page }) => {
+    const notebook = new NotebookPage(page);
+    await notebook.openNew();
+    await notebook.waitConnected();
+    await notebook.ask(fenced('import time\nprint("waiting", flush=True)\ntime.sleep(2)\nprint("over")'));
+    await expect(notebook.resultCells.first()).toContainText('waiting', { timeout: 25_000 });
+    await notebook.stop.focus();
+    await expect(notebook.stop).toBeFocused();
+    await expect(notebook.resultCells.first()).toContainText('over', { timeout: 25_000 });
+    await expect(notebook.stop).toBeHidden({ timeout: 25_000 });
+    await expect(notebook.message).toBeFocused();
+  });
+
   test('Escape closes the sidebar drawer', async ({ page }) => {
     await page.setViewportSize(PHONE);
     await longSession(page);

@@ -19,6 +19,7 @@ pub fn Prompt() -> impl IntoView {
     let next_id = StoredValue::new(0u32);
     // After Stop (which hides itself), the keyboard lands in the message box.
     let message = NodeRef::<leptos::html::Textarea>::new();
+    let stop_button = NodeRef::<leptos::html::Button>::new();
     let connected = move || state.conn.get() == ConnState::Connected;
     let busy = move || state.notebook.with(Notebook::is_busy);
     let send = move |text: String| {
@@ -70,6 +71,23 @@ pub fn Prompt() -> impl IntoView {
         {
             focus_first(&message);
         }
+    });
+
+    // A turn that ends while Stop has the keyboard hides Stop: the keyboard
+    // goes to the message box, not back to the page's start.
+    Effect::new(move |was_busy: Option<bool>| {
+        let now = busy();
+        #[cfg(feature = "hydrate")]
+        if was_busy == Some(true)
+            && !now
+            && let (Some(message), Some(stop)) =
+                (message.get_untracked(), stop_button.get_untracked())
+        {
+            focus_after_stop(&message, &stop);
+        }
+        #[cfg(not(feature = "hydrate"))]
+        let _ = was_busy;
+        now
     });
 
     // When a turn ends (and the page is connected), the first message
@@ -213,6 +231,7 @@ pub fn Prompt() -> impl IntoView {
                 ></textarea>
                 <button
                     type="button"
+                    node_ref=stop_button
                     class="stop js-only"
                     title="Stop this turn (Escape in the message box)"
                     aria-keyshortcuts="Escape"
@@ -252,6 +271,20 @@ fn typed_before_hydration() -> String {
     }
     #[cfg(not(feature = "hydrate"))]
     String::new()
+}
+
+/// Focuses the message box when Stop had the focus (or, Stop hidden by
+/// now, nothing has), unless the screen is a touch screen.
+#[cfg(feature = "hydrate")]
+fn focus_after_stop(message: &web_sys::HtmlTextAreaElement, stop: &web_sys::HtmlButtonElement) {
+    let stop: &web_sys::Element = stop;
+    let lost = document()
+        .active_element()
+        .is_none_or(|active| &active == stop || active.tag_name() == "BODY");
+    let touch = window().navigator().max_touch_points() > 0;
+    if lost && !touch {
+        let _ = message.focus();
+    }
 }
 
 /// Focuses the message box, unless something else has the focus already
