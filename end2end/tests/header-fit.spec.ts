@@ -111,6 +111,9 @@ test.describe('a phone', () => {
   test('every header control is on the screen, through "More", and nothing scrolls sideways', async ({ page }, info) => {
     const notebook = new NotebookPage(page);
     await notebook.openNew();
+    // The new session's URL shows before its stylesheet applies (a page
+    // without scripts gets there by a form's redirect): measured once loaded.
+    await page.waitForLoadState('load');
     const header = page.locator('header.topbar');
     expect(await height(header)).toBeLessThanOrEqual(56);
     expect(await pageWidth(page)).toBeLessThanOrEqual(PHONE.width);
