@@ -20,6 +20,51 @@ async fn start_run(server: &TestServer, id: &str, code: &str) -> reqwest::Respon
     response
 }
 
+/// `POST /api/sessions/{id}/ask` as [`OWNER_ID`], to its end.
+async fn ask_as_owner(
+    server: &TestServer,
+    id: &str,
+    text: &str,
+) -> Vec<app::protocol::SessionEvent> {
+    let response = http_as(Some(OWNER_ID))
+        .post(server.url(&format!("/api/sessions/{id}/ask")))
+        .json(&serde_json::json!({ "text": text }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    ndjson_events(response).await
+}
+
+/// A server whose owners may each hold one kernel, none of them pooled.
+async fn one_kernel_server() -> TestServer {
+    TestServer::start_configured(|config| {
+        config.notebook.max_kernels_per_owner = 1;
+        config.sandbox.pool_size = 0;
+    })
+    .await
+}
+
+/// Another notebook of [`OWNER_ID`]'s takes the owner's one kernel with a
+/// program that sleeps: its id, and the run's streaming response.
+async fn hold_the_kernel(server: &TestServer) -> (String, reqwest::Response) {
+    let busy = server.new_session_of(OWNER_ID).await;
+    let sleeping = start_run(server, &busy, "import time\ntime.sleep(60)").await;
+    until_running(server, &busy).await;
+    (busy, sleeping)
+}
+
+/// Stops the sleeper of [`hold_the_kernel`] and waits for its run to end.
+async fn let_go(server: &TestServer, busy: &str, sleeping: reqwest::Response) {
+    let stopped = http_as(Some(OWNER_ID))
+        .post(server.url(&format!("/api/sessions/{busy}/stop")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stopped.status(), 204);
+    ndjson_events(sleeping).await;
+}
+
 /// Session `id`'s whole history.
 async fn events_of(server: &TestServer, id: &str) -> Vec<app::protocol::SessionEvent> {
     ndjson_events(
@@ -55,14 +100,8 @@ async fn until_running(server: &TestServer, id: &str) {
 
 #[tokio::test]
 async fn a_run_with_every_kernel_running_is_refused_by_name_and_not_a_failed_cell() {
-    let server = TestServer::start_configured(|config| {
-        config.notebook.max_kernels_per_owner = 1;
-        config.sandbox.pool_size = 0;
-    })
-    .await;
-    let busy = server.new_session_of(OWNER_ID).await;
-    let sleeping = start_run(&server, &busy, "import time\ntime.sleep(60)").await;
-    until_running(&server, &busy).await;
+    let server = one_kernel_server().await;
+    let (busy, sleeping) = hold_the_kernel(&server).await;
 
     let refused = server.new_session_of(OWNER_ID).await;
     let events = ndjson_events(start_run(&server, &refused, "print(6 * 7)").await).await;
@@ -139,13 +178,7 @@ async fn a_run_with_every_kernel_running_is_refused_by_name_and_not_a_failed_cel
     // A question's program is refused alike: the model's code stays, with
     // no result cell and no explanation.
     let asked = server.new_session_of(OWNER_ID).await;
-    let response = http_as(Some(OWNER_ID))
-        .post(server.url(&format!("/api/sessions/{asked}/ask")))
-        .json(&serde_json::json!({ "text": "```python\nprint(7 * 6)\n```" }))
-        .send()
-        .await
-        .unwrap();
-    ndjson_events(response).await;
+    ask_as_owner(&server, &asked, "```python\nprint(7 * 6)\n```").await;
     let notebook = Notebook::from_events(&events_of(&server, &asked).await);
     let kinds: Vec<(CellKind, CellStatus)> = notebook.cells().map(|c| (c.kind, c.status)).collect();
     assert_eq!(
@@ -163,13 +196,7 @@ async fn a_run_with_every_kernel_running_is_refused_by_name_and_not_a_failed_cel
     );
 
     // Once the other program stops, the same code runs.
-    let stopped = http_as(Some(OWNER_ID))
-        .post(server.url(&format!("/api/sessions/{busy}/stop")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(stopped.status(), 204);
-    ndjson_events(sleeping).await;
+    let_go(&server, &busy, sleeping).await;
     ndjson_events(start_run(&server, &refused, "print(6 * 7)").await).await;
     let printed = Notebook::from_events(&events_of(&server, &refused).await)
         .cells()
@@ -178,29 +205,9 @@ async fn a_run_with_every_kernel_running_is_refused_by_name_and_not_a_failed_cel
     assert_eq!(printed, Some((CellKind::Result, "42\n".to_string())));
 }
 
-/// `POST /api/sessions/{id}/ask` as [`OWNER_ID`], to its end.
-async fn ask_as_owner(
-    server: &TestServer,
-    id: &str,
-    text: &str,
-) -> Vec<app::protocol::SessionEvent> {
-    let response = http_as(Some(OWNER_ID))
-        .post(server.url(&format!("/api/sessions/{id}/ask")))
-        .json(&serde_json::json!({ "text": text }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    ndjson_events(response).await
-}
-
 #[tokio::test]
 async fn a_look_at_the_data_refused_a_kernel_ends_the_turn_with_one_refusal() {
-    let server = TestServer::start_configured(|config| {
-        config.notebook.max_kernels_per_owner = 1;
-        config.sandbox.pool_size = 0;
-    })
-    .await;
+    let server = one_kernel_server().await;
     // A notebook with a table, profiled by a first question in its kernel.
     let data = server.new_session_of(OWNER_ID).await;
     let put = http_as(Some(OWNER_ID))
@@ -213,9 +220,7 @@ async fn a_look_at_the_data_refused_a_kernel_ends_the_turn_with_one_refusal() {
     ask_as_owner(&server, &data, "```python\nprint(1)\n```").await;
 
     // Another notebook's program takes the owner's one kernel, and runs.
-    let busy = server.new_session_of(OWNER_ID).await;
-    let sleeping = start_run(&server, &busy, "import time\ntime.sleep(60)").await;
-    until_running(&server, &busy).await;
+    let (busy, sleeping) = hold_the_kernel(&server).await;
 
     // "ABC News" is a value of `source` written another way: a look would
     // run first, and finds no kernel. The turn ends there, once refused,
@@ -250,12 +255,5 @@ async fn a_look_at_the_data_refused_a_kernel_ends_the_turn_with_one_refusal() {
     assert_eq!(refusals, vec![(code[0].0, KernelCap::Owner, 1)]);
     assert_eq!(turn.status, Some(TurnStatus::Error));
     assert_eq!(turn.final_cell, Some(code[0].0));
-
-    let stopped = http_as(Some(OWNER_ID))
-        .post(server.url(&format!("/api/sessions/{busy}/stop")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(stopped.status(), 204);
-    ndjson_events(sleeping).await;
+    let_go(&server, &busy, sleeping).await;
 }
