@@ -69,7 +69,7 @@ pub fn Prompt() -> impl IntoView {
                 .notebook
                 .with_untracked(|n| n.first_question().is_some())
         {
-            focus_first(&message);
+            focus_first(&message, None);
         }
     });
 
@@ -83,7 +83,7 @@ pub fn Prompt() -> impl IntoView {
             && let (Some(message), Some(stop)) =
                 (message.get_untracked(), stop_button.get_untracked())
         {
-            focus_after_stop(&message, &stop);
+            focus_first(&message, Some(&stop));
         }
         #[cfg(not(feature = "hydrate"))]
         let _ = was_busy;
@@ -273,27 +273,18 @@ fn typed_before_hydration() -> String {
     String::new()
 }
 
-/// Focuses the message box when Stop had the focus (or, Stop hidden by
-/// now, nothing has), unless the screen is a touch screen.
-#[cfg(feature = "hydrate")]
-fn focus_after_stop(message: &web_sys::HtmlTextAreaElement, stop: &web_sys::HtmlButtonElement) {
-    let stop: &web_sys::Element = stop;
-    let lost = document()
-        .active_element()
-        .is_none_or(|active| &active == stop || active.tag_name() == "BODY");
-    let touch = window().navigator().max_touch_points() > 0;
-    if lost && !touch {
-        let _ = message.focus();
-    }
-}
-
 /// Focuses the message box, unless something else has the focus already
-/// or the screen is a touch screen.
+/// (but `giving_way`, about to hide: Stop as a turn ends) or the screen is a
+/// touch screen.
 #[cfg(feature = "hydrate")]
-fn focus_first(message: &web_sys::HtmlTextAreaElement) {
-    let elsewhere = document()
-        .active_element()
-        .is_some_and(|active| active.tag_name() != "BODY");
+fn focus_first(
+    message: &web_sys::HtmlTextAreaElement,
+    giving_way: Option<&web_sys::HtmlButtonElement>,
+) {
+    let giving_way = giving_way.map(|e| -> &web_sys::Element { e });
+    let elsewhere = document().active_element().is_some_and(|active| {
+        active.tag_name() != "BODY" && giving_way.is_none_or(|e| &active != e)
+    });
     let touch = window().navigator().max_touch_points() > 0;
     if !elsewhere && !touch {
         let _ = message.focus();
