@@ -88,6 +88,10 @@ test('Regenerate asks the same question again as a new version', async ({ page }
   }
   await expect(notebook.resultCells).toHaveCount(1);
   await expect(notebook.resultCells.first()).toContainText('drawn True');
+  // The new version's result was checked against the first's, on its program.
+  await expect(page.getByRole('note').filter({ hasText: 'Checked against version 1' })).toHaveText(
+    'Checked against version 1: it printed the same result, so the two approaches agree.',
+  );
   await versions.getByRole('button', { name: 'Previous version' }).click();
   await expect(notebook.userCells.first().getByRole('navigation', { name: 'Versions of this question' })).toContainText('1 / 2');
   await expect(notebook.resultCells).toHaveCount(1);

@@ -1492,5 +1492,52 @@ async fn regenerate_samples_a_different_program_and_says_so() {
             ))),
             "{notes:?}"
         );
+        // Both printed 42: the person is told the approaches agree.
+        assert!(
+            notes.contains(&format!(
+                "Checked against version {}: it printed the same result, so the two approaches \
+                 agree.",
+                version - 1
+            )),
+            "{notes:?}"
+        );
     }
+}
+
+/// A regenerate whose result differs from the version before's says so on
+/// its program, with both results' figures: a sample can be wrong where the
+/// first was right, and the explanation alone would state the new number.
+/// (A version starts from its question's kernel state, but a file the
+/// program counts its runs in is kept: the same program prints another
+/// figure each time it runs.)
+#[tokio::test]
+async fn a_regenerate_that_disagrees_with_the_version_before_says_so() {
+    let h = harness_with(Recording::new(), 0).await;
+    let question = fenced(
+        "import os\nn = int(open('runs.txt').read()) + 1 if os.path.exists('runs.txt') else 1\n\
+         open('runs.txt', 'w').write(str(n))\nprint('total:', n * 10)",
+    );
+    let first = h.ask(&question).await;
+    assert_eq!(first.status, TurnStatus::Ok);
+    let again = h
+        .turn(
+            TurnRequest::Ask {
+                alternative_to: h.last_finished_turn(),
+                text: question.clone(),
+                model: None,
+            },
+            |_| false,
+        )
+        .await;
+    assert_eq!(again.status, TurnStatus::Ok);
+    let cells = again.cells();
+    let program = cells.iter().find(|c| c.is_final).expect("a final program");
+    let notebook = Notebook::from_events(&h.channel.log().events_after(0));
+    let notes: Vec<&str> = notebook.notes_of(program.id).collect();
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert_eq!(
+        notes[1],
+        "Checked against version 1: it printed 10, this version 20. The two approaches \
+         disagree: compare their programs (the arrows above) before trusting either."
+    );
 }

@@ -694,6 +694,11 @@ impl Agent {
                 final_cell: Some(cell),
             };
         }
+        // A regenerate's result beside the version before's: the person
+        // is told whether the two approaches agree before reading either.
+        if let Some(note) = asked.again.as_ref().and_then(|a| a.comparison(&ran.report)) {
+            publish_note(asked.session, cell, &note);
+        }
         if !turn.explain_asked && turn.last_fed {
             // The conversation already holds the program and its result.
             turn.messages

@@ -3,10 +3,15 @@
 //! gives the same program byte for byte, so a regenerate is sampled (at
 //! [`TEMPERATURE`], with a seed that differs from version to version) and
 //! told what the last version's program was; the person is told so on the
-//! new program's cell.
+//! new program's cell. A sample can be wrong where the first was right: when
+//! both ran, the new result is checked against the one before, and the
+//! person is told whether the two approaches agree.
 
 use runcell_protocol::notebook::Notebook;
-use runcell_protocol::{CellKind, TurnKind};
+use runcell_protocol::{CellKind, CellStatus, TurnKind, TurnStatus};
+
+use crate::agent::grounding::{self, Figure};
+use crate::agent::prompt;
 
 /// How a regenerated answer is sampled: above 0, so that it can differ,
 /// and low enough that the program still reads as the model's best.
@@ -21,7 +26,13 @@ pub(super) struct Regenerated {
     pub version: u64,
     /// The program that stood in the version before, when it had one.
     pub previous: Option<(String, String)>,
+    /// What that program printed (as the model reads a result), when it
+    /// ran and its turn answered.
+    pub previous_result: Option<String>,
 }
+
+/// The most figures a note quotes from each version's result.
+const QUOTED_FIGURES: usize = 4;
 
 impl Regenerated {
     /// The running turn's place among the versions of `question`: `None`
@@ -48,7 +59,7 @@ impl Regenerated {
             })
             .collect();
         let last = earlier.last()?;
-        let previous = last
+        let program = last
             .final_cell
             .and_then(|id| history.cell(id))
             .filter(|c| c.kind == CellKind::Code)
@@ -57,14 +68,58 @@ impl Regenerated {
                     .cells_of(last.id)
                     .filter(|c| c.kind == CellKind::Code)
                     .last()
-            })
-            .map(|c| {
-                let language = c.language.clone().unwrap_or_else(|| "python".into());
-                (language, c.text.clone())
             });
+        let previous = program.map(|c| {
+            let language = c.language.clone().unwrap_or_else(|| "python".into());
+            (language, c.text.clone())
+        });
+        let previous_result = program
+            .filter(|_| last.status == Some(TurnStatus::Ok))
+            .and_then(|code| {
+                history
+                    .cells_of(last.id)
+                    .filter(|c| c.kind == CellKind::Result && c.source == Some(code.id))
+                    .last()
+            })
+            .filter(|result| result.status == CellStatus::Ok)
+            .map(|result| prompt::cut(&prompt::report_of_cell(result), prompt::MAX_REPORT_BYTES));
         Some(Self {
             version: earlier.len() as u64 + 1,
             previous,
+            previous_result,
+        })
+    }
+
+    /// What the person is told of this version's result `now` beside the
+    /// version before's: the same figures (each as printed, or rounded from
+    /// the other), or which differ. `None` when the version before gave no
+    /// result to compare with.
+    pub(super) fn comparison(&self, now: &str) -> Option<String> {
+        let before = self.previous_result.as_deref()?;
+        let earlier = self.version - 1;
+        let (was, is) = (grounding::figures(before), grounding::figures(now));
+        let same = if was.is_empty() && is.is_empty() {
+            words(before) == words(now)
+        } else {
+            was.len() == is.len()
+                && was
+                    .iter()
+                    .zip(&is)
+                    .all(|(a, b)| grounding::names(a, b) || grounding::names(b, a))
+        };
+        Some(if same {
+            format!(
+                "Checked against version {earlier}: it printed the same result, so the two \
+                 approaches agree."
+            )
+        } else {
+            format!(
+                "Checked against version {earlier}: it printed {}, this version {}. The two \
+                 approaches disagree: compare their programs (the arrows above) before \
+                 trusting either.",
+                quoted(&was, before),
+                quoted(&is, now)
+            )
         })
     }
 
@@ -95,6 +150,37 @@ impl Regenerated {
             self.seed()
         )
     }
+}
+
+/// A result's words, for results without figures ("Iceland"): its lines
+/// trimmed, blank ones left out.
+fn words(report: &str) -> Vec<&str> {
+    report
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// A result in a note: its first figures as printed, or its first line.
+fn quoted(figures: &[Figure], report: &str) -> String {
+    if figures.is_empty() {
+        let line = words(report).first().copied().unwrap_or("nothing");
+        let cut: String = line.chars().take(60).collect();
+        let more = if cut.len() < line.len() { "…" } else { "" };
+        return format!("“{cut}{more}”");
+    }
+    let shown: Vec<&str> = figures
+        .iter()
+        .take(QUOTED_FIGURES)
+        .map(|f| f.text.as_str())
+        .collect();
+    let more = if figures.len() > QUOTED_FIGURES {
+        ", …"
+    } else {
+        ""
+    };
+    format!("{}{more}", shown.join(", "))
 }
 
 #[cfg(test)]
@@ -200,6 +286,141 @@ mod tests {
         let again = Regenerated::of(&second, q).unwrap();
         assert_eq!(again.seed(), 3, "another seed for another regenerate");
         assert_eq!(again.previous, Some(("python".into(), "print(2)".into())));
+    }
+
+    /// A finished turn whose program printed `printed`, its result ending
+    /// `status` (and the turn with it).
+    fn ran(
+        id: u64,
+        alternative_to: Option<u64>,
+        q: &str,
+        printed: &str,
+        ok: bool,
+    ) -> Vec<EventBody> {
+        let mut bodies = turn(id, alternative_to, q, "print(answer())", false);
+        let finished = bodies.pop();
+        let (program, result) = (CellId(id * 10 + 1), CellId(id * 10 + 2));
+        let status = if ok {
+            CellStatus::Ok
+        } else {
+            CellStatus::Error
+        };
+        bodies.extend([
+            EventBody::CellStarted {
+                cell_id: result,
+                cell_kind: CellKind::Result,
+                language: None,
+                attempt: Some(1),
+                source: Some(program),
+            },
+            EventBody::CellOutput {
+                cell_id: result,
+                output: runcell_protocol::Output::Stdout {
+                    text: printed.into(),
+                },
+            },
+            EventBody::CellFinished {
+                cell_id: result,
+                status,
+                elapsed_ms: 1,
+                error: None,
+            },
+        ]);
+        if let Some(EventBody::TurnFinished {
+            turn, final_cell, ..
+        }) = finished
+        {
+            bodies.push(EventBody::TurnFinished {
+                turn,
+                status: if ok {
+                    TurnStatus::Ok
+                } else {
+                    TurnStatus::Error
+                },
+                elapsed_ms: 1,
+                final_cell,
+            });
+        }
+        bodies
+    }
+
+    #[test]
+    fn a_regenerate_is_checked_against_the_result_before() {
+        let q = "total sales by region";
+        let history = notebook(vec![
+            ran(
+                1,
+                None,
+                q,
+                "North: 13406.384516\nSouth: 12417.575374\n",
+                true,
+            ),
+            turn(2, Some(1), q, "", true),
+        ]);
+        let again = Regenerated::of(&history, q).unwrap();
+        // Rounded, or with separators: the same figures.
+        assert_eq!(
+            again
+                .comparison("North    13,406.38\nSouth    12,417.58\n")
+                .as_deref(),
+            Some(
+                "Checked against version 1: it printed the same result, so the two approaches \
+                 agree."
+            )
+        );
+        assert_eq!(
+            again
+                .comparison("North: 13406.38\nSouth: 999.5\n")
+                .as_deref(),
+            Some(
+                "Checked against version 1: it printed 13406.384516, 12417.575374, this version \
+                 13406.38, 999.5. The two approaches disagree: compare their programs (the \
+                 arrows above) before trusting either."
+            )
+        );
+        // One figure more is another result too.
+        assert!(
+            again
+                .comparison("North: 13406.38\nSouth: 12417.58\nEast: 1\n")
+                .unwrap()
+                .contains("disagree")
+        );
+    }
+
+    #[test]
+    fn results_in_words_are_compared_line_by_line() {
+        let q = "which country is happiest";
+        let history = notebook(vec![
+            ran(1, None, q, "Iceland\n", true),
+            turn(2, Some(1), q, "", true),
+        ]);
+        let again = Regenerated::of(&history, q).unwrap();
+        assert!(
+            again
+                .comparison("  Iceland  \n\n")
+                .unwrap()
+                .contains("agree.")
+        );
+        assert_eq!(
+            again.comparison("Denmark\n").as_deref(),
+            Some(
+                "Checked against version 1: it printed “Iceland”, this version “Denmark”. The \
+                 two approaches disagree: compare their programs (the arrows above) before \
+                 trusting either."
+            )
+        );
+    }
+
+    #[test]
+    fn a_version_that_failed_has_no_result_to_check_against() {
+        let q = "total sales by region";
+        let history = notebook(vec![
+            ran(1, None, q, "KeyError 'region'\n", false),
+            turn(2, Some(1), q, "", true),
+        ]);
+        let again = Regenerated::of(&history, q).unwrap();
+        assert_eq!(again.previous_result, None);
+        assert_eq!(again.comparison("North: 1\n"), None);
     }
 
     #[test]
