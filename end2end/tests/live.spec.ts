@@ -144,5 +144,14 @@ test.describe('without a reload', () => {
     await expect(files.getByText("The page's own Python has no files")).toBeHidden();
     await expect(files.getByText('No files yet')).toBeVisible();
     await expect(picker).toHaveAttribute('aria-describedby', 'backend-note');
+
+    // "From the next question" holds until that question begins: then the
+    // note, and its Dismiss, go by themselves.
+    await notebook.ask(fenced("print('ran where the note said')"));
+    await expect(notebook.resultCells.last().locator('.out-stdout')).toHaveText('ran where the note said\n', {
+      timeout: 25_000,
+    });
+    await expect(note).toBeHidden();
+    await expect(page.getByRole('button', { name: 'Dismiss the note' })).toBeHidden();
   });
 });

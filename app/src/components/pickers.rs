@@ -13,8 +13,17 @@ pub fn BackendPicker(backends: Vec<SandboxKind>) -> impl IntoView {
     let state = use_session();
     (backends.len() > 1).then(move || {
         let picked = state.backend.get_untracked();
-        // Said after a change (never on load): what the change means.
-        let changed = RwSignal::new(None::<SandboxKind>);
+        // Said after a change (never on load): what the change means, with
+        // how many turns the notebook had then. "From the next question" is
+        // no longer news once that question began: the note goes.
+        let changed = RwSignal::new(None::<(SandboxKind, usize)>);
+        let turns = move || state.notebook.with(|n| n.turns().count());
+        let note = Memo::new(move |_| {
+            changed
+                .get()
+                .filter(|(_, at)| turns() == *at)
+                .map(|(kind, _)| kind)
+        });
         let select = NodeRef::<leptos::html::Select>::new();
         // The note sits over the page, under the header (never a row of
         // its own): read, it is put away, and the keyboard goes back to
@@ -35,7 +44,7 @@ pub fn BackendPicker(backends: Vec<SandboxKind>) -> impl IntoView {
                     on:change=move |ev| {
                         if let Ok(kind) = event_target_value(&ev).parse() {
                             state.backend.set(Some(kind));
-                            changed.set(Some(kind));
+                            changed.set(Some((kind, turns())));
                         }
                     }
                 >
@@ -50,13 +59,13 @@ pub fn BackendPicker(backends: Vec<SandboxKind>) -> impl IntoView {
             </label>
             <div class="backend-note-box">
                 <p class="backend-note" id="backend-note" role="status">
-                    {move || changed.get().map(change_note)}
+                    {move || note.get().map(change_note)}
                 </p>
                 <button
                     type="button"
                     class="backend-note-close"
                     aria-label="Dismiss the note"
-                    hidden=move || changed.get().is_none()
+                    hidden=move || note.get().is_none()
                     on:click=dismiss
                 >
                     "×"
