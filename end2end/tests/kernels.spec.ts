@@ -65,6 +65,14 @@ test('six notebooks in a row all run, and the sessions list closes a kernel', as
   const text = await again.text();
   expect(text).toContain('kernel had stopped');
   expect(text).toContain('False');
+
+  // That kernel started from elsewhere (another tab would do the same):
+  // this page's list learns of it when the person comes back to the tab,
+  // without a turn here.
+  await expect(kernels.getByRole('heading')).toHaveText('Kernels in use (3 of 4)');
+  await page.evaluate(() => window.dispatchEvent(new Event('focus')));
+  await expect(kernels.getByRole('heading')).toHaveText('Kernels in use (4 of 4)');
+  await expect(kernels.locator(`a[href="/sessions/${ids[2]}"]`)).toHaveCount(1);
 });
 
 test('on a phone the kernels list is in the sessions drawer, its buttons large enough to touch', async ({ page, javaScriptEnabled }) => {

@@ -3,7 +3,8 @@
 //! Close button each. A new kernel closes the longest-idle one when all
 //! are taken; this is how a person frees one themselves, and what a
 //! refusal ("all running") points to. Shown once the page is live (the
-//! list is asked for by the page, and refreshed whenever a turn ends).
+//! list is asked for by the page, and refreshed whenever a turn starts or
+//! ends here and when the person comes back to the page's tab).
 
 use leptos::prelude::*;
 
@@ -56,6 +57,25 @@ pub fn KernelsInUse(current: String) -> impl IntoView {
         Effect::new(move |_| {
             busy.track();
             refresh();
+        });
+        // Kernels come and go in the person's other tabs too: the list is
+        // asked for again when they come back to this one.
+        let back = move || {
+            let shown = web_sys::window()
+                .and_then(|w| w.document())
+                .is_none_or(|d| !d.hidden());
+            if shown {
+                refresh();
+            }
+        };
+        let focus = window_event_listener(leptos::ev::focus, move |_| back());
+        let visible = window_event_listener(
+            leptos::ev::Custom::<web_sys::Event>::new("visibilitychange"),
+            move |_| back(),
+        );
+        on_cleanup(move || {
+            focus.remove();
+            visible.remove();
         });
     }
     #[cfg(not(feature = "hydrate"))]
