@@ -50,6 +50,8 @@ for (const width of [1280, 1024]) {
     test.use({ viewport: { width, height: 800 } });
 
     test('the header is one row for every sandbox, and after a reload', async ({ page }, info) => {
+      // The page's own Python loads before its status is measured.
+      test.setTimeout(90_000);
       const notebook = new NotebookPage(page);
       await notebook.openNew();
       const header = page.locator('header.topbar');
@@ -65,7 +67,14 @@ for (const width of [1280, 1024]) {
         await picker.selectOption({ label });
         // What the change means is said over the page, not in the row.
         await expect(page.locator('#backend-note')).toContainText('From the next question');
-        if (label.startsWith('Browser')) await expect(page.getByRole('status', { name: 'Python in this page' })).toBeVisible();
+        if (label.startsWith('Browser')) {
+          const python = page.getByRole('status', { name: 'Python in this page' });
+          await expect(python).toBeVisible();
+          // Once loaded, Python's status is read whole, never cut with an
+          // ellipsis (a long loading stage may be: its title has it whole).
+          await expect(python).toHaveAttribute('data-state', 'ready', { timeout: 40_000 });
+          expect(await python.evaluate((e) => e.scrollWidth - e.clientWidth), label).toBeLessThanOrEqual(1);
+        }
         expect(await height(header), label).toBeLessThanOrEqual(ONE_ROW);
         const controls = await headerControls(page);
         const headerBox = await header.boundingBox();
@@ -231,12 +240,16 @@ test.describe('a phone', () => {
       ['⋯', page.locator('.entry-actions > summary').first()],
       ['Search sessions', page.getByRole('searchbox', { name: 'Search sessions' })],
       ['More', page.getByRole('button', { name: 'More' })],
+      ['runcell (the way home)', page.locator('.topbar a.brand')],
     ];
     for (const [what, target] of targets) {
       const box = await target.boundingBox();
       expect(box?.height ?? 0, what).toBeGreaterThanOrEqual(44);
       expect(box?.width ?? 0, what).toBeGreaterThanOrEqual(44);
     }
+    // The box inside "with its files" is drawn at 20 px, not the default 13.
+    const tick = await page.locator('label.share-files input').boundingBox();
+    expect(tick?.width ?? 0).toBeGreaterThanOrEqual(19);
     if (shots) {
       await page.keyboard.press('Escape');
       await files.screenshot({ path: `${shots}/phone-files.png` });
