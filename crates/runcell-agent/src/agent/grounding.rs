@@ -359,24 +359,60 @@ pub fn stand_in(last: Option<&str>, output: &str, sources: &[&str], code: &str) 
 }
 
 /// A plain statement of the answer, quoting the output: what stands when
-/// the model cannot explain it without inventing figures.
+/// the model cannot explain it without inventing figures. What the program
+/// showed rather than printed (a figure, a chart, an HTML table: the
+/// report's markers) is said in words, never quoted as if printed.
 pub fn fallback(output: &str) -> String {
     let output = output.trim();
     if output.is_empty() || output == "(the program printed nothing)" {
         return "The program ran and printed nothing.".into();
     }
-    let lines: Vec<&str> = output.lines().filter(|l| !l.trim().is_empty()).collect();
-    let shown: Vec<&str> = if lines.len() <= 6 {
-        lines
+    let (markers, lines): (Vec<&str>, Vec<&str>) = output
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty())
+        .partition(|l| shown_not_printed(l).is_some());
+    let mut showed: Vec<&str> = Vec::new();
+    for what in markers.iter().filter_map(|l| shown_not_printed(l)) {
+        if !showed.contains(&what) {
+            showed.push(what);
+        }
+    }
+    let showed = match showed.as_slice() {
+        [] => String::new(),
+        [one] => format!("{one}, above"),
+        [rest @ .., last] => format!("{} and {last}, above", rest.join(", ")),
+    };
+    if lines.is_empty() {
+        return format!("The program showed {showed}, and printed nothing else.");
+    }
+    let shown: &[&str] = if lines.len() <= 6 {
+        &lines
     } else {
-        lines[lines.len() - 6..].to_vec()
+        &lines[lines.len() - 6..]
     };
     let quoted = shown
         .iter()
-        .map(|l| runcell_sandbox::fit(l.trim_end(), 300))
+        .map(|l| runcell_sandbox::fit(l, 300))
         .collect::<Vec<_>>()
         .join("\n");
-    format!("The program printed:\n\n```text\n{quoted}\n```")
+    let also = if showed.is_empty() {
+        String::new()
+    } else {
+        format!("\n\nIt also showed {showed}.")
+    };
+    format!("The program printed:\n\n```text\n{quoted}\n```{also}")
+}
+
+/// What a report's marker line stands for, in words.
+fn shown_not_printed(line: &str) -> Option<&'static str> {
+    use super::answered::{CHART_SHOWN, FIGURE_SHOWN, HTML_TABLE_SHOWN};
+    match line.trim() {
+        FIGURE_SHOWN => Some("a figure"),
+        CHART_SHOWN => Some("an interactive chart"),
+        HTML_TABLE_SHOWN => Some("a table"),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -487,6 +523,21 @@ mod tests {
         let text = fallback("Total: 42\n");
         assert!(text.contains("Total: 42"), "{text}");
         assert!(invented(&text, &["Total: 42\n"], "").is_empty());
+        // A figure is said in words, not quoted as printed text.
+        assert_eq!(
+            fallback("[a figure was shown]\n"),
+            "The program showed a figure, above, and printed nothing else."
+        );
+        assert_eq!(
+            fallback(
+                "[a figure was shown]\n[a figure was shown]\n[an interactive chart was shown]\n"
+            ),
+            "The program showed a figure and an interactive chart, above, and printed nothing else."
+        );
+        assert_eq!(
+            fallback("Total: 42\n[a figure was shown]\n"),
+            "The program printed:\n\n```text\nTotal: 42\n```\n\nIt also showed a figure, above."
+        );
         let many: String = (0..50).map(|i| format!("line {i}\n")).collect();
         let text = fallback(&many);
         assert!(

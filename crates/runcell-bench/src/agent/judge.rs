@@ -153,10 +153,8 @@ pub fn judge(question: &str, expect: &Expect, history: &[SessionEvent]) -> TurnR
         problem,
         // Two withdrawn: what stands is the server's, the second's grounded
         // sentences (pruned) or a quote of the output.
-        fallback: withdrawn_texts.len() + rewritten >= 2
-            || standing.starts_with("The program printed"),
-        pruned: withdrawn_texts.len() + rewritten >= 2
-            && !standing.starts_with("The program printed"),
+        fallback: withdrawn_texts.len() + rewritten >= 2 || is_server_statement(&standing),
+        pruned: withdrawn_texts.len() + rewritten >= 2 && !is_server_statement(&standing),
         attempts: cells.iter().filter(|c| c.kind == CellKind::Code).count(),
         earlier_attempts: cells
             .iter()
@@ -169,6 +167,12 @@ pub fn judge(question: &str, expect: &Expect, history: &[SessionEvent]) -> TurnR
         withdrawn_texts,
         ..TurnResult::default()
     }
+}
+
+/// Whether what stands is the server's statement quoting the output
+/// ("The program printed: …", "The program showed a figure, above, …").
+fn is_server_statement(standing: &str) -> bool {
+    standing.starts_with("The program printed") || standing.starts_with("The program showed")
 }
 
 /// Whether the result shows the expected answer.
