@@ -30,6 +30,25 @@ test.describe('compact turns', () => {
     await expect(notebook.resultCells.first().locator('.out-stdout')).toHaveText('42\n');
   });
 
+  test('asked in the page, a question and its explanation read as markdown as they arrive', async ({
+    page,
+    javaScriptEnabled,
+  }) => {
+    test.skip(!javaScriptEnabled, 'the live page: the server sends their markup with the events');
+    const notebook = new NotebookPage(page);
+    await notebook.openNew();
+    await notebook.waitConnected();
+    await notebook.ask('Print it, *please*:\n\n' + fenced('print("**bold** and `code`")'));
+    await notebook.waitTurnEnd();
+    const question = notebook.userCells.first();
+    await expect(question.locator('em')).toHaveText('please');
+    await expect(question.locator('pre code')).toHaveText('print("**bold** and `code`")\n');
+    const explanation = notebook.explanationCells.last();
+    await expect(explanation.locator('strong')).toHaveText('bold');
+    await expect(explanation.locator('p code')).toHaveText('code');
+    await expect(explanation).not.toContainText('**');
+  });
+
   test('code folds behind a line saying what is hidden', async ({ page }) => {
     const notebook = new NotebookPage(page);
     await asked(notebook, fenced('a = 6\nb = 7\nprint(a * b)'));

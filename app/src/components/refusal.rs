@@ -366,6 +366,7 @@ mod tests {
             EventBody::UserMessage {
                 cell_id: CellId(19),
                 text: "mean neg of ABC News".into(),
+                markup: None,
             },
         );
         let asked = notebook(bodies);

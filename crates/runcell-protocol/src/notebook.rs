@@ -515,9 +515,17 @@ impl Notebook {
                     });
                 }
             }
-            EventBody::UserMessage { cell_id, text } => {
+            EventBody::UserMessage {
+                cell_id,
+                text,
+                markup,
+            } => {
                 let mut cell = Cell::new(*cell_id, CellKind::User, turn);
                 cell.text.clone_from(text);
+                if let Some(markup) = markup {
+                    cell.html.clone_from(markup);
+                    cell.highlighted = text.len();
+                }
                 cell.status = CellStatus::Ok;
                 self.cells.push(cell);
             }
@@ -550,6 +558,12 @@ impl Notebook {
                 if let Some(cell) = self.cell_mut(*cell_id) {
                     cell.text.push_str(text);
                     if let Some(highlight) = highlight {
+                        // A code cell's markup comes a line at a time; an
+                        // explanation's is its whole text's, each time
+                        // (markdown read again from the start).
+                        if cell.kind != CellKind::Code {
+                            cell.html.clear();
+                        }
                         cell.html.push_str(&highlight.html);
                         cell.highlighted = highlight.upto.min(cell.text.len());
                         while !cell.text.is_char_boundary(cell.highlighted) {
@@ -731,6 +745,7 @@ mod tests {
             EventBody::UserMessage {
                 cell_id: user,
                 text: text.into(),
+                markup: None,
             },
             EventBody::CellStarted {
                 cell_id: answer,
@@ -1255,6 +1270,7 @@ mod tests {
             EventBody::UserMessage {
                 cell_id: user,
                 text: format!("question {id}"),
+                markup: None,
             },
             EventBody::CellStarted {
                 cell_id: cell,

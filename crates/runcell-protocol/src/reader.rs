@@ -139,6 +139,9 @@ pub fn event_body(v: &Value) -> Read<EventBody> {
         EventKind::UserMessage => EventBody::UserMessage {
             cell_id: cell_id(v, "cell_id")?,
             text: text(v, "text")?,
+            markup: optional(v, "markup")
+                .map(|_| text(v, "markup"))
+                .transpose()?,
         },
         EventKind::CellStarted => EventBody::CellStarted {
             cell_id: cell_id(v, "cell_id")?,

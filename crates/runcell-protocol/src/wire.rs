@@ -458,7 +458,14 @@ pub enum EventBody {
         error: Option<CellError>,
     },
     /// The person's message, complete.
-    UserMessage { cell_id: CellId, text: String },
+    UserMessage {
+        cell_id: CellId,
+        text: String,
+        /// Its markdown as HTML, added by the server to what it sends a
+        /// page ([`crate::render::for_pages`]); never stored.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        markup: Option<String>,
+    },
     /// A cell opens; deltas or outputs follow until it is finished.
     CellStarted {
         cell_id: CellId,
@@ -786,6 +793,7 @@ mod tests {
                 event: EventBody::UserMessage {
                     cell_id: CellId(1),
                     text: "héllo\n\"there\"".into(),
+                    markup: None,
                 },
             }),
             ServerMessage::Event(SessionEvent {

@@ -48,6 +48,7 @@ fn turn(first_seq: u64, turn: u64, question: &str) -> Vec<SessionEvent> {
         EventBody::UserMessage {
             cell_id: CellId(cell),
             text: question.to_string(),
+            markup: None,
         },
         EventBody::CellStarted {
             cell_id: CellId(cell + 1),

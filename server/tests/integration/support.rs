@@ -264,6 +264,12 @@ pub fn http() -> reqwest::Client {
     http_as(Some(OWNER))
 }
 
+/// The page at `path` as [`OWNER`] is sent it: its HTML.
+pub async fn page_html(server: &TestServer, path: &str) -> String {
+    let response = http().get(server.url(path)).send().await.unwrap();
+    response.text().await.unwrap()
+}
+
 /// An HTTP client that is `owner`, or a stranger with no cookie at all.
 pub fn http_as(owner: Option<&str>) -> reqwest::Client {
     client_sending(owner.map(|owner| (reqwest::header::COOKIE, cookie_of(owner))))

@@ -169,14 +169,7 @@ async fn a_session_page_shows_its_history_escaped() {
     client.ask("<script>alert(1)</script> & more").await;
     client.events_until_finished().await;
 
-    let html = http()
-        .get(server.url(&format!("/sessions/{session}")))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let html = crate::support::page_html(&server, &format!("/sessions/{session}")).await;
     assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt; &amp; more"));
     assert!(!html.contains("Ask something to start"));
 }

@@ -394,3 +394,99 @@ async fn pages_opened_at_once_cannot_pass_the_sessions_cap_together() {
         );
     }
 }
+
+/// A page renders no markdown: its socket sends each question with its
+/// markup and each explanation delta with the markup of the whole text so
+/// far (the page keeps the last), its first render has the same, and the
+/// history itself (what API clients read) has none.
+#[tokio::test]
+async fn a_page_is_sent_the_markup_of_questions_and_explanations() {
+    use runcell_protocol::render::markdown::{question_html, to_html};
+
+    let server = TestServer::start().await;
+    let session = server.new_session().await;
+    let mut client = server.join(&session).await;
+    let question = "Run this, *please*:\n```python\nprint('a **bold** sum:', 2 + 3)\n```";
+    client.ask(question).await;
+    let events = client.events_until_finished().await;
+
+    let markup = events.iter().find_map(|e| match &e.event {
+        EventBody::UserMessage { markup, .. } => markup.clone(),
+        _ => None,
+    });
+    assert_eq!(markup, Some(question_html(question)));
+    assert!(markup.is_some_and(|m| m.contains("<em>please</em>")));
+    let notebook = Notebook::from_events(&events);
+    let explanation = notebook
+        .cells()
+        .find(|c| c.kind == CellKind::Explanation)
+        .expect("an explanation");
+    let deltas: Vec<_> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            EventBody::CellDelta {
+                cell_id, highlight, ..
+            } if *cell_id == explanation.id => Some(highlight.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(deltas.len() >= 2, "{deltas:?}");
+    assert!(deltas.iter().all(Option::is_some), "{deltas:?}");
+    assert_eq!(explanation.html, to_html(&explanation.text));
+    assert_eq!(explanation.highlighted, explanation.text.len());
+
+    // A page opened now is sent the same markup, from the history.
+    let mut late = server.connect(&session, 0).await;
+    late.welcome().await;
+    let mut again = Vec::new();
+    while again.len() < events.len() {
+        again.push(late.next_event().await);
+    }
+    let reread = Notebook::from_events(&again);
+    let cells: Vec<_> = reread.cells().map(|c| (c.kind, c.html.clone())).collect();
+    let live: Vec<_> = notebook.cells().map(|c| (c.kind, c.html.clone())).collect();
+    assert_eq!(cells, live);
+    // One that joins mid-explanation (it has the first delta) is sent the
+    // second with the markup of both.
+    let first = events
+        .iter()
+        .find(|e| matches!(&e.event, EventBody::CellDelta { cell_id, .. } if *cell_id == explanation.id))
+        .expect("a delta");
+    let mut joined = server.connect(&session, first.seq).await;
+    joined.welcome().await;
+    let mut text = match &first.event {
+        EventBody::CellDelta { text, .. } => text.clone(),
+        _ => unreachable!(),
+    };
+    loop {
+        let event = joined.next_event().await;
+        if let EventBody::CellDelta {
+            cell_id,
+            text: more,
+            highlight,
+        } = &event.event
+            && *cell_id == explanation.id
+        {
+            text.push_str(more);
+            assert_eq!(
+                highlight.as_ref().map(|h| h.html.clone()),
+                Some(to_html(&text))
+            );
+            break;
+        }
+    }
+
+    // The history as API clients read it is as it was published.
+    let stored = crate::support::history(&server, &session).await;
+    assert!(stored.iter().all(|e| match &e.event {
+        EventBody::UserMessage { markup, .. } => markup.is_none(),
+        EventBody::CellDelta {
+            cell_id, highlight, ..
+        } if *cell_id == explanation.id => highlight.is_none(),
+        _ => true,
+    }));
+
+    // The page's first render shows the same markup.
+    let html = crate::support::page_html(&server, &format!("/sessions/{session}")).await;
+    assert!(html.contains("Run this, <em>please</em>:"), "{html}");
+}

@@ -1,6 +1,7 @@
 //! The notebook's cells: the question, the code (highlighted, with Copy and
 //! "Edit & run"), its result (text, images, tables, tracebacks) and the
-//! explanation (markdown). Each renders the same on the server and in the
+//! explanation (markdown, its markup sent by the server with the events:
+//! `render::for_pages`). Each renders the same on the server and in the
 //! browser, so a page without JavaScript shows the whole session.
 
 mod chart;
@@ -136,7 +137,7 @@ pub fn CellView(id: CellId) -> impl IntoView {
             {match kind {
                 CellKind::User => {
                     view! {
-                        <div class="cell-body markdown question" inner_html=move || markdown::question_html(&text_of(cell))></div>
+                        <div class="cell-body markdown question" inner_html=move || markdown_html(cell)></div>
                         <question::QuestionTools cell/>
                     }
                         .into_any()
@@ -175,7 +176,7 @@ pub fn CellView(id: CellId) -> impl IntoView {
                 }
                 CellKind::Explanation => {
                     view! {
-                        <div class="cell-body markdown" inner_html=move || explanation_html(cell)></div>
+                        <div class="cell-body markdown" inner_html=move || markdown_html(cell)></div>
                     }
                         .into_any()
                 }
@@ -305,13 +306,14 @@ fn withdrawn(cell: &Cell) -> bool {
     cell.kind == CellKind::Explanation && cell.error.as_ref().is_some_and(|e| e.code == UNGROUNDED)
 }
 
-/// An explanation's markup: the server's, when it sent the whole (its math
-/// as MathML), else rendered here from the text.
-fn explanation_html(cell: Memo<Option<Cell>>) -> String {
-    cell.with(|c| match c {
-        Some(c) if !c.html.is_empty() && c.highlighted == c.text.len() => c.html.clone(),
-        Some(c) => markdown::to_html(&c.text),
-        None => String::new(),
+/// A question's or an explanation's markup: the server's, sent with its
+/// events (the page renders no markdown), with any text it does not cover
+/// yet after it as text.
+fn markdown_html(cell: Memo<Option<Cell>>) -> String {
+    cell.with(|c| {
+        c.as_ref()
+            .map(|c| markdown::shown(&c.html, c.unhighlighted()))
+            .unwrap_or_default()
     })
 }
 

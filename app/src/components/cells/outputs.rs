@@ -351,8 +351,12 @@ fn OutputView(
                 }
                 .into_any()
             } else if let Some(md) = data.get("text/markdown") {
-                view! { <div class="out markdown" inner_html=markdown::to_html(md)></div> }
-                    .into_any()
+                // Its markup comes from the server with the output.
+                let html = data
+                    .get(markdown::MARKDOWN_MARKUP)
+                    .cloned()
+                    .unwrap_or_else(|| markdown::shown("", md));
+                view! { <div class="out markdown" inner_html=html></div> }.into_any()
             } else {
                 let text = data.get("text/plain").cloned().unwrap_or_default();
                 view! { <pre class="out out-value" inner_html=ansi::to_html(&text)></pre> }

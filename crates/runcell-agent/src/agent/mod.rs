@@ -159,6 +159,7 @@ impl Agent {
             session.publish(EventBody::UserMessage {
                 cell_id: session.next_cell_id(),
                 text: text.clone(),
+                markup: None,
             });
         }
         // The history as this turn sees it: the branch it is on.

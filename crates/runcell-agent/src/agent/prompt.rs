@@ -704,6 +704,7 @@ mod tests {
                 EventBody::UserMessage {
                     cell_id: user,
                     text: format!("question {t}"),
+                    markup: None,
                 },
                 started(code, CellKind::Code, None),
                 EventBody::CellDelta {

@@ -212,6 +212,7 @@ mod tests {
             EventBody::UserMessage {
                 cell_id: CellId(1),
                 text: "Sum it\nplease".into(),
+                markup: None,
             },
             EventBody::CellStarted {
                 cell_id: code,

@@ -72,6 +72,7 @@ fn asked(text: &str) -> EventBody {
     EventBody::UserMessage {
         cell_id: CellId(1),
         text: text.into(),
+        markup: None,
     }
 }
 

@@ -88,10 +88,18 @@ fn events_of(kind: EventKind) -> Vec<EventBody> {
                 }),
             },
         ],
-        EventKind::UserMessage => vec![EventBody::UserMessage {
-            cell_id: CellId(1),
-            text: "héllo \"there\"".into(),
-        }],
+        EventKind::UserMessage => vec![
+            EventBody::UserMessage {
+                cell_id: CellId(1),
+                text: "héllo \"there\"".into(),
+                markup: None,
+            },
+            EventBody::UserMessage {
+                cell_id: CellId(1),
+                text: "héllo *there*".into(),
+                markup: Some("<p>héllo <em>there</em></p>\n".into()),
+            },
+        ],
         EventKind::CellStarted => CellKind::ALL
             .iter()
             .map(|&cell_kind| EventBody::CellStarted {

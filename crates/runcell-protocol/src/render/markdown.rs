@@ -1,27 +1,34 @@
-//! Markdown for explanations and questions, rendered the same on the server
-//! and in the browser. The text is untrusted: raw HTML is shown as text,
+//! Markdown for explanations and questions, rendered by the server only:
+//! the page is sent each question's and explanation's markup with its
+//! events ([`super::for_pages`]), so the page's bundle carries no markdown
+//! parser (a tenth of it). The text is untrusted: raw HTML is shown as text,
 //! images are reduced to their alt text (no requests to other sites), and
 //! links keep only safe schemes. `$…$` and `$$…$$` are math, rendered as
-//! MathML here (so it shows with scripts off too), and a code block or a
-//! table can be reached by the keyboard to scroll it.
+//! MathML (so it shows with scripts off too), and a code block or a table
+//! can be reached by the keyboard to scroll it.
 
+#[cfg(feature = "server")]
 use pulldown_cmark::{CowStr, Event, Options, Parser, Tag, TagEnd, html};
 
+#[cfg(feature = "server")]
 /// Safe HTML for `text`.
 pub fn to_html(text: &str) -> String {
     render(text, false)
 }
 
+#[cfg(feature = "server")]
 /// Safe HTML for what a person typed: markdown as for [`to_html`], with
 /// each line break kept where they pressed Shift+Enter.
 pub fn question_html(text: &str) -> String {
     render(text, true)
 }
 
+#[cfg(feature = "server")]
 /// What a table is wrapped in: a focusable, labelled box it scrolls in.
 const TABLE_BOX: &str =
     "<div class=\"md-table\" tabindex=\"0\" role=\"region\" aria-label=\"Table\">";
 
+#[cfg(feature = "server")]
 fn render(text: &str, keep_lines: bool) -> String {
     let options = Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_MATH;
     let events = Parser::new_ext(text, options)
@@ -105,17 +112,6 @@ pub fn rendered_with_math(text: &str) -> Option<crate::Highlight> {
     })
 }
 
-/// A formula as the page's bundle shows it: its source (the server sends the
-/// MathML once the cell is finished).
-#[cfg(not(feature = "server"))]
-fn math(tex: &str, display: bool) -> String {
-    let dollars = if display { "$$" } else { "$" };
-    format!(
-        "<code class=\"math-source\">{dollars}{}{dollars}</code>",
-        escape(tex)
-    )
-}
-
 /// MathML for a formula (`display`: a block of its own); a formula that
 /// cannot be read shows as its text, in the error colour.
 #[cfg(feature = "server")]
@@ -143,6 +139,7 @@ fn math(tex: &str, display: bool) -> String {
     }
 }
 
+#[cfg(feature = "server")]
 /// Web links, mail links, fragments and relative paths; nothing that runs.
 fn safe_url(url: &str) -> bool {
     let lower = url.trim().to_ascii_lowercase();
@@ -153,6 +150,21 @@ fn safe_url(url: &str) -> bool {
             lower[..colon].contains(['/', '?', '#'])
                 || ["http", "https", "mailto"].contains(&&lower[..colon])
         }
+    }
+}
+
+/// The MIME key a markdown output's markup travels under to a page, beside
+/// its `text/markdown` (the page never renders markdown itself).
+pub const MARKDOWN_MARKUP: &str = "text/x-runcell-markdown-html";
+
+/// What a page shows for markdown: the server's `markup` for the text it
+/// covers, then the `rest` it does not cover yet (or at all: a question
+/// stored before pages were sent markup) as text, its lines kept.
+pub fn shown(markup: &str, rest: &str) -> String {
+    if rest.is_empty() {
+        markup.to_string()
+    } else {
+        format!("{markup}<p class=\"as-typed\">{}</p>", escape(rest))
     }
 }
 
@@ -172,7 +184,7 @@ pub fn escape(text: &str) -> String {
     out
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "server"))]
 mod tests {
     use super::*;
 

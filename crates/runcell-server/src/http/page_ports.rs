@@ -10,6 +10,9 @@ use runcell_agent::notebook::Notebooks;
 use runcell_llm::catalog::Catalog;
 use runcell_protocol::SandboxKind;
 use runcell_protocol::page::{FileItem, ModelChoices, SessionPage, SessionSummary, ShareLinkLog};
+// Pages are sent their questions' and explanations' markup (the bundle
+// renders no markdown).
+use runcell_protocol::render::for_pages::marked;
 use runcell_protocol::{OwnerId, SessionId, ShareToken};
 use runcell_store::StoreError;
 
@@ -31,11 +34,14 @@ fn unavailable(err: StoreError) -> LogError {
 #[async_trait]
 impl SessionPages for NotebookPorts {
     async fn session(&self, viewer: OwnerId, id: SessionId) -> Result<SessionPage, LogError> {
-        self.0
+        let mut page = self
+            .0
             .session_page(viewer, id)
             .await
             .map_err(unavailable)?
-            .ok_or(LogError::NotFound)
+            .ok_or(LogError::NotFound)?;
+        page.events = marked(page.events);
+        Ok(page)
     }
 
     async fn sessions(&self, viewer: OwnerId) -> Result<Vec<SessionSummary>, LogError> {
@@ -43,11 +49,14 @@ impl SessionPages for NotebookPorts {
     }
 
     async fn shared(&self, token: &ShareToken) -> Result<ShareLinkLog, LogError> {
-        self.0
+        let mut page = self
+            .0
             .share_link_page(token)
             .await
             .map_err(unavailable)?
-            .ok_or(LogError::NotFound)
+            .ok_or(LogError::NotFound)?;
+        page.events = marked(page.events);
+        Ok(page)
     }
 }
 

@@ -21,7 +21,8 @@ use crate::http::state::AppState;
 use runcell_agent::agent::TurnRefusal;
 use runcell_agent::notebook::{AskedTurn, Notebooks, parse_session_id};
 use runcell_agent::session::sockets::OpenSockets;
-use runcell_agent::session::{Follower, SessionChannel};
+use runcell_agent::session::{Follower, PAGE_EVENTS, SessionChannel};
+use runcell_protocol::render::for_pages::PageMarkup;
 use runcell_sandbox::browser::{BrowserError, BrowserTabs, Reply, TabLink};
 
 pub(crate) use app::protocol::MAX_FRAME_BYTES;
@@ -134,6 +135,9 @@ pub async fn serve_socket<W, R>(
     R: Stream<Item = Result<Message, axum::Error>> + Unpin,
 {
     let (last_seq, mut follower) = Follower::after(Arc::clone(&channel), after);
+    // What the page is sent gains its markdown's markup; an explanation
+    // under way when it connected is marked up whole.
+    let mut markup = markup_after(&channel, follower.given());
     // Frames for this page alone: the Browser sandbox's runs, if it attaches.
     let (link, mut outbound) = state.browser.link();
     let welcome = ServerMessage::Welcome {
@@ -146,7 +150,7 @@ pub async fn serve_socket<W, R>(
     }
     // A page that claims more than the history holds follows from now on;
     // `last_seq` in the welcome tells it that its copy is stale.
-    if catch_up(&mut sink, &mut follower, SEND_PATIENCE)
+    if catch_up(&mut sink, &mut follower, &mut markup, SEND_PATIENCE)
         .await
         .is_err()
     {
@@ -188,7 +192,7 @@ pub async fn serve_socket<W, R>(
             // of the history.
             events = follower.next() => {
                 let Some(events) = events else { break };
-                if send_page(&mut sink, events, SEND_PATIENCE).await.is_err() {
+                if send_page(&mut sink, events, &mut markup, SEND_PATIENCE).await.is_err() {
                     break;
                 }
             }
@@ -329,18 +333,35 @@ fn refusal_message(code: ErrorCode, message: &str) -> ServerMessage {
     }
 }
 
+/// The markup of what a page that has the events up to `after` is sent
+/// next: the history it has, followed (an explanation under way then).
+fn markup_after(channel: &SessionChannel, after: u64) -> PageMarkup {
+    let mut markup = PageMarkup::default();
+    let mut read = 0;
+    while read < after {
+        let page = channel.log().page_after(read, PAGE_EVENTS);
+        let Some(last) = page.last() else { break };
+        read = last.seq;
+        for event in page.iter().take_while(|e| e.seq <= after) {
+            markup.learn(event);
+        }
+    }
+    markup
+}
+
 /// Sends what `follower` has of the history, a page at a time: a page of
 /// events not taken within `patience` drops the connection.
 async fn catch_up<W: Sink<Message> + Unpin>(
     sink: &mut W,
     follower: &mut Follower,
+    markup: &mut PageMarkup,
     patience: std::time::Duration,
 ) -> Result<(), ()> {
     while follower.is_behind() {
         let Some(page) = follower.next().await else {
             break;
         };
-        if send_page(sink, page, patience).await.is_err() {
+        if send_page(sink, page, markup, patience).await.is_err() {
             tracing::debug!(
                 given = follower.given(),
                 "a page stopped reading its history: dropped"
@@ -351,15 +372,16 @@ async fn catch_up<W: Sink<Message> + Unpin>(
     Ok(())
 }
 
-/// Sends `events`, all within `patience`.
+/// Sends `events`, marked up for the page, all within `patience`.
 async fn send_page<W: Sink<Message> + Unpin>(
     sink: &mut W,
     events: Vec<SessionEvent>,
+    markup: &mut PageMarkup,
     patience: std::time::Duration,
 ) -> Result<(), ()> {
     let sending = async {
         for event in events {
-            send(sink, &ServerMessage::Event(event)).await?;
+            send(sink, &ServerMessage::Event(markup.mark(event))).await?;
         }
         Ok::<(), ()>(())
     };
@@ -457,7 +479,13 @@ mod tests {
             reads: usize::MAX,
         };
         let (_, mut follower) = Follower::after(Arc::clone(&channel), 20);
-        let done = catch_up(&mut page, &mut follower, SEND_PATIENCE).await;
+        let done = catch_up(
+            &mut page,
+            &mut follower,
+            &mut PageMarkup::default(),
+            SEND_PATIENCE,
+        )
+        .await;
         assert_eq!(done, Ok(()));
         assert_eq!(follower.given(), 150);
         let seqs: Vec<u64> = page.got.iter().map(|e| e.seq).collect();
@@ -472,7 +500,13 @@ mod tests {
             reads: 10,
         };
         let (_, mut follower) = Follower::after(Arc::clone(&channel), 0);
-        let done = catch_up(&mut page, &mut follower, Duration::from_millis(100)).await;
+        let done = catch_up(
+            &mut page,
+            &mut follower,
+            &mut PageMarkup::default(),
+            Duration::from_millis(100),
+        )
+        .await;
         assert_eq!(done, Err(()));
         assert_eq!(page.got.len(), 10);
     }

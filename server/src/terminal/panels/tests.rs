@@ -72,6 +72,7 @@ fn turn(bodies: Vec<EventBody>, status: TurnStatus) -> Vec<EventBody> {
         EventBody::UserMessage {
             cell_id: CellId(1),
             text: "q".into(),
+            markup: None,
         },
     ];
     all.extend(bodies);

@@ -209,6 +209,7 @@ mod tests {
             EventBody::UserMessage {
                 cell_id: user,
                 text: question.into(),
+                markup: None,
             },
         ];
         if running {

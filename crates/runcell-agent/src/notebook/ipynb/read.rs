@@ -211,7 +211,11 @@ impl CellEvents {
     fn question(&mut self, text: String) {
         self.begin(true);
         let cell_id = CellId(self.next_id());
-        self.bodies.push(EventBody::UserMessage { cell_id, text });
+        self.bodies.push(EventBody::UserMessage {
+            cell_id,
+            text,
+            markup: None,
+        });
     }
 
     /// An answer's explanation: in the open question's turn, or a turn of
@@ -495,6 +499,7 @@ mod tests {
             bodies.push(EventBody::UserMessage {
                 cell_id: CellId(turn + 1),
                 text: text.into(),
+                markup: None,
             });
         }
         let code_id = CellId(turn + 2);
