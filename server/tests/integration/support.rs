@@ -264,6 +264,14 @@ pub fn http() -> reqwest::Client {
     http_as(Some(OWNER))
 }
 
+/// `events` as a page's socket sends them: each question and explanation
+/// with its markup (the page renders no markdown). What API clients read
+/// has none.
+pub fn as_a_page_is_sent(events: &[SessionEvent]) -> Vec<SessionEvent> {
+    let mut markup = runcell_protocol::render::for_pages::PageMarkup::default();
+    events.iter().cloned().map(|e| markup.mark(e)).collect()
+}
+
 /// The page at `path` as [`OWNER`] is sent it: its HTML.
 pub async fn page_html(server: &TestServer, path: &str) -> String {
     let response = http().get(server.url(path)).send().await.unwrap();
