@@ -367,15 +367,16 @@ pub fn fallback(output: &str) -> String {
     if output.is_empty() || output == "(the program printed nothing)" {
         return "The program ran and printed nothing.".into();
     }
-    let (markers, lines): (Vec<&str>, Vec<&str>) = output
+    let (mut showed, mut lines): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
+    for line in output
         .lines()
         .map(str::trim_end)
         .filter(|l| !l.trim().is_empty())
-        .partition(|l| shown_not_printed(l).is_some());
-    let mut showed: Vec<&str> = Vec::new();
-    for what in markers.iter().filter_map(|l| shown_not_printed(l)) {
-        if !showed.contains(&what) {
-            showed.push(what);
+    {
+        match shown_not_printed(line) {
+            Some(what) if !showed.contains(&what) => showed.push(what),
+            Some(_) => {}
+            None => lines.push(line),
         }
     }
     let showed = match showed.as_slice() {

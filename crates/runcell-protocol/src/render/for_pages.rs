@@ -136,15 +136,7 @@ mod tests {
     use crate::notebook::Notebook;
 
     fn events(bodies: Vec<EventBody>) -> Vec<SessionEvent> {
-        bodies
-            .into_iter()
-            .enumerate()
-            .map(|(i, event)| SessionEvent {
-                seq: i as u64 + 1,
-                ts_ms: 0,
-                event,
-            })
-            .collect()
+        SessionEvent::numbered(bodies, 1)
     }
 
     fn explanation(cell_id: u64, parts: &[&str]) -> Vec<EventBody> {

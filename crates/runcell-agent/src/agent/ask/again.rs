@@ -245,17 +245,7 @@ mod tests {
     }
 
     fn notebook(turns: Vec<Vec<EventBody>>) -> Notebook {
-        let events: Vec<SessionEvent> = turns
-            .into_iter()
-            .flatten()
-            .enumerate()
-            .map(|(i, event)| SessionEvent {
-                seq: i as u64 + 1,
-                ts_ms: 0,
-                event,
-            })
-            .collect();
-        Notebook::from_events(&events)
+        Notebook::from_events(&SessionEvent::numbered(turns.into_iter().flatten(), 1))
     }
 
     #[test]
