@@ -96,12 +96,20 @@ impl PageMarkup {
 
 /// Every event of `events` as a page is sent it (a page's first render).
 /// The page keeps only an explanation's last markup, so only each cell's
-/// last delta here carries one (the page's data is sent whole, and every
-/// delta's would repeat the text's markup as many times).
+/// last delta that a live page would have been sent markup with carries
+/// one here (the page's data is sent whole, and every delta's would repeat
+/// the text's markup as many times). For an explanation past
+/// [`MAX_FOLLOWED_BYTES`] that is its last delta within it, so a first
+/// render shows the same markup, and the same text after it, as a page
+/// that watched it stream.
 pub fn marked(events: Vec<SessionEvent>) -> Vec<SessionEvent> {
     let mut last_delta: HashMap<CellId, u64> = HashMap::new();
+    let mut followed = PageMarkup::default();
     for event in &events {
-        if let EventBody::CellDelta { cell_id, .. } = &event.event {
+        followed.learn(event);
+        if let EventBody::CellDelta { cell_id, .. } = &event.event
+            && followed.explanations.contains_key(cell_id)
+        {
             last_delta.insert(*cell_id, event.seq);
         }
     }
@@ -249,6 +257,28 @@ mod tests {
         let cell = first_cell(&sent);
         assert_eq!(cell.html, TOTAL_AND_LIST);
         assert_eq!(cell.highlighted, cell.text.len());
+    }
+
+    #[test]
+    fn a_first_render_shows_an_explanation_past_the_cut_as_a_live_page_does() {
+        // The first delta is within the followed length, the second goes
+        // past it: a live page keeps the first's markup and shows the rest
+        // as text after it, and so must a first render.
+        let first = format!(
+            "The **total** is 5. {}",
+            "x".repeat(MAX_FOLLOWED_BYTES - 25)
+        );
+        let bodies = explanation(4, &[first.as_str(), " and *more*"]);
+        let sent = marked(events(bodies.clone()));
+        let watched = live(bodies);
+        assert_eq!(highlights(&sent), highlights(&watched));
+        let cell = first_cell(&sent);
+        assert!(
+            cell.html
+                .starts_with("<p>The <strong>total</strong> is 5. xxx")
+        );
+        assert_eq!(cell.highlighted, first.len());
+        assert_eq!(cell, first_cell(&watched));
     }
 
     #[test]
