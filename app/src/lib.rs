@@ -181,6 +181,7 @@ pub fn App() -> impl IntoView {
 /// The browser's entry point, called by the `frontend` crate.
 #[cfg(feature = "hydrate")]
 pub fn hydrate() {
+    browser::page_data::remember_document_path();
     hydrate_body(App);
     // For tests and the page guard: the page came to life whole.
     if let Some(root) = web_sys::window()

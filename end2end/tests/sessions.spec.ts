@@ -140,6 +140,26 @@ test.describe('with JavaScript', () => {
     await expect(other.getByText('Upload them (Files) first.')).toBeVisible();
     await stranger.close();
   });
+
+  test('another session reached within the page (a history entry of its own) loads as its own page', async ({ page }) => {
+    // The browser reads a session's data from its page only: the router
+    // moving to another session in the same document loads that session.
+    const first = await sessionWith(page, page.request, "print('the first notebook')");
+    await sessionWith(page, page.request, "print('the second notebook')");
+    const notebook = new NotebookPage(page);
+    await expect(notebook.resultCells.first()).toContainText('the second notebook');
+    await expect(page.locator('html')).toHaveAttribute('data-hydrated', 'true');
+    const loaded = page.waitForEvent('load');
+    await page.evaluate((id) => {
+      history.pushState(null, '', `/sessions/${id}`);
+      dispatchEvent(new PopStateEvent('popstate', { state: null }));
+    }, first);
+    await loaded;
+    await expect(page).toHaveURL(new RegExp(`/sessions/${first}$`));
+    await expect(notebook.resultCells.first()).toContainText('the first notebook');
+    await expect(page.getByRole('heading', { level: 1 })).toHaveText("print('the first notebook')");
+    await expect(page.locator('html')).toHaveAttribute('data-hydrated', 'true');
+  });
 });
 
 test.describe('notebooks in and out', () => {

@@ -29,6 +29,10 @@ pub enum LoadError {
     /// for debugging, the page says only that the server was not reached.
     #[error("{UNREACHABLE}")]
     Unreachable(String),
+    /// The page was served without its data (the browser reads a session's
+    /// data from its page only): loading it again is the remedy.
+    #[error("its data did not come with the page: reload the page to try again")]
+    NotWithPage,
 }
 
 impl FromServerFnError for LoadError {

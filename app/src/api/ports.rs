@@ -119,7 +119,7 @@ pub fn set_status(err: &LoadError) {
             http::StatusCode::NOT_FOUND
         }
         LoadError::Unavailable => http::StatusCode::SERVICE_UNAVAILABLE,
-        LoadError::NotConfigured | LoadError::Unreachable(_) => return,
+        LoadError::NotConfigured | LoadError::Unreachable(_) | LoadError::NotWithPage => return,
     };
     if let Some(response) = leptos::prelude::use_context::<leptos_axum::ResponseOptions>() {
         response.set_status(status);

@@ -3,7 +3,7 @@
 use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
-use crate::api::{SessionPageData, display_title, load_session, title_after_edit, title_from};
+use crate::api::{SessionPageData, display_title, title_after_edit, title_from};
 use crate::components::{
     BackendPicker, Cells, ConnectionIndicator, FilesPanel, Header, KernelNotice, LoadProblem,
     ModelPicker, PageTitle, Prompt, PythonIndicator, ShareControls, Sidebar, TurnAnnouncer,
@@ -17,7 +17,16 @@ use runcell_protocol::{CellKind, TurnId};
 pub fn SessionPage() -> impl IntoView {
     let params = use_params_map();
     let session_id = move || params.read().get("id").unwrap_or_default();
-    let log = Resource::new(session_id, load_session);
+    // The server reads the session; the browser has it from the page (see
+    // `browser::page_data`), so the bundle has no server-function client.
+    #[cfg(feature = "ssr")]
+    let log = Resource::new(session_id, crate::api::load_session);
+    #[cfg(feature = "hydrate")]
+    let log = Resource::new(session_id, crate::browser::page_data::load_session_page);
+    #[cfg(not(any(feature = "ssr", feature = "hydrate")))]
+    let log = Resource::new(session_id, |_| async {
+        Err(crate::api::LoadError::NotWithPage)
+    });
 
     view! {
         <Suspense fallback=|| view! { <p class="loading">"Loading the session…"</p> }>
