@@ -98,6 +98,35 @@ test.describe('fixed chrome on a phone', () => {
     await page.mouse.wheel(0, -200);
     await expect(header).toBeInViewport();
   });
+
+  test('"Jump to latest" is a round button over the corner: the composer does not grow', async ({ page }, info) => {
+    test.skip(info.project.name === 'no-js', 'a live page needs scripts');
+    const id = await longSession(page);
+    const composer = page.locator('form.prompt');
+    const jump = page.getByRole('button', { name: /Jump to latest/ });
+    await expect.poll(async () => (await composer.boundingBox())?.height ?? 0).toBeGreaterThan(0);
+    const before = (await composer.boundingBox())?.height ?? 0;
+    await page.mouse.move(200, 300);
+    await page.mouse.wheel(0, -1500);
+    await expect(jump).toBeVisible();
+    expect((await composer.boundingBox())?.height).toBe(before);
+    // 44 px, whole on the screen, above the message box (not on it).
+    const box = await jump.boundingBox();
+    const message = await page.getByRole('textbox', { name: 'Message' }).boundingBox();
+    expect(box?.width).toBeGreaterThanOrEqual(44);
+    expect(box?.height).toBeGreaterThanOrEqual(44);
+    expect((box?.x ?? -1) + (box?.width ?? 999)).toBeLessThanOrEqual(PHONE.width);
+    expect((box?.y ?? 999) + (box?.height ?? 999)).toBeLessThanOrEqual(message?.y ?? 0);
+    // What arrives since is counted on it; its name says so in words.
+    const asked = await page.request.post(`/api/sessions/${id}/ask`, { data: { text: fenced('print(1)') } });
+    expect(asked.status()).toBe(200);
+    await expect(jump).toHaveAccessibleName(/^Jump to latest \(\d+ new cells?\)$/);
+    const badge = () => jump.evaluate((el) => getComputedStyle(el, '::after').content);
+    await expect.poll(badge).toMatch(/^"[1-9]\d*"/);
+    expect((await composer.boundingBox())?.height).toBe(before);
+    await jump.click();
+    await expect(jump).toBeHidden();
+  });
 });
 
 test.describe('on a touch screen', () => {

@@ -165,20 +165,26 @@ pub fn Prompt() -> impl IntoView {
         >
             // Shown while the reader looks above the latest output; it
             // counts only cells that arrived since.
+            // On a phone it is a round "↓" with the count on it, over the
+            // corner above the band: the band does not grow while it shows.
             <button
                 type="button"
                 class="jump-latest js-only"
                 hidden=move || state.following.get()
+                data-count=move || state.unseen.get()
                 on:click=move |_| {
                     #[cfg(feature = "hydrate")]
                     crate::browser::scroll::jump_to_latest(state);
                 }
             >
-                {move || match state.unseen.get() {
-                    0 => "↓ Jump to latest".to_string(),
-                    1 => "↓ Jump to latest (1 new cell)".to_string(),
-                    n => format!("↓ Jump to latest ({n} new cells)"),
-                }}
+                <span aria-hidden="true">"↓ "</span>
+                <span class="jump-words">
+                    {move || match state.unseen.get() {
+                        0 => "Jump to latest".to_string(),
+                        1 => "Jump to latest (1 new cell)".to_string(),
+                        n => format!("Jump to latest ({n} new cells)"),
+                    }}
+                </span>
             </button>
             <p class="problem-line" role="alert">{move || state.problem.get()}</p>
             <Show when=move || !queued.with(Vec::is_empty)>
