@@ -16,5 +16,5 @@ pub use runcell_protocol::ids::{
     InvalidOwnerId, InvalidSessionId, InvalidShareToken, OwnerId, SessionId, ShareToken,
 };
 pub use runcell_protocol::page::*;
-pub use session::{LoadSession, load_session};
+pub use session::{LoadSession, SessionLoad, load_session};
 pub use share_link::{LoadShareLink, load_share_link};

@@ -11,10 +11,10 @@ pub fn list(done: impl FnOnce(Result<HeldKernels, String>) + 'static) -> bool {
             return done(Err(message_of(xhr)));
         }
         let body = xhr.response_text().ok().flatten().unwrap_or_default();
-        done(
-            serde_json::from_str(&body)
-                .map_err(|_| "the server's answer was not a list of kernels".to_string()),
-        );
+        let read = serde_json::from_str(&body)
+            .ok()
+            .and_then(|v| crate::reader::kernels_in_use(&v).ok());
+        done(read.ok_or_else(|| "the server's answer was not a list of kernels".to_string()));
     })
 }
 

@@ -3,7 +3,7 @@
 use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
-use crate::api::{SessionPageData, display_title, title_after_edit, title_from};
+use crate::api::{SessionLoad, SessionPageData, display_title, title_after_edit, title_from};
 use crate::components::{
     BackendPicker, Cells, ConnectionIndicator, FilesPanel, Header, KernelNotice, LoadProblem,
     ModelPicker, PageTitle, Prompt, PythonIndicator, ShareControls, Sidebar, TurnAnnouncer,
@@ -18,14 +18,19 @@ pub fn SessionPage() -> impl IntoView {
     let params = use_params_map();
     let session_id = move || params.read().get("id").unwrap_or_default();
     // The server reads the session; the browser has it from the page (see
-    // `browser::page_data`), so the bundle has no server-function client.
-    #[cfg(feature = "ssr")]
-    let log = Resource::new(session_id, crate::api::load_session);
-    #[cfg(feature = "hydrate")]
-    let log = Resource::new(session_id, crate::browser::page_data::load_session_page);
-    #[cfg(not(any(feature = "ssr", feature = "hydrate")))]
-    let log = Resource::new(session_id, |_| async {
-        Err(crate::api::LoadError::NotWithPage)
+    // `browser::page_data`), so the bundle has no server-function client,
+    // and reads it by hand (`SessionLoad`), so no serde readers for it.
+    let log = Resource::new_str(session_id, |id| async move {
+        #[cfg(feature = "ssr")]
+        let load = crate::api::load_session(id).await;
+        #[cfg(feature = "hydrate")]
+        let load = crate::browser::page_data::load_session_page(id).await;
+        #[cfg(not(any(feature = "ssr", feature = "hydrate")))]
+        let load = {
+            let _ = id;
+            Err(crate::api::LoadError::NotWithPage)
+        };
+        SessionLoad(load)
     });
 
     view! {
@@ -34,7 +39,7 @@ pub fn SessionPage() -> impl IntoView {
                 view! { <LoadProblem heading="This session cannot be opened" errors/> }
             }>
                 {move || Suspend::new(async move {
-                    log.await.map(|log| view! { <SessionView log/> })
+                    log.await.0.map(|log| view! { <SessionView log/> })
                 })}
             </ErrorBoundary>
         </Suspense>

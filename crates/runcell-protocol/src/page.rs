@@ -12,8 +12,9 @@ pub struct SessionPageData {
     pub session_id: String,
     /// The first question, or the owner's name for it; empty before any.
     pub title: String,
-    /// Read by hand ([`crate::reader`]), as the page reads the socket's
-    /// events, so that the bundle carries no serde code for them.
+    /// Read with the page's own reader ([`crate::reader`]) here too, so
+    /// that serde and the page (which reads the whole struct by hand,
+    /// [`crate::reader::session_page_data`]) read events alike.
     #[serde(deserialize_with = "crate::reader::deserialize_events")]
     pub events: Vec<SessionEvent>,
     pub models: ModelChoices,

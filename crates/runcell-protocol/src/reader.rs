@@ -505,5 +505,8 @@ fn string_map(v: &Value, key: &'static str) -> Read<BTreeMap<String, String>> {
         .collect()
 }
 
+mod page;
+pub use page::{kernels_in_use, session_page_data};
+
 #[cfg(test)]
 mod tests;
