@@ -220,7 +220,7 @@ mod tests {
         };
         let written = serde_json::to_value(&list).unwrap_or_default();
         assert_eq!(kernels_in_use(&written), Ok(list));
-        let mut broken = written.clone();
+        let mut broken = written;
         broken["kernels"][0]["backend"] = json!("moon");
         assert_eq!(kernels_in_use(&broken), Err(Unreadable("backend")));
         assert!(serde_json::from_value::<KernelsInUse>(broken).is_err());
