@@ -65,10 +65,7 @@ pub fn server_message(v: &Value) -> Read<ServerMessage> {
         ServerMessageKind::BrowserRun => ServerMessage::BrowserRun {
             run: u64_of(v, "run")?,
             code: text(v, "code")?,
-            fresh: optional(v, "fresh")
-                .map(|f| f.as_bool().ok_or(Unreadable("fresh")))
-                .transpose()?
-                .unwrap_or(false),
+            fresh: flag(v, "fresh")?,
             timeout_ms: u64_of(v, "timeout_ms")?,
             prepare_ms: optional(v, "prepare_ms")
                 .map(|p| p.as_u64().ok_or(Unreadable("prepare_ms")))
@@ -139,16 +136,12 @@ pub fn event_body(v: &Value) -> Read<EventBody> {
         EventKind::UserMessage => EventBody::UserMessage {
             cell_id: cell_id(v, "cell_id")?,
             text: text(v, "text")?,
-            markup: optional(v, "markup")
-                .map(|_| text(v, "markup"))
-                .transpose()?,
+            markup: optional_text(v, "markup")?,
         },
         EventKind::CellStarted => EventBody::CellStarted {
             cell_id: cell_id(v, "cell_id")?,
             cell_kind: named(v, "cell_kind")?,
-            language: optional(v, "language")
-                .map(|_| text(v, "language"))
-                .transpose()?,
+            language: optional_text(v, "language")?,
             attempt: optional(v, "attempt")
                 .map(|_| u32_of(v, "attempt"))
                 .transpose()?,
@@ -181,10 +174,7 @@ pub fn event_body(v: &Value) -> Read<EventBody> {
         },
         EventKind::CellCleared => EventBody::CellCleared {
             cell_id: cell_id(v, "cell_id")?,
-            wait: optional(v, "wait")
-                .map(|w| w.as_bool().ok_or(Unreadable("wait")))
-                .transpose()?
-                .unwrap_or(false),
+            wait: flag(v, "wait")?,
         },
         EventKind::DisplayUpdated => EventBody::DisplayUpdated {
             display_id: text(v, "display_id")?,
@@ -228,9 +218,7 @@ pub fn output(v: &Value) -> Read<Output> {
             data: string_map(v, "data")?,
             main: main_of(v),
             metadata: String::new(),
-            display_id: optional(v, "display_id")
-                .map(|_| text(v, "display_id"))
-                .transpose()?,
+            display_id: optional_text(v, "display_id")?,
         },
         OutputKind::Table => {
             let t = required(v, "table")?;
@@ -245,9 +233,7 @@ pub fn output(v: &Value) -> Read<Output> {
                         .iter()
                         .map(|row| row_of(row).ok_or(Unreadable("rows")))
                         .collect::<Read<_>>()?,
-                    elided: optional(t, "elided")
-                        .map(|_| text(t, "elided"))
-                        .transpose()?,
+                    elided: optional_text(t, "elided")?,
                 },
                 text: text_or_empty(v, "text")?,
                 main: main_of(v),
@@ -275,13 +261,8 @@ pub fn output(v: &Value) -> Read<Output> {
                 .map(|_| u64_of(v, "size"))
                 .transpose()?
                 .unwrap_or(0),
-            cached: optional(v, "cached")
-                .map(|c| c.as_bool().ok_or(Unreadable("cached")))
-                .transpose()?
-                .unwrap_or(false),
-            refused: optional(v, "refused")
-                .map(|_| text(v, "refused"))
-                .transpose()?,
+            cached: flag(v, "cached")?,
+            refused: optional_text(v, "refused")?,
         },
         OutputKind::Error => Output::Error {
             name: text(v, "name")?,
@@ -462,6 +443,19 @@ fn text_or_empty(v: &Value, key: &'static str) -> Read<String> {
         Some(_) => text(v, key),
         None => Ok(String::new()),
     }
+}
+
+/// An `Option<String>`: absent or `null` is `None`.
+fn optional_text(v: &Value, key: &'static str) -> Read<Option<String>> {
+    optional(v, key).map(|_| text(v, key)).transpose()
+}
+
+/// A `#[serde(default)]` boolean: absent is `false`.
+fn flag(v: &Value, key: &'static str) -> Read<bool> {
+    optional(v, key)
+        .map(|f| f.as_bool().ok_or(Unreadable(key)))
+        .transpose()
+        .map(Option::unwrap_or_default)
 }
 
 fn u64_of(v: &Value, key: &'static str) -> Read<u64> {

@@ -5,7 +5,10 @@
 
 use serde_json::Value;
 
-use super::{Read, Unreadable, list, optional, required, session_events, text, u64_of, usize_of};
+use super::{
+    Read, Unreadable, flag, list, optional, optional_text, required, session_events, text, u64_of,
+    usize_of,
+};
 use crate::SandboxKind;
 use crate::page::{
     AccountMenu, KernelInUse, KernelsInUse, ModelChoices, SessionPageData, SessionSummary,
@@ -90,20 +93,6 @@ fn sandbox_kind(v: &Value, key: &'static str) -> Read<SandboxKind> {
     v.as_str()
         .and_then(|name| name.parse().ok())
         .ok_or(Unreadable(key))
-}
-
-/// An `Option<String>`: absent or `null` is `None`.
-fn optional_text(v: &Value, key: &'static str) -> Read<Option<String>> {
-    optional(v, key).map(|_| text(v, key)).transpose()
-}
-
-/// A boolean; absent is `false` (every flag here is `#[serde(default)]`
-/// or always written).
-fn flag(v: &Value, key: &'static str) -> Read<bool> {
-    optional(v, key)
-        .map(|f| f.as_bool().ok_or(Unreadable(key)))
-        .transpose()
-        .map(Option::unwrap_or_default)
 }
 
 #[cfg(test)]
