@@ -6,7 +6,7 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen::closure::Closure;
 use web_sys::{File, ProgressEvent, XmlHttpRequest};
 
-use super::xhr::{message_of, on_end, send};
+use super::xhr::{json_of, message_of, on_end, send};
 use crate::contexts::{FilesState, SessionState, UploadItem};
 use crate::protocol::SandboxKind;
 use crate::render::sizes::{human_size, mib};
@@ -34,12 +34,7 @@ pub fn refresh(state: SessionState, files: FilesState) {
             )));
             return;
         }
-        let list = xhr
-            .response_text()
-            .ok()
-            .flatten()
-            .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
-            .and_then(|body| crate::reader::file_items(&body).ok());
+        let list = json_of(xhr).and_then(|body| crate::reader::file_items(&body).ok());
         if let Some(list) = list {
             files.problem.set(None);
             files.files.set(list);

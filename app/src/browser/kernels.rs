@@ -1,7 +1,7 @@
 //! The page's "Kernels in use": asking which kernels the viewer's
 //! notebooks hold, and closing one.
 
-use super::xhr::{message_of, send};
+use super::xhr::{json_of, message_of, send};
 use crate::api::KernelsInUse as HeldKernels;
 
 /// Asks for the viewer's kernels; `done` gets them or why not.
@@ -10,10 +10,7 @@ pub fn list(done: impl FnOnce(Result<HeldKernels, String>) + 'static) -> bool {
         if xhr.status().unwrap_or(0) != 200 {
             return done(Err(message_of(xhr)));
         }
-        let body = xhr.response_text().ok().flatten().unwrap_or_default();
-        let read = serde_json::from_str(&body)
-            .ok()
-            .and_then(|v| crate::reader::kernels_in_use(&v).ok());
+        let read = json_of(xhr).and_then(|v| crate::reader::kernels_in_use(&v).ok());
         done(read.ok_or_else(|| "the server's answer was not a list of kernels".to_string()));
     })
 }

@@ -8,25 +8,26 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen::closure::Closure;
 use web_sys::XmlHttpRequest;
 
+/// The answer's body as JSON, if it is some.
+pub(super) fn json_of(xhr: &XmlHttpRequest) -> Option<serde_json::Value> {
+    xhr.response_text()
+        .ok()
+        .flatten()
+        .and_then(|body| serde_json::from_str(&body).ok())
+}
+
 /// The message of an error body (`{"error":{"code","message"}}`), or the
 /// status.
 pub(super) fn message_of(xhr: &XmlHttpRequest) -> String {
     let status = xhr.status().unwrap_or(0);
-    xhr.response_text()
-        .ok()
-        .flatten()
-        .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
+    json_of(xhr)
         .and_then(|body| body["error"]["message"].as_str().map(str::to_string))
         .unwrap_or_else(|| format!("the server answered {status}"))
 }
 
 /// The string `field` of a JSON answer, if it has one.
 pub(super) fn string_field(xhr: &XmlHttpRequest, field: &str) -> Option<String> {
-    xhr.response_text()
-        .ok()
-        .flatten()
-        .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
-        .and_then(|body| body[field].as_str().map(str::to_string))
+    json_of(xhr).and_then(|body| body[field].as_str().map(str::to_string))
 }
 
 /// Sends `method url` (with `json` as its body, if given) and calls `done`
