@@ -34,12 +34,9 @@ pub fn remember_document_path() {
 pub async fn load_session_page(_session_id: String) -> Result<SessionPageData, LoadError> {
     let here = pathname();
     let moved = DOCUMENT_PATH.with(|path| path.borrow().as_ref() != here.as_ref());
-    if moved && let Some(window) = web_sys::window() {
-        match window.location().reload() {
-            // The page goes; nothing is shown from here.
-            Ok(()) => std::future::pending::<()>().await,
-            Err(_) => return Err(LoadError::NotWithPage),
-        }
+    if moved && web_sys::window().is_some_and(|w| w.location().reload().is_ok()) {
+        // The page goes; nothing is shown from here.
+        std::future::pending::<()>().await;
     }
     Err(LoadError::NotWithPage)
 }

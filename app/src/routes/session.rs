@@ -21,15 +21,10 @@ pub fn SessionPage() -> impl IntoView {
     // `browser::page_data`), so the bundle has no server-function client,
     // and reads it by hand (`SessionLoad`), so no serde readers for it.
     let log = Resource::new_str(session_id, |id| async move {
-        #[cfg(feature = "ssr")]
+        #[cfg(not(feature = "hydrate"))]
         let load = crate::api::load_session(id).await;
         #[cfg(feature = "hydrate")]
         let load = crate::browser::page_data::load_session_page(id).await;
-        #[cfg(not(any(feature = "ssr", feature = "hydrate")))]
-        let load = {
-            let _ = id;
-            Err(crate::api::LoadError::NotWithPage)
-        };
         SessionLoad(load)
     });
 
