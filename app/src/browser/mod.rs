@@ -10,6 +10,7 @@ pub mod files;
 pub mod import;
 pub mod kernels;
 mod keys;
+pub mod outputs;
 pub mod page_data;
 mod page_python;
 pub mod scroll;

@@ -19,7 +19,7 @@ mod share;
 mod sidebar;
 mod theme;
 
-pub use cells::{CellView, Cells, OUTPUT_FRAME_POLICY, output_document};
+pub use cells::{CellView, Cells};
 pub use composer::Prompt;
 pub use files::{FilesPanel, ShareLinkFiles};
 pub use header::Header;
@@ -48,15 +48,6 @@ pub(crate) fn data_url(mime: &str, bytes: &[u8]) -> String {
     use base64::Engine;
     use base64::engine::general_purpose::STANDARD as BASE64;
     format!("data:{mime};base64,{}", BASE64.encode(bytes))
-}
-
-/// Saves a `data:` URL the page holds as a file named `name` (in the
-/// browser).
-pub(crate) fn save_as(name: &str, url: &str) {
-    #[cfg(feature = "hydrate")]
-    crate::browser::download::save(name, url);
-    #[cfg(not(feature = "hydrate"))]
-    let _ = (name, url);
 }
 
 /// Copies the absolute address of `path` on this site (in the browser).

@@ -86,7 +86,10 @@ pub(super) fn summary(
                 project,
                 refused: Some(why),
                 ..
-            } => Some((super::outputs::package_refused_line(project, why), true)),
+            } => Some((
+                crate::render::outputs::package_refused_line(project, why),
+                true,
+            )),
             Output::Package {
                 project,
                 version,
@@ -94,7 +97,7 @@ pub(super) fn summary(
                 cached,
                 refused: None,
             } => Some((
-                super::outputs::package_line(project, version, *size, *cached),
+                crate::render::outputs::package_line(project, version, *size, *cached),
                 false,
             )),
             _ => None,

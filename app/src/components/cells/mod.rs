@@ -4,15 +4,11 @@
 //! `render::for_pages`). Each renders the same on the server and in the
 //! browser, so a page without JavaScript shows the whole session.
 
-mod chart;
 mod install;
 mod outputs;
 mod question;
-mod table;
 
 use leptos::prelude::*;
-
-pub use outputs::{OUTPUT_FRAME_POLICY, output_document};
 
 use crate::components::copy_text;
 use crate::components::indicators::TurnPhase;

@@ -7,12 +7,16 @@
 //!   markdown's markup (server only).
 //! - [`ansi`]: tracebacks' colours to spans, or stripped for the model.
 //! - [`sizes`]: byte counts as people read them.
-//! - [`table`]: a table's numeric columns, sort order, CSV and TSV.
+//! - [`outputs`]: a result cell's outputs as the page shows them.
+//! - [`table`]: a table's numeric columns, sort order, CSV and TSV;
+//!   [`table_markup`]: its markup, a window of its rows at a time.
 
 pub mod ansi;
 #[cfg(feature = "server")]
 pub mod for_pages;
 pub mod markdown;
+pub mod outputs;
 pub mod png;
 pub mod sizes;
 pub mod table;
+pub mod table_markup;
