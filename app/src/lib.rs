@@ -34,10 +34,6 @@ pub use runcell_protocol::{notebook, reader};
 
 use leptos::prelude::*;
 use leptos_meta::{Meta, MetaTags, Stylesheet, provide_meta_context};
-use leptos_router::{
-    ParamSegment, SsrMode, StaticSegment,
-    components::{Route, Router, Routes},
-};
 
 /// The name of the browser bundle's files under `/pkg`.
 pub const OUTPUT_NAME: &str = "runcell";
@@ -158,23 +154,51 @@ pub fn App() -> impl IntoView {
         <components::PageTitle text="runcell".to_string()/>
         <Meta name="description" content="Ask in plain language; watch the code run."/>
         <Meta name="color-scheme" content="light dark"/>
-        <Router>
-            <Routes fallback=routes::NotFound>
-                <Route path=StaticSegment("") view=routes::HomePage/>
-                // Async: the whole notebook is in the first response, so the page
-                // reads the same with JavaScript off.
-                <Route
-                    path=(StaticSegment("sessions"), ParamSegment("id"))
-                    view=routes::SessionPage
-                    ssr=SsrMode::Async
-                />
-                <Route
-                    path=(StaticSegment("s"), ParamSegment("token"))
-                    view=routes::ShareLinkPage
-                    ssr=SsrMode::Async
-                />
-            </Routes>
-        </Router>
+        {pages()}
+    }
+}
+
+/// The page for the request's path: leptos_router's routes, which also
+/// give axum its list of page routes.
+#[cfg(any(feature = "ssr", not(feature = "hydrate")))]
+fn pages() -> impl IntoView {
+    use leptos_router::{
+        ParamSegment, SsrMode, StaticSegment,
+        components::{Route, Router, Routes},
+    };
+    view! {
+            <Router>
+                <Routes fallback=routes::NotFound>
+                    <Route path=StaticSegment("") view=routes::HomePage/>
+                    // Async: the whole notebook is in the first response, so the page
+                    // reads the same with JavaScript off.
+                    <Route
+                        path=(StaticSegment("sessions"), ParamSegment("id"))
+                        view=routes::SessionPage
+                        ssr=SsrMode::Async
+                    />
+                    <Route
+                        path=(StaticSegment("s"), ParamSegment("token"))
+                        view=routes::ShareLinkPage
+                        ssr=SsrMode::Async
+                    />
+                </Routes>
+            </Router>
+    }
+}
+
+/// The browser's side: the document's own page, picked by its path as the
+/// server's routes picked it. Every link leaves the document
+/// (`rel="external"`) and a path reached within it loads as a page of its
+/// own (`browser::page_data`), so the bundle carries no router.
+#[cfg(all(feature = "hydrate", not(feature = "ssr")))]
+fn pages() -> impl IntoView {
+    match routes::Route::of(&browser::page_data::document_path()) {
+        routes::Route::Home => view! { <routes::HomePage/> }.into_any(),
+        routes::Route::Session => view! { <routes::SessionPage/> }.into_any(),
+        routes::Route::ShareLink | routes::Route::NotFound => {
+            view! { <routes::NotFound/> }.into_any()
+        }
     }
 }
 
@@ -182,6 +206,7 @@ pub fn App() -> impl IntoView {
 #[cfg(feature = "hydrate")]
 pub fn hydrate() {
     browser::page_data::remember_document_path();
+    browser::page_data::reload_on_history_moves();
     hydrate_body(App);
     // For tests and the page guard: the page came to life whole.
     if let Some(root) = web_sys::window()

@@ -14,11 +14,11 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen::closure::Closure;
 use web_sys::{Element, HtmlElement, HtmlIFrameElement, HtmlInputElement};
 
+use super::clipboard::copy_text;
 use super::download::save as save_as;
-use crate::components::{Theme, copy_text, data_url};
 use crate::notebook::Cell;
 use crate::protocol::{Output, Table, chart_of};
-use crate::render::outputs::{CAPPED_LINES, chart_message, output_document};
+use crate::render::outputs::{CAPPED_LINES, chart_message, data_url, output_document};
 use crate::render::table::{Sort, numeric_columns, to_csv, to_tsv};
 use crate::render::table_markup::{ROW_PX, View, aria_sort, arrow, body, caption, only, visible};
 
@@ -30,9 +30,21 @@ const MAX_HEIGHT: f64 = 1600.0;
 
 type Outputs = Memo<Option<Cell>>;
 
+/// The page's theme as the frames are told it: its name (`auto`, `light`,
+/// `dark`) and its colour scheme (`light dark`, `light`, `dark`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameTheme {
+    pub name: &'static str,
+    pub scheme: &'static str,
+}
+
 /// Wires the controls in the outputs `list` shows of `cell`, and keeps
-/// its frames in `theme`.
-pub fn control(list: NodeRef<leptos::html::Div>, cell: Outputs, theme: RwSignal<Theme>) {
+/// its frames in the theme `theme` reads (tracked).
+pub fn control(
+    list: NodeRef<leptos::html::Div>,
+    cell: Outputs,
+    theme: impl Fn() -> FrameTheme + Copy + Send + Sync + 'static,
+) {
     Effect::new(move |wired: Option<bool>| {
         if wired == Some(true) {
             return true;
@@ -49,13 +61,13 @@ pub fn control(list: NodeRef<leptos::html::Div>, cell: Outputs, theme: RwSignal<
     // Each chart's frame asks for its chart and says its height.
     let handle = window_event_listener(leptos::ev::message, move |event| {
         if let Some(element) = list.get_untracked() {
-            from_frame(&event, &element, cell, theme.get_untracked());
+            from_frame(&event, &element, cell, untrack(theme));
         }
     });
     on_cleanup(move || handle.remove());
     // The frames follow the theme switch.
     Effect::new(move |_| {
-        let theme = theme.get();
+        let theme = theme();
         if let Some(element) = list.get() {
             retheme(&element, cell, theme);
         }
@@ -297,7 +309,7 @@ fn frames(element: &Element, selector: &str) -> Vec<HtmlIFrameElement> {
 /// Answers what a chart's frame posts (untrusted: it is checked to come
 /// from a chart frame of this result, and read as data): `ready` gets the
 /// chart, `height` sizes the frame, within bounds.
-fn from_frame(event: &web_sys::MessageEvent, element: &Element, cell: Outputs, theme: Theme) {
+fn from_frame(event: &web_sys::MessageEvent, element: &Element, cell: Outputs, theme: FrameTheme) {
     let Some(source) = event.source() else {
         return;
     };
@@ -320,7 +332,7 @@ fn from_frame(event: &web_sys::MessageEvent, element: &Element, cell: Outputs, t
             let message = index.and_then(|index| {
                 with_output(cell, index, |output| match output {
                     Output::Rich { data, .. } => {
-                        chart_of(data).map(|(kind, spec)| chart_message(kind, spec, theme.name()))
+                        chart_of(data).map(|(kind, spec)| chart_message(kind, spec, theme.name))
                     }
                     _ => None,
                 })
@@ -342,14 +354,14 @@ fn from_frame(event: &web_sys::MessageEvent, element: &Element, cell: Outputs, t
 
 /// Tells every chart frame the theme, and renders every HTML output's
 /// frame again in its colour scheme if it was drawn in another.
-fn retheme(element: &Element, cell: Outputs, theme: Theme) {
-    let message = serde_json::json!({ "theme": theme.name() }).to_string();
+fn retheme(element: &Element, cell: Outputs, theme: FrameTheme) {
+    let message = serde_json::json!({ "theme": theme.name }).to_string();
     for frame in frames(element, "figure.out-chart iframe") {
         if let Some(window) = frame.content_window() {
             let _ = window.post_message(&message.as_str().into(), "*");
         }
     }
-    let scheme = theme.color_scheme();
+    let scheme = theme.scheme;
     for frame in frames(element, "iframe.out-html") {
         if frame.get_attribute("data-scheme").as_deref() == Some(scheme) {
             continue;

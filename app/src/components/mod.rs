@@ -29,7 +29,7 @@ pub use page_title::PageTitle;
 #[cfg(feature = "ssr")]
 pub(crate) use pickers::short_name as model_short_name;
 pub use pickers::{BackendPicker, ModelPicker};
-pub use problem::LoadProblem;
+pub use problem::{LoadProblem, problem_of};
 pub use share::ShareControls;
 pub use sidebar::Sidebar;
 pub use theme::{THEME_COOKIE, Theme, ThemeSwitch, current_theme, provide_theme, use_theme};
@@ -44,11 +44,7 @@ pub(crate) fn copy_text(text: &str) {
 }
 
 /// A `data:` URL, for downloads that work without JavaScript.
-pub(crate) fn data_url(mime: &str, bytes: &[u8]) -> String {
-    use base64::Engine;
-    use base64::engine::general_purpose::STANDARD as BASE64;
-    format!("data:{mime};base64,{}", BASE64.encode(bytes))
-}
+pub(crate) use crate::render::outputs::data_url;
 
 /// Copies the absolute address of `path` on this site (in the browser).
 pub(crate) fn copy_link(path: &str) {

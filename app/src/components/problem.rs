@@ -7,17 +7,10 @@ use crate::api::{LoadError, UNREACHABLE};
 use crate::components::Header;
 
 /// The page in place of one that could not be loaded: `heading`, then why
-/// (a [`LoadError`]'s sentence; anything else was not the server's answer).
+/// (`why`: [`problem_of`] an error boundary's errors, or a [`LoadError`]'s
+/// sentence).
 #[component]
-pub fn LoadProblem(heading: &'static str, errors: ArcRwSignal<Errors>) -> impl IntoView {
-    let why = move || {
-        errors
-            .get()
-            .into_iter()
-            .next()
-            .map(|(_, error)| problem_text(&error))
-            .unwrap_or_default()
-    };
+pub fn LoadProblem(heading: &'static str, why: String) -> impl IntoView {
     view! {
         <div class="page">
             <Header/>
@@ -28,6 +21,14 @@ pub fn LoadProblem(heading: &'static str, errors: ArcRwSignal<Errors>) -> impl I
             </main>
         </div>
     }
+}
+
+/// What the page says of an error boundary's first error (a
+/// [`LoadError`]'s sentence; anything else was not the server's answer).
+pub fn problem_of(errors: &ArcRwSignal<Errors>) -> String {
+    errors
+        .with_untracked(|errors| errors.iter().next().map(|(_, error)| problem_text(error)))
+        .unwrap_or_default()
 }
 
 /// What the page says about `error`.
@@ -48,7 +49,7 @@ mod tests {
         Owner::new().with(|| {
             view! {
                 <ErrorBoundary fallback=|errors| {
-                    view! { <LoadProblem heading="This link does not work" errors/> }
+                        view! { <LoadProblem heading="This link does not work" why=problem_of(&errors)/> }
                 }>{Err::<(), Error>(error.clone())}</ErrorBoundary>
             }
             .to_html()

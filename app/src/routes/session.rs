@@ -1,9 +1,8 @@
 //! `/sessions/{id}`: one conversation, live.
 
 use leptos::prelude::*;
-use leptos_router::hooks::use_params_map;
 
-use crate::api::{SessionLoad, SessionPageData, display_title, title_after_edit, title_from};
+use crate::api::{SessionPageData, display_title, title_after_edit, title_from};
 use crate::components::{
     BackendPicker, Cells, ConnectionIndicator, FilesPanel, Header, KernelNotice, LoadProblem,
     ModelPicker, PageTitle, Prompt, PythonIndicator, ShareControls, Sidebar, TurnAnnouncer,
@@ -13,25 +12,25 @@ use crate::notebook::Notebook;
 use runcell_protocol::{CellKind, TurnId};
 
 /// `/sessions/{id}`: one conversation.
+#[cfg(any(feature = "ssr", not(feature = "hydrate")))]
 #[component]
 pub fn SessionPage() -> impl IntoView {
-    let params = use_params_map();
+    use crate::api::SessionLoad;
+    use crate::components::problem_of;
+
+    let params = leptos_router::hooks::use_params_map();
     let session_id = move || params.read().get("id").unwrap_or_default();
-    // The server reads the session; the browser has it from the page (see
-    // `browser::page_data`), so the bundle has no server-function client,
-    // and reads it by hand (`SessionLoad`), so no serde readers for it.
+    // The server reads the session and sends it with the page (the route
+    // is rendered whole before it is sent); the browser reads it from
+    // there (`SessionLoad`, by hand: no serde readers for it).
     let log = Resource::new_str(session_id, |id| async move {
-        #[cfg(not(feature = "hydrate"))]
-        let load = crate::api::load_session(id).await;
-        #[cfg(feature = "hydrate")]
-        let load = crate::browser::page_data::load_session_page(id).await;
-        SessionLoad(load)
+        SessionLoad(crate::api::load_session(id).await)
     });
 
     view! {
         <Suspense fallback=|| view! { <p class="loading">"Loading the session…"</p> }>
             <ErrorBoundary fallback=|errors| {
-                view! { <LoadProblem heading="This session cannot be opened" errors/> }
+                view! { <LoadProblem heading=PROBLEM_HEADING why=problem_of(&errors)/> }
             }>
                 {move || Suspend::new(async move {
                     log.await.0.map(|log| view! { <SessionView log/> })
@@ -40,6 +39,25 @@ pub fn SessionPage() -> impl IntoView {
         </Suspense>
     }
 }
+
+/// The browser's side of `/sessions/{id}`: the data the server sent with
+/// the page, read once as hydration reaches it (`browser::page_data`), so
+/// the bundle has no resource, suspense or asynchronous view code. The
+/// markup is the server's: neither the suspense nor the error boundary
+/// writes any of its own.
+#[cfg(all(feature = "hydrate", not(feature = "ssr")))]
+#[component]
+pub fn SessionPage() -> impl IntoView {
+    match crate::browser::page_data::served_session() {
+        Ok(log) => view! { <SessionView log/> }.into_any(),
+        Err(error) => {
+            view! { <LoadProblem heading=PROBLEM_HEADING why=error.to_string()/> }.into_any()
+        }
+    }
+}
+
+/// What a session page that cannot be shown says.
+const PROBLEM_HEADING: &str = "This session cannot be opened";
 
 /// A live notebook: the cells so far, then whatever the WebSocket brings.
 #[component]

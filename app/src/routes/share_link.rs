@@ -11,7 +11,7 @@ use crate::contexts::{SessionState, ShareLinkOffer, provide_session, provide_sha
 #[component]
 pub fn ShareLinkPage() -> impl IntoView {
     use crate::api::load_share_link;
-    use crate::components::LoadProblem;
+    use crate::components::{LoadProblem, problem_of};
     use leptos_router::hooks::use_params_map;
 
     let params = use_params_map();
@@ -21,7 +21,7 @@ pub fn ShareLinkPage() -> impl IntoView {
     view! {
         <Suspense fallback=|| view! { <p class="loading">"Loading the shared session…"</p> }>
             <ErrorBoundary fallback=|errors| {
-                view! { <LoadProblem heading="This link does not work" errors/> }
+                view! { <LoadProblem heading="This link does not work" why=problem_of(&errors)/> }
             }>
                 {move || Suspend::new(async move {
                     log.await.map(|log| view! { <ShareLinkView log/> })

@@ -52,7 +52,13 @@ pub(super) fn ResultBody(cell: Memo<Option<Cell>>) -> impl IntoView {
     });
     let list = NodeRef::<leptos::html::Div>::new();
     #[cfg(feature = "hydrate")]
-    crate::browser::outputs::control(list, cell, theme);
+    crate::browser::outputs::control(list, cell, move || {
+        let theme = theme.get();
+        crate::browser::outputs::FrameTheme {
+            name: theme.name(),
+            scheme: theme.color_scheme(),
+        }
+    });
 
     view! {
         <div class="cell-body outputs">
