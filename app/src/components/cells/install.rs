@@ -189,41 +189,49 @@ fn redact_urls(line: &str) -> String {
         .join(" ")
 }
 
-/// An install's result: runcell's summary, pip's log folded under it.
+/// An install's result: runcell's summary, pip's log folded under it (the
+/// fold is a view of its own, so that a log opened while pip still prints
+/// stays open).
 #[component]
 pub(super) fn InstallBody(cell: Memo<Option<Cell>>, project: String) -> impl IntoView {
-    let lines = move || {
+    let lines = Memo::new(move |_| {
         cell.with(|c| {
             c.as_ref()
-                .map(|c| summary(&c.outputs, &project, c.status))
+                .map(|c| summary_html(&summary(&c.outputs, &project, c.status)))
                 .unwrap_or_default()
         })
-    };
-    let log = move || cell.with(|c| c.as_ref().map(|c| pip_log(&c.outputs)).unwrap_or_default());
+    });
+    let log = Memo::new(move |_| {
+        cell.with(|c| c.as_ref().map(|c| pip_log(&c.outputs)).unwrap_or_default())
+    });
     view! {
         <div class="cell-body outputs">
-            <div class="install-summary" role="status">
-                {move || {
-                    lines()
-                        .into_iter()
-                        .map(|(line, refused)| {
-                            view! {
-                                <p class="out out-package" class:out-package-refused=refused>
-                                    {line}
-                                </p>
-                            }
-                        })
-                        .collect_view()
-                }}
-            </div>
-            <Show when=move || !log().trim().is_empty()>
-                <details class="pip-log">
-                    <summary>"pip's log"</summary>
-                    <pre class="out out-stdout" tabindex="0">{log}</pre>
-                </details>
-            </Show>
+            <div class="install-summary" role="status" inner_html=lines></div>
+            <details class="pip-log" hidden=move || log.with(|l| l.trim().is_empty())>
+                <summary>"pip's log"</summary>
+                <pre class="out out-stdout" tabindex="0" inner_html=move || crate::render::markdown::escape(&log.get())></pre>
+            </details>
         </div>
     }
+}
+
+/// runcell's lines on an install, as markup: one paragraph each, a refusal
+/// marked.
+fn summary_html(lines: &[(String, bool)]) -> String {
+    lines
+        .iter()
+        .map(|(line, refused)| {
+            let class = if *refused {
+                "out out-package out-package-refused"
+            } else {
+                "out out-package"
+            };
+            format!(
+                "<p class=\"{class}\">{}</p>",
+                crate::render::markdown::escape(line)
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -238,6 +246,18 @@ mod tests {
         Collecting humanize\n  Downloading http://10.200.0.1:3141/files/humanize-4.9.0-py3-none-any.whl (126 kB)\n\
         Installing collected packages: humanize\nSuccessfully installed humanize-4.9.0\n\
         Note: you may need to restart the kernel to use updated packages.\n";
+
+    #[test]
+    fn the_summary_is_text_in_paragraphs() {
+        assert_eq!(
+            summary_html(&[
+                ("Installed <b>a</b> 1.0".to_string(), false),
+                ("Not installed: b.".to_string(), true)
+            ]),
+            "<p class=\"out out-package\">Installed &lt;b&gt;a&lt;/b&gt; 1.0</p>\
+             <p class=\"out out-package out-package-refused\">Not installed: b.</p>"
+        );
+    }
 
     #[test]
     fn pip_log_hides_the_index_and_the_false_advice() {
