@@ -81,27 +81,7 @@ pub(super) fn summary(
 ) -> Vec<(String, bool)> {
     let lines: Vec<(String, bool)> = outputs
         .iter()
-        .filter_map(|o| match o {
-            Output::Package {
-                project,
-                refused: Some(why),
-                ..
-            } => Some((
-                crate::render::outputs::package_refused_line(project, why),
-                true,
-            )),
-            Output::Package {
-                project,
-                version,
-                size,
-                cached,
-                refused: None,
-            } => Some((
-                crate::render::outputs::package_line(project, version, *size, *cached),
-                false,
-            )),
-            _ => None,
-        })
+        .filter_map(crate::render::outputs::package_said)
         .collect();
     if !lines.is_empty() {
         return lines;

@@ -21,14 +21,19 @@ pub(super) fn ResultBody(cell: Memo<Option<Cell>>) -> impl IntoView {
     let theme = use_theme();
     // A share link's page links only the files its link offers.
     let offer = state.read_only.then(use_share_link_offer).flatten();
-    let markup = Memo::new(move |_| {
-        // The question the result answers: what a figure is of, in words.
+    // The question the result answers: what a figure is of, in words. A
+    // memo of its own, so that the notebook's every event does not render
+    // the outputs again (only a change of the question does).
+    let question = Memo::new(move |_| {
         let turn = cell.with(|c| c.as_ref().and_then(|c| c.turn));
-        let question = state.notebook.with(|n| {
+        state.notebook.with(|n| {
             turn.and_then(|turn| n.question(turn))
                 .unwrap_or_default()
                 .to_string()
-        });
+        })
+    });
+    let markup = Memo::new(move |_| {
+        let question = question.get();
         let session = state.session_id.get_value();
         let file_href = |path: &str| match &offer {
             Some(offer) => offer.href(path),

@@ -159,24 +159,14 @@ pub fn output_html(output: &Output, index: usize, place: &Place) -> String {
             )
         }
         Output::File { path, name, size } => file_html(path, name, *size, place),
-        Output::Package {
-            project,
-            refused: Some(why),
-            ..
-        } => format!(
-            "<p class=\"out out-package out-package-refused\" role=\"status\">{}</p>",
-            escape(&package_refused_line(project, why))
-        ),
-        Output::Package {
-            project,
-            version,
-            size,
-            cached,
-            refused: None,
-        } => format!(
-            "<p class=\"out out-package\">{}</p>",
-            escape(&package_line(project, version, *size, *cached))
-        ),
+        Output::Package { .. } => match package_said(output) {
+            Some((line, true)) => format!(
+                "<p class=\"out out-package out-package-refused\" role=\"status\">{}</p>",
+                escape(&line)
+            ),
+            Some((line, false)) => format!("<p class=\"out out-package\">{}</p>", escape(&line)),
+            None => String::new(),
+        },
         Output::Table { table, .. } => table_html(table, place.cell, index),
         // The page names the figure by its address: a plain link downloads
         // it, with or without scripts.
@@ -312,6 +302,26 @@ pub fn data_url(mime: &str, bytes: &[u8]) -> String {
     use base64::Engine;
     use base64::engine::general_purpose::STANDARD as BASE64;
     format!("data:{mime};base64,{}", BASE64.encode(bytes))
+}
+
+/// What a result cell says of a package output, and whether the index
+/// refused it; `None` for any other output.
+pub fn package_said(output: &Output) -> Option<(String, bool)> {
+    match output {
+        Output::Package {
+            project,
+            refused: Some(why),
+            ..
+        } => Some((package_refused_line(project, why), true)),
+        Output::Package {
+            project,
+            version,
+            size,
+            cached,
+            refused: None,
+        } => Some((package_line(project, version, *size, *cached), false)),
+        _ => None,
+    }
 }
 
 /// What a result cell says of a package file runcell's index handed to
